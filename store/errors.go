@@ -1,0 +1,116 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Coded is implemented by errors that carry one of SPEC §2.2's error codes.
+// The HTTP layer turns the code into a status; Fields adds the envelope's
+// extra members (execution_id, status, field).
+type Coded interface {
+	error
+	ErrorCode() string
+}
+
+// Sentinel errors. Stores return them (or errors wrapping them) so that
+// errors.Is works at every layer.
+var (
+	// ErrNotFound: no record for that identity or execution id.
+	ErrNotFound = &codedError{"NOT_FOUND", "no such execution"}
+	// ErrCapacity: the store is full; nothing was reserved (fail closed).
+	ErrCapacity = &codedError{"IDEMPOTENCY_CAPACITY", "the idempotency store is full"}
+	// ErrUnavailable: the store cannot take writes now (no leader or no
+	// quorum); the operation was not applied.
+	ErrUnavailable = &codedError{"UNAVAILABLE", "the store is unavailable"}
+	// ErrCommitUnknown: the operation was proposed but whether it was
+	// applied is not known (a leader was lost mid-commit). The caller must
+	// find out, never assume either way.
+	ErrCommitUnknown = &codedError{"UNAVAILABLE", "the outcome of the write is unknown"}
+	// ErrInvalidState: the record's status (or owner) does not allow the
+	// operation. Stores return a *StateError, which matches it.
+	ErrInvalidState = &codedError{"INVALID_STATE", "the execution's status does not allow this"}
+	// ErrInvalid: a malformed argument (empty key, bad result).
+	ErrInvalid = &codedError{"INVALID_REQUEST", "invalid store argument"}
+	// ErrConflict: same identity, different fingerprint. See ConflictError.
+	ErrConflict = &codedError{"IDEMPOTENCY_CONFLICT", "request_id was already used with different arguments"}
+	// ErrUncertain: same identity, still running or interrupted. See
+	// UncertainError.
+	ErrUncertain = &codedError{"EXECUTION_UNCERTAIN", "an execution of this request is not finished"}
+)
+
+type codedError struct{ code, msg string }
+
+func (e *codedError) Error() string     { return e.msg }
+func (e *codedError) ErrorCode() string { return e.code }
+
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+}
+
+// StateError says that Record's status or owner does not allow Op.
+type StateError struct {
+	Op     string
+	Record Record
+}
+
+func (e *StateError) Error() string {
+	return fmt.Sprintf("%s: execution %s is %s", e.Op, e.Record.ExecutionID, e.Record.Status)
+}
+
+// ErrorCode implements Coded.
+func (e *StateError) ErrorCode() string { return ErrInvalidState.code }
+
+// Is makes errors.Is(err, ErrInvalidState) true.
+func (e *StateError) Is(target error) bool { return target == ErrInvalidState }
+
+// Fields returns the envelope's extra members.
+func (e *StateError) Fields() map[string]any {
+	return map[string]any{"execution_id": e.Record.ExecutionID, "status": e.Record.Status}
+}
+
+// ConflictError says that the identity was used with a different fingerprint.
+type ConflictError struct{ Record Record }
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("%s (execution %s)", ErrConflict.msg, e.Record.ExecutionID)
+}
+
+// ErrorCode implements Coded.
+func (e *ConflictError) ErrorCode() string { return ErrConflict.code }
+
+// Is makes errors.Is(err, ErrConflict) true.
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+
+// Fields returns the envelope's extra members.
+func (e *ConflictError) Fields() map[string]any {
+	return map[string]any{"execution_id": e.Record.ExecutionID}
+}
+
+// UncertainError says that the identity's execution is running or
+// interrupted, so its outcome is not known and the tool must not run again.
+type UncertainError struct{ Record Record }
+
+func (e *UncertainError) Error() string {
+	return fmt.Sprintf("%s: execution %s is %s", ErrUncertain.msg, e.Record.ExecutionID, e.Record.Status)
+}
+
+// ErrorCode implements Coded.
+func (e *UncertainError) ErrorCode() string { return ErrUncertain.code }
+
+// Is makes errors.Is(err, ErrUncertain) true.
+func (e *UncertainError) Is(target error) bool { return target == ErrUncertain }
+
+// Fields returns the envelope's extra members.
+func (e *UncertainError) Fields() map[string]any {
+	return map[string]any{"execution_id": e.Record.ExecutionID, "status": e.Record.Status}
+}
+
+// CodeOf returns the SPEC error code carried by err, or "" when it carries none.
+func CodeOf(err error) string {
+	var c Coded
+	if errors.As(err, &c) {
+		return c.ErrorCode()
+	}
+	return ""
+}

@@ -1,0 +1,139 @@
+package jcs
+
+// Canonicalize parses one JSON value from data and returns its RFC 8785
+// canonical form. On failure it returns nil and an error wrapping one of
+// the package's sentinel errors.
+func Canonicalize(data []byte) ([]byte, error) {
+	// The canonical form is rarely longer than the input.
+	out, err := AppendCanonical(make([]byte, 0, len(data)), data)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// AppendCanonical appends the RFC 8785 canonical form of the single JSON
+// value in data to dst and returns the extended slice. On failure it
+// returns dst with its original length (bytes beyond that length may have
+// been overwritten) and an error wrapping one of the package's sentinel
+// errors.
+func AppendCanonical(dst, data []byte) ([]byte, error) {
+	p := parser{data: data, out: dst}
+	p.skipSpace()
+	if err := p.value(); err != nil {
+		return dst, err
+	}
+	p.skipSpace()
+	if p.pos < len(p.data) {
+		return dst, errorAt(ErrSyntax, p.pos, "unexpected data after top-level value")
+	}
+	return p.out, nil
+}
+
+// parser is a recursive-descent parser that appends canonical JSON to out
+// as it goes. Objects are first parsed into out and then rewritten in
+// sorted order (see object).
+type parser struct {
+	data  []byte
+	pos   int
+	depth int
+
+	out []byte
+	// members is a stack shared by all open objects; each object uses
+	// the suffix that starts where it found the stack.
+	members []member
+	// scratch holds the decoded text of the string value being parsed.
+	scratch []byte
+}
+
+func isSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r'
+}
+
+func (p *parser) skipSpace() {
+	for p.pos < len(p.data) && isSpace(p.data[p.pos]) {
+		p.pos++
+	}
+}
+
+// value parses the value starting at p.pos (whitespace already skipped)
+// and appends its canonical form to p.out.
+func (p *parser) value() error {
+	if p.pos >= len(p.data) {
+		return errorAt(ErrSyntax, p.pos, "unexpected end of input, expecting value")
+	}
+	switch c := p.data[p.pos]; {
+	case c == '{':
+		return p.object()
+	case c == '[':
+		return p.array()
+	case c == '"':
+		return p.stringValue()
+	case c == '-' || ('0' <= c && c <= '9'):
+		return p.number()
+	case c == 't':
+		return p.literal("true")
+	case c == 'f':
+		return p.literal("false")
+	case c == 'n':
+		return p.literal("null")
+	default:
+		return errorAt(ErrSyntax, p.pos, "unexpected character, expecting value")
+	}
+}
+
+func (p *parser) literal(lit string) error {
+	end := p.pos + len(lit)
+	if end > len(p.data) || string(p.data[p.pos:end]) != lit {
+		return errorAt(ErrSyntax, p.pos, "invalid literal")
+	}
+	p.pos = end
+	p.out = append(p.out, lit...)
+	return nil
+}
+
+// enter records one more level of nesting, failing beyond MaxDepth.
+func (p *parser) enter() error {
+	p.depth++
+	if p.depth > MaxDepth {
+		return errorAt(ErrTooDeep, p.pos, "arrays and objects nested too deeply")
+	}
+	return nil
+}
+
+func (p *parser) array() error {
+	if err := p.enter(); err != nil {
+		return err
+	}
+	p.pos++ // '['
+	p.out = append(p.out, '[')
+	p.skipSpace()
+	if p.pos < len(p.data) && p.data[p.pos] == ']' {
+		p.pos++
+		p.depth--
+		p.out = append(p.out, ']')
+		return nil
+	}
+	for {
+		if err := p.value(); err != nil {
+			return err
+		}
+		p.skipSpace()
+		if p.pos >= len(p.data) {
+			return errorAt(ErrSyntax, p.pos, "unexpected end of input in array")
+		}
+		switch p.data[p.pos] {
+		case ',':
+			p.pos++
+			p.out = append(p.out, ',')
+			p.skipSpace()
+		case ']':
+			p.pos++
+			p.depth--
+			p.out = append(p.out, ']')
+			return nil
+		default:
+			return errorAt(ErrSyntax, p.pos, "expecting ',' or ']' in array")
+		}
+	}
+}

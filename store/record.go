@@ -1,0 +1,132 @@
+package store
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Status is where an execution stands.
+type Status string
+
+// The statuses of an execution. Running and Interrupted are open: the
+// outcome is not known. The other four are finished and never change again.
+const (
+	StatusRunning     Status = "running"
+	StatusInterrupted Status = "interrupted"
+	StatusCompleted   Status = "completed"
+	StatusFailed      Status = "failed"
+	StatusTimedOut    Status = "timed_out"
+	StatusCancelled   Status = "cancelled"
+)
+
+// Finished reports whether s is a final status (completed, failed,
+// timed_out or cancelled).
+func (s Status) Finished() bool {
+	switch s {
+	case StatusCompleted, StatusFailed, StatusTimedOut, StatusCancelled:
+		return true
+	}
+	return false
+}
+
+// Open reports whether s is running or interrupted.
+func (s Status) Open() bool {
+	return s == StatusRunning || s == StatusInterrupted
+}
+
+// Valid reports whether s is one of the six statuses.
+func (s Status) Valid() bool { return s.Open() || s.Finished() }
+
+// Execution describes a new execution proposed for an identity. The runtime
+// that will run the tool chooses it, so that it can later tell whether the
+// reservation it holds is its own.
+type Execution struct {
+	ID        string    `json:"execution_id"`
+	Tool      string    `json:"tool"`
+	NodeID    string    `json:"node_id"`
+	StartedAt time.Time `json:"started_at"`
+}
+
+// Result is the outcome of an execution. Completed carries Data, any JSON
+// value; failed, timed_out and cancelled carry Error, a JSON object with at
+// least "code" and "message".
+type Result struct {
+	ExecutionID string          `json:"execution_id"`
+	Status      Status          `json:"status"`
+	Data        json.RawMessage `json:"data,omitempty"`
+	Error       json.RawMessage `json:"error,omitempty"`
+	FinishedAt  time.Time       `json:"finished_at"`
+}
+
+// Validate reports whether r is a well-formed final result.
+func (r Result) Validate() error {
+	switch {
+	case r.ExecutionID == "":
+		return invalidf("result has no execution id")
+	case !r.Status.Finished():
+		return invalidf("result status %q is not a final status", r.Status)
+	case r.Status == StatusCompleted && !json.Valid(r.Data):
+		return invalidf("completed result needs valid JSON data")
+	case r.Status != StatusCompleted && !isObject(r.Error):
+		return invalidf("%s result needs a JSON object error", r.Status)
+	case r.FinishedAt.IsZero():
+		return invalidf("result has no finish time")
+	}
+	return nil
+}
+
+// Record is what a Store keeps for one identity. A Record returned by a
+// Store is a copy the caller owns, except for Data and Error, which callers
+// must treat as read-only.
+type Record struct {
+	ExecutionID string          `json:"execution_id"`
+	Key         Key             `json:"key"`
+	Tool        string          `json:"tool"`
+	Fingerprint string          `json:"fingerprint"`
+	Status      Status          `json:"status"`
+	Data        json.RawMessage `json:"data,omitempty"`
+	Error       json.RawMessage `json:"error,omitempty"`
+	NodeID      string          `json:"node_id"`
+	StartedAt   time.Time       `json:"started_at"`
+	FinishedAt  time.Time       `json:"finished_at,omitzero"`
+	Resolved    bool            `json:"resolved,omitempty"`
+	// Seq is assigned by the Store when the reservation is made and grows
+	// with every reservation. It orders listings and, in a replicated store,
+	// is the log index at which the reservation committed: a fencing token.
+	Seq uint64 `json:"seq"`
+}
+
+// ErrorBody is the usual shape of a Result's Error.
+type ErrorBody struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// ErrorCode returns the "code" of the record's error, or "" when it has none.
+func (r Record) ErrorCode() string {
+	var b ErrorBody
+	if len(r.Error) == 0 || json.Unmarshal(r.Error, &b) != nil {
+		return ""
+	}
+	return b.Code
+}
+
+// apply copies a result's outcome into the record.
+func (r *Record) apply(res Result) {
+	r.Status = res.Status
+	r.Data = clone(res.Data)
+	r.Error = clone(res.Error)
+	r.FinishedAt = res.FinishedAt
+}
+
+func isObject(raw json.RawMessage) bool {
+	var m map[string]json.RawMessage
+	return len(raw) > 0 && json.Unmarshal(raw, &m) == nil && m != nil
+}
+
+func clone(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return append([]byte(nil), b...)
+}

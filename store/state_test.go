@@ -1,0 +1,54 @@
+package store_test
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/carmyhq/carmy/store"
+)
+
+func TestStateRestoreGivesEqualState(t *testing.T) {
+	s := store.NewState(10)
+	at := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	for i, id := range []string{"e1", "e2", "e3"} {
+		k := store.Key{Principal: "p", Session: "s", RequestID: id}
+		if _, err := s.Reserve(k, "fp", store.Execution{ID: id, Tool: "t", NodeID: "n", StartedAt: at}, uint64(i+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := store.Result{ExecutionID: "e2", Status: store.StatusCompleted, Data: json.RawMessage(`{"x":1}`), FinishedAt: at}
+	if _, err := s.Complete(store.Key{Principal: "p", Session: "s", RequestID: "e2"}, "fp", res); err != nil {
+		t.Fatal(err)
+	}
+	s.MarkInterrupted("n")
+
+	r := store.NewState(10)
+	if err := r.Restore(s.Records(), s.LastSeq()); err != nil {
+		t.Fatal(err)
+	}
+	if !r.Equal(s) || !s.Equal(r) {
+		t.Fatal("restored state differs")
+	}
+	if _, err := r.Release("e1", false); err != nil {
+		t.Fatal(err)
+	}
+	if r.Equal(s) {
+		t.Fatal("Equal missed a released record")
+	}
+	dup := append(s.Records(), s.Records()[0])
+	if err := r.Restore(dup, 3); err == nil {
+		t.Fatal("Restore accepted a duplicate identity")
+	}
+}
+
+func TestStateReserveNeedsGrowingSeq(t *testing.T) {
+	s := store.NewState(10)
+	k := store.Key{RequestID: "a"}
+	if _, err := s.Reserve(k, "fp", store.Execution{ID: "e1"}, 5); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Reserve(store.Key{RequestID: "b"}, "fp", store.Execution{ID: "e2"}, 5); err == nil {
+		t.Fatal("Reserve accepted a seq that does not grow")
+	}
+}

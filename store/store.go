@@ -1,0 +1,155 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// Outcome is what Reserve found for an identity.
+type Outcome int
+
+// Reserve outcomes.
+const (
+	// Reserved: the identity was vacant and is now reserved for the
+	// proposed execution, which may run.
+	Reserved Outcome = iota + 1
+	// Replay: the identity has a finished record with the same fingerprint.
+	Replay
+	// Conflict: the identity has a record with a different fingerprint.
+	Conflict
+	// Uncertain: the identity has a running or interrupted record with the
+	// same fingerprint; the tool must not run again.
+	Uncertain
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Reserved:
+		return "reserved"
+	case Replay:
+		return "replay"
+	case Conflict:
+		return "conflict"
+	case Uncertain:
+		return "uncertain"
+	}
+	return "unknown"
+}
+
+// Reservation is Reserve's answer: the outcome and the identity's record as
+// it stands after the call (the new record when Reserved).
+type Reservation struct {
+	Outcome Outcome
+	Record  Record
+}
+
+// Resolution settles an open execution with an outcome established outside
+// Carmy (SPEC §2.5).
+type Resolution struct {
+	Result
+	// AllowRunning permits settling a running execution. Callers set it
+	// only when they know the runner is gone (its node is dead or no longer
+	// a member), or when they are the runner releasing a reservation whose
+	// tool never started.
+	AllowRunning bool
+}
+
+// ListQuery selects records for listing.
+type ListQuery struct {
+	// Principal restricts the listing to one principal unless
+	// AllPrincipals is set.
+	Principal     string
+	AllPrincipals bool
+	// Session selects one session ("" is a session too).
+	Session string
+	// Limit is the page size; 0 or less means DefaultListLimit.
+	Limit int
+	// Before continues a listing: only records with Seq < Before. 0 starts
+	// from the newest.
+	Before uint64
+}
+
+// DefaultListLimit and MaxListLimit bound a page of List.
+const (
+	DefaultListLimit = 50
+	MaxListLimit     = 500
+)
+
+// Page is one page of a listing, newest first. Next is the Before of the
+// following page, 0 when there is none.
+type Page struct {
+	Records []Record
+	Next    uint64
+}
+
+// Stats describes a store's occupancy.
+type Stats struct {
+	// Entries counts every record: running, interrupted and finished.
+	Entries int
+	// Capacity is the bound on Entries.
+	Capacity int
+}
+
+// Store records reservations and outcomes of tool calls. Implementations
+// must be safe for concurrent use, and every write must be durable (to the
+// degree the implementation promises) before it returns.
+//
+// A write that returns ErrUnavailable was not applied. A write that returns
+// ErrCommitUnknown may or may not have been applied: the caller must find
+// out (Get, Lookup) rather than assume. All other errors mean the write was
+// not applied.
+type Store interface {
+	// Reserve atomically compares fingerprint with the identity's record
+	// and, when the identity is vacant, reserves it for exec with status
+	// running. When the store is full it returns ErrCapacity and reserves
+	// nothing; a full store still answers Replay, Conflict and Uncertain
+	// for identities it holds.
+	Reserve(ctx context.Context, key Key, fingerprint string, exec Execution) (Reservation, error)
+
+	// Complete records res for the identity. It applies only when the
+	// record still belongs to res.ExecutionID and is running or
+	// interrupted; otherwise it returns a *StateError (ErrInvalidState)
+	// carrying the record as it stands. A different fingerprint is
+	// ErrConflict; no record is ErrNotFound. The result is durable before
+	// Complete returns.
+	Complete(ctx context.Context, key Key, fingerprint string, res Result) (Record, error)
+
+	// Get returns the record of an execution, or ErrNotFound.
+	Get(ctx context.Context, executionID string) (Record, error)
+
+	// Lookup returns the record of an identity, or ErrNotFound.
+	Lookup(ctx context.Context, key Key) (Record, error)
+
+	// List returns records of one session, newest first.
+	List(ctx context.Context, q ListQuery) (Page, error)
+
+	// Cancel records res (status cancelled) for a running execution and
+	// returns the record; any other status is a *StateError.
+	Cancel(ctx context.Context, executionID string, res Result) (Record, error)
+
+	// Resolve records an outcome (completed or failed) for an interrupted
+	// execution, or a running one when r.AllowRunning, and marks it
+	// resolved; any other status is a *StateError.
+	Resolve(ctx context.Context, executionID string, r Resolution) (Record, error)
+
+	// Release removes the reservation of an interrupted execution, or of a
+	// running one when allowRunning, so that the next call of the identity
+	// runs the tool. It returns the removed record; any other status is a
+	// *StateError.
+	Release(ctx context.Context, executionID string, allowRunning bool) (Record, error)
+
+	// MarkInterrupted marks every running execution of nodeID interrupted
+	// and returns how many it marked.
+	MarkInterrupted(ctx context.Context, nodeID string) (int, error)
+
+	// Stats returns the store's occupancy.
+	Stats(ctx context.Context) (Stats, error)
+}
+
+// Expirer is implemented by stores that can drop finished records.
+type Expirer interface {
+	// Expire removes finished records that finished before cutoff and
+	// returns how many it removed. Running and interrupted records are
+	// never removed.
+	Expire(ctx context.Context, cutoff time.Time) (int, error)
+}

@@ -1,0 +1,539 @@
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/carmyhq/carmy/store"
+)
+
+// Factory returns a new, empty store holding at most capacity records.
+type Factory func(t *testing.T, capacity int) store.Store
+
+// Run runs the whole conformance suite against stores made by newStore.
+func Run(t *testing.T, newStore Factory) {
+	cases := []struct {
+		name string
+		fn   func(*testing.T, Factory)
+	}{
+		{"ReserveNew", testReserveNew},
+		{"ReplayFinished", testReplayFinished},
+		{"Conflict", testConflict},
+		{"UncertainWhileOpen", testUncertainWhileOpen},
+		{"CompleteOnlyByOwner", testCompleteOnlyByOwner},
+		{"CompleteRejectsMalformed", testCompleteRejectsMalformed},
+		{"CapacityFailsClosed", testCapacityFailsClosed},
+		{"Cancel", testCancel},
+		{"Resolve", testResolve},
+		{"Release", testRelease},
+		{"IdentitiesAreDistinct", testIdentitiesAreDistinct},
+		{"GetAndLookup", testGetAndLookup},
+		{"ListSession", testListSession},
+		{"ConcurrentReserve", testConcurrentReserve},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.fn(t, newStore)
+		})
+	}
+}
+
+var execSeq atomic.Uint64
+
+var epoch = time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+
+// newExec returns an execution with a fresh id.
+func newExec(tool string) store.Execution {
+	n := execSeq.Add(1)
+	return store.Execution{
+		ID:        fmt.Sprintf("exec_conformance_%d_%d", time.Now().UnixNano(), n),
+		Tool:      tool,
+		NodeID:    "node-a",
+		StartedAt: epoch.Add(time.Duration(n) * time.Millisecond),
+	}
+}
+
+func key(req string) store.Key {
+	return store.Key{Principal: "alice", Session: "s1", RequestID: req}
+}
+
+func completed(id string, data string) store.Result {
+	return store.Result{ExecutionID: id, Status: store.StatusCompleted, Data: json.RawMessage(data), FinishedAt: epoch.Add(time.Hour)}
+}
+
+func failedWith(id string, status store.Status, code string) store.Result {
+	return store.Result{
+		ExecutionID: id, Status: status, FinishedAt: epoch.Add(time.Hour),
+		Error: json.RawMessage(fmt.Sprintf(`{"code":%q,"message":"m"}`, code)),
+	}
+}
+
+func mustReserve(t *testing.T, s store.Store, k store.Key, fp string, ex store.Execution, want store.Outcome) store.Record {
+	t.Helper()
+	res, err := s.Reserve(context.Background(), k, fp, ex)
+	if err != nil {
+		t.Fatalf("Reserve(%s): %v", k, err)
+	}
+	if res.Outcome != want {
+		t.Fatalf("Reserve(%s) = %v, want %v (record %+v)", k, res.Outcome, want, res.Record)
+	}
+	return res.Record
+}
+
+func mustComplete(t *testing.T, s store.Store, k store.Key, fp string, res store.Result) store.Record {
+	t.Helper()
+	rec, err := s.Complete(context.Background(), k, fp, res)
+	if err != nil {
+		t.Fatalf("Complete(%s): %v", k, err)
+	}
+	return rec
+}
+
+func wantErr(t *testing.T, what string, err, target error) {
+	t.Helper()
+	if !errors.Is(err, target) {
+		t.Fatalf("%s: err = %v, want %v", what, err, target)
+	}
+}
+
+func wantState(t *testing.T, what string, err error, status store.Status) {
+	t.Helper()
+	var se *store.StateError
+	if !errors.As(err, &se) {
+		t.Fatalf("%s: err = %v, want *StateError", what, err)
+	}
+	if !errors.Is(err, store.ErrInvalidState) {
+		t.Fatalf("%s: StateError does not match ErrInvalidState", what)
+	}
+	if se.Record.Status != status {
+		t.Fatalf("%s: StateError status %s, want %s", what, se.Record.Status, status)
+	}
+}
+
+func testReserveNew(t *testing.T, newStore Factory) {
+	s := newStore(t, 10)
+	ex := newExec("echo")
+	rec := mustReserve(t, s, key("r1"), "fp1", ex, store.Reserved)
+	if rec.ExecutionID != ex.ID || rec.Status != store.StatusRunning || rec.Tool != "echo" ||
+		rec.NodeID != ex.NodeID || rec.Fingerprint != "fp1" || rec.Key != key("r1") || !rec.StartedAt.Equal(ex.StartedAt) {
+		t.Fatalf("reserved record = %+v", rec)
+	}
+	if rec.Seq == 0 {
+		t.Fatal("reserved record has Seq 0")
+	}
+	rec2 := mustReserve(t, s, key("r2"), "fp1", newExec("echo"), store.Reserved)
+	if rec2.Seq <= rec.Seq {
+		t.Fatalf("Seq did not grow: %d then %d", rec.Seq, rec2.Seq)
+	}
+	st, err := s.Stats(context.Background())
+	if err != nil || st.Entries != 2 || st.Capacity != 10 {
+		t.Fatalf("Stats = %+v, %v; want 2 entries of 10", st, err)
+	}
+}
+
+func testReplayFinished(t *testing.T, newStore Factory) {
+	s := newStore(t, 10)
+	for i, res := range []func(id string) store.Result{
+		func(id string) store.Result { return completed(id, `{"order_id":1}`) },
+		func(id string) store.Result { return failedWith(id, store.StatusFailed, "TOOL_ERROR") },
+		func(id string) store.Result { return failedWith(id, store.StatusTimedOut, "TIMEOUT") },
+		func(id string) store.Result { return failedWith(id, store.StatusCancelled, "CANCELLED") },
+	} {
+		k := key(fmt.Sprintf("replay-%d", i))
+		ex := newExec("t")
+		mustReserve(t, s, k, "fp", ex, store.Reserved)
+		want := res(ex.ID)
+		done := mustComplete(t, s, k, "fp", want)
+		if done.Status != want.Status || string(done.Data) != string(want.Data) || string(done.Error) != string(want.Error) {
+			t.Fatalf("completed record = %+v, want result %+v", done, want)
+		}
+		again := mustReserve(t, s, k, "fp", newExec("t"), store.Replay)
+		if again.ExecutionID != ex.ID || again.Status != want.Status || string(again.Data) != string(want.Data) ||
+			string(again.Error) != string(want.Error) || !again.FinishedAt.Equal(want.FinishedAt) {
+			t.Fatalf("replay = %+v, want the recorded %+v", again, done)
+		}
+	}
+}
+
+func testConflict(t *testing.T, newStore Factory) {
+	s := newStore(t, 10)
+	k := key("c1")
+	ex := newExec("t")
+	mustReserve(t, s, k, "fp-a", ex, store.Reserved)
+	if rec := mustReserve(t, s, k, "fp-b", newExec("t"), store.Conflict); rec.ExecutionID != ex.ID {
+		t.Fatalf("conflict while running names %s, want %s", rec.ExecutionID, ex.ID)
+	}
+	mustComplete(t, s, k, "fp-a", completed(ex.ID, `1`))
+	if rec := mustReserve(t, s, k, "fp-b", newExec("t"), store.Conflict); rec.ExecutionID != ex.ID {
+		t.Fatalf("conflict when finished names %s, want %s", rec.ExecutionID, ex.ID)
+	}
+}
+
+func testUncertainWhileOpen(t *testing.T, newStore Factory) {
+	s := newStore(t, 10)
+	k := key("u1")
+	ex := newExec("t")
+	mustReserve(t, s, k, "fp", ex, store.Reserved)
+	rec := mustReserve(t, s, k, "fp", newExec("t"), store.Uncertain)
+	if rec.ExecutionID != ex.ID || rec.Status != store.StatusRunning {
+		t.Fatalf("uncertain while running = %+v", rec)
+	}
+	other := newExec("t")
+	other.NodeID = "node-b"
+	mustReserve(t, s, key("u2"), "fp", other, store.Reserved)
+
+	n, err := s.MarkInterrupted(context.Background(), ex.NodeID)
+	if err != nil || n != 1 {
+		t.Fatalf("MarkInterrupted = %d, %v; want 1", n, err)
+	}
+	rec = mustReserve(t, s, k, "fp", newExec("t"), store.Uncertain)
+	if rec.Status != store.StatusInterrupted {
+		t.Fatalf("after MarkInterrupted status = %s, want interrupted", rec.Status)
+	}
+	if rec, _ := s.Lookup(context.Background(), key("u2")); rec.Status != store.StatusRunning {
+		t.Fatalf("another node's execution became %s", rec.Status)
+	}
+	// The original runner turns out alive: its late result is recorded.
+	done := mustComplete(t, s, k, "fp", completed(ex.ID, `"late"`))
+	if done.Status != store.StatusCompleted || done.Resolved {
+		t.Fatalf("late completion = %+v", done)
+	}
+}
+
+func testCompleteOnlyByOwner(t *testing.T, newStore Factory) {
+	s := newStore(t, 10)
+	ctx := context.Background()
+	k := key("o1")
+	ex := newExec("t")
+	mustReserve(t, s, k, "fp", ex, store.Reserved)
+
+	_, err := s.Complete(ctx, k, "fp", completed("exec_someone_else", `1`))
+	wantState(t, "complete by another execution", err, store.StatusRunning)
+	_, err = s.Complete(ctx, k, "fp-other", completed(ex.ID, `1`))
+	wantErr(t, "complete with another fingerprint", err, store.ErrConflict)
+	_, err = s.Complete(ctx, key("nobody"), "fp", completed(ex.ID, `1`))
+	wantErr(t, "complete of an unknown identity", err, store.ErrNotFound)
+
+	mustComplete(t, s, k, "fp", completed(ex.ID, `1`))
+	_, err = s.Complete(ctx, k, "fp", completed(ex.ID, `2`))
+	wantState(t, "second complete", err, store.StatusCompleted)
+	if rec, _ := s.Lookup(ctx, k); string(rec.Data) != "1" {
+		t.Fatalf("second complete changed data to %s", rec.Data)
+	}
+}
+
+func testCompleteRejectsMalformed(t *testing.T, newStore Factory) {
+	s := newStore(t, 10)
+	ctx := context.Background()
+	k := key("m1")
+	ex := newExec("t")
+	mustReserve(t, s, k, "fp", ex, store.Reserved)
+	bad := []store.Result{
+		{ExecutionID: ex.ID, Status: store.StatusRunning, FinishedAt: epoch},
+		{ExecutionID: ex.ID, Status: store.StatusCompleted, Data: json.RawMessage(`{`), FinishedAt: epoch},
+		{ExecutionID: ex.ID, Status: store.StatusFailed, Error: json.RawMessage(`"x"`), FinishedAt: epoch},
+		{ExecutionID: ex.ID, Status: store.StatusCompleted, Data: json.RawMessage(`1`)},
+		{Status: store.StatusCompleted, Data: json.RawMessage(`1`), FinishedAt: epoch},
+	}
+	for i, res := range bad {
+		_, err := s.Complete(ctx, k, "fp", res)
+		wantErr(t, fmt.Sprintf("malformed result %d", i), err, store.ErrInvalid)
+	}
+	if rec, _ := s.Lookup(ctx, k); rec.Status != store.StatusRunning {
+		t.Fatalf("malformed results changed the record to %s", rec.Status)
+	}
+	if _, err := s.Reserve(ctx, store.Key{Principal: "p"}, "fp", newExec("t")); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("reserve with empty request_id: err = %v, want ErrInvalid", err)
+	}
+}
+
+func testCapacityFailsClosed(t *testing.T, newStore Factory) {
+	s := newStore(t, 3)
+	ctx := context.Background()
+	exs := make([]store.Execution, 3)
+	for i := range exs {
+		exs[i] = newExec("t")
+		mustReserve(t, s, key(fmt.Sprintf("cap-%d", i)), "fp", exs[i], store.Reserved)
+	}
+	mustComplete(t, s, key("cap-0"), "fp", completed(exs[0].ID, `0`))
+
+	_, err := s.Reserve(ctx, key("cap-new"), "fp", newExec("t"))
+	wantErr(t, "reserve when full", err, store.ErrCapacity)
+	if _, err := s.Lookup(ctx, key("cap-new")); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a refused reservation left a record: %v", err)
+	}
+	// A full store still answers for the identities it holds, and evicts none.
+	mustReserve(t, s, key("cap-0"), "fp", newExec("t"), store.Replay)
+	mustReserve(t, s, key("cap-1"), "fp", newExec("t"), store.Uncertain)
+	mustReserve(t, s, key("cap-2"), "other", newExec("t"), store.Conflict)
+	st, err := s.Stats(ctx)
+	if err != nil || st.Entries != 3 || st.Capacity != 3 {
+		t.Fatalf("Stats = %+v, %v; want 3 of 3", st, err)
+	}
+	// Releasing one frees room for one.
+	if _, err := s.MarkInterrupted(ctx, "node-a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Release(ctx, exs[1].ID, false); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	mustReserve(t, s, key("cap-new"), "fp", newExec("t"), store.Reserved)
+}
+
+func testCancel(t *testing.T, newStore Factory) {
+	s := newStore(t, 10)
+	ctx := context.Background()
+	k := key("x1")
+	ex := newExec("t")
+	mustReserve(t, s, k, "fp", ex, store.Reserved)
+	rec, err := s.Cancel(ctx, ex.ID, failedWith(ex.ID, store.StatusCancelled, "CANCELLED"))
+	if err != nil || rec.Status != store.StatusCancelled {
+		t.Fatalf("Cancel = %+v, %v", rec, err)
+	}
+	// Whatever the tool returns afterwards is discarded.
+	_, err = s.Complete(ctx, k, "fp", completed(ex.ID, `1`))
+	wantState(t, "complete after cancel", err, store.StatusCancelled)
+	mustReserve(t, s, k, "fp", newExec("t"), store.Replay)
+
+	_, err = s.Cancel(ctx, ex.ID, failedWith(ex.ID, store.StatusCancelled, "CANCELLED"))
+	wantState(t, "cancel of a cancelled execution", err, store.StatusCancelled)
+
+	ex2 := newExec("t")
+	mustReserve(t, s, key("x2"), "fp", ex2, store.Reserved)
+	if _, err := s.MarkInterrupted(ctx, ex2.NodeID); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Cancel(ctx, ex2.ID, failedWith(ex2.ID, store.StatusCancelled, "CANCELLED"))
+	wantState(t, "cancel of an interrupted execution", err, store.StatusInterrupted)
+	_, err = s.Cancel(ctx, "exec_missing", failedWith("exec_missing", store.StatusCancelled, "CANCELLED"))
+	wantErr(t, "cancel of an unknown execution", err, store.ErrNotFound)
+}
+
+func testResolve(t *testing.T, newStore Factory) {
+	s := newStore(t, 10)
+	ctx := context.Background()
+	k := key("v1")
+	ex := newExec("t")
+	mustReserve(t, s, k, "fp", ex, store.Reserved)
+	res := store.Resolution{Result: completed(ex.ID, `{"ok":true}`)}
+	_, err := s.Resolve(ctx, ex.ID, res)
+	wantState(t, "resolve of a running execution", err, store.StatusRunning)
+
+	if _, err := s.MarkInterrupted(ctx, ex.NodeID); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := s.Resolve(ctx, ex.ID, res)
+	if err != nil || rec.Status != store.StatusCompleted || !rec.Resolved || string(rec.Data) != `{"ok":true}` {
+		t.Fatalf("Resolve = %+v, %v", rec, err)
+	}
+	again := mustReserve(t, s, k, "fp", newExec("t"), store.Replay)
+	if !again.Resolved || again.ExecutionID != ex.ID {
+		t.Fatalf("replay after resolve = %+v", again)
+	}
+	_, err = s.Resolve(ctx, ex.ID, res)
+	wantState(t, "resolve of a finished execution", err, store.StatusCompleted)
+	// The runner's late result no longer applies.
+	_, err = s.Complete(ctx, k, "fp", completed(ex.ID, `2`))
+	wantState(t, "complete after resolve", err, store.StatusCompleted)
+
+	// A running execution whose runner is known gone may be resolved.
+	ex2 := newExec("t")
+	mustReserve(t, s, key("v2"), "fp", ex2, store.Reserved)
+	rec, err = s.Resolve(ctx, ex2.ID, store.Resolution{Result: failedWith(ex2.ID, store.StatusFailed, "GONE"), AllowRunning: true})
+	if err != nil || rec.Status != store.StatusFailed || !rec.Resolved {
+		t.Fatalf("Resolve(AllowRunning) = %+v, %v", rec, err)
+	}
+	// Only completed and failed are outcomes a caller can establish.
+	ex3 := newExec("t")
+	mustReserve(t, s, key("v3"), "fp", ex3, store.Reserved)
+	_, err = s.Resolve(ctx, ex3.ID, store.Resolution{Result: failedWith(ex3.ID, store.StatusTimedOut, "TIMEOUT"), AllowRunning: true})
+	wantErr(t, "resolve to timed_out", err, store.ErrInvalid)
+	_, err = s.Resolve(ctx, "exec_missing", store.Resolution{Result: completed("exec_missing", `1`)})
+	wantErr(t, "resolve of an unknown execution", err, store.ErrNotFound)
+}
+
+func testRelease(t *testing.T, newStore Factory) {
+	s := newStore(t, 10)
+	ctx := context.Background()
+	k := key("l1")
+	ex := newExec("t")
+	mustReserve(t, s, k, "fp", ex, store.Reserved)
+	_, err := s.Release(ctx, ex.ID, false)
+	wantState(t, "release of a running execution", err, store.StatusRunning)
+
+	if _, err := s.MarkInterrupted(ctx, ex.NodeID); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := s.Release(ctx, ex.ID, false)
+	if err != nil || rec.ExecutionID != ex.ID {
+		t.Fatalf("Release = %+v, %v", rec, err)
+	}
+	if _, err := s.Get(ctx, ex.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Get after release: %v, want ErrNotFound", err)
+	}
+	// The next call of the identity runs the tool, with a new execution.
+	ex2 := newExec("t")
+	if rec := mustReserve(t, s, k, "fp", ex2, store.Reserved); rec.ExecutionID != ex2.ID {
+		t.Fatalf("reserve after release = %+v", rec)
+	}
+	// The released execution's late result is refused.
+	_, err = s.Complete(ctx, k, "fp", completed(ex.ID, `1`))
+	wantState(t, "complete by a released execution", err, store.StatusRunning)
+	// A runner releasing its own never-started reservation.
+	if _, err := s.Release(ctx, ex2.ID, true); err != nil {
+		t.Fatalf("Release(allowRunning): %v", err)
+	}
+	mustComplete(t, s, k, "fp", completed(mustReserve(t, s, k, "fp", newExec("t"), store.Reserved).ExecutionID, `1`))
+	_, err = s.Release(ctx, mustLookup(t, s, k).ExecutionID, true)
+	wantState(t, "release of a finished execution", err, store.StatusCompleted)
+}
+
+func mustLookup(t *testing.T, s store.Store, k store.Key) store.Record {
+	t.Helper()
+	rec, err := s.Lookup(context.Background(), k)
+	if err != nil {
+		t.Fatalf("Lookup(%s): %v", k, err)
+	}
+	return rec
+}
+
+func testIdentitiesAreDistinct(t *testing.T, newStore Factory) {
+	s := newStore(t, 10)
+	keys := []store.Key{
+		{Principal: "alice", Session: "", RequestID: "same"},
+		{Principal: "alice", Session: "s2", RequestID: "same"},
+		{Principal: "bob", Session: "", RequestID: "same"},
+	}
+	for _, k := range keys {
+		mustReserve(t, s, k, "fp", newExec("t"), store.Reserved)
+	}
+}
+
+func testGetAndLookup(t *testing.T, newStore Factory) {
+	s := newStore(t, 10)
+	ctx := context.Background()
+	ex := newExec("t")
+	mustReserve(t, s, key("g1"), "fp", ex, store.Reserved)
+	got, err := s.Get(ctx, ex.ID)
+	if err != nil || got.Key != key("g1") {
+		t.Fatalf("Get = %+v, %v", got, err)
+	}
+	if got := mustLookup(t, s, key("g1")); got.ExecutionID != ex.ID {
+		t.Fatalf("Lookup = %+v", got)
+	}
+	_, err = s.Get(ctx, "exec_missing")
+	wantErr(t, "Get of an unknown execution", err, store.ErrNotFound)
+	_, err = s.Lookup(ctx, key("missing"))
+	wantErr(t, "Lookup of an unknown identity", err, store.ErrNotFound)
+}
+
+func testListSession(t *testing.T, newStore Factory) {
+	s := newStore(t, 20)
+	ctx := context.Background()
+	var ids []string
+	for i := range 7 {
+		ex := newExec("t")
+		mustReserve(t, s, key(fmt.Sprintf("list-%d", i)), "fp", ex, store.Reserved)
+		ids = append(ids, ex.ID)
+	}
+	mustReserve(t, s, store.Key{Principal: "bob", Session: "s1", RequestID: "b"}, "fp", newExec("t"), store.Reserved)
+	mustReserve(t, s, store.Key{Principal: "alice", Session: "s2", RequestID: "x"}, "fp", newExec("t"), store.Reserved)
+
+	var got []string
+	q := store.ListQuery{Principal: "alice", Session: "s1", Limit: 3}
+	for pages := 0; ; pages++ {
+		if pages > 5 {
+			t.Fatal("listing does not end")
+		}
+		p, err := s.List(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Records) > 3 {
+			t.Fatalf("page of %d records, limit 3", len(p.Records))
+		}
+		for _, r := range p.Records {
+			got = append(got, r.ExecutionID)
+		}
+		if p.Next == 0 {
+			break
+		}
+		q.Before = p.Next
+	}
+	if len(got) != len(ids) {
+		t.Fatalf("listed %d records, want %d: %v", len(got), len(ids), got)
+	}
+	for i := range ids {
+		if got[i] != ids[len(ids)-1-i] {
+			t.Fatalf("listing not newest first: got %v, reserved %v", got, ids)
+		}
+	}
+	all, err := s.List(ctx, store.ListQuery{AllPrincipals: true, Session: "s1"})
+	if err != nil || len(all.Records) != 8 {
+		t.Fatalf("List(all principals) = %d records, %v; want 8", len(all.Records), err)
+	}
+	none, err := s.List(ctx, store.ListQuery{Principal: "carol", Session: "s1"})
+	if err != nil || len(none.Records) != 0 || none.Next != 0 {
+		t.Fatalf("List(other principal) = %+v, %v", none, err)
+	}
+}
+
+// testConcurrentReserve races many goroutines to reserve the same
+// identities: exactly one wins each.
+func testConcurrentReserve(t *testing.T, newStore Factory) {
+	const (
+		identities = 50
+		goroutines = 1000
+	)
+	s := newStore(t, identities*2)
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		winners = make(map[store.Key][]string)
+		errs    []error
+		start   = make(chan struct{})
+	)
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			k := key(fmt.Sprintf("race-%d", g%identities))
+			ex := newExec("t")
+			res, err := s.Reserve(context.Background(), k, "fp", ex)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				errs = append(errs, err)
+			case res.Outcome == store.Reserved:
+				winners[k] = append(winners[k], ex.ID)
+			case res.Outcome != store.Uncertain:
+				errs = append(errs, fmt.Errorf("%s: outcome %v", k, res.Outcome))
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("%d reservations failed, first: %v", len(errs), errs[0])
+	}
+	if len(winners) != identities {
+		t.Fatalf("%d identities reserved, want %d", len(winners), identities)
+	}
+	for k, w := range winners {
+		if len(w) != 1 {
+			t.Fatalf("%s reserved by %d executions: %v", k, len(w), w)
+		}
+		if rec := mustLookup(t, s, k); rec.ExecutionID != w[0] {
+			t.Fatalf("%s holds %s, but %s won", k, rec.ExecutionID, w[0])
+		}
+	}
+}
