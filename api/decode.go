@@ -1,0 +1,213 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+)
+
+// DefaultBodyLimit bounds a request body.
+const DefaultBodyLimit = 1 << 20
+
+// readBody checks the Content-Type and reads the body within limit.
+// An empty body is returned as nil.
+func readBody(c echo.Context, limit int64) ([]byte, error) {
+	req := c.Request()
+	if req.ContentLength > limit {
+		return nil, tooLarge(limit)
+	}
+	body, err := io.ReadAll(io.LimitReader(req.Body, limit+1))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, tooLarge(limit)
+		}
+		return nil, &Error{Code: CodeInvalidRequest, Message: "reading the body failed", Err: err}
+	}
+	if int64(len(body)) > limit {
+		return nil, tooLarge(limit)
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil, nil
+	}
+	if ct := req.Header.Get(echo.HeaderContentType); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || mt != echo.MIMEApplicationJSON {
+			return nil, newError(CodeUnsupportedMediaType, fmt.Sprintf("the body must be application/json, not %q", ct))
+		}
+	}
+	return body, nil
+}
+
+func tooLarge(limit int64) error {
+	return newError(CodePayloadTooLarge, fmt.Sprintf("the body is over the limit of %d bytes", limit))
+}
+
+// decodeStrict decodes one JSON object from body into v: unknown fields,
+// repeated fields, wrong types and trailing data are INVALID_REQUEST.
+func decodeStrict(body []byte, v any) error {
+	if len(body) == 0 {
+		return newError(CodeInvalidRequest, "the body is empty; a JSON object is required")
+	}
+	if name, dup := repeatedMember(body); dup {
+		return invalidField(name, fmt.Sprintf("field %q appears more than once", name))
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return decodeError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return newError(CodeInvalidRequest, "malformed JSON: data after the object")
+	}
+	return nil
+}
+
+// decodeError turns an encoding/json error into INVALID_REQUEST, naming the
+// field at fault where there is one.
+func decodeError(err error) error {
+	var (
+		syn *json.SyntaxError
+		typ *json.UnmarshalTypeError
+	)
+	switch {
+	case errors.As(err, &syn):
+		return &Error{Code: CodeInvalidRequest, Message: fmt.Sprintf("malformed JSON at byte %d: %v", syn.Offset, syn)}
+	case errors.As(err, &typ) && typ.Field != "":
+		return invalidField(typ.Field, fmt.Sprintf("field %q must be %s, not %s", typ.Field, kindOf(typ.Type.Kind().String()), typ.Value))
+	case errors.As(err, &typ):
+		return newError(CodeInvalidRequest, fmt.Sprintf("the body must be a JSON object, not %s", typ.Value))
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return newError(CodeInvalidRequest, "malformed JSON: unexpected end of the body")
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		name = strings.Trim(name, `"`)
+		return invalidField(name, fmt.Sprintf("unknown field %q", name))
+	}
+	return &Error{Code: CodeInvalidRequest, Message: "invalid body", Err: err}
+}
+
+func kindOf(goKind string) string {
+	switch goKind {
+	case "string":
+		return "a string"
+	case "ptr", "struct", "map":
+		return "an object"
+	case "int", "int64", "uint64":
+		return "an integer"
+	}
+	return "of another type"
+}
+
+// repeatedMember reports the first member name that the top-level object
+// of body repeats. Malformed input is left for the decoder to report.
+func repeatedMember(body []byte) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return "", false
+	}
+	seen := make(map[string]bool)
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		name, _ := tok.(string)
+		if seen[name] {
+			return name, true
+		}
+		seen[name] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return "", false
+		}
+	}
+	return "", false
+}
+
+// callBody is the JSON body of POST /v1/tools/call.
+type callBody struct {
+	Tool      *string         `json:"tool"`
+	Arguments json.RawMessage `json:"arguments"`
+	RequestID *string         `json:"request_id"`
+	SessionID *string         `json:"session_id"`
+	Metadata  json.RawMessage `json:"metadata"`
+	TimeoutMS json.RawMessage `json:"timeout_ms"`
+}
+
+// maxTimeout caps timeout_ms before it becomes a Duration; the tool's own
+// timeout caps it further.
+const maxTimeout = 24 * time.Hour
+
+// decodeCall decodes and checks a call body. idemKey is the
+// Idempotency-Key header ("" when absent).
+func decodeCall(body []byte, idemKey string) (Request, error) {
+	var b callBody
+	if err := decodeStrict(body, &b); err != nil {
+		return Request{}, err
+	}
+	var req Request
+	if b.Tool == nil || *b.Tool == "" {
+		return req, invalidField("tool", `"tool" is required`)
+	}
+	req.Tool = *b.Tool
+	req.Arguments = nullIsAbsent(b.Arguments)
+	req.Metadata = nullIsAbsent(b.Metadata)
+	if b.RequestID != nil {
+		if *b.RequestID == "" {
+			return req, invalidField("request_id", `"request_id" must not be empty; omit it to call without idempotency`)
+		}
+		req.RequestID = *b.RequestID
+	}
+	if idemKey != "" {
+		if req.RequestID != "" && req.RequestID != idemKey {
+			return req, invalidField("request_id", "the Idempotency-Key header and request_id differ")
+		}
+		req.RequestID = idemKey
+	}
+	if b.SessionID != nil {
+		req.SessionID = *b.SessionID
+	}
+	if raw := nullIsAbsent(b.TimeoutMS); raw != nil {
+		ms, err := json.Number(bytes.TrimSpace(raw)).Int64()
+		if err != nil || ms <= 0 || raw[0] == '"' {
+			return req, invalidField("timeout_ms", `"timeout_ms" must be a positive integer`)
+		}
+		req.Timeout = min(time.Duration(min(ms, int64(maxTimeout/time.Millisecond)))*time.Millisecond, maxTimeout)
+	}
+	return req, nil
+}
+
+// nullIsAbsent treats a JSON null like an absent member.
+func nullIsAbsent(raw json.RawMessage) json.RawMessage {
+	if string(bytes.TrimSpace(raw)) == "null" {
+		return nil
+	}
+	return raw
+}
+
+// resolveBody is the JSON body of POST /v1/executions/{id}/resolve.
+type resolveBody struct {
+	Status *string         `json:"status"`
+	Data   json.RawMessage `json:"data"`
+	Error  json.RawMessage `json:"error"`
+}
+
+func decodeResolve(body []byte) (Resolution, error) {
+	var b resolveBody
+	if err := decodeStrict(body, &b); err != nil {
+		return Resolution{}, err
+	}
+	if b.Status == nil {
+		return Resolution{}, invalidField("status", `"status" is required: "completed", "failed" or "released"`)
+	}
+	return Resolution{Status: *b.Status, Data: b.Data, Error: nullIsAbsent(b.Error)}, nil
+}

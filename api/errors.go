@@ -1,0 +1,168 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/carmyhq/carmy/store"
+)
+
+// Error codes of SPEC §2.2 that this package raises itself. The others
+// come from the runtime and the store through store.Coded.
+const (
+	CodeInvalidRequest       = "INVALID_REQUEST"
+	CodeUnauthorized         = "UNAUTHORIZED"
+	CodeForbidden            = "FORBIDDEN"
+	CodeNotFound             = "NOT_FOUND"
+	CodeMethodNotAllowed     = "METHOD_NOT_ALLOWED"
+	CodePayloadTooLarge      = "PAYLOAD_TOO_LARGE"
+	CodeUnsupportedMediaType = "UNSUPPORTED_MEDIA_TYPE"
+	CodeUnavailable          = "UNAVAILABLE"
+	CodeInternal             = "INTERNAL"
+)
+
+// statusOf maps every SPEC §2.2 code to its HTTP status: the one place
+// where errors become statuses.
+var statusOf = map[string]int{
+	CodeInvalidRequest:       http.StatusBadRequest,
+	CodeUnauthorized:         http.StatusUnauthorized,
+	CodeForbidden:            http.StatusForbidden,
+	"UNKNOWN_TOOL":           http.StatusNotFound,
+	CodeNotFound:             http.StatusNotFound,
+	CodeMethodNotAllowed:     http.StatusMethodNotAllowed,
+	CodePayloadTooLarge:      http.StatusRequestEntityTooLarge,
+	CodeUnsupportedMediaType: http.StatusUnsupportedMediaType,
+	"IDEMPOTENCY_CONFLICT":   http.StatusConflict,
+	"EXECUTION_UNCERTAIN":    http.StatusConflict,
+	"INVALID_STATE":          http.StatusConflict,
+	"IDEMPOTENCY_CAPACITY":   http.StatusServiceUnavailable,
+	CodeUnavailable:          http.StatusServiceUnavailable,
+	CodeInternal:             http.StatusInternalServerError,
+}
+
+// Error is an error this package raises with a code, a message and extra
+// envelope fields.
+type Error struct {
+	Code    string
+	Message string
+	Extra   map[string]any
+	Err     error
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return e.Message + ": " + e.Err.Error()
+	}
+	return e.Message
+}
+
+// ErrorCode implements store.Coded.
+func (e *Error) ErrorCode() string { return e.Code }
+
+// Fields returns the envelope's extra members.
+func (e *Error) Fields() map[string]any { return e.Extra }
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+func newError(code, msg string) *Error { return &Error{Code: code, Message: msg} }
+
+func invalidField(field, msg string) *Error {
+	return &Error{Code: CodeInvalidRequest, Message: msg, Extra: map[string]any{"field": field}}
+}
+
+// fielder is implemented by errors that add members to the envelope.
+type fielder interface{ Fields() map[string]any }
+
+// envelope is SPEC §2.2's error body.
+type envelope struct {
+	Error map[string]any `json:"error"`
+}
+
+// handleError is Echo's HTTPErrorHandler: every error leaves through it.
+func (s *Server) handleError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	code, msg, extra := s.classify(err, c)
+	status := statusOf[code]
+	body := make(map[string]any, len(extra)+2)
+	for k, v := range extra {
+		body[k] = v
+	}
+	body["code"], body["message"] = code, msg
+	h := c.Response().Header()
+	switch {
+	case code == "EXECUTION_UNCERTAIN" && body["status"] == store.StatusRunning:
+		h.Set("Retry-After", "1")
+	case status == http.StatusServiceUnavailable:
+		h.Set("Retry-After", "1")
+	case status == http.StatusUnauthorized:
+		h.Set("WWW-Authenticate", `Bearer realm="carmy"`)
+	}
+	var werr error
+	if c.Request().Method == http.MethodHead {
+		werr = c.NoContent(status)
+	} else {
+		werr = c.JSON(status, envelope{Error: body})
+	}
+	if werr != nil {
+		s.log.Debug("writing an error answer failed", slog.Any("err", werr))
+	}
+}
+
+// classify turns err into a SPEC code, a message and extra fields.
+func (s *Server) classify(err error, c echo.Context) (code, msg string, extra map[string]any) {
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		if he.Internal != nil {
+			if code := store.CodeOf(he.Internal); code != "" {
+				return s.classify(he.Internal, c)
+			}
+		}
+		switch he.Code {
+		case http.StatusNotFound:
+			return CodeNotFound, "no such route: " + c.Request().Method + " " + c.Request().URL.Path, nil
+		case http.StatusMethodNotAllowed:
+			return CodeMethodNotAllowed, "method " + c.Request().Method + " not allowed on " + c.Request().URL.Path, nil
+		case http.StatusRequestEntityTooLarge:
+			return CodePayloadTooLarge, "the body is over the limit", nil
+		case http.StatusUnsupportedMediaType:
+			return CodeUnsupportedMediaType, "the body must be application/json", nil
+		case http.StatusUnauthorized:
+			return CodeUnauthorized, "missing or unknown bearer token", nil
+		case http.StatusForbidden:
+			return CodeForbidden, "not allowed", nil
+		case http.StatusBadRequest:
+			return CodeInvalidRequest, "bad request", nil
+		case http.StatusServiceUnavailable:
+			return CodeUnavailable, "unavailable", nil
+		}
+		s.log.Error("unexpected HTTP error", slog.Int("status", he.Code), slog.Any("err", he))
+		return CodeInternal, "internal error", nil
+	}
+	if code := store.CodeOf(err); code != "" {
+		if _, known := statusOf[code]; known {
+			var f fielder
+			if errors.As(err, &f) {
+				extra = f.Fields()
+			}
+			return code, err.Error(), extra
+		}
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return CodeUnavailable, "the request ended before an answer: " + err.Error(), nil
+	}
+	var syn *json.SyntaxError
+	if errors.As(err, &syn) {
+		return CodeInvalidRequest, "malformed JSON: " + err.Error(), nil
+	}
+	s.log.Error("internal error", slog.String("method", c.Request().Method),
+		slog.String("path", c.Request().URL.Path), slog.Any("err", err))
+	return CodeInternal, "internal error", nil
+}

@@ -1,0 +1,169 @@
+package api
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/carmyhq/carmy/store"
+)
+
+func (s *Server) healthz(c echo.Context) error {
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) readyz(c echo.Context) error {
+	if err := s.rt.Ready(c.Request().Context()); err != nil {
+		return &Error{Code: CodeUnavailable, Message: "not ready: " + err.Error(), Err: err}
+	}
+	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func (s *Server) callTool(c echo.Context) error {
+	body, err := readBody(c, s.limit)
+	if err != nil {
+		return err
+	}
+	idemKey := c.Request().Header.Get("Idempotency-Key")
+	if _, present := c.Request().Header["Idempotency-Key"]; present && !store.ValidRequestID(idemKey) {
+		return invalidField("request_id", "the Idempotency-Key header must be 1-255 visible ASCII characters")
+	}
+	req, err := decodeCall(body, idemKey)
+	if err != nil {
+		return err
+	}
+	id := identityOf(c)
+	if !id.mayCall(req.Tool) {
+		return newError(CodeForbidden, "principal "+strconv.Quote(id.caller.Principal)+" may not call tool "+strconv.Quote(req.Tool))
+	}
+	resp, err := s.rt.Call(c.Request().Context(), id.caller, req)
+	if err != nil {
+		return err
+	}
+	if resp.Replayed {
+		c.Response().Header().Set("Idempotent-Replayed", "true")
+	}
+	return c.JSON(http.StatusOK, callView(resp))
+}
+
+func (s *Server) listTools(c echo.Context) error {
+	id := identityOf(c)
+	out := toolsView{Tools: []toolView{}}
+	for _, t := range s.rt.Tools() {
+		if id.mayCall(t.Name) {
+			out.Tools = append(out.Tools, newToolView(t))
+		}
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+func (s *Server) getExecution(c echo.Context) error {
+	rec, err := s.rt.Execution(c.Request().Context(), identityOf(c).caller, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, executionView(rec))
+}
+
+// findExecutions serves GET /v1/executions: a lookup by identity with
+// request_id, else a listing of one session.
+func (s *Server) findExecutions(c echo.Context) error {
+	q := c.Request().URL.Query()
+	if err := onlyParams(q, "request_id", "session_id", "limit", "cursor"); err != nil {
+		return err
+	}
+	caller := identityOf(c).caller
+	session := q.Get("session_id")
+	if q.Has("request_id") {
+		if q.Has("limit") || q.Has("cursor") {
+			return invalidField("request_id", "a lookup by request_id takes no limit or cursor")
+		}
+		rec, err := s.rt.Lookup(c.Request().Context(), caller, session, q.Get("request_id"))
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, executionView(rec))
+	}
+	limit := 0
+	if q.Has("limit") {
+		n, err := strconv.Atoi(q.Get("limit"))
+		if err != nil || n < 1 || n > store.MaxListLimit {
+			return invalidField("limit", "limit must be an integer from 1 to "+strconv.Itoa(store.MaxListLimit))
+		}
+		limit = n
+	}
+	var before uint64
+	if q.Has("cursor") {
+		n, err := strconv.ParseUint(q.Get("cursor"), 10, 64)
+		if err != nil || n == 0 {
+			return invalidField("cursor", "cursor must be the next_cursor of an earlier page")
+		}
+		before = n
+	}
+	page, err := s.rt.List(c.Request().Context(), caller, session, limit, before)
+	if err != nil {
+		return err
+	}
+	out := listView{Executions: make([]recordView, 0, len(page.Records))}
+	for _, r := range page.Records {
+		out.Executions = append(out.Executions, executionView(r))
+	}
+	if page.Next != 0 {
+		out.NextCursor = strconv.FormatUint(page.Next, 10)
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// onlyParams refuses query parameters other than allowed, so a typo never
+// silently changes what is asked.
+func onlyParams(q url.Values, allowed ...string) error {
+	for name := range q {
+		known := false
+		for _, a := range allowed {
+			known = known || name == a
+		}
+		if !known {
+			return invalidField(name, "unknown query parameter "+strconv.Quote(name))
+		}
+	}
+	return nil
+}
+
+func (s *Server) cancelExecution(c echo.Context) error {
+	body, err := readBody(c, s.limit)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		if err := decodeStrict(body, &struct{}{}); err != nil {
+			return err
+		}
+	}
+	rec, err := s.rt.Cancel(c.Request().Context(), identityOf(c).caller, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, executionView(rec))
+}
+
+func (s *Server) resolveExecution(c echo.Context) error {
+	body, err := readBody(c, s.limit)
+	if err != nil {
+		return err
+	}
+	res, err := decodeResolve(body)
+	if err != nil {
+		return err
+	}
+	rec, err := s.rt.Resolve(c.Request().Context(), identityOf(c).caller, c.Param("id"), res)
+	if err != nil {
+		return err
+	}
+	v := executionView(rec)
+	if res.Status == "released" {
+		v.Released = true
+	}
+	return c.JSON(http.StatusOK, v)
+}

@@ -1,0 +1,76 @@
+package api
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+)
+
+// Config configures the server.
+type Config struct {
+	Auth Auth
+	// BodyLimit bounds a request body in bytes (DefaultBodyLimit when 0).
+	BodyLimit int64
+	Logger    *slog.Logger
+}
+
+// Server is Carmy's HTTP API. It is an http.Handler.
+type Server struct {
+	rt    Runtime
+	auth  *authenticator
+	limit int64
+	log   *slog.Logger
+	echo  *echo.Echo
+}
+
+// New returns a server for rt.
+func New(rt Runtime, cfg Config) (*Server, error) {
+	if rt == nil {
+		return nil, errors.New("api: nil runtime")
+	}
+	if err := cfg.Auth.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.BodyLimit <= 0 {
+		cfg.BodyLimit = DefaultBodyLimit
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Server{rt: rt, auth: newAuthenticator(cfg.Auth), limit: cfg.BodyLimit, log: cfg.Logger}
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = s.handleError
+	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{DisableStackAll: true, LogErrorFunc: s.logPanic}))
+	s.echo = e
+	s.routes()
+	return s, nil
+}
+
+func (s *Server) routes() {
+	e := s.echo
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
+
+	// Middleware is attached per route, not to a group: a group with
+	// middleware catches every method on its prefix, which would turn a
+	// wrong method into 404 instead of 405.
+	auth := s.auth.authenticate
+	e.POST("/v1/tools/call", s.callTool, auth)
+	e.GET("/v1/tools", s.listTools, auth)
+	e.GET("/v1/executions", s.findExecutions, auth)
+	e.GET("/v1/executions/:id", s.getExecution, auth)
+	e.POST("/v1/executions/:id/cancel", s.cancelExecution, auth)
+	e.POST("/v1/executions/:id/resolve", s.resolveExecution, auth)
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.ServeHTTP(w, r) }
+
+func (s *Server) logPanic(_ echo.Context, err error, stack []byte) error {
+	s.log.Error("handler panicked", slog.Any("err", err), slog.String("stack", string(stack)))
+	return err
+}

@@ -1,0 +1,184 @@
+package carmy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/carmyhq/carmy/api"
+	"github.com/carmyhq/carmy/store"
+)
+
+// The types the runtime shares with the HTTP layer.
+type (
+	// Caller is who makes a call, as authentication established it.
+	Caller = api.Caller
+	// Request is one call of a tool.
+	Request = api.Request
+	// Response is the answer to a call.
+	Response = api.Response
+	// ToolInfo describes a registered tool.
+	ToolInfo = api.ToolInfo
+	// Resolution is an outcome a caller established for an interrupted
+	// execution.
+	Resolution = api.Resolution
+)
+
+// AnonymousPrincipal is the principal of every caller when auth is off.
+const AnonymousPrincipal = "anonymous"
+
+// pending is a call that passed validation.
+type pending struct {
+	caller  Caller
+	req     Request
+	tool    *tool
+	args    json.RawMessage
+	meta    json.RawMessage
+	timeout time.Duration
+}
+
+var emptyObject = json.RawMessage(`{}`)
+
+// Call runs req for caller with at-most-once semantics when req has a
+// request_id, and answers with the recorded outcome.
+//
+// Errors carry SPEC §2.2 codes: ErrUnknownTool, *store.FieldError
+// (INVALID_REQUEST), *store.ConflictError, *store.UncertainError,
+// store.ErrCapacity, store.ErrUnavailable (the tool did not run, or ran but
+// its outcome is not yet recorded: the message says which). When ctx ends
+// first, Call returns ctx's error while the tool runs on and its outcome is
+// recorded.
+func (r *Runtime) Call(ctx context.Context, caller Caller, req Request) (Response, error) {
+	p, err := r.validate(caller, req)
+	if err != nil {
+		return Response{}, err
+	}
+	if r.isClosing() {
+		return Response{}, ErrClosed
+	}
+	if req.RequestID == "" {
+		return r.runUnrecorded(ctx, p)
+	}
+	fp, err := store.Fingerprint(req.Tool, p.args, p.meta)
+	if err != nil {
+		return Response{}, err
+	}
+	key := store.Key{Principal: caller.Principal, Session: req.SessionID, RequestID: req.RequestID}
+	now := r.now()
+	exec := store.Execution{ID: NewExecutionID(now), Tool: req.Tool, NodeID: r.cfg.NodeID, StartedAt: now}
+
+	wctx, cancel := r.storeContext(ctx)
+	res, err := r.Store().Reserve(wctx, key, fp, exec)
+	cancel()
+	if err != nil {
+		return Response{}, r.reserveFailed(key, exec, err)
+	}
+	switch res.Outcome {
+	case store.Replay:
+		return Response{Record: res.Record, Replayed: true}, nil
+	case store.Conflict:
+		return Response{}, &store.ConflictError{Record: res.Record}
+	case store.Uncertain:
+		return Response{}, &store.UncertainError{Record: res.Record}
+	case store.Reserved:
+		return r.execute(ctx, p, res.Record)
+	}
+	return Response{}, fmt.Errorf("reserve: unexpected outcome %v", res.Outcome)
+}
+
+// validate checks a request against its tool, before anything is reserved.
+func (r *Runtime) validate(caller Caller, req Request) (*pending, error) {
+	if caller.Principal == "" {
+		return nil, invalid("principal", "empty principal")
+	}
+	if req.Tool == "" {
+		return nil, invalid("tool", "required")
+	}
+	t, ok := r.tool(req.Tool)
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownTool, req.Tool)
+	}
+	switch {
+	case req.RequestID != "" && !store.ValidRequestID(req.RequestID):
+		return nil, invalid("request_id", "must be 1-%d visible ASCII characters (0x21-0x7E)", store.MaxIDLen)
+	case !store.ValidSessionID(req.SessionID):
+		return nil, invalid("session_id", "must be 0-%d visible ASCII characters (0x21-0x7E)", store.MaxIDLen)
+	case req.RequestID == "" && t.RequireRequestID:
+		return nil, invalid("request_id", "tool %q requires a request_id", t.Name)
+	case req.Timeout < 0:
+		return nil, invalid("timeout_ms", "must be positive")
+	}
+	p := &pending{caller: caller, req: req, tool: t, args: req.Arguments, meta: req.Metadata, timeout: t.Timeout}
+	if len(bytes.TrimSpace(p.args)) == 0 {
+		p.args = emptyObject
+	}
+	if len(bytes.TrimSpace(p.meta)) == 0 {
+		p.meta = emptyObject
+	}
+	if !isJSONObject(p.args) {
+		return nil, invalid("arguments", "must be a JSON object")
+	}
+	if !isJSONObject(p.meta) {
+		return nil, invalid("metadata", "must be a JSON object")
+	}
+	if err := t.checkArguments(p.args); err != nil {
+		return nil, err
+	}
+	if req.Timeout > 0 && req.Timeout < p.timeout {
+		p.timeout = req.Timeout
+	}
+	return p, nil
+}
+
+func isJSONObject(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) > 0 && raw[0] == '{' && json.Valid(raw)
+}
+
+// storeContext bounds one store write by StoreTimeout. The write does not
+// inherit ctx's cancellation: a caller that goes away must not leave a
+// write whose outcome is unknown.
+func (r *Runtime) storeContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), r.cfg.StoreTimeout)
+}
+
+// reserveFailed handles a Reserve error. The tool has not started. When the
+// reservation may have been made anyway, it is released in the background,
+// so the identity is not left uncertain for good.
+func (r *Runtime) reserveFailed(key store.Key, exec store.Execution, err error) error {
+	if errors.Is(err, store.ErrCapacity) || errors.Is(err, store.ErrInvalid) || errors.Is(err, store.ErrUnavailable) {
+		return fmt.Errorf("reserve: %w", err)
+	}
+	r.releaseInBackground(key, exec.ID)
+	return fmt.Errorf("reserve: %w (%w; the tool did not run)", store.ErrUnavailable, err)
+}
+
+// runUnrecorded runs a call without request_id: no reservation, no record.
+func (r *Runtime) runUnrecorded(ctx context.Context, p *pending) (Response, error) {
+	now := r.now()
+	rec := store.Record{
+		ExecutionID: NewExecutionID(now),
+		Key:         store.Key{Principal: p.caller.Principal, Session: p.req.SessionID},
+		Tool:        p.tool.Name,
+		NodeID:      r.cfg.NodeID,
+		StartedAt:   now,
+		Status:      store.StatusRunning,
+	}
+	run := r.runs.start(rec.ExecutionID, p.timeout)
+	done := make(chan store.Record, 1)
+	go func() {
+		defer r.runs.finish(rec.ExecutionID)
+		res := r.invoke(run, p, rec)
+		rec.Status, rec.Data, rec.Error, rec.FinishedAt = res.Status, res.Data, res.Error, res.FinishedAt
+		done <- rec
+	}()
+	select {
+	case rec := <-done:
+		return Response{Record: rec}, nil
+	case <-ctx.Done():
+		return Response{}, ctx.Err()
+	}
+}

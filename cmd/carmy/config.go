@@ -1,0 +1,169 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/carmyhq/carmy"
+	"github.com/carmyhq/carmy/api"
+)
+
+// fileConfig is the YAML config file (SPEC §3.1).
+type fileConfig struct {
+	Tools     []toolConfig `yaml:"tools"`
+	DemoTools bool         `yaml:"demo_tools"`
+	Auth      authConfig   `yaml:"auth"`
+	Limits    limitsConfig `yaml:"limits"`
+}
+
+type toolConfig struct {
+	Name             string      `yaml:"name"`
+	Description      string      `yaml:"description"`
+	InputSchema      any         `yaml:"input_schema"`
+	Timeout          string      `yaml:"timeout"`
+	RequireRequestID bool        `yaml:"require_request_id"`
+	HTTP             *httpConfig `yaml:"http"`
+}
+
+type httpConfig struct {
+	URL     string            `yaml:"url"`
+	Method  string            `yaml:"method"`
+	Headers map[string]string `yaml:"headers"`
+}
+
+type authConfig struct {
+	Tokens        []tokenConfig `yaml:"tokens"`
+	AdminTokenEnv string        `yaml:"admin_token_env"`
+}
+
+type tokenConfig struct {
+	Principal string   `yaml:"principal"`
+	TokenEnv  string   `yaml:"token_env"`
+	Tools     []string `yaml:"tools"`
+}
+
+type limitsConfig struct {
+	// BodyBytes bounds a request body (default 1 MiB).
+	BodyBytes int64 `yaml:"body_bytes"`
+	// ResultBytes bounds one tool result (default 1 MiB).
+	ResultBytes int `yaml:"result_bytes"`
+}
+
+// loadConfig reads and checks a config file. An empty path is an empty
+// config.
+func loadConfig(path string) (fileConfig, error) {
+	var fc fileConfig
+	if path == "" {
+		return fc, nil
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return fc, fmt.Errorf("config: %w", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	dec.KnownFields(true)
+	if err := dec.Decode(&fc); err != nil && !errors.Is(err, io.EOF) {
+		return fc, fmt.Errorf("config %s: %w", path, err)
+	}
+	if fc.Limits.BodyBytes < 0 || fc.Limits.ResultBytes < 0 {
+		return fc, fmt.Errorf("config %s: limits must not be negative", path)
+	}
+	return fc, nil
+}
+
+// toolSpecs turns the configured tools into ToolSpecs, expanding ${VAR}
+// in URLs and headers from getenv. A variable that is not set is an error:
+// a tool must not call its upstream without the credentials it was given.
+func (fc fileConfig) toolSpecs(getenv func(string) string) ([]carmy.ToolSpec, error) {
+	var specs []carmy.ToolSpec
+	for i, tc := range fc.Tools {
+		where := fmt.Sprintf("tools[%d] (%s)", i, tc.Name)
+		if tc.HTTP == nil {
+			return nil, fmt.Errorf("config %s: needs an http section (only HTTP tools can be declared in the file)", where)
+		}
+		spec := carmy.ToolSpec{Name: tc.Name, Description: tc.Description, RequireRequestID: tc.RequireRequestID}
+		if tc.Timeout != "" {
+			d, err := time.ParseDuration(tc.Timeout)
+			if err != nil || d <= 0 {
+				return nil, fmt.Errorf("config %s: timeout %q: want a positive duration such as 10s", where, tc.Timeout)
+			}
+			spec.Timeout = d
+		}
+		if tc.InputSchema != nil {
+			schema, err := json.Marshal(tc.InputSchema)
+			if err != nil {
+				return nil, fmt.Errorf("config %s: input_schema: %w", where, err)
+			}
+			spec.InputSchema = schema
+		}
+		url, err := expand(tc.HTTP.URL, getenv)
+		if err != nil {
+			return nil, fmt.Errorf("config %s: url: %w", where, err)
+		}
+		headers := make(map[string]string, len(tc.HTTP.Headers))
+		for k, v := range tc.HTTP.Headers {
+			if headers[k], err = expand(v, getenv); err != nil {
+				return nil, fmt.Errorf("config %s: header %s: %w", where, k, err)
+			}
+		}
+		fn, err := carmy.HTTPTool{URL: url, Method: tc.HTTP.Method, Headers: headers}.Func()
+		if err != nil {
+			return nil, fmt.Errorf("config %s: %w", where, err)
+		}
+		spec.Func = fn
+		specs = append(specs, spec)
+	}
+	return specs, nil
+}
+
+var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// expand replaces ${VAR} with its value; an unset or empty VAR is an error.
+func expand(s string, getenv func(string) string) (string, error) {
+	var missing []string
+	out := envRef.ReplaceAllStringFunc(s, func(ref string) string {
+		name := envRef.FindStringSubmatch(ref)[1]
+		v := getenv(name)
+		if v == "" {
+			missing = append(missing, name)
+		}
+		return v
+	})
+	if len(missing) > 0 {
+		return "", fmt.Errorf("environment variable %s is not set", missing[0])
+	}
+	return out, nil
+}
+
+// auth resolves the configured tokens from the environment.
+func (fc fileConfig) auth(getenv func(string) string) (api.Auth, error) {
+	var a api.Auth
+	if env := fc.Auth.AdminTokenEnv; env != "" {
+		if a.AdminToken = getenv(env); a.AdminToken == "" {
+			return a, fmt.Errorf("config auth: admin_token_env %s is not set", env)
+		}
+	}
+	for i, t := range fc.Auth.Tokens {
+		if t.TokenEnv == "" {
+			return a, fmt.Errorf("config auth.tokens[%d] (%s): token_env is required", i, t.Principal)
+		}
+		secret := getenv(t.TokenEnv)
+		if secret == "" {
+			return a, fmt.Errorf("config auth.tokens[%d] (%s): token_env %s is not set", i, t.Principal, t.TokenEnv)
+		}
+		tools := t.Tools
+		if tools == nil {
+			tools = []string{"*"}
+		}
+		a.Tokens = append(a.Tokens, api.Token{Principal: t.Principal, Secret: secret, Tools: tools})
+	}
+	return a, a.Validate()
+}

@@ -1,0 +1,9 @@
+// Command carmy runs Carmy: the idempotent tool runtime for AI agents.
+//
+//	carmy serve --dev          # try it out: demo tools, auth off, one node
+//	carmy serve --config carmy.yaml --http-addr 0.0.0.0:8080
+//	carmy help serve           # every flag and its CARMY_* variable
+//
+// main only calls run(ctx, args, stdout, stderr), so tests drive the same
+// path the binary takes.
+package main

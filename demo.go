@@ -1,0 +1,88 @@
+package carmy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// DemoTools returns the demo tools of SPEC §3.2: echo, create_order, sleep
+// and fail. create_order numbers its orders 1, 2, 3 … per process.
+func DemoTools() []ToolSpec {
+	var orders atomic.Int64
+	return []ToolSpec{
+		{
+			Name:        "echo",
+			Description: "Returns its arguments.",
+			InputSchema: json.RawMessage(`{"type":"object"}`),
+			Func: func(_ context.Context, c Call) (any, error) {
+				return c.Arguments, nil
+			},
+		},
+		{
+			Name:        "create_order",
+			Description: "Creates a (pretend) order and returns its number.",
+			InputSchema: json.RawMessage(`{"type":"object","required":["sku"],"properties":{"sku":{"type":"string","minLength":1}}}`),
+			Func: func(_ context.Context, c Call) (any, error) {
+				var in struct {
+					SKU string `json:"sku"`
+				}
+				if err := json.Unmarshal(c.Arguments, &in); err != nil {
+					return nil, err
+				}
+				return map[string]any{"order_id": orders.Add(1), "sku": in.SKU}, nil
+			},
+		},
+		{
+			Name:        "sleep",
+			Description: "Sleeps for ms milliseconds; honours cancellation and timeouts.",
+			InputSchema: json.RawMessage(`{"type":"object","required":["ms"],"properties":{"ms":{"type":"integer","minimum":0}}}`),
+			Timeout:     time.Minute,
+			Func: func(ctx context.Context, c Call) (any, error) {
+				var in struct {
+					MS int64 `json:"ms"`
+				}
+				if err := json.Unmarshal(c.Arguments, &in); err != nil {
+					return nil, err
+				}
+				t := time.NewTimer(time.Duration(in.MS) * time.Millisecond)
+				defer t.Stop()
+				select {
+				case <-t.C:
+					return map[string]any{"slept_ms": in.MS}, nil
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			},
+		},
+		{
+			Name:        "fail",
+			Description: "Fails with the given message (status failed, code TOOL_ERROR).",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"message":{"type":"string"}}}`),
+			Func: func(_ context.Context, c Call) (any, error) {
+				var in struct {
+					Message string `json:"message"`
+				}
+				if err := json.Unmarshal(c.Arguments, &in); err != nil {
+					return nil, err
+				}
+				if in.Message == "" {
+					in.Message = "the fail tool failed, as asked"
+				}
+				return nil, &ToolError{Code: CodeToolError, Message: in.Message}
+			},
+		},
+	}
+}
+
+// AddDemoTools registers the demo tools.
+func (r *Runtime) AddDemoTools() error {
+	for _, spec := range DemoTools() {
+		if err := r.AddTool(spec); err != nil {
+			return fmt.Errorf("demo tools: %w", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,57 @@
+package carmy
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/carmyhq/carmy/store"
+)
+
+// Sentinel errors of the runtime. Each carries a SPEC §2.2 code
+// (store.Coded), so the HTTP layer maps it without knowing this package.
+var (
+	// ErrUnknownTool: no tool of that name is registered.
+	ErrUnknownTool = &codedError{"UNKNOWN_TOOL", "no such tool"}
+	// ErrForbidden: the caller may not use this tool or endpoint.
+	ErrForbidden = &codedError{"FORBIDDEN", "not allowed"}
+	// ErrClosed: the runtime is shutting down and takes no new calls.
+	ErrClosed = &codedError{"UNAVAILABLE", "the node is shutting down"}
+)
+
+type codedError struct{ code, msg string }
+
+func (e *codedError) Error() string     { return e.msg }
+func (e *codedError) ErrorCode() string { return e.code }
+
+// invalid returns an INVALID_REQUEST error naming field.
+func invalid(field, format string, args ...any) error {
+	return &store.FieldError{Field: field, Err: fmt.Errorf(format, args...)}
+}
+
+// ToolError is an error a tool returns to choose the recorded error code
+// (default TOOL_ERROR). Details, when set, are merged into the recorded error
+// object beside "code" and "message".
+type ToolError struct {
+	Code    string
+	Message string
+	Details map[string]any
+}
+
+func (e *ToolError) Error() string { return e.Code + ": " + e.Message }
+
+// toolErrorOf returns the ToolError err carries, or a TOOL_ERROR one.
+func toolErrorOf(err error) *ToolError {
+	var te *ToolError
+	if errors.As(err, &te) && te.Code != "" {
+		return te
+	}
+	return &ToolError{Code: CodeToolError, Message: err.Error()}
+}
+
+// Error codes recorded in results (SPEC §2.1).
+const (
+	CodeToolError      = "TOOL_ERROR"
+	CodeTimeout        = "TIMEOUT"
+	CodeCancelled      = "CANCELLED"
+	CodeResultTooLarge = "RESULT_TOO_LARGE"
+)

@@ -1,0 +1,191 @@
+package carmy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"time"
+
+	"github.com/carmyhq/carmy/store"
+)
+
+// execute runs a reserved call's tool and records its outcome. The tool
+// runs in its own goroutine under its own context; ctx only bounds how long
+// the caller waits.
+func (r *Runtime) execute(ctx context.Context, p *pending, rec store.Record) (Response, error) {
+	run := r.runs.start(rec.ExecutionID, p.timeout)
+	answer := make(chan outcome, 1)
+	go func() {
+		defer r.runs.finish(rec.ExecutionID)
+		res := r.invoke(run, p, rec)
+		r.record(rec, res, answer)
+	}()
+	select {
+	case o := <-answer:
+		return Response{Record: o.rec}, o.err
+	case <-ctx.Done():
+		return Response{}, ctx.Err()
+	}
+}
+
+// outcome is what the caller of execute is told.
+type outcome struct {
+	rec store.Record
+	err error
+}
+
+// invoke runs the tool and turns what it did into a Result. It returns
+// when the tool returns or its context ends, whichever is first; a tool
+// that ignores its context is abandoned (its result discarded).
+func (r *Runtime) invoke(rn *run, p *pending, rec store.Record) store.Result {
+	type ret struct {
+		data json.RawMessage
+		err  error
+	}
+	done := make(chan ret, 1)
+	go func() {
+		data, err := r.callTool(rn.ctx, p, rec)
+		done <- ret{data, err}
+	}()
+	var got ret
+	select {
+	case got = <-done:
+	case <-rn.ctx.Done():
+		got = ret{err: rn.ctx.Err()}
+	}
+	res := store.Result{ExecutionID: rec.ExecutionID, FinishedAt: r.now()}
+	switch cause := context.Cause(rn.ctx); {
+	case got.err == nil:
+		res.Status, res.Data = store.StatusCompleted, got.data
+	case errors.Is(rn.ctx.Err(), context.DeadlineExceeded) && errors.Is(cause, context.DeadlineExceeded):
+		res.Status = store.StatusTimedOut
+		res.Error = errorBody(&ToolError{Code: CodeTimeout, Message: fmt.Sprintf("the tool did not finish within %s", p.timeout)})
+	case rn.ctx.Err() != nil && (errors.Is(cause, errCancelled) || errors.Is(cause, errShutdown)):
+		res.Status = store.StatusCancelled
+		res.Error = errorBody(&ToolError{Code: CodeCancelled, Message: cause.Error()})
+	default:
+		res.Status = store.StatusFailed
+		res.Error = errorBody(toolErrorOf(got.err))
+	}
+	return res
+}
+
+// callTool calls the tool function, recovering a panic, and encodes its
+// value within MaxResultBytes.
+func (r *Runtime) callTool(ctx context.Context, p *pending, rec store.Record) (data json.RawMessage, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			r.cfg.Logger.Error("tool panicked", slog.String("tool", p.tool.Name),
+				slog.String("execution_id", rec.ExecutionID), slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
+			data, err = nil, &ToolError{Code: CodeToolError, Message: fmt.Sprintf("the tool panicked: %v", v)}
+		}
+	}()
+	v, err := p.tool.Func(ctx, callOf(p, rec))
+	if err != nil {
+		return nil, err
+	}
+	data, err = encodeResult(v)
+	if err != nil {
+		return nil, &ToolError{Code: CodeToolError, Message: err.Error()}
+	}
+	if len(data) > r.cfg.MaxResultBytes {
+		return nil, &ToolError{Code: CodeResultTooLarge,
+			Message: fmt.Sprintf("the result is %d bytes, over the limit of %d", len(data), r.cfg.MaxResultBytes)}
+	}
+	return data, nil
+}
+
+// encodeResult encodes a tool's value as compact JSON.
+func encodeResult(v any) (json.RawMessage, error) {
+	switch raw := v.(type) {
+	case json.RawMessage:
+		if !json.Valid(raw) {
+			return nil, errors.New("the tool returned invalid JSON")
+		}
+		return compact(raw)
+	case []byte:
+		return json.Marshal(string(raw))
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("the tool's result cannot be encoded as JSON: %w", err)
+	}
+	return data, nil
+}
+
+func compact(raw json.RawMessage) (json.RawMessage, error) {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// errorBody encodes a ToolError as the recorded error object.
+func errorBody(te *ToolError) json.RawMessage {
+	m := make(map[string]any, len(te.Details)+2)
+	for k, v := range te.Details {
+		m[k] = v
+	}
+	m["code"], m["message"] = te.Code, te.Message
+	b, err := json.Marshal(m)
+	if err != nil {
+		b, _ = json.Marshal(store.ErrorBody{Code: te.Code, Message: te.Message})
+	}
+	return b
+}
+
+// record stores res for rec's identity and tells the caller through answer.
+// A store that cannot take the write is retried in the background until
+// the outcome is recorded or the record no longer belongs to this
+// execution; after StoreTimeout the caller is told UNAVAILABLE meanwhile.
+func (r *Runtime) record(rec store.Record, res store.Result, answer chan<- outcome) {
+	deadline := time.Now().Add(r.cfg.StoreTimeout)
+	told := false
+	tell := func(o outcome) {
+		if !told {
+			told = true
+			answer <- o
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), r.cfg.StoreTimeout)
+		done, err := r.Store().Complete(ctx, rec.Key, rec.Fingerprint, res)
+		cancel()
+		var se *store.StateError
+		switch {
+		case err == nil:
+			tell(outcome{rec: done})
+			return
+		case errors.As(err, &se):
+			// Cancelled, resolved or released meanwhile: answer with the
+			// record as it stands; the tool's result is discarded.
+			tell(outcome{rec: se.Record})
+			return
+		case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrInvalid):
+			r.cfg.Logger.Error("outcome not recorded", slog.String("execution_id", rec.ExecutionID), slog.Any("err", err))
+			tell(outcome{err: fmt.Errorf("complete: %w", err)})
+			return
+		}
+		if !told && time.Now().After(deadline) {
+			tell(outcome{err: fmt.Errorf("%w: the tool ran but its outcome is not recorded yet (%w); retry with the same request_id", store.ErrUnavailable, err)})
+		}
+		if r.isClosing() && attempt > 0 {
+			r.cfg.Logger.Warn("shutting down with an unrecorded outcome; the execution will read as interrupted",
+				slog.String("execution_id", rec.ExecutionID), slog.Any("err", err))
+			tell(outcome{err: fmt.Errorf("%w: outcome not recorded: %w", store.ErrUnavailable, err)})
+			return
+		}
+		time.Sleep(backoff(attempt))
+	}
+}
+
+// backoff returns the pause before retry attempt+1: 50 ms doubling to 2 s.
+func backoff(attempt int) time.Duration {
+	d := 50 * time.Millisecond << min(attempt, 6)
+	return min(d, 2*time.Second)
+}

@@ -1,0 +1,77 @@
+package carmy
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Config holds the runtime's settings. App fills it with defaults; Options
+// change it.
+type Config struct {
+	// NodeID names this node in records (node_id) and in interruption.
+	NodeID string
+	// MaxResultBytes bounds the JSON of one result's data; a larger result
+	// is recorded as failed with RESULT_TOO_LARGE, never stored half.
+	MaxResultBytes int
+	// StoreTimeout bounds how long a call waits for one store write
+	// (reserve or complete) before it answers UNAVAILABLE.
+	StoreTimeout time.Duration
+	// DrainTimeout is how long shutdown waits for running tools before it
+	// cancels them.
+	DrainTimeout time.Duration
+	Logger       *slog.Logger
+}
+
+// Defaults of Config.
+const (
+	DefaultNodeID         = "node1"
+	DefaultMaxResultBytes = 1 << 20
+	DefaultStoreTimeout   = 10 * time.Second
+	DefaultDrainTimeout   = 5 * time.Second
+)
+
+func defaultConfig() Config {
+	return Config{
+		NodeID:         DefaultNodeID,
+		MaxResultBytes: DefaultMaxResultBytes,
+		StoreTimeout:   DefaultStoreTimeout,
+		DrainTimeout:   DefaultDrainTimeout,
+		Logger:         slog.Default(),
+	}
+}
+
+// Validate reports a setting that cannot work.
+func (c Config) Validate() error {
+	switch {
+	case c.NodeID == "":
+		return fmt.Errorf("config: empty node id")
+	case c.MaxResultBytes <= 0:
+		return fmt.Errorf("config: max result bytes must be positive")
+	case c.StoreTimeout <= 0:
+		return fmt.Errorf("config: store timeout must be positive")
+	case c.DrainTimeout < 0:
+		return fmt.Errorf("config: negative drain timeout")
+	case c.Logger == nil:
+		return fmt.Errorf("config: no logger")
+	}
+	return nil
+}
+
+// Option changes the runtime's Config.
+type Option func(*Config)
+
+// WithNodeID sets the node id.
+func WithNodeID(id string) Option { return func(c *Config) { c.NodeID = id } }
+
+// WithLogger sets the logger.
+func WithLogger(l *slog.Logger) Option { return func(c *Config) { c.Logger = l } }
+
+// WithMaxResultBytes sets the bound on one result's data.
+func WithMaxResultBytes(n int) Option { return func(c *Config) { c.MaxResultBytes = n } }
+
+// WithStoreTimeout sets the bound on one store write.
+func WithStoreTimeout(d time.Duration) Option { return func(c *Config) { c.StoreTimeout = d } }
+
+// WithDrainTimeout sets how long shutdown waits for running tools.
+func WithDrainTimeout(d time.Duration) Option { return func(c *Config) { c.DrainTimeout = d } }

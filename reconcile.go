@@ -1,0 +1,180 @@
+package carmy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/carmyhq/carmy/store"
+)
+
+// Execution returns the record of an execution the caller may see: its own,
+// or any for an admin. Another principal's execution is store.ErrNotFound,
+// so ids cannot be probed.
+func (r *Runtime) Execution(ctx context.Context, caller Caller, id string) (store.Record, error) {
+	rec, err := r.Store().Get(ctx, id)
+	if err != nil {
+		return store.Record{}, err
+	}
+	if !caller.Admin && rec.Key.Principal != caller.Principal {
+		return store.Record{}, store.ErrNotFound
+	}
+	return rec, nil
+}
+
+// Lookup returns the record of an identity. The principal is the caller's.
+func (r *Runtime) Lookup(ctx context.Context, caller Caller, session, requestID string) (store.Record, error) {
+	if !store.ValidRequestID(requestID) {
+		return store.Record{}, invalid("request_id", "must be 1-%d visible ASCII characters (0x21-0x7E)", store.MaxIDLen)
+	}
+	if !store.ValidSessionID(session) {
+		return store.Record{}, invalid("session_id", "must be 0-%d visible ASCII characters (0x21-0x7E)", store.MaxIDLen)
+	}
+	return r.Store().Lookup(ctx, store.Key{Principal: caller.Principal, Session: session, RequestID: requestID})
+}
+
+// List returns the caller's records in a session, newest first (every
+// principal's for an admin). before is the Next of the previous page, 0
+// for the first.
+func (r *Runtime) List(ctx context.Context, caller Caller, session string, limit int, before uint64) (store.Page, error) {
+	if !store.ValidSessionID(session) {
+		return store.Page{}, invalid("session_id", "must be 0-%d visible ASCII characters (0x21-0x7E)", store.MaxIDLen)
+	}
+	if limit < 0 || limit > store.MaxListLimit {
+		return store.Page{}, invalid("limit", "must be 1-%d", store.MaxListLimit)
+	}
+	return r.Store().List(ctx, store.ListQuery{
+		Principal: caller.Principal, AllPrincipals: caller.Admin, Session: session, Limit: limit, Before: before,
+	})
+}
+
+// Cancel records cancelled for a running execution and cancels its tool
+// (here, or through the store's notification on the node that runs it).
+// Whatever the tool returns afterwards is discarded.
+func (r *Runtime) Cancel(ctx context.Context, caller Caller, id string) (store.Record, error) {
+	if _, err := r.Execution(ctx, caller, id); err != nil {
+		return store.Record{}, err
+	}
+	res := store.Result{
+		ExecutionID: id, Status: store.StatusCancelled, FinishedAt: r.now(),
+		Error: errorBody(&ToolError{Code: CodeCancelled, Message: fmt.Sprintf("cancelled by %s", caller.Principal)}),
+	}
+	wctx, cancel := r.storeContext(ctx)
+	defer cancel()
+	rec, err := r.Store().Cancel(wctx, id, res)
+	if err != nil {
+		return store.Record{}, fmt.Errorf("cancel: %w", err)
+	}
+	r.runs.cancel(id, errCancelled)
+	return rec, nil
+}
+
+// ResolutionReleased is the Resolution status that removes a reservation.
+const ResolutionReleased = "released"
+
+// Resolve settles an interrupted execution, or a running one whose runner
+// is gone. It returns the record as it now stands; for "released", the
+// removed record.
+func (r *Runtime) Resolve(ctx context.Context, caller Caller, id string, res Resolution) (store.Record, error) {
+	if err := validateResolution(res); err != nil {
+		return store.Record{}, err
+	}
+	rec, err := r.Execution(ctx, caller, id)
+	if err != nil {
+		return store.Record{}, err
+	}
+	allowRunning := r.runnerGone(rec)
+	wctx, cancel := r.storeContext(ctx)
+	defer cancel()
+	if res.Status == ResolutionReleased {
+		rec, err = r.Store().Release(wctx, id, allowRunning)
+	} else {
+		rec, err = r.Store().Resolve(wctx, id, store.Resolution{
+			Result: store.Result{
+				ExecutionID: id, Status: store.Status(res.Status), Data: res.Data, Error: res.Error, FinishedAt: r.now(),
+			},
+			AllowRunning: allowRunning,
+		})
+	}
+	if err != nil {
+		return store.Record{}, fmt.Errorf("resolve: %w", err)
+	}
+	return rec, nil
+}
+
+func validateResolution(res Resolution) error {
+	switch res.Status {
+	case string(store.StatusCompleted):
+		if len(res.Error) > 0 {
+			return invalid("error", "a completed resolution has no error")
+		}
+		if len(res.Data) == 0 {
+			return invalid("data", "a completed resolution needs data")
+		}
+	case string(store.StatusFailed):
+		if len(res.Data) > 0 {
+			return invalid("data", "a failed resolution has no data")
+		}
+		var body store.ErrorBody
+		if !isJSONObject(res.Error) || json.Unmarshal(res.Error, &body) != nil || body.Code == "" {
+			return invalid("error", `a failed resolution needs an error object with a "code"`)
+		}
+	case ResolutionReleased:
+		if len(res.Data) > 0 || len(res.Error) > 0 {
+			return invalid("status", "a release carries no data or error")
+		}
+	default:
+		return invalid("status", `must be "completed", "failed" or "released"`)
+	}
+	return nil
+}
+
+// runnerGone reports whether rec's runner is known to be gone: it is this
+// node and the execution does not run here, or the cluster says so.
+func (r *Runtime) runnerGone(rec store.Record) bool {
+	if rec.Status != store.StatusRunning {
+		return false
+	}
+	if rec.NodeID == r.cfg.NodeID {
+		return !r.runs.has(rec.ExecutionID)
+	}
+	r.mu.RLock()
+	l := r.liveness
+	r.mu.RUnlock()
+	return l != nil && l.RunnerGone(rec.NodeID)
+}
+
+// releaseInBackground releases this node's reservation for exec, whose tool
+// never started, retrying until the store answers. A record that belongs
+// to another execution, or none, is left alone.
+func (r *Runtime) releaseInBackground(key store.Key, execID string) {
+	r.bg.Add(1)
+	go func() {
+		defer r.bg.Done()
+		for attempt := 0; ; attempt++ {
+			ctx, cancel := context.WithTimeout(context.Background(), r.cfg.StoreTimeout)
+			_, err := r.Store().Release(ctx, execID, true)
+			cancel()
+			var se *store.StateError
+			switch {
+			case err == nil:
+				r.cfg.Logger.Info("released a reservation whose tool never started",
+					slog.String("execution_id", execID), slog.String("key", key.String()))
+				return
+			case errors.Is(err, store.ErrNotFound), errors.As(err, &se):
+				return
+			case r.isClosing():
+				r.cfg.Logger.Warn("shutting down before releasing a reservation; it will read as interrupted",
+					slog.String("execution_id", execID), slog.Any("err", err))
+				return
+			}
+			select {
+			case <-r.closing:
+			case <-time.After(backoff(attempt)):
+			}
+		}
+	}()
+}

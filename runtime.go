@@ -1,0 +1,151 @@
+package carmy
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/carmyhq/carmy/store"
+)
+
+// Runtime is Carmy's tool runtime: the registry of tools, the executor of
+// calls, and the owner of running executions. Build one with App; register
+// tools before Run. All methods are safe for concurrent use.
+type Runtime struct {
+	cfg Config
+
+	mu        sync.RWMutex
+	tools     map[string]*tool
+	store     store.Store
+	setupErrs []error
+	liveness  Liveness
+
+	runs    *registry
+	bg      sync.WaitGroup // background completion and release retries
+	closing chan struct{}
+	closed  sync.Once
+	now     func() time.Time
+}
+
+// Liveness tells whether another node's runner is known to be gone (gossip
+// declared it dead, or it is no longer a cluster member). A single node has
+// none; a cluster provides one.
+type Liveness interface {
+	RunnerGone(nodeID string) bool
+}
+
+// App returns a new runtime with the default configuration changed by
+// opts, backed by the default bounded in-memory store.
+func App(opts ...Option) *Runtime {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	r := &Runtime{
+		cfg:     cfg,
+		tools:   make(map[string]*tool),
+		store:   store.NewMemory(store.DefaultCapacity),
+		runs:    newRegistry(),
+		closing: make(chan struct{}),
+		now:     func() time.Time { return time.Now().UTC().Truncate(time.Millisecond) },
+	}
+	if err := cfg.Validate(); err != nil {
+		r.setupErrs = append(r.setupErrs, err)
+	}
+	return r
+}
+
+// Tool registers a tool under name. A problem (a duplicate name, an invalid
+// schema) is returned by Err and by Run.
+func (r *Runtime) Tool(name string, fn ToolFunc, opts ...ToolOption) {
+	spec := ToolSpec{Name: name, Func: fn}
+	for _, o := range opts {
+		o(&spec)
+	}
+	if err := r.AddTool(spec); err != nil {
+		r.mu.Lock()
+		r.setupErrs = append(r.setupErrs, err)
+		r.mu.Unlock()
+	}
+}
+
+// AddTool registers a tool and reports any problem at once.
+func (r *Runtime) AddTool(spec ToolSpec) error {
+	t, err := newTool(spec)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, dup := r.tools[t.Name]; dup {
+		return fmt.Errorf("tool %q: registered twice", t.Name)
+	}
+	r.tools[t.Name] = t
+	return nil
+}
+
+// IdempotencyStore replaces the store. Call it before Run.
+func (r *Runtime) IdempotencyStore(s store.Store) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s == nil {
+		r.setupErrs = append(r.setupErrs, errors.New("IdempotencyStore: nil store"))
+		return
+	}
+	r.store = s
+}
+
+// SetLiveness installs the cluster's view of which runners are gone.
+func (r *Runtime) SetLiveness(l Liveness) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.liveness = l
+}
+
+// Err returns the problems found while setting the runtime up, joined.
+func (r *Runtime) Err() error {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return errors.Join(r.setupErrs...)
+}
+
+// Store returns the runtime's store.
+func (r *Runtime) Store() store.Store {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.store
+}
+
+// NodeID returns the node id stamped into this runtime's executions.
+func (r *Runtime) NodeID() string { return r.cfg.NodeID }
+
+// Tools returns the registered tools, sorted by name.
+func (r *Runtime) Tools() []ToolInfo {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]ToolInfo, 0, len(r.tools))
+	for _, t := range r.tools {
+		out = append(out, t.info())
+	}
+	slices.SortFunc(out, func(a, b ToolInfo) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+func (r *Runtime) tool(name string) (*tool, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	t, ok := r.tools[name]
+	return t, ok
+}
+
+func (r *Runtime) isClosing() bool {
+	select {
+	case <-r.closing:
+		return true
+	default:
+		return false
+	}
+}

@@ -1,0 +1,156 @@
+package carmy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/carmyhq/carmy/api"
+)
+
+var _ api.Runtime = (*Runtime)(nil)
+
+// DefaultAddr is where Run serves the HTTP API unless told otherwise.
+const DefaultAddr = "127.0.0.1:8080"
+
+// Readier is implemented by stores that can say whether they serve (a
+// cluster member that knows a leader and has caught up).
+type Readier interface {
+	Ready(ctx context.Context) error
+}
+
+// Ready returns nil when the node can serve calls.
+func (r *Runtime) Ready(ctx context.Context) error {
+	if r.isClosing() {
+		return ErrClosed
+	}
+	if rd, ok := r.Store().(Readier); ok {
+		return rd.Ready(ctx)
+	}
+	return nil
+}
+
+// Start prepares the runtime to take calls: it checks the setup and marks
+// this node's executions that a previous process left running as
+// interrupted, so that they answer EXECUTION_UNCERTAIN rather than look
+// alive. Run calls it; a caller that serves the API itself calls it first.
+func (r *Runtime) Start(ctx context.Context) error {
+	if err := r.Err(); err != nil {
+		return err
+	}
+	n, err := r.Store().MarkInterrupted(ctx, r.cfg.NodeID)
+	if err != nil {
+		return fmt.Errorf("marking this node's executions interrupted: %w", err)
+	}
+	if n > 0 {
+		r.cfg.Logger.Warn("executions left running by a previous process are now interrupted",
+			slog.Int("count", n), slog.String("node_id", r.cfg.NodeID))
+	}
+	return nil
+}
+
+// Shutdown stops taking calls, waits up to DrainTimeout (or ctx) for
+// running tools, then cancels those still running and waits for their
+// outcomes to be recorded while ctx allows.
+func (r *Runtime) Shutdown(ctx context.Context) error {
+	r.closed.Do(func() { close(r.closing) })
+	drain, cancel := context.WithTimeout(ctx, r.cfg.DrainTimeout)
+	err := r.runs.wait(drain)
+	cancel()
+	if err != nil {
+		r.cfg.Logger.Warn("cancelling tools still running at shutdown", slog.Int("count", r.runs.len()))
+		r.runs.cancelAll(errShutdown)
+		err = r.runs.wait(ctx)
+	}
+	done := make(chan struct{})
+	go func() { r.bg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = errors.Join(err, ctx.Err())
+	}
+	return err
+}
+
+// Serve serves the HTTP API on ln until ctx is done, then shuts down
+// gracefully: the listener closes, calls in flight finish (their tools
+// drain as Shutdown describes), and Serve returns nil.
+func (r *Runtime) Serve(ctx context.Context, ln net.Listener, cfg api.Config) error {
+	if cfg.Logger == nil {
+		cfg.Logger = r.cfg.Logger
+	}
+	h, err := api.New(r, cfg)
+	if err != nil {
+		return err
+	}
+	if err := r.Start(ctx); err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(r.cfg.Logger.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	r.cfg.Logger.Info("serving the API", slog.String("http_addr", ln.Addr().String()), slog.String("node_id", r.cfg.NodeID))
+
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serving: %w", err)
+	case <-ctx.Done():
+	}
+	stop, cancel := context.WithTimeout(context.Background(), r.cfg.DrainTimeout+5*time.Second)
+	defer cancel()
+	// Close the listener and drain the tools at once: calls in flight wait
+	// for their tools, which Shutdown bounds.
+	httpDone := make(chan error, 1)
+	go func() { httpDone <- srv.Shutdown(stop) }()
+	shutErr := r.Shutdown(stop)
+	if err := <-httpDone; err != nil {
+		shutErr = errors.Join(shutErr, fmt.Errorf("closing the API: %w", err))
+	}
+	if shutErr != nil {
+		r.cfg.Logger.Warn("shutdown was not clean", slog.Any("err", shutErr))
+	}
+	return nil
+}
+
+// Run serves the HTTP API on DefaultAddr, without authentication, until
+// ctx is done. Like the binary without tokens, it refuses a non-loopback
+// address.
+func (r *Runtime) Run(ctx context.Context) error {
+	return r.ListenAndServe(ctx, DefaultAddr, api.Config{})
+}
+
+// ListenAndServe serves the HTTP API on addr until ctx is done. Without
+// tokens in cfg.Auth it refuses an address that is not loopback.
+func (r *Runtime) ListenAndServe(ctx context.Context, addr string, cfg api.Config) error {
+	if !cfg.Auth.Enabled() && !IsLoopback(addr) {
+		return fmt.Errorf("refusing to serve %s without authentication: configure tokens or bind to a loopback address", addr)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", addr, err)
+	}
+	return r.Serve(ctx, ln, cfg)
+}
+
+// IsLoopback reports whether addr (host:port) names a loopback host:
+// localhost, 127.0.0.0/8 or ::1. An empty host (all interfaces) is not.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

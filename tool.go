@@ -1,0 +1,134 @@
+package carmy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/carmyhq/carmy/store"
+)
+
+// ToolFunc is a tool's body. It runs in its own goroutine; ctx is done when
+// the tool's timeout passes, the execution is cancelled, or the node shuts
+// down, and a well-behaved tool returns promptly then. The returned value is
+// encoded as JSON (a json.RawMessage is used as is) and recorded as the
+// result's data; a returned error records a failed result (use *ToolError to
+// choose its code). A panic is recovered and recorded as failed.
+type ToolFunc func(ctx context.Context, call Call) (any, error)
+
+// Call is what a tool sees of the call it serves.
+type Call struct {
+	Tool      string
+	Arguments json.RawMessage
+	Metadata  json.RawMessage
+	Principal string
+	SessionID string
+	// RequestID is "" for a call made without idempotency.
+	RequestID   string
+	ExecutionID string
+	// IdempotencyKey is derived from the identity alone: the same for every
+	// execution of one identity ("" without a request_id).
+	IdempotencyKey string
+	// FencingToken grows with every reservation (in a cluster, the log
+	// index at which this one committed); 0 without a request_id.
+	FencingToken uint64
+}
+
+// ToolSpec declares a tool.
+type ToolSpec struct {
+	Name        string
+	Description string
+	// InputSchema is a JSON Schema the arguments must satisfy (nil: any
+	// object).
+	InputSchema json.RawMessage
+	// Timeout bounds one execution (DefaultToolTimeout when zero); a call's
+	// timeout_ms may lower it, never raise it.
+	Timeout time.Duration
+	// RequireRequestID refuses calls without a request_id.
+	RequireRequestID bool
+	Func             ToolFunc
+}
+
+// ToolOption sets a field of a ToolSpec.
+type ToolOption func(*ToolSpec)
+
+// Description sets the tool's description.
+func Description(d string) ToolOption { return func(s *ToolSpec) { s.Description = d } }
+
+// InputSchema sets the JSON Schema of the tool's arguments.
+func InputSchema(schema json.RawMessage) ToolOption {
+	return func(s *ToolSpec) { s.InputSchema = schema }
+}
+
+// Timeout sets the tool's timeout.
+func Timeout(d time.Duration) ToolOption { return func(s *ToolSpec) { s.Timeout = d } }
+
+// RequireRequestID makes calls without a request_id invalid.
+func RequireRequestID() ToolOption { return func(s *ToolSpec) { s.RequireRequestID = true } }
+
+// DefaultToolTimeout bounds a tool that declares no timeout.
+const DefaultToolTimeout = 30 * time.Second
+
+// tool is a registered, validated ToolSpec.
+type tool struct {
+	ToolSpec
+	schema *schema
+}
+
+var toolName = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,128}$`)
+
+func newTool(spec ToolSpec) (*tool, error) {
+	switch {
+	case !toolName.MatchString(spec.Name):
+		return nil, fmt.Errorf("tool %q: name must be 1-128 characters of A-Z a-z 0-9 _ . : -", spec.Name)
+	case spec.Func == nil:
+		return nil, fmt.Errorf("tool %q: no function", spec.Name)
+	case spec.Timeout < 0:
+		return nil, fmt.Errorf("tool %q: negative timeout", spec.Name)
+	}
+	if spec.Timeout == 0 {
+		spec.Timeout = DefaultToolTimeout
+	}
+	t := &tool{ToolSpec: spec}
+	if len(spec.InputSchema) > 0 {
+		sch, err := compileSchema(spec.Name, spec.InputSchema)
+		if err != nil {
+			return nil, fmt.Errorf("tool %q: input_schema: %w", spec.Name, err)
+		}
+		t.schema = sch
+	}
+	return t, nil
+}
+
+// checkArguments validates arguments (already known to be a JSON object)
+// against the tool's schema.
+func (t *tool) checkArguments(args json.RawMessage) error {
+	if t.schema == nil {
+		return nil
+	}
+	return t.schema.validate(args)
+}
+
+func (t *tool) info() ToolInfo {
+	return ToolInfo{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema, Timeout: t.Timeout}
+}
+
+// callOf builds the tool's view of a call.
+func callOf(p *pending, rec store.Record) Call {
+	c := Call{
+		Tool:         p.req.Tool,
+		Arguments:    p.args,
+		Metadata:     p.meta,
+		Principal:    p.caller.Principal,
+		SessionID:    p.req.SessionID,
+		RequestID:    p.req.RequestID,
+		ExecutionID:  rec.ExecutionID,
+		FencingToken: rec.Seq,
+	}
+	if c.RequestID != "" {
+		c.IdempotencyKey = rec.Key.IdempotencyKey()
+	}
+	return c
+}
