@@ -131,6 +131,9 @@ func (r *Runtime) Run(ctx context.Context) error {
 // ListenAndServe serves the HTTP API on addr until ctx is done. Without
 // tokens in cfg.Auth it refuses an address that is not loopback.
 func (r *Runtime) ListenAndServe(ctx context.Context, addr string, cfg api.Config) error {
+	if err := r.Err(); err != nil {
+		return err
+	}
 	if !cfg.Auth.Enabled() && !IsLoopback(addr) {
 		return fmt.Errorf("refusing to serve %s without authentication: configure tokens or bind to a loopback address", addr)
 	}

@@ -1,0 +1,374 @@
+package carmy_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/carmyhq/carmy"
+	"github.com/carmyhq/carmy/store"
+)
+
+func TestCallReplaysFinishedResult(t *testing.T) {
+	app := newApp(t)
+	var c counter
+	mustAdd(t, app, carmy.ToolSpec{Name: "count", Func: c.fn})
+	req := carmy.Request{Tool: "count", Arguments: json.RawMessage(`{"a":1}`), RequestID: "r1", SessionID: "s"}
+	first := call(t, app, req)
+	mustStatus(t, first.Record, store.StatusCompleted)
+	if first.Replayed {
+		t.Fatal("first call reported as a replay")
+	}
+	// Same call, spelled differently: still the same call.
+	req.Arguments = json.RawMessage(` { "a" : 1.0 } `)
+	second := call(t, app, req)
+	if !second.Replayed || second.Record.ExecutionID != first.Record.ExecutionID ||
+		string(second.Record.Data) != string(first.Record.Data) || !second.Record.FinishedAt.Equal(first.Record.FinishedAt) {
+		t.Fatalf("retry = %+v, want a replay of %+v", second, first)
+	}
+	if n := c.runs.Load(); n != 1 {
+		t.Fatalf("tool ran %d times, want 1", n)
+	}
+}
+
+func TestCallConflictOnDifferentArguments(t *testing.T) {
+	app := newApp(t)
+	var c counter
+	mustAdd(t, app, carmy.ToolSpec{Name: "count", Func: c.fn})
+	first := call(t, app, carmy.Request{Tool: "count", Arguments: json.RawMessage(`{"a":1}`), RequestID: "r1"})
+	for _, req := range []carmy.Request{
+		{Tool: "count", Arguments: json.RawMessage(`{"a":2}`), RequestID: "r1"},
+		{Tool: "count", Arguments: json.RawMessage(`{"a":1}`), Metadata: json.RawMessage(`{"m":1}`), RequestID: "r1"},
+	} {
+		_, err := app.Call(t.Context(), alice, req)
+		var ce *store.ConflictError
+		if !errors.As(err, &ce) || ce.Record.ExecutionID != first.Record.ExecutionID {
+			t.Fatalf("err = %v, want a conflict naming %s", err, first.Record.ExecutionID)
+		}
+	}
+	if n := c.runs.Load(); n != 1 {
+		t.Fatalf("tool ran %d times, want 1", n)
+	}
+	// The timeout is not part of the fingerprint.
+	resp := call(t, app, carmy.Request{Tool: "count", Arguments: json.RawMessage(`{"a":1}`), RequestID: "r1", Timeout: time.Second})
+	if !resp.Replayed {
+		t.Fatal("a retry with another timeout was not replayed")
+	}
+}
+
+func TestCallUncertainWhileRunning(t *testing.T) {
+	app := newApp(t)
+	g := newGate()
+	mustAdd(t, app, carmy.ToolSpec{Name: "gate", Func: g.fn})
+	req := carmy.Request{Tool: "gate", RequestID: "r1"}
+	done := make(chan carmy.Response, 1)
+	go func() {
+		resp, _ := app.Call(context.Background(), alice, req)
+		done <- resp
+	}()
+	id := <-g.started
+
+	_, err := app.Call(t.Context(), alice, req)
+	var ue *store.UncertainError
+	if !errors.As(err, &ue) || ue.Record.ExecutionID != id || ue.Record.Status != store.StatusRunning {
+		t.Fatalf("retry while running: err = %v, want uncertain(running, %s)", err, id)
+	}
+	close(g.release)
+	first := <-done
+	mustStatus(t, first.Record, store.StatusCompleted)
+	if again := call(t, app, req); !again.Replayed || again.Record.ExecutionID != id {
+		t.Fatalf("retry after finish = %+v", again)
+	}
+	if n := g.runs.Load(); n != 1 {
+		t.Fatalf("tool ran %d times, want 1", n)
+	}
+}
+
+func TestConcurrentDuplicatesRunOnce(t *testing.T) {
+	app := newApp(t)
+	g := newGate()
+	mustAdd(t, app, carmy.ToolSpec{Name: "gate", Func: g.fn})
+	const n = 200
+	var (
+		wg                     sync.WaitGroup
+		mu                     sync.Mutex
+		completed, uncertain   int
+		others                 []error
+		start                  = make(chan struct{})
+		req                    = carmy.Request{Tool: "gate", RequestID: "dup"}
+		releaseAfterAllAnswers = make(chan struct{})
+	)
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			resp, err := app.Call(context.Background(), alice, req)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil && resp.Record.Status == store.StatusCompleted:
+				completed++
+			case errors.Is(err, store.ErrUncertain):
+				uncertain++
+				if uncertain == n-1 {
+					close(releaseAfterAllAnswers)
+				}
+			default:
+				others = append(others, fmt.Errorf("resp %+v, err %w", resp, err))
+			}
+		}()
+	}
+	close(start)
+	<-g.started
+	<-releaseAfterAllAnswers
+	close(g.release)
+	wg.Wait()
+	if completed != 1 || uncertain != n-1 || len(others) > 0 {
+		t.Fatalf("completed %d, uncertain %d, other %v; want 1 and %d", completed, uncertain, others, n-1)
+	}
+	if runs := g.runs.Load(); runs != 1 {
+		t.Fatalf("tool ran %d times, want 1", runs)
+	}
+}
+
+func TestTimeoutIsRecordedAndReplayed(t *testing.T) {
+	app := newApp(t)
+	g := newGate()
+	mustAdd(t, app, carmy.ToolSpec{Name: "slow", Func: g.fn, Timeout: 100 * time.Millisecond})
+	// A tool that ignores its context is abandoned at the timeout too.
+	stuck := make(chan struct{})
+	t.Cleanup(func() { close(stuck) })
+	mustAdd(t, app, carmy.ToolSpec{Name: "stuck", Timeout: 100 * time.Millisecond,
+		Func: func(context.Context, carmy.Call) (any, error) { <-stuck; return "late", nil }})
+
+	for _, tool := range []string{"slow", "stuck"} {
+		req := carmy.Request{Tool: tool, RequestID: "t-" + tool}
+		first := call(t, app, req)
+		mustStatus(t, first.Record, store.StatusTimedOut)
+		if code, msg := errorCode(t, first.Record); code != "TIMEOUT" || !strings.Contains(msg, "100ms") {
+			t.Fatalf("%s: error = %s %q, want TIMEOUT within 100ms", tool, code, msg)
+		}
+		again := call(t, app, req)
+		if !again.Replayed || again.Record.Status != store.StatusTimedOut || again.Record.ExecutionID != first.Record.ExecutionID {
+			t.Fatalf("%s: retry after timeout = %+v, want the timed_out replay", tool, again)
+		}
+	}
+	if n := g.runs.Load(); n != 1 {
+		t.Fatalf("slow tool ran %d times, want 1", n)
+	}
+}
+
+func TestCallTimeoutLowersButNeverRaises(t *testing.T) {
+	app := newApp(t)
+	g := newGate()
+	mustAdd(t, app, carmy.ToolSpec{Name: "slow", Func: g.fn, Timeout: 150 * time.Millisecond})
+	cases := []struct {
+		timeout time.Duration
+		want    string
+	}{
+		{time.Hour, "150ms"},
+		{20 * time.Millisecond, "20ms"},
+	}
+	for i, c := range cases {
+		resp := call(t, app, carmy.Request{Tool: "slow", RequestID: fmt.Sprint("lower-", i), Timeout: c.timeout})
+		mustStatus(t, resp.Record, store.StatusTimedOut)
+		if _, msg := errorCode(t, resp.Record); !strings.Contains(msg, c.want) {
+			t.Fatalf("timeout %s: message %q, want it to say %s", c.timeout, msg, c.want)
+		}
+	}
+	_, err := app.Call(t.Context(), alice, carmy.Request{Tool: "slow", Timeout: -time.Second})
+	wantField(t, err, "timeout_ms")
+}
+
+func TestCallerGoingAwayDoesNotStopTheTool(t *testing.T) {
+	app := newApp(t)
+	g := newGate()
+	mustAdd(t, app, carmy.ToolSpec{Name: "gate", Func: g.fn})
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := app.Call(ctx, alice, carmy.Request{Tool: "gate", RequestID: "gone"})
+		errc <- err
+	}()
+	<-g.started
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Call after the caller left: %v, want context.Canceled", err)
+	}
+	select {
+	case err := <-g.sawCtx:
+		t.Fatalf("the tool's context ended with the caller's: %v", err)
+	default:
+	}
+	close(g.release)
+	key := store.Key{Principal: "alice", RequestID: "gone"}
+	waitFor(t, "the outcome to be recorded", func() bool {
+		rec, err := app.Store().Lookup(context.Background(), key)
+		return err == nil && rec.Status == store.StatusCompleted
+	})
+	if resp := call(t, app, carmy.Request{Tool: "gate", RequestID: "gone"}); !resp.Replayed || string(resp.Record.Data) != `"released"` {
+		t.Fatalf("retry = %+v, want the recorded result", resp)
+	}
+}
+
+func TestPanicIsRecordedAsFailed(t *testing.T) {
+	app := newApp(t)
+	mustAdd(t, app, carmy.ToolSpec{Name: "panics", Func: func(context.Context, carmy.Call) (any, error) { panic("kaboom") }})
+	resp := call(t, app, carmy.Request{Tool: "panics", RequestID: "p1"})
+	mustStatus(t, resp.Record, store.StatusFailed)
+	if code, msg := errorCode(t, resp.Record); code != "TOOL_ERROR" || !strings.Contains(msg, "kaboom") {
+		t.Fatalf("error = %s %q", code, msg)
+	}
+	if again := call(t, app, carmy.Request{Tool: "panics", RequestID: "p1"}); !again.Replayed {
+		t.Fatal("a panic's result was not replayed")
+	}
+}
+
+func TestToolErrorsKeepTheirCode(t *testing.T) {
+	app := newApp(t)
+	mustAdd(t, app, carmy.ToolSpec{Name: "oos", Func: func(context.Context, carmy.Call) (any, error) {
+		return nil, fmt.Errorf("placing the order: %w", &carmy.ToolError{Code: "OUT_OF_STOCK", Message: "none left", Details: map[string]any{"sku": "KB-01"}})
+	}})
+	mustAdd(t, app, carmy.ToolSpec{Name: "plain", Func: func(context.Context, carmy.Call) (any, error) {
+		return nil, errors.New("disk full")
+	}})
+	rec := call(t, app, carmy.Request{Tool: "oos", RequestID: "o1"}).Record
+	mustStatus(t, rec, store.StatusFailed)
+	var body map[string]any
+	if err := json.Unmarshal(rec.Error, &body); err != nil || body["code"] != "OUT_OF_STOCK" || body["sku"] != "KB-01" || body["message"] != "none left" {
+		t.Fatalf("error = %s", rec.Error)
+	}
+	if code, msg := errorCode(t, call(t, app, carmy.Request{Tool: "plain", RequestID: "p1"}).Record); code != "TOOL_ERROR" || msg != "disk full" {
+		t.Fatalf("plain error = %s %q", code, msg)
+	}
+}
+
+func TestOversizedResultIsRefusedWhole(t *testing.T) {
+	app := newApp(t, carmy.WithMaxResultBytes(100))
+	mustAdd(t, app, carmy.ToolSpec{Name: "big", Func: func(context.Context, carmy.Call) (any, error) {
+		return strings.Repeat("x", 200), nil
+	}})
+	mustAdd(t, app, carmy.ToolSpec{Name: "bad", Func: func(context.Context, carmy.Call) (any, error) {
+		return json.RawMessage(`{"oops"`), nil
+	}})
+	rec := call(t, app, carmy.Request{Tool: "big", RequestID: "b1"}).Record
+	mustStatus(t, rec, store.StatusFailed)
+	if code, _ := errorCode(t, rec); code != "RESULT_TOO_LARGE" || len(rec.Data) != 0 {
+		t.Fatalf("oversized result recorded as %s with %d bytes of data", code, len(rec.Data))
+	}
+	rec = call(t, app, carmy.Request{Tool: "bad", RequestID: "b2"}).Record
+	mustStatus(t, rec, store.StatusFailed)
+}
+
+func TestArgumentsAreValidatedBeforeReserving(t *testing.T) {
+	app := newApp(t)
+	var c counter
+	mustAdd(t, app, carmy.ToolSpec{Name: "order", Func: c.fn, RequireRequestID: true,
+		InputSchema: json.RawMessage(`{"type":"object","required":["sku"],"properties":{"sku":{"type":"string"},"qty":{"type":"integer"}}}`)})
+	cases := []struct {
+		req   carmy.Request
+		field string
+	}{
+		{carmy.Request{Tool: "order", RequestID: "a", Arguments: json.RawMessage(`{}`)}, "arguments.sku"},
+		{carmy.Request{Tool: "order", RequestID: "a", Arguments: json.RawMessage(`{"sku":1}`)}, "arguments.sku"},
+		{carmy.Request{Tool: "order", RequestID: "a", Arguments: json.RawMessage(`{"sku":"x","qty":1.5}`)}, "arguments.qty"},
+		{carmy.Request{Tool: "order", RequestID: "a", Arguments: json.RawMessage(`[1]`)}, "arguments"},
+		{carmy.Request{Tool: "order", RequestID: "a", Arguments: json.RawMessage(`{"sku":"x"}`), Metadata: json.RawMessage(`"m"`)}, "metadata"},
+		{carmy.Request{Tool: "order", Arguments: json.RawMessage(`{"sku":"x"}`)}, "request_id"},
+		{carmy.Request{Tool: "order", RequestID: strings.Repeat("r", 256), Arguments: json.RawMessage(`{"sku":"x"}`)}, "request_id"},
+		{carmy.Request{Tool: "order", RequestID: "bad\x01id", Arguments: json.RawMessage(`{"sku":"x"}`)}, "request_id"},
+		{carmy.Request{Tool: "order", RequestID: "a", SessionID: "has space", Arguments: json.RawMessage(`{"sku":"x"}`)}, "session_id"},
+		{carmy.Request{RequestID: "a"}, "tool"},
+	}
+	for _, tc := range cases {
+		_, err := app.Call(t.Context(), alice, tc.req)
+		wantField(t, err, tc.field)
+	}
+	_, err := app.Call(t.Context(), alice, carmy.Request{Tool: "nope", RequestID: "a"})
+	wantErrIs(t, err, carmy.ErrUnknownTool)
+	if store.CodeOf(err) != "UNKNOWN_TOOL" {
+		t.Fatalf("code = %q", store.CodeOf(err))
+	}
+	if st, _ := app.Store().Stats(t.Context()); st.Entries != 0 || c.runs.Load() != 0 {
+		t.Fatalf("invalid calls reserved %d records and ran the tool %d times", st.Entries, c.runs.Load())
+	}
+	// The good call still works.
+	mustStatus(t, call(t, app, carmy.Request{Tool: "order", RequestID: "a", Arguments: json.RawMessage(`{"sku":"x"}`)}).Record, store.StatusCompleted)
+}
+
+func TestCallWithoutRequestIDIsNotRecorded(t *testing.T) {
+	app := newApp(t)
+	var c counter
+	mustAdd(t, app, carmy.ToolSpec{Name: "count", Func: c.fn})
+	a := call(t, app, carmy.Request{Tool: "count"})
+	b := call(t, app, carmy.Request{Tool: "count"})
+	mustStatus(t, a.Record, store.StatusCompleted)
+	if a.Record.ExecutionID == b.Record.ExecutionID || !strings.HasPrefix(a.Record.ExecutionID, "exec_") || c.runs.Load() != 2 {
+		t.Fatalf("unrecorded calls: %s and %s, %d runs", a.Record.ExecutionID, b.Record.ExecutionID, c.runs.Load())
+	}
+	if _, err := app.Execution(t.Context(), alice, a.Record.ExecutionID); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Execution of an unrecorded call: %v, want ErrNotFound", err)
+	}
+	if st, _ := app.Store().Stats(t.Context()); st.Entries != 0 {
+		t.Fatalf("unrecorded calls left %d records", st.Entries)
+	}
+}
+
+func TestFullStoreFailsClosed(t *testing.T) {
+	app := newApp(t)
+	app.IdempotencyStore(store.NewMemory(1))
+	var c counter
+	mustAdd(t, app, carmy.ToolSpec{Name: "count", Func: c.fn})
+	call(t, app, carmy.Request{Tool: "count", RequestID: "r1"})
+	_, err := app.Call(t.Context(), alice, carmy.Request{Tool: "count", RequestID: "r2"})
+	wantErrIs(t, err, store.ErrCapacity)
+	if store.CodeOf(err) != "IDEMPOTENCY_CAPACITY" || c.runs.Load() != 1 {
+		t.Fatalf("code %q, runs %d: the tool must not run when the store is full", store.CodeOf(err), c.runs.Load())
+	}
+	if resp := call(t, app, carmy.Request{Tool: "count", RequestID: "r1"}); !resp.Replayed {
+		t.Fatal("a full store stopped replaying")
+	}
+}
+
+func TestExecutionIDs(t *testing.T) {
+	seen := make(map[string]bool)
+	now := time.Now()
+	for range 1000 {
+		id := carmy.NewExecutionID(now)
+		if len(id) != len("exec_")+36 || !strings.HasPrefix(id, "exec_") || seen[id] {
+			t.Fatalf("bad or repeated execution id %q", id)
+		}
+		seen[id] = true
+	}
+	if a, b := carmy.NewExecutionID(now), carmy.NewExecutionID(now.Add(time.Second)); a[:15] >= b[:15] {
+		t.Fatalf("ids do not sort by time: %s then %s", a, b)
+	}
+}
+
+func TestSetupErrorsAreReported(t *testing.T) {
+	app := newApp(t)
+	fn := func(context.Context, carmy.Call) (any, error) { return nil, nil }
+	app.Tool("ok", fn, carmy.Description("fine"), carmy.Timeout(time.Second))
+	app.Tool("ok", fn)
+	app.Tool("bad schema", fn)
+	app.Tool("schema", fn, carmy.InputSchema(json.RawMessage(`{"type":12}`)))
+	app.Tool("nil", nil)
+	err := app.Err()
+	for _, want := range []string{"registered twice", "bad schema", "input_schema", "no function"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("Err() = %v, want it to mention %q", err, want)
+		}
+	}
+	if err := app.Run(t.Context()); err == nil {
+		t.Fatal("Run started despite setup errors")
+	}
+	if tools := app.Tools(); len(tools) != 1 || tools[0].Name != "ok" || tools[0].Timeout != time.Second {
+		t.Fatalf("Tools() = %+v", tools)
+	}
+}

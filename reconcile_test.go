@@ -1,0 +1,245 @@
+package carmy_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/carmyhq/carmy"
+	"github.com/carmyhq/carmy/store"
+)
+
+// leftRunning reserves an identity in the app's store as a previous process
+// of node would have: running, with nobody running it now.
+func leftRunning(t *testing.T, app *carmy.Runtime, node, requestID, tool string) store.Record {
+	t.Helper()
+	fp, err := store.Fingerprint(tool, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	res, err := app.Store().Reserve(t.Context(), store.Key{Principal: "alice", RequestID: requestID}, fp,
+		store.Execution{ID: carmy.NewExecutionID(now), Tool: tool, NodeID: node, StartedAt: now})
+	if err != nil || res.Outcome != store.Reserved {
+		t.Fatalf("Reserve = %+v, %v", res, err)
+	}
+	return res.Record
+}
+
+func TestRestartMarksOwnExecutionsInterrupted(t *testing.T) {
+	app := newApp(t)
+	var c counter
+	mustAdd(t, app, carmy.ToolSpec{Name: "count", Func: c.fn})
+	mine := leftRunning(t, app, carmy.DefaultNodeID, "mine", "count")
+	theirs := leftRunning(t, app, "node9", "theirs", "count")
+	if err := app.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	_, err := app.Call(t.Context(), alice, carmy.Request{Tool: "count", RequestID: "mine"})
+	var ue *store.UncertainError
+	if !errors.As(err, &ue) || ue.Record.Status != store.StatusInterrupted || ue.Record.ExecutionID != mine.ExecutionID {
+		t.Fatalf("call of an interrupted identity: %v", err)
+	}
+	if rec, _ := app.Store().Get(t.Context(), theirs.ExecutionID); rec.Status != store.StatusRunning {
+		t.Fatalf("another node's execution became %s", rec.Status)
+	}
+	if c.runs.Load() != 0 {
+		t.Fatal("the tool ran for an interrupted identity")
+	}
+}
+
+func TestResolveInterrupted(t *testing.T) {
+	app := newApp(t)
+	var c counter
+	mustAdd(t, app, carmy.ToolSpec{Name: "count", Func: c.fn})
+	done := leftRunning(t, app, carmy.DefaultNodeID, "done", "count")
+	failed := leftRunning(t, app, carmy.DefaultNodeID, "failed", "count")
+	released := leftRunning(t, app, carmy.DefaultNodeID, "released", "count")
+	if err := app.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+
+	rec, err := app.Resolve(t.Context(), alice, done.ExecutionID, carmy.Resolution{Status: "completed", Data: json.RawMessage(`{"order_id":7}`)})
+	if err != nil || rec.Status != store.StatusCompleted || !rec.Resolved {
+		t.Fatalf("resolve completed = %+v, %v", rec, err)
+	}
+	resp := call(t, app, carmy.Request{Tool: "count", RequestID: "done"})
+	if !resp.Replayed || !resp.Record.Resolved || string(resp.Record.Data) != `{"order_id":7}` {
+		t.Fatalf("call after resolve = %+v", resp)
+	}
+	_, err = app.Resolve(t.Context(), alice, done.ExecutionID, carmy.Resolution{Status: "completed", Data: json.RawMessage(`1`)})
+	wantErrIs(t, err, store.ErrInvalidState)
+
+	rec, err = app.Resolve(t.Context(), alice, failed.ExecutionID, carmy.Resolution{Status: "failed", Error: json.RawMessage(`{"code":"GONE","message":"never arrived"}`)})
+	if err != nil || rec.Status != store.StatusFailed || rec.ErrorCode() != "GONE" {
+		t.Fatalf("resolve failed = %+v, %v", rec, err)
+	}
+
+	if _, err := app.Resolve(t.Context(), alice, released.ExecutionID, carmy.Resolution{Status: "released"}); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	resp = call(t, app, carmy.Request{Tool: "count", RequestID: "released"})
+	if resp.Replayed || resp.Record.ExecutionID == released.ExecutionID || c.runs.Load() != 1 {
+		t.Fatalf("call after release = %+v (runs %d), want a new execution", resp, c.runs.Load())
+	}
+}
+
+func TestResolveRunning(t *testing.T) {
+	app := newApp(t)
+	g := newGate()
+	mustAdd(t, app, carmy.ToolSpec{Name: "gate", Func: g.fn})
+	go app.Call(context.Background(), alice, carmy.Request{Tool: "gate", RequestID: "live"})
+	live := <-g.started
+	res := carmy.Resolution{Status: "completed", Data: json.RawMessage(`1`)}
+
+	// Its runner is alive here: not resolvable.
+	_, err := app.Resolve(t.Context(), alice, live, res)
+	wantErrIs(t, err, store.ErrInvalidState)
+
+	// Left running by this node's previous process: the runner is gone.
+	orphan := leftRunning(t, app, carmy.DefaultNodeID, "orphan", "gate")
+	if rec, err := app.Resolve(t.Context(), alice, orphan.ExecutionID, res); err != nil || !rec.Resolved {
+		t.Fatalf("resolve of an orphan = %+v, %v", rec, err)
+	}
+
+	// Running on another node: only when the cluster says it is gone.
+	remote := leftRunning(t, app, "node9", "remote", "gate")
+	_, err = app.Resolve(t.Context(), alice, remote.ExecutionID, res)
+	wantErrIs(t, err, store.ErrInvalidState)
+	app.SetLiveness(goneNodes{"node9": true})
+	if _, err := app.Resolve(t.Context(), alice, remote.ExecutionID, carmy.Resolution{Status: "released"}); err != nil {
+		t.Fatalf("release of a dead node's execution: %v", err)
+	}
+	close(g.release)
+}
+
+type goneNodes map[string]bool
+
+func (g goneNodes) RunnerGone(node string) bool { return g[node] }
+
+func TestResolveRejectsMalformedOutcomes(t *testing.T) {
+	app := newApp(t)
+	mustAdd(t, app, carmy.ToolSpec{Name: "t", Func: (&counter{}).fn})
+	rec := leftRunning(t, app, carmy.DefaultNodeID, "r", "t")
+	bad := []struct {
+		res   carmy.Resolution
+		field string
+	}{
+		{carmy.Resolution{Status: "done"}, "status"},
+		{carmy.Resolution{Status: "completed"}, "data"},
+		{carmy.Resolution{Status: "completed", Data: json.RawMessage(`1`), Error: json.RawMessage(`{"code":"X"}`)}, "error"},
+		{carmy.Resolution{Status: "failed"}, "error"},
+		{carmy.Resolution{Status: "failed", Error: json.RawMessage(`{"message":"no code"}`)}, "error"},
+		{carmy.Resolution{Status: "failed", Error: json.RawMessage(`{"code":"X"}`), Data: json.RawMessage(`1`)}, "data"},
+		{carmy.Resolution{Status: "released", Data: json.RawMessage(`1`)}, "status"},
+		{carmy.Resolution{Status: "timed_out"}, "status"},
+	}
+	for _, b := range bad {
+		_, err := app.Resolve(t.Context(), alice, rec.ExecutionID, b.res)
+		wantField(t, err, b.field)
+	}
+	if got, _ := app.Store().Get(t.Context(), rec.ExecutionID); got.Status != store.StatusRunning {
+		t.Fatalf("malformed resolutions changed the record to %s", got.Status)
+	}
+}
+
+func TestCancelRunningExecution(t *testing.T) {
+	app := newApp(t)
+	g := newGate()
+	mustAdd(t, app, carmy.ToolSpec{Name: "gate", Func: g.fn})
+	req := carmy.Request{Tool: "gate", RequestID: "c1"}
+	answer := make(chan carmy.Response, 1)
+	go func() {
+		resp, _ := app.Call(context.Background(), alice, req)
+		answer <- resp
+	}()
+	id := <-g.started
+	rec, err := app.Cancel(t.Context(), alice, id)
+	if err != nil || rec.Status != store.StatusCancelled {
+		t.Fatalf("Cancel = %+v, %v", rec, err)
+	}
+	if err := <-g.sawCtx; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the tool saw %v, want its context cancelled", err)
+	}
+	first := <-answer
+	mustStatus(t, first.Record, store.StatusCancelled)
+	if code, _ := errorCode(t, first.Record); code != "CANCELLED" {
+		t.Fatalf("code = %s", code)
+	}
+	if again := call(t, app, req); !again.Replayed || again.Record.Status != store.StatusCancelled {
+		t.Fatalf("retry after cancel = %+v", again)
+	}
+	_, err = app.Cancel(t.Context(), alice, id)
+	wantErrIs(t, err, store.ErrInvalidState)
+	if g.runs.Load() != 1 {
+		t.Fatalf("tool ran %d times", g.runs.Load())
+	}
+}
+
+func TestPrincipalsSeeOnlyTheirOwn(t *testing.T) {
+	app := newApp(t)
+	mustAdd(t, app, carmy.ToolSpec{Name: "t", Func: (&counter{}).fn})
+	rec := leftRunning(t, app, carmy.DefaultNodeID, "mine", "t")
+	bob := carmy.Caller{Principal: "bob"}
+	admin := carmy.Caller{Principal: "root", Admin: true}
+	ctx := t.Context()
+
+	if _, err := app.Execution(ctx, bob, rec.ExecutionID); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("bob read alice's execution: %v", err)
+	}
+	if _, err := app.Cancel(ctx, bob, rec.ExecutionID); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("bob cancelled alice's execution: %v", err)
+	}
+	if _, err := app.Resolve(ctx, bob, rec.ExecutionID, carmy.Resolution{Status: "released"}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("bob released alice's execution: %v", err)
+	}
+	if _, err := app.Lookup(ctx, bob, "", "mine"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("bob looked up alice's identity: %v", err)
+	}
+	if page, err := app.List(ctx, bob, "", 0, 0); err != nil || len(page.Records) != 0 {
+		t.Fatalf("bob listed %d of alice's records, %v", len(page.Records), err)
+	}
+	if _, err := app.Execution(ctx, admin, rec.ExecutionID); err != nil {
+		t.Fatalf("admin cannot read: %v", err)
+	}
+	if page, err := app.List(ctx, admin, "", 0, 0); err != nil || len(page.Records) != 1 {
+		t.Fatalf("admin listed %d records, %v", len(page.Records), err)
+	}
+	if got, err := app.Lookup(ctx, alice, "", "mine"); err != nil || got.ExecutionID != rec.ExecutionID {
+		t.Fatalf("alice's lookup = %+v, %v", got, err)
+	}
+	_, err := app.Lookup(ctx, alice, "", "")
+	wantField(t, err, "request_id")
+	_, err = app.List(ctx, alice, "", store.MaxListLimit+1, 0)
+	wantField(t, err, "limit")
+}
+
+func TestShutdownCancelsToolsPastTheDrain(t *testing.T) {
+	app := carmy.App(carmy.WithLogger(quietLogger()), carmy.WithDrainTimeout(50*time.Millisecond))
+	g := newGate()
+	mustAdd(t, app, carmy.ToolSpec{Name: "gate", Func: g.fn})
+	answer := make(chan carmy.Response, 1)
+	go func() {
+		resp, _ := app.Call(context.Background(), alice, carmy.Request{Tool: "gate", RequestID: "s1"})
+		answer <- resp
+	}()
+	<-g.started
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := app.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	rec := (<-answer).Record
+	mustStatus(t, rec, store.StatusCancelled)
+	if _, msg := errorCode(t, rec); !strings.Contains(msg, "shutting down") {
+		t.Fatalf("message %q does not say why", msg)
+	}
+	_, err := app.Call(t.Context(), alice, carmy.Request{Tool: "gate", RequestID: "s2"})
+	wantErrIs(t, err, carmy.ErrClosed)
+	if err := app.Ready(t.Context()); err == nil {
+		t.Fatal("a closed runtime says it is ready")
+	}
+}

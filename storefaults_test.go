@@ -1,0 +1,113 @@
+package carmy_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/carmyhq/carmy"
+	"github.com/carmyhq/carmy/store"
+)
+
+// faultyStore is a real in-memory store with faults injected in front of
+// it: the runtime's handling of store failures is what is under test.
+type faultyStore struct {
+	*store.Memory
+	// reserveApplyThenFail applies a Reserve, then reports the commit as
+	// unknown, like a leader lost mid-commit.
+	reserveApplyThenFail atomic.Bool
+	// completeFailures fails that many Complete calls with ErrUnavailable.
+	completeFailures atomic.Int64
+	// releaseFailures fails that many Release calls with ErrUnavailable.
+	releaseFailures atomic.Int64
+}
+
+func (f *faultyStore) Reserve(ctx context.Context, k store.Key, fp string, ex store.Execution) (store.Reservation, error) {
+	res, err := f.Memory.Reserve(ctx, k, fp, ex)
+	if err == nil && f.reserveApplyThenFail.Load() {
+		return store.Reservation{}, store.ErrCommitUnknown
+	}
+	return res, err
+}
+
+func (f *faultyStore) Complete(ctx context.Context, k store.Key, fp string, res store.Result) (store.Record, error) {
+	if f.completeFailures.Add(-1) >= 0 {
+		return store.Record{}, store.ErrUnavailable
+	}
+	return f.Memory.Complete(ctx, k, fp, res)
+}
+
+func (f *faultyStore) Release(ctx context.Context, id string, allowRunning bool) (store.Record, error) {
+	if f.releaseFailures.Add(-1) >= 0 {
+		return store.Record{}, store.ErrUnavailable
+	}
+	return f.Memory.Release(ctx, id, allowRunning)
+}
+
+func TestUnknownReserveCommitIsReleased(t *testing.T) {
+	app := newApp(t)
+	fs := &faultyStore{Memory: store.NewMemory(10)}
+	fs.reserveApplyThenFail.Store(true)
+	fs.releaseFailures.Store(2)
+	app.IdempotencyStore(fs)
+	var c counter
+	mustAdd(t, app, carmy.ToolSpec{Name: "count", Func: c.fn})
+
+	_, err := app.Call(t.Context(), alice, carmy.Request{Tool: "count", RequestID: "u1"})
+	wantErrIs(t, err, store.ErrUnavailable)
+	if store.CodeOf(err) != "UNAVAILABLE" || c.runs.Load() != 0 {
+		t.Fatalf("code %q, runs %d: the tool must not run when the reservation is unconfirmed", store.CodeOf(err), c.runs.Load())
+	}
+	// The node releases its never-run reservation once it can.
+	waitFor(t, "the reservation to be released", func() bool {
+		_, err := fs.Memory.Lookup(context.Background(), store.Key{Principal: "alice", RequestID: "u1"})
+		return errors.Is(err, store.ErrNotFound)
+	})
+	fs.reserveApplyThenFail.Store(false)
+	resp := call(t, app, carmy.Request{Tool: "count", RequestID: "u1"})
+	mustStatus(t, resp.Record, store.StatusCompleted)
+	if c.runs.Load() != 1 {
+		t.Fatalf("tool ran %d times, want 1", c.runs.Load())
+	}
+}
+
+func TestCompletionIsRetriedUntilRecorded(t *testing.T) {
+	app := newApp(t)
+	fs := &faultyStore{Memory: store.NewMemory(10)}
+	fs.completeFailures.Store(3)
+	app.IdempotencyStore(fs)
+	var c counter
+	mustAdd(t, app, carmy.ToolSpec{Name: "count", Func: c.fn})
+	resp := call(t, app, carmy.Request{Tool: "count", RequestID: "c1"})
+	mustStatus(t, resp.Record, store.StatusCompleted)
+	if fs.completeFailures.Load() >= 0 {
+		t.Fatal("Complete was not retried")
+	}
+}
+
+func TestUnrecordedOutcomeAnswersUnavailableThenReplays(t *testing.T) {
+	app := newApp(t, carmy.WithStoreTimeout(30*time.Millisecond))
+	fs := &faultyStore{Memory: store.NewMemory(10)}
+	fs.completeFailures.Store(1 << 40)
+	app.IdempotencyStore(fs)
+	var c counter
+	mustAdd(t, app, carmy.ToolSpec{Name: "count", Func: c.fn})
+	req := carmy.Request{Tool: "count", RequestID: "c2"}
+
+	_, err := app.Call(t.Context(), alice, req)
+	wantErrIs(t, err, store.ErrUnavailable)
+	// Meanwhile the identity is uncertain, never run again.
+	_, err = app.Call(t.Context(), alice, req)
+	wantErrIs(t, err, store.ErrUncertain)
+
+	fs.completeFailures.Store(0)
+	waitFor(t, "the outcome to be recorded", func() bool {
+		rec, err := fs.Memory.Lookup(context.Background(), store.Key{Principal: "alice", RequestID: "c2"})
+		return err == nil && rec.Status == store.StatusCompleted
+	})
+	if resp := call(t, app, req); !resp.Replayed || c.runs.Load() != 1 {
+		t.Fatalf("retry = %+v, runs %d; want the replay of the one run", resp, c.runs.Load())
+	}
+}
