@@ -1,0 +1,210 @@
+package testutil
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// ModuleRoot returns the directory holding the module's go.mod.
+func ModuleRoot(tb testing.TB) string {
+	tb.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			tb.Fatal("no go.mod above the test's directory")
+		}
+		dir = parent
+	}
+}
+
+// BuildCarmy builds cmd/carmy into a temporary directory and returns the
+// binary's path.
+func BuildCarmy(tb testing.TB) string {
+	tb.Helper()
+	bin := filepath.Join(tb.TempDir(), "carmy")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/carmy")
+	cmd.Dir = ModuleRoot(tb)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("building carmy: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// Node is a running carmy process.
+type Node struct {
+	// Addr is the HTTP API's host:port; URL is "http://" + Addr.
+	Addr string
+	URL  string
+	cmd  *exec.Cmd
+	logs *syncBuffer
+	done chan struct{}
+	err  error // the process's exit, valid once done is closed
+}
+
+// StartOptions configure StartCarmy.
+type StartOptions struct {
+	// Env is added to the test process's environment.
+	Env []string
+	// Dir is the working directory (default: a temporary directory).
+	Dir string
+}
+
+var servingLine = regexp.MustCompile(`msg="serving the API" http_addr=(\S+)`)
+
+// StartCarmy starts `bin serve args…` and waits until it serves its API.
+// Unless args name --http-addr, the node listens on 127.0.0.1:0. The node
+// is killed when the test ends if it still runs.
+func StartCarmy(tb testing.TB, bin string, opts StartOptions, args ...string) *Node {
+	tb.Helper()
+	n, err := Launch(tb, bin, opts, args...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return n
+}
+
+// Launch starts the process like StartCarmy but returns an error when it
+// exits before serving (so tests can check refusals).
+func Launch(tb testing.TB, bin string, opts StartOptions, args ...string) (*Node, error) {
+	tb.Helper()
+	full := append([]string{"serve"}, args...)
+	if !hasFlag(args, "--http-addr") {
+		full = append(full, "--http-addr", "127.0.0.1:0")
+	}
+	cmd := exec.Command(bin, full...)
+	cmd.Env = append(os.Environ(), opts.Env...)
+	cmd.Dir = opts.Dir
+	if cmd.Dir == "" {
+		cmd.Dir = tb.TempDir()
+	}
+	n := &Node{cmd: cmd, logs: &syncBuffer{}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = n.logs, n.logs
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting carmy: %w", err)
+	}
+	go func() { n.err = cmd.Wait(); close(n.done) }()
+	tb.Cleanup(func() {
+		n.Kill()
+		if tb.Failed() {
+			tb.Logf("carmy %v output:\n%s", full, n.Logs())
+		}
+	})
+	deadline := time.After(30 * time.Second)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if m := servingLine.FindStringSubmatch(n.logs.String()); m != nil {
+			n.Addr, n.URL = m[1], "http://"+m[1]
+			return n, nil
+		}
+		select {
+		case <-n.done:
+			return n, fmt.Errorf("carmy exited before serving (%v):\n%s", n.err, n.Logs())
+		case <-deadline:
+			return n, fmt.Errorf("carmy did not serve within 30s:\n%s", n.Logs())
+		case <-tick.C:
+		}
+	}
+}
+
+func hasFlag(args []string, name string) bool {
+	for _, a := range args {
+		if a == name || len(a) > len(name) && a[:len(name)+1] == name+"=" {
+			return true
+		}
+	}
+	return false
+}
+
+// Logs returns what the process printed so far.
+func (n *Node) Logs() string { return n.logs.String() }
+
+// Exited returns a channel closed when the process has exited.
+func (n *Node) Exited() <-chan struct{} { return n.done }
+
+// ExitErr returns how the process exited; call it after Exited is closed.
+func (n *Node) ExitErr() error { return n.err }
+
+// Stop sends SIGTERM and waits up to timeout for the process to exit. It
+// returns the process's exit error (nil for exit status 0).
+func (n *Node) Stop(timeout time.Duration) error {
+	if err := n.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return err
+	}
+	select {
+	case <-n.done:
+		return n.err
+	case <-time.After(timeout):
+		n.Kill()
+		return fmt.Errorf("carmy did not exit within %s of SIGTERM", timeout)
+	}
+}
+
+// Kill ends the process with SIGKILL and waits for it.
+func (n *Node) Kill() {
+	select {
+	case <-n.done:
+		return
+	default:
+	}
+	_ = n.cmd.Process.Kill()
+	<-n.done
+}
+
+// WaitReady polls GET /readyz until it answers 200.
+func (n *Node) WaitReady(tb testing.TB, timeout time.Duration) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, n.URL+"/readyz", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			tb.Fatalf("%s not ready within %s", n.Addr, timeout)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer and many readers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
