@@ -70,9 +70,15 @@ func (r *Runtime) Call(ctx context.Context, caller Caller, req Request) (Respons
 	now := r.now()
 	exec := store.Execution{ID: NewExecutionID(now), Tool: req.Tool, NodeID: r.cfg.NodeID, StartedAt: now}
 
+	// Register before proposing, so a cancel that commits right after the
+	// reservation reaches the tool.
+	rn := r.runs.start(exec.ID)
 	wctx, cancel := r.storeContext(ctx)
 	res, err := r.Store().Reserve(wctx, key, fp, exec)
 	cancel()
+	if err != nil || res.Outcome != store.Reserved {
+		r.runs.finish(exec.ID)
+	}
 	if err != nil {
 		return Response{}, r.reserveFailed(key, exec, err)
 	}
@@ -84,7 +90,7 @@ func (r *Runtime) Call(ctx context.Context, caller Caller, req Request) (Respons
 	case store.Uncertain:
 		return Response{}, &store.UncertainError{Record: res.Record}
 	case store.Reserved:
-		return r.execute(ctx, p, res.Record)
+		return r.execute(ctx, p, rn, res.Record)
 	}
 	return Response{}, fmt.Errorf("reserve: unexpected outcome %v", res.Outcome)
 }
@@ -167,11 +173,11 @@ func (r *Runtime) runUnrecorded(ctx context.Context, p *pending) (Response, erro
 		StartedAt:   now,
 		Status:      store.StatusRunning,
 	}
-	run := r.runs.start(rec.ExecutionID, p.timeout)
+	rn := r.runs.start(rec.ExecutionID)
 	done := make(chan store.Record, 1)
 	go func() {
 		defer r.runs.finish(rec.ExecutionID)
-		res := r.invoke(run, p, rec)
+		res := r.invoke(rn, p, rec)
 		rec.Status, rec.Data, rec.Error, rec.FinishedAt = res.Status, res.Data, res.Error, res.FinishedAt
 		done <- rec
 	}()

@@ -55,3 +55,22 @@ const (
 	CodeCancelled      = "CANCELLED"
 	CodeResultTooLarge = "RESULT_TOO_LARGE"
 )
+
+// releasedError answers the caller of an execution that was released
+// while its tool ran: the outcome was discarded, not recorded.
+type releasedError struct{ rec store.Record }
+
+func (e *releasedError) Error() string {
+	return fmt.Sprintf("execution %s was released while its tool ran; its outcome was not recorded", e.rec.ExecutionID)
+}
+
+// ErrorCode implements store.Coded.
+func (e *releasedError) ErrorCode() string { return store.ErrInvalidState.ErrorCode() }
+
+// Is makes errors.Is(err, store.ErrInvalidState) true.
+func (e *releasedError) Is(target error) bool { return target == store.ErrInvalidState }
+
+// Fields returns the envelope's extra members.
+func (e *releasedError) Fields() map[string]any {
+	return map[string]any{"execution_id": e.rec.ExecutionID, "status": "released"}
+}

@@ -16,12 +16,11 @@ import (
 // execute runs a reserved call's tool and records its outcome. The tool
 // runs in its own goroutine under its own context; ctx only bounds how long
 // the caller waits.
-func (r *Runtime) execute(ctx context.Context, p *pending, rec store.Record) (Response, error) {
-	run := r.runs.start(rec.ExecutionID, p.timeout)
+func (r *Runtime) execute(ctx context.Context, p *pending, rn *run, rec store.Record) (Response, error) {
 	answer := make(chan outcome, 1)
 	go func() {
 		defer r.runs.finish(rec.ExecutionID)
-		res := r.invoke(run, p, rec)
+		res := r.invoke(rn, p, rec)
 		r.record(rec, res, answer)
 	}()
 	select {
@@ -42,29 +41,31 @@ type outcome struct {
 // when the tool returns or its context ends, whichever is first; a tool
 // that ignores its context is abandoned (its result discarded).
 func (r *Runtime) invoke(rn *run, p *pending, rec store.Record) store.Result {
+	ctx, stop := rn.withTimeout(p.timeout)
+	defer stop()
 	type ret struct {
 		data json.RawMessage
 		err  error
 	}
 	done := make(chan ret, 1)
 	go func() {
-		data, err := r.callTool(rn.ctx, p, rec)
+		data, err := r.callTool(ctx, p, rec)
 		done <- ret{data, err}
 	}()
 	var got ret
 	select {
 	case got = <-done:
-	case <-rn.ctx.Done():
-		got = ret{err: rn.ctx.Err()}
+	case <-ctx.Done():
+		got = ret{err: ctx.Err()}
 	}
 	res := store.Result{ExecutionID: rec.ExecutionID, FinishedAt: r.now()}
-	switch cause := context.Cause(rn.ctx); {
+	switch cause := context.Cause(ctx); {
 	case got.err == nil:
 		res.Status, res.Data = store.StatusCompleted, got.data
-	case errors.Is(rn.ctx.Err(), context.DeadlineExceeded) && errors.Is(cause, context.DeadlineExceeded):
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		res.Status = store.StatusTimedOut
 		res.Error = errorBody(&ToolError{Code: CodeTimeout, Message: fmt.Sprintf("the tool did not finish within %s", p.timeout)})
-	case rn.ctx.Err() != nil && (errors.Is(cause, errCancelled) || errors.Is(cause, errShutdown)):
+	case ctx.Err() != nil && (errors.Is(cause, errCancelled) || errors.Is(cause, errShutdown)):
 		res.Status = store.StatusCancelled
 		res.Error = errorBody(&ToolError{Code: CodeCancelled, Message: cause.Error()})
 	default:
@@ -166,7 +167,12 @@ func (r *Runtime) record(rec store.Record, res store.Result, answer chan<- outco
 			// record as it stands; the tool's result is discarded.
 			tell(outcome{rec: se.Record})
 			return
-		case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrInvalid):
+		case errors.Is(err, store.ErrNotFound):
+			// Released meanwhile: the identity is vacant again and this
+			// outcome belongs to nobody.
+			tell(outcome{err: &releasedError{rec}})
+			return
+		case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrInvalid):
 			r.cfg.Logger.Error("outcome not recorded", slog.String("execution_id", rec.ExecutionID), slog.Any("err", err))
 			tell(outcome{err: fmt.Errorf("complete: %w", err)})
 			return

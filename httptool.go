@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -31,8 +33,9 @@ const maxErrorBody = 1 << 10
 
 // Func returns the ToolFunc that sends the call's arguments as the JSON
 // body, with the Idempotency-Key, Carmy-Execution-Id, Carmy-Request-Id and
-// Carmy-Fencing-Token headers. A 2xx answer is the result (its JSON, or
-// {"body": text}); any other status fails with UPSTREAM_STATUS.
+// Carmy-Fencing-Token headers. A 2xx answer is the result: its JSON when
+// the answer is JSON (by Content-Type, or valid JSON without one), else
+// {"body": text}. Any other status fails with UPSTREAM_STATUS.
 func (h HTTPTool) Func() (ToolFunc, error) {
 	u, err := url.Parse(h.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -88,11 +91,21 @@ func (h HTTPTool) Func() (ToolFunc, error) {
 				Details: map[string]any{"status": resp.StatusCode, "body": truncate(body, maxErrorBody)},
 			}
 		}
-		if trimmed := bytes.TrimSpace(body); len(trimmed) > 0 && json.Valid(trimmed) {
+		if trimmed := bytes.TrimSpace(body); len(trimmed) > 0 && isJSONType(resp.Header.Get("Content-Type")) && json.Valid(trimmed) {
 			return json.RawMessage(trimmed), nil
 		}
 		return map[string]string{"body": string(body)}, nil
 	}, nil
+}
+
+// isJSONType reports whether a Content-Type announces JSON: absent,
+// application/json, or any application/*+json.
+func isJSONType(ct string) bool {
+	if ct == "" {
+		return true
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && (mt == "application/json" || strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))
 }
 
 // truncate returns at most n bytes of b as text, cut at a rune boundary.

@@ -151,9 +151,9 @@ func (r *Runtime) runnerGone(rec store.Record) bool {
 // never started, retrying until the store answers. A record that belongs
 // to another execution, or none, is left alone.
 func (r *Runtime) releaseInBackground(key store.Key, execID string) {
-	r.bg.Add(1)
+	r.bg.add()
 	go func() {
-		defer r.bg.Done()
+		defer r.bg.done()
 		for attempt := 0; ; attempt++ {
 			ctx, cancel := context.WithTimeout(context.Background(), r.cfg.StoreTimeout)
 			_, err := r.Store().Release(ctx, execID, true)

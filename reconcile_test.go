@@ -243,3 +243,32 @@ func TestShutdownCancelsToolsPastTheDrain(t *testing.T) {
 		t.Fatal("a closed runtime says it is ready")
 	}
 }
+
+func TestReleaseWhileRunningTellsTheRunnersCaller(t *testing.T) {
+	app := newApp(t)
+	g := newGate()
+	mustAdd(t, app, carmy.ToolSpec{Name: "gate", Func: g.fn})
+	errc := make(chan error, 1)
+	go func() {
+		_, err := app.Call(context.Background(), alice, carmy.Request{Tool: "gate", RequestID: "rel"})
+		errc <- err
+	}()
+	id := <-g.started
+	// As if this node had been declared dead while its tool still ran.
+	if _, err := app.Store().MarkInterrupted(t.Context(), carmy.DefaultNodeID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := app.Resolve(t.Context(), alice, id, carmy.Resolution{Status: "released"}); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	close(g.release)
+	err := <-errc
+	wantErrIs(t, err, store.ErrInvalidState)
+	var f interface{ Fields() map[string]any }
+	if !errors.As(err, &f) || f.Fields()["status"] != "released" || f.Fields()["execution_id"] != id {
+		t.Fatalf("err = %v, want INVALID_STATE naming the released execution", err)
+	}
+	if _, err := app.Lookup(t.Context(), alice, "", "rel"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the late outcome was recorded after the release: %v", err)
+	}
+}

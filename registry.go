@@ -8,12 +8,18 @@ import (
 
 // registry tracks the executions running on this node: execution id to the
 // context the tool runs under. Cancelling an entry cancels the tool.
+//
+// An execution is registered before its reservation is proposed, so a
+// cancel that commits between the reservation and the tool's start still
+// reaches the tool: it starts with its context already cancelled.
 type registry struct {
 	mu   sync.Mutex
 	runs map[string]*run
-	wg   sync.WaitGroup
+	busy inflight
 }
 
+// run is one registered execution. ctx is cancelled by the cancel
+// endpoint or shutdown (with the cause), never by a caller going away.
 type run struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -28,20 +34,25 @@ var (
 
 func newRegistry() *registry { return &registry{runs: make(map[string]*run)} }
 
-// start registers an execution whose tool may run for at most timeout. The
-// context is detached from any caller.
-func (g *registry) start(id string, timeout time.Duration) *run {
-	base, cancel := context.WithCancelCause(context.Background())
-	ctx, stop := context.WithTimeout(base, timeout)
-	rn := &run{ctx: ctx, cancel: func(cause error) { cancel(cause); stop() }}
+// start registers an execution. The context is detached from any caller.
+func (g *registry) start(id string) *run {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	rn := &run{ctx: ctx, cancel: cancel}
 	g.mu.Lock()
 	g.runs[id] = rn
 	g.mu.Unlock()
-	g.wg.Add(1)
+	g.busy.add()
 	return rn
 }
 
-// finish forgets an execution whose outcome is settled.
+// withTimeout returns the context a tool runs under: the run's, bounded by
+// timeout from now.
+func (rn *run) withTimeout(timeout time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(rn.ctx, timeout)
+}
+
+// finish forgets an execution whose outcome is settled (or which never
+// started).
 func (g *registry) finish(id string) {
 	g.mu.Lock()
 	rn, ok := g.runs[id]
@@ -49,7 +60,7 @@ func (g *registry) finish(id string) {
 	g.mu.Unlock()
 	if ok {
 		rn.cancel(context.Canceled)
-		g.wg.Done()
+		g.busy.done()
 	}
 }
 
@@ -89,12 +100,47 @@ func (g *registry) len() int {
 	return len(g.runs)
 }
 
-// wait waits until every execution finished or ctx is done.
-func (g *registry) wait(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() { g.wg.Wait(); close(done) }()
+// wait waits until no execution runs or ctx is done.
+func (g *registry) wait(ctx context.Context) error { return g.busy.wait(ctx) }
+
+// inflight counts work in progress and lets a caller wait for none. Unlike
+// sync.WaitGroup, add may race with wait.
+type inflight struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n drops to 0; nil when nobody waits
+}
+
+func (f *inflight) add() {
+	f.mu.Lock()
+	f.n++
+	f.mu.Unlock()
+}
+
+func (f *inflight) done() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n--
+	if f.n == 0 && f.idle != nil {
+		close(f.idle)
+		f.idle = nil
+	}
+}
+
+// wait returns nil once nothing is in flight, or ctx's error.
+func (f *inflight) wait(ctx context.Context) error {
+	f.mu.Lock()
+	if f.n == 0 {
+		f.mu.Unlock()
+		return nil
+	}
+	if f.idle == nil {
+		f.idle = make(chan struct{})
+	}
+	idle := f.idle
+	f.mu.Unlock()
 	select {
-	case <-done:
+	case <-idle:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

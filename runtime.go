@@ -24,7 +24,7 @@ type Runtime struct {
 	liveness  Liveness
 
 	runs    *registry
-	bg      sync.WaitGroup // background completion and release retries
+	bg      inflight // background release retries
 	closing chan struct{}
 	closed  sync.Once
 	now     func() time.Time

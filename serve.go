@@ -66,12 +66,8 @@ func (r *Runtime) Shutdown(ctx context.Context) error {
 		r.runs.cancelAll(errShutdown)
 		err = r.runs.wait(ctx)
 	}
-	done := make(chan struct{})
-	go func() { r.bg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		err = errors.Join(err, ctx.Err())
+	if bgErr := r.bg.wait(ctx); bgErr != nil {
+		err = errors.Join(err, bgErr)
 	}
 	return err
 }

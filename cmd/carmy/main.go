@@ -53,7 +53,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return nil
 	case "help", "-h", "--help":
 		if len(rest) > 0 && rest[0] == "serve" {
-			return serve(ctx, []string{"--help"}, stdout, stderr)
+			return serve(ctx, []string{"--help"}, stdout, stdout)
 		}
 		fmt.Fprint(stdout, usage)
 		return nil

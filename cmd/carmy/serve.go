@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 
 	"github.com/carmyhq/carmy"
@@ -28,13 +29,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	auth, err := fc.auth(os.Getenv)
-	if err != nil {
-		return err
-	}
+	var auth api.Auth
 	if cfg.Dev {
-		auth = api.Auth{}
 		log.Warn("dev mode: demo tools on, auth off; do not expose this node")
+	} else if auth, err = fc.auth(os.Getenv); err != nil {
+		return err
 	}
 	if !auth.Enabled() && !cfg.Dev && !carmy.IsLoopback(cfg.HTTPAddr) {
 		return fmt.Errorf("refusing to start: --http-addr %s is not a loopback address and no auth tokens are configured "+
@@ -64,7 +63,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	log.Info("starting carmy", slog.String("version", version), slog.String("node_id", cfg.NodeID),
 		slog.Int("tools", len(app.Tools())), slog.Bool("auth", auth.Enabled()), slog.Int("max_entries", cfg.MaxEntries))
 	apiCfg := api.Config{Auth: auth, BodyLimit: fc.Limits.BodyBytes, Logger: log}
-	if err := app.ListenAndServe(ctx, cfg.HTTPAddr, apiCfg); err != nil {
+	// Listen here rather than through app.ListenAndServe, which refuses a
+	// non-loopback address without tokens even with --dev (checked above).
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", cfg.HTTPAddr, err)
+	}
+	defer ln.Close()
+	if err := app.Serve(ctx, ln, apiCfg); err != nil {
 		return err
 	}
 	log.Info("stopped")

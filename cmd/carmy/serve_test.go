@@ -1,0 +1,383 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// logBuffer is an io.Writer safe for the server's goroutines and the test
+// at once. Every write is announced on changed, so a test waits for a log
+// line without polling on a timer.
+type logBuffer struct {
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	changed chan struct{}
+}
+
+func newLogBuffer() *logBuffer { return &logBuffer{changed: make(chan struct{}, 1)} }
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n, err := b.buf.Write(p)
+	select {
+	case b.changed <- struct{}{}:
+	default:
+	}
+	return n, err
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// servingLine matches the line Runtime.Serve logs once it listens.
+var servingLine = regexp.MustCompile(`msg="serving the API" http_addr=(\S+)`)
+
+// runningServe is a serve() running in a goroutine.
+type runningServe struct {
+	addr   string // host:port to dial
+	logs   *logBuffer
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// stop cancels serve's context and returns what serve returned, failing
+// the test if it does not return within SPEC §3's 15 s.
+func (s *runningServe) stop(t *testing.T) error {
+	t.Helper()
+	s.cancel()
+	select {
+	case err := <-s.done:
+		s.done <- err // for the cleanup
+		return err
+	case <-time.After(15 * time.Second):
+		t.Fatalf("serve did not return within 15 s of its context ending; logs:\n%s", s.logs)
+		return nil
+	}
+}
+
+// startServe runs serve(args) and waits until it logs that it serves the
+// API; it fails the test if serve returns first or takes too long.
+func startServe(t *testing.T, args ...string) *runningServe {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &runningServe{logs: newLogBuffer(), cancel: cancel, done: make(chan error, 1)}
+	go func() { s.done <- serve(ctx, args, io.Discard, s.logs) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-s.done:
+		case <-time.After(15 * time.Second):
+			t.Errorf("serve still running at cleanup; logs:\n%s", s.logs)
+		}
+	})
+
+	deadline := time.NewTimer(10 * time.Second)
+	defer deadline.Stop()
+	for {
+		if m := servingLine.FindStringSubmatch(s.logs.String()); m != nil {
+			s.addr = dialable(t, m[1])
+			return s
+		}
+		select {
+		case <-s.logs.changed:
+		case err := <-s.done:
+			s.done <- err
+			t.Fatalf("serve(%q) returned %v before serving; logs:\n%s", args, err, s.logs)
+		case <-deadline.C:
+			t.Fatalf("serve(%q) did not log %q within 10 s; logs:\n%s", args, "serving the API", s.logs)
+		}
+	}
+}
+
+// dialable turns a listening address into one a client can dial: an
+// unspecified host (0.0.0.0, ::) becomes the loopback address.
+func dialable(t *testing.T, addr string) string {
+	t.Helper()
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatalf("logged http_addr %q: %v", addr, err)
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
+}
+
+var testClient = &http.Client{Timeout: 10 * time.Second}
+
+// get sends GET path to the server, with a bearer token when token is set,
+// and returns the status and body.
+func (s *runningServe) get(t *testing.T, path, token string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, "http://"+s.addr+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := testClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: reading the body: %v", path, err)
+	}
+	return resp.StatusCode, string(body)
+}
+
+// toolNames returns the names listed by GET /v1/tools.
+func toolNames(t *testing.T, body string) []string {
+	t.Helper()
+	var out struct {
+		Tools []struct {
+			Name string `json:"name"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal([]byte(body), &out); err != nil {
+		t.Fatalf("GET /v1/tools: %v: %s", err, body)
+	}
+	var names []string
+	for _, tl := range out.Tools {
+		names = append(names, tl.Name)
+	}
+	return names
+}
+
+func TestServeRefusesPublicAddressWithoutTokens(t *testing.T) {
+	clearCarmyEnv(t)
+	for _, addr := range []string{"0.0.0.0:0", ":0", "[::]:0"} {
+		t.Run(addr, func(t *testing.T) {
+			var stdout bytes.Buffer
+			logs := newLogBuffer()
+			err := serve(t.Context(), []string{"--http-addr", addr}, &stdout, logs)
+			if err == nil {
+				t.Fatalf("serve --http-addr %s without tokens started", addr)
+			}
+			if !strings.Contains(err.Error(), "not a loopback address") || !strings.Contains(err.Error(), addr) {
+				t.Errorf("err = %q, want it to say %s is not a loopback address", err, addr)
+			}
+			if strings.Contains(logs.String(), "serving the API") {
+				t.Errorf("it served anyway; logs:\n%s", logs)
+			}
+		})
+	}
+}
+
+func TestServeRefusesPublicAddressFromEnvironment(t *testing.T) {
+	clearCarmyEnv(t)
+	t.Setenv("CARMY_HTTP_ADDR", "0.0.0.0:0")
+	err := serve(t.Context(), nil, io.Discard, newLogBuffer())
+	if err == nil || !strings.Contains(err.Error(), "not a loopback address") {
+		t.Errorf("serve with CARMY_HTTP_ADDR=0.0.0.0:0 = %v, want a refusal", err)
+	}
+}
+
+func TestServeDevStartsAndStops(t *testing.T) {
+	clearCarmyEnv(t)
+	s := startServe(t, "--dev", "--http-addr", "127.0.0.1:0", "--node-id", "n-test")
+
+	if code, body := s.get(t, "/healthz", ""); code != http.StatusOK {
+		t.Errorf("GET /healthz = %d %s, want 200", code, body)
+	}
+	code, body := s.get(t, "/v1/tools", "")
+	if code != http.StatusOK {
+		t.Fatalf("GET /v1/tools = %d %s, want 200 (auth is off with --dev)", code, body)
+	}
+	if got, want := strings.Join(toolNames(t, body), ","), "create_order,echo,fail,sleep"; got != want {
+		t.Errorf("tools = %s, want the demo tools %s", got, want)
+	}
+	logs := s.logs.String()
+	for _, want := range []string{"dev mode", "node_id=n-test", "auth=false"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("logs do not contain %q:\n%s", want, logs)
+		}
+	}
+
+	if err := s.stop(t); err != nil {
+		t.Errorf("serve returned %v after its context ended, want nil", err)
+	}
+	if !strings.Contains(s.logs.String(), `msg=stopped`) {
+		t.Errorf("no stop line in the logs:\n%s", s.logs)
+	}
+	if _, err := testClient.Get("http://" + s.addr + "/healthz"); err == nil {
+		t.Error("the API still answers after serve returned")
+	}
+}
+
+func TestServeLoopbackWithoutDev(t *testing.T) {
+	clearCarmyEnv(t)
+	s := startServe(t, "--http-addr", "127.0.0.1:0")
+	if code, body := s.get(t, "/healthz", ""); code != http.StatusOK {
+		t.Errorf("GET /healthz = %d %s, want 200", code, body)
+	}
+	// No tools configured and no --dev: no demo tools.
+	code, body := s.get(t, "/v1/tools", "")
+	if code != http.StatusOK || len(toolNames(t, body)) != 0 {
+		t.Errorf("GET /v1/tools = %d %s, want 200 and no tools", code, body)
+	}
+	if err := s.stop(t); err != nil {
+		t.Errorf("serve returned %v, want nil", err)
+	}
+}
+
+func TestServeDevOnAllInterfaces(t *testing.T) {
+	// SPEC §3: anonymous callers are allowed on a non-loopback address with
+	// --dev.
+	clearCarmyEnv(t)
+	s := startServe(t, "--dev", "--http-addr", "0.0.0.0:0")
+	if code, body := s.get(t, "/healthz", ""); code != http.StatusOK {
+		t.Errorf("GET /healthz = %d %s, want 200", code, body)
+	}
+	if err := s.stop(t); err != nil {
+		t.Errorf("serve returned %v, want nil", err)
+	}
+}
+
+func TestServeWithConfig(t *testing.T) {
+	clearCarmyEnv(t)
+	t.Setenv("CARMY_TEST_PLANNER_TOKEN", "planner-secret")
+	t.Setenv("CARMY_TEST_ORDERS_TOKEN", "orders-secret")
+	path := writeConfig(t, `tools:
+  - name: create_order_http
+    timeout: 5s
+    http:
+      url: http://127.0.0.1:9/orders
+      headers: {Authorization: "Bearer ${CARMY_TEST_ORDERS_TOKEN}"}
+demo_tools: true
+auth:
+  tokens:
+    - {principal: planner, token_env: CARMY_TEST_PLANNER_TOKEN}
+limits:
+  body_bytes: 4096
+`)
+	// With tokens, a non-loopback address is allowed; the config path comes
+	// from the environment.
+	t.Setenv("CARMY_CONFIG", path)
+	s := startServe(t, "--http-addr", "0.0.0.0:0", "--max-entries", "10")
+
+	if code, _ := s.get(t, "/healthz", ""); code != http.StatusOK {
+		t.Errorf("GET /healthz = %d, want 200 without a token", code)
+	}
+	if code, body := s.get(t, "/v1/tools", ""); code != http.StatusUnauthorized {
+		t.Errorf("GET /v1/tools without a token = %d %s, want 401", code, body)
+	}
+	if code, body := s.get(t, "/v1/tools", "wrong"); code != http.StatusUnauthorized {
+		t.Errorf("GET /v1/tools with a wrong token = %d %s, want 401", code, body)
+	}
+	code, body := s.get(t, "/v1/tools", "planner-secret")
+	if code != http.StatusOK {
+		t.Fatalf("GET /v1/tools with the token = %d %s, want 200", code, body)
+	}
+	if got, want := strings.Join(toolNames(t, body), ","), "create_order,create_order_http,echo,fail,sleep"; got != want {
+		t.Errorf("tools = %s, want %s", got, want)
+	}
+	if logs := s.logs.String(); !strings.Contains(logs, "auth=true") || !strings.Contains(logs, "max_entries=10") {
+		t.Errorf("the start line does not report auth and max_entries:\n%s", logs)
+	}
+	if err := s.stop(t); err != nil {
+		t.Errorf("serve returned %v, want nil", err)
+	}
+}
+
+func TestServeDevTurnsAuthOff(t *testing.T) {
+	clearCarmyEnv(t)
+	t.Setenv("CARMY_TEST_PLANNER_TOKEN", "planner-secret")
+	path := writeConfig(t, "auth:\n  tokens:\n    - {principal: planner, token_env: CARMY_TEST_PLANNER_TOKEN}\n")
+	s := startServe(t, "--dev", "--config", path, "--http-addr", "127.0.0.1:0")
+	if code, body := s.get(t, "/v1/tools", ""); code != http.StatusOK {
+		t.Errorf("GET /v1/tools without a token under --dev = %d %s, want 200", code, body)
+	}
+	if err := s.stop(t); err != nil {
+		t.Errorf("serve returned %v, want nil", err)
+	}
+}
+
+func TestServeStartupErrors(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct {
+		name    string
+		config  string // file contents; "" for none
+		args    []string
+		env     map[string]string
+		mention string
+	}{
+		{name: "missing config file", args: []string{"--config", dir + "/missing.yaml"}, mention: "missing.yaml"},
+		{name: "unknown config key", config: "tool: []\n", mention: "tool"},
+		{name: "tool without http", config: "tools:\n  - name: x\n", mention: "http"},
+		{name: "unset url variable", config: "tools:\n  - name: x\n    http: {url: \"${CARMY_TEST_UNSET}/x\"}\n", mention: "CARMY_TEST_UNSET"},
+		{name: "unset token variable", config: "auth:\n  tokens:\n    - {principal: p, token_env: CARMY_TEST_UNSET}\n", mention: "CARMY_TEST_UNSET"},
+		{name: "invalid schema", config: "tools:\n  - name: x\n    input_schema: {type: 12}\n    http: {url: \"http://127.0.0.1:9/x\"}\n", mention: "input_schema"},
+		{name: "duplicate tool", config: "tools:\n  - name: x\n    http: {url: \"http://127.0.0.1:9/x\"}\n  - name: x\n    http: {url: \"http://127.0.0.1:9/y\"}\n", mention: "twice"},
+		{name: "tool named like a demo tool", config: "demo_tools: true\ntools:\n  - name: echo\n    http: {url: \"http://127.0.0.1:9/x\"}\n", mention: "echo"},
+		{name: "bad environment value", env: map[string]string{"CARMY_MAX_ENTRIES": "abc"}, mention: "CARMY_MAX_ENTRIES"},
+		{name: "bad flag value", args: []string{"--log-format", "xml"}, mention: "--log-format"},
+		{name: "address in use", args: []string{"--http-addr", "USED"}, mention: "listen"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clearCarmyEnv(t)
+			t.Setenv("CARMY_TEST_UNSET", "")
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			args := append([]string{"--http-addr", "127.0.0.1:0"}, tt.args...)
+			if tt.config != "" {
+				args = append(args, "--config", writeConfig(t, tt.config))
+			}
+			for i, a := range args {
+				if a == "USED" {
+					ln, err := net.Listen("tcp", "127.0.0.1:0")
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() { ln.Close() })
+					args[i] = ln.Addr().String()
+				}
+			}
+			logs := newLogBuffer()
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			err := serve(ctx, args, io.Discard, logs)
+			if err == nil {
+				t.Fatalf("serve(%q) = nil, want an error; logs:\n%s", args, logs)
+			}
+			if errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("serve(%q) ran until the deadline instead of refusing to start", args)
+			}
+			if !strings.Contains(err.Error(), tt.mention) {
+				t.Errorf("err = %q, want it to mention %q", err, tt.mention)
+			}
+			if strings.Contains(logs.String(), "serving the API") {
+				t.Errorf("it served anyway; logs:\n%s", logs)
+			}
+		})
+	}
+}
+
+func TestServeHelp(t *testing.T) {
+	clearCarmyEnv(t)
+	var stdout bytes.Buffer
+	logs := newLogBuffer()
+	if err := serve(t.Context(), []string{"--help"}, &stdout, logs); err != nil {
+		t.Fatalf("serve --help = %v, want nil", err)
+	}
+	checkServeUsage(t, fmt.Sprint(stdout.String(), logs.String()))
+}

@@ -1,0 +1,242 @@
+package carmy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/carmyhq/carmy/store"
+)
+
+// demoApp returns a quiet runtime with the demo tools.
+func demoApp(t *testing.T) *Runtime {
+	t.Helper()
+	app := quietApp(t)
+	if err := app.AddDemoTools(); err != nil {
+		t.Fatalf("AddDemoTools: %v", err)
+	}
+	return app
+}
+
+// mustCall calls a tool and fails the test on an error.
+func mustCall(t *testing.T, app *Runtime, req Request) Response {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	resp, err := app.Call(ctx, Caller{Principal: "p"}, req)
+	if err != nil {
+		t.Fatalf("Call(%s, %s): %v", req.Tool, req.Arguments, err)
+	}
+	return resp
+}
+
+func TestDemoToolsListed(t *testing.T) {
+	app := demoApp(t)
+	tools := app.Tools()
+	var names []string
+	for _, tl := range tools {
+		names = append(names, tl.Name)
+		if tl.Description == "" || !json.Valid(tl.InputSchema) {
+			t.Errorf("tool %s: description %q, input_schema %s", tl.Name, tl.Description, tl.InputSchema)
+		}
+		if tl.Timeout <= 0 {
+			t.Errorf("tool %s: timeout %v", tl.Name, tl.Timeout)
+		}
+	}
+	if got, want := strings.Join(names, ","), "create_order,echo,fail,sleep"; got != want {
+		t.Errorf("tools = %s, want %s", got, want)
+	}
+	if err := app.AddDemoTools(); err == nil {
+		t.Error("AddDemoTools twice: no error")
+	}
+}
+
+func TestDemoEcho(t *testing.T) {
+	app := demoApp(t)
+	args := json.RawMessage(`{"a": [1, 2.5, "x"], "b": {"c": null}, "d": true}`)
+	for _, id := range []string{"", "e1"} {
+		resp := mustCall(t, app, Request{Tool: "echo", Arguments: args, RequestID: id})
+		if resp.Record.Status != store.StatusCompleted || !sameJSON(t, resp.Record.Data, args) {
+			t.Errorf("echo (request_id %q) = %s %s, want completed with the arguments", id, resp.Record.Status, resp.Record.Data)
+		}
+	}
+	resp := mustCall(t, app, Request{Tool: "echo"})
+	if string(resp.Record.Data) != `{}` {
+		t.Errorf("echo without arguments = %s, want {}", resp.Record.Data)
+	}
+	// A replay answers the recorded arguments.
+	again := mustCall(t, app, Request{Tool: "echo", Arguments: args, RequestID: "e1"})
+	if !again.Replayed || !sameJSON(t, again.Record.Data, args) {
+		t.Errorf("echo retry = %+v, want a replay", again)
+	}
+}
+
+func TestDemoCreateOrder(t *testing.T) {
+	type order struct {
+		OrderID int64  `json:"order_id"`
+		SKU     string `json:"sku"`
+	}
+	orderOf := func(t *testing.T, resp Response) order {
+		t.Helper()
+		if resp.Record.Status != store.StatusCompleted {
+			t.Fatalf("create_order = %s %s, want completed", resp.Record.Status, resp.Record.Error)
+		}
+		var o order
+		if err := json.Unmarshal(resp.Record.Data, &o); err != nil {
+			t.Fatalf("create_order data %s: %v", resp.Record.Data, err)
+		}
+		return o
+	}
+
+	app := demoApp(t)
+	skus := []string{"KB-01", "MS-02", "KB-01"}
+	for i, sku := range skus {
+		resp := mustCall(t, app, Request{Tool: "create_order", Arguments: json.RawMessage(`{"sku":"` + sku + `"}`), RequestID: "o" + sku + string(rune('0'+i))})
+		if o := orderOf(t, resp); o.OrderID != int64(i+1) || o.SKU != sku {
+			t.Errorf("order %d = %+v, want {%d %s}", i, o, i+1, sku)
+		}
+	}
+	// A replay does not create an order.
+	replay := mustCall(t, app, Request{Tool: "create_order", Arguments: json.RawMessage(`{"sku":"KB-01"}`), RequestID: "oKB-010"})
+	if o := orderOf(t, replay); !replay.Replayed || o.OrderID != 1 {
+		t.Errorf("replay = %+v (replayed %v), want order 1 replayed", o, replay.Replayed)
+	}
+	// A call without request_id runs, and counts.
+	if o := orderOf(t, mustCall(t, app, Request{Tool: "create_order", Arguments: json.RawMessage(`{"sku":"X"}`)})); o.OrderID != 4 {
+		t.Errorf("next order = %d, want 4", o.OrderID)
+	}
+
+	// Numbering is per runtime.
+	other := demoApp(t)
+	if o := orderOf(t, mustCall(t, other, Request{Tool: "create_order", Arguments: json.RawMessage(`{"sku":"Y"}`), RequestID: "o1"})); o.OrderID != 1 {
+		t.Errorf("first order of another runtime = %d, want 1", o.OrderID)
+	}
+
+	// The schema requires a non-empty string sku; the tool does not run.
+	for _, args := range []string{`{}`, `{"sku":""}`, `{"sku":12}`} {
+		_, err := app.Call(t.Context(), Caller{Principal: "p"}, Request{Tool: "create_order", Arguments: json.RawMessage(args), RequestID: "bad"})
+		var fe *store.FieldError
+		if !errors.As(err, &fe) || !strings.HasPrefix(fe.Field, "arguments") {
+			t.Errorf("create_order %s: err = %v, want INVALID_REQUEST on the arguments", args, err)
+		}
+	}
+	if o := orderOf(t, mustCall(t, app, Request{Tool: "create_order", Arguments: json.RawMessage(`{"sku":"Z"}`)})); o.OrderID != 5 {
+		t.Errorf("order after invalid calls = %d, want 5", o.OrderID)
+	}
+}
+
+func TestDemoSleep(t *testing.T) {
+	app := demoApp(t)
+	resp := mustCall(t, app, Request{Tool: "sleep", Arguments: json.RawMessage(`{"ms": 5}`), RequestID: "s1"})
+	if resp.Record.Status != store.StatusCompleted || !sameJSON(t, resp.Record.Data, []byte(`{"slept_ms":5}`)) {
+		t.Errorf("sleep 5 = %s %s, want completed {\"slept_ms\":5}", resp.Record.Status, resp.Record.Data)
+	}
+	resp = mustCall(t, app, Request{Tool: "sleep", Arguments: json.RawMessage(`{"ms": 0}`)})
+	if !sameJSON(t, resp.Record.Data, []byte(`{"slept_ms":0}`)) {
+		t.Errorf("sleep 0 = %s", resp.Record.Data)
+	}
+	for _, args := range []string{`{}`, `{"ms":-1}`, `{"ms":1.5}`, `{"ms":"1"}`} {
+		_, err := app.Call(t.Context(), Caller{Principal: "p"}, Request{Tool: "sleep", Arguments: json.RawMessage(args)})
+		if !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("sleep %s: err = %v, want INVALID_REQUEST", args, err)
+		}
+	}
+}
+
+func TestDemoSleepTimeout(t *testing.T) {
+	app := demoApp(t)
+	// The tool sleeps a minute unless its timeout_ms stops it.
+	resp := mustCall(t, app, Request{Tool: "sleep", Arguments: json.RawMessage(`{"ms": 60000}`), RequestID: "s1", Timeout: 50 * time.Millisecond})
+	if resp.Record.Status != store.StatusTimedOut || resp.Record.ErrorCode() != CodeTimeout {
+		t.Fatalf("sleep past its timeout = %s %s, want timed_out with TIMEOUT", resp.Record.Status, resp.Record.Error)
+	}
+	// The timeout is recorded: a retry replays it.
+	again := mustCall(t, app, Request{Tool: "sleep", Arguments: json.RawMessage(`{"ms": 60000}`), RequestID: "s1", Timeout: 50 * time.Millisecond})
+	if !again.Replayed || again.Record.Status != store.StatusTimedOut || again.Record.ExecutionID != resp.Record.ExecutionID {
+		t.Errorf("retry = %+v, want the timed_out replayed", again)
+	}
+}
+
+func TestDemoSleepCancel(t *testing.T) {
+	app := demoApp(t)
+	caller := Caller{Principal: "p"}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	type result struct {
+		resp Response
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		resp, err := app.Call(ctx, caller, Request{Tool: "sleep", Arguments: json.RawMessage(`{"ms": 60000}`), RequestID: "s1"})
+		done <- result{resp, err}
+	}()
+
+	// Wait for the reservation, then cancel the execution.
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	var rec store.Record
+	for {
+		r, err := app.Lookup(ctx, caller, "", "s1")
+		if err == nil {
+			rec = r
+			break
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("Lookup: %v", err)
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Fatal("the sleep call was never reserved")
+		}
+	}
+	cancelled, err := app.Cancel(ctx, caller, rec.ExecutionID)
+	if err != nil {
+		t.Fatalf("Cancel: %v", err)
+	}
+	if cancelled.Status != store.StatusCancelled {
+		t.Errorf("Cancel = %s, want cancelled", cancelled.Status)
+	}
+	select {
+	case r := <-done:
+		if r.err != nil {
+			t.Fatalf("the cancelled call returned %v", r.err)
+		}
+		if r.resp.Record.Status != store.StatusCancelled || r.resp.Record.ErrorCode() != CodeCancelled {
+			t.Errorf("the cancelled call answered %s %s, want cancelled", r.resp.Record.Status, r.resp.Record.Error)
+		}
+	case <-ctx.Done():
+		t.Fatal("the sleep tool did not stop when cancelled")
+	}
+}
+
+func TestDemoFail(t *testing.T) {
+	app := demoApp(t)
+	resp := mustCall(t, app, Request{Tool: "fail", Arguments: json.RawMessage(`{"message": "card declined"}`), RequestID: "f1"})
+	rec := resp.Record
+	if rec.Status != store.StatusFailed {
+		t.Fatalf("fail = %s, want failed", rec.Status)
+	}
+	e := recordedError(t, rec)
+	if e["code"] != CodeToolError || e["message"] != "card declined" {
+		t.Errorf("error = %s, want TOOL_ERROR with the message", rec.Error)
+	}
+	if len(rec.Data) != 0 {
+		t.Errorf("a failed record carries data %s", rec.Data)
+	}
+	again := mustCall(t, app, Request{Tool: "fail", Arguments: json.RawMessage(`{"message": "card declined"}`), RequestID: "f1"})
+	if !again.Replayed || again.Record.Status != store.StatusFailed || string(again.Record.Error) != string(rec.Error) {
+		t.Errorf("retry = %+v, want the failure replayed", again)
+	}
+
+	// Without a message it still fails, with a message of its own.
+	resp = mustCall(t, app, Request{Tool: "fail"})
+	e = recordedError(t, resp.Record)
+	if resp.Record.Status != store.StatusFailed || e["code"] != CodeToolError || e["message"] == "" {
+		t.Errorf("fail without a message = %s %s", resp.Record.Status, resp.Record.Error)
+	}
+}
