@@ -44,6 +44,9 @@ func (a Auth) Validate() error {
 		if secret == "" {
 			return fmt.Errorf("auth: token of %q is empty", principal)
 		}
+		if strings.TrimSpace(secret) != secret {
+			return fmt.Errorf("auth: token of %q has leading or trailing white space", principal)
+		}
 		if other, dup := seen[secret]; dup {
 			return fmt.Errorf("auth: %q and %q share a token", other, principal)
 		}

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
 
@@ -57,8 +59,8 @@ func decodeStrict(body []byte, v any) error {
 	if len(body) == 0 {
 		return newError(CodeInvalidRequest, "the body is empty; a JSON object is required")
 	}
-	if name, dup := repeatedMember(body); dup {
-		return invalidField(name, fmt.Sprintf("field %q appears more than once", name))
+	if err := checkMembers(body, v); err != nil {
+		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -107,30 +109,60 @@ func kindOf(goKind string) string {
 	return "of another type"
 }
 
-// repeatedMember reports the first member name that the top-level object
-// of body repeats. Malformed input is left for the decoder to report.
-func repeatedMember(body []byte) (string, bool) {
+// checkMembers refuses the first member of body's top-level object that
+// is repeated or whose name is not exactly one of v's JSON names:
+// encoding/json matches names regardless of case, so {"Tool":…}, or a
+// second "TOOL" after "tool", would otherwise pass as "tool". Malformed
+// input is left for the decoder to report.
+func checkMembers(body []byte, v any) error {
+	known := jsonNames(v)
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return "", false
+		return nil
 	}
 	seen := make(map[string]bool)
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return "", false
+			return nil
 		}
 		name, _ := tok.(string)
 		if seen[name] {
-			return name, true
+			return invalidField(name, fmt.Sprintf("field %q appears more than once", name))
+		}
+		if known != nil && !known[name] {
+			return invalidField(name, fmt.Sprintf("unknown field %q", name))
 		}
 		seen[name] = true
 		var skip json.RawMessage
 		if err := dec.Decode(&skip); err != nil {
-			return "", false
+			return nil
 		}
 	}
-	return "", false
+	return nil
+}
+
+// jsonNames returns the member names of the struct v points to, or nil
+// when v is not a pointer to a struct.
+func jsonNames(v any) map[string]bool {
+	t := reflect.TypeOf(v)
+	if t == nil || t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
+		return nil
+	}
+	t = t.Elem()
+	names := make(map[string]bool, t.NumField())
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" || !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		names[name] = true
+	}
+	return names
 }
 
 // callBody is the JSON body of POST /v1/tools/call.
@@ -177,11 +209,17 @@ func decodeCall(body []byte, idemKey string) (Request, error) {
 		req.SessionID = *b.SessionID
 	}
 	if raw := nullIsAbsent(b.TimeoutMS); raw != nil {
-		ms, err := json.Number(bytes.TrimSpace(raw)).Int64()
-		if err != nil || ms <= 0 || raw[0] == '"' {
+		// Any JSON number whose value is a positive integer (1000, 1e3,
+		// 1000.0); values beyond maxTimeout are capped like any other
+		// value above the tool's timeout.
+		ms, err := json.Number(bytes.TrimSpace(raw)).Float64()
+		if err != nil || raw[0] == '"' || ms < 1 || ms != math.Trunc(ms) {
 			return req, invalidField("timeout_ms", `"timeout_ms" must be a positive integer`)
 		}
-		req.Timeout = min(time.Duration(min(ms, int64(maxTimeout/time.Millisecond)))*time.Millisecond, maxTimeout)
+		req.Timeout = maxTimeout
+		if ms < float64(maxTimeout/time.Millisecond) {
+			req.Timeout = time.Duration(ms) * time.Millisecond
+		}
 	}
 	return req, nil
 }

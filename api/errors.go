@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -97,6 +96,8 @@ func (s *Server) handleError(err error, c echo.Context) {
 	}
 	body["code"], body["message"] = code, msg
 	h := c.Response().Header()
+	// A handler may have set success headers before it failed.
+	h.Del("Idempotent-Replayed")
 	switch {
 	case code == "EXECUTION_UNCERTAIN" && body["status"] == store.StatusRunning:
 		h.Set("Retry-After", "1")
@@ -157,10 +158,6 @@ func (s *Server) classify(err error, c echo.Context) (code, msg string, extra ma
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return CodeUnavailable, "the request ended before an answer: " + err.Error(), nil
-	}
-	var syn *json.SyntaxError
-	if errors.As(err, &syn) {
-		return CodeInvalidRequest, "malformed JSON: " + err.Error(), nil
 	}
 	s.log.Error("internal error", slog.String("method", c.Request().Method),
 		slog.String("path", c.Request().URL.Path), slog.Any("err", err))

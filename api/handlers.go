@@ -16,7 +16,7 @@ func (s *Server) healthz(c echo.Context) error {
 
 func (s *Server) readyz(c echo.Context) error {
 	if err := s.rt.Ready(c.Request().Context()); err != nil {
-		return &Error{Code: CodeUnavailable, Message: "not ready: " + err.Error(), Err: err}
+		return &Error{Code: CodeUnavailable, Message: "not ready", Err: err}
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 }

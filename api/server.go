@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 
@@ -70,7 +71,10 @@ func (s *Server) routes() {
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.ServeHTTP(w, r) }
 
+// logPanic logs a recovered panic and turns it into an error without a
+// code, so that the answer is INTERNAL whatever the panic carried (a
+// panic with store.ErrUnavailable must not claim the tool did not run).
 func (s *Server) logPanic(_ echo.Context, err error, stack []byte) error {
 	s.log.Error("handler panicked", slog.Any("err", err), slog.String("stack", string(stack)))
-	return err
+	return fmt.Errorf("handler panicked: %v", err)
 }

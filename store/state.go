@@ -38,6 +38,10 @@ func NewState(capacity int) *State {
 // Capacity returns the bound on records.
 func (s *State) Capacity() int { return s.capacity }
 
+// SetCapacity changes the bound. Records beyond a lowered bound stay (none
+// is ever evicted); new identities are refused until the count drops.
+func (s *State) SetCapacity(n int) { s.capacity = n }
+
 // Len returns the number of records.
 func (s *State) Len() int { return len(s.byKey) }
 
