@@ -59,6 +59,9 @@ func (r *Runtime) Call(ctx context.Context, caller Caller, req Request) (Respons
 	if r.isClosing() {
 		return Response{}, ErrClosed
 	}
+	if r.phase.Load() == phaseStarting {
+		return Response{}, errStarting
+	}
 	if req.RequestID == "" {
 		return r.runUnrecorded(ctx, p)
 	}

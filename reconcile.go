@@ -66,7 +66,7 @@ func (r *Runtime) Cancel(ctx context.Context, caller Caller, id string) (store.R
 	defer cancel()
 	rec, err := r.Store().Cancel(wctx, id, res)
 	if err != nil {
-		return store.Record{}, fmt.Errorf("cancel: %w", err)
+		return store.Record{}, err
 	}
 	r.runs.cancel(id, errCancelled)
 	return rec, nil
@@ -100,7 +100,7 @@ func (r *Runtime) Resolve(ctx context.Context, caller Caller, id string, res Res
 		})
 	}
 	if err != nil {
-		return store.Record{}, fmt.Errorf("resolve: %w", err)
+		return store.Record{}, err
 	}
 	return rec, nil
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/carmyhq/carmy/store"
@@ -24,7 +25,8 @@ type Runtime struct {
 	liveness  Liveness
 
 	runs    *registry
-	bg      inflight // background release retries
+	bg      inflight     // background release retries
+	phase   atomic.Int32 // phaseUngated, phaseStarting, phaseStarted
 	closing chan struct{}
 	closed  sync.Once
 	now     func() time.Time

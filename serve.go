@@ -28,19 +28,34 @@ func (r *Runtime) Ready(ctx context.Context) error {
 	if r.isClosing() {
 		return ErrClosed
 	}
+	if r.phase.Load() == phaseStarting {
+		return errStarting
+	}
 	if rd, ok := r.Store().(Readier); ok {
 		return rd.Ready(ctx)
 	}
 	return nil
 }
 
-// Start prepares the runtime to take calls: it checks the setup and marks
-// this node's executions that a previous process left running as
-// interrupted, so that they answer EXECUTION_UNCERTAIN rather than look
-// alive. Run calls it; a caller that serves the API itself calls it first.
+// CancelNotifier is implemented by stores that apply cancels on other
+// nodes' behalf (a replicated store): the runtime is told when a cancel of
+// one of its executions is applied, wherever it was asked.
+type CancelNotifier interface {
+	OnCancel(fn func(executionID string))
+}
+
+// Start prepares the runtime to take calls: it checks the setup, subscribes
+// to the store's cancels, and marks this node's executions that a previous
+// process left running as interrupted, so that they answer
+// EXECUTION_UNCERTAIN rather than look alive. Serve calls it (retrying
+// while the store is unavailable); a caller that serves the API itself
+// calls it first.
 func (r *Runtime) Start(ctx context.Context) error {
 	if err := r.Err(); err != nil {
 		return err
+	}
+	if cn, ok := r.Store().(CancelNotifier); ok {
+		cn.OnCancel(func(id string) { r.runs.cancel(id, errCancelled) })
 	}
 	n, err := r.Store().MarkInterrupted(ctx, r.cfg.NodeID)
 	if err != nil {
@@ -50,7 +65,43 @@ func (r *Runtime) Start(ctx context.Context) error {
 		r.cfg.Logger.Warn("executions left running by a previous process are now interrupted",
 			slog.Int("count", n), slog.String("node_id", r.cfg.NodeID))
 	}
+	if rd, ok := r.Store().(Readier); ok {
+		if err := rd.Ready(ctx); err != nil {
+			return fmt.Errorf("the store is not ready: %w", err)
+		}
+	}
+	r.phase.Store(phaseStarted)
 	return nil
+}
+
+// Phases of a runtime that Serve runs: until Start succeeds, calls answer
+// UNAVAILABLE. A runtime used without Serve is never gated.
+const (
+	phaseUngated int32 = iota
+	phaseStarting
+	phaseStarted
+)
+
+// errStarting answers calls while the node starts.
+var errStarting = &codedError{"UNAVAILABLE", "the node is starting: it has not yet marked its previous executions interrupted"}
+
+// startLoop runs Start until it succeeds or ctx ends.
+func (r *Runtime) startLoop(ctx context.Context) {
+	for attempt := 0; ; attempt++ {
+		err := r.Start(ctx)
+		if err == nil {
+			r.cfg.Logger.Info("started: taking calls", slog.String("node_id", r.cfg.NodeID))
+			return
+		}
+		if attempt%5 == 0 {
+			r.cfg.Logger.Warn("not started yet; retrying", slog.Any("err", err))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff(attempt)):
+		}
+	}
 }
 
 // Shutdown stops taking calls, waits up to DrainTimeout (or ctx) for
@@ -83,8 +134,15 @@ func (r *Runtime) Serve(ctx context.Context, ln net.Listener, cfg api.Config) er
 	if err != nil {
 		return err
 	}
-	if err := r.Start(ctx); err != nil {
+	if err := r.Err(); err != nil {
 		return err
+	}
+	// Usually the store answers at once; otherwise (a cluster without a
+	// leader yet) serve meanwhile, answering calls UNAVAILABLE, so that
+	// the internal endpoints and /readyz work while the node catches up.
+	r.phase.CompareAndSwap(phaseUngated, phaseStarting)
+	if err := r.Start(ctx); err != nil {
+		go r.startLoop(ctx)
 	}
 	srv := &http.Server{
 		Handler:           h,

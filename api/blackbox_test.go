@@ -114,6 +114,7 @@ func (n bbNode) post(path, body string) bbAnswer {
 func startDev(t *testing.T, bin string, args ...string) bbNode {
 	t.Helper()
 	n := testutil.StartCarmy(t, bin, testutil.StartOptions{}, append([]string{"--dev"}, args...)...)
+	n.WaitReady(t, 30*time.Second)
 	return bbNode{Node: n, t: t}
 }
 
@@ -420,7 +421,8 @@ auth:
 	writeFile(t, dir+"/carmy.yaml", config)
 	node := testutil.StartCarmy(t, bin, testutil.StartOptions{
 		Env: []string{"PLANNER_TOKEN=planner-secret", "READER_TOKEN=reader-secret", "ADMIN_TOKEN=admin-secret"},
-	}, "--config", dir+"/carmy.yaml")
+	}, "--config", dir+"/carmy.yaml", "--bootstrap")
+	node.WaitReady(t, 30*time.Second)
 	n := bbNode{node, t}
 
 	bbWant(t, "no token", n.call(`{"tool":"echo"}`), 401, "UNAUTHORIZED")

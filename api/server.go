@@ -16,6 +16,11 @@ type Config struct {
 	// BodyLimit bounds a request body in bytes (DefaultBodyLimit when 0).
 	BodyLimit int64
 	Logger    *slog.Logger
+	// Cluster serves SPEC §2.6 (nil: a node on its own).
+	Cluster Cluster
+	// Internal, when set, serves the node-to-node endpoints under
+	// /internal/; it authenticates its callers itself.
+	Internal http.Handler
 }
 
 // Server is Carmy's HTTP API. It is an http.Handler.
@@ -25,6 +30,7 @@ type Server struct {
 	limit int64
 	log   *slog.Logger
 	echo  *echo.Echo
+	clu   Cluster
 }
 
 // New returns a server for rt.
@@ -41,13 +47,18 @@ func New(rt Runtime, cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Server{rt: rt, auth: newAuthenticator(cfg.Auth), limit: cfg.BodyLimit, log: cfg.Logger}
+	s := &Server{rt: rt, auth: newAuthenticator(cfg.Auth), limit: cfg.BodyLimit, log: cfg.Logger, clu: cfg.Cluster}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{DisableStackAll: true, LogErrorFunc: s.logPanic}))
 	s.echo = e
 	s.routes()
+	s.clusterRoutes()
+	if cfg.Internal != nil {
+		h := echo.WrapHandler(cfg.Internal)
+		e.Any("/internal/*", h)
+	}
 	return s, nil
 }
 

@@ -242,10 +242,13 @@ func (s *State) Records() []Record {
 
 // Restore replaces the State's contents with recs (as returned by Records)
 // and lastSeq. It fails without changing anything when recs hold a
-// duplicate identity or execution id.
+// duplicate identity, execution id or Seq, or a Seq outside 1..lastSeq:
+// Reserve never makes such a State, and in one Records' order (and so a
+// snapshot's bytes) would depend on map iteration.
 func (s *State) Restore(recs []Record, lastSeq uint64) error {
 	fresh := NewState(s.capacity)
 	fresh.lastSeq = lastSeq
+	seqs := make(map[uint64]struct{}, len(recs))
 	for i := range recs {
 		r := recs[i]
 		if _, dup := fresh.byKey[r.Key]; dup {
@@ -254,6 +257,10 @@ func (s *State) Restore(recs []Record, lastSeq uint64) error {
 		if _, dup := fresh.byID[r.ExecutionID]; dup {
 			return invalidf("restore: duplicate execution id %s", r.ExecutionID)
 		}
+		if _, dup := seqs[r.Seq]; dup || r.Seq == 0 || r.Seq > lastSeq {
+			return invalidf("restore: seq %d of %s duplicate or outside 1..%d", r.Seq, r.ExecutionID, lastSeq)
+		}
+		seqs[r.Seq] = struct{}{}
 		r.Data, r.Error = clone(r.Data), clone(r.Error)
 		fresh.insert(&r)
 	}

@@ -70,7 +70,9 @@ type StartOptions struct {
 var servingLine = regexp.MustCompile(`msg="serving the API" http_addr=(\S+)`)
 
 // StartCarmy starts `bin serve args…` and waits until it serves its API.
-// Unless args name --http-addr, the node listens on 127.0.0.1:0. The node
+// Unless args name them, --http-addr, --raft-addr and --gossip-addr are
+// 127.0.0.1:0; the data dir is under the working directory (a temporary
+// one unless opts.Dir says otherwise). The node
 // is killed when the test ends if it still runs.
 func StartCarmy(tb testing.TB, bin string, opts StartOptions, args ...string) *Node {
 	tb.Helper()
@@ -86,8 +88,12 @@ func StartCarmy(tb testing.TB, bin string, opts StartOptions, args ...string) *N
 func Launch(tb testing.TB, bin string, opts StartOptions, args ...string) (*Node, error) {
 	tb.Helper()
 	full := append([]string{"serve"}, args...)
-	if !hasFlag(args, "--http-addr") {
-		full = append(full, "--http-addr", "127.0.0.1:0")
+	for flag, value := range map[string]string{
+		"--http-addr": "127.0.0.1:0", "--raft-addr": "127.0.0.1:0", "--gossip-addr": "127.0.0.1:0",
+	} {
+		if !hasFlag(args, flag) {
+			full = append(full, flag, value)
+		}
 	}
 	cmd := exec.Command(bin, full...)
 	cmd.Env = append(os.Environ(), opts.Env...)

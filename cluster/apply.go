@@ -1,0 +1,126 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/carmyhq/carmy/fsm"
+	"github.com/carmyhq/carmy/store"
+)
+
+// Internal outcomes of one attempt at a write; Apply retries both until a
+// leader takes the write or LeaderWait passes.
+var (
+	// errNotLeader: the node asked is not the leader; nothing was applied.
+	errNotLeader = errors.New("cluster: not the leader")
+	// errNotSent: the leader could not be reached; nothing was sent.
+	errNotSent = errors.New("cluster: leader unreachable")
+)
+
+// Apply commits c through Raft and returns its Response. On the leader it
+// is raft.Apply; on a follower the command is forwarded (batched with
+// concurrent ones) to the leader. While no leader is known it waits up to
+// LeaderWait.
+//
+// Errors: store.ErrUnavailable means c was not applied (no leader in time,
+// node shutting down); store.ErrCommitUnknown means c may or may not have
+// been applied. The Response's own error (Response.Err) is an application
+// outcome, committed like any other.
+func (n *Node) Apply(ctx context.Context, c fsm.Command) (fsm.Response, error) {
+	data, err := fsm.Encode(c)
+	if err != nil {
+		return fsm.Response{}, err
+	}
+	deadline := time.Now().Add(n.cfg.LeaderWait)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	for attempt := 0; ; attempt++ {
+		var err error
+		var resp fsm.Response
+		switch {
+		case n.IsLeader():
+			resp, err = n.applyLocal(data, time.Until(deadline))
+		default:
+			if leader, ok := n.leaderHTTP(); ok {
+				resp, err = n.fwd.apply(ctx, leader, data, deadline)
+			} else {
+				err = errNotSent
+			}
+		}
+		if err == nil || !(errors.Is(err, errNotLeader) || errors.Is(err, errNotSent)) {
+			return resp, err
+		}
+		if n.stopped() {
+			return fsm.Response{}, fmt.Errorf("%w: the node is shutting down", store.ErrUnavailable)
+		}
+		wait := min(10*time.Millisecond<<min(attempt, 4), 100*time.Millisecond)
+		if time.Until(deadline) < wait {
+			return fsm.Response{}, fmt.Errorf("%w: no leader within %s", store.ErrUnavailable, n.cfg.LeaderWait)
+		}
+		select {
+		case <-ctx.Done():
+			return fsm.Response{}, fmt.Errorf("%w: %w", store.ErrUnavailable, ctx.Err())
+		case <-time.After(wait):
+		}
+	}
+}
+
+// applyLocal applies data on this node as leader.
+func (n *Node) applyLocal(data []byte, timeout time.Duration) (fsm.Response, error) {
+	return n.waitApply(n.raft.Apply(data, max(timeout, 10*time.Millisecond)))
+}
+
+// waitApply waits for an apply future and classifies its error by whether
+// the entry may have been committed.
+func (n *Node) waitApply(f raft.ApplyFuture) (fsm.Response, error) {
+	if err := f.Error(); err != nil {
+		switch {
+		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+			return fsm.Response{}, errNotLeader
+		case errors.Is(err, raft.ErrEnqueueTimeout):
+			return fsm.Response{}, fmt.Errorf("%w: raft is overloaded", store.ErrUnavailable)
+		}
+		// ErrLeadershipLost, ErrRaftShutdown, ErrAbortedByRestore: the
+		// entry may be in the log of the next leader.
+		return fsm.Response{}, fmt.Errorf("%w: %w", store.ErrCommitUnknown, err)
+	}
+	resp, ok := f.Response().(fsm.Response)
+	if !ok {
+		return fsm.Response{}, fmt.Errorf("cluster: unexpected apply response %T", f.Response())
+	}
+	return resp, nil
+}
+
+// leaderHTTP returns the leader's HTTP address, when a leader other than
+// this node is known.
+func (n *Node) leaderHTTP() (string, bool) {
+	_, id := n.raft.LeaderWithID()
+	if id == "" || string(id) == n.cfg.NodeID {
+		return "", false
+	}
+	if info, ok := n.fsm.Node(string(id)); ok && info.HTTPAddr != "" {
+		return info.HTTPAddr, true
+	}
+	if info, ok := n.members.info(string(id)); ok && info.HTTPAddr != "" {
+		return info.HTTPAddr, true
+	}
+	return "", false
+}
+
+// Leader returns the leader's id and HTTP address ("" when unknown).
+func (n *Node) Leader() (id, httpAddr string) {
+	_, lid := n.raft.LeaderWithID()
+	if lid == "" {
+		return "", ""
+	}
+	if string(lid) == n.cfg.NodeID {
+		return n.cfg.NodeID, n.cfg.HTTPAddr
+	}
+	addr, _ := n.leaderHTTP()
+	return string(lid), addr
+}

@@ -1,0 +1,116 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+)
+
+// Config configures a Node.
+type Config struct {
+	// NodeID is the node's unique, stable name (Raft server id, gossip
+	// name).
+	NodeID string
+	// DataDir holds raft.db (log and stable store) and snapshots/.
+	DataDir string
+	// RaftAddr is the Raft transport's host:port (port 0 picks one).
+	RaftAddr string
+	// GossipAddr is memberlist's host:port, TCP and UDP (port 0 picks one).
+	GossipAddr string
+	// HTTPAddr is where this node's API (and the internal endpoint) is
+	// reached by the others.
+	HTTPAddr string
+	// Bootstrap starts a new cluster with this node as its only voter when
+	// the data dir holds no state.
+	Bootstrap bool
+	// Join lists HTTP addresses of existing members; a node with no state
+	// asks them to add it.
+	Join []string
+	// ClusterKey is the secret every node-to-node call carries. Empty is
+	// allowed only when every listener is on loopback.
+	ClusterKey string
+	// MaxEntries is the cluster-wide bound on records (the leader's value
+	// applies).
+	MaxEntries int
+	// Retention is the age after which finished records are removed; 0
+	// keeps them.
+	Retention time.Duration
+	// LeaderWait bounds how long a write waits for a leader.
+	LeaderWait time.Duration
+	// DeadGrace is how long gossip must see a member dead before the
+	// leader marks its running executions interrupted.
+	DeadGrace time.Duration
+	// SnapshotThreshold and SnapshotInterval tune Raft's snapshots.
+	SnapshotThreshold uint64
+	SnapshotInterval  time.Duration
+	// Fast shortens Raft's and memberlist's timers for tests on loopback.
+	Fast   bool
+	Logger *slog.Logger
+}
+
+// Defaults of Config.
+const (
+	DefaultLeaderWait        = 5 * time.Second
+	DefaultDeadGrace         = 10 * time.Second
+	DefaultSnapshotThreshold = 8192
+	DefaultSnapshotInterval  = 2 * time.Minute
+)
+
+func (c *Config) setDefaults() {
+	if c.LeaderWait <= 0 {
+		c.LeaderWait = DefaultLeaderWait
+	}
+	if c.DeadGrace <= 0 {
+		c.DeadGrace = DefaultDeadGrace
+	}
+	if c.SnapshotThreshold == 0 {
+		c.SnapshotThreshold = DefaultSnapshotThreshold
+	}
+	if c.SnapshotInterval <= 0 {
+		c.SnapshotInterval = DefaultSnapshotInterval
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Validate reports settings that cannot work.
+func (c Config) Validate() error {
+	switch {
+	case c.NodeID == "":
+		return errors.New("cluster: empty node id")
+	case c.DataDir == "":
+		return errors.New("cluster: empty data dir")
+	case c.MaxEntries < 0:
+		return errors.New("cluster: negative max entries")
+	case c.Retention < 0:
+		return errors.New("cluster: negative retention")
+	}
+	for name, addr := range map[string]string{"raft": c.RaftAddr, "gossip": c.GossipAddr, "http": c.HTTPAddr} {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return fmt.Errorf("cluster: %s address %q: %w", name, addr, err)
+		}
+	}
+	if c.ClusterKey == "" {
+		for name, addr := range map[string]string{"raft": c.RaftAddr, "gossip": c.GossipAddr, "http": c.HTTPAddr} {
+			if !isLoopback(addr) {
+				return fmt.Errorf("cluster: the %s address %s is not loopback: a cluster key is required (--cluster-key)", name, addr)
+			}
+		}
+	}
+	return nil
+}
+
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

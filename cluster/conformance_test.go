@@ -1,0 +1,96 @@
+package cluster_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/carmyhq/carmy/cluster"
+	"github.com/carmyhq/carmy/store"
+	"github.com/carmyhq/carmy/store/storetest"
+)
+
+func TestConformanceOneNode(t *testing.T) {
+	storetest.Run(t, func(t *testing.T, capacity int) store.Store {
+		c := newCluster(t, 1, func(cfg *cluster.Config) { cfg.MaxEntries = capacity })
+		waitCapacity(t, c, capacity)
+		return c.nodes[0].Store()
+	})
+}
+
+func TestConformanceThreeNodes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-node cluster per case")
+	}
+	storetest.Run(t, func(t *testing.T, capacity int) store.Store {
+		c := newCluster(t, 3, func(cfg *cluster.Config) { cfg.MaxEntries = capacity })
+		waitCapacity(t, c, capacity)
+		// Spread the calls over every node: each write is forwarded or
+		// applied, each read waits for the leader's read index.
+		stores := make([]store.Store, len(c.nodes))
+		for i, n := range c.nodes {
+			stores[i] = n.Store()
+		}
+		return &roundRobin{stores: stores}
+	})
+}
+
+func waitCapacity(t *testing.T, c *testCluster, capacity int) {
+	waitFor(t, "the capacity to apply on every node", 10*time.Second, func() bool {
+		for _, n := range c.nodes {
+			if n.FSM().Stats().Capacity != capacity {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// roundRobin sends each call to the next node's store.
+type roundRobin struct {
+	stores []store.Store
+	next   atomic.Uint64
+}
+
+func (r *roundRobin) pick() store.Store {
+	return r.stores[int(r.next.Add(1))%len(r.stores)]
+}
+
+func (r *roundRobin) Reserve(ctx context.Context, k store.Key, fp string, ex store.Execution) (store.Reservation, error) {
+	return r.pick().Reserve(ctx, k, fp, ex)
+}
+func (r *roundRobin) Complete(ctx context.Context, k store.Key, fp string, res store.Result) (store.Record, error) {
+	return r.pick().Complete(ctx, k, fp, res)
+}
+func (r *roundRobin) Get(ctx context.Context, id string) (store.Record, error) {
+	return r.pick().Get(ctx, id)
+}
+func (r *roundRobin) Lookup(ctx context.Context, k store.Key) (store.Record, error) {
+	return r.pick().Lookup(ctx, k)
+}
+func (r *roundRobin) List(ctx context.Context, q store.ListQuery) (store.Page, error) {
+	return r.pick().List(ctx, q)
+}
+func (r *roundRobin) Cancel(ctx context.Context, id string, res store.Result) (store.Record, error) {
+	return r.pick().Cancel(ctx, id, res)
+}
+func (r *roundRobin) Resolve(ctx context.Context, id string, rs store.Resolution) (store.Record, error) {
+	return r.pick().Resolve(ctx, id, rs)
+}
+func (r *roundRobin) Release(ctx context.Context, id string, allowRunning bool) (store.Record, error) {
+	return r.pick().Release(ctx, id, allowRunning)
+}
+func (r *roundRobin) MarkInterrupted(ctx context.Context, node string) (int, error) {
+	return r.pick().MarkInterrupted(ctx, node)
+}
+func (r *roundRobin) Stats(ctx context.Context) (store.Stats, error) {
+	// Stats is a node's applied state; read it after a barrier.
+	s := r.pick()
+	if rb, ok := s.(interface{ Node() *cluster.Node }); ok {
+		if err := rb.Node().ReadBarrier(ctx); err != nil {
+			return store.Stats{}, err
+		}
+	}
+	return s.Stats(ctx)
+}

@@ -1,0 +1,160 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/carmyhq/carmy/fsm"
+	"github.com/carmyhq/carmy/store"
+)
+
+// forwarder carries a follower's commands to the leader. Concurrent
+// commands are gathered into one request (up to maxBatch), and up to
+// maxInFlight requests run at once per node, so followers pay one round
+// trip per batch rather than per command.
+type forwarder struct {
+	client *internalClient
+
+	mu     sync.Mutex
+	queues map[string][]*fwdItem // by leader address
+	wake   chan struct{}
+	sem    chan struct{}
+	done   chan struct{}
+	once   sync.Once
+}
+
+const (
+	maxBatch    = 512
+	maxInFlight = 8
+)
+
+type fwdItem struct {
+	data     []byte
+	deadline time.Time
+	result   chan fwdResult
+}
+
+type fwdResult struct {
+	resp fsm.Response
+	err  error
+}
+
+func newForwarder(c *internalClient) *forwarder {
+	f := &forwarder{
+		client: c,
+		queues: make(map[string][]*fwdItem),
+		wake:   make(chan struct{}, 1),
+		sem:    make(chan struct{}, maxInFlight),
+		done:   make(chan struct{}),
+	}
+	go f.dispatch()
+	return f
+}
+
+func (f *forwarder) close() { f.once.Do(func() { close(f.done) }) }
+
+// apply forwards one command to addr and waits for its result. A caller
+// whose ctx ends first gets store.ErrCommitUnknown: the command may be on
+// its way.
+func (f *forwarder) apply(ctx context.Context, addr string, data []byte, deadline time.Time) (fsm.Response, error) {
+	it := &fwdItem{data: data, deadline: deadline, result: make(chan fwdResult, 1)}
+	f.mu.Lock()
+	f.queues[addr] = append(f.queues[addr], it)
+	f.mu.Unlock()
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+	select {
+	case r := <-it.result:
+		return r.resp, r.err
+	case <-ctx.Done():
+		return fsm.Response{}, fmt.Errorf("%w: %w", store.ErrCommitUnknown, ctx.Err())
+	case <-f.done:
+		return fsm.Response{}, fmt.Errorf("%w: the node is shutting down", store.ErrCommitUnknown)
+	}
+}
+
+// dispatch sends queued commands in batches.
+func (f *forwarder) dispatch() {
+	for {
+		select {
+		case <-f.done:
+			return
+		case <-f.wake:
+		}
+		for {
+			addr, batch := f.take()
+			if batch == nil {
+				break
+			}
+			select {
+			case f.sem <- struct{}{}:
+			case <-f.done:
+				return
+			}
+			go func() {
+				defer func() { <-f.sem }()
+				f.send(addr, batch)
+			}()
+		}
+	}
+}
+
+// take removes up to maxBatch items of one address from the queues.
+func (f *forwarder) take() (string, []*fwdItem) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for addr, q := range f.queues {
+		n := min(len(q), maxBatch)
+		batch := q[:n:n]
+		if n == len(q) {
+			delete(f.queues, addr)
+		} else {
+			f.queues[addr] = q[n:]
+		}
+		return addr, batch
+	}
+	return "", nil
+}
+
+func (f *forwarder) send(addr string, batch []*fwdItem) {
+	deadline := batch[0].deadline
+	req := applyRequest{Commands: make([]json.RawMessage, len(batch))}
+	for i, it := range batch {
+		req.Commands[i] = it.data
+		if it.deadline.After(deadline) {
+			deadline = it.deadline
+		}
+	}
+	// The leader bounds each apply by its own LeaderWait; allow for it.
+	ctx, cancel := context.WithDeadline(context.Background(), deadline.Add(2*time.Second))
+	defer cancel()
+	var ans applyAnswer
+	sent, err := f.client.post(ctx, addr, pathApply, req, &ans)
+	if err == nil && len(ans.Results) != len(batch) {
+		err = fmt.Errorf("%w: %s answered %d results for %d commands", store.ErrCommitUnknown, addr, len(ans.Results), len(batch))
+	}
+	for i, it := range batch {
+		var r fwdResult
+		switch {
+		case err != nil && !sent:
+			r.err = err
+		case err != nil && (errors.Is(err, errNotLeader) || errors.Is(err, store.ErrUnavailable) && !errors.Is(err, store.ErrCommitUnknown)):
+			r.err = err
+		case err != nil:
+			r.err = fmt.Errorf("%w: forwarding to %s: %w", store.ErrCommitUnknown, addr, err)
+		case ans.Results[i].Error != "":
+			r.err = errorOf(ans.Results[i].Error, ans.Results[i].Message)
+		case ans.Results[i].Response == nil:
+			r.err = fmt.Errorf("%w: %s answered no response", store.ErrCommitUnknown, addr)
+		default:
+			r.resp = *ans.Results[i].Response
+		}
+		it.result <- r
+	}
+}

@@ -1,0 +1,225 @@
+package cluster
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+
+	"github.com/carmyhq/carmy/fsm"
+)
+
+// Gossip states of a member, as GET /v1/cluster shows them.
+const (
+	GossipAlive   = "alive"
+	GossipSuspect = "suspect"
+	GossipDead    = "dead"
+	GossipUnknown = "unknown"
+)
+
+// members tracks what gossip says of each node: the memberlist event
+// delegate, plus when each member was last seen to die.
+type members struct {
+	mu        sync.Mutex
+	meta      map[string]fsm.NodeInfo // from gossip metadata
+	deadSince map[string]time.Time
+	self      string
+}
+
+func newMembers(self string) *members {
+	return &members{meta: make(map[string]fsm.NodeInfo), deadSince: make(map[string]time.Time), self: self}
+}
+
+func (m *members) NotifyJoin(node *memberlist.Node)   { m.alive(node) }
+func (m *members) NotifyUpdate(node *memberlist.Node) { m.alive(node) }
+
+func (m *members) NotifyLeave(node *memberlist.Node) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, dead := m.deadSince[node.Name]; !dead {
+		m.deadSince[node.Name] = time.Now()
+	}
+}
+
+func (m *members) alive(node *memberlist.Node) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.deadSince, node.Name)
+	var info fsm.NodeInfo
+	if json.Unmarshal(node.Meta, &info) == nil && info.ID == node.Name {
+		info.GossipAddr = net.JoinHostPort(node.Addr.String(), strconv.Itoa(int(node.Port)))
+		m.meta[node.Name] = info
+	}
+}
+
+// deadFor returns how long gossip has seen id dead, and whether it has.
+func (m *members) deadFor(id string) (time.Duration, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	since, dead := m.deadSince[id]
+	if !dead {
+		return 0, false
+	}
+	return time.Since(since), true
+}
+
+// info returns the addresses a member advertised in gossip.
+func (m *members) info(id string) (fsm.NodeInfo, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	info, ok := m.meta[id]
+	return info, ok
+}
+
+// delegate serves this node's metadata to memberlist.
+type delegate struct{ meta []byte }
+
+func (d *delegate) NodeMeta(limit int) []byte {
+	if len(d.meta) > limit {
+		return nil
+	}
+	return d.meta
+}
+func (d *delegate) NotifyMsg([]byte)                           {}
+func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+func (d *delegate) LocalState(join bool) []byte                { return nil }
+func (d *delegate) MergeRemoteState(buf []byte, join bool)     {}
+
+// startGossip creates this node's memberlist member.
+func (n *Node) startGossip() error {
+	host, portStr, err := net.SplitHostPort(n.cfg.GossipAddr)
+	if err != nil {
+		return fmt.Errorf("cluster: gossip address: %w", err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return fmt.Errorf("cluster: gossip port: %w", err)
+	}
+	var mc *memberlist.Config
+	if isLoopback(n.cfg.GossipAddr) {
+		mc = memberlist.DefaultLocalConfig()
+	} else {
+		mc = memberlist.DefaultLANConfig()
+	}
+	if n.cfg.Fast {
+		mc.ProbeInterval = 200 * time.Millisecond
+		mc.ProbeTimeout = 100 * time.Millisecond
+		mc.SuspicionMult = 2
+		mc.GossipInterval = 50 * time.Millisecond
+	}
+	if host != "" && net.ParseIP(host) == nil {
+		// memberlist binds and advertises IPs: resolve a host name.
+		ips, err := net.LookupIP(host)
+		if err != nil || len(ips) == 0 {
+			return fmt.Errorf("cluster: gossip host %q: %w", host, err)
+		}
+		host = ips[0].String()
+	}
+	mc.Name = n.cfg.NodeID
+	mc.BindAddr, mc.BindPort = host, port
+	mc.AdvertisePort = port
+	if ip := net.ParseIP(host); ip != nil && !ip.IsUnspecified() {
+		mc.AdvertiseAddr = host
+	}
+	meta, err := json.Marshal(fsm.NodeInfo{ID: n.cfg.NodeID, RaftAddr: n.RaftAddr(), HTTPAddr: n.cfg.HTTPAddr})
+	if err != nil {
+		return err
+	}
+	mc.Delegate = &delegate{meta: meta}
+	n.members = newMembers(n.cfg.NodeID)
+	mc.Events = n.members
+	mc.Logger = memberlistLogger(n.cfg.Logger)
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		return fmt.Errorf("cluster: gossip on %s: %w", n.cfg.GossipAddr, err)
+	}
+	n.gossip = ml
+	return nil
+}
+
+// GossipAddr returns the address memberlist advertises.
+func (n *Node) GossipAddr() string {
+	if n.gossip == nil {
+		return n.cfg.GossipAddr
+	}
+	self := n.gossip.LocalNode()
+	return net.JoinHostPort(self.Addr.String(), strconv.Itoa(int(self.Port)))
+}
+
+// gossipState returns what gossip says of a member.
+func (n *Node) gossipState(id string) string {
+	if id == n.cfg.NodeID {
+		return GossipAlive
+	}
+	for _, m := range n.gossip.Members() {
+		if m.Name == id {
+			if m.State == memberlist.StateSuspect {
+				return GossipSuspect
+			}
+			return GossipAlive
+		}
+	}
+	if _, dead := n.members.deadFor(id); dead {
+		return GossipDead
+	}
+	return GossipUnknown
+}
+
+// JoinGossip joins the gossip pool through the given gossip addresses.
+func (n *Node) JoinGossip(addrs []string) error {
+	if len(addrs) == 0 {
+		return nil
+	}
+	_, err := n.gossip.Join(addrs)
+	return err
+}
+
+// gossipRejoin keeps this node in the gossip pool: while a member known to
+// the replicated node table is missing from gossip, it joins through the
+// table's gossip addresses. This is how a restarted node finds the pool
+// from its data dir alone, and how a healed partition merges back.
+func (n *Node) gossipRejoin() {
+	for n.sleep(time.Second) {
+		var addrs []string
+		for _, info := range n.fsm.Nodes() {
+			if info.ID == n.cfg.NodeID || info.GossipAddr == "" {
+				continue
+			}
+			if n.gossipState(info.ID) != GossipAlive {
+				addrs = append(addrs, info.GossipAddr)
+			}
+		}
+		if len(addrs) > 0 {
+			if _, err := n.gossip.Join(addrs); err != nil {
+				n.log.Debug("gossip join", slog.Any("err", err))
+			}
+		}
+	}
+}
+
+// RunnerGone reports whether the node runnerID is known to be gone:
+// gossip declared it dead, or it is no longer in the Raft configuration.
+// It implements carmy.Liveness.
+func (n *Node) RunnerGone(runnerID string) bool {
+	if runnerID == n.cfg.NodeID {
+		return false
+	}
+	if _, dead := n.members.deadFor(runnerID); dead && n.gossipState(runnerID) == GossipDead {
+		return true
+	}
+	cfg := n.raft.GetConfiguration()
+	if cfg.Error() != nil {
+		return false
+	}
+	for _, s := range cfg.Configuration().Servers {
+		if string(s.ID) == runnerID {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,185 @@
+package cluster_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/carmyhq/carmy/cluster"
+	"github.com/carmyhq/carmy/store"
+)
+
+// testNode is a node with the HTTP server that carries its internal
+// endpoints, all on 127.0.0.1 ports the kernel chose.
+type testNode struct {
+	*cluster.Node
+	cfg cluster.Config
+	srv *http.Server
+	ln  net.Listener
+}
+
+type testCluster struct {
+	t     testing.TB
+	mu    sync.Mutex
+	nodes []*testNode
+}
+
+func testLogger(tb testing.TB) *slog.Logger {
+	if os.Getenv("CARMY_TEST_LOGS") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", tb.Name())
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// startNode opens a node; with join it asks those HTTP addresses to add it.
+func startNode(tb testing.TB, id, dir string, bootstrap bool, join []string, tune func(*cluster.Config)) *testNode {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cfg := cluster.Config{
+		NodeID: id, DataDir: dir, RaftAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0",
+		HTTPAddr: ln.Addr().String(), Bootstrap: bootstrap, Join: join,
+		Fast: true, LeaderWait: 5 * time.Second, DeadGrace: time.Second, Logger: testLogger(tb),
+	}
+	if tune != nil {
+		tune(&cfg)
+	}
+	n, err := cluster.Open(cfg)
+	if err != nil {
+		ln.Close()
+		tb.Fatalf("Open(%s): %v", id, err)
+	}
+	tn := &testNode{Node: n, cfg: cfg, ln: ln, srv: &http.Server{Handler: n.InternalHandler()}}
+	go tn.srv.Serve(ln)
+	return tn
+}
+
+// stop closes the node and its server (idempotent).
+func (tn *testNode) stop() {
+	if tn.srv == nil {
+		return
+	}
+	tn.srv.Close()
+	tn.srv = nil
+	_ = tn.Close()
+}
+
+// newCluster starts size nodes (the first bootstraps, the others join it)
+// and waits until all are ready.
+func newCluster(tb testing.TB, size int, tune func(*cluster.Config)) *testCluster {
+	tb.Helper()
+	c := &testCluster{t: tb}
+	tb.Cleanup(func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, n := range c.nodes {
+			n.stop()
+		}
+	})
+	first := startNode(tb, "n1", tb.TempDir(), true, nil, tune)
+	c.nodes = append(c.nodes, first)
+	for i := 2; i <= size; i++ {
+		c.nodes = append(c.nodes, startNode(tb, fmt.Sprintf("n%d", i), tb.TempDir(), false, []string{first.HTTPAddr()}, tune))
+	}
+	c.waitReady()
+	return c
+}
+
+func (c *testCluster) waitReady() {
+	c.t.Helper()
+	waitFor(c.t, "every node ready", 30*time.Second, func() bool {
+		for _, n := range c.nodes {
+			if n.srv == nil {
+				continue
+			}
+			if n.Ready(context.Background()) != nil {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// leader returns the running node that leads.
+func (c *testCluster) leader() *testNode {
+	c.t.Helper()
+	var l *testNode
+	waitFor(c.t, "a leader", 30*time.Second, func() bool {
+		for _, n := range c.nodes {
+			if n.srv != nil && n.IsLeader() {
+				l = n
+				return true
+			}
+		}
+		return false
+	})
+	return l
+}
+
+// followers returns the running nodes that do not lead.
+func (c *testCluster) followers() []*testNode {
+	l := c.leader()
+	var out []*testNode
+	for _, n := range c.nodes {
+		if n != l && n.srv != nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(tb testing.TB, what string, timeout time.Duration, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+var execN sync.Mutex
+var execCount int
+
+func exec(node string) store.Execution {
+	execN.Lock()
+	execCount++
+	n := execCount
+	execN.Unlock()
+	return store.Execution{ID: fmt.Sprintf("exec_test_%d_%d", time.Now().UnixNano(), n), Tool: "t", NodeID: node,
+		StartedAt: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)}
+}
+
+func key(id string) store.Key { return store.Key{Principal: "p", Session: "s", RequestID: id} }
+
+func mustReserve(tb testing.TB, s store.Store, k store.Key, ex store.Execution, want store.Outcome) store.Record {
+	tb.Helper()
+	res, err := s.Reserve(context.Background(), k, "fp", ex)
+	if err != nil {
+		tb.Fatalf("Reserve(%s): %v", k, err)
+	}
+	if res.Outcome != want {
+		tb.Fatalf("Reserve(%s) = %v, want %v", k, res.Outcome, want)
+	}
+	return res.Record
+}
+
+func completed(id string) store.Result {
+	return store.Result{ExecutionID: id, Status: store.StatusCompleted, Data: []byte(`{"ok":true}`), FinishedAt: time.Date(2026, 11, 30, 10, 0, 1, 0, time.UTC)}
+}
+
+func isUnavailable(err error) bool {
+	return errors.Is(err, store.ErrUnavailable) || errors.Is(err, store.ErrCommitUnknown)
+}

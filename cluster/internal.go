@@ -1,0 +1,289 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/carmyhq/carmy/fsm"
+	"github.com/carmyhq/carmy/store"
+)
+
+// The internal endpoints, served under the node's HTTP address. Only
+// cluster members may call them: every request carries the cluster key,
+// and without a key only loopback callers are served.
+const (
+	pathApply     = "/internal/v1/apply"
+	pathReadIndex = "/internal/v1/readindex"
+	pathJoin      = "/internal/v1/join"
+	pathRemove    = "/internal/v1/remove"
+	// InternalPrefix is the path prefix the internal handler serves.
+	InternalPrefix = "/internal/"
+	keyHeader      = "Carmy-Cluster-Key"
+	maxInternalReq = 64 << 20
+)
+
+// Internal error codes, carried in answers.
+const (
+	codeNotLeader     = "not_leader"
+	codeCommitUnknown = "commit_unknown"
+	codeUnavailable   = "unavailable"
+	codeInvalid       = "invalid"
+	codeConflict      = "conflict"
+)
+
+type applyRequest struct {
+	Commands []json.RawMessage `json:"commands"`
+}
+
+type applyResult struct {
+	Response *fsm.Response `json:"response,omitempty"`
+	Error    string        `json:"error,omitempty"`
+	Message  string        `json:"message,omitempty"`
+}
+
+type applyAnswer struct {
+	Results []applyResult `json:"results"`
+}
+
+type indexAnswer struct {
+	Index uint64 `json:"index"`
+}
+
+type joinAnswer struct {
+	Nodes []fsm.NodeInfo `json:"nodes"`
+}
+
+type removeRequest struct {
+	ID string `json:"id"`
+}
+
+type errorAnswer struct {
+	Error   string `json:"error"`
+	Message string `json:"message"`
+}
+
+// InternalHandler serves the internal endpoints (mount it at
+// InternalPrefix).
+func (n *Node) InternalHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+pathApply, n.serveApply)
+	mux.HandleFunc("POST "+pathReadIndex, n.serveReadIndex)
+	mux.HandleFunc("POST "+pathJoin, n.serveJoin)
+	mux.HandleFunc("POST "+pathRemove, n.serveRemove)
+	return n.authenticate(mux)
+}
+
+// authenticate refuses callers without the cluster key (or, without a
+// key, callers not on loopback).
+func (n *Node) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.cfg.ClusterKey == "" {
+			host, _, _ := net.SplitHostPort(r.RemoteAddr)
+			if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+				writeInternalError(w, http.StatusForbidden, "forbidden", "the internal API is loopback-only without a cluster key")
+				return
+			}
+		} else if subtle.ConstantTimeCompare([]byte(r.Header.Get(keyHeader)), []byte(n.cfg.ClusterKey)) != 1 {
+			writeInternalError(w, http.StatusForbidden, "forbidden", "missing or wrong cluster key")
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxInternalReq)
+		next.ServeHTTP(w, r)
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeInternalError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, errorAnswer{Error: code, Message: msg})
+}
+
+// codeOf names an error for the wire.
+func codeOf(err error) string {
+	switch {
+	case errors.Is(err, errNotLeader):
+		return codeNotLeader
+	case errors.Is(err, store.ErrCommitUnknown):
+		return codeCommitUnknown
+	case errors.Is(err, store.ErrInvalid):
+		return codeInvalid
+	case errors.Is(err, store.ErrConflict):
+		return codeConflict
+	}
+	return codeUnavailable
+}
+
+// errorOf rebuilds an error from its wire code.
+func errorOf(code, msg string) error {
+	switch code {
+	case codeNotLeader:
+		return errNotLeader
+	case codeCommitUnknown:
+		return fmt.Errorf("%w: %s", store.ErrCommitUnknown, msg)
+	case codeInvalid:
+		return fmt.Errorf("%w: %s", store.ErrInvalid, msg)
+	case codeConflict:
+		return fmt.Errorf("%w: %s", store.ErrConflict, msg)
+	}
+	return fmt.Errorf("%w: %s", store.ErrUnavailable, msg)
+}
+
+// serveApply applies a batch of forwarded commands. All are handed to Raft
+// at once, so they share rounds with each other and with local writes.
+func (n *Node) serveApply(w http.ResponseWriter, r *http.Request) {
+	var req applyRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		writeInternalError(w, http.StatusBadRequest, codeInvalid, err.Error())
+		return
+	}
+	ans := applyAnswer{Results: make([]applyResult, len(req.Commands))}
+	if !n.IsLeader() {
+		for i := range ans.Results {
+			ans.Results[i] = applyResult{Error: codeNotLeader}
+		}
+		writeJSON(w, http.StatusOK, ans)
+		return
+	}
+	type pending struct {
+		i int
+		f raft.ApplyFuture
+	}
+	futures := make([]pending, 0, len(req.Commands))
+	for i, raw := range req.Commands {
+		if _, err := fsm.Decode(raw); err != nil {
+			ans.Results[i] = applyResult{Error: codeInvalid, Message: err.Error()}
+			continue
+		}
+		futures = append(futures, pending{i, n.raft.Apply(raw, n.cfg.LeaderWait)})
+	}
+	for _, p := range futures {
+		resp, err := n.waitApply(p.f)
+		if err != nil {
+			ans.Results[p.i] = applyResult{Error: codeOf(err), Message: err.Error()}
+			continue
+		}
+		ans.Results[p.i] = applyResult{Response: &resp}
+	}
+	writeJSON(w, http.StatusOK, ans)
+}
+
+func (n *Node) serveReadIndex(w http.ResponseWriter, r *http.Request) {
+	idx, err := n.leaderReadIndex(r.Context())
+	if err != nil {
+		writeInternalError(w, http.StatusServiceUnavailable, codeOf(err), err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, indexAnswer{Index: idx})
+}
+
+func (n *Node) serveJoin(w http.ResponseWriter, r *http.Request) {
+	var info fsm.NodeInfo
+	if err := json.NewDecoder(r.Body).Decode(&info); err != nil {
+		writeInternalError(w, http.StatusBadRequest, codeInvalid, err.Error())
+		return
+	}
+	nodes, err := n.AddNode(r.Context(), info)
+	if err != nil {
+		writeInternalError(w, statusOfInternal(err), codeOf(err), err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, joinAnswer{Nodes: nodes})
+}
+
+func (n *Node) serveRemove(w http.ResponseWriter, r *http.Request) {
+	var req removeRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		writeInternalError(w, http.StatusBadRequest, codeInvalid, err.Error())
+		return
+	}
+	if err := n.RemoveNode(r.Context(), req.ID); err != nil {
+		writeInternalError(w, statusOfInternal(err), codeOf(err), err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
+}
+
+func statusOfInternal(err error) int {
+	if errors.Is(err, store.ErrInvalid) {
+		return http.StatusBadRequest
+	}
+	return http.StatusServiceUnavailable
+}
+
+// internalClient calls other nodes' internal endpoints over kept-alive
+// connections.
+type internalClient struct {
+	key string
+	hc  *http.Client
+}
+
+func newInternalClient(key string) *internalClient {
+	tr := &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        256,
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	return &internalClient{key: key, hc: &http.Client{Transport: tr}}
+}
+
+func (c *internalClient) close() { c.hc.CloseIdleConnections() }
+
+// post sends body to addr's path and decodes a 200 answer into out. An
+// error answer becomes the error it names. sent reports whether the
+// request may have reached the other node.
+func (c *internalClient) post(ctx context.Context, addr, path string, body, out any) (sent bool, err error) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return false, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+path, bytes.NewReader(b))
+	if err != nil {
+		return false, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if c.key != "" {
+		req.Header.Set(keyHeader, c.key)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			return false, fmt.Errorf("%w: %w", errNotSent, err)
+		}
+		return true, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxInternalReq))
+	if err != nil {
+		return true, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		var ea errorAnswer
+		if json.Unmarshal(raw, &ea) != nil || ea.Error == "" {
+			return true, fmt.Errorf("%w: %s answered %s", store.ErrUnavailable, addr, resp.Status)
+		}
+		if ea.Error == "forbidden" {
+			return true, fmt.Errorf("%w: %s refused this node: %s", store.ErrUnavailable, addr, ea.Message)
+		}
+		return true, errorOf(ea.Error, ea.Message)
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return true, fmt.Errorf("cluster: answer of %s%s: %w", addr, path, err)
+	}
+	return true, nil
+}

@@ -1,0 +1,156 @@
+package cluster
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/carmyhq/carmy/fsm"
+)
+
+// leaderDuties runs on every node and acts while it leads: after each
+// election it waits for its barrier (so it serves nothing older than what
+// was committed before), sets the cluster-wide capacity, then, every tick,
+// marks the running executions of members gossip has seen dead for
+// DeadGrace interrupted and expires finished records past Retention.
+func (n *Node) leaderDuties() {
+	tick := 100 * time.Millisecond
+	var (
+		wasLeader    bool
+		notAlive     = make(map[string]time.Time)
+		interrupted  = make(map[string]bool)
+		lastExpire   time.Time
+		lastLiveness time.Time
+		expireEvery  = min(max(n.cfg.Retention/10, time.Second), time.Minute)
+		livenessTick = min(n.cfg.DeadGrace/4, time.Second)
+	)
+	for n.sleep(tick) {
+		if !n.IsLeader() {
+			if wasLeader {
+				n.leaderReady.Store(0)
+				clear(notAlive)
+				clear(interrupted)
+			}
+			wasLeader = false
+			continue
+		}
+		if !wasLeader || n.leaderReady.Load() != n.currentTerm() {
+			if !n.becomeReady() {
+				continue
+			}
+			wasLeader = true
+		}
+		if time.Since(lastLiveness) >= livenessTick {
+			lastLiveness = time.Now()
+			n.interruptDead(notAlive, interrupted)
+		}
+		if n.cfg.Retention > 0 && time.Since(lastExpire) >= expireEvery {
+			lastExpire = time.Now()
+			n.expire()
+		}
+	}
+}
+
+// becomeReady runs a new leader's barrier and sets the capacity.
+func (n *Node) becomeReady() bool {
+	term := n.currentTerm()
+	if err := n.raft.Barrier(n.cfg.LeaderWait).Error(); err != nil {
+		n.log.Warn("leader barrier failed", slog.Any("err", err))
+		return false
+	}
+	n.leaderReady.Store(term)
+	n.log.Info("leading", slog.Uint64("term", term), slog.Uint64("applied_index", n.fsm.AppliedIndex()))
+	want := n.cfg.MaxEntries
+	if want <= 0 {
+		want = fsm.DefaultCapacity
+	}
+	if !n.fsm.CapacitySet() || n.fsm.Stats().Capacity != want {
+		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.LeaderWait)
+		defer cancel()
+		if _, err := n.Apply(ctx, fsm.SetCapacity(want)); err != nil {
+			n.log.Warn("setting the capacity failed", slog.Any("err", err))
+		}
+	}
+	return true
+}
+
+// interruptDead marks interrupted the running executions of voters that
+// gossip has not seen alive for DeadGrace, once per death.
+func (n *Node) interruptDead(notAlive map[string]time.Time, interrupted map[string]bool) {
+	cfg := n.raft.GetConfiguration()
+	if cfg.Error() != nil {
+		return
+	}
+	members := make(map[string]bool)
+	for _, s := range cfg.Configuration().Servers {
+		id := string(s.ID)
+		members[id] = true
+		if id == n.cfg.NodeID {
+			continue
+		}
+		switch n.gossipState(id) {
+		case GossipAlive, GossipSuspect:
+			delete(notAlive, id)
+			delete(interrupted, id)
+			continue
+		}
+		since, seen := notAlive[id]
+		if !seen {
+			since = time.Now()
+			if d, dead := n.members.deadFor(id); dead {
+				since = time.Now().Add(-d)
+			}
+			notAlive[id] = since
+		}
+		if interrupted[id] || time.Since(since) < n.cfg.DeadGrace {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.LeaderWait)
+		resp, err := n.Apply(ctx, fsm.Interrupt(id))
+		cancel()
+		if err != nil {
+			n.log.Warn("marking a dead node's executions interrupted failed", slog.String("dead_node", id), slog.Any("err", err))
+			continue
+		}
+		interrupted[id] = true
+		n.log.Warn("a node is dead: its running executions are now interrupted",
+			slog.String("dead_node", id), slog.Int("interrupted", resp.Count), slog.Duration("dead_for", time.Since(since)))
+	}
+	for id := range notAlive {
+		if !members[id] {
+			delete(notAlive, id)
+			delete(interrupted, id)
+		}
+	}
+}
+
+// expire proposes removing finished records older than Retention. The
+// cutoff travels in the command, so every replica removes the same ones.
+func (n *Node) expire() {
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.LeaderWait)
+	defer cancel()
+	resp, err := n.Apply(ctx, fsm.Expire(time.Now().UTC().Add(-n.cfg.Retention)))
+	if err != nil {
+		n.log.Warn("retention: expire failed", slog.Any("err", err))
+		return
+	}
+	if resp.Count > 0 {
+		n.log.Info("retention: removed finished records", slog.Int("count", resp.Count), slog.Duration("retention", n.cfg.Retention))
+	}
+}
+
+// isVoter reports whether id is in the Raft configuration.
+func (n *Node) isVoter(id string) (raft.Server, bool) {
+	cfg := n.raft.GetConfiguration()
+	if cfg.Error() != nil {
+		return raft.Server{}, false
+	}
+	for _, s := range cfg.Configuration().Servers {
+		if string(s.ID) == id {
+			return s, true
+		}
+	}
+	return raft.Server{}, false
+}

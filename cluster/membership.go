@@ -1,0 +1,196 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/carmyhq/carmy/fsm"
+	"github.com/carmyhq/carmy/store"
+)
+
+// AddNode adds (or updates) a voter: the same id and addresses again is a
+// no-op; a known id with new addresses replaces its entry; another id on
+// the same Raft address is removed first. It may be called on any node (a
+// follower forwards it to the leader) and returns the member table.
+func (n *Node) AddNode(ctx context.Context, info fsm.NodeInfo) ([]fsm.NodeInfo, error) {
+	if info.ID == "" || info.RaftAddr == "" || info.HTTPAddr == "" {
+		return nil, fmt.Errorf("%w: id, raft_addr and http_addr are required", store.ErrInvalid)
+	}
+	err := n.onLeader(ctx, func() error { return n.addLocal(ctx, info) }, func(addr string) error {
+		var ans joinAnswer
+		_, err := n.client.post(ctx, addr, pathJoin, info, &ans)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return n.fsm.Nodes(), nil
+}
+
+func (n *Node) addLocal(ctx context.Context, info fsm.NodeInfo) error {
+	cfg := n.raft.GetConfiguration()
+	if err := cfg.Error(); err != nil {
+		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+	}
+	present := false
+	for _, s := range cfg.Configuration().Servers {
+		switch {
+		case string(s.ID) == info.ID && string(s.Address) == info.RaftAddr:
+			present = true
+		case string(s.ID) != info.ID && string(s.Address) == info.RaftAddr:
+			n.log.Info("removing a member whose raft address a joining node now uses", slog.String("old_id", string(s.ID)))
+			if err := n.raft.RemoveServer(s.ID, 0, n.cfg.LeaderWait).Error(); err != nil {
+				return membershipErr(err)
+			}
+		}
+	}
+	if !present {
+		if err := n.raft.AddVoter(raft.ServerID(info.ID), raft.ServerAddress(info.RaftAddr), 0, n.cfg.LeaderWait).Error(); err != nil {
+			return membershipErr(err)
+		}
+		n.log.Info("added a voter", slog.String("id", info.ID), slog.String("raft_addr", info.RaftAddr))
+	}
+	if old, ok := n.fsm.Node(info.ID); ok && info.GossipAddr == "" {
+		info.GossipAddr = old.GossipAddr
+	}
+	if old, ok := n.fsm.Node(info.ID); ok && old == info {
+		return nil
+	}
+	resp, err := n.Apply(ctx, fsm.SetNode(info))
+	if err != nil {
+		return err
+	}
+	return resp.Err()
+}
+
+// RemoveNode removes a voter from the Raft configuration, forgets its
+// addresses and marks its running executions interrupted. It may be
+// called on any node. An id that is not a member is store.ErrNotFound.
+func (n *Node) RemoveNode(ctx context.Context, id string) error {
+	if id == "" {
+		return fmt.Errorf("%w: id is required", store.ErrInvalid)
+	}
+	return n.onLeader(ctx, func() error { return n.removeLocal(ctx, id) }, func(addr string) error {
+		_, err := n.client.post(ctx, addr, pathRemove, removeRequest{ID: id}, &struct{}{})
+		return err
+	})
+}
+
+func (n *Node) removeLocal(ctx context.Context, id string) error {
+	if _, ok := n.isVoter(id); !ok {
+		if _, known := n.fsm.Node(id); !known {
+			return fmt.Errorf("%w: no member %q", store.ErrNotFound, id)
+		}
+	} else if err := n.raft.RemoveServer(raft.ServerID(id), 0, n.cfg.LeaderWait).Error(); err != nil {
+		return membershipErr(err)
+	}
+	n.log.Info("removed a member", slog.String("id", id))
+	if id == n.cfg.NodeID {
+		// This leader removed itself and steps down; the next leader's
+		// liveness check interrupts its executions.
+		return nil
+	}
+	for _, c := range []fsm.Command{fsm.RemoveNode(id), fsm.Interrupt(id)} {
+		if _, err := n.Apply(ctx, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func membershipErr(err error) error {
+	if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipTransferInProgress) {
+		return errNotLeader
+	}
+	return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+}
+
+// onLeader runs local on the leader, or remote with the leader's HTTP
+// address on a follower, retrying while there is no leader (or it moved)
+// until LeaderWait passes.
+func (n *Node) onLeader(ctx context.Context, local func() error, remote func(addr string) error) error {
+	deadline := time.Now().Add(n.cfg.LeaderWait)
+	for attempt := 0; ; attempt++ {
+		var err error
+		if n.IsLeader() {
+			err = local()
+		} else if addr, ok := n.leaderHTTP(); ok {
+			err = remote(addr)
+		} else {
+			err = errNotSent
+		}
+		if err == nil || !(errors.Is(err, errNotLeader) || errors.Is(err, errNotSent)) {
+			return err
+		}
+		wait := min(20*time.Millisecond<<min(attempt, 4), 200*time.Millisecond)
+		if n.stopped() || time.Until(deadline) < wait {
+			return fmt.Errorf("%w: no leader within %s", store.ErrUnavailable, n.cfg.LeaderWait)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %w", store.ErrUnavailable, ctx.Err())
+		case <-time.After(wait):
+		}
+	}
+}
+
+// joinCluster asks the --join addresses to add this node until one does,
+// then joins the gossip pool through the members it learns of.
+func (n *Node) joinCluster() {
+	info := n.Info()
+	for attempt := 0; !n.stopped(); attempt++ {
+		for _, addr := range n.cfg.Join {
+			ctx, cancel := context.WithTimeout(context.Background(), n.cfg.LeaderWait+2*time.Second)
+			var ans joinAnswer
+			_, err := n.client.post(ctx, addr, pathJoin, info, &ans)
+			cancel()
+			if err != nil {
+				n.log.Warn("join: asking to be added failed", slog.String("via", addr), slog.Any("err", err))
+				continue
+			}
+			var gossip []string
+			for _, m := range ans.Nodes {
+				if m.ID != n.cfg.NodeID && m.GossipAddr != "" {
+					gossip = append(gossip, m.GossipAddr)
+				}
+			}
+			if err := n.JoinGossip(gossip); err != nil {
+				n.log.Warn("join: gossip join failed; retrying in the background", slog.Any("err", err))
+			}
+			n.log.Info("joined the cluster", slog.String("via", addr))
+			return
+		}
+		if !n.sleep(min(500*time.Millisecond<<min(attempt, 3), 5*time.Second)) {
+			return
+		}
+	}
+}
+
+// registerSelf makes sure the replicated member table holds this node's
+// current addresses (they may change across restarts), once it is a
+// member and a leader is known.
+func (n *Node) registerSelf() {
+	for n.sleep(200 * time.Millisecond) {
+		if _, member := n.isVoter(n.cfg.NodeID); !member {
+			continue
+		}
+		if id, _ := n.Leader(); id == "" {
+			continue
+		}
+		info := n.Info()
+		if old, ok := n.fsm.Node(info.ID); ok && old == info {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.LeaderWait)
+		resp, err := n.Apply(ctx, fsm.SetNode(info))
+		cancel()
+		if err == nil && resp.Err() == nil {
+			return
+		}
+	}
+}

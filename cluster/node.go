@@ -1,0 +1,274 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/carmyhq/carmy/fsm"
+)
+
+// Node is one member of a Carmy cluster. Open starts it; Close stops it.
+// All methods are safe for concurrent use.
+type Node struct {
+	cfg  Config
+	log  *slog.Logger
+	fsm  *fsm.FSM
+	raft *raft.Raft
+
+	bolt      *raftboltdb.BoltStore
+	transport *raft.NetworkTransport
+	gossip    *memberlist.Memberlist
+	members   *members
+	fwd       *forwarder
+	client    *internalClient
+
+	// leaderReady is the term in which this node, as leader, has applied
+	// everything committed before it (its barrier returned); 0 otherwise.
+	leaderReady atomic.Uint64
+
+	onCancelMu sync.RWMutex
+	onCancel   func(executionID string)
+
+	stop     chan struct{}
+	stopOnce sync.Once
+	wg       sync.WaitGroup
+}
+
+// Open starts a node: its Raft instance on DataDir, its transport, its
+// gossip member, and the background work (joining, leader duties).
+func Open(cfg Config) (*Node, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("cluster: data dir: %w", err)
+	}
+	n := &Node{cfg: cfg, log: cfg.Logger.With(slog.String("node_id", cfg.NodeID)), fsm: fsm.New(), stop: make(chan struct{})}
+	n.fsm.Observe(n.observe)
+	n.client = newInternalClient(cfg.ClusterKey)
+	n.fwd = newForwarder(n.client)
+	ok := false
+	defer func() {
+		if !ok {
+			n.closeParts()
+		}
+	}()
+
+	var err error
+	n.bolt, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft.db")})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: opening raft.db: %w", err)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(cfg.DataDir, "snapshots"), 2, newHCLog(cfg.Logger, "raft-snapshots"))
+	if err != nil {
+		return nil, fmt.Errorf("cluster: snapshot store: %w", err)
+	}
+	n.transport, err = newTransport(cfg)
+	if err != nil {
+		return nil, err
+	}
+	hasState, err := raft.HasExistingState(n.bolt, n.bolt, snaps)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: reading state: %w", err)
+	}
+	n.raft, err = raft.NewRaft(n.raftConfig(), n.fsm, n.bolt, n.bolt, snaps, n.transport)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: starting raft: %w", err)
+	}
+	if !hasState && cfg.Bootstrap {
+		boot := raft.Configuration{Servers: []raft.Server{{ID: raft.ServerID(cfg.NodeID), Address: n.transport.LocalAddr()}}}
+		if err := n.raft.BootstrapCluster(boot).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+			return nil, fmt.Errorf("cluster: bootstrap: %w", err)
+		}
+		n.log.Info("bootstrapped a new cluster")
+	}
+	if err := n.startGossip(); err != nil {
+		return nil, err
+	}
+	n.background(n.leaderDuties)
+	n.background(n.gossipRejoin)
+	n.background(n.registerSelf)
+	if !hasState && !cfg.Bootstrap {
+		if len(cfg.Join) > 0 {
+			n.background(n.joinCluster)
+		} else {
+			n.log.Warn("no state, no --bootstrap and no --join: waiting to be added by an operator (POST /v1/cluster/nodes)")
+		}
+	}
+	ok = true
+	n.log.Info("node started", slog.String("raft_addr", string(n.transport.LocalAddr())),
+		slog.String("gossip_addr", n.GossipAddr()), slog.Bool("existing_state", hasState))
+	return n, nil
+}
+
+func newTransport(cfg Config) (*raft.NetworkTransport, error) {
+	tcpAddr, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: raft address: %w", err)
+	}
+	var advertise net.Addr
+	if !tcpAddr.IP.IsUnspecified() && tcpAddr.Port != 0 {
+		advertise = tcpAddr
+	}
+	t, err := raft.NewTCPTransportWithLogger(cfg.RaftAddr, advertise, 8, 10*time.Second, newHCLog(cfg.Logger, "raft-net"))
+	if err != nil {
+		return nil, fmt.Errorf("cluster: raft transport on %s: %w", cfg.RaftAddr, err)
+	}
+	return t, nil
+}
+
+func (n *Node) raftConfig() *raft.Config {
+	c := raft.DefaultConfig()
+	c.LocalID = raft.ServerID(n.cfg.NodeID)
+	c.Logger = newHCLog(n.cfg.Logger, "raft")
+	c.ShutdownOnRemove = false
+	c.BatchApplyCh = true
+	c.MaxAppendEntries = 256
+	c.SnapshotThreshold = n.cfg.SnapshotThreshold
+	c.SnapshotInterval = n.cfg.SnapshotInterval
+	c.TrailingLogs = 10240
+	c.CommitTimeout = 5 * time.Millisecond
+	if n.cfg.Fast {
+		c.HeartbeatTimeout = 700 * time.Millisecond
+		c.ElectionTimeout = 700 * time.Millisecond
+		c.LeaderLeaseTimeout = 500 * time.Millisecond
+	}
+	return c
+}
+
+// background runs fn in a goroutine that Close waits for.
+func (n *Node) background(fn func()) {
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		fn()
+	}()
+}
+
+// stopped reports whether Close has begun.
+func (n *Node) stopped() bool {
+	select {
+	case <-n.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// sleep waits d or until Close; false when closing.
+func (n *Node) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-n.stop:
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// ID returns the node's id.
+func (n *Node) ID() string { return n.cfg.NodeID }
+
+// RaftAddr returns the Raft transport's address.
+func (n *Node) RaftAddr() string { return string(n.transport.LocalAddr()) }
+
+// HTTPAddr returns the node's advertised HTTP address.
+func (n *Node) HTTPAddr() string { return n.cfg.HTTPAddr }
+
+// FSM returns the node's state machine (for reads and tests).
+func (n *Node) FSM() *fsm.FSM { return n.fsm }
+
+// Raft returns the node's Raft instance (for tests and tools).
+func (n *Node) Raft() *raft.Raft { return n.raft }
+
+// IsLeader reports whether this node is the leader.
+func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
+
+// Info returns this node's addresses.
+func (n *Node) Info() fsm.NodeInfo {
+	return fsm.NodeInfo{ID: n.cfg.NodeID, RaftAddr: n.RaftAddr(), HTTPAddr: n.cfg.HTTPAddr, GossipAddr: n.GossipAddr()}
+}
+
+// HandOff transfers leadership to another voter when this node leads, so
+// that a graceful stop does not wait for an election timeout. It is a
+// no-op on a follower or a single-voter cluster.
+func (n *Node) HandOff() {
+	if !n.IsLeader() {
+		return
+	}
+	cfg := n.raft.GetConfiguration()
+	if cfg.Error() != nil || len(cfg.Configuration().Servers) < 2 {
+		return
+	}
+	if err := n.raft.LeadershipTransfer().Error(); err != nil {
+		n.log.Warn("leadership transfer failed", slog.Any("err", err))
+		return
+	}
+	n.log.Info("handed leadership over")
+}
+
+// Close stops the node: it hands leadership over, leaves the gossip pool
+// and shuts Raft down. The node stays in the Raft configuration.
+func (n *Node) Close() error {
+	n.HandOff()
+	n.stopOnce.Do(func() { close(n.stop) })
+	n.fwd.close()
+	if n.gossip != nil {
+		_ = n.gossip.Leave(time.Second)
+	}
+	n.wg.Wait()
+	return n.closeParts()
+}
+
+func (n *Node) closeParts() error {
+	var errs []error
+	if n.gossip != nil {
+		errs = append(errs, n.gossip.Shutdown())
+	}
+	if n.raft != nil {
+		errs = append(errs, n.raft.Shutdown().Error())
+	}
+	if n.transport != nil {
+		errs = append(errs, n.transport.Close())
+	}
+	if n.bolt != nil {
+		errs = append(errs, n.bolt.Close())
+	}
+	n.client.close()
+	return errors.Join(errs...)
+}
+
+// OnCancel installs the function told when a cancel of one of this node's
+// executions is applied, so the tool's context is cancelled wherever the
+// cancel was asked.
+func (n *Node) OnCancel(fn func(executionID string)) {
+	n.onCancelMu.Lock()
+	n.onCancel = fn
+	n.onCancelMu.Unlock()
+}
+
+// observe sees every applied command (on Raft's apply goroutine).
+func (n *Node) observe(_ uint64, c fsm.Command, r fsm.Response) {
+	if c.Type != fsm.TypeCancel || r.Error != "" || r.Record.NodeID != n.cfg.NodeID {
+		return
+	}
+	n.onCancelMu.RLock()
+	fn := n.onCancel
+	n.onCancelMu.RUnlock()
+	if fn != nil {
+		go fn(c.ExecutionID)
+	}
+}

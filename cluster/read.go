@@ -1,0 +1,106 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/carmyhq/carmy/store"
+)
+
+// currentTerm returns Raft's current term.
+func (n *Node) currentTerm() uint64 {
+	t, _ := strconv.ParseUint(n.raft.Stats()["term"], 10, 64)
+	return t
+}
+
+// leaderReadIndex returns an index a linearizable read must wait for: this
+// node's commit index, after confirming that it still leads and that it
+// has applied everything committed before its term (its barrier).
+func (n *Node) leaderReadIndex(context.Context) (uint64, error) {
+	if !n.IsLeader() {
+		return 0, errNotLeader
+	}
+	if ready := n.leaderReady.Load(); ready == 0 || ready != n.currentTerm() {
+		return 0, fmt.Errorf("%w: the new leader has not caught up yet", errNotLeader)
+	}
+	if err := n.raft.VerifyLeader().Error(); err != nil {
+		return 0, errNotLeader
+	}
+	return n.raft.CommitIndex(), nil
+}
+
+// ReadBarrier waits until this node's state reflects every write committed
+// before the call: the leader's read index, applied here. Reads that
+// follow it are linearizable. It fails with store.ErrUnavailable when no
+// leader answers within LeaderWait.
+func (n *Node) ReadBarrier(ctx context.Context) error {
+	deadline := time.Now().Add(n.cfg.LeaderWait)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	for attempt := 0; ; attempt++ {
+		idx, err := n.readIndex(ctx, deadline)
+		if err == nil {
+			return n.waitApplied(ctx, idx, deadline)
+		}
+		if n.stopped() {
+			return fmt.Errorf("%w: the node is shutting down", store.ErrUnavailable)
+		}
+		wait := min(10*time.Millisecond<<min(attempt, 4), 100*time.Millisecond)
+		if time.Until(deadline) < wait {
+			return fmt.Errorf("%w: no leader confirmed a read within %s: %w", store.ErrUnavailable, n.cfg.LeaderWait, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %w", store.ErrUnavailable, ctx.Err())
+		case <-time.After(wait):
+		}
+	}
+}
+
+func (n *Node) readIndex(ctx context.Context, deadline time.Time) (uint64, error) {
+	if n.IsLeader() {
+		return n.leaderReadIndex(ctx)
+	}
+	leader, ok := n.leaderHTTP()
+	if !ok {
+		return 0, errNotSent
+	}
+	rctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	var ans indexAnswer
+	if _, err := n.client.post(rctx, leader, pathReadIndex, struct{}{}, &ans); err != nil {
+		return 0, err
+	}
+	return ans.Index, nil
+}
+
+func (n *Node) waitApplied(ctx context.Context, idx uint64, deadline time.Time) error {
+	select {
+	case <-n.fsm.WaitApplied(idx):
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", store.ErrUnavailable, ctx.Err())
+	case <-time.After(time.Until(deadline)):
+		return fmt.Errorf("%w: this node did not catch up to index %d in time", store.ErrUnavailable, idx)
+	case <-n.stop:
+		return fmt.Errorf("%w: the node is shutting down", store.ErrUnavailable)
+	}
+}
+
+// Ready returns nil when the node knows a leader and has applied the log
+// up to what it knows committed (SPEC §2.7 /readyz).
+func (n *Node) Ready(context.Context) error {
+	if id, _ := n.Leader(); id == "" {
+		return fmt.Errorf("%w: no known leader", store.ErrUnavailable)
+	}
+	if applied, commit := n.fsm.AppliedIndex(), n.raft.CommitIndex(); applied < commit {
+		return fmt.Errorf("%w: applied %d of %d committed entries", store.ErrUnavailable, applied, commit)
+	}
+	if !n.fsm.CapacitySet() {
+		return fmt.Errorf("%w: the leader has not set the cluster's capacity yet", store.ErrUnavailable)
+	}
+	return nil
+}

@@ -1,0 +1,134 @@
+package cluster
+
+import (
+	"context"
+	"time"
+
+	"github.com/carmyhq/carmy/fsm"
+	"github.com/carmyhq/carmy/store"
+)
+
+// Store is the Raft-backed store.Store of a node. Writes are commands
+// through Node.Apply; their outcomes come from the log. Reads come from
+// this node's applied state after a ReadBarrier, except that a finished
+// record, being immutable, is answered from local state at once.
+type Store struct{ n *Node }
+
+var (
+	_ store.Store   = (*Store)(nil)
+	_ store.Expirer = (*Store)(nil)
+)
+
+// Store returns the node's store.
+func (n *Node) Store() *Store { return &Store{n: n} }
+
+// Node returns the store's node.
+func (s *Store) Node() *Node { return s.n }
+
+// apply commits c and turns its Response into a record or an error.
+func (s *Store) apply(ctx context.Context, c fsm.Command) (fsm.Response, error) {
+	resp, err := s.n.Apply(ctx, c)
+	if err != nil {
+		return fsm.Response{}, err
+	}
+	return resp, resp.Err()
+}
+
+// Reserve implements store.Store. A finished record is answered from local
+// state (replay or conflict: it can no longer change); anything else goes
+// through the log.
+func (s *Store) Reserve(ctx context.Context, key store.Key, fingerprint string, exec store.Execution) (store.Reservation, error) {
+	if rec, err := s.n.fsm.Lookup(key); err == nil && rec.Status.Finished() {
+		if rec.Fingerprint == fingerprint {
+			return store.Reservation{Outcome: store.Replay, Record: rec}, nil
+		}
+		return store.Reservation{Outcome: store.Conflict, Record: rec}, nil
+	}
+	resp, err := s.apply(ctx, fsm.Reserve(key, fingerprint, exec))
+	if err != nil {
+		return store.Reservation{}, err
+	}
+	return store.Reservation{Outcome: resp.Outcome, Record: resp.Record}, nil
+}
+
+// Complete implements store.Store.
+func (s *Store) Complete(ctx context.Context, key store.Key, fingerprint string, res store.Result) (store.Record, error) {
+	if err := res.Validate(); err != nil {
+		return store.Record{}, err
+	}
+	resp, err := s.apply(ctx, fsm.Complete(key, fingerprint, res))
+	return resp.Record, err
+}
+
+// read answers from local state: at once when get finds a finished
+// record, else after a ReadBarrier.
+func (s *Store) read(ctx context.Context, get func() (store.Record, error)) (store.Record, error) {
+	if rec, err := get(); err == nil && rec.Status.Finished() {
+		return rec, nil
+	}
+	if err := s.n.ReadBarrier(ctx); err != nil {
+		return store.Record{}, err
+	}
+	return get()
+}
+
+// Get implements store.Store.
+func (s *Store) Get(ctx context.Context, executionID string) (store.Record, error) {
+	return s.read(ctx, func() (store.Record, error) { return s.n.fsm.Get(executionID) })
+}
+
+// Lookup implements store.Store.
+func (s *Store) Lookup(ctx context.Context, key store.Key) (store.Record, error) {
+	return s.read(ctx, func() (store.Record, error) { return s.n.fsm.Lookup(key) })
+}
+
+// List implements store.Store.
+func (s *Store) List(ctx context.Context, q store.ListQuery) (store.Page, error) {
+	if err := s.n.ReadBarrier(ctx); err != nil {
+		return store.Page{}, err
+	}
+	return s.n.fsm.List(q), nil
+}
+
+// Cancel implements store.Store.
+func (s *Store) Cancel(ctx context.Context, executionID string, res store.Result) (store.Record, error) {
+	resp, err := s.apply(ctx, fsm.Cancel(executionID, res))
+	return resp.Record, err
+}
+
+// Resolve implements store.Store.
+func (s *Store) Resolve(ctx context.Context, executionID string, r store.Resolution) (store.Record, error) {
+	resp, err := s.apply(ctx, fsm.Resolve(executionID, r))
+	return resp.Record, err
+}
+
+// Release implements store.Store.
+func (s *Store) Release(ctx context.Context, executionID string, allowRunning bool) (store.Record, error) {
+	resp, err := s.apply(ctx, fsm.Release(executionID, allowRunning))
+	return resp.Record, err
+}
+
+// MarkInterrupted implements store.Store.
+func (s *Store) MarkInterrupted(ctx context.Context, nodeID string) (int, error) {
+	resp, err := s.apply(ctx, fsm.Interrupt(nodeID))
+	return resp.Count, err
+}
+
+// Expire implements store.Expirer.
+func (s *Store) Expire(ctx context.Context, cutoff time.Time) (int, error) {
+	resp, err := s.apply(ctx, fsm.Expire(cutoff))
+	return resp.Count, err
+}
+
+// Stats implements store.Store: this node's applied state.
+func (s *Store) Stats(context.Context) (store.Stats, error) { return s.n.fsm.Stats(), nil }
+
+// Ready reports whether the node can serve (carmy.Readier).
+func (s *Store) Ready(ctx context.Context) error { return s.n.Ready(ctx) }
+
+// RunnerGone implements carmy.Liveness.
+func (s *Store) RunnerGone(nodeID string) bool { return s.n.RunnerGone(nodeID) }
+
+// OnCancel installs the function told when a cancel of one of this node's
+// executions is applied.
+func (s *Store) OnCancel(fn func(executionID string)) { s.n.OnCancel(fn) }

@@ -1,0 +1,182 @@
+package fsm_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/carmyhq/carmy/fsm"
+	"github.com/carmyhq/carmy/store"
+)
+
+// everyCommand returns one command of each constructor.
+func everyCommand() map[string]fsm.Command {
+	return map[string]fsm.Command{
+		"reserve":  fsm.Reserve(key("r1"), fp, execution("e1", "n1")),
+		"complete": fsm.Complete(key("r1"), fp, completed("e1", `{"order_id":1,"tags":["a","<b>"]}`, t0.Add(time.Second))),
+		"complete failed": fsm.Complete(key("r1"), fp,
+			failedWith("e1", store.StatusTimedOut, "TIMEOUT", t0.Add(1500*time.Millisecond))),
+		"cancel": fsm.Cancel("e1", cancelled("e1", t0.Add(time.Minute))),
+		"resolve": fsm.Resolve("e1", store.Resolution{
+			Result:       completed("e1", `"done"`, t0.Add(time.Hour)),
+			AllowRunning: true,
+		}),
+		"release":         fsm.Release("e1", false),
+		"release running": fsm.Release("e1", true),
+		"interrupt":       fsm.Interrupt("n1"),
+		"expire":          fsm.Expire(t0.Add(-24 * time.Hour)),
+		"capacity":        fsm.SetCapacity(42),
+		"node": fsm.SetNode(fsm.NodeInfo{
+			ID: "n1", RaftAddr: "10.0.0.1:7000", HTTPAddr: "10.0.0.1:8080", GossipAddr: "10.0.0.1:7946",
+		}),
+		"node removed": fsm.RemoveNode("n1"),
+	}
+}
+
+func TestCommandRoundTrip(t *testing.T) {
+	for name, c := range everyCommand() {
+		t.Run(name, func(t *testing.T) {
+			if c.V != fsm.Version {
+				t.Fatalf("constructor set version %d, want %d", c.V, fsm.Version)
+			}
+			b := mustEncode(t, c)
+			got, err := fsm.Decode(b)
+			if err != nil {
+				t.Fatalf("decode %s: %v", b, err)
+			}
+			if !sameCommand(t, got, c) {
+				t.Fatalf("round trip changed the command:\n got %+v\nwant %+v", got, c)
+			}
+			if again := mustEncode(t, got); string(again) != string(b) {
+				t.Fatalf("encoding is not stable:\n%s\n%s", again, b)
+			}
+		})
+	}
+}
+
+func TestCommandConstructorsSetTheirType(t *testing.T) {
+	want := map[string]fsm.Type{
+		"reserve": fsm.TypeReserve, "complete": fsm.TypeComplete, "complete failed": fsm.TypeComplete,
+		"cancel": fsm.TypeCancel, "resolve": fsm.TypeResolve, "release": fsm.TypeRelease,
+		"release running": fsm.TypeRelease, "interrupt": fsm.TypeInterrupt, "expire": fsm.TypeExpire,
+		"capacity": fsm.TypeCapacity, "node": fsm.TypeNode, "node removed": fsm.TypeNodeRemoved,
+	}
+	for name, c := range everyCommand() {
+		if c.Type != want[name] {
+			t.Errorf("%s: type %q, want %q", name, c.Type, want[name])
+		}
+	}
+}
+
+// The zero values that omitempty drops must come back as the same zero
+// values: a capacity of 0 (refused when applied, not lost), an expire with
+// no cutoff, a release without allow_running.
+func TestCommandRoundTripOfZeroValues(t *testing.T) {
+	for _, c := range []fsm.Command{
+		fsm.SetCapacity(0),
+		fsm.SetCapacity(-3),
+		fsm.Expire(time.Time{}),
+		fsm.Release("", false),
+		fsm.Interrupt(""),
+		fsm.RemoveNode(""),
+		fsm.Reserve(store.Key{}, "", store.Execution{}),
+	} {
+		got, err := fsm.Decode(mustEncode(t, c))
+		if err != nil {
+			t.Fatalf("%s: %v", c.Type, err)
+		}
+		if !sameCommand(t, got, c) {
+			t.Fatalf("%s: got %+v, want %+v", c.Type, got, c)
+		}
+	}
+}
+
+func TestCommandEncodingKeepsTimesExactly(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 123456789, time.FixedZone("CET", 3600))
+	c := fsm.Complete(key("r"), fp, completed("e", `1`, at))
+	got, err := fsm.Decode(mustEncode(t, c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Result.FinishedAt.Equal(at) {
+		t.Fatalf("finished_at %v, want %v", got.Result.FinishedAt, at)
+	}
+	if _, off := got.Result.FinishedAt.Zone(); off != 3600 {
+		t.Fatalf("offset %d, want 3600", off)
+	}
+}
+
+func TestDecodeRefuses(t *testing.T) {
+	for name, in := range map[string]string{
+		"empty":                     ``,
+		"not json":                  `reserve e1`,
+		"truncated":                 `{"v":1,"type":"reserve"`,
+		"array":                     `[]`,
+		"string":                    `"reserve"`,
+		"null":                      `null`,
+		"trailing garbage":          `{"v":1,"type":"interrupt","node_id":"n1"} x`,
+		"no version":                `{"type":"interrupt","node_id":"n1"}`,
+		"version 0":                 `{"v":0,"type":"interrupt","node_id":"n1"}`,
+		"version 2":                 `{"v":2,"type":"interrupt","node_id":"n1"}`,
+		"version as string":         `{"v":"1","type":"interrupt","node_id":"n1"}`,
+		"no type":                   `{"v":1}`,
+		"unknown type":              `{"v":1,"type":"explode"}`,
+		"type in other case":        `{"v":1,"type":"RESERVE"}`,
+		"reserve without anything":  `{"v":1,"type":"reserve"}`,
+		"reserve without key":       `{"v":1,"type":"reserve","fingerprint":"fp","execution":{"execution_id":"e1"}}`,
+		"reserve with null key":     `{"v":1,"type":"reserve","key":null,"execution":{"execution_id":"e1"}}`,
+		"reserve without execution": `{"v":1,"type":"reserve","key":{"request_id":"r"},"fingerprint":"fp"}`,
+		"complete without result":   `{"v":1,"type":"complete","key":{"request_id":"r"},"fingerprint":"fp"}`,
+		"complete without key":      `{"v":1,"type":"complete","result":{"execution_id":"e1","status":"completed"}}`,
+		"cancel without result":     `{"v":1,"type":"cancel","execution_id":"e1"}`,
+		"resolve without resolution": `{"v":1,"type":"resolve","execution_id":"e1",` +
+			`"result":{"execution_id":"e1","status":"completed"}}`,
+		"node without node":   `{"v":1,"type":"node","node_id":"n1"}`,
+		"node without id":     `{"v":1,"type":"node","node":{"raft_addr":"a","http_addr":"b"}}`,
+		"node with empty id":  `{"v":1,"type":"node","node":{"id":"","raft_addr":"a"}}`,
+		"capacity as string":  `{"v":1,"type":"capacity","capacity":"10"}`,
+		"capacity fraction":   `{"v":1,"type":"capacity","capacity":1.5}`,
+		"bad cutoff":          `{"v":1,"type":"expire","cutoff":"yesterday"}`,
+		"key as string":       `{"v":1,"type":"reserve","key":"r","execution":{"execution_id":"e1"}}`,
+		"execution as array":  `{"v":1,"type":"reserve","key":{"request_id":"r"},"execution":[]}`,
+		"allow_running as 1":  `{"v":1,"type":"release","execution_id":"e1","allow_running":1}`,
+		"invalid utf8 syntax": "{\"v\":1,\"type\":\"interrupt\",\"node_id\":\"n1\"\xff}",
+	} {
+		t.Run(name, func(t *testing.T) {
+			c, err := fsm.Decode([]byte(in))
+			if !errors.Is(err, fsm.ErrMalformed) {
+				t.Fatalf("Decode(%q) = %+v, %v; want ErrMalformed", in, c, err)
+			}
+			if c.Type != "" || c.V != 0 {
+				t.Fatalf("Decode returned a command with its error: %+v", c)
+			}
+		})
+	}
+}
+
+// Commands written by a later minor revision with fields this one does not
+// know still decode: unknown fields are ignored, the version decides.
+func TestDecodeIgnoresUnknownFields(t *testing.T) {
+	c, err := fsm.Decode([]byte(`{"v":1,"type":"interrupt","node_id":"n1","reason":"restart"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Type != fsm.TypeInterrupt || c.NodeID != "n1" {
+		t.Fatalf("decoded %+v", c)
+	}
+}
+
+// A command that cannot be written to the log is refused before it is
+// proposed, as an invalid argument.
+func TestEncodeRefusesUnencodable(t *testing.T) {
+	for name, c := range map[string]fsm.Command{
+		"invalid data":   fsm.Complete(key("r1"), fp, completed("e1", `{"a":`, t0)),
+		"invalid error":  fsm.Cancel("e1", store.Result{ExecutionID: "e1", Status: store.StatusCancelled, Error: []byte(`{x}`), FinishedAt: t0}),
+		"year past 9999": fsm.Expire(time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)),
+	} {
+		b, err := fsm.Encode(c)
+		if !errors.Is(err, store.ErrInvalid) || b != nil {
+			t.Errorf("%s: Encode = %q, %v; want ErrInvalid", name, b, err)
+		}
+	}
+}

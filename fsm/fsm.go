@@ -1,0 +1,239 @@
+package fsm
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/carmyhq/carmy/store"
+)
+
+// FSM is the raft.BatchingFSM over a Processor. Raft calls Apply,
+// ApplyBatch, Snapshot and Restore from one goroutine; the read methods may
+// be called concurrently with them from any goroutine.
+type FSM struct {
+	mu      sync.RWMutex
+	p       *Processor
+	applied atomic.Uint64
+	// observer, when set, sees every applied command and its response
+	// after the state changed. It runs on Raft's apply goroutine and must
+	// not block.
+	observer func(index uint64, c Command, r Response)
+
+	waitMu  sync.Mutex
+	waiters map[chan struct{}]uint64
+}
+
+var _ raft.BatchingFSM = (*FSM)(nil)
+
+// New returns an empty FSM.
+func New() *FSM {
+	return &FSM{p: NewProcessor(), waiters: make(map[chan struct{}]uint64)}
+}
+
+// Observe installs the observer (before Raft starts).
+func (f *FSM) Observe(fn func(index uint64, c Command, r Response)) { f.observer = fn }
+
+// Apply implements raft.FSM. It returns a Response for commands (one with
+// Error ErrCodeInvalid for entries it cannot decode), and nil for other log
+// types.
+func (f *FSM) Apply(l *raft.Log) any {
+	return f.ApplyBatch([]*raft.Log{l})[0]
+}
+
+// ApplyBatch implements raft.BatchingFSM: the batch is applied under one
+// lock acquisition.
+func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
+	out := make([]any, len(logs))
+	type applied struct {
+		index uint64
+		cmd   Command
+		resp  Response
+	}
+	var seen []applied
+	f.mu.Lock()
+	for i, l := range logs {
+		if l.Type != raft.LogCommand {
+			continue
+		}
+		c, err := Decode(l.Data)
+		if err != nil {
+			// A committed entry that this node cannot read: every
+			// replica refuses it alike, and the proposer learns why.
+			out[i] = Response{Error: ErrCodeInvalid, Message: err.Error()}
+			continue
+		}
+		r := f.p.Apply(l.Index, c)
+		out[i] = r
+		if f.observer != nil {
+			seen = append(seen, applied{l.Index, c, r})
+		}
+	}
+	if n := len(logs); n > 0 {
+		f.applied.Store(logs[n-1].Index)
+	}
+	f.mu.Unlock()
+	for _, a := range seen {
+		f.observer(a.index, a.cmd, a.resp)
+	}
+	if n := len(logs); n > 0 {
+		f.wake(logs[n-1].Index)
+	}
+	return out
+}
+
+// Snapshot implements raft.FSM. The state is encoded under the read lock
+// (records are copied, their payloads immutable) and written out later.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.RLock()
+	b, err := f.p.MarshalSnapshot()
+	f.mu.RUnlock()
+	if err != nil {
+		return nil, fmt.Errorf("fsm: snapshot: %w", err)
+	}
+	return &fsmSnapshot{data: b}, nil
+}
+
+// Restore implements raft.FSM: the state is decoded aside and swapped in
+// under the write lock, so readers never see a half-restored state.
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	fresh := NewProcessor()
+	if err := fresh.RestoreSnapshot(rc); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.p = fresh
+	f.mu.Unlock()
+	return nil
+}
+
+type fsmSnapshot struct{ data []byte }
+
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := sink.Write(s.data); err != nil {
+		_ = sink.Cancel()
+		return fmt.Errorf("fsm: persist snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+func (s *fsmSnapshot) Release() {}
+
+// AppliedIndex returns the index of the last entry applied.
+func (f *FSM) AppliedIndex() uint64 { return f.applied.Load() }
+
+// SetApplied records the index a restored snapshot stands at (Raft
+// restores snapshots without telling their index to the FSM).
+func (f *FSM) SetApplied(index uint64) {
+	for {
+		cur := f.applied.Load()
+		if index <= cur || f.applied.CompareAndSwap(cur, index) {
+			break
+		}
+	}
+	f.wake(index)
+}
+
+// WaitApplied returns a channel closed once the FSM has applied index.
+func (f *FSM) WaitApplied(index uint64) <-chan struct{} {
+	ch := make(chan struct{})
+	if f.applied.Load() >= index {
+		close(ch)
+		return ch
+	}
+	f.waitMu.Lock()
+	f.waiters[ch] = index
+	f.waitMu.Unlock()
+	if f.applied.Load() >= index {
+		f.wake(index)
+	}
+	return ch
+}
+
+func (f *FSM) wake(index uint64) {
+	f.waitMu.Lock()
+	defer f.waitMu.Unlock()
+	for ch, want := range f.waiters {
+		if want <= index {
+			close(ch)
+			delete(f.waiters, ch)
+		}
+	}
+}
+
+// Reads. Each sees the state as of the last applied entry.
+
+// Get returns the record of an execution.
+func (f *FSM) Get(executionID string) (store.Record, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.p.st.Get(executionID)
+}
+
+// Lookup returns the record of an identity.
+func (f *FSM) Lookup(key store.Key) (store.Record, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.p.st.Lookup(key)
+}
+
+// List returns one page of a session's records.
+func (f *FSM) List(q store.ListQuery) store.Page {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.p.st.List(q)
+}
+
+// Stats returns the number of records and the capacity.
+func (f *FSM) Stats() store.Stats {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return store.Stats{Entries: f.p.st.Len(), Capacity: f.p.st.Capacity()}
+}
+
+// CapacitySet reports whether the cluster's capacity has been set.
+func (f *FSM) CapacitySet() bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.p.CapacitySet()
+}
+
+// Nodes returns the member table.
+func (f *FSM) Nodes() []NodeInfo {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.p.Nodes()
+}
+
+// Node returns one member's addresses.
+func (f *FSM) Node(id string) (NodeInfo, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.p.Node(id)
+}
+
+// Hash returns the SHA-256 (hex) of the state's snapshot bytes: equal on
+// replicas that applied the same log.
+func (f *FSM) Hash() (string, error) {
+	f.mu.RLock()
+	b, err := f.p.MarshalSnapshot()
+	f.mu.RUnlock()
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// SnapshotBytes returns the state's snapshot bytes (for tests and tools).
+func (f *FSM) SnapshotBytes() ([]byte, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.p.MarshalSnapshot()
+}

@@ -1,0 +1,85 @@
+package fsm
+
+import (
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/carmyhq/carmy/store"
+)
+
+// DefaultCapacity is the bound on records until a capacity command sets
+// one. It is a constant, not a node's flag, so that replicas agree before
+// the first capacity command as after it.
+const DefaultCapacity = 100000
+
+// Processor applies commands to a store.State and the member table. It is
+// deterministic and not safe for concurrent use: the FSM serialises it.
+type Processor struct {
+	st    *store.State
+	nodes map[string]NodeInfo
+	// capacitySet: a capacity command has been applied, so the bound is
+	// the cluster's choice rather than DefaultCapacity.
+	capacitySet bool
+}
+
+// NewProcessor returns an empty processor.
+func NewProcessor() *Processor {
+	return &Processor{st: store.NewState(DefaultCapacity), nodes: make(map[string]NodeInfo)}
+}
+
+// State returns the record table. Callers must not change it.
+func (p *Processor) State() *store.State { return p.st }
+
+// Apply applies cmd, committed at log index, and returns its outcome. A
+// reservation's Seq (its fencing token) is the index.
+func (p *Processor) Apply(index uint64, c Command) Response {
+	switch c.Type {
+	case TypeReserve:
+		res, err := p.st.Reserve(*c.Key, c.Fingerprint, *c.Execution, index)
+		if err != nil {
+			return responseOf(store.Record{}, err)
+		}
+		return Response{Outcome: res.Outcome, Record: res.Record}
+	case TypeComplete:
+		return responseOf(p.st.Complete(*c.Key, c.Fingerprint, *c.Result))
+	case TypeCancel:
+		return responseOf(p.st.Cancel(c.ExecutionID, *c.Result))
+	case TypeResolve:
+		return responseOf(p.st.Resolve(c.ExecutionID, *c.Resolution))
+	case TypeRelease:
+		return responseOf(p.st.Release(c.ExecutionID, c.AllowRunning))
+	case TypeInterrupt:
+		return Response{Count: p.st.MarkInterrupted(c.NodeID)}
+	case TypeExpire:
+		return Response{Count: p.st.Expire(c.Cutoff)}
+	case TypeCapacity:
+		if c.Capacity <= 0 {
+			return Response{Error: ErrCodeInvalid, Message: "capacity must be positive"}
+		}
+		p.st.SetCapacity(c.Capacity)
+		p.capacitySet = true
+		return Response{}
+	case TypeNode:
+		p.nodes[c.Node.ID] = *c.Node
+		return Response{}
+	case TypeNodeRemoved:
+		delete(p.nodes, c.NodeID)
+		return Response{}
+	}
+	return Response{Error: ErrCodeInvalid, Message: "unknown command type " + string(c.Type)}
+}
+
+// CapacitySet reports whether a capacity command has been applied.
+func (p *Processor) CapacitySet() bool { return p.capacitySet }
+
+// Nodes returns the member table, sorted by id.
+func (p *Processor) Nodes() []NodeInfo {
+	return slices.SortedFunc(maps.Values(p.nodes), func(a, b NodeInfo) int { return strings.Compare(a.ID, b.ID) })
+}
+
+// Node returns one member's addresses.
+func (p *Processor) Node(id string) (NodeInfo, bool) {
+	n, ok := p.nodes[id]
+	return n, ok
+}

@@ -1,0 +1,123 @@
+package fsm_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/carmyhq/carmy/fsm"
+	"github.com/carmyhq/carmy/store"
+)
+
+// overTheWire returns r as a forwarding follower receives it: encoded by
+// the leader, decoded by the follower.
+func overTheWire(tb testing.TB, r fsm.Response) fsm.Response {
+	tb.Helper()
+	b := mustJSON(tb, r)
+	var got fsm.Response
+	if err := json.Unmarshal(b, &got); err != nil {
+		tb.Fatalf("decode response %s: %v", b, err)
+	}
+	if again := mustJSON(tb, got); !bytes.Equal(again, b) {
+		tb.Fatalf("response changed over the wire:\n%s\n%s", b, again)
+	}
+	return got
+}
+
+// Every kind of response a command can give keeps its meaning through
+// JSON: the same outcome and record, and an Err that matches the same
+// sentinel (and typed error, with its record).
+func TestResponseErrSurvivesJSON(t *testing.T) {
+	x := seeded(t)
+	running := x.mustGet("e-run")
+	done := x.mustGet("e-done")
+	x.mustOK(fsm.SetCapacity(5))
+
+	cases := []struct {
+		name    string
+		c       fsm.Command
+		want    error // nil: success
+		outcome store.Outcome
+		record  *store.Record
+	}{
+		{"reserved", fsm.Reserve(key("new"), fp, execution("e-new", "n1")), nil, store.Reserved, nil},
+		{"replay", fsm.Reserve(key("done"), fp, execution("e-x", "n1")), nil, store.Replay, &done},
+		{"uncertain", fsm.Reserve(key("run"), fp, execution("e-x", "n1")), nil, store.Uncertain, &running},
+		{"conflict outcome", fsm.Reserve(key("done"), "fp-b", execution("e-x", "n1")), nil, store.Conflict, &done},
+		{"capacity", fsm.Reserve(key("full"), fp, execution("e-full", "n1")), store.ErrCapacity, 0, nil},
+		{"not found", fsm.Release("e-nope", true), store.ErrNotFound, 0, nil},
+		{"invalid state", fsm.Complete(key("done"), fp, completed("e-done", `2`, t0)), store.ErrInvalidState, 0, &done},
+		{"conflict error", fsm.Complete(key("run"), "fp-b", completed("e-run", `2`, t0)), store.ErrConflict, 0, &running},
+		{"invalid", fsm.Cancel("e-run", completed("e-run", `2`, t0)), store.ErrInvalid, 0, nil},
+		{"invalid capacity", fsm.SetCapacity(0), store.ErrInvalid, 0, nil},
+		{"count", fsm.Interrupt("n1"), nil, 0, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := x.apply(tc.c)
+			w := overTheWire(t, r)
+			for side, resp := range map[string]fsm.Response{"leader": r, "follower": w} {
+				err := resp.Err()
+				if tc.want == nil && err != nil {
+					t.Fatalf("%s: unexpected error %v", side, err)
+				}
+				if tc.want != nil && !errors.Is(err, tc.want) {
+					t.Fatalf("%s: Err() = %v, want %v", side, err, tc.want)
+				}
+				if store.CodeOf(err) != store.CodeOf(tc.want) {
+					t.Fatalf("%s: code %q, want %q", side, store.CodeOf(err), store.CodeOf(tc.want))
+				}
+				if resp.Outcome != tc.outcome {
+					t.Fatalf("%s: outcome %v, want %v", side, resp.Outcome, tc.outcome)
+				}
+				if tc.record != nil && !sameRecord(t, resp.Record, *tc.record) {
+					t.Fatalf("%s: record %+v, want %+v", side, resp.Record, *tc.record)
+				}
+			}
+			if r.Outcome == store.Reserved && (w.Record.Seq != x.index || w.Record.ExecutionID != "e-new") {
+				t.Fatalf("reserved record over the wire: %+v", w.Record)
+			}
+			if tc.c.Type == fsm.TypeInterrupt && (r.Count != 2 || w.Count != 2) {
+				t.Fatalf("count %d over the wire %d, want 2 (e-run and e-new)", r.Count, w.Count)
+			}
+		})
+	}
+}
+
+func TestResponseTypedErrorsKeepTheirRecord(t *testing.T) {
+	x := seeded(t)
+	running := x.mustGet("e-run")
+
+	w := overTheWire(t, x.apply(fsm.Complete(key("run"), fp, completed("e-other", `1`, t0.Add(time.Second)))))
+	var se *store.StateError
+	if !errors.As(w.Err(), &se) {
+		t.Fatalf("Err() = %T %v, want *store.StateError", w.Err(), w.Err())
+	}
+	if se.Op != "complete" || !sameRecord(t, se.Record, running) {
+		t.Fatalf("state error %+v, want op complete with %+v", se, running)
+	}
+	if f := se.Fields(); f["execution_id"] != "e-run" || f["status"] != store.StatusRunning {
+		t.Fatalf("fields %v", f)
+	}
+
+	w = overTheWire(t, x.apply(fsm.Complete(key("run"), "fp-b", completed("e-run", `1`, t0.Add(time.Second)))))
+	var ce *store.ConflictError
+	if !errors.As(w.Err(), &ce) || !sameRecord(t, ce.Record, running) {
+		t.Fatalf("Err() = %v, want *store.ConflictError with the record", w.Err())
+	}
+}
+
+func TestResponseErrOfUnknownCodeIsInvalid(t *testing.T) {
+	var r fsm.Response
+	if err := json.Unmarshal([]byte(`{"error":"from_the_future","message":"later"}`), &r); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Err(); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("unknown code: %v, want ErrInvalid", err)
+	}
+	if err := (fsm.Response{}).Err(); err != nil {
+		t.Fatalf("zero response: %v", err)
+	}
+}
