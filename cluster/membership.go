@@ -29,6 +29,10 @@ func (n *Node) AddNode(ctx context.Context, info fsm.NodeInfo) ([]fsm.NodeInfo, 
 	if err != nil {
 		return nil, err
 	}
+	// The change committed on the leader; show it from here too.
+	if err := n.ReadBarrier(ctx); err != nil {
+		return nil, err
+	}
 	return n.fsm.Nodes(), nil
 }
 

@@ -1,0 +1,347 @@
+package cluster_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/carmyhq/carmy/cluster"
+	"github.com/carmyhq/carmy/fsm"
+	"github.com/carmyhq/carmy/store"
+)
+
+func TestElectionAndForwarding(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	leader := c.leader()
+	for _, f := range c.followers() {
+		if id, addr := f.Leader(); id != leader.ID() || addr != leader.HTTPAddr() {
+			t.Fatalf("%s sees leader %s at %s, want %s at %s", f.ID(), id, addr, leader.ID(), leader.HTTPAddr())
+		}
+	}
+	// A write on a follower is forwarded; its result comes back through
+	// the log, and the other nodes see it after a read barrier.
+	f := c.followers()[0]
+	ex := exec(f.ID())
+	rec := mustReserve(t, f.Store(), key("fwd"), ex, store.Reserved)
+	if rec.Seq == 0 || rec.ExecutionID != ex.ID {
+		t.Fatalf("forwarded reservation = %+v", rec)
+	}
+	if _, err := f.Store().Complete(t.Context(), key("fwd"), "fp", completed(ex.ID)); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range c.nodes {
+		got, err := n.Store().Lookup(t.Context(), key("fwd"))
+		if err != nil || got.Status != store.StatusCompleted {
+			t.Fatalf("%s: Lookup = %+v, %v", n.ID(), got, err)
+		}
+		// A replay through any node, with no Raft round trip needed.
+		again := mustReserve(t, n.Store(), key("fwd"), exec(n.ID()), store.Replay)
+		if again.ExecutionID != ex.ID {
+			t.Fatalf("%s replayed %s, want %s", n.ID(), again.ExecutionID, ex.ID)
+		}
+	}
+}
+
+func TestCapacityIsClusterWide(t *testing.T) {
+	c := newCluster(t, 3, func(cfg *cluster.Config) { cfg.MaxEntries = 4 })
+	waitCapacity(t, c, 4)
+	for i, n := range c.nodes {
+		mustReserve(t, n.Store(), key(fmt.Sprint("cap-", i)), exec(n.ID()), store.Reserved)
+	}
+	mustReserve(t, c.nodes[0].Store(), key("cap-3"), exec("n1"), store.Reserved)
+	for _, n := range c.nodes {
+		_, err := n.Store().Reserve(t.Context(), key("cap-"+n.ID()), "fp", exec(n.ID()))
+		if !errors.Is(err, store.ErrCapacity) {
+			t.Fatalf("%s: a fifth reservation: %v, want ErrCapacity", n.ID(), err)
+		}
+	}
+}
+
+func TestConcurrentWritesShareRounds(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	f := c.followers()[0]
+	var wg sync.WaitGroup
+	errs := make(chan error, 200)
+	for i := range 200 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := c.nodes[i%3].Store()
+			if _, err := s.Reserve(context.Background(), key(fmt.Sprint("c-", i)), "fp", exec(f.ID())); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("concurrent reserve: %v", err)
+	}
+	st, _ := c.leader().Store().Stats(t.Context())
+	if st.Entries != 200 {
+		t.Fatalf("entries = %d, want 200", st.Entries)
+	}
+}
+
+func TestLeaderLossKeepsServing(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	old := c.leader()
+	f := c.followers()[0]
+	ex := exec(f.ID())
+	mustReserve(t, f.Store(), key("before"), ex, store.Reserved)
+	if _, err := f.Store().Complete(t.Context(), key("before"), "fp", completed(ex.ID)); err != nil {
+		t.Fatal(err)
+	}
+	old.stop()
+	// A write during the election waits for the new leader (or answers
+	// UNAVAILABLE, never a wrong answer).
+	waitFor(t, "a write through the survivors", 30*time.Second, func() bool {
+		_, err := f.Store().Reserve(t.Context(), key("after"), "fp", exec(f.ID()))
+		if err != nil && !isUnavailable(err) {
+			t.Fatalf("reserve during election: %v", err)
+		}
+		return err == nil
+	})
+	if nl := c.leader(); nl == old {
+		t.Fatal("the stopped node still leads")
+	}
+	for _, n := range c.followers() {
+		mustReserve(t, n.Store(), key("before"), exec(n.ID()), store.Replay)
+		// "after" may have been reserved by an earlier attempt whose answer
+		// was lost: then it reads as uncertain, never reserved twice.
+		res, err := n.Store().Reserve(t.Context(), key("after"), "fp", exec(n.ID()))
+		if err != nil || res.Outcome == store.Reserved {
+			t.Fatalf("%s: after = %v, %v", n.ID(), res.Outcome, err)
+		}
+	}
+}
+
+func TestNoQuorumFailsClosed(t *testing.T) {
+	c := newCluster(t, 3, func(cfg *cluster.Config) { cfg.LeaderWait = 1500 * time.Millisecond })
+	survivor := c.followers()[0]
+	for _, n := range c.nodes {
+		if n != survivor {
+			n.stop()
+		}
+	}
+	waitFor(t, "the survivor to lose its leader", 30*time.Second, func() bool {
+		_, err := survivor.Store().Reserve(t.Context(), key("alone"), "fp", exec(survivor.ID()))
+		if err == nil {
+			t.Fatal("a node without quorum reserved")
+		}
+		return errors.Is(err, store.ErrUnavailable)
+	})
+	if err := survivor.Ready(t.Context()); err == nil {
+		t.Fatal("a node without a leader says it is ready")
+	}
+}
+
+func TestSnapshotInstallToLaggingNode(t *testing.T) {
+	c := newCluster(t, 3, func(cfg *cluster.Config) {
+		cfg.SnapshotThreshold = 64
+		cfg.SnapshotInterval = 100 * time.Millisecond
+	})
+	lag := c.followers()[0]
+	lag.stop()
+	leader := c.leader()
+	for i := range 400 {
+		mustReserve(t, leader.Store(), key(fmt.Sprint("s-", i)), exec(leader.ID()), store.Reserved)
+	}
+	waitFor(t, "the leader to snapshot and compact", 30*time.Second, func() bool {
+		return leader.Raft().Stats()["last_snapshot_index"] != "0"
+	})
+	// Restart the lagging node on its data dir: it must catch up from a
+	// snapshot, since the entries it misses are compacted away.
+	back := startNode(t, lag.cfg.NodeID, lag.cfg.DataDir, false, nil, func(cfg *cluster.Config) {
+		cfg.SnapshotThreshold = 64
+		cfg.SnapshotInterval = 100 * time.Millisecond
+	})
+	c.mu.Lock()
+	c.nodes = append(c.nodes, back)
+	c.mu.Unlock()
+	// Its addresses changed with the restart; the member table learns them.
+	if _, err := leader.AddNode(t.Context(), back.Info()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the restarted node to catch up", 30*time.Second, func() bool {
+		return back.FSM().Stats().Entries == 400
+	})
+	h1, _ := leader.FSM().Hash()
+	waitFor(t, "equal state hashes", 30*time.Second, func() bool {
+		h2, _ := back.FSM().Hash()
+		h1, _ = leader.FSM().Hash()
+		return h1 == h2
+	})
+	mustReserve(t, back.Store(), key("s-7"), exec(back.ID()), store.Uncertain)
+}
+
+func TestMembership(t *testing.T) {
+	c := newCluster(t, 2, nil)
+	third := startNode(t, "n3", t.TempDir(), false, nil, nil)
+	c.mu.Lock()
+	c.nodes = append(c.nodes, third)
+	c.mu.Unlock()
+	f := c.followers()[0]
+	// Added through a follower, which forwards to the leader.
+	nodes, err := f.AddNode(t.Context(), fsm.NodeInfo{ID: "n3", RaftAddr: third.RaftAddr(), HTTPAddr: third.HTTPAddr()})
+	if err != nil {
+		t.Fatalf("AddNode: %v", err)
+	}
+	if len(nodes) < 3 {
+		t.Fatalf("member table after add: %+v", nodes)
+	}
+	c.waitReady()
+	// The same again is a no-op.
+	if _, err := c.leader().AddNode(t.Context(), fsm.NodeInfo{ID: "n3", RaftAddr: third.RaftAddr(), HTTPAddr: third.HTTPAddr()}); err != nil {
+		t.Fatalf("AddNode again: %v", err)
+	}
+	st, err := f.Status(t.Context())
+	if err != nil || len(st.Nodes) != 3 || st.LeaderID == "" {
+		t.Fatalf("Status = %+v, %v", st, err)
+	}
+	waitFor(t, "gossip to see every member alive", 30*time.Second, func() bool {
+		st, _ := third.Status(t.Context())
+		for _, n := range st.Nodes {
+			if n.Gossip != cluster.GossipAlive || n.HTTPAddr == "" {
+				return false
+			}
+		}
+		return len(st.Nodes) == 3
+	})
+	_, err = f.AddNode(t.Context(), fsm.NodeInfo{ID: "bad"})
+	if !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("AddNode without addresses: %v", err)
+	}
+
+	// A running execution of the removed node becomes interrupted.
+	ex := exec("n3")
+	mustReserve(t, third.Store(), key("on-n3"), ex, store.Reserved)
+	if err := f.RemoveNode(t.Context(), "n3"); err != nil {
+		t.Fatalf("RemoveNode: %v", err)
+	}
+	st, _ = c.leader().Status(t.Context())
+	for _, n := range st.Nodes {
+		if n.ID == "n3" {
+			t.Fatalf("n3 still listed after removal: %+v", st.Nodes)
+		}
+	}
+	rec, err := c.leader().Store().Get(t.Context(), ex.ID)
+	if err != nil || rec.Status != store.StatusInterrupted {
+		t.Fatalf("removed node's execution = %+v, %v", rec, err)
+	}
+	if !c.leader().RunnerGone("n3") {
+		t.Fatal("a removed node's runner is not gone")
+	}
+	if err := c.leader().RemoveNode(t.Context(), "nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("RemoveNode(unknown) = %v", err)
+	}
+}
+
+func TestDeadNodeExecutionsBecomeInterrupted(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	victim := c.followers()[0]
+	ex := exec(victim.ID())
+	mustReserve(t, victim.Store(), key("dies"), ex, store.Reserved)
+	victim.stop()
+	leader := c.leader()
+	waitFor(t, "the dead node's execution to become interrupted", 30*time.Second, func() bool {
+		rec, err := leader.Store().Get(t.Context(), ex.ID)
+		return err == nil && rec.Status == store.StatusInterrupted
+	})
+	if !leader.RunnerGone(victim.ID()) {
+		t.Fatal("gossip-dead node's runner is not gone")
+	}
+	// A late completion from the original runner is still recorded.
+	if _, err := leader.Store().Complete(t.Context(), key("dies"), "fp", completed(ex.ID)); err != nil {
+		t.Fatalf("late completion: %v", err)
+	}
+}
+
+func TestCancelIsDeliveredToTheRunner(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	runner := c.followers()[0]
+	got := make(chan string, 1)
+	runner.OnCancel(func(id string) { got <- id })
+	ex := exec(runner.ID())
+	mustReserve(t, runner.Store(), key("cancel-me"), ex, store.Reserved)
+	other := c.leader()
+	res := store.Result{ExecutionID: ex.ID, Status: store.StatusCancelled, FinishedAt: time.Now().UTC(), Error: []byte(`{"code":"CANCELLED","message":"x"}`)}
+	if _, err := other.Store().Cancel(t.Context(), ex.ID, res); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case id := <-got:
+		if id != ex.ID {
+			t.Fatalf("runner told of %s, want %s", id, ex.ID)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the runner was not told of the cancel")
+	}
+}
+
+func TestInternalEndpointsNeedTheClusterKey(t *testing.T) {
+	c := newCluster(t, 1, func(cfg *cluster.Config) { cfg.ClusterKey = "s3cret" })
+	n := c.nodes[0]
+	for _, path := range []string{"/internal/v1/apply", "/internal/v1/join", "/internal/v1/remove", "/internal/v1/readindex"} {
+		for _, k := range []string{"", "wrong"} {
+			req, _ := http.NewRequest(http.MethodPost, "http://"+n.HTTPAddr()+path, bytes.NewReader([]byte(`{"id":"n1","raft_addr":"127.0.0.1:1","http_addr":"127.0.0.1:2"}`)))
+			if k != "" {
+				req.Header.Set("Carmy-Cluster-Key", k)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusForbidden {
+				t.Fatalf("%s with key %q: status %d, want 403", path, k, resp.StatusCode)
+			}
+		}
+	}
+	if st, _ := n.Status(t.Context()); len(st.Nodes) != 1 || st.Nodes[0].RaftAddr != n.RaftAddr() {
+		t.Fatalf("refused calls changed the configuration: %+v", st.Nodes)
+	}
+	req, _ := http.NewRequest(http.MethodPost, "http://"+n.HTTPAddr()+"/internal/v1/apply", bytes.NewReader([]byte(`{"commands":[]}`)))
+	req.Header.Set("Carmy-Cluster-Key", "s3cret")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("with the key: status %d", resp.StatusCode)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	base := cluster.Config{NodeID: "n", DataDir: "d", RaftAddr: "127.0.0.1:1", GossipAddr: "127.0.0.1:2", HTTPAddr: "127.0.0.1:3"}
+	if err := base.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	open := base
+	open.HTTPAddr = "0.0.0.0:3"
+	if err := open.Validate(); err == nil {
+		t.Fatal("a non-loopback listener without a cluster key was accepted")
+	}
+	open.ClusterKey = "k"
+	if err := open.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []func(*cluster.Config){
+		func(c *cluster.Config) { c.NodeID = "" },
+		func(c *cluster.Config) { c.DataDir = "" },
+		func(c *cluster.Config) { c.RaftAddr = "nope" },
+		func(c *cluster.Config) { c.Retention = -1 },
+	} {
+		c := base
+		bad(&c)
+		if err := c.Validate(); err == nil {
+			t.Fatalf("accepted %+v", c)
+		}
+	}
+}
