@@ -6,34 +6,60 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // serveConfig is everything `carmy serve` is told by flags and the
 // environment.
 type serveConfig struct {
-	NodeID     string
-	HTTPAddr   string
-	ConfigPath string
-	Dev        bool
-	MaxEntries int
-	LogFormat  string
-	LogLevel   string
+	NodeID            string
+	DataDir           string
+	HTTPAddr          string
+	RaftAddr          string
+	GossipAddr        string
+	Bootstrap         bool
+	Join              string
+	ConfigPath        string
+	Dev               bool
+	MaxEntries        int
+	Retention         string
+	ClusterKey        string
+	FastFailover      bool
+	SnapshotThreshold uint64
+	SnapshotInterval  time.Duration
+	LogFormat         string
+	LogLevel          string
 }
 
 // Defaults of SPEC §3.
 const (
 	defaultNodeID     = "node1"
 	defaultHTTPAddr   = "127.0.0.1:8080"
+	defaultRaftAddr   = "127.0.0.1:8300"
+	defaultGossipAddr = "127.0.0.1:8301"
 	defaultMaxEntries = 100000
 )
 
 // flagEnv pairs each flag with its environment variable.
 var flagEnv = []struct{ flag, env string }{
 	{"node-id", "CARMY_NODE_ID"},
+	{"data-dir", "CARMY_DATA_DIR"},
 	{"http-addr", "CARMY_HTTP_ADDR"},
+	{"raft-addr", "CARMY_RAFT_ADDR"},
+	{"gossip-addr", "CARMY_GOSSIP_ADDR"},
+	{"bootstrap", "CARMY_BOOTSTRAP"},
+	{"join", "CARMY_JOIN"},
 	{"config", "CARMY_CONFIG"},
 	{"max-entries", "CARMY_MAX_ENTRIES"},
+	{"retention", "CARMY_RETENTION"},
+	{"cluster-key", "CARMY_CLUSTER_KEY"},
+	{"fast-failover", "CARMY_FAST_FAILOVER"},
+	{"snapshot-threshold", "CARMY_SNAPSHOT_THRESHOLD"},
+	{"snapshot-interval", "CARMY_SNAPSHOT_INTERVAL"},
 	{"log-format", "CARMY_LOG_FORMAT"},
 	{"log-level", "CARMY_LOG_LEVEL"},
 }
@@ -42,10 +68,20 @@ func serveFlags(cfg *serveConfig, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("carmy serve", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.StringVar(&cfg.NodeID, "node-id", defaultNodeID, "unique, stable name of this node")
-	fs.StringVar(&cfg.HTTPAddr, "http-addr", defaultHTTPAddr, "`host:port` of the HTTP API")
+	fs.StringVar(&cfg.DataDir, "data-dir", "", "`dir` of the Raft log, stable store and snapshots (default ./carmy-data/<node-id>)")
+	fs.StringVar(&cfg.HTTPAddr, "http-addr", defaultHTTPAddr, "`host:port` of the HTTP API (port 0 picks a free one)")
+	fs.StringVar(&cfg.RaftAddr, "raft-addr", defaultRaftAddr, "`host:port` of the Raft transport")
+	fs.StringVar(&cfg.GossipAddr, "gossip-addr", defaultGossipAddr, "`host:port` of memberlist gossip (TCP and UDP)")
+	fs.BoolVar(&cfg.Bootstrap, "bootstrap", false, "start a new cluster with this node as its only voter when the data dir is empty")
+	fs.StringVar(&cfg.Join, "join", "", "comma-separated HTTP `addresses` of members to ask to add this node")
 	fs.StringVar(&cfg.ConfigPath, "config", "", "YAML `file` declaring tools, auth tokens and limits")
-	fs.BoolVar(&cfg.Dev, "dev", false, "try-it-out mode: demo tools on, auth off")
-	fs.IntVar(&cfg.MaxEntries, "max-entries", defaultMaxEntries, "capacity of the idempotency store, in records")
+	fs.BoolVar(&cfg.Dev, "dev", false, "try-it-out mode: demo tools on, auth off, and --bootstrap unless --join is given")
+	fs.IntVar(&cfg.MaxEntries, "max-entries", defaultMaxEntries, "capacity of the replicated store, in records (the leader's value applies)")
+	fs.StringVar(&cfg.Retention, "retention", "off", "`age` after which finished records are removed, e.g. 72h or 30d; off keeps them")
+	fs.StringVar(&cfg.ClusterKey, "cluster-key", "", "shared `secret` every node-to-node call carries; required unless all listeners are on loopback")
+	fs.BoolVar(&cfg.FastFailover, "fast-failover", false, "short Raft and gossip timeouts (sub-second failover), for loopback and tests")
+	fs.Uint64Var(&cfg.SnapshotThreshold, "snapshot-threshold", 8192, "log entries between Raft snapshots")
+	fs.DurationVar(&cfg.SnapshotInterval, "snapshot-interval", 2*time.Minute, "how often Raft checks whether to snapshot")
 	fs.StringVar(&cfg.LogFormat, "log-format", "text", "log format: text or json (one object per line)")
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.Usage = func() {
@@ -113,6 +149,13 @@ func parseServe(args []string, getenv func(string) string, out io.Writer) (serve
 		fmt.Fprintf(out, "carmy serve: unexpected argument %q\n", fs.Arg(0))
 		return cfg, errUsage
 	}
+	if cfg.DataDir == "" {
+		cfg.DataDir = filepath.Join("carmy-data", cfg.NodeID)
+	}
+	if cfg.Dev && cfg.Join == "" {
+		// --dev starts a cluster of its own, unless it joins one.
+		cfg.Bootstrap = true
+	}
 	return cfg, cfg.validate()
 }
 
@@ -122,13 +165,51 @@ func (c serveConfig) validate() error {
 		return fmt.Errorf("--node-id %q: must be non-empty, without spaces or slashes", c.NodeID)
 	case c.MaxEntries <= 0:
 		return fmt.Errorf("--max-entries %d: must be positive", c.MaxEntries)
+	case c.SnapshotThreshold == 0:
+		return fmt.Errorf("--snapshot-threshold must be positive")
+	case c.SnapshotInterval <= 0:
+		return fmt.Errorf("--snapshot-interval must be positive")
 	case c.LogFormat != "text" && c.LogFormat != "json":
 		return fmt.Errorf("--log-format %q: must be text or json", c.LogFormat)
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return err
 	}
+	if _, err := parseRetention(c.Retention); err != nil {
+		return err
+	}
 	return nil
+}
+
+// parseRetention reads --retention: "off" (or "0", "") keeps records; else
+// a Go duration (72h) or a number of days (30d).
+func parseRetention(s string) (time.Duration, error) {
+	switch s {
+	case "", "off", "0":
+		return 0, nil
+	}
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		// Bounded so that n days fit in a time.Duration (no overflow).
+		if n, err := strconv.Atoi(days); err == nil && n > 0 && int64(n) <= math.MaxInt64/int64(24*time.Hour) {
+			return time.Duration(n) * 24 * time.Hour, nil
+		}
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("--retention %q: want off, a duration such as 72h, or days such as 30d", s)
+	}
+	return d, nil
+}
+
+// joinAddrs splits --join.
+func (c serveConfig) joinAddrs() []string {
+	var out []string
+	for _, a := range strings.Split(c.Join, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 func parseLevel(s string) (slog.Level, error) {

@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // fakeEnv returns a getenv that reads m only, so tests never depend on the
@@ -24,21 +27,36 @@ func clearCarmyEnv(t *testing.T) {
 	}
 }
 
+// defaultServeConfig is the configuration of `carmy serve` without flags
+// or environment (SPEC §3).
+var defaultServeConfig = serveConfig{
+	NodeID:            "node1",
+	DataDir:           filepath.Join("carmy-data", "node1"),
+	HTTPAddr:          "127.0.0.1:8080",
+	RaftAddr:          "127.0.0.1:8300",
+	GossipAddr:        "127.0.0.1:8301",
+	MaxEntries:        100000,
+	Retention:         "off",
+	SnapshotThreshold: 8192,
+	SnapshotInterval:  2 * time.Minute,
+	LogFormat:         "text",
+	LogLevel:          "info",
+}
+
 func TestParseServeDefaults(t *testing.T) {
 	var out bytes.Buffer
 	cfg, err := parseServe(nil, fakeEnv(nil), &out)
 	if err != nil {
 		t.Fatalf("parseServe: %v", err)
 	}
-	want := serveConfig{
-		NodeID:     "node1",
-		HTTPAddr:   "127.0.0.1:8080",
-		MaxEntries: 100000,
-		LogFormat:  "text",
-		LogLevel:   "info",
+	if cfg != defaultServeConfig {
+		t.Errorf("defaults = %+v, want %+v", cfg, defaultServeConfig)
 	}
-	if cfg != want {
-		t.Errorf("defaults = %+v, want %+v", cfg, want)
+	if cfg.Bootstrap || cfg.Join != "" || cfg.ClusterKey != "" || cfg.FastFailover || cfg.Dev {
+		t.Errorf("defaults = %+v: bootstrap, join, cluster key, fast failover and dev are off by default", cfg)
+	}
+	if got := cfg.joinAddrs(); got != nil {
+		t.Errorf("joinAddrs() = %q, want none", got)
 	}
 	if out.Len() != 0 {
 		t.Errorf("parseServe printed %q on success", out.String())
@@ -50,17 +68,34 @@ func TestParseServeEnvironment(t *testing.T) {
 		env, value string
 		check      func(serveConfig) bool
 	}{
-		{"CARMY_NODE_ID", "node7", func(c serveConfig) bool { return c.NodeID == "node7" }},
+		{"CARMY_NODE_ID", "node7", func(c serveConfig) bool {
+			// The default data dir follows the node id.
+			return c.NodeID == "node7" && c.DataDir == filepath.Join("carmy-data", "node7")
+		}},
+		{"CARMY_DATA_DIR", "/var/lib/carmy", func(c serveConfig) bool { return c.DataDir == "/var/lib/carmy" }},
 		{"CARMY_HTTP_ADDR", "127.0.0.1:9999", func(c serveConfig) bool { return c.HTTPAddr == "127.0.0.1:9999" }},
+		{"CARMY_RAFT_ADDR", "127.0.0.1:9300", func(c serveConfig) bool { return c.RaftAddr == "127.0.0.1:9300" }},
+		{"CARMY_GOSSIP_ADDR", "127.0.0.1:9301", func(c serveConfig) bool { return c.GossipAddr == "127.0.0.1:9301" }},
+		{"CARMY_BOOTSTRAP", "true", func(c serveConfig) bool { return c.Bootstrap }},
+		{"CARMY_JOIN", "127.0.0.1:8081,127.0.0.1:8082", func(c serveConfig) bool {
+			return c.Join == "127.0.0.1:8081,127.0.0.1:8082" && slices.Equal(c.joinAddrs(), []string{"127.0.0.1:8081", "127.0.0.1:8082"})
+		}},
 		{"CARMY_CONFIG", "/etc/carmy/carmy.yaml", func(c serveConfig) bool { return c.ConfigPath == "/etc/carmy/carmy.yaml" }},
 		{"CARMY_MAX_ENTRIES", "42", func(c serveConfig) bool { return c.MaxEntries == 42 }},
+		{"CARMY_RETENTION", "30d", func(c serveConfig) bool { return c.Retention == "30d" }},
+		{"CARMY_CLUSTER_KEY", "s3cret", func(c serveConfig) bool { return c.ClusterKey == "s3cret" }},
+		{"CARMY_FAST_FAILOVER", "1", func(c serveConfig) bool { return c.FastFailover }},
+		{"CARMY_SNAPSHOT_THRESHOLD", "100", func(c serveConfig) bool { return c.SnapshotThreshold == 100 }},
+		{"CARMY_SNAPSHOT_INTERVAL", "30s", func(c serveConfig) bool { return c.SnapshotInterval == 30*time.Second }},
 		{"CARMY_LOG_FORMAT", "json", func(c serveConfig) bool { return c.LogFormat == "json" }},
 		{"CARMY_LOG_LEVEL", "debug", func(c serveConfig) bool { return c.LogLevel == "debug" }},
 	}
 	if len(tests) != len(flagEnv) {
 		t.Fatalf("the table covers %d variables, flagEnv has %d: add the new ones", len(tests), len(flagEnv))
 	}
+	covered := make(map[string]bool)
 	for _, tt := range tests {
+		covered[tt.env] = true
 		t.Run(tt.env, func(t *testing.T) {
 			var out bytes.Buffer
 			cfg, err := parseServe(nil, fakeEnv(map[string]string{tt.env: tt.value}), &out)
@@ -70,27 +105,179 @@ func TestParseServeEnvironment(t *testing.T) {
 			if !tt.check(cfg) {
 				t.Errorf("%s=%s gave %+v", tt.env, tt.value, cfg)
 			}
+			// It sets its flag and nothing else.
+			var fromFlag bytes.Buffer
+			arg := "--" + flagOf(t, tt.env) + "=" + tt.value
+			want, err := parseServe([]string{arg}, fakeEnv(nil), &fromFlag)
+			if err != nil {
+				t.Fatalf("parseServe(%s): %v", arg, err)
+			}
+			if cfg != want {
+				t.Errorf("%s=%s gave\n%+v\nthe flag gives\n%+v", tt.env, tt.value, cfg, want)
+			}
 		})
 	}
+	for _, fe := range flagEnv {
+		if !covered[fe.env] {
+			t.Errorf("the table does not cover %s", fe.env)
+		}
+	}
+}
+
+// flagOf returns the flag that env sets.
+func flagOf(t *testing.T, env string) string {
+	t.Helper()
+	for _, fe := range flagEnv {
+		if fe.env == env {
+			return fe.flag
+		}
+	}
+	t.Fatalf("no flag for %s", env)
+	return ""
 }
 
 func TestParseServeFlagBeatsEnvironment(t *testing.T) {
 	env := fakeEnv(map[string]string{
-		"CARMY_NODE_ID":     "from-env",
-		"CARMY_HTTP_ADDR":   "127.0.0.1:1111",
-		"CARMY_MAX_ENTRIES": "5",
-		"CARMY_LOG_FORMAT":  "json",
-		"CARMY_LOG_LEVEL":   "debug",
+		"CARMY_NODE_ID":            "from-env",
+		"CARMY_DATA_DIR":           "/env/data",
+		"CARMY_HTTP_ADDR":          "127.0.0.1:1111",
+		"CARMY_RAFT_ADDR":          "127.0.0.1:1300",
+		"CARMY_GOSSIP_ADDR":        "127.0.0.1:1301",
+		"CARMY_BOOTSTRAP":          "true",
+		"CARMY_JOIN":               "127.0.0.1:1",
+		"CARMY_MAX_ENTRIES":        "5",
+		"CARMY_RETENTION":          "72h",
+		"CARMY_CLUSTER_KEY":        "env-key",
+		"CARMY_FAST_FAILOVER":      "true",
+		"CARMY_SNAPSHOT_THRESHOLD": "10",
+		"CARMY_SNAPSHOT_INTERVAL":  "10s",
+		"CARMY_LOG_FORMAT":         "json",
+		"CARMY_LOG_LEVEL":          "debug",
 	})
-	args := []string{"--node-id", "from-flag", "--http-addr=127.0.0.1:2222", "--max-entries", "7", "--log-format", "text"}
+	args := []string{
+		"--node-id", "from-flag", "--http-addr=127.0.0.1:2222", "--max-entries", "7", "--log-format", "text",
+		"--raft-addr", "127.0.0.1:2300", "--bootstrap=false", "--join", "127.0.0.1:2,127.0.0.1:3",
+		"--retention", "30d", "--cluster-key", "flag-key", "--fast-failover=false", "--snapshot-threshold", "20",
+	}
 	var out bytes.Buffer
 	cfg, err := parseServe(args, env, &out)
 	if err != nil {
 		t.Fatalf("parseServe: %v", err)
 	}
-	want := serveConfig{NodeID: "from-flag", HTTPAddr: "127.0.0.1:2222", MaxEntries: 7, LogFormat: "text", LogLevel: "debug"}
+	want := serveConfig{
+		NodeID: "from-flag", DataDir: "/env/data", HTTPAddr: "127.0.0.1:2222", RaftAddr: "127.0.0.1:2300",
+		GossipAddr: "127.0.0.1:1301", Join: "127.0.0.1:2,127.0.0.1:3", MaxEntries: 7, Retention: "30d",
+		ClusterKey: "flag-key", SnapshotThreshold: 20, SnapshotInterval: 10 * time.Second,
+		LogFormat: "text", LogLevel: "debug",
+	}
 	if cfg != want {
-		t.Errorf("parseServe = %+v, want %+v (flags win, the environment fills the rest)", cfg, want)
+		t.Errorf("parseServe =\n%+v\nwant\n%+v (flags win, the environment fills the rest)", cfg, want)
+	}
+}
+
+func TestParseServeDevBootstraps(t *testing.T) {
+	tests := []struct {
+		name          string
+		args          []string
+		env           map[string]string
+		bootstrap     bool
+		join          []string
+		wantDataDirOf string
+	}{
+		{name: "nothing", bootstrap: false},
+		{name: "--bootstrap", args: []string{"--bootstrap"}, bootstrap: true},
+		{name: "--dev", args: []string{"--dev"}, bootstrap: true},
+		{name: "--dev --join", args: []string{"--dev", "--join", "127.0.0.1:8081"}, bootstrap: false, join: []string{"127.0.0.1:8081"}},
+		{name: "--dev with CARMY_JOIN", args: []string{"--dev"}, env: map[string]string{"CARMY_JOIN": "127.0.0.1:8081"}, bootstrap: false, join: []string{"127.0.0.1:8081"}},
+		{name: "--join", args: []string{"--join", "127.0.0.1:8081"}, bootstrap: false, join: []string{"127.0.0.1:8081"}},
+		{name: "--dev --bootstrap=false", args: []string{"--dev", "--bootstrap=false"}, bootstrap: true}, // --dev is --bootstrap
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			cfg, err := parseServe(tt.args, fakeEnv(tt.env), &out)
+			if err != nil {
+				t.Fatalf("parseServe(%q): %v", tt.args, err)
+			}
+			if cfg.Bootstrap != tt.bootstrap {
+				t.Errorf("parseServe(%q): Bootstrap = %v, want %v", tt.args, cfg.Bootstrap, tt.bootstrap)
+			}
+			if got := cfg.joinAddrs(); !slices.Equal(got, tt.join) {
+				t.Errorf("parseServe(%q): joinAddrs() = %q, want %q", tt.args, got, tt.join)
+			}
+		})
+	}
+}
+
+func TestJoinAddrs(t *testing.T) {
+	tests := []struct {
+		join string
+		want []string
+	}{
+		{"", nil},
+		{"127.0.0.1:8081", []string{"127.0.0.1:8081"}},
+		{"127.0.0.1:8081,127.0.0.1:8082,127.0.0.1:8083", []string{"127.0.0.1:8081", "127.0.0.1:8082", "127.0.0.1:8083"}},
+		{" 10.0.0.1:8080 , 10.0.0.2:8080 ", []string{"10.0.0.1:8080", "10.0.0.2:8080"}},
+		{"a:1,,b:2,", []string{"a:1", "b:2"}},
+		{",", nil},
+		{"[::1]:8080,localhost:8081", []string{"[::1]:8080", "localhost:8081"}},
+	}
+	for _, tt := range tests {
+		cfg, err := parseServe([]string{"--join", tt.join}, fakeEnv(nil), &bytes.Buffer{})
+		if err != nil {
+			t.Fatalf("parseServe(--join %q): %v", tt.join, err)
+		}
+		if got := cfg.joinAddrs(); !slices.Equal(got, tt.want) {
+			t.Errorf("--join %q: joinAddrs() = %q, want %q", tt.join, got, tt.want)
+		}
+	}
+}
+
+func TestParseRetention(t *testing.T) {
+	day := 24 * time.Hour
+	for _, tt := range []struct {
+		in   string
+		want time.Duration
+	}{
+		{"", 0},
+		{"off", 0},
+		{"0", 0},
+		{"72h", 72 * time.Hour},
+		{"30d", 30 * day},
+		{"1d", day},
+		{"90m", 90 * time.Minute},
+		{"1h30m", 90 * time.Minute},
+		{"36500d", 36500 * day},
+	} {
+		got, err := parseRetention(tt.in)
+		if err != nil || got != tt.want {
+			t.Errorf("parseRetention(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
+		}
+		// And through the flag.
+		cfg, err := parseServe([]string{"--retention", tt.in}, fakeEnv(nil), &bytes.Buffer{})
+		if err != nil || cfg.Retention != tt.in {
+			t.Errorf("parseServe(--retention %q) = %q, %v", tt.in, cfg.Retention, err)
+		}
+	}
+	for _, junk := range []string{
+		"junk", "forever", "never", "OFF", "on", "-1h", "-3d", "0d", "1.5d", "d", "30 d", "30days",
+		"3w", "72", "0s", "1e3h", "9999999999d", "200000d",
+	} {
+		if d, err := parseRetention(junk); err == nil {
+			t.Errorf("parseRetention(%q) = %v, want an error", junk, d)
+		}
+		_, err := parseServe([]string{"--retention", junk}, fakeEnv(nil), &bytes.Buffer{})
+		if err == nil {
+			t.Errorf("parseServe(--retention %q) accepted it", junk)
+			continue
+		}
+		if errors.Is(err, errUsage) || !strings.Contains(err.Error(), "--retention") || !strings.Contains(err.Error(), junk) {
+			t.Errorf("parseServe(--retention %q) = %v, want a validation error naming --retention and the value", junk, err)
+		}
+	}
+	// From the environment too.
+	if _, err := parseServe(nil, fakeEnv(map[string]string{"CARMY_RETENTION": "soon"}), &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "retention") {
+		t.Errorf("CARMY_RETENTION=soon: err = %v, want a retention error", err)
 	}
 }
 
@@ -144,6 +331,11 @@ func TestParseServeInvalidValues(t *testing.T) {
 		{"node-id with a space", []string{"--node-id", "a b"}, nil, "--node-id"},
 		{"node-id with a slash", []string{"--node-id", "a/b"}, nil, "--node-id"},
 		{"node-id empty", []string{"--node-id", ""}, nil, "--node-id"},
+		{"snapshot-threshold zero", []string{"--snapshot-threshold", "0"}, nil, "--snapshot-threshold"},
+		{"snapshot-interval zero", []string{"--snapshot-interval", "0s"}, nil, "--snapshot-interval"},
+		{"snapshot-interval negative", []string{"--snapshot-interval=-1m"}, nil, "--snapshot-interval"},
+		{"retention junk", []string{"--retention", "soon"}, nil, "--retention"},
+		{"retention junk from env", nil, map[string]string{"CARMY_RETENTION": "-2d"}, "--retention"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -173,6 +365,9 @@ func TestParseServeUsageErrors(t *testing.T) {
 		{"unknown flag", []string{"--no-such-flag"}, "no-such-flag"},
 		{"flag without its value", []string{"--node-id"}, "node-id"},
 		{"non-numeric max-entries", []string{"--max-entries", "many"}, "max-entries"},
+		{"non-numeric snapshot-threshold", []string{"--snapshot-threshold", "-1"}, "snapshot-threshold"},
+		{"bad snapshot-interval", []string{"--snapshot-interval", "often"}, "snapshot-interval"},
+		{"bad bootstrap", []string{"--bootstrap=maybe"}, "bootstrap"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -221,7 +416,11 @@ func checkServeUsage(t *testing.T, text string) {
 			t.Errorf("usage does not mention $%s (of --%s):\n%s", fe.env, fe.flag, text)
 		}
 	}
-	for _, s := range []string{"Usage: carmy serve", "--dev", "(default node1)", "(default 127.0.0.1:8080)", "(default 100000)"} {
+	for _, s := range []string{
+		"Usage: carmy serve", "--dev", "(default node1)", "(default 127.0.0.1:8080)", "(default 100000)",
+		"(default 127.0.0.1:8300)", "(default 127.0.0.1:8301)", "(default off)", "(default 8192)", "(default 2m0s)",
+		"./carmy-data/<node-id>",
+	} {
 		if !strings.Contains(text, s) {
 			t.Errorf("usage does not contain %q:\n%s", s, text)
 		}

@@ -12,13 +12,23 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if errors.Is(err, errUsage) {
-			os.Exit(2)
-		}
-		fmt.Fprintln(os.Stderr, "carmy:", err)
-		os.Exit(1)
+	code := exitCode(run(ctx, os.Args[1:], os.Stdout, os.Stderr), os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// exitCode reports what run returned as the binary does and returns its
+// exit status: 0 on success; 2 for a usage error (the problem and the
+// usage were already printed); else 1, with "carmy: <err>" on stderr.
+func exitCode(err error, stderr io.Writer) int {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, errUsage):
+		return 2
+	default:
+		fmt.Fprintln(stderr, "carmy:", err)
+		return 1
 	}
 }
 
@@ -29,11 +39,12 @@ var errUsage = errors.New("usage")
 const usage = `Carmy runs tools for AI agents and makes their retries safe.
 
 Usage:
-  carmy serve [flags]    run a node (carmy serve --dev to try it out)
-  carmy version          print the version
-  carmy help [command]   show help
+  carmy serve [flags]                     run a node (carmy serve --dev to try it out)
+  carmy cluster status|join|remove [...]  administer a cluster through a node's admin API
+  carmy version                           print the version
+  carmy help [command]                    show help
 
-Run 'carmy help serve' for the flags.
+Run 'carmy help serve' for the flags, 'carmy help cluster' for the cluster commands.
 `
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -48,12 +59,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch cmd, rest := args[0], args[1:]; cmd {
 	case "serve":
 		return serve(ctx, rest, stdout, stderr)
+	case "cluster":
+		return clusterCmd(ctx, rest, os.Getenv, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "carmy", version)
 		return nil
 	case "help", "-h", "--help":
 		if len(rest) > 0 && rest[0] == "serve" {
 			return serve(ctx, []string{"--help"}, stdout, stdout)
+		}
+		if len(rest) > 0 && rest[0] == "cluster" {
+			fmt.Fprint(stdout, clusterUsage)
+			return nil
 		}
 		fmt.Fprint(stdout, usage)
 		return nil

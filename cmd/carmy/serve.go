@@ -12,7 +12,7 @@ import (
 
 	"github.com/carmyhq/carmy"
 	"github.com/carmyhq/carmy/api"
-	"github.com/carmyhq/carmy/store"
+	"github.com/carmyhq/carmy/cluster"
 )
 
 // serve runs `carmy serve` until ctx is done.
@@ -45,7 +45,6 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		opts = append(opts, carmy.WithMaxResultBytes(fc.Limits.ResultBytes))
 	}
 	app := carmy.App(opts...)
-	app.IdempotencyStore(store.NewMemory(cfg.MaxEntries))
 	if cfg.Dev || fc.DemoTools {
 		if err := app.AddDemoTools(); err != nil {
 			return err
@@ -60,19 +59,77 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("config: %w", err)
 		}
 	}
-	log.Info("starting carmy", slog.String("version", version), slog.String("node_id", cfg.NodeID),
-		slog.Int("tools", len(app.Tools())), slog.Bool("auth", auth.Enabled()), slog.Int("max_entries", cfg.MaxEntries))
-	apiCfg := api.Config{Auth: auth, BodyLimit: fc.Limits.BodyBytes, Logger: log}
-	// Listen here rather than through app.ListenAndServe, which refuses a
-	// non-loopback address without tokens even with --dev (checked above).
+	retention, _ := parseRetention(cfg.Retention)
+
+	// Listen first: the node advertises the address actually bound.
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", cfg.HTTPAddr, err)
 	}
 	defer ln.Close()
-	if err := app.Serve(ctx, ln, apiCfg); err != nil {
+	node, err := cluster.Open(cluster.Config{
+		NodeID:            cfg.NodeID,
+		DataDir:           cfg.DataDir,
+		RaftAddr:          cfg.RaftAddr,
+		GossipAddr:        cfg.GossipAddr,
+		HTTPAddr:          advertised(cfg.HTTPAddr, ln.Addr()),
+		Bootstrap:         cfg.Bootstrap,
+		Join:              cfg.joinAddrs(),
+		ClusterKey:        cfg.ClusterKey,
+		MaxEntries:        cfg.MaxEntries,
+		Retention:         retention,
+		SnapshotThreshold: cfg.SnapshotThreshold,
+		SnapshotInterval:  cfg.SnapshotInterval,
+		Fast:              cfg.FastFailover,
+		Logger:            log,
+	})
+	if err != nil {
 		return err
+	}
+	st := node.Store()
+	app.IdempotencyStore(st)
+	app.SetLiveness(st)
+
+	log.Info("starting carmy", slog.String("version", version), slog.String("node_id", cfg.NodeID),
+		slog.Int("tools", len(app.Tools())), slog.Bool("auth", auth.Enabled()), slog.Int("max_entries", cfg.MaxEntries),
+		slog.String("data_dir", cfg.DataDir))
+	apiCfg := api.Config{
+		Auth: auth, BodyLimit: fc.Limits.BodyBytes, Logger: log,
+		Cluster: clusterAdmin{node}, Internal: node.InternalHandler(),
+	}
+	// On SIGTERM a leader hands leadership over first, while its API still
+	// serves forwarded writes; then the runtime drains and the node stops.
+	serveCtx, stopServing := context.WithCancel(context.Background())
+	defer stopServing()
+	go func() {
+		select {
+		case <-ctx.Done():
+			node.HandOff()
+			stopServing()
+		case <-serveCtx.Done(): // Serve returned on its own (an error)
+		}
+	}()
+	serveErr := app.Serve(serveCtx, ln, apiCfg)
+	if err := node.Close(); err != nil {
+		log.Warn("closing the node", slog.Any("err", err))
+	}
+	if serveErr != nil {
+		return serveErr
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// advertised is the HTTP address other nodes reach this one at: the
+// --http-addr as given, with the port actually bound when it was 0.
+func advertised(flagAddr string, bound net.Addr) string {
+	host, port, err := net.SplitHostPort(flagAddr)
+	if err != nil || host == "" || port == "0" {
+		_, bport, _ := net.SplitHostPort(bound.String())
+		if host == "" {
+			return bound.String()
+		}
+		return net.JoinHostPort(host, bport)
+	}
+	return flagAddr
 }

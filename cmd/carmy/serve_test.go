@@ -7,8 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -72,8 +75,13 @@ func (s *runningServe) stop(t *testing.T) error {
 
 // startServe runs serve(args) and waits until it logs that it serves the
 // API; it fails the test if serve returns first or takes too long.
+//
+// The node's Raft and gossip listeners take free loopback ports and its
+// data dir is a fresh temporary directory (nodeArgs), unless args say
+// otherwise: a later flag wins.
 func startServe(t *testing.T, args ...string) *runningServe {
 	t.Helper()
+	args = append(nodeArgs(t), args...)
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &runningServe{logs: newLogBuffer(), cancel: cancel, done: make(chan error, 1)}
 	go func() { s.done <- serve(ctx, args, io.Discard, s.logs) }()
@@ -100,6 +108,51 @@ func startServe(t *testing.T, args ...string) *runningServe {
 			t.Fatalf("serve(%q) returned %v before serving; logs:\n%s", args, err, s.logs)
 		case <-deadline.C:
 			t.Fatalf("serve(%q) did not log %q within 10 s; logs:\n%s", args, "serving the API", s.logs)
+		}
+	}
+}
+
+// nodeArgs are the flags every in-process node gets, so that tests never
+// use fixed ports or write under the package directory: Raft and gossip
+// on free loopback ports, the data dir in a fresh temporary directory.
+func nodeArgs(t *testing.T) []string {
+	t.Helper()
+	return []string{"--raft-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0", "--data-dir", t.TempDir()}
+}
+
+// waitReady polls GET /readyz until it answers 200, failing the test after
+// a deadline. A node that bootstraps a cluster of one elects itself within
+// a couple of seconds.
+func (s *runningServe) waitReady(t *testing.T) {
+	t.Helper()
+	waitFor(t, 15*time.Second, "GET /readyz = 200", func() (bool, string) {
+		resp, err := testClient.Get("http://" + s.addr + "/readyz")
+		if err != nil {
+			return false, err.Error()
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode == http.StatusOK, fmt.Sprintf("%d %s", resp.StatusCode, body)
+	})
+}
+
+// waitFor polls cond every 50 ms until it holds, failing the test with
+// the last thing cond reported when it does not within timeout.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ok, last := cond()
+		if ok {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-deadline.C:
+			t.Fatalf("no %s within %s; last: %s", what, timeout, last)
 		}
 	}
 }
@@ -143,6 +196,39 @@ func (s *runningServe) get(t *testing.T, path, token string) (int, string) {
 	return resp.StatusCode, string(body)
 }
 
+// post sends POST path with a JSON body and returns the status, the
+// Idempotent-Replayed header and the body.
+func (s *runningServe) post(t *testing.T, path, body string) (int, string, string) {
+	t.Helper()
+	resp, err := testClient.Post("http://"+s.addr+path, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("POST %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("POST %s: reading the body: %v", path, err)
+	}
+	return resp.StatusCode, resp.Header.Get("Idempotent-Replayed"), string(out)
+}
+
+// callResult is the part of a call's answer the tests look at.
+type callResult struct {
+	ExecutionID string          `json:"execution_id"`
+	Status      string          `json:"status"`
+	Data        json.RawMessage `json:"data"`
+	Replayed    bool            `json:"replayed"`
+}
+
+func decodeCall(t *testing.T, body string) callResult {
+	t.Helper()
+	var r callResult
+	if err := json.Unmarshal([]byte(body), &r); err != nil {
+		t.Fatalf("call answer %q: %v", body, err)
+	}
+	return r
+}
+
 // toolNames returns the names listed by GET /v1/tools.
 func toolNames(t *testing.T, body string) []string {
 	t.Helper()
@@ -167,7 +253,7 @@ func TestServeRefusesPublicAddressWithoutTokens(t *testing.T) {
 		t.Run(addr, func(t *testing.T) {
 			var stdout bytes.Buffer
 			logs := newLogBuffer()
-			err := serve(t.Context(), []string{"--http-addr", addr}, &stdout, logs)
+			err := serve(t.Context(), append(nodeArgs(t), "--http-addr", addr), &stdout, logs)
 			if err == nil {
 				t.Fatalf("serve --http-addr %s without tokens started", addr)
 			}
@@ -184,7 +270,7 @@ func TestServeRefusesPublicAddressWithoutTokens(t *testing.T) {
 func TestServeRefusesPublicAddressFromEnvironment(t *testing.T) {
 	clearCarmyEnv(t)
 	t.Setenv("CARMY_HTTP_ADDR", "0.0.0.0:0")
-	err := serve(t.Context(), nil, io.Discard, newLogBuffer())
+	err := serve(t.Context(), nodeArgs(t), io.Discard, newLogBuffer())
 	if err == nil || !strings.Contains(err.Error(), "not a loopback address") {
 		t.Errorf("serve with CARMY_HTTP_ADDR=0.0.0.0:0 = %v, want a refusal", err)
 	}
@@ -204,8 +290,40 @@ func TestServeDevStartsAndStops(t *testing.T) {
 	if got, want := strings.Join(toolNames(t, body), ","), "create_order,echo,fail,sleep"; got != want {
 		t.Errorf("tools = %s, want the demo tools %s", got, want)
 	}
+	// --dev bootstraps a cluster of one: once it has elected itself, it
+	// runs and replays calls, and lists itself as the leader.
+	s.waitReady(t)
+	call := `{"tool":"create_order","arguments":{"sku":"KB-01"},"request_id":"r-1"}`
+	code, replayed, body := s.post(t, "/v1/tools/call", call)
+	first := decodeCall(t, body)
+	if code != http.StatusOK || first.Status != "completed" || first.Replayed || replayed != "" {
+		t.Fatalf("first call = %d %s, want 200 completed, not replayed", code, body)
+	}
+	code, replayed, body = s.post(t, "/v1/tools/call", call)
+	again := decodeCall(t, body)
+	if code != http.StatusOK || !again.Replayed || replayed != "true" || again.ExecutionID != first.ExecutionID || string(again.Data) != string(first.Data) {
+		t.Errorf("retry = %d (Idempotent-Replayed %q) %s, want the replay of %+v", code, replayed, body, first)
+	}
+	code, body = s.get(t, "/v1/cluster", "")
+	var st struct {
+		Leader *struct {
+			ID string `json:"id"`
+		} `json:"leader"`
+		Nodes []struct {
+			ID       string `json:"id"`
+			Suffrage string `json:"suffrage"`
+		} `json:"nodes"`
+		Entries int `json:"entries"`
+	}
+	if err := json.Unmarshal([]byte(body), &st); code != http.StatusOK || err != nil {
+		t.Fatalf("GET /v1/cluster = %d %s (%v)", code, body, err)
+	}
+	if st.Leader == nil || st.Leader.ID != "n-test" || len(st.Nodes) != 1 || st.Nodes[0].ID != "n-test" || st.Nodes[0].Suffrage != "voter" || st.Entries != 1 {
+		t.Errorf("GET /v1/cluster = %s, want n-test as the only voter and leader, with 1 entry", body)
+	}
+
 	logs := s.logs.String()
-	for _, want := range []string{"dev mode", "node_id=n-test", "auth=false"} {
+	for _, want := range []string{"dev mode", "node_id=n-test", "auth=false", "bootstrapped a new cluster"} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("logs do not contain %q:\n%s", want, logs)
 		}
@@ -233,6 +351,14 @@ func TestServeLoopbackWithoutDev(t *testing.T) {
 	if code != http.StatusOK || len(toolNames(t, body)) != 0 {
 		t.Errorf("GET /v1/tools = %d %s, want 200 and no tools", code, body)
 	}
+	// Neither --bootstrap nor --join: the node waits to be added, and is
+	// not ready meanwhile.
+	if code, body := s.get(t, "/readyz", ""); code != http.StatusServiceUnavailable {
+		t.Errorf("GET /readyz = %d %s, want 503 (no cluster yet)", code, body)
+	}
+	if !strings.Contains(s.logs.String(), "waiting to be added") {
+		t.Errorf("the logs do not say the node waits to be added:\n%s", s.logs)
+	}
 	if err := s.stop(t); err != nil {
 		t.Errorf("serve returned %v, want nil", err)
 	}
@@ -240,9 +366,9 @@ func TestServeLoopbackWithoutDev(t *testing.T) {
 
 func TestServeDevOnAllInterfaces(t *testing.T) {
 	// SPEC §3: anonymous callers are allowed on a non-loopback address with
-	// --dev.
+	// --dev; a listener off loopback needs the cluster key.
 	clearCarmyEnv(t)
-	s := startServe(t, "--dev", "--http-addr", "0.0.0.0:0")
+	s := startServe(t, "--dev", "--http-addr", "0.0.0.0:0", "--cluster-key", "test-cluster-key")
 	if code, body := s.get(t, "/healthz", ""); code != http.StatusOK {
 		t.Errorf("GET /healthz = %d %s, want 200", code, body)
 	}
@@ -271,6 +397,7 @@ limits:
 	// With tokens, a non-loopback address is allowed; the config path comes
 	// from the environment.
 	t.Setenv("CARMY_CONFIG", path)
+	t.Setenv("CARMY_CLUSTER_KEY", "test-cluster-key")
 	s := startServe(t, "--http-addr", "0.0.0.0:0", "--max-entries", "10")
 
 	if code, _ := s.get(t, "/healthz", ""); code != http.StatusOK {
@@ -330,6 +457,9 @@ func TestServeStartupErrors(t *testing.T) {
 		{name: "bad environment value", env: map[string]string{"CARMY_MAX_ENTRIES": "abc"}, mention: "CARMY_MAX_ENTRIES"},
 		{name: "bad flag value", args: []string{"--log-format", "xml"}, mention: "--log-format"},
 		{name: "address in use", args: []string{"--http-addr", "USED"}, mention: "listen"},
+		{name: "raft address in use", args: []string{"--raft-addr", "USED"}, mention: "raft"},
+		{name: "bad retention", args: []string{"--retention", "forever"}, mention: "--retention"},
+		{name: "bad retention from env", env: map[string]string{"CARMY_RETENTION": "1w"}, mention: "--retention \"1w\""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -338,7 +468,7 @@ func TestServeStartupErrors(t *testing.T) {
 			for k, v := range tt.env {
 				t.Setenv(k, v)
 			}
-			args := append([]string{"--http-addr", "127.0.0.1:0"}, tt.args...)
+			args := append(append(nodeArgs(t), "--http-addr", "127.0.0.1:0"), tt.args...)
 			if tt.config != "" {
 				args = append(args, "--config", writeConfig(t, tt.config))
 			}
@@ -380,4 +510,113 @@ func TestServeHelp(t *testing.T) {
 		t.Fatalf("serve --help = %v, want nil", err)
 	}
 	checkServeUsage(t, fmt.Sprint(stdout.String(), logs.String()))
+}
+
+func TestServeRefusesNonLoopbackWithoutClusterKey(t *testing.T) {
+	// SPEC §3: --cluster-key is required unless every listener is on
+	// loopback. 192.0.2.1 (TEST-NET-1) is never bound: the node refuses
+	// before it opens anything.
+	tests := []struct {
+		name     string
+		args     []string
+		env      map[string]string
+		listener string
+	}{
+		{name: "http on all interfaces", args: []string{"--dev", "--http-addr", "0.0.0.0:0"}, listener: "http"},
+		{name: "http on all interfaces with tokens", args: []string{"--http-addr", "0.0.0.0:0", "--config", "TOKENS"}, listener: "http"},
+		{name: "raft off loopback", args: []string{"--dev", "--raft-addr", "192.0.2.1:0"}, listener: "raft"},
+		{name: "gossip off loopback", args: []string{"--dev", "--gossip-addr", "192.0.2.1:0"}, listener: "gossip"},
+		{name: "gossip from the environment", args: []string{"--dev"}, env: map[string]string{"CARMY_GOSSIP_ADDR": "192.0.2.1:0"}, listener: "gossip"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clearCarmyEnv(t)
+			t.Setenv("CARMY_TEST_PLANNER_TOKEN", "planner-secret")
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			dataDir := filepath.Join(t.TempDir(), "data")
+			args := append(nodeArgs(t), "--data-dir", dataDir)
+			if tt.env["CARMY_GOSSIP_ADDR"] != "" {
+				args = []string{"--raft-addr", "127.0.0.1:0", "--data-dir", dataDir}
+			}
+			for _, a := range tt.args {
+				if a == "TOKENS" {
+					a = writeConfig(t, "auth:\n  tokens:\n    - {principal: planner, token_env: CARMY_TEST_PLANNER_TOKEN}\n")
+				}
+				args = append(args, a)
+			}
+			logs := newLogBuffer()
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			err := serve(ctx, args, io.Discard, logs)
+			if err == nil {
+				t.Fatalf("serve(%q) started without a cluster key", args)
+			}
+			if !strings.Contains(err.Error(), "cluster key") || !strings.Contains(err.Error(), tt.listener) {
+				t.Errorf("err = %q, want it to say the %s listener needs a cluster key", err, tt.listener)
+			}
+			if strings.Contains(logs.String(), "serving the API") {
+				t.Errorf("it served anyway; logs:\n%s", logs)
+			}
+			if _, err := os.Stat(dataDir); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("the refused node created its data dir (%v)", err)
+			}
+		})
+	}
+
+	// With the key (from the flag or the environment), the same node starts.
+	t.Run("with the key", func(t *testing.T) {
+		clearCarmyEnv(t)
+		s := startServe(t, "--dev", "--http-addr", "0.0.0.0:0", "--cluster-key", "k3y")
+		s.waitReady(t)
+		if err := s.stop(t); err != nil {
+			t.Errorf("serve returned %v, want nil", err)
+		}
+	})
+	t.Run("with the key from the environment", func(t *testing.T) {
+		clearCarmyEnv(t)
+		t.Setenv("CARMY_CLUSTER_KEY", "k3y")
+		s := startServe(t, "--dev", "--http-addr", "0.0.0.0:0")
+		if code, body := s.get(t, "/healthz", ""); code != http.StatusOK {
+			t.Errorf("GET /healthz = %d %s, want 200", code, body)
+		}
+		if err := s.stop(t); err != nil {
+			t.Errorf("serve returned %v, want nil", err)
+		}
+	})
+}
+
+func TestServeRestartKeepsRecords(t *testing.T) {
+	// SPEC §3: a restarted node rejoins with its data dir alone, and the
+	// records it replicated are still replayed.
+	clearCarmyEnv(t)
+	dir := t.TempDir()
+	call := `{"tool":"create_order","arguments":{"sku":"KB-01"},"request_id":"r-restart"}`
+
+	s := startServe(t, "--dev", "--http-addr", "127.0.0.1:0", "--data-dir", dir)
+	s.waitReady(t)
+	code, _, body := s.post(t, "/v1/tools/call", call)
+	first := decodeCall(t, body)
+	if code != http.StatusOK || first.Status != "completed" {
+		t.Fatalf("call = %d %s, want 200 completed", code, body)
+	}
+	if err := s.stop(t); err != nil {
+		t.Fatalf("serve returned %v, want nil", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "raft.db")); err != nil {
+		t.Errorf("no raft.db in the data dir: %v", err)
+	}
+
+	// Without --dev (so without --bootstrap): the data dir alone.
+	s = startServe(t, "--http-addr", "127.0.0.1:0", "--data-dir", dir, "--config", writeConfig(t, "demo_tools: true\n"))
+	s.waitReady(t)
+	code, replayed, body := s.post(t, "/v1/tools/call", call)
+	again := decodeCall(t, body)
+	if code != http.StatusOK || !again.Replayed || replayed != "true" || again.ExecutionID != first.ExecutionID || string(again.Data) != string(first.Data) {
+		t.Errorf("after the restart: %d %s, want the replay of %+v", code, body, first)
+	}
+	if err := s.stop(t); err != nil {
+		t.Errorf("serve returned %v, want nil", err)
+	}
 }
