@@ -137,13 +137,11 @@ func (r *Runtime) Serve(ctx context.Context, ln net.Listener, cfg api.Config) er
 	if err := r.Err(); err != nil {
 		return err
 	}
-	// Usually the store answers at once; otherwise (a cluster without a
-	// leader yet) serve meanwhile, answering calls UNAVAILABLE, so that
-	// the internal endpoints and /readyz work while the node catches up.
+	// Serve at once and start in the background: until the store is
+	// ready (a cluster node may wait for a leader) calls answer
+	// UNAVAILABLE, while /healthz, /readyz and the internal endpoints work.
 	r.phase.CompareAndSwap(phaseUngated, phaseStarting)
-	if err := r.Start(ctx); err != nil {
-		go r.startLoop(ctx)
-	}
+	go r.startLoop(ctx)
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,

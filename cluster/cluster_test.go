@@ -177,6 +177,9 @@ func TestSnapshotInstallToLaggingNode(t *testing.T) {
 		h1, _ = leader.FSM().Hash()
 		return h1 == h2
 	})
+	if err := back.ReadBarrier(t.Context()); err != nil {
+		t.Fatalf("read barrier on the node that installed a snapshot: %v", err)
+	}
 	mustReserve(t, back.Store(), key("s-7"), exec(back.ID()), store.Uncertain)
 }
 
@@ -237,8 +240,11 @@ func TestMembership(t *testing.T) {
 	if !c.leader().RunnerGone("n3") {
 		t.Fatal("a removed node's runner is not gone")
 	}
-	if err := c.leader().RemoveNode(t.Context(), "nope"); !errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("RemoveNode(unknown) = %v", err)
+	for _, n := range []*testNode{c.leader(), c.followers()[0]} {
+		err := n.RemoveNode(t.Context(), "nope")
+		if !errors.Is(err, store.ErrNotFound) || store.CodeOf(err) != "NOT_FOUND" || err.Error() != `no member "nope"` {
+			t.Fatalf("RemoveNode(unknown) on %s = %v", n.ID(), err)
+		}
 	}
 }
 
@@ -342,6 +348,36 @@ func TestConfigValidate(t *testing.T) {
 		bad(&c)
 		if err := c.Validate(); err == nil {
 			t.Fatalf("accepted %+v", c)
+		}
+	}
+}
+
+// Raft keeps no-op and barrier entries from the FSM; readiness and read
+// barriers must not wait for the FSM to reach their indexes.
+func TestReadyAfterLeaderChangeWithoutWrites(t *testing.T) {
+	// No dead-node interruption either: nothing but Raft's own entries
+	// follows the election.
+	c := newCluster(t, 3, func(cfg *cluster.Config) { cfg.DeadGrace = time.Hour })
+	old := c.leader()
+	old.stop()
+	nl := c.leader()
+	if nl == old {
+		t.Fatal("the stopped node still leads")
+	}
+	waitFor(t, "the survivors to be ready with no write after the election", 20*time.Second, func() bool {
+		for _, n := range c.nodes {
+			if n != old && n.Ready(t.Context()) != nil {
+				return false
+			}
+		}
+		return true
+	})
+	for _, n := range c.nodes {
+		if n == old {
+			continue
+		}
+		if err := n.ReadBarrier(t.Context()); err != nil {
+			t.Fatalf("%s: read barrier after the election: %v", n.ID(), err)
 		}
 	}
 }

@@ -39,6 +39,7 @@ const (
 	codeUnavailable   = "unavailable"
 	codeInvalid       = "invalid"
 	codeConflict      = "conflict"
+	codeNotFound      = "not_found"
 )
 
 type applyRequest struct {
@@ -123,6 +124,8 @@ func codeOf(err error) string {
 		return codeInvalid
 	case errors.Is(err, store.ErrConflict):
 		return codeConflict
+	case errors.Is(err, store.ErrNotFound):
+		return codeNotFound
 	}
 	return codeUnavailable
 }
@@ -138,6 +141,8 @@ func errorOf(code, msg string) error {
 		return fmt.Errorf("%w: %s", store.ErrInvalid, msg)
 	case codeConflict:
 		return fmt.Errorf("%w: %s", store.ErrConflict, msg)
+	case codeNotFound:
+		return &notFoundError{msg: msg}
 	}
 	return fmt.Errorf("%w: %s", store.ErrUnavailable, msg)
 }
@@ -218,8 +223,11 @@ func (n *Node) serveRemove(w http.ResponseWriter, r *http.Request) {
 }
 
 func statusOfInternal(err error) int {
-	if errors.Is(err, store.ErrInvalid) {
+	switch {
+	case errors.Is(err, store.ErrInvalid):
 		return http.StatusBadRequest
+	case errors.Is(err, store.ErrNotFound):
+		return http.StatusNotFound
 	}
 	return http.StatusServiceUnavailable
 }
@@ -287,3 +295,11 @@ func (c *internalClient) post(ctx context.Context, addr, path string, body, out 
 	}
 	return true, nil
 }
+
+// notFoundError says that a member does not exist. It matches
+// store.ErrNotFound and carries the NOT_FOUND code with its own message.
+type notFoundError struct{ msg string }
+
+func (e *notFoundError) Error() string        { return e.msg }
+func (e *notFoundError) ErrorCode() string    { return store.ErrNotFound.ErrorCode() }
+func (e *notFoundError) Is(target error) bool { return target == store.ErrNotFound }

@@ -16,7 +16,7 @@ func (n *Node) currentTerm() uint64 {
 }
 
 // leaderReadIndex returns an index a linearizable read must wait for: this
-// node's commit index, after confirming that it still leads and that it
+// node's applied index, after confirming that it still leads and that it
 // has applied everything committed before its term (its barrier).
 func (n *Node) leaderReadIndex(context.Context) (uint64, error) {
 	if !n.IsLeader() {
@@ -28,7 +28,12 @@ func (n *Node) leaderReadIndex(context.Context) (uint64, error) {
 	if err := n.raft.VerifyLeader().Error(); err != nil {
 		return 0, errNotLeader
 	}
-	return n.raft.CommitIndex(), nil
+	// Every write acknowledged before this read was applied here first
+	// (the barrier covers earlier terms), so this FSM's index bounds them.
+	// The FSM's index, not Raft's commit index: Raft keeps no-op and
+	// barrier entries from the FSM, so an FSM never reaches an index that
+	// is one of those.
+	return n.fsm.AppliedIndex(), nil
 }
 
 // ReadBarrier waits until this node's state reflects every write committed
@@ -96,7 +101,7 @@ func (n *Node) Ready(context.Context) error {
 	if id, _ := n.Leader(); id == "" {
 		return fmt.Errorf("%w: no known leader", store.ErrUnavailable)
 	}
-	if applied, commit := n.fsm.AppliedIndex(), n.raft.CommitIndex(); applied < commit {
+	if applied, commit := n.raft.AppliedIndex(), n.raft.CommitIndex(); applied < commit {
 		return fmt.Errorf("%w: applied %d of %d committed entries", store.ErrUnavailable, applied, commit)
 	}
 	if !n.fsm.CapacitySet() {

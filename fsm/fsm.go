@@ -91,7 +91,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 // (records are copied, their payloads immutable) and written out later.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.RLock()
-	b, err := f.p.MarshalSnapshot()
+	b, err := f.p.marshalSnapshotAt(f.applied.Load())
 	f.mu.RUnlock()
 	if err != nil {
 		return nil, fmt.Errorf("fsm: snapshot: %w", err)
@@ -110,6 +110,8 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.mu.Lock()
 	f.p = fresh
 	f.mu.Unlock()
+	// Raft does not tell the FSM a snapshot's index; the snapshot does.
+	f.SetApplied(fresh.restoredIndex)
 	return nil
 }
 
@@ -231,9 +233,10 @@ func (f *FSM) Hash() (string, error) {
 	return hex.EncodeToString(sum[:]), nil
 }
 
-// SnapshotBytes returns the state's snapshot bytes (for tests and tools).
+// SnapshotBytes returns the bytes Snapshot would persist now (for tests
+// and tools).
 func (f *FSM) SnapshotBytes() ([]byte, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return f.p.MarshalSnapshot()
+	return f.p.marshalSnapshotAt(f.applied.Load())
 }

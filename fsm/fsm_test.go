@@ -328,6 +328,9 @@ func TestSnapshotPersistRestore(t *testing.T) {
 	if mustHash(t, g) != mustHash(t, f) {
 		t.Fatal("restored FSM has another hash")
 	}
+	if g.AppliedIndex() != f.AppliedIndex() || g.AppliedIndex() == 0 {
+		t.Fatalf("restored applied index %d, want the snapshot's %d", g.AppliedIndex(), f.AppliedIndex())
+	}
 	if got, err := g.Get("e1"); err != nil || got.Status != store.StatusCompleted {
 		t.Fatalf("Get(e1) after restore: %+v, %v", got, err)
 	}

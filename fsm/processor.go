@@ -21,6 +21,9 @@ type Processor struct {
 	// capacitySet: a capacity command has been applied, so the bound is
 	// the cluster's choice rather than DefaultCapacity.
 	capacitySet bool
+	// restoredIndex is the applied index the last restored snapshot
+	// recorded.
+	restoredIndex uint64
 }
 
 // NewProcessor returns an empty processor.

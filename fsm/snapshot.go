@@ -22,6 +22,9 @@ type snapshotData struct {
 	LastSeq     uint64         `json:"last_seq"`
 	Records     []store.Record `json:"records"`
 	Nodes       []NodeInfo     `json:"nodes"`
+	// Index is the last entry the FSM had applied when the snapshot was
+	// taken (absent in hashes, which compare states, not positions).
+	Index uint64 `json:"index,omitempty"`
 }
 
 // snapshot captures the processor's state. The copy shares no mutable
@@ -40,6 +43,14 @@ func (p *Processor) snapshot() snapshotData {
 // MarshalSnapshot returns the processor's snapshot bytes.
 func (p *Processor) MarshalSnapshot() ([]byte, error) {
 	return json.Marshal(p.snapshot())
+}
+
+// marshalSnapshotAt returns the snapshot bytes recording that the FSM had
+// applied the log up to index.
+func (p *Processor) marshalSnapshotAt(index uint64) ([]byte, error) {
+	d := p.snapshot()
+	d.Index = index
+	return json.Marshal(d)
 }
 
 // RestoreSnapshot replaces the processor's state with a snapshot's. On
@@ -68,6 +79,7 @@ func (p *Processor) RestoreSnapshot(r io.Reader) error {
 		nodes[n.ID] = n
 	}
 	p.st, p.nodes, p.capacitySet = st, nodes, d.CapacitySet
+	p.restoredIndex = d.Index
 	return nil
 }
 

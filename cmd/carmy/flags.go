@@ -165,6 +165,8 @@ func (c serveConfig) validate() error {
 		return fmt.Errorf("--node-id %q: must be non-empty, without spaces or slashes", c.NodeID)
 	case c.MaxEntries <= 0:
 		return fmt.Errorf("--max-entries %d: must be positive", c.MaxEntries)
+	case c.Bootstrap && c.Join != "":
+		return fmt.Errorf("--bootstrap and --join exclude each other: bootstrap starts a new cluster, join enters an existing one")
 	case c.SnapshotThreshold == 0:
 		return fmt.Errorf("--snapshot-threshold must be positive")
 	case c.SnapshotInterval <= 0:
