@@ -7,6 +7,7 @@ import (
 	"flag"
 	"path/filepath"
 	"slices"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -206,6 +207,18 @@ func TestParseServeDevBootstraps(t *testing.T) {
 				t.Errorf("parseServe(%q): joinAddrs() = %q, want %q", tt.args, got, tt.join)
 			}
 		})
+	}
+}
+
+func TestParseServeBootstrapAndJoinExclude(t *testing.T) {
+	for _, args := range [][]string{
+		{"--bootstrap", "--join", "127.0.0.1:8081"},
+		{"--dev", "--bootstrap", "--join", "127.0.0.1:8081"},
+	} {
+		_, err := parseServe(args, fakeEnv(nil), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "exclude each other") {
+			t.Errorf("parseServe(%q) = %v, want the exclusion refused", args, err)
+		}
 	}
 }
 
