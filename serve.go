@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/api"
+	"github.com/carmyhq/carmy/internal/netaddr"
 )
 
 var _ api.Runtime = (*Runtime)(nil)
@@ -198,14 +199,4 @@ func (r *Runtime) ListenAndServe(ctx context.Context, addr string, cfg api.Confi
 
 // IsLoopback reports whether addr (host:port) names a loopback host:
 // localhost, 127.0.0.0/8 or ::1. An empty host (all interfaces) is not.
-func IsLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
+func IsLoopback(addr string) bool { return netaddr.IsLoopback(addr) }

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net"
 	"time"
+
+	"github.com/carmyhq/carmy/internal/netaddr"
 )
 
 // Config configures a Node.
@@ -95,22 +97,10 @@ func (c Config) Validate() error {
 	}
 	if c.ClusterKey == "" {
 		for name, addr := range map[string]string{"raft": c.RaftAddr, "gossip": c.GossipAddr, "http": c.HTTPAddr} {
-			if !isLoopback(addr) {
+			if !netaddr.IsLoopback(addr) {
 				return fmt.Errorf("cluster: the %s address %s is not loopback: a cluster key is required (--cluster-key)", name, addr)
 			}
 		}
 	}
 	return nil
-}
-
-func isLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/memberlist"
 
 	"github.com/carmyhq/carmy/fsm"
+	"github.com/carmyhq/carmy/internal/netaddr"
 )
 
 // Gossip states of a member, as GET /v1/cluster shows them.
@@ -101,7 +102,7 @@ func (n *Node) startGossip() error {
 		return fmt.Errorf("cluster: gossip port: %w", err)
 	}
 	var mc *memberlist.Config
-	if isLoopback(n.cfg.GossipAddr) {
+	if netaddr.IsLoopback(n.cfg.GossipAddr) {
 		mc = memberlist.DefaultLocalConfig()
 	} else {
 		mc = memberlist.DefaultLANConfig()
