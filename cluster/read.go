@@ -3,17 +3,13 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/carmyhq/carmy/store"
 )
 
 // currentTerm returns Raft's current term.
-func (n *Node) currentTerm() uint64 {
-	t, _ := strconv.ParseUint(n.raft.Stats()["term"], 10, 64)
-	return t
-}
+func (n *Node) currentTerm() uint64 { return n.raft.CurrentTerm() }
 
 // leaderReadIndex returns an index a linearizable read must wait for: this
 // node's applied index, after confirming that it still leads and that it
