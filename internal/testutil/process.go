@@ -53,6 +53,9 @@ type Node struct {
 	// Addr is the HTTP API's host:port; URL is "http://" + Addr.
 	Addr string
 	URL  string
+	bin  string
+	args []string     // as given to Launch, after "serve"
+	opts StartOptions // with Dir filled in
 	cmd  *exec.Cmd
 	logs *syncBuffer
 	done chan struct{}
@@ -87,6 +90,12 @@ func StartCarmy(tb testing.TB, bin string, opts StartOptions, args ...string) *N
 // exits before serving (so tests can check refusals).
 func Launch(tb testing.TB, bin string, opts StartOptions, args ...string) (*Node, error) {
 	tb.Helper()
+	return launch(tb, bin, opts, args)
+}
+
+// launch starts a process whose lifetime (temporary directory, kill and
+// log dump at the end) is owner's.
+func launch(owner testing.TB, bin string, opts StartOptions, args []string) (*Node, error) {
 	full := append([]string{"serve"}, args...)
 	for flag, value := range map[string]string{
 		"--http-addr": "127.0.0.1:0", "--raft-addr": "127.0.0.1:0", "--gossip-addr": "127.0.0.1:0",
@@ -97,20 +106,20 @@ func Launch(tb testing.TB, bin string, opts StartOptions, args ...string) (*Node
 	}
 	cmd := exec.Command(bin, full...)
 	cmd.Env = append(os.Environ(), opts.Env...)
-	cmd.Dir = opts.Dir
-	if cmd.Dir == "" {
-		cmd.Dir = tb.TempDir()
+	if opts.Dir == "" {
+		opts.Dir = owner.TempDir()
 	}
-	n := &Node{cmd: cmd, logs: &syncBuffer{}, done: make(chan struct{})}
+	cmd.Dir = opts.Dir
+	n := &Node{bin: bin, args: append([]string(nil), args...), opts: opts, cmd: cmd, logs: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = n.logs, n.logs
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting carmy: %w", err)
 	}
 	go func() { n.err = cmd.Wait(); close(n.done) }()
-	tb.Cleanup(func() {
+	owner.Cleanup(func() {
 		n.Kill()
-		if tb.Failed() {
-			tb.Logf("carmy %v output:\n%s", full, n.Logs())
+		if owner.Failed() {
+			owner.Logf("carmy %v output:\n%s", full, n.Logs())
 		}
 	})
 	deadline := time.After(30 * time.Second)
