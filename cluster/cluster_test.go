@@ -381,3 +381,33 @@ func TestReadyAfterLeaderChangeWithoutWrites(t *testing.T) {
 		}
 	}
 }
+
+func TestRestartOnNewAddressRejoins(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	f := c.followers()[0]
+	ex := exec(f.ID())
+	mustReserve(t, f.Store(), key("before-move"), ex, store.Reserved)
+	f.stop()
+	// Same id and data dir; new ports for Raft, gossip and HTTP.
+	back := startNode(t, f.cfg.NodeID, f.cfg.DataDir, false, nil, nil)
+	c.mu.Lock()
+	c.nodes = append(c.nodes, back)
+	c.mu.Unlock()
+	leader := c.leader()
+	waitFor(t, "the leader to list the node's new Raft address", 30*time.Second, func() bool {
+		st, err := leader.Status(t.Context())
+		if err != nil {
+			return false
+		}
+		for _, n := range st.Nodes {
+			if n.ID == back.ID() {
+				return n.RaftAddr == back.RaftAddr() && n.HTTPAddr == back.HTTPAddr()
+			}
+		}
+		return false
+	})
+	waitFor(t, "the moved node to be ready", 30*time.Second, func() bool { return back.Ready(t.Context()) == nil })
+	if rec, err := back.Store().Lookup(t.Context(), key("before-move")); err != nil || rec.ExecutionID != ex.ID {
+		t.Fatalf("moved node's lookup = %+v, %v", rec, err)
+	}
+}

@@ -60,13 +60,20 @@ func (m *members) alive(node *memberlist.Node) {
 
 // deadFor returns how long gossip has seen id dead, and whether it has.
 func (m *members) deadFor(id string) (time.Duration, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	since, dead := m.deadSince[id]
+	since, dead := m.diedAt(id)
 	if !dead {
 		return 0, false
 	}
 	return time.Since(since), true
+}
+
+// diedAt returns when gossip last saw id die (reset when it comes back),
+// and whether it is dead now.
+func (m *members) diedAt(id string) (time.Time, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	since, dead := m.deadSince[id]
+	return since, dead
 }
 
 // info returns the addresses a member advertised in gossip.
@@ -187,7 +194,7 @@ func (n *Node) JoinGossip(addrs []string) error {
 func (n *Node) gossipRejoin() {
 	for n.sleep(time.Second) {
 		var addrs []string
-		for _, info := range n.fsm.Nodes() {
+		for _, info := range n.knownMembers() {
 			if info.ID == n.cfg.NodeID || info.GossipAddr == "" {
 				continue
 			}

@@ -19,8 +19,8 @@ func (n *Node) leaderDuties() {
 	tick := 100 * time.Millisecond
 	var (
 		wasLeader    bool
-		notAlive     = make(map[string]time.Time)
-		interrupted  = make(map[string]bool)
+		unseenSince  = make(map[string]time.Time)
+		handled      = make(map[string]time.Time)
 		lastExpire   time.Time
 		lastLiveness time.Time
 		expireEvery  = min(max(n.cfg.Retention/10, time.Second), time.Minute)
@@ -30,8 +30,8 @@ func (n *Node) leaderDuties() {
 		if !n.IsLeader() {
 			if wasLeader {
 				n.leaderReady.Store(0)
-				clear(notAlive)
-				clear(interrupted)
+				clear(unseenSince)
+				clear(handled)
 			}
 			wasLeader = false
 			continue
@@ -44,7 +44,7 @@ func (n *Node) leaderDuties() {
 		}
 		if time.Since(lastLiveness) >= livenessTick {
 			lastLiveness = time.Now()
-			n.interruptDead(notAlive, interrupted)
+			n.interruptDead(unseenSince, handled)
 		}
 		if n.cfg.Retention > 0 && time.Since(lastExpire) >= expireEvery {
 			lastExpire = time.Now()
@@ -77,8 +77,11 @@ func (n *Node) becomeReady() bool {
 }
 
 // interruptDead marks interrupted the running executions of voters that
-// gossip has not seen alive for DeadGrace, once per death.
-func (n *Node) interruptDead(notAlive map[string]time.Time, interrupted map[string]bool) {
+// gossip has not seen alive for DeadGrace, once per death. A death is
+// dated by gossip (reset whenever the member comes back), or, for a
+// member gossip never saw, from when this leader first missed it.
+// handled maps a member to the death already handled.
+func (n *Node) interruptDead(unseenSince, handled map[string]time.Time) {
 	cfg := n.raft.GetConfiguration()
 	if cfg.Error() != nil {
 		return
@@ -90,21 +93,22 @@ func (n *Node) interruptDead(notAlive map[string]time.Time, interrupted map[stri
 		if id == n.cfg.NodeID {
 			continue
 		}
-		switch n.gossipState(id) {
-		case GossipAlive, GossipSuspect:
-			delete(notAlive, id)
-			delete(interrupted, id)
+		state := n.gossipState(id)
+		if state == GossipAlive || state == GossipSuspect {
+			delete(unseenSince, id)
+			delete(handled, id)
 			continue
 		}
-		since, seen := notAlive[id]
-		if !seen {
-			since = time.Now()
-			if d, dead := n.members.deadFor(id); dead {
-				since = time.Now().Add(-d)
+		since, dead := n.members.diedAt(id)
+		if !dead {
+			if first, ok := unseenSince[id]; ok {
+				since = first
+			} else {
+				since = time.Now()
+				unseenSince[id] = since
 			}
-			notAlive[id] = since
 		}
-		if interrupted[id] || time.Since(since) < n.cfg.DeadGrace {
+		if done, ok := handled[id]; (ok && done.Equal(since)) || time.Since(since) < n.cfg.DeadGrace {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.LeaderWait)
@@ -114,14 +118,18 @@ func (n *Node) interruptDead(notAlive map[string]time.Time, interrupted map[stri
 			n.log.Warn("marking a dead node's executions interrupted failed", slog.String("dead_node", id), slog.Any("err", err))
 			continue
 		}
-		interrupted[id] = true
+		handled[id] = since
 		n.log.Warn("a node is dead: its running executions are now interrupted",
 			slog.String("dead_node", id), slog.Int("interrupted", resp.Count), slog.Duration("dead_for", time.Since(since)))
 	}
-	for id := range notAlive {
+	for id := range unseenSince {
 		if !members[id] {
-			delete(notAlive, id)
-			delete(interrupted, id)
+			delete(unseenSince, id)
+		}
+	}
+	for id := range handled {
+		if !members[id] {
+			delete(handled, id)
 		}
 	}
 }

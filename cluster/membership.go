@@ -79,10 +79,15 @@ func (n *Node) RemoveNode(ctx context.Context, id string) error {
 	if id == "" {
 		return fmt.Errorf("%w: id is required", store.ErrInvalid)
 	}
-	return n.onLeader(ctx, func() error { return n.removeLocal(ctx, id) }, func(addr string) error {
+	err := n.onLeader(ctx, func() error { return n.removeLocal(ctx, id) }, func(addr string) error {
 		_, err := n.client.post(ctx, addr, pathRemove, removeRequest{ID: id}, &struct{}{})
 		return err
 	})
+	if err != nil {
+		return err
+	}
+	// The change committed on the leader; let this node's view show it.
+	return n.ReadBarrier(ctx)
 }
 
 func (n *Node) removeLocal(ctx context.Context, id string) error {
@@ -195,6 +200,38 @@ func (n *Node) registerSelf() {
 		cancel()
 		if err == nil && resp.Err() == nil {
 			return
+		}
+	}
+}
+
+// rejoinOnNewAddress runs on a node restarted with state: while the Raft
+// configuration it knows lists it under another Raft address (it came back
+// on a new one, so the leader cannot reach it), it asks the members it
+// knows (--join and the member table) to update its entry, as a join
+// would. A node that comes back on its old address never re-adds itself,
+// so an operator's removal stands.
+func (n *Node) rejoinOnNewAddress() {
+	for n.sleep(2 * time.Second) {
+		s, member := n.isVoter(n.cfg.NodeID)
+		if !member || string(s.Address) == n.RaftAddr() {
+			continue
+		}
+		targets := append([]string(nil), n.cfg.Join...)
+		for _, info := range n.knownMembers() {
+			if info.ID != n.cfg.NodeID && info.HTTPAddr != "" {
+				targets = append(targets, info.HTTPAddr)
+			}
+		}
+		for _, addr := range targets {
+			ctx, cancel := context.WithTimeout(context.Background(), n.cfg.LeaderWait+2*time.Second)
+			var ans joinAnswer
+			_, err := n.client.post(ctx, addr, pathJoin, n.Info(), &ans)
+			cancel()
+			if err == nil {
+				n.log.Info("updated this node's address in the cluster", slog.String("via", addr), slog.String("raft_addr", n.RaftAddr()))
+				break
+			}
+			n.log.Debug("rejoin on a new address", slog.String("via", addr), slog.Any("err", err))
 		}
 	}
 }

@@ -30,6 +30,7 @@ type Node struct {
 	transport *raft.NetworkTransport
 	gossip    *memberlist.Memberlist
 	members   *members
+	cache     *membersCache
 	fwd       *forwarder
 	client    *internalClient
 
@@ -57,6 +58,7 @@ func Open(cfg Config) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger.With(slog.String("node_id", cfg.NodeID)), fsm: fsm.New(), stop: make(chan struct{})}
 	n.fsm.Observe(n.observe)
+	n.cache = newMembersCache(cfg.DataDir, n.log)
 	n.client = newInternalClient(cfg.ClusterKey)
 	n.fwd = newForwarder(n.client)
 	ok := false
@@ -100,6 +102,9 @@ func Open(cfg Config) (*Node, error) {
 	n.background(n.leaderDuties)
 	n.background(n.gossipRejoin)
 	n.background(n.registerSelf)
+	if hasState {
+		n.background(n.rejoinOnNewAddress)
+	}
 	if !hasState && !cfg.Bootstrap {
 		if len(cfg.Join) > 0 {
 			n.background(n.joinCluster)
@@ -262,6 +267,11 @@ func (n *Node) OnCancel(fn func(executionID string)) {
 
 // observe sees every applied command (on Raft's apply goroutine).
 func (n *Node) observe(_ uint64, c fsm.Command, r fsm.Response) {
+	if c.Type == fsm.TypeNode || c.Type == fsm.TypeNodeRemoved {
+		members := n.fsm.Nodes()
+		n.cache.put(members)
+		return
+	}
 	if c.Type != fsm.TypeCancel || r.Error != "" || r.Record.NodeID != n.cfg.NodeID {
 		return
 	}

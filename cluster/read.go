@@ -91,11 +91,14 @@ func (n *Node) waitApplied(ctx context.Context, idx uint64, deadline time.Time) 
 	}
 }
 
-// Ready returns nil when the node knows a leader and has applied the log
-// up to what it knows committed (SPEC §2.7 /readyz).
+// Ready returns nil when the node knows a leader (and where to forward to
+// it) and has applied the log up to what it knows committed (SPEC §2.7
+// /readyz).
 func (n *Node) Ready(context.Context) error {
-	if id, _ := n.Leader(); id == "" {
+	if id, addr := n.Leader(); id == "" {
 		return fmt.Errorf("%w: no known leader", store.ErrUnavailable)
+	} else if addr == "" {
+		return fmt.Errorf("%w: the leader's address is not known yet", store.ErrUnavailable)
 	}
 	if applied, commit := n.raft.AppliedIndex(), n.raft.CommitIndex(); applied < commit {
 		return fmt.Errorf("%w: applied %d of %d committed entries", store.ErrUnavailable, applied, commit)
