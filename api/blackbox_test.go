@@ -480,3 +480,71 @@ func writeFile(t *testing.T, path, content string) {
 		t.Fatal(err)
 	}
 }
+
+func TestBlackBoxUnavailableWithoutALeader(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the carmy binary")
+	}
+	bin := testutil.BuildCarmy(t)
+	// No --bootstrap, no --join: the node waits to be added, with no leader.
+	node := testutil.StartCarmy(t, bin, testutil.StartOptions{}, "--config", writeDemoConfig(t))
+	n := bbNode{node, t}
+	a := n.call(`{"tool":"create_order","arguments":{"sku":"A"},"request_id":"u1"}`)
+	bbWant(t, "a call without a leader", a, 503, "UNAVAILABLE")
+	if a.header.Get("Retry-After") == "" {
+		t.Fatalf("UNAVAILABLE without Retry-After: %v", a.header)
+	}
+	if r := n.get("/readyz"); r.status != 503 || r.errCode() != "UNAVAILABLE" {
+		t.Fatalf("readyz without a leader: %d %s", r.status, r.raw)
+	}
+	if h := n.get("/healthz"); h.status != 200 {
+		t.Fatalf("healthz: %d", h.status)
+	}
+}
+
+func writeDemoConfig(t *testing.T) string {
+	t.Helper()
+	path := t.TempDir() + "/carmy.yaml"
+	writeFile(t, path, "demo_tools: true\n")
+	return path
+}
+
+func TestBlackBoxRestartInterruptsAndResolves(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the carmy binary")
+	}
+	bin := testutil.BuildCarmy(t)
+	n := startDev(t, bin)
+	body := `{"tool":"sleep","arguments":{"ms":60000},"request_id":"across-restart"}`
+	go func() {
+		// The process dies under this call: its answer does not matter.
+		if resp, err := http.Post(n.URL+"/v1/tools/call", "application/json", strings.NewReader(body)); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	var id string
+	waitUntil(t, "the call to be recorded running", func() bool {
+		a := n.get("/v1/executions?request_id=across-restart")
+		id = a.str("execution_id")
+		return a.status == 200 && a.str("status") == "running"
+	})
+	n.Kill()
+	m := bbNode{n.Restart(t), t}
+	m.WaitReady(t, 30*time.Second)
+
+	// The restarted node marked its own running execution interrupted:
+	// the tool does not run again, and the answer says why.
+	u := m.call(body)
+	bbWant(t, "retry after the restart", u, 409, "EXECUTION_UNCERTAIN")
+	if u.str("error", "status") != "interrupted" || u.str("error", "execution_id") != id || u.header.Get("Retry-After") != "" {
+		t.Fatalf("uncertain answer: %s %v", u.raw, u.header)
+	}
+	r := m.post("/v1/executions/"+id+"/resolve", `{"status":"completed","data":{"slept_ms":60000}}`)
+	if r.status != 200 || r.body["resolved"] != true || r.str("status") != "completed" {
+		t.Fatalf("resolve: %d %s", r.status, r.raw)
+	}
+	again := m.call(body)
+	if again.status != 200 || again.body["replayed"] != true || again.body["resolved"] != true || again.str("execution_id") != id {
+		t.Fatalf("retry after resolve: %d %s", again.status, again.raw)
+	}
+}
