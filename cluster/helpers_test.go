@@ -92,6 +92,20 @@ func newCluster(tb testing.TB, size int, tune func(*cluster.Config)) *testCluste
 		c.nodes = append(c.nodes, startNode(tb, fmt.Sprintf("n%d", i), tb.TempDir(), false, []string{first.HTTPAddr()}, tune))
 	}
 	c.waitReady()
+	waitFor(tb, "gossip to see every member alive", 30*time.Second, func() bool {
+		for _, n := range c.nodes {
+			st, err := n.Status(context.Background())
+			if err != nil || len(st.Nodes) != size {
+				return false
+			}
+			for _, m := range st.Nodes {
+				if m.Gossip != cluster.GossipAlive {
+					return false
+				}
+			}
+		}
+		return true
+	})
 	return c
 }
 

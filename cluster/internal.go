@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -205,6 +206,11 @@ func (n *Node) serveJoin(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		writeInternalError(w, statusOfInternal(err), codeOf(err), err.Error())
 		return
+	}
+	// The table may not list this node's gossip address yet (it registers
+	// itself in the background); the joiner needs one to enter the pool.
+	if !slices.ContainsFunc(nodes, func(m fsm.NodeInfo) bool { return m.ID == n.cfg.NodeID && m.GossipAddr != "" }) {
+		nodes = append(nodes, n.Info())
 	}
 	writeJSON(w, http.StatusOK, joinAnswer{Nodes: nodes})
 }
