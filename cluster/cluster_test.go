@@ -411,3 +411,75 @@ func TestRestartOnNewAddressRejoins(t *testing.T) {
 		t.Fatalf("moved node's lookup = %+v, %v", rec, err)
 	}
 }
+
+// Reservations in flight when the leader stops are either committed,
+// refused, or answered as unknown; none is ever reserved twice.
+func TestLeaderLossDuringReserves(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	old := c.leader()
+	f := c.followers()[0]
+	type result struct {
+		k   store.Key
+		ex  store.Execution
+		out store.Outcome
+		err error
+	}
+	results := make(chan result, 300)
+	var wg sync.WaitGroup
+	for i := range 300 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			k, ex := key(fmt.Sprint("inflight-", i)), exec(f.ID())
+			res, err := f.Store().Reserve(context.Background(), k, "fp", ex)
+			results <- result{k, ex, res.Outcome, err}
+		}()
+		if i == 100 {
+			go old.stop()
+		}
+	}
+	wg.Wait()
+	close(results)
+	unknown := 0
+	for r := range results {
+		switch {
+		case r.err == nil && r.out == store.Reserved:
+			// Committed: a second reservation must not win.
+			res, err := f.Store().Reserve(t.Context(), r.k, "fp", exec(f.ID()))
+			if err == nil && res.Outcome == store.Reserved {
+				t.Fatalf("%s reserved twice", r.k)
+			}
+		case r.err == nil:
+			t.Fatalf("%s: unexpected outcome %v", r.k, r.out)
+		case errors.Is(r.err, store.ErrCommitUnknown):
+			unknown++
+			// The proposer finds out by its execution id: either it holds
+			// the reservation or nobody does.
+			waitFor(t, "a leader to answer for "+r.k.String(), 30*time.Second, func() bool {
+				rec, err := f.Store().Lookup(t.Context(), r.k)
+				if errors.Is(err, store.ErrNotFound) {
+					return true
+				}
+				if err != nil {
+					return false
+				}
+				if rec.ExecutionID != r.ex.ID {
+					t.Fatalf("%s is held by %s, not by its only proposer %s", r.k, rec.ExecutionID, r.ex.ID)
+				}
+				return true
+			})
+		case errors.Is(r.err, store.ErrUnavailable):
+			// Not applied: the identity is vacant.
+			waitFor(t, "a leader to answer for "+r.k.String(), 30*time.Second, func() bool {
+				_, err := f.Store().Lookup(t.Context(), r.k)
+				if err == nil {
+					t.Fatalf("%s: UNAVAILABLE, but the reservation exists", r.k)
+				}
+				return errors.Is(err, store.ErrNotFound)
+			})
+		default:
+			t.Fatalf("%s: %v", r.k, r.err)
+		}
+	}
+	t.Logf("reservations with an unknown outcome: %d of 300", unknown)
+}
