@@ -61,6 +61,8 @@ func startNode(tb testing.TB, id, dir string, bootstrap bool, join []string, tun
 	}
 	tn := &testNode{Node: n, cfg: cfg, ln: ln, srv: &http.Server{Handler: n.InternalHandler()}}
 	go tn.srv.Serve(ln)
+	// Registered after the data dir's removal, so it runs before it.
+	tb.Cleanup(tn.stop)
 	return tn
 }
 

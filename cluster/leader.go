@@ -62,6 +62,18 @@ func (n *Node) becomeReady() bool {
 	}
 	n.leaderReady.Store(term)
 	n.log.Info("leading", slog.Uint64("term", term), slog.Uint64("applied_index", n.fsm.AppliedIndex()))
+	// The leader's own addresses go into the member table before the
+	// capacity, which readiness waits for: a ready node can always find
+	// the leader it forwards to.
+	if info := n.Info(); !n.hasNodeInfo(info) {
+		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.LeaderWait)
+		_, err := n.Apply(ctx, fsm.SetNode(info))
+		cancel()
+		if err != nil {
+			n.log.Warn("registering the leader's addresses failed", slog.Any("err", err))
+			return false
+		}
+	}
 	want := n.cfg.MaxEntries
 	if want <= 0 {
 		want = fsm.DefaultCapacity
@@ -161,4 +173,10 @@ func (n *Node) isVoter(id string) (raft.Server, bool) {
 		}
 	}
 	return raft.Server{}, false
+}
+
+// hasNodeInfo reports whether the member table holds info as it is.
+func (n *Node) hasNodeInfo(info fsm.NodeInfo) bool {
+	old, ok := n.fsm.Node(info.ID)
+	return ok && old == info
 }

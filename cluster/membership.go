@@ -192,15 +192,17 @@ func (n *Node) registerSelf() {
 			continue
 		}
 		info := n.Info()
-		if old, ok := n.fsm.Node(info.ID); ok && old == info {
+		if n.hasNodeInfo(info) {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.LeaderWait)
 		resp, err := n.Apply(ctx, fsm.SetNode(info))
 		cancel()
 		if err == nil && resp.Err() == nil {
+			n.log.Debug("registered this node's addresses", slog.String("raft_addr", info.RaftAddr), slog.String("http_addr", info.HTTPAddr))
 			return
 		}
+		n.log.Debug("registering this node's addresses", slog.Any("err", errors.Join(err, resp.Err())))
 	}
 }
 
