@@ -171,6 +171,7 @@ func TestProcessClusterAdmin(t *testing.T) {
 	bin := testutil.BuildCarmy(t)
 	c := testutil.StartCluster(t, bin, 3, testutil.StartOptions{}, "--dev", "--fast-failover")
 	procStep(t, "calls to every node", func(t *testing.T) { procCallsToEveryNode(t, c) })
+	procStep(t, "cancel through another node", func(t *testing.T) { procCancelElsewhere(t, c) })
 	procStep(t, "join and removal of a fourth node", func(t *testing.T) { procJoinAndRemove(t, c) })
 	procStep(t, "SIGTERM of the leader", func(t *testing.T) { procStopLeader(t, c) })
 }
@@ -216,6 +217,50 @@ func procCallsToEveryNode(t *testing.T, c *testutil.Cluster) {
 		if r.status != http.StatusOK || r.str("node_id") != n.ID() || r.str("status") != "completed" {
 			t.Fatalf("GET /v1/executions/%s on %s: %s, want completed by %s", id, third.ID(), r, n.ID())
 		}
+	}
+}
+
+// procCancelElsewhere cancels, through one node, a call running on
+// another: cancelled is recorded at once, the runner's tool stops (its
+// caller gets the cancelled record long before the tool's 60 s), and a
+// retry on a third node replays it.
+func procCancelElsewhere(t *testing.T, c *testutil.Cluster) {
+	nodes := c.Running()
+	runner, canceller, third := nodes[0], nodes[1], nodes[2]
+	body := `{"tool":"sleep","arguments":{"ms":60000},"request_id":"cancel-elsewhere"}`
+	answer := make(chan procAnswer, 1)
+	go func() {
+		a, err := procSend(http.DefaultClient, http.MethodPost, runner.URL+"/v1/tools/call", body)
+		if err != nil {
+			a = procAnswer{status: -1, raw: []byte(err.Error())}
+		}
+		answer <- a
+	}()
+	var id string
+	testutil.WaitFor(t, procWait, "the call to run on "+runner.ID(), func() error {
+		a := procDo(t, http.MethodGet, canceller.URL+"/v1/executions?request_id=cancel-elsewhere", "")
+		if a.status != http.StatusOK || a.str("status") != "running" {
+			return fmt.Errorf("lookup: %s", a)
+		}
+		id = a.str("execution_id")
+		return nil
+	})
+	cancelled := procDo(t, http.MethodPost, canceller.URL+"/v1/executions/"+id+"/cancel", "")
+	if cancelled.status != http.StatusOK || cancelled.str("status") != "cancelled" {
+		t.Fatalf("cancel through %s: %s", canceller.ID(), cancelled)
+	}
+	select {
+	case a := <-answer:
+		if a.status != http.StatusOK || a.str("status") != "cancelled" || a.str("execution_id") != id {
+			t.Fatalf("the runner's caller got %s, want the cancelled record", a)
+		}
+	case <-time.After(procWait):
+		t.Fatalf("the tool on %s did not stop after the cancel through %s", runner.ID(), canceller.ID())
+	}
+	r := procCall(t, third, body)
+	procWantReplay(t, "a retry on "+third.ID(), r, id)
+	if r.str("status") != "cancelled" {
+		t.Fatalf("the retry replays %s, want cancelled", r)
 	}
 }
 
