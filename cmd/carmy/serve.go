@@ -35,9 +35,16 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	} else if auth, err = fc.auth(os.Getenv); err != nil {
 		return err
 	}
-	if !auth.Enabled() && !cfg.Dev && !carmy.IsLoopback(cfg.HTTPAddr) {
-		return fmt.Errorf("refusing to start: --http-addr %s is not a loopback address and no auth tokens are configured "+
-			"(add auth.tokens to the config file, bind to 127.0.0.1, or use --dev to try it out)", cfg.HTTPAddr)
+	if !auth.Enabled() && !cfg.Dev {
+		// Anonymous callers only when every listener is on loopback.
+		for _, l := range []struct{ flag, addr string }{
+			{"--http-addr", cfg.HTTPAddr}, {"--raft-addr", cfg.RaftAddr}, {"--gossip-addr", cfg.GossipAddr},
+		} {
+			if !carmy.IsLoopback(l.addr) {
+				return fmt.Errorf("refusing to start: %s %s is not a loopback address and no auth tokens are configured "+
+					"(add auth.tokens to the config file, bind to 127.0.0.1, or use --dev to try it out)", l.flag, l.addr)
+			}
+		}
 	}
 
 	opts := []carmy.Option{carmy.WithNodeID(cfg.NodeID), carmy.WithLogger(log)}

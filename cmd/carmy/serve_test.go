@@ -267,6 +267,19 @@ func TestServeRefusesPublicAddressWithoutTokens(t *testing.T) {
 	}
 }
 
+// Anonymous callers need every listener on loopback, not only the API.
+func TestServeRefusesPublicRaftOrGossipWithoutTokens(t *testing.T) {
+	clearCarmyEnv(t)
+	for _, flag := range []string{"--raft-addr", "--gossip-addr"} {
+		t.Run(flag, func(t *testing.T) {
+			err := serve(t.Context(), append(nodeArgs(t), "--http-addr", "127.0.0.1:0", flag, "0.0.0.0:0", "--cluster-key", "k"), io.Discard, newLogBuffer())
+			if err == nil || !strings.Contains(err.Error(), flag+" 0.0.0.0:0 is not a loopback address") {
+				t.Fatalf("serve with %s off loopback and no tokens: %v", flag, err)
+			}
+		})
+	}
+}
+
 func TestServeRefusesPublicAddressFromEnvironment(t *testing.T) {
 	clearCarmyEnv(t)
 	t.Setenv("CARMY_HTTP_ADDR", "0.0.0.0:0")
