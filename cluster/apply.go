@@ -35,36 +35,49 @@ func (n *Node) Apply(ctx context.Context, c fsm.Command) (fsm.Response, error) {
 	if err != nil {
 		return fsm.Response{}, err
 	}
+	var resp fsm.Response
+	err = n.untilLeader(ctx, "no leader", func(deadline time.Time) error {
+		var err error
+		if n.IsLeader() {
+			resp, err = n.applyLocal(data, time.Until(deadline))
+			return err
+		}
+		leader, ok := n.leaderHTTP()
+		if !ok {
+			return errNotSent
+		}
+		resp, err = n.fwd.apply(ctx, leader, data, deadline)
+		return err
+	})
+	return resp, err
+}
+
+// untilLeader runs attempt until it returns anything but errNotLeader or
+// errNotSent (which mean nothing was applied anywhere: ask again), waiting
+// between tries with a short backoff, for at most LeaderWait (or ctx's
+// deadline, if sooner). deadline is when the last try must end. When time
+// runs out the error is store.ErrUnavailable, saying what (such as "no
+// leader") was missing.
+func (n *Node) untilLeader(ctx context.Context, what string, attempt func(deadline time.Time) error) error {
 	deadline := time.Now().Add(n.cfg.LeaderWait)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	for attempt := 0; ; attempt++ {
-		var err error
-		var resp fsm.Response
-		switch {
-		case n.IsLeader():
-			resp, err = n.applyLocal(data, time.Until(deadline))
-		default:
-			if leader, ok := n.leaderHTTP(); ok {
-				resp, err = n.fwd.apply(ctx, leader, data, deadline)
-			} else {
-				err = errNotSent
-			}
-		}
+	for try := 0; ; try++ {
+		err := attempt(deadline)
 		if err == nil || !(errors.Is(err, errNotLeader) || errors.Is(err, errNotSent)) {
-			return resp, err
+			return err
 		}
 		if n.stopped() {
-			return fsm.Response{}, fmt.Errorf("%w: the node is shutting down", store.ErrUnavailable)
+			return fmt.Errorf("%w: the node is shutting down", store.ErrUnavailable)
 		}
-		wait := min(10*time.Millisecond<<min(attempt, 4), 100*time.Millisecond)
+		wait := min(10*time.Millisecond<<min(try, 4), 100*time.Millisecond)
 		if time.Until(deadline) < wait {
-			return fsm.Response{}, fmt.Errorf("%w: no leader within %s", store.ErrUnavailable, n.cfg.LeaderWait)
+			return fmt.Errorf("%w: %s within %s (%w)", store.ErrUnavailable, what, n.cfg.LeaderWait, err)
 		}
 		select {
 		case <-ctx.Done():
-			return fsm.Response{}, fmt.Errorf("%w: %w", store.ErrUnavailable, ctx.Err())
+			return fmt.Errorf("%w: %w", store.ErrUnavailable, ctx.Err())
 		case <-time.After(wait):
 		}
 	}

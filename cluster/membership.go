@@ -123,29 +123,16 @@ func membershipErr(err error) error {
 // address on a follower, retrying while there is no leader (or it moved)
 // until LeaderWait passes.
 func (n *Node) onLeader(ctx context.Context, local func() error, remote func(addr string) error) error {
-	deadline := time.Now().Add(n.cfg.LeaderWait)
-	for attempt := 0; ; attempt++ {
-		var err error
+	return n.untilLeader(ctx, "no leader", func(time.Time) error {
 		if n.IsLeader() {
-			err = local()
-		} else if addr, ok := n.leaderHTTP(); ok {
-			err = remote(addr)
-		} else {
-			err = errNotSent
+			return local()
 		}
-		if err == nil || !(errors.Is(err, errNotLeader) || errors.Is(err, errNotSent)) {
-			return err
+		addr, ok := n.leaderHTTP()
+		if !ok {
+			return errNotSent
 		}
-		wait := min(20*time.Millisecond<<min(attempt, 4), 200*time.Millisecond)
-		if n.stopped() || time.Until(deadline) < wait {
-			return fmt.Errorf("%w: no leader within %s", store.ErrUnavailable, n.cfg.LeaderWait)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w: %w", store.ErrUnavailable, ctx.Err())
-		case <-time.After(wait):
-		}
-	}
+		return remote(addr)
+	})
 }
 
 // joinCluster asks the --join addresses to add this node until one does,

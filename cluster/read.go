@@ -37,28 +37,18 @@ func (n *Node) leaderReadIndex(context.Context) (uint64, error) {
 // follow it are linearizable. It fails with store.ErrUnavailable when no
 // leader answers within LeaderWait.
 func (n *Node) ReadBarrier(ctx context.Context) error {
-	deadline := time.Now().Add(n.cfg.LeaderWait)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
+	var idx uint64
+	var until time.Time
+	err := n.untilLeader(ctx, "no leader confirmed a read", func(deadline time.Time) error {
+		var err error
+		idx, err = n.readIndex(ctx, deadline)
+		until = deadline
+		return err
+	})
+	if err != nil {
+		return err
 	}
-	for attempt := 0; ; attempt++ {
-		idx, err := n.readIndex(ctx, deadline)
-		if err == nil {
-			return n.waitApplied(ctx, idx, deadline)
-		}
-		if n.stopped() {
-			return fmt.Errorf("%w: the node is shutting down", store.ErrUnavailable)
-		}
-		wait := min(10*time.Millisecond<<min(attempt, 4), 100*time.Millisecond)
-		if time.Until(deadline) < wait {
-			return fmt.Errorf("%w: no leader confirmed a read within %s: %w", store.ErrUnavailable, n.cfg.LeaderWait, err)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w: %w", store.ErrUnavailable, ctx.Err())
-		case <-time.After(wait):
-		}
-	}
+	return n.waitApplied(ctx, idx, until)
 }
 
 func (n *Node) readIndex(ctx context.Context, deadline time.Time) (uint64, error) {
