@@ -1,0 +1,43 @@
+// Package dockertest runs carmy nodes as containers on a private Docker
+// network, for tests of faults that need separate hosts: kill and restart a
+// node, pause it, cut it off the network and reconnect it (DESIGN.md, test
+// tier (e)). It is the layer a fault-injection harness builds on.
+//
+// Everything goes through the docker CLI (os/exec), never the Docker API
+// module, and every error carries the command and its output. Tests that use
+// the package are off by default: they call Enabled and skip unless
+// CARMY_DOCKER_TESTS=1, and Available says whether a daemon answers.
+//
+// The image is built once per test process by BuildImage, with the same
+// recipe as scripts/image (it runs the script): a static carmy in an image
+// FROM scratch (deploy/docker/Dockerfile), tagged carmy:dev or $CARMY_IMAGE.
+// No registry is needed.
+//
+// NewNetwork creates a user-defined bridge network named after a fresh run
+// id. Every container, volume and the network itself carry the labels
+// carmy.test.run=<run id> and carmy.test=dockertest; when the test ends,
+// even when it fails, its cleanup removes everything labelled with its run
+// id (after logging each container's output if the test failed). Should a
+// test process die before its cleanup, what it left is found and removed by
+// hand with
+//
+//	docker rm -f $(docker ps -aq --filter label=carmy.test=dockertest)
+//	docker network rm $(docker network ls -q --filter label=carmy.test=dockertest)
+//	docker volume rm $(docker volume ls -q --filter label=carmy.test=dockertest)
+//
+// Network.Start runs one node: container <run id>-<name> with host name and
+// network alias <name>, its own volume on /data, and
+//
+//	serve --node-id <name> --data-dir /data --http-addr <name>:8080
+//	  --raft-addr <name>:8300 --gossip-addr <name>:8301 --cluster-key <key> args…
+//
+// so the node binds its container's IP (carmy resolves the host names) and
+// the others reach it by name. The HTTP port is published on 127.0.0.1 at a
+// port Docker picks; Container.URL is where tests on the host call it. The
+// port changes when the container restarts or reconnects, so read URL after
+// each fault.
+//
+// Container's fault methods (Kill, Stop, Start, Pause, Unpause, Disconnect,
+// Connect) return errors instead of failing the test, so that a harness may
+// call them from its own goroutines; they are safe for concurrent use.
+package dockertest
