@@ -128,6 +128,10 @@ func (n *Node) startGossip() error {
 		}
 		host = ips[0].String()
 	}
+	// A member that comes back on another address (a container with a
+	// new IP) may take its name back once it has been dead this long,
+	// rather than be refused as a conflict.
+	mc.DeadNodeReclaimTime = 5 * time.Second
 	mc.Name = n.cfg.NodeID
 	mc.BindAddr, mc.BindPort = host, port
 	mc.AdvertisePort = port

@@ -66,7 +66,7 @@ func (n *Node) becomeReady() bool {
 	// capacity, which readiness waits for: a ready node can always find
 	// the leader it forwards to.
 	if info := n.Info(); !n.hasNodeInfo(info) {
-		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.LeaderWait)
+		ctx, cancel := context.WithTimeout(n.bgCtx, n.cfg.LeaderWait)
 		_, err := n.Apply(ctx, fsm.SetNode(info))
 		cancel()
 		if err != nil {
@@ -79,7 +79,7 @@ func (n *Node) becomeReady() bool {
 		want = fsm.DefaultCapacity
 	}
 	if !n.fsm.CapacitySet() || n.fsm.Stats().Capacity != want {
-		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.LeaderWait)
+		ctx, cancel := context.WithTimeout(n.bgCtx, n.cfg.LeaderWait)
 		defer cancel()
 		if _, err := n.Apply(ctx, fsm.SetCapacity(want)); err != nil {
 			n.log.Warn("setting the capacity failed", slog.Any("err", err))
@@ -123,7 +123,7 @@ func (n *Node) interruptDead(unseenSince, handled map[string]time.Time) {
 		if done, ok := handled[id]; (ok && done.Equal(since)) || time.Since(since) < n.cfg.DeadGrace {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.LeaderWait)
+		ctx, cancel := context.WithTimeout(n.bgCtx, n.cfg.LeaderWait)
 		resp, err := n.Apply(ctx, fsm.Interrupt(id))
 		cancel()
 		if err != nil {
@@ -149,7 +149,7 @@ func (n *Node) interruptDead(unseenSince, handled map[string]time.Time) {
 // expire proposes removing finished records older than Retention. The
 // cutoff travels in the command, so every replica removes the same ones.
 func (n *Node) expire() {
-	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.LeaderWait)
+	ctx, cancel := context.WithTimeout(n.bgCtx, n.cfg.LeaderWait)
 	defer cancel()
 	resp, err := n.Apply(ctx, fsm.Expire(time.Now().UTC().Add(-n.cfg.Retention)))
 	if err != nil {

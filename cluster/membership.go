@@ -141,7 +141,7 @@ func (n *Node) joinCluster() {
 	info := n.Info()
 	for attempt := 0; !n.stopped(); attempt++ {
 		for _, addr := range n.cfg.Join {
-			ctx, cancel := context.WithTimeout(context.Background(), n.cfg.LeaderWait+2*time.Second)
+			ctx, cancel := context.WithTimeout(n.bgCtx, n.cfg.LeaderWait+2*time.Second)
 			var ans joinAnswer
 			_, err := n.client.post(ctx, addr, pathJoin, info, &ans)
 			cancel()
@@ -182,7 +182,7 @@ func (n *Node) registerSelf() {
 		if n.hasNodeInfo(info) {
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.LeaderWait)
+		ctx, cancel := context.WithTimeout(n.bgCtx, n.cfg.LeaderWait)
 		resp, err := n.Apply(ctx, fsm.SetNode(info))
 		cancel()
 		if err == nil && resp.Err() == nil {
@@ -212,7 +212,7 @@ func (n *Node) rejoinOnNewAddress() {
 			}
 		}
 		for _, addr := range targets {
-			ctx, cancel := context.WithTimeout(context.Background(), n.cfg.LeaderWait+2*time.Second)
+			ctx, cancel := context.WithTimeout(n.bgCtx, n.cfg.LeaderWait+2*time.Second)
 			var ans joinAnswer
 			_, err := n.client.post(ctx, addr, pathJoin, n.Info(), &ans)
 			cancel()

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -44,6 +45,10 @@ type Node struct {
 	stop     chan struct{}
 	stopOnce sync.Once
 	wg       sync.WaitGroup
+	// bgCtx bounds the background work's calls; Close cancels it so that
+	// stopping never waits for a write or a join in progress.
+	bgCtx    context.Context
+	bgCancel context.CancelFunc
 }
 
 // Open starts a node: its Raft instance on DataDir, its transport, its
@@ -57,6 +62,7 @@ func Open(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cluster: data dir: %w", err)
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger.With(slog.String("node_id", cfg.NodeID)), fsm: fsm.New(), stop: make(chan struct{})}
+	n.bgCtx, n.bgCancel = context.WithCancel(context.Background())
 	n.fsm.Observe(n.observe)
 	n.cache = newMembersCache(cfg.DataDir, n.log)
 	n.client = newInternalClient(cfg.ClusterKey)
@@ -230,6 +236,7 @@ func (n *Node) HandOff() {
 func (n *Node) Close() error {
 	n.HandOff()
 	n.stopOnce.Do(func() { close(n.stop) })
+	n.bgCancel()
 	n.fwd.close()
 	if n.gossip != nil {
 		_ = n.gossip.Leave(time.Second)
@@ -239,6 +246,7 @@ func (n *Node) Close() error {
 }
 
 func (n *Node) closeParts() error {
+	n.bgCancel()
 	var errs []error
 	if n.gossip != nil {
 		errs = append(errs, n.gossip.Shutdown())

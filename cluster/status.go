@@ -49,7 +49,9 @@ func (n *Node) Status(context.Context) (Status, error) {
 		st.Nodes = append(st.Nodes, ns)
 	}
 	st.CommitIndex = n.raft.CommitIndex()
-	st.AppliedIndex = n.fsm.AppliedIndex()
+	// Raft's applied index counts every entry (no-ops included), so it
+	// reaches the commit index; the FSM's counts only what it is given.
+	st.AppliedIndex = n.raft.AppliedIndex()
 	st.Stats = n.fsm.Stats()
 	return st, nil
 }
