@@ -2,6 +2,7 @@ package dockertest_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -182,24 +183,12 @@ var client = &http.Client{Timeout: 15 * time.Second}
 
 // status asks c for GET /v1/cluster.
 func status(c *dockertest.Container) (testutil.ClusterStatus, error) {
-	var st testutil.ClusterStatus
 	if c.URL() == "" {
-		return st, fmt.Errorf("%s: no published port", c.Name())
+		return testutil.ClusterStatus{}, fmt.Errorf("%s: no published port", c.Name())
 	}
-	resp, err := client.Get(c.URL() + "/v1/cluster")
+	st, err := testutil.FetchClusterStatus(context.Background(), c.URL())
 	if err != nil {
-		return st, err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return st, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return st, fmt.Errorf("%s: GET /v1/cluster: %d %s", c.Name(), resp.StatusCode, raw)
-	}
-	if err := json.Unmarshal(raw, &st); err != nil {
-		return st, fmt.Errorf("%s: GET /v1/cluster: %w: %s", c.Name(), err, raw)
+		return st, fmt.Errorf("%s: %w", c.Name(), err)
 	}
 	return st, nil
 }
@@ -209,14 +198,8 @@ func ready(c *dockertest.Container) error {
 	if c.URL() == "" {
 		return fmt.Errorf("%s: no published port", c.Name())
 	}
-	resp, err := client.Get(c.URL() + "/readyz")
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		raw, _ := io.ReadAll(resp.Body)
-		return fmt.Errorf("%s: /readyz %d %s", c.Name(), resp.StatusCode, raw)
+	if err := testutil.CheckReady(context.Background(), c.URL()); err != nil {
+		return fmt.Errorf("%s: %w", c.Name(), err)
 	}
 	return nil
 }

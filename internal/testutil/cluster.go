@@ -183,8 +183,26 @@ var statusClient = &http.Client{Timeout: 3 * time.Second}
 
 // ClusterStatus asks the node for GET /v1/cluster (without auth).
 func (n *Node) ClusterStatus(ctx context.Context) (ClusterStatus, error) {
+	st, err := FetchClusterStatus(ctx, n.URL)
+	if err != nil {
+		return st, fmt.Errorf("%s: %w", n.ID(), err)
+	}
+	return st, nil
+}
+
+// Ready reports whether GET /readyz answers 200.
+func (n *Node) Ready() error {
+	if err := CheckReady(context.Background(), n.URL); err != nil {
+		return fmt.Errorf("%s: %w", n.ID(), err)
+	}
+	return nil
+}
+
+// FetchClusterStatus asks the node at baseURL (http://host:port) for GET
+// /v1/cluster, without auth.
+func FetchClusterStatus(ctx context.Context, baseURL string) (ClusterStatus, error) {
 	var st ClusterStatus
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.URL+"/v1/cluster", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+"/v1/cluster", nil)
 	if err != nil {
 		return st, err
 	}
@@ -198,24 +216,29 @@ func (n *Node) ClusterStatus(ctx context.Context) (ClusterStatus, error) {
 		return st, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return st, fmt.Errorf("GET /v1/cluster on %s: %d %s", n.ID(), resp.StatusCode, raw)
+		return st, fmt.Errorf("GET /v1/cluster: %d %s", resp.StatusCode, raw)
 	}
 	if err := json.Unmarshal(raw, &st); err != nil {
-		return st, fmt.Errorf("GET /v1/cluster on %s: %w: %s", n.ID(), err, raw)
+		return st, fmt.Errorf("GET /v1/cluster: %w: %s", err, raw)
 	}
 	return st, nil
 }
 
-// Ready reports whether GET /readyz answers 200.
-func (n *Node) Ready() error {
-	resp, err := statusClient.Get(n.URL + "/readyz")
+// CheckReady returns nil when the node at baseURL answers GET /readyz
+// with 200.
+func CheckReady(ctx context.Context, baseURL string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+"/readyz", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := statusClient.Do(req)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		raw, _ := io.ReadAll(resp.Body)
-		return fmt.Errorf("%s: /readyz %d %s", n.ID(), resp.StatusCode, raw)
+		return fmt.Errorf("/readyz %d %s", resp.StatusCode, raw)
 	}
 	return nil
 }
