@@ -21,9 +21,11 @@ import (
 // endpoints, all on 127.0.0.1 ports the kernel chose.
 type testNode struct {
 	*cluster.Node
-	cfg cluster.Config
-	srv *http.Server
-	ln  net.Listener
+	cfg      cluster.Config
+	ln       net.Listener
+	mu       sync.Mutex
+	srv      *http.Server // nil once stopped
+	stopOnce sync.Once
 }
 
 type testCluster struct {
@@ -66,14 +68,24 @@ func startNode(tb testing.TB, id, dir string, bootstrap bool, join []string, tun
 	return tn
 }
 
-// stop closes the node and its server (idempotent).
+// stop closes the node and its server (idempotent, safe from any
+// goroutine).
 func (tn *testNode) stop() {
-	if tn.srv == nil {
-		return
-	}
-	tn.srv.Close()
-	tn.srv = nil
-	_ = tn.Close()
+	tn.stopOnce.Do(func() {
+		tn.mu.Lock()
+		srv := tn.srv
+		tn.srv = nil
+		tn.mu.Unlock()
+		srv.Close()
+		_ = tn.Close()
+	})
+}
+
+// running reports whether stop has not been called.
+func (tn *testNode) running() bool {
+	tn.mu.Lock()
+	defer tn.mu.Unlock()
+	return tn.srv != nil
 }
 
 // newCluster starts size nodes (the first bootstraps, the others join it)
@@ -115,7 +127,7 @@ func (c *testCluster) waitReady() {
 	c.t.Helper()
 	waitFor(c.t, "every node ready", 30*time.Second, func() bool {
 		for _, n := range c.nodes {
-			if n.srv == nil {
+			if !n.running() {
 				continue
 			}
 			if n.Ready(context.Background()) != nil {
@@ -132,7 +144,7 @@ func (c *testCluster) leader() *testNode {
 	var l *testNode
 	waitFor(c.t, "a leader", 30*time.Second, func() bool {
 		for _, n := range c.nodes {
-			if n.srv != nil && n.IsLeader() {
+			if n.running() && n.IsLeader() {
 				l = n
 				return true
 			}
@@ -147,7 +159,7 @@ func (c *testCluster) followers() []*testNode {
 	l := c.leader()
 	var out []*testNode
 	for _, n := range c.nodes {
-		if n != l && n.srv != nil {
+		if n != l && n.running() {
 			out = append(out, n)
 		}
 	}
