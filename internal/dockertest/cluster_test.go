@@ -208,69 +208,35 @@ func ready(c *dockertest.Container) error {
 // voters, all gossip-alive, with the same leader, and returns the leader.
 func waitFormed(t *testing.T, cs []*dockertest.Container) *dockertest.Container {
 	t.Helper()
-	var leader *dockertest.Container
-	testutil.WaitFor(t, formTimeout, fmt.Sprintf("%d ready voters, all alive, with one leader", len(cs)), func() error {
-		id := ""
-		for _, c := range cs {
-			if err := ready(c); err != nil {
-				return err
-			}
-			st, err := status(c)
-			if err != nil {
-				return err
-			}
-			if got := st.Voters(); len(got) != len(cs) {
-				return fmt.Errorf("%s lists voters %v", c.Name(), got)
-			}
-			for _, m := range st.Nodes {
-				if m.Gossip != "alive" {
-					return fmt.Errorf("%s sees %s %s", c.Name(), m.ID, m.Gossip)
-				}
-			}
-			switch got := st.LeaderID(); {
-			case got == "":
-				return fmt.Errorf("%s knows no leader", c.Name())
-			case id != "" && got != id:
-				return fmt.Errorf("%s names leader %s, another names %s", c.Name(), got, id)
-			default:
-				id = got
-			}
-		}
-		leader = byName(cs, id)
-		if leader == nil {
-			return fmt.Errorf("the leader %q is none of the nodes", id)
-		}
-		return nil
-	})
-	return leader
+	return waitAgreed(t, cs, fmt.Sprintf("%d ready voters, all alive, with one leader", len(cs)),
+		testutil.Agreement{Ready: true, Voters: len(cs)})
 }
 
 // waitLeader waits until every node of cs is ready and names the same
 // leader, one of cs (not gone), and returns it.
 func waitLeader(t *testing.T, cs []*dockertest.Container, gone *dockertest.Container) *dockertest.Container {
 	t.Helper()
+	return waitAgreed(t, cs, "a new leader the others agree on", testutil.Agreement{Ready: true, NotLeader: gone.Name()})
+}
+
+// waitAgreed waits until the nodes of cs agree on a leader as want says,
+// and returns it.
+func waitAgreed(t *testing.T, cs []*dockertest.Container, what string, want testutil.Agreement) *dockertest.Container {
+	t.Helper()
 	var leader *dockertest.Container
-	testutil.WaitFor(t, formTimeout, "a new leader the others agree on", func() error {
-		id := ""
-		for _, c := range cs {
-			if err := ready(c); err != nil {
-				return err
+	testutil.WaitFor(t, formTimeout, what, func() error {
+		probes := make([]testutil.Probe, len(cs))
+		for i, c := range cs {
+			if c.URL() == "" {
+				return fmt.Errorf("%s: no published port", c.Name())
 			}
-			st, err := status(c)
-			if err != nil {
-				return err
-			}
-			switch got := st.LeaderID(); {
-			case got == "" || got == gone.Name():
-				return fmt.Errorf("%s names leader %q", c.Name(), got)
-			case id != "" && got != id:
-				return fmt.Errorf("%s names leader %s, another names %s", c.Name(), got, id)
-			default:
-				id = got
-			}
+			probes[i] = testutil.Probe{Name: c.Name(), URL: c.URL()}
 		}
-		leader = byName(cs, id)
-		if leader == nil {
+		id, err := testutil.AgreedLeader(probes, want)
+		if err != nil {
+			return err
+		}
+		if leader = byName(cs, id); leader == nil {
 			return fmt.Errorf("the leader %q is none of the nodes", id)
 		}
 		return nil

@@ -415,33 +415,8 @@ func (c *Cluster) WaitStatus(t testing.TB, timeout time.Duration, what string, c
 func (c *Cluster) WaitFormed(t testing.TB, voters int, timeout time.Duration) {
 	t.Helper()
 	WaitFor(t, timeout, fmt.Sprintf("a cluster of %d ready voters, all alive, with one leader", voters), func() error {
-		leader := ""
-		for _, n := range c.Running() {
-			if err := n.Ready(); err != nil {
-				return err
-			}
-			st, err := n.ClusterStatus(context.Background())
-			if err != nil {
-				return err
-			}
-			if got := st.Voters(); len(got) != voters {
-				return fmt.Errorf("%s lists voters %v", n.ID(), got)
-			}
-			for _, m := range st.Nodes {
-				if m.Gossip != "alive" {
-					return fmt.Errorf("%s sees %s %s", n.ID(), m.ID, m.Gossip)
-				}
-			}
-			switch id := st.LeaderID(); {
-			case id == "":
-				return fmt.Errorf("%s knows no leader", n.ID())
-			case leader != "" && id != leader:
-				return fmt.Errorf("%s names leader %s, another names %s", n.ID(), id, leader)
-			default:
-				leader = id
-			}
-		}
-		return nil
+		_, err := AgreedLeader(probesOf(c.Running()), Agreement{Ready: true, Voters: voters})
+		return err
 	})
 }
 
@@ -452,20 +427,9 @@ func (c *Cluster) Leader(t testing.TB, timeout time.Duration) *Node {
 	var leader *Node
 	WaitFor(t, timeout, "a leader every running node names", func() error {
 		nodes := c.Running()
-		id := ""
-		for _, n := range nodes {
-			st, err := n.ClusterStatus(context.Background())
-			if err != nil {
-				return err
-			}
-			switch got := st.LeaderID(); {
-			case got == "":
-				return fmt.Errorf("%s knows no leader", n.ID())
-			case id != "" && got != id:
-				return fmt.Errorf("%s names leader %s, another names %s", n.ID(), got, id)
-			default:
-				id = got
-			}
+		id, err := AgreedLeader(probesOf(nodes), Agreement{})
+		if err != nil {
+			return err
 		}
 		for _, n := range nodes {
 			if n.ID() == id {
@@ -476,6 +440,66 @@ func (c *Cluster) Leader(t testing.TB, timeout time.Duration) *Node {
 		return fmt.Errorf("the leader named, %q, is not a running node", id)
 	})
 	return leader
+}
+
+// Probe names a node and its API's base URL, for AgreedLeader.
+type Probe struct{ Name, URL string }
+
+func probesOf(nodes []*Node) []Probe {
+	out := make([]Probe, len(nodes))
+	for i, n := range nodes {
+		out[i] = Probe{Name: n.ID(), URL: n.URL}
+	}
+	return out
+}
+
+// Agreement says what AgreedLeader requires beyond one agreed leader.
+type Agreement struct {
+	// Ready: every node answers /readyz with 200.
+	Ready bool
+	// Voters, when positive: every node lists that many voters, all
+	// gossip-alive.
+	Voters int
+	// NotLeader: a node that must not be the leader (one that is gone).
+	NotLeader string
+}
+
+// AgreedLeader asks every node for GET /v1/cluster and returns the leader
+// they all name, or an error saying which node disagrees or falls short
+// of want.
+func AgreedLeader(nodes []Probe, want Agreement) (string, error) {
+	ctx := context.Background()
+	leader := ""
+	for _, n := range nodes {
+		if want.Ready {
+			if err := CheckReady(ctx, n.URL); err != nil {
+				return "", fmt.Errorf("%s: %w", n.Name, err)
+			}
+		}
+		st, err := FetchClusterStatus(ctx, n.URL)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", n.Name, err)
+		}
+		if want.Voters > 0 {
+			if got := st.Voters(); len(got) != want.Voters {
+				return "", fmt.Errorf("%s lists voters %v", n.Name, got)
+			}
+			for _, m := range st.Nodes {
+				if m.Gossip != "alive" {
+					return "", fmt.Errorf("%s sees %s %s", n.Name, m.ID, m.Gossip)
+				}
+			}
+		}
+		switch id := st.LeaderID(); {
+		case id == "" || id == want.NotLeader:
+			return "", fmt.Errorf("%s names leader %q", n.Name, id)
+		case leader != "" && id != leader:
+			return "", fmt.Errorf("%s names leader %s, another names %s", n.Name, id, leader)
+		default:
+			leader = id
+		}
+	}
+	return leader, nil
 }
 
 // Followers returns the running nodes other than leader.
