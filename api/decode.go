@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -149,7 +150,20 @@ func jsonNames(v any) map[string]bool {
 	if t == nil || t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
 		return nil
 	}
-	t = t.Elem()
+	// Every request decodes into one of a few types: reflect on each once.
+	if names, ok := namesByType.Load(t); ok {
+		return names.(map[string]bool)
+	}
+	names := structNames(t.Elem())
+	namesByType.Store(t, names)
+	return names
+}
+
+// namesByType caches jsonNames by pointer type. The maps are never
+// written after they are stored.
+var namesByType sync.Map
+
+func structNames(t reflect.Type) map[string]bool {
 	names := make(map[string]bool, t.NumField())
 	for i := range t.NumField() {
 		f := t.Field(i)
