@@ -27,6 +27,7 @@ const (
 	pathReadIndex = "/internal/v1/readindex"
 	pathJoin      = "/internal/v1/join"
 	pathRemove    = "/internal/v1/remove"
+	pathState     = "/internal/v1/state"
 	// InternalPrefix is the path prefix the internal handler serves.
 	InternalPrefix = "/internal/"
 	keyHeader      = "Carmy-Cluster-Key"
@@ -82,6 +83,7 @@ func (n *Node) InternalHandler() http.Handler {
 	mux.HandleFunc("POST "+pathReadIndex, n.serveReadIndex)
 	mux.HandleFunc("POST "+pathJoin, n.serveJoin)
 	mux.HandleFunc("POST "+pathRemove, n.serveRemove)
+	mux.HandleFunc("GET "+pathState, n.serveState)
 	return n.authenticate(mux)
 }
 
