@@ -27,6 +27,7 @@ type Container struct {
 	name string // node id, host name and network alias
 	id   string // container name: <run id>-<name>
 	args []string
+	port int // the container port published on the host
 
 	mu       sync.Mutex
 	hostAddr string // 127.0.0.1:<port> the HTTP port is published at; "" while unknown
@@ -64,7 +65,7 @@ func (n *Network) Launch(name string, args ...string) (*Container, error) {
 	if n.Container(name) != nil {
 		return nil, fmt.Errorf("dockertest: node %s already runs on network %s", name, n.runID)
 	}
-	c := &Container{net: n, name: name, id: n.runID + "-" + name, args: append([]string(nil), args...)}
+	c := &Container{net: n, name: name, id: n.runID + "-" + name, args: append([]string(nil), args...), port: HTTPPort}
 	if _, err := docker(append(append([]string{"volume", "create"}, n.labels()...), c.id)...); err != nil {
 		return nil, err
 	}
@@ -72,6 +73,9 @@ func (n *Network) Launch(name string, args ...string) (*Container, error) {
 		"--network", n.runID, "--network-alias", name,
 		"--volume", c.id + ":/data", "--publish", "127.0.0.1::" + strconv.Itoa(HTTPPort)}
 	run = append(run, n.labels()...)
+	for _, e := range n.env {
+		run = append(run, "--env", e)
+	}
 	run = append(run, n.image, "serve", "--node-id", name, "--data-dir", "/data",
 		"--http-addr", hostPort(name, HTTPPort), "--raft-addr", hostPort(name, RaftPort),
 		"--gossip-addr", hostPort(name, GossipPort), "--cluster-key", n.key)
@@ -260,7 +264,7 @@ func (c *Container) setHostAddr(addr string) {
 // readHostAddr reads where Docker published the HTTP port on 127.0.0.1.
 func (c *Container) readHostAddr() error {
 	c.setHostAddr("")
-	out, err := docker("port", c.id, strconv.Itoa(HTTPPort)+"/tcp")
+	out, err := docker("port", c.id, strconv.Itoa(c.port)+"/tcp")
 	if err != nil {
 		return err
 	}

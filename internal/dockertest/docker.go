@@ -21,11 +21,18 @@ const (
 	EnvEnable = "CARMY_DOCKER_TESTS"
 	// EnvImage names the image tag to build and run (default DefaultImage).
 	EnvImage = "CARMY_IMAGE"
+	// EnvTestImage names the robustness test image's tag (default
+	// DefaultTestImage).
+	EnvTestImage = "CARMY_TEST_IMAGE"
 )
 
 // DefaultImage is the tag BuildImage gives the image when $CARMY_IMAGE is
 // empty (the same default as scripts/image).
 const DefaultImage = "carmy:dev"
+
+// DefaultTestImage is the tag BuildTestImage gives the test image when
+// $CARMY_TEST_IMAGE is empty (the same default as scripts/image --test).
+const DefaultTestImage = "carmy-test:dev"
 
 // Labels every object the package creates carries.
 const (
@@ -80,7 +87,13 @@ func ImageTag() string {
 	return DefaultImage
 }
 
-var build struct {
+// builds holds one build per image tag and test process.
+var builds struct {
+	mu   sync.Mutex
+	tags map[string]*imageBuild
+}
+
+type imageBuild struct {
 	once sync.Once
 	id   string
 	err  error
@@ -93,28 +106,59 @@ var build struct {
 // an unchanged binary rebuilds from the cache in seconds.
 func BuildImage(tb testing.TB) string {
 	tb.Helper()
+	return buildImage(tb, ImageTag(), EnvImage)
+}
+
+// TestImageTag returns the tag BuildTestImage builds: $CARMY_TEST_IMAGE,
+// or DefaultTestImage.
+func TestImageTag() string {
+	if tag := os.Getenv(EnvTestImage); tag != "" {
+		return tag
+	}
+	return DefaultTestImage
+}
+
+// BuildTestImage builds the robustness test image (`scripts/image --test`:
+// carmy with the test fault layer compiled in, the ledger server and its
+// tool's config) like BuildImage, and returns its tag.
+func BuildTestImage(tb testing.TB) string {
+	tb.Helper()
+	return buildImage(tb, TestImageTag(), EnvTestImage, "--test")
+}
+
+func buildImage(tb testing.TB, tag, env string, args ...string) string {
+	tb.Helper()
 	root := testutil.ModuleRoot(tb)
-	tag := ImageTag()
-	build.once.Do(func() {
+	builds.mu.Lock()
+	if builds.tags == nil {
+		builds.tags = map[string]*imageBuild{}
+	}
+	b := builds.tags[tag]
+	if b == nil {
+		b = &imageBuild{}
+		builds.tags[tag] = b
+	}
+	builds.mu.Unlock()
+	b.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 		defer cancel()
 		script := filepath.Join(root, "scripts", "image")
-		cmd := exec.CommandContext(ctx, script)
+		cmd := exec.CommandContext(ctx, script, args...)
 		cmd.Dir = root
-		cmd.Env = append(os.Environ(), EnvImage+"="+tag)
+		cmd.Env = append(os.Environ(), env+"="+tag)
 		cmd.WaitDelay = 5 * time.Second
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		start := time.Now()
 		if err := cmd.Run(); err != nil {
-			build.err = fmt.Errorf("dockertest: building the image %s with %s: %w\n%s%s", tag, script, err, stderr.Bytes(), stdout.Bytes())
+			b.err = fmt.Errorf("dockertest: building the image %s with %s %s: %w\n%s%s", tag, script, strings.Join(args, " "), err, stderr.Bytes(), stdout.Bytes())
 			return
 		}
-		build.id = strings.TrimSpace(stdout.String())
-		tb.Logf("built image %s (%s) in %s", tag, build.id, time.Since(start).Round(time.Millisecond))
+		b.id = strings.TrimSpace(stdout.String())
+		tb.Logf("built image %s (%s) in %s", tag, b.id, time.Since(start).Round(time.Millisecond))
 	})
-	if build.err != nil {
-		tb.Fatal(build.err)
+	if b.err != nil {
+		tb.Fatal(b.err)
 	}
 	return tag
 }

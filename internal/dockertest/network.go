@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -27,6 +28,7 @@ type Network struct {
 	image  string
 	key    string
 	subnet string
+	env    []string
 
 	mu         sync.Mutex
 	containers []*Container
@@ -45,7 +47,25 @@ func NewNetwork(tb testing.TB, label string) *Network {
 	if err := Available(); err != nil {
 		tb.Fatal(err)
 	}
-	n := &Network{tb: tb, image: BuildImage(tb), runID: newRunID(label), key: randomHex(16)}
+	return NewNetworkWith(tb, label, Options{Image: BuildImage(tb)})
+}
+
+// Options configure NewNetworkWith.
+type Options struct {
+	// Image is the image nodes run (built already).
+	Image string
+	// Env is set in every node's environment, NAME=value each.
+	Env []string
+}
+
+// NewNetworkWith is NewNetwork for nodes running opts.Image, which the
+// caller built (BuildImage, BuildTestImage), with opts.Env.
+func NewNetworkWith(tb testing.TB, label string, opts Options) *Network {
+	tb.Helper()
+	if err := Available(); err != nil {
+		tb.Fatal(err)
+	}
+	n := &Network{tb: tb, image: opts.Image, env: slices.Clone(opts.Env), runID: newRunID(label), key: randomHex(16)}
 	tb.Cleanup(n.cleanup) // before creating anything, so a half-made network goes too
 	if err := n.create(); err != nil {
 		tb.Fatal(err)

@@ -1,0 +1,57 @@
+package dockertest
+
+import (
+	"fmt"
+	"slices"
+)
+
+// StartHelper runs a program of the network's image other than carmy in
+// container <run id>-<name>, with host name and network alias name:
+// `docker run --entrypoint <entrypoint> <image> args…`, port published on
+// 127.0.0.1 at a port Docker picks. It waits until the program answers
+// GET /healthz on that port, like a node. Helpers get no volume and no
+// environment of the network's; they are removed with the run.
+func (n *Network) StartHelper(name, entrypoint string, port int, args ...string) (*Container, error) {
+	if !validName.MatchString(name) {
+		return nil, fmt.Errorf("dockertest: helper name %q: want lower-case letters, digits and dashes", name)
+	}
+	if n.Container(name) != nil {
+		return nil, fmt.Errorf("dockertest: %s already runs on network %s", name, n.runID)
+	}
+	c := &Container{net: n, name: name, id: n.runID + "-" + name, args: append([]string(nil), args...), port: port}
+	run := []string{"run", "--detach", "--name", c.id, "--hostname", name,
+		"--network", n.runID, "--network-alias", name,
+		"--publish", fmt.Sprintf("127.0.0.1::%d", port), "--entrypoint", entrypoint}
+	run = append(run, n.labels()...)
+	run = append(run, n.image)
+	run = append(run, args...)
+	_, err := docker(run...)
+	n.mu.Lock()
+	n.containers = append(n.containers, c)
+	n.mu.Unlock()
+	if err != nil {
+		return c, err
+	}
+	return c, c.awaitServing(ServeTimeout)
+}
+
+// Remove deletes node name's container and its volume (`docker rm -f`,
+// `docker volume rm`): the node is gone with its data, and the name is free
+// for a new Launch (a node that starts over with an empty data dir).
+func (n *Network) Remove(name string) error {
+	c := n.Container(name)
+	if c == nil {
+		return fmt.Errorf("dockertest: no container %s on network %s", name, n.runID)
+	}
+	if _, err := docker("rm", "--force", c.id); err != nil {
+		return err
+	}
+	if _, err := docker("volume", "rm", "--force", c.id); err != nil {
+		return err
+	}
+	n.mu.Lock()
+	n.containers = slices.DeleteFunc(n.containers, func(x *Container) bool { return x == c })
+	n.mu.Unlock()
+	c.setHostAddr("")
+	return nil
+}

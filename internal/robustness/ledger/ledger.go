@@ -1,0 +1,85 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/carmyhq/carmy/internal/robustness/ledgerapi"
+)
+
+// maxDelay bounds the delay a call may ask for.
+const maxDelay = 30 * time.Second
+
+// ledger is the in-memory list of executions.
+type ledger struct {
+	mu      sync.Mutex
+	entries []ledgerapi.Entry
+}
+
+func newLedger() *ledger { return &ledger{} }
+
+func (l *ledger) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /exec", l.exec)
+	mux.HandleFunc("GET /entries", l.list)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	return mux
+}
+
+// exec records the execution first, so that a tool that then times out or
+// loses its caller is still on the ledger, then waits the requested delay
+// (bounded by the caller going away) and answers the entry.
+func (l *ledger) exec(w http.ResponseWriter, r *http.Request) {
+	raw, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+		return
+	}
+	var args ledgerapi.Args
+	if len(bytes.TrimSpace(raw)) > 0 {
+		if err := json.Unmarshal(raw, &args); err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "arguments: " + err.Error()})
+			return
+		}
+	}
+	l.mu.Lock()
+	e := ledgerapi.Entry{
+		Seq:            uint64(len(l.entries) + 1),
+		IdempotencyKey: r.Header.Get("Idempotency-Key"),
+		RequestID:      r.Header.Get("Carmy-Request-Id"),
+		ExecutionID:    r.Header.Get("Carmy-Execution-Id"),
+		FencingToken:   r.Header.Get("Carmy-Fencing-Token"),
+		Value:          args.Value,
+	}
+	l.entries = append(l.entries, e)
+	l.mu.Unlock()
+	if d := time.Duration(args.DelayMS) * time.Millisecond; d > 0 {
+		t := time.NewTimer(min(d, maxDelay))
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, ledgerapi.Result{Seq: e.Seq, ExecutionID: e.ExecutionID, Value: e.Value})
+}
+
+func (l *ledger) list(w http.ResponseWriter, _ *http.Request) {
+	l.mu.Lock()
+	out := append([]ledgerapi.Entry{}, l.entries...)
+	l.mu.Unlock()
+	writeJSON(w, http.StatusOK, out)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
