@@ -1,0 +1,190 @@
+package robustness
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"iter"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/carmyhq/carmy/internal/dockertest"
+	"github.com/carmyhq/carmy/internal/testutil"
+)
+
+// Node settings of the harness: fast failure detection, and snapshots
+// taken often so that lagging and restarted nodes install them.
+var nodeArgs = []string{
+	"--dev", "--config", "/etc/carmy.yaml", "--fast-failover",
+	"--snapshot-threshold", "64", "--snapshot-interval", "3s",
+}
+
+// ledgerPort is where the ledger container serves.
+const ledgerPort = 9000
+
+// testCluster is one run's nodes, each a container on a private network,
+// and the ledger container.
+type testCluster struct {
+	t      testing.TB
+	net    *dockertest.Network
+	nc     *nodeClient
+	ledger *dockertest.Container
+	names  []string // n1…nN
+}
+
+// startCluster builds the test image, starts the ledger and size nodes
+// (n1 bootstraps, the others join it), and waits until they form one
+// cluster.
+func startCluster(t testing.TB, size int) *testCluster {
+	t.Helper()
+	image := dockertest.BuildTestImage(t)
+	network := dockertest.NewNetworkWith(t, fmt.Sprintf("robust%d", size), dockertest.Options{
+		Image: image, Env: []string{"CARMY_TEST_FAULTS=1"},
+	})
+	c := &testCluster{t: t, net: network, nc: newNodeClient(network.ClusterKey())}
+	ledger, err := network.StartHelper("ledger", "/ledger", ledgerPort, "--addr", fmt.Sprintf(":%d", ledgerPort))
+	if err != nil {
+		t.Fatalf("starting the ledger: %v", err)
+	}
+	c.ledger = ledger
+	for i := 1; i <= size; i++ {
+		c.names = append(c.names, fmt.Sprintf("n%d", i))
+	}
+	for _, name := range c.names {
+		if _, err := network.Launch(name, c.launchArgs(name)...); err != nil {
+			t.Fatalf("starting %s: %v", name, err)
+		}
+	}
+	if _, err := c.waitHealthy(context.Background(), 2*time.Minute); err != nil {
+		t.Fatalf("the cluster did not form: %v\n%s", err, c.describe())
+	}
+	return c
+}
+
+// launchArgs are node name's arguments: n1 bootstraps, the others join
+// every other node (used only while their data dir is empty).
+func (c *testCluster) launchArgs(name string) []string {
+	args := slices.Clone(nodeArgs)
+	if name == c.names[0] {
+		return args
+	}
+	var join []string
+	for _, other := range c.names {
+		if other != name {
+			join = append(join, other+":8080")
+		}
+	}
+	return append(args, "--join", strings.Join(join, ","))
+}
+
+// node returns node name's container (nil while it is removed).
+func (c *testCluster) node(name string) *dockertest.Container { return c.net.Container(name) }
+
+// urls implements endpoints: the nodes with a published port now.
+func (c *testCluster) urls() map[string]string {
+	out := map[string]string{}
+	for _, name := range c.names {
+		if n := c.node(name); n != nil {
+			if u := n.URL(); u != "" {
+				out[name] = u
+			}
+		}
+	}
+	return out
+}
+
+// waitHealthy waits until every node is ready, lists every node as a
+// gossip-alive voter and names the same leader, which it returns.
+func (c *testCluster) waitHealthy(ctx context.Context, timeout time.Duration) (string, error) {
+	return c.waitAgreed(ctx, timeout, c.names, testutil.Agreement{Ready: true, Voters: len(c.names)})
+}
+
+// waitAgreed waits until the named nodes agree as want says, and returns
+// their leader.
+func (c *testCluster) waitAgreed(ctx context.Context, timeout time.Duration, names []string, want testutil.Agreement) (string, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		leader, err := c.agreed(names, want)
+		if err == nil {
+			return leader, nil
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("after %s: %w", timeout, err)
+		}
+		if !sleep(ctx, 100*time.Millisecond) {
+			return "", ctx.Err()
+		}
+	}
+}
+
+func (c *testCluster) agreed(names []string, want testutil.Agreement) (string, error) {
+	probes := make([]testutil.Probe, 0, len(names))
+	for _, name := range names {
+		n := c.node(name)
+		if n == nil || n.URL() == "" {
+			return "", fmt.Errorf("%s: not reachable", name)
+		}
+		probes = append(probes, testutil.Probe{Name: name, URL: n.URL()})
+	}
+	return testutil.AgreedLeader(probes, want)
+}
+
+// leader returns the leader most reachable nodes name now, "" when none.
+func (c *testCluster) leader() string {
+	votes := map[string]int{}
+	for _, url := range c.urls() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		st, err := testutil.FetchClusterStatus(ctx, url)
+		cancel()
+		if err == nil && st.LeaderID() != "" {
+			votes[st.LeaderID()]++
+		}
+	}
+	best := ""
+	for id, n := range votes {
+		if best == "" || n > votes[best] || n == votes[best] && id < best {
+			best = id
+		}
+	}
+	return best
+}
+
+// describe returns every node's view of the cluster, for failures.
+func (c *testCluster) describe() string {
+	var b strings.Builder
+	for _, name := range c.names {
+		n := c.node(name)
+		if n == nil {
+			fmt.Fprintf(&b, "%s: removed\n", name)
+			continue
+		}
+		if n.URL() == "" {
+			fmt.Fprintf(&b, "%s: not reachable\n", name)
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		st, err := testutil.FetchClusterStatus(ctx, n.URL())
+		cancel()
+		if err != nil {
+			fmt.Fprintf(&b, "%s: %v\n", name, err)
+			continue
+		}
+		fmt.Fprintf(&b, "%s: leader %q voters %v commit %d applied %d entries %d\n",
+			name, st.LeaderID(), st.Voters(), st.CommitIndex, st.AppliedIndex, st.Entries)
+	}
+	return b.String()
+}
+
+// sortedPairs iterates m in key order.
+func sortedPairs[K cmp.Ordered, V any](m map[K]V) iter.Seq2[K, V] {
+	return func(yield func(K, V) bool) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			if !yield(k, m[k]) {
+				return
+			}
+		}
+	}
+}

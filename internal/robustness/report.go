@@ -1,0 +1,85 @@
+package robustness
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// report sums up one run.
+type report struct {
+	Nodes, Clients int
+	Seed           uint64
+	Duration       time.Duration
+	Ops            int
+	ByKind         map[Kind]int
+	Identities     int
+	Executions     int // ledger entries
+	Faults         []faultEvent
+	UnavailableSec int
+	Digest         digest
+	Anomalies      []string
+	Linearizable   string // porcupine's verdict
+	Visualizations []string
+}
+
+// unavailableSeconds counts the whole seconds of the run in which calls
+// were made and none got a settled answer (a result, a conflict or an
+// uncertain report).
+func unavailableSeconds(ops []Op) int {
+	tried, answered := map[int64]bool{}, map[int64]bool{}
+	for _, op := range ops {
+		s := op.Call / int64(time.Second)
+		tried[s] = true
+		if op.Kind == KindOK || op.Kind == KindConflict || op.Kind == KindUncertain {
+			answered[s] = true
+		}
+	}
+	n := 0
+	for s := range tried {
+		if !answered[s] {
+			n++
+		}
+	}
+	return n
+}
+
+// String renders the report as the harness prints it.
+func (r report) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "robustness run: %d nodes, %d clients, seed %d, %s of workload\n", r.Nodes, r.Clients, r.Seed, r.Duration.Round(time.Second))
+	fmt.Fprintf(&b, "  operations      %d on %d identities; tool executions (ledger) %d\n", r.Ops, r.Identities, r.Executions)
+	for _, k := range []Kind{KindOK, KindConflict, KindUncertain, KindUnavailable, KindUnknown} {
+		fmt.Fprintf(&b, "    %-12s %d\n", k, r.ByKind[k])
+	}
+	fmt.Fprintf(&b, "  uncertain answers %d (EXECUTION_UNCERTAIN), unknown outcomes %d\n", r.ByKind[KindUncertain], r.ByKind[KindUnknown])
+	fmt.Fprintf(&b, "  unavailable seconds %d\n", r.UnavailableSec)
+	byKind := map[string]int{}
+	for _, f := range r.Faults {
+		byKind[f.Kind]++
+	}
+	fmt.Fprintf(&b, "  faults injected %d:", len(r.Faults))
+	for _, k := range slices.Sorted(maps.Keys(byKind)) {
+		fmt.Fprintf(&b, " %s=%d", k, byKind[k])
+	}
+	b.WriteString("\n")
+	for _, f := range r.Faults {
+		fmt.Fprintf(&b, "    %7.1fs–%7.1fs %-22s %v", f.At.Seconds(), f.Healed.Seconds(), f.Kind, f.Targets)
+		if f.Err != "" {
+			fmt.Fprintf(&b, " (%s)", f.Err)
+		}
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(&b, "  converged at applied index %d, state hash %.16s…, %d records\n", r.Digest.AppliedIndex, r.Digest.Hash, r.Digest.Records)
+	fmt.Fprintf(&b, "  linearizability: %s\n", r.Linearizable)
+	for _, v := range r.Visualizations {
+		fmt.Fprintf(&b, "    visualization: %s\n", v)
+	}
+	fmt.Fprintf(&b, "  anomalies %d\n", len(r.Anomalies))
+	for _, a := range r.Anomalies {
+		fmt.Fprintf(&b, "    - %s\n", a)
+	}
+	return b.String()
+}

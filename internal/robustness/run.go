@@ -1,0 +1,109 @@
+package robustness
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// runConfig is one run of the harness.
+type runConfig struct {
+	Nodes    int
+	Clients  int
+	Seed     uint64
+	Duration time.Duration    // of the workload and the faults
+	Hold     [2]time.Duration // how long a fault lasts, at least and at most
+	OutDir   string           // where the report and visualisations go
+}
+
+// run starts a cluster, drives the workload against it while the nemesis
+// injects faults, heals everything, checks the history, the ledger and the
+// replicas, and returns the report. It fails t on harness errors (the
+// cluster does not form, the ledger cannot be read); anomalies are in the
+// report for the caller to judge.
+func run(t *testing.T, cfg runConfig) report {
+	c := startCluster(t, cfg.Nodes)
+	w := newWorkload(cfg.Seed, c.nc, c)
+	nm := newNemesis(c, cfg.Seed, w.start)
+	nm.hold = cfg.Hold
+
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.Duration)
+	defer cancel()
+	nemesisDone := make(chan struct{})
+	go func() {
+		defer close(nemesisDone)
+		nm.run(ctx)
+	}()
+	w.run(ctx, cfg.Clients)
+	<-nemesisDone
+
+	r := report{Nodes: cfg.Nodes, Clients: cfg.Clients, Seed: cfg.Seed, Duration: cfg.Duration, ByKind: map[Kind]int{}}
+	ops, anomalies := w.history()
+	r.Anomalies = append(r.Anomalies, anomalies...)
+	nm.mu.Lock()
+	r.Faults = append(r.Faults, nm.events...)
+	for _, ev := range nm.events {
+		if ev.Err != "" {
+			r.Anomalies = append(r.Anomalies, fmt.Sprintf("harness: fault %s %v: %s", ev.Kind, ev.Targets, ev.Err))
+		}
+	}
+	r.Anomalies = append(r.Anomalies, nm.anomalies...)
+	nm.mu.Unlock()
+
+	// After the last heal: the cluster must be whole again.
+	check := context.Background()
+	if _, err := c.waitHealthy(check, recoverTimeout); err != nil {
+		r.Anomalies = append(r.Anomalies, fmt.Sprintf("not healthy after the run: %v\n%s", err, c.describe()))
+	}
+	keys := map[string]bool{}
+	for _, op := range ops {
+		r.ByKind[op.Kind]++
+		keys[op.Key] = true
+	}
+	r.Ops, r.Identities = len(ops), len(keys)
+	r.UnavailableSec = unavailableSeconds(ops)
+	var keyList []string
+	for k := range sortedPairs(keys) {
+		keyList = append(keyList, k)
+	}
+	final, stuck := c.settle(check, keyList)
+	r.Anomalies = append(r.Anomalies, stuck...)
+	d, err := c.converge(check)
+	if err != nil {
+		r.Anomalies = append(r.Anomalies, err.Error()+"\n"+c.describe())
+	}
+	r.Digest = d
+	entries, err := c.ledgerEntries(check)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Executions = len(entries)
+	w.mu.Lock()
+	done := append([]completedAnswer(nil), w.done...)
+	w.mu.Unlock()
+	r.Anomalies = append(r.Anomalies, checkLedger(entries, done, final)...)
+	r.Anomalies = append(r.Anomalies, checkReplays(ops)...)
+
+	dir := filepath.Join(cfg.OutDir, fmt.Sprintf("n%d-seed%d", cfg.Nodes, cfg.Seed))
+	v, err := CheckHistory(ops, dir, 2*time.Minute)
+	switch {
+	case err != nil:
+		r.Anomalies = append(r.Anomalies, "checking the history: "+err.Error())
+		r.Linearizable = "not checked"
+	case v.OK:
+		r.Linearizable = fmt.Sprintf("ok (%d identities)", v.Keys)
+	default:
+		r.Linearizable = fmt.Sprintf("NOT linearizable: %d of %d identities", len(v.Failed), v.Keys)
+		for _, k := range v.Failed {
+			r.Anomalies = append(r.Anomalies, "not linearizable: "+k)
+		}
+		r.Visualizations = v.Visualizations
+	}
+	if err := os.MkdirAll(dir, 0o755); err == nil {
+		_ = os.WriteFile(filepath.Join(dir, "report.txt"), []byte(r.String()), 0o644)
+	}
+	return r
+}
