@@ -54,7 +54,7 @@ func startCluster(t testing.TB, size int) *testCluster {
 		c.names = append(c.names, fmt.Sprintf("n%d", i))
 	}
 	for _, name := range c.names {
-		if _, err := network.Launch(name, c.launchArgs(name)...); err != nil {
+		if _, err := network.Launch(name, c.launchArgs(name, true)...); err != nil {
 			t.Fatalf("starting %s: %v", name, err)
 		}
 	}
@@ -64,11 +64,14 @@ func startCluster(t testing.TB, size int) *testCluster {
 	return c
 }
 
-// launchArgs are node name's arguments: n1 bootstraps, the others join
-// every other node (used only while their data dir is empty).
-func (c *testCluster) launchArgs(name string) []string {
+// launchArgs are node name's arguments. When the cluster is first
+// formed, n1 bootstraps; every other node, and any node started again with
+// an empty data dir, joins the others (--join is used only while the data
+// dir is empty; a wiped n1 that bootstrapped again would found a second
+// cluster).
+func (c *testCluster) launchArgs(name string, initial bool) []string {
 	args := slices.Clone(nodeArgs)
-	if name == c.names[0] {
+	if initial && name == c.names[0] {
 		return args
 	}
 	var join []string

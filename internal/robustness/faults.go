@@ -89,7 +89,7 @@ func (c *testCluster) removeAndReadd(target string, wipe bool) error {
 		if err := c.net.Remove(target); err != nil {
 			return err
 		}
-		if _, err := c.net.Launch(target, c.launchArgs(target)...); err != nil {
+		if _, err := c.net.Launch(target, c.launchArgs(target, false)...); err != nil {
 			return fmt.Errorf("starting %s afresh: %w", target, err)
 		}
 		return nil

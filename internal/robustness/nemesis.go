@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/carmyhq/carmy/internal/testutil"
 )
 
 // The faults the nemesis injects.
@@ -32,6 +34,16 @@ var allFaults = []string{
 	faultRemoveKept, faultRemoveWiped,
 }
 
+// deposes lists the faults that cut the leader off from a majority: while
+// they last, the majority must elect another leader.
+var deposes = map[string]bool{
+	faultKillLeader: true, faultPauseLeader: true, faultIsolateLeader: true, faultSplitMinority: true,
+}
+
+// electTimeout bounds how long a majority cut off from its leader may take
+// to elect another one.
+const electTimeout = 30 * time.Second
+
 // recoverTimeout bounds how long the cluster may take to become healthy
 // after a fault heals (calibrated for 2 cores running every container).
 const recoverTimeout = 90 * time.Second
@@ -42,6 +54,8 @@ type faultEvent struct {
 	Targets []string
 	At      time.Duration // since the workload started
 	Healed  time.Duration
+	Whole   time.Duration // when the cluster was whole again (0: not within recoverTimeout)
+	Effect  string        // what the fault was seen to do
 	Err     string // what went wrong injecting or healing it
 }
 
@@ -92,6 +106,11 @@ func (nm *nemesis) once(ctx context.Context, kind string) {
 		// Hold the fault even when the run is ending: the workload's last
 		// calls see it, and heal always runs.
 		t := time.NewTimer(nm.between(nm.hold[0], nm.hold[1]))
+		if err == nil && deposes[kind] {
+			// The fault must bite: the nodes on the majority side elect
+			// another leader (and the fault lasts at least until then).
+			ev.Effect = nm.awaitNewLeader(targets[0], without(nm.c.names, targets))
+		}
 		select {
 		case <-t.C:
 		case <-ctx.Done():
@@ -102,12 +121,28 @@ func (nm *nemesis) once(ctx context.Context, kind string) {
 		}
 	}
 	ev.Healed = time.Since(nm.start)
-	if _, err := nm.c.waitHealthy(context.Background(), recoverTimeout); err != nil {
+	if _, err := nm.c.waitHealthy(context.Background(), recoverTimeout); err == nil {
+		ev.Whole = time.Since(nm.start)
+	} else {
 		nm.anomaly(fmt.Sprintf("no recovery within %s after %s of %v: %v\n%s", recoverTimeout, kind, targets, err, nm.c.describe()))
 	}
 	nm.mu.Lock()
 	nm.events = append(nm.events, ev)
 	nm.mu.Unlock()
+}
+
+// awaitNewLeader waits until every node of majority names the same leader,
+// one of them and not old, and says who and when; when none is elected
+// within electTimeout, that is an anomaly (the fault did not bite, or the
+// majority could not elect).
+func (nm *nemesis) awaitNewLeader(old string, majority []string) string {
+	start := time.Now()
+	leader, err := nm.c.waitAgreed(context.Background(), electTimeout, majority, testutil.Agreement{NotLeader: old})
+	if err != nil {
+		nm.anomaly(fmt.Sprintf("cut off leader %s: the majority %v elected no other leader: %v\n%s", old, majority, err, nm.c.describe()))
+		return "no new leader"
+	}
+	return fmt.Sprintf("%s elected after %.1fs", leader, time.Since(start).Seconds())
 }
 
 func (nm *nemesis) anomaly(s string) {

@@ -66,7 +66,10 @@ func (r report) String() string {
 	}
 	b.WriteString("\n")
 	for _, f := range r.Faults {
-		fmt.Fprintf(&b, "    %7.1fs–%7.1fs %-22s %v", f.At.Seconds(), f.Healed.Seconds(), f.Kind, f.Targets)
+		fmt.Fprintf(&b, "    %6.1fs–%6.1fs %-22s %-16v whole again after %4.1fs", f.At.Seconds(), f.Healed.Seconds(), f.Kind, f.Targets, (f.Whole - f.Healed).Seconds())
+		if f.Effect != "" {
+			fmt.Fprintf(&b, "; %s", f.Effect)
+		}
 		if f.Err != "" {
 			fmt.Fprintf(&b, " (%s)", f.Err)
 		}

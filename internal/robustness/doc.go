@@ -1,0 +1,66 @@
+// Package robustness is Carmy's fault-injection harness, in the manner of
+// Jepsen and etcd's robustness tests: a real cluster, concurrent clients, a
+// nemesis, and checkers that must find nothing.
+//
+// Each run starts a fresh cluster of 3 or 5 nodes, each a container with
+// its own address on a private Docker network (the test image built by
+// `scripts/image --test`: carmy with the test fault layer compiled in, and
+// the ledger server), with snapshots every 64 entries or 3 s so that
+// lagging, restarted and re-added nodes install them. The harness and its
+// clients run on the host and reach every container through ports
+// published on 127.0.0.1.
+//
+// Workload: 6 (3 nodes) or 8 (5 nodes) agents call the tool ledger_write
+// on random nodes. Each call has a request_id; 20 % of new identities are
+// sent twice at once to two nodes; 15 % of calls revisit an earlier
+// identity, 40 % of those with different arguments (a conflict); 3 % ask
+// the tool to outlive its 2 s timeout. An agent retries an identity after
+// no answer, UNAVAILABLE or EXECUTION_UNCERTAIN, with backoff, as an agent
+// would. The tool's upstream is the ledger container: every execution of
+// the tool body is recorded there, outside the cluster, before the tool
+// answers.
+//
+// Nemesis: one fault at a time, every kind once in a random order per
+// seed, then again: kill (SIGKILL) and restart the leader, a follower, or
+// every node at once; pause and resume the leader or a follower (cgroup
+// freezer); isolate the leader or a follower with `docker network
+// disconnect`; through the test fault layer (internal/faultnet, steered by
+// PUT /internal/v1/faults), which cuts Raft, gossip and node-to-node HTTP
+// alike: a one-way drop (the leader cannot reach a follower), a split with
+// the leader on the minority side (1|2 or 2|3), and a bridge (two halves
+// joined by one node); remove a voter through the admin API and add it
+// back, once with its data kept and once wiped (a new container and
+// volume under the same name). After each fault heals, the cluster must be
+// whole again (every node ready, one leader, every voter alive) within
+// 90 s.
+//
+// Checks, once the last fault healed:
+//   - linearizability: every identity's history of answers is checked
+//     against the model of model.go with porcupine; unanswered calls and
+//     UNAVAILABLE answers may or may not have reserved (UNAVAILABLE ones
+//     never run the tool). Failures are drawn as HTML visualisations;
+//   - at most once: no identity has two ledger entries;
+//   - every completed answer has exactly one ledger entry, of the same
+//     execution, with the same data; every 200 answer of an identity names
+//     the same execution and carries the same result (timestamps included);
+//   - every execution on the ledger is the one its identity's record names;
+//   - no record is still running 60 s after the faults healed;
+//   - every node reaches the same applied index and state-machine hash
+//     (GET /internal/v1/state).
+//
+// A report per run gives the operations by outcome, the faults by kind,
+// the uncertain answers, the seconds in which no call got a settled answer,
+// and the anomalies, which must be none.
+//
+// Modes (CARMY_ROBUSTNESS): short, the default, which `go test ./...` and
+// CI run: 3 nodes for 30 s with seeds 1 and 2, and 5 nodes for 35 s with
+// seed 1, about three minutes; long: 3 nodes for 120 s and 5 nodes for
+// 150 s, seeds 1 to 10 each (scripts/robustness); off. CARMY_ROBUSTNESS_SEEDS
+// sets the seeds (a count or a list), CARMY_ROBUSTNESS_OUT the directory of
+// reports and visualisations (default $TMPDIR/carmy-robustness). Without a
+// Docker engine the test is skipped with a loud message, except in CI
+// (CI or CARMY_REQUIRE_DOCKER=1 set), where it fails.
+//
+// Everything a run creates carries the label carmy.test.run=<run id> and is
+// removed by it when the run ends, failed or not (internal/dockertest).
+package robustness
