@@ -7,6 +7,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/carmyhq/carmy/internal/faultnet"
 	"github.com/carmyhq/carmy/internal/netaddr"
 )
 
@@ -50,6 +51,12 @@ type Config struct {
 	// Fast shortens Raft's and memberlist's timers for tests on loopback.
 	Fast   bool
 	Logger *slog.Logger
+	// Faults is the TEST-ONLY network fault layer (package faultnet): when
+	// set, the Raft transport, the gossip transport and the node-to-node
+	// HTTP client go through it, so that a fault-injection harness can cut
+	// this node off from chosen peers. It is nil in production, and then
+	// nothing is wrapped: the node behaves exactly as without the field.
+	Faults *faultnet.Filter
 }
 
 // Defaults of Config.

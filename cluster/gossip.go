@@ -146,12 +146,49 @@ func (n *Node) startGossip() error {
 	n.members = newMembers(n.cfg.NodeID)
 	mc.Events = n.members
 	mc.Logger = memberlistLogger(n.cfg.Logger)
+	if n.cfg.Faults != nil {
+		if mc.Transport, err = faultGossipTransport(n.cfg, mc); err != nil {
+			return err
+		}
+	}
 	ml, err := memberlist.Create(mc)
 	if err != nil {
+		if mc.Transport != nil {
+			// memberlist does not always shut a given transport down.
+			_ = mc.Transport.Shutdown()
+		}
 		return fmt.Errorf("cluster: gossip on %s: %w", n.cfg.GossipAddr, err)
 	}
 	n.gossip = ml
 	return nil
+}
+
+// faultGossipTransport makes the transport memberlist would make for mc,
+// wrapped by the test fault layer cfg.Faults. Like memberlist, it retries
+// a bind to port 0 and then sets mc's ports to the one bound.
+func faultGossipTransport(cfg Config, mc *memberlist.Config) (memberlist.NodeAwareTransport, error) {
+	nc := &memberlist.NetTransportConfig{
+		BindAddrs: []string{mc.BindAddr}, BindPort: mc.BindPort, Logger: mc.Logger, MetricLabels: mc.MetricLabels,
+	}
+	tries := 1
+	if mc.BindPort == 0 {
+		tries = 10 // another socket may take the TCP port's number on UDP
+	}
+	var nt *memberlist.NetTransport
+	var err error
+	for range tries {
+		if nt, err = memberlist.NewNetTransport(nc); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cluster: gossip transport on %s: %w", cfg.GossipAddr, err)
+	}
+	if mc.BindPort == 0 {
+		mc.BindPort = nt.GetAutoBindPort()
+		mc.AdvertisePort = mc.BindPort
+	}
+	return cfg.Faults.Memberlist(nt), nil
 }
 
 // GossipAddr returns the address memberlist advertises.

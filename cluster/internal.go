@@ -247,14 +247,20 @@ type internalClient struct {
 	hc  *http.Client
 }
 
-func newInternalClient(key string) *internalClient {
+// newInternalClient returns the client of a node with cfg: it sends
+// cfg.ClusterKey, and dials through cfg.Faults when that is set.
+func newInternalClient(cfg Config) *internalClient {
+	dial := (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	if cfg.Faults != nil {
+		dial = cfg.Faults.DialContext(dial)
+	}
 	tr := &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:         dial,
 		MaxIdleConns:        256,
 		MaxIdleConnsPerHost: 64,
 		IdleConnTimeout:     90 * time.Second,
 	}
-	return &internalClient{key: key, hc: &http.Client{Transport: tr}}
+	return &internalClient{key: cfg.ClusterKey, hc: &http.Client{Transport: tr}}
 }
 
 func (c *internalClient) close() { c.hc.CloseIdleConnections() }

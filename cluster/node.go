@@ -65,7 +65,7 @@ func Open(cfg Config) (*Node, error) {
 	n.bgCtx, n.bgCancel = context.WithCancel(context.Background())
 	n.fsm.Observe(n.observe)
 	n.cache = newMembersCache(cfg.DataDir, n.log)
-	n.client = newInternalClient(cfg.ClusterKey)
+	n.client = newInternalClient(cfg)
 	n.fwd = newForwarder(n.client)
 	ok := false
 	defer func() {
@@ -133,11 +133,30 @@ func newTransport(cfg Config) (*raft.NetworkTransport, error) {
 	if !tcpAddr.IP.IsUnspecified() && tcpAddr.Port != 0 {
 		advertise = tcpAddr
 	}
+	if cfg.Faults != nil {
+		return newFaultTransport(cfg, advertise)
+	}
 	t, err := raft.NewTCPTransportWithLogger(cfg.RaftAddr, advertise, 8, 10*time.Second, newHCLog(cfg.Logger, "raft-net"))
 	if err != nil {
 		return nil, fmt.Errorf("cluster: raft transport on %s: %w", cfg.RaftAddr, err)
 	}
 	return t, nil
+}
+
+// newFaultTransport is newTransport through the test fault layer: the
+// same transport over cfg.Faults' stream layer instead of raft's TCP one.
+func newFaultTransport(cfg Config, advertise net.Addr) (*raft.NetworkTransport, error) {
+	ln, err := net.Listen("tcp", cfg.RaftAddr)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: raft transport on %s: %w", cfg.RaftAddr, err)
+	}
+	stream := cfg.Faults.StreamLayer(ln, advertise)
+	// Raft's TCP transport refuses an address its peers cannot dial back.
+	if addr, ok := stream.Addr().(*net.TCPAddr); !ok || addr.IP == nil || addr.IP.IsUnspecified() {
+		_ = ln.Close()
+		return nil, fmt.Errorf("cluster: raft transport on %s: the address %s is not advertisable", cfg.RaftAddr, stream.Addr())
+	}
+	return raft.NewNetworkTransportWithLogger(stream, 8, 10*time.Second, newHCLog(cfg.Logger, "raft-net")), nil
 }
 
 func (n *Node) raftConfig() *raft.Config {

@@ -8,11 +8,13 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 
 	"github.com/carmyhq/carmy"
 	"github.com/carmyhq/carmy/api"
 	"github.com/carmyhq/carmy/cluster"
+	"github.com/carmyhq/carmy/internal/faultnet"
 )
 
 // serve runs `carmy serve` until ctx is done.
@@ -74,6 +76,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("listening on %s: %w", cfg.HTTPAddr, err)
 	}
 	defer ln.Close()
+	faults := newFaults(os.Getenv, log)
+	if faults != nil {
+		ln = faults.Listener(ln)
+	}
 	node, err := cluster.Open(cluster.Config{
 		NodeID:            cfg.NodeID,
 		DataDir:           cfg.DataDir,
@@ -89,6 +95,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		SnapshotInterval:  cfg.SnapshotInterval,
 		Fast:              cfg.FastFailover,
 		Logger:            log,
+		Faults:            faults,
 	})
 	if err != nil {
 		return err
@@ -102,7 +109,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		slog.String("data_dir", cfg.DataDir))
 	apiCfg := api.Config{
 		Auth: auth, BodyLimit: fc.Limits.BodyBytes, Logger: log,
-		Cluster: clusterAdmin{node}, Internal: node.InternalHandler(),
+		Cluster: clusterAdmin{node}, Internal: withFaultControl(node.InternalHandler(), faults, cfg.ClusterKey),
 	}
 	// On SIGTERM a leader hands leadership over first, while its API still
 	// serves forwarded writes; then the runtime drains and the node stops.
@@ -125,6 +132,21 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// faultsPath is where a node with the test fault layer serves its control.
+const faultsPath = "/internal/v1/faults"
+
+// withFaultControl returns internal, with the test fault layer's control
+// endpoint at faultsPath when faults is not nil.
+func withFaultControl(internal http.Handler, faults *faultnet.Filter, key string) http.Handler {
+	if faults == nil {
+		return internal
+	}
+	mux := http.NewServeMux()
+	mux.Handle(faultsPath, faults.Handler(key))
+	mux.Handle("/", internal)
+	return mux
 }
 
 // advertised is the HTTP address other nodes reach this one at: the

@@ -56,7 +56,7 @@ type faultEvent struct {
 	Healed  time.Duration
 	Whole   time.Duration // when the cluster was whole again (0: not within recoverTimeout)
 	Effect  string        // what the fault was seen to do
-	Err     string // what went wrong injecting or healing it
+	Err     string        // what went wrong injecting or healing it
 }
 
 // nemesis injects faults one at a time: a quiet spell, a fault held for a

@@ -23,6 +23,7 @@ type report struct {
 	Anomalies      []string
 	Linearizable   string // porcupine's verdict
 	Visualizations []string
+	MaxShown       int // String lists at most this many anomalies (0: all)
 }
 
 // unavailableSeconds counts the whole seconds of the run in which calls
@@ -81,7 +82,11 @@ func (r report) String() string {
 		fmt.Fprintf(&b, "    visualization: %s\n", v)
 	}
 	fmt.Fprintf(&b, "  anomalies %d\n", len(r.Anomalies))
-	for _, a := range r.Anomalies {
+	for i, a := range r.Anomalies {
+		if i == r.MaxShown && r.MaxShown > 0 {
+			fmt.Fprintf(&b, "    … and %d more (report.txt has them all)\n", len(r.Anomalies)-i)
+			break
+		}
 		fmt.Fprintf(&b, "    - %s\n", a)
 	}
 	return b.String()

@@ -105,5 +105,6 @@ func run(t *testing.T, cfg runConfig) report {
 	if err := os.MkdirAll(dir, 0o755); err == nil {
 		_ = os.WriteFile(filepath.Join(dir, "report.txt"), []byte(r.String()), 0o644)
 	}
+	r.MaxShown = 30
 	return r
 }
