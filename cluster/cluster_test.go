@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -208,17 +209,32 @@ func TestMembership(t *testing.T) {
 		t.Fatalf("Status = %+v, %v", st, err)
 	}
 	waitFor(t, "gossip to see every member alive", 30*time.Second, func() bool {
-		st, _ := third.Status(t.Context())
-		for _, n := range st.Nodes {
-			if n.Gossip != cluster.GossipAlive || n.HTTPAddr == "" {
+		for _, on := range []*testNode{third, c.leader()} {
+			st, _ := on.Status(t.Context())
+			for _, n := range st.Nodes {
+				if n.Gossip != cluster.GossipAlive || n.HTTPAddr == "" {
+					return false
+				}
+			}
+			if len(st.Nodes) != 3 {
 				return false
 			}
 		}
-		return len(st.Nodes) == 3
+		return true
 	})
 	_, err = f.AddNode(t.Context(), fsm.NodeInfo{ID: "bad"})
 	if !errors.Is(err, store.ErrInvalid) {
 		t.Fatalf("AddNode without addresses: %v", err)
+	}
+	// Another id on a live member's Raft address is refused: evicting n3
+	// would leave whoever owns the address answering for two ids.
+	_, err = f.AddNode(t.Context(), fsm.NodeInfo{ID: "impostor", RaftAddr: third.RaftAddr(), HTTPAddr: "127.0.0.1:1"})
+	if !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), "belongs to member n3") {
+		st, _ := c.leader().Status(t.Context())
+		t.Fatalf("AddNode on a live member's address: %v; nodes now %+v", err, st.Nodes)
+	}
+	if st, _ := c.leader().Status(t.Context()); len(st.Nodes) != 3 {
+		t.Fatalf("the refused join changed the configuration: %+v", st.Nodes)
 	}
 
 	// A running execution of the removed node becomes interrupted.

@@ -15,7 +15,8 @@ import (
 
 // AddNode adds (or updates) a voter: the same id and addresses again is a
 // no-op; a known id with new addresses replaces its entry; another id on
-// the same Raft address is removed first. It may be called on any node (a
+// the same Raft address is removed first when gossip does not see it alive,
+// and refuses the join (store.ErrInvalid) when it does. It may be called on any node (a
 // follower forwards it to the leader) and returns the member table.
 func (n *Node) AddNode(ctx context.Context, info fsm.NodeInfo) ([]fsm.NodeInfo, error) {
 	if info.ID == "" || info.RaftAddr == "" || info.HTTPAddr == "" {
@@ -47,6 +48,13 @@ func (n *Node) addLocal(ctx context.Context, info fsm.NodeInfo) error {
 		case string(s.ID) == info.ID && string(s.Address) == info.RaftAddr:
 			present = true
 		case string(s.ID) != info.ID && string(s.Address) == info.RaftAddr:
+			// Two ids on one address would let one process answer for
+			// both. A live member keeps its address (addresses can be
+			// reused, as container IPs are): the joiner is refused.
+			if st := n.gossipState(string(s.ID)); st == GossipAlive || st == GossipSuspect {
+				return fmt.Errorf("%w: raft address %s belongs to member %s, which gossip sees %s; remove %s first (or give nodes stable host names)",
+					store.ErrInvalid, info.RaftAddr, s.ID, st, s.ID)
+			}
 			n.log.Info("removing a member whose raft address a joining node now uses", slog.String("old_id", string(s.ID)))
 			if err := n.raft.RemoveServer(s.ID, 0, n.cfg.LeaderWait).Error(); err != nil {
 				return membershipErr(err)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -122,41 +121,6 @@ func Open(cfg Config) (*Node, error) {
 	n.log.Info("node started", slog.String("raft_addr", string(n.transport.LocalAddr())),
 		slog.String("gossip_addr", n.GossipAddr()), slog.Bool("existing_state", hasState))
 	return n, nil
-}
-
-func newTransport(cfg Config) (*raft.NetworkTransport, error) {
-	tcpAddr, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
-	if err != nil {
-		return nil, fmt.Errorf("cluster: raft address: %w", err)
-	}
-	var advertise net.Addr
-	if !tcpAddr.IP.IsUnspecified() && tcpAddr.Port != 0 {
-		advertise = tcpAddr
-	}
-	if cfg.Faults != nil {
-		return newFaultTransport(cfg, advertise)
-	}
-	t, err := raft.NewTCPTransportWithLogger(cfg.RaftAddr, advertise, 8, 10*time.Second, newHCLog(cfg.Logger, "raft-net"))
-	if err != nil {
-		return nil, fmt.Errorf("cluster: raft transport on %s: %w", cfg.RaftAddr, err)
-	}
-	return t, nil
-}
-
-// newFaultTransport is newTransport through the test fault layer: the
-// same transport over cfg.Faults' stream layer instead of raft's TCP one.
-func newFaultTransport(cfg Config, advertise net.Addr) (*raft.NetworkTransport, error) {
-	ln, err := net.Listen("tcp", cfg.RaftAddr)
-	if err != nil {
-		return nil, fmt.Errorf("cluster: raft transport on %s: %w", cfg.RaftAddr, err)
-	}
-	stream := cfg.Faults.StreamLayer(ln, advertise)
-	// Raft's TCP transport refuses an address its peers cannot dial back.
-	if addr, ok := stream.Addr().(*net.TCPAddr); !ok || addr.IP == nil || addr.IP.IsUnspecified() {
-		_ = ln.Close()
-		return nil, fmt.Errorf("cluster: raft transport on %s: the address %s is not advertisable", cfg.RaftAddr, stream.Addr())
-	}
-	return raft.NewNetworkTransportWithLogger(stream, 8, 10*time.Second, newHCLog(cfg.Logger, "raft-net")), nil
 }
 
 func (n *Node) raftConfig() *raft.Config {

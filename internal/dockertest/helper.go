@@ -55,3 +55,23 @@ func (n *Network) Remove(name string) error {
 	c.setHostAddr("")
 	return nil
 }
+
+// SetIP gives a stopped container the address ip on the network (it is
+// disconnected and connected again with its alias and that --ip): when it
+// starts, its node resolves its host name to ip. Tests use it to make
+// nodes come back on each other's former addresses.
+func (c *Container) SetIP(ip string) error {
+	if c.Running() {
+		return fmt.Errorf("dockertest: %s runs: stop it before changing its address", c.id)
+	}
+	if _, err := docker("network", "disconnect", c.net.runID, c.id); err != nil {
+		return err
+	}
+	if _, err := docker("network", "connect", "--alias", c.name, "--ip", ip, c.net.runID, c.id); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.ip = ip
+	c.mu.Unlock()
+	return nil
+}

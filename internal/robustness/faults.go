@@ -57,16 +57,15 @@ func appendNew(s []string, v string) []string {
 	return append(s, v)
 }
 
-// removeAndReadd removes voter target from the Raft configuration through
-// another node's admin API, then adds it back: with wipe, its container
-// and data are destroyed and a new node of the same name joins afresh;
-// without, the running node is added back with its data.
-func (c *testCluster) removeAndReadd(target string, wipe bool) error {
+// removeMember removes voter target from the Raft configuration through
+// another node's admin API (forwarded to the leader) and returns the
+// member entry it had. With wipe, the node's container and volume are then
+// destroyed; without, the node keeps running, out of the configuration.
+func (c *testCluster) removeMember(target string, wipe bool) (testutil.ClusterMember, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var member testutil.ClusterMember
-	// Through any other node that answers: the request is forwarded to
-	// the leader. Repeat until the member is gone from the configuration.
+	// Repeat until the member is gone from the configuration.
 	err := c.retry(ctx, target, func(url string) error {
 		st, err := testutil.FetchClusterStatus(ctx, url)
 		if err != nil {
@@ -83,17 +82,26 @@ func (c *testCluster) removeAndReadd(target string, wipe bool) error {
 		return errors.New("removal not yet visible")
 	})
 	if err != nil {
-		return fmt.Errorf("removing %s: %w", target, err)
+		return member, fmt.Errorf("removing %s: %w", target, err)
 	}
 	if wipe {
-		if err := c.net.Remove(target); err != nil {
-			return err
-		}
+		return member, c.net.Remove(target)
+	}
+	return member, nil
+}
+
+// readd brings a removed member back: a wiped one as a new container
+// with an empty data dir that joins the others by itself; a kept one is
+// added back with its addresses through the admin API.
+func (c *testCluster) readd(target string, member testutil.ClusterMember, wipe bool) error {
+	if wipe {
 		if _, err := c.net.Launch(target, c.launchArgs(target, false)...); err != nil {
 			return fmt.Errorf("starting %s afresh: %w", target, err)
 		}
 		return nil
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	body := map[string]string{"id": target, "raft_addr": member.RaftAddr, "http_addr": member.HTTPAddr}
 	return c.retry(ctx, target, func(url string) error {
 		return c.nc.admin(ctx, http.MethodPost, url+"/v1/cluster/nodes", body)

@@ -219,7 +219,12 @@ func (nm *nemesis) inject(kind string) (heal func() error, targets []string, err
 		if nm.rng.IntN(3) == 0 {
 			target = leader
 		}
-		return nil, []string{target}, c.removeAndReadd(target, kind == faultRemoveWiped)
+		wipe := kind == faultRemoveWiped
+		member, err := c.removeMember(target, wipe)
+		if err != nil {
+			return nil, []string{target}, err
+		}
+		return func() error { return c.readd(target, member, wipe) }, []string{target}, nil
 	}
 	return nil, nil, fmt.Errorf("unknown fault %q", kind)
 }

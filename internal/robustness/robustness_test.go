@@ -48,8 +48,8 @@ func schedules(t *testing.T) []schedule {
 		}
 	case "long":
 		out = []schedule{
-			{nodes: 3, clients: 6, duration: 120 * time.Second, seeds: seedRange(10), hold: [2]time.Duration{3 * time.Second, 8 * time.Second}},
-			{nodes: 5, clients: 8, duration: 150 * time.Second, seeds: seedRange(10), hold: [2]time.Duration{3 * time.Second, 8 * time.Second}},
+			{nodes: 3, clients: 6, duration: 120 * time.Second, seeds: seedRange(10), hold: [2]time.Duration{3 * time.Second, 15 * time.Second}},
+			{nodes: 5, clients: 8, duration: 150 * time.Second, seeds: seedRange(10), hold: [2]time.Duration{3 * time.Second, 15 * time.Second}},
 		}
 	case "off":
 		t.Skipf("%s=off", envMode)
@@ -66,6 +66,22 @@ func schedules(t *testing.T) []schedule {
 		}
 	}
 	return out
+}
+
+// requireDocker skips t, loudly, when no Docker engine answers, and fails
+// it instead in CI. CARMY_ROBUSTNESS=off skips it quietly.
+func requireDocker(t *testing.T) {
+	t.Helper()
+	if os.Getenv(envMode) == "off" {
+		t.Skipf("%s=off", envMode)
+	}
+	if err := dockertest.Available(); err != nil {
+		if os.Getenv(envRequireDocker) == "1" || os.Getenv("CI") != "" {
+			t.Fatalf("ROBUSTNESS TEST CANNOT RUN: no Docker engine answers, and this is CI (%s or CI is set): %v", envRequireDocker, err)
+		}
+		t.Logf("!!! ROBUSTNESS TEST SKIPPED: no Docker engine answers: %v", err)
+		t.Skip("!!! the fault-injection harness needs Docker; set CARMY_ROBUSTNESS=off to silence this")
+	}
 }
 
 func seedRange(n int) []uint64 {
@@ -104,13 +120,7 @@ func parseSeeds(s string) ([]uint64, error) {
 // fails the run. See doc.go for the modes.
 func TestRobustness(t *testing.T) {
 	plan := schedules(t)
-	if err := dockertest.Available(); err != nil {
-		if os.Getenv(envRequireDocker) == "1" || os.Getenv("CI") != "" {
-			t.Fatalf("ROBUSTNESS TEST CANNOT RUN: no Docker engine answers, and this is CI (%s or CI is set): %v", envRequireDocker, err)
-		}
-		t.Logf("!!! ROBUSTNESS TEST SKIPPED: no Docker engine answers: %v", err)
-		t.Skip("!!! the fault-injection harness needs Docker; set CARMY_ROBUSTNESS=off to silence this")
-	}
+	requireDocker(t)
 	out := os.Getenv(envOut)
 	if out == "" {
 		out = filepath.Join(os.TempDir(), "carmy-robustness")

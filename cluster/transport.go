@@ -1,0 +1,109 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Raft transport settings.
+const (
+	raftMaxPool = 8
+	raftTimeout = 10 * time.Second
+)
+
+// errSelfDial is the error of a Raft dial that reached this very node.
+var errSelfDial = errors.New("cluster: the raft address dialled is this node's own")
+
+// newTransport listens on cfg.RaftAddr and returns the Raft transport,
+// through cfg.Faults when set. The node advertises raftAdvertise's
+// address.
+func newTransport(cfg Config) (*raft.NetworkTransport, error) {
+	ln, err := net.Listen("tcp", cfg.RaftAddr)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: raft transport on %s: %w", cfg.RaftAddr, err)
+	}
+	advertise, err := raftAdvertise(cfg.RaftAddr, ln.Addr())
+	if err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
+	var stream raft.StreamLayer = &tcpStream{Listener: ln, advertise: advertise}
+	if cfg.Faults != nil {
+		stream = cfg.Faults.StreamLayer(ln, advertise)
+	}
+	stream = &selfGuard{StreamLayer: stream, bound: ln.Addr().String()}
+	return raft.NewNetworkTransportWithLogger(stream, raftMaxPool, raftTimeout, newHCLog(cfg.Logger, "raft-net")), nil
+}
+
+// raftAdvertise returns the address a node bound at bound advertises for
+// --raft-addr flagAddr. A host name is advertised as given (with the bound
+// port when the flag's is 0), so that a node whose IP changes across
+// restarts (containers, pods) keeps its address in the Raft configuration
+// and two nodes can never swap addresses; an IP is advertised as bound. An
+// unspecified IP (0.0.0.0, ::) cannot be advertised: peers could not dial
+// it back.
+func raftAdvertise(flagAddr string, bound net.Addr) (net.Addr, error) {
+	host, port, err := net.SplitHostPort(flagAddr)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: raft address %q: %w", flagAddr, err)
+	}
+	tcp, ok := bound.(*net.TCPAddr)
+	if !ok {
+		return nil, fmt.Errorf("cluster: raft listener on %s is not TCP", bound)
+	}
+	if host != "" && net.ParseIP(host) == nil {
+		if port == "0" {
+			port = fmt.Sprint(tcp.Port)
+		}
+		return namedAddr(net.JoinHostPort(host, port)), nil
+	}
+	if tcp.IP == nil || tcp.IP.IsUnspecified() {
+		return nil, fmt.Errorf("cluster: raft address %s is not advertisable: peers cannot dial an unspecified address back; give the node's IP or host name", flagAddr)
+	}
+	return tcp, nil
+}
+
+// namedAddr is a TCP address advertised by host name.
+type namedAddr string
+
+func (a namedAddr) Network() string { return "tcp" }
+func (a namedAddr) String() string  { return string(a) }
+
+// tcpStream is the plain Raft stream layer: TCP connections accepted on
+// the listener and dialled to peers' advertised addresses.
+type tcpStream struct {
+	net.Listener
+	advertise net.Addr
+}
+
+func (s *tcpStream) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	return net.DialTimeout("tcp", string(address), timeout)
+}
+
+func (s *tcpStream) Addr() net.Addr { return s.advertise }
+
+// selfGuard refuses Raft connections that reach this node itself. A
+// configuration can name this node's address under another server id (a
+// peer's stale entry, after addresses were reused); a node that dialled
+// itself would answer its own vote requests as that peer's, and count its
+// own vote twice.
+type selfGuard struct {
+	raft.StreamLayer
+	bound string // the listener's address, host:port
+}
+
+func (g *selfGuard) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	conn, err := g.StreamLayer.Dial(address, timeout)
+	if err != nil {
+		return nil, err
+	}
+	if conn.RemoteAddr().String() == g.bound {
+		_ = conn.Close()
+		return nil, fmt.Errorf("%w: %s", errSelfDial, address)
+	}
+	return conn, nil
+}
