@@ -1,0 +1,109 @@
+package robustness
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/carmyhq/carmy/internal/robustness/ledgerapi"
+)
+
+func TestCheckLedger(t *testing.T) {
+	entry := func(seq uint64, key, exec string) ledgerapi.Entry {
+		return ledgerapi.Entry{Seq: seq, RequestID: key, ExecutionID: exec, Value: "v"}
+	}
+	answer := func(key, exec string, seq uint64) completedAnswer {
+		return completedAnswer{key: key, executionID: exec, node: "n1", hasData: true,
+			data: ledgerapi.Result{Seq: seq, ExecutionID: exec, Value: "v"}}
+	}
+	rec := func(exec string) finalRecord { return finalRecord{found: true, rec: record{ExecutionID: exec, Status: "completed"}} }
+	for _, tc := range []struct {
+		name    string
+		entries []ledgerapi.Entry
+		done    []completedAnswer
+		final   map[string]finalRecord
+		want    string // a part of the one anomaly expected; "" for none
+	}{
+		{"clean", []ledgerapi.Entry{entry(1, "k", "e1")}, []completedAnswer{answer("k", "e1", 1)}, map[string]finalRecord{"k": rec("e1")}, ""},
+		{"ran twice", []ledgerapi.Entry{entry(1, "k", "e1"), entry(2, "k", "e2")}, nil, map[string]finalRecord{"k": rec("e1")}, "executed 2 times"},
+		{"completed without entry", nil, []completedAnswer{answer("k", "e1", 1)}, map[string]finalRecord{"k": rec("e1")}, "0 ledger entries"},
+		{"answer of another execution", []ledgerapi.Entry{entry(1, "k", "e1")}, []completedAnswer{answer("k", "e9", 1)}, map[string]finalRecord{"k": rec("e1")}, "the ledger e1"},
+		{"answer with other data", []ledgerapi.Entry{entry(1, "k", "e1")}, []completedAnswer{answer("k", "e1", 7)}, map[string]finalRecord{"k": rec("e1")}, "carries"},
+		{"ran but record released", []ledgerapi.Entry{entry(1, "k", "e1")}, nil, map[string]finalRecord{"k": {}}, "no record remains"},
+		{"ran but record names another", []ledgerapi.Entry{entry(1, "k", "e1")}, nil, map[string]finalRecord{"k": rec("e2")}, "the record names e2"},
+		{"never called", []ledgerapi.Entry{entry(1, "x", "e1")}, nil, map[string]finalRecord{}, "never called"},
+	} {
+		got := checkLedger(tc.entries, tc.done, tc.final)
+		switch {
+		case tc.want == "" && len(got) != 0:
+			t.Errorf("%s: anomalies %q, want none", tc.name, got)
+		case tc.want != "" && (len(got) != 1 || !strings.Contains(got[0], tc.want)):
+			t.Errorf("%s: anomalies %q, want one with %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestCheckReplays(t *testing.T) {
+	ok := func(exec, result string) Op {
+		return Op{Key: "k", Kind: KindOK, ExecutionID: exec, Status: "completed", Result: result}
+	}
+	if got := checkReplays([]Op{ok("e1", "r"), {Key: "k", Kind: KindUncertain}, ok("e1", "r")}); len(got) != 0 {
+		t.Errorf("equal replays: %q", got)
+	}
+	if got := checkReplays([]Op{ok("e1", "r"), ok("e1", "other")}); len(got) != 1 {
+		t.Errorf("a replay with another result: %q, want one anomaly", got)
+	}
+	if got := checkReplays([]Op{ok("e1", "r"), ok("e2", "r")}); len(got) != 1 {
+		t.Errorf("a replay of another execution: %q, want one anomaly", got)
+	}
+}
+
+func TestUnavailableSeconds(t *testing.T) {
+	s := int64(time.Second)
+	ops := []Op{
+		{Call: 0, Kind: KindOK},
+		{Call: s + 1, Kind: KindUnavailable}, {Call: s + 2, Kind: KindUnknown}, // second 1: nothing settled
+		{Call: 2*s + 1, Kind: KindUnavailable}, {Call: 2*s + 2, Kind: KindConflict},
+		{Call: 4 * s, Kind: KindUnknown}, // second 4
+	}
+	if got := unavailableSeconds(ops); got != 2 {
+		t.Fatalf("unavailableSeconds = %d, want 2", got)
+	}
+}
+
+func TestClassify(t *testing.T) {
+	replayed := http.Header{"Idempotent-Replayed": []string{"true"}}
+	for _, tc := range []struct {
+		status int
+		h      http.Header
+		body   string
+		kind   Kind
+		bad    bool // an answer outside the contract
+	}{
+		{200, nil, `{"execution_id":"e1","status":"completed","data":{"seq":1,"execution_id":"e1","value":"v"},"replayed":false}`, KindOK, false},
+		{200, replayed, `{"execution_id":"e1","status":"timed_out","error":{"code":"TIMEOUT"},"replayed":true}`, KindOK, false},
+		{200, nil, `{"execution_id":"e1","status":"completed","replayed":true}`, KindUnknown, true}, // header disagrees
+		{200, nil, `{"status":"running"}`, KindUnknown, true},
+		{409, nil, `{"error":{"code":"IDEMPOTENCY_CONFLICT","message":"m","execution_id":"e1"}}`, KindConflict, false},
+		{409, nil, `{"error":{"code":"EXECUTION_UNCERTAIN","message":"m","execution_id":"e1","status":"running"}}`, KindUncertain, false},
+		{409, nil, `{"error":{"code":"EXECUTION_UNCERTAIN","message":"m","status":"completed"}}`, KindUnknown, true},
+		{503, nil, `{"error":{"code":"UNAVAILABLE","message":"m"}}`, KindUnavailable, false},
+		{503, nil, `{"error":{"code":"IDEMPOTENCY_CAPACITY","message":"m"}}`, KindUnknown, true},
+		{500, nil, `<html>`, KindUnknown, true},
+	} {
+		o := classify(tc.status, tc.h, []byte(tc.body))
+		if o.kind != tc.kind || (o.detail != "") != tc.bad {
+			t.Errorf("%d %s: kind %v detail %q; want kind %v, outside the contract %v", tc.status, tc.body, o.kind, o.detail, tc.kind, tc.bad)
+		}
+	}
+	a := classify(200, nil, []byte(`{"execution_id":"e1","status":"completed","data":{"seq":3,"execution_id":"e1","value":"v"},"started_at":"s","finished_at":"f"}`))
+	b := classify(200, replayed, []byte(`{"execution_id":"e1","status":"completed","data":{"seq":3, "execution_id":"e1","value":"v"},"replayed":true,"started_at":"s","finished_at":"f"}`))
+	c := classify(200, replayed, []byte(`{"execution_id":"e1","status":"completed","data":{"seq":3,"execution_id":"e1","value":"v"},"replayed":true,"started_at":"s","finished_at":"g"}`))
+	if !a.hasData || a.data.Seq != 3 || a.result != b.result {
+		t.Fatalf("a replay differing only in white space must encode alike: %q vs %q", a.result, b.result)
+	}
+	if a.result == c.result {
+		t.Fatal("a replay with another finished_at must encode differently")
+	}
+}
