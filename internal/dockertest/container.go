@@ -178,7 +178,16 @@ func (c *Container) Stop(timeout time.Duration) error {
 // IP may change, and its published port does; Start reads the port again
 // and waits until the node serves its API.
 func (c *Container) Start() error {
-	if _, err := docker("start", c.id); err != nil {
+	// Containers started at once on one network can race for an IP
+	// ("Address already in use"); Docker gives another on a new try.
+	var err error
+	for try := 0; try < 10; try++ {
+		if _, err = docker("start", c.id); err == nil || !strings.Contains(err.Error(), "Address already in use") {
+			break
+		}
+		time.Sleep(time.Duration(100*(try+1)) * time.Millisecond)
+	}
+	if err != nil {
 		return err
 	}
 	return c.awaitServing(ServeTimeout)
