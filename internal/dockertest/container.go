@@ -176,16 +176,24 @@ func (c *Container) Stop(timeout time.Duration) error {
 // Start starts the container again after Kill or Stop (`docker start`):
 // the same arguments and data dir, hence a restart of the same node. Its
 // IP may change, and its published port does; Start reads the port again
-// and waits until the node serves its API.
+// and waits until the node serves its API. When the IP the container asks
+// for is taken, it is attached again with one Docker picks.
 func (c *Container) Start() error {
-	// Containers started at once on one network can race for an IP
-	// ("Address already in use"); Docker gives another on a new try.
-	var err error
-	for try := 0; try < 10; try++ {
-		if _, err = docker("start", c.id); err == nil || !strings.Contains(err.Error(), "Address already in use") {
-			break
+	_, err := docker("start", c.id)
+	if err != nil && strings.Contains(err.Error(), "Address already in use") {
+		// The IP the container asks for (pinned by Connect, or its last
+		// one) went to another container meanwhile: attach it afresh,
+		// with an address Docker picks, and start it again.
+		if _, err := docker("network", "disconnect", c.net.runID, c.id); err != nil {
+			return err
 		}
-		time.Sleep(time.Duration(100*(try+1)) * time.Millisecond)
+		if _, err := docker("network", "connect", "--alias", c.name, c.net.runID, c.id); err != nil {
+			return err
+		}
+		c.mu.Lock()
+		c.ip = ""
+		c.mu.Unlock()
+		_, err = docker("start", c.id)
 	}
 	if err != nil {
 		return err
