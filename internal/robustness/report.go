@@ -15,6 +15,7 @@ type report struct {
 	Duration       time.Duration
 	Ops            int
 	ByKind         map[Kind]int
+	Uncertain      map[string]int // EXECUTION_UNCERTAIN answers by status
 	Identities     int
 	Executions     int // ledger entries
 	Faults         []faultEvent
@@ -55,7 +56,8 @@ func (r report) String() string {
 	for _, k := range []Kind{KindOK, KindConflict, KindUncertain, KindUnavailable, KindUnknown} {
 		fmt.Fprintf(&b, "    %-12s %d\n", k, r.ByKind[k])
 	}
-	fmt.Fprintf(&b, "  uncertain answers %d (EXECUTION_UNCERTAIN), unknown outcomes %d\n", r.ByKind[KindUncertain], r.ByKind[KindUnknown])
+	fmt.Fprintf(&b, "  uncertain answers %d (EXECUTION_UNCERTAIN: %d running, %d interrupted), unknown outcomes %d\n",
+		r.ByKind[KindUncertain], r.Uncertain[statusRunning], r.Uncertain[statusInterrupted], r.ByKind[KindUnknown])
 	fmt.Fprintf(&b, "  unavailable seconds %d\n", r.UnavailableSec)
 	byKind := map[string]int{}
 	for _, f := range r.Faults {

@@ -59,8 +59,12 @@ func run(t *testing.T, cfg runConfig) report {
 		r.Anomalies = append(r.Anomalies, fmt.Sprintf("not healthy after the run: %v\n%s", err, c.describe()))
 	}
 	keys := map[string]bool{}
+	r.Uncertain = map[string]int{}
 	for _, op := range ops {
 		r.ByKind[op.Kind]++
+		if op.Kind == KindUncertain {
+			r.Uncertain[op.Status]++
+		}
 		keys[op.Key] = true
 	}
 	r.Ops, r.Identities = len(ops), len(keys)
