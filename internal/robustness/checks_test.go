@@ -17,7 +17,9 @@ func TestCheckLedger(t *testing.T) {
 		return completedAnswer{key: key, executionID: exec, node: "n1", hasData: true,
 			data: ledgerapi.Result{Seq: seq, ExecutionID: exec, Value: "v"}}
 	}
-	rec := func(exec string) finalRecord { return finalRecord{found: true, rec: record{ExecutionID: exec, Status: "completed"}} }
+	rec := func(exec string) finalRecord {
+		return finalRecord{found: true, rec: record{ExecutionID: exec, Status: "completed"}}
+	}
 	for _, tc := range []struct {
 		name    string
 		entries []ledgerapi.Entry
