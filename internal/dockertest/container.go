@@ -69,27 +69,35 @@ func (n *Network) Launch(name string, args ...string) (*Container, error) {
 	if _, err := docker(append(append([]string{"volume", "create"}, n.labels()...), c.id)...); err != nil {
 		return nil, err
 	}
-	run := []string{"run", "--detach", "--name", c.id, "--hostname", name,
-		"--network", n.runID, "--network-alias", name,
-		"--volume", c.id + ":/data", "--publish", "127.0.0.1::" + strconv.Itoa(HTTPPort)}
-	run = append(run, n.labels()...)
+	opts := []string{"--volume", c.id + ":/data"}
 	for _, e := range n.env {
-		run = append(run, "--env", e)
+		opts = append(opts, "--env", e)
 	}
-	run = append(run, n.image, "serve", "--node-id", name, "--data-dir", "/data",
+	cmd := append([]string{"serve", "--node-id", name, "--data-dir", "/data",
 		"--http-addr", hostPort(name, HTTPPort), "--raft-addr", hostPort(name, RaftPort),
-		"--gossip-addr", hostPort(name, GossipPort), "--cluster-key", n.key)
-	run = append(run, args...)
-	_, err := docker(run...)
+		"--gossip-addr", hostPort(name, GossipPort), "--cluster-key", n.key}, args...)
+	return c, n.run(c, opts, cmd)
+}
+
+// run starts container c (`docker run` with its name, host name, alias,
+// published port and the run's labels, then opts, the image and cmd),
+// tracks it and waits until it serves GET /healthz.
+func (n *Network) run(c *Container, opts, cmd []string) error {
+	run := []string{"run", "--detach", "--name", c.id, "--hostname", c.name,
+		"--network", n.runID, "--network-alias", c.name, "--publish", "127.0.0.1::" + strconv.Itoa(c.port)}
+	run = append(run, n.labels()...)
+	run = append(run, opts...)
+	run = append(run, n.image)
+	_, err := docker(append(run, cmd...)...)
 	// Track it even when `docker run` failed: a created container is
 	// still there, and its logs say why.
 	n.mu.Lock()
 	n.containers = append(n.containers, c)
 	n.mu.Unlock()
 	if err != nil {
-		return c, err
+		return err
 	}
-	return c, c.awaitServing(ServeTimeout)
+	return c.awaitServing(ServeTimeout)
 }
 
 func hostPort(host string, port int) string { return net.JoinHostPort(host, strconv.Itoa(port)) }

@@ -19,20 +19,7 @@ func (n *Network) StartHelper(name, entrypoint string, port int, args ...string)
 		return nil, fmt.Errorf("dockertest: %s already runs on network %s", name, n.runID)
 	}
 	c := &Container{net: n, name: name, id: n.runID + "-" + name, args: append([]string(nil), args...), port: port}
-	run := []string{"run", "--detach", "--name", c.id, "--hostname", name,
-		"--network", n.runID, "--network-alias", name,
-		"--publish", fmt.Sprintf("127.0.0.1::%d", port), "--entrypoint", entrypoint}
-	run = append(run, n.labels()...)
-	run = append(run, n.image)
-	run = append(run, args...)
-	_, err := docker(run...)
-	n.mu.Lock()
-	n.containers = append(n.containers, c)
-	n.mu.Unlock()
-	if err != nil {
-		return c, err
-	}
-	return c, c.awaitServing(ServeTimeout)
+	return c, n.run(c, []string{"--entrypoint", entrypoint}, args)
 }
 
 // Remove deletes node name's container and its volume (`docker rm -f`,

@@ -214,6 +214,21 @@ func (c *nodeClient) digest(ctx context.Context, baseURL string) (d digest, err 
 
 // internal calls a node-to-node endpoint with the cluster key.
 func (c *nodeClient) internal(ctx context.Context, method, url string, body []byte, out any) error {
+	return c.send(ctx, method, url, body, true, out)
+}
+
+// admin sends a cluster-administration request (auth is off in --dev).
+func (c *nodeClient) admin(ctx context.Context, method, url string, body any) error {
+	var b []byte
+	if body != nil {
+		b, _ = json.Marshal(body)
+	}
+	return c.send(ctx, method, url, b, false, nil)
+}
+
+// send makes one request, with the cluster key when withKey, and decodes a
+// 200 answer into out (when not nil); any other status is an error.
+func (c *nodeClient) send(ctx context.Context, method, url string, body []byte, withKey bool, out any) error {
 	if strings.HasPrefix(url, "/") {
 		return errors.New("robustness: the node has no published port (down or cut off)")
 	}
@@ -221,7 +236,9 @@ func (c *nodeClient) internal(ctx context.Context, method, url string, body []by
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Carmy-Cluster-Key", c.key)
+	if withKey {
+		req.Header.Set("Carmy-Cluster-Key", c.key)
+	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := c.hc.Do(req)
 	if err != nil {
@@ -234,30 +251,6 @@ func (c *nodeClient) internal(ctx context.Context, method, url string, body []by
 	}
 	if out != nil {
 		return json.Unmarshal(raw, out)
-	}
-	return nil
-}
-
-// admin sends a cluster-administration request (auth is off in --dev).
-func (c *nodeClient) admin(ctx context.Context, method, url string, body any) error {
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, url, rd)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s %s: %d %s", method, url, resp.StatusCode, raw)
 	}
 	return nil
 }
