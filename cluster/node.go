@@ -82,7 +82,8 @@ func Open(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: snapshot store: %w", err)
 	}
-	n.transport, err = newTransport(cfg)
+	var ident *identityStream
+	n.transport, ident, err = newTransport(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -94,6 +95,7 @@ func Open(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: starting raft: %w", err)
 	}
+	ident.setLookup(func(addr string) string { return serverAt(n.raft, addr) })
 	if !hasState && cfg.Bootstrap {
 		boot := raft.Configuration{Servers: []raft.Server{{ID: raft.ServerID(cfg.NodeID), Address: n.transport.LocalAddr()}}}
 		if err := n.raft.BootstrapCluster(boot).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {

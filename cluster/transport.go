@@ -19,24 +19,24 @@ const (
 var errSelfDial = errors.New("cluster: the raft address dialled is this node's own")
 
 // newTransport listens on cfg.RaftAddr and returns the Raft transport,
-// through cfg.Faults when set. The node advertises raftAdvertise's
-// address.
-func newTransport(cfg Config) (*raft.NetworkTransport, error) {
+// through cfg.Faults when set, and its identity layer (whose lookup the
+// node sets once Raft runs). The node advertises raftAdvertise's address.
+func newTransport(cfg Config) (*raft.NetworkTransport, *identityStream, error) {
 	ln, err := net.Listen("tcp", cfg.RaftAddr)
 	if err != nil {
-		return nil, fmt.Errorf("cluster: raft transport on %s: %w", cfg.RaftAddr, err)
+		return nil, nil, fmt.Errorf("cluster: raft transport on %s: %w", cfg.RaftAddr, err)
 	}
 	advertise, err := raftAdvertise(cfg.RaftAddr, ln.Addr())
 	if err != nil {
 		_ = ln.Close()
-		return nil, err
+		return nil, nil, err
 	}
 	var stream raft.StreamLayer = &tcpStream{Listener: ln, advertise: advertise}
 	if cfg.Faults != nil {
 		stream = cfg.Faults.StreamLayer(ln, advertise)
 	}
-	stream = &selfGuard{StreamLayer: stream, bound: ln.Addr().String()}
-	return raft.NewNetworkTransportWithLogger(stream, raftMaxPool, raftTimeout, newHCLog(cfg.Logger, "raft-net")), nil
+	ident := &identityStream{StreamLayer: &selfGuard{StreamLayer: stream, bound: ln.Addr().String()}, self: cfg.NodeID}
+	return raft.NewNetworkTransportWithLogger(ident, raftMaxPool, raftTimeout, newHCLog(cfg.Logger, "raft-net")), ident, nil
 }
 
 // raftAdvertise returns the address a node bound at bound advertises for
