@@ -106,3 +106,20 @@ func TestRaftConnectionWithoutPreambleIsRefused(t *testing.T) {
 		t.Fatal("a connection without the preamble was read")
 	}
 }
+
+// TestRaftDialToSelfIsRefused: a configuration that lists this node's own
+// address under another id (a peer's stale entry) must not let the node
+// answer that peer's vote requests itself: the connection names the peer,
+// and the node, accepting it, refuses it.
+func TestRaftDialToSelfIsRefused(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	self := &identityStream{StreamLayer: &tcpStream{Listener: ln, advertise: ln.Addr()}, self: "n3"}
+	self.setLookup(func(string) string { return "n2" }) // the stale entry: n2 at n3's address
+	if _, err := exchange(t, self, self, "vote for n3?"); !errors.Is(err, errWrongServer) {
+		t.Fatalf("a node dialling itself as n2: %v, want errWrongServer", err)
+	}
+}

@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"time"
@@ -14,9 +13,6 @@ const (
 	raftMaxPool = 8
 	raftTimeout = 10 * time.Second
 )
-
-// errSelfDial is the error of a Raft dial that reached this very node.
-var errSelfDial = errors.New("cluster: the raft address dialled is this node's own")
 
 // newTransport listens on cfg.RaftAddr and returns the Raft transport,
 // through cfg.Faults when set, and its identity layer (whose lookup the
@@ -35,7 +31,7 @@ func newTransport(cfg Config) (*raft.NetworkTransport, *identityStream, error) {
 	if cfg.Faults != nil {
 		stream = cfg.Faults.StreamLayer(ln, advertise)
 	}
-	ident := &identityStream{StreamLayer: &selfGuard{StreamLayer: stream, bound: ln.Addr().String()}, self: cfg.NodeID}
+	ident := &identityStream{StreamLayer: stream, self: cfg.NodeID}
 	return raft.NewNetworkTransportWithLogger(ident, raftMaxPool, raftTimeout, newHCLog(cfg.Logger, "raft-net")), ident, nil
 }
 
@@ -85,25 +81,3 @@ func (s *tcpStream) Dial(address raft.ServerAddress, timeout time.Duration) (net
 }
 
 func (s *tcpStream) Addr() net.Addr { return s.advertise }
-
-// selfGuard refuses Raft connections that reach this node itself. A
-// configuration can name this node's address under another server id (a
-// peer's stale entry, after addresses were reused); a node that dialled
-// itself would answer its own vote requests as that peer's, and count its
-// own vote twice.
-type selfGuard struct {
-	raft.StreamLayer
-	bound string // the listener's address, host:port
-}
-
-func (g *selfGuard) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	conn, err := g.StreamLayer.Dial(address, timeout)
-	if err != nil {
-		return nil, err
-	}
-	if conn.RemoteAddr().String() == g.bound {
-		_ = conn.Close()
-		return nil, fmt.Errorf("%w: %s", errSelfDial, address)
-	}
-	return conn, nil
-}

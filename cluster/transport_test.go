@@ -1,12 +1,8 @@
 package cluster
 
 import (
-	"errors"
 	"net"
 	"testing"
-	"time"
-
-	"github.com/hashicorp/raft"
 )
 
 func TestRaftAdvertise(t *testing.T) {
@@ -35,40 +31,4 @@ func TestRaftAdvertise(t *testing.T) {
 			t.Errorf("%s bound %s: got %v, %v; want %s", tc.flag, tc.bound, got, err, tc.want)
 		}
 	}
-}
-
-// TestRaftDialToSelfIsRefused: a configuration entry that names this
-// node's own address under another id must not connect the node to itself.
-func TestRaftDialToSelfIsRefused(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	g := &selfGuard{StreamLayer: &tcpStream{Listener: ln, advertise: ln.Addr()}, bound: ln.Addr().String()}
-	if c, err := g.Dial(raft.ServerAddress(ln.Addr().String()), time.Second); !errors.Is(err, errSelfDial) {
-		if c != nil {
-			c.Close()
-		}
-		t.Fatalf("dial to own address: %v, want errSelfDial", err)
-	}
-	other, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	c, err := g.Dial(raft.ServerAddress(other.Addr().String()), time.Second)
-	if err != nil {
-		t.Fatalf("dial to a peer: %v", err)
-	}
-	c.Close()
 }
