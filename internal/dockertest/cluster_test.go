@@ -225,12 +225,9 @@ func waitAgreed(t *testing.T, cs []*dockertest.Container, what string, want test
 	t.Helper()
 	var leader *dockertest.Container
 	testutil.WaitFor(t, formTimeout, what, func() error {
-		probes := make([]testutil.Probe, len(cs))
-		for i, c := range cs {
-			if c.URL() == "" {
-				return fmt.Errorf("%s: no published port", c.Name())
-			}
-			probes[i] = testutil.Probe{Name: c.Name(), URL: c.URL()}
+		probes, err := dockertest.Probes(cs)
+		if err != nil {
+			return err
 		}
 		id, err := testutil.AgreedLeader(probes, want)
 		if err != nil {

@@ -3,6 +3,8 @@ package dockertest
 import (
 	"fmt"
 	"slices"
+
+	"github.com/carmyhq/carmy/internal/testutil"
 )
 
 // StartHelper runs a program of the network's image other than carmy in
@@ -61,4 +63,22 @@ func (c *Container) SetIP(ip string) error {
 	c.ip = ip
 	c.mu.Unlock()
 	return nil
+}
+
+// Probes returns where the host reaches each container's API, for
+// testutil.AgreedLeader; a container without a published port (down, cut
+// off, removed: nil) is an error naming it.
+func Probes(cs []*Container) ([]testutil.Probe, error) {
+	probes := make([]testutil.Probe, len(cs))
+	for i, c := range cs {
+		if c == nil || c.URL() == "" {
+			name := "a removed node"
+			if c != nil {
+				name = c.Name()
+			}
+			return nil, fmt.Errorf("%s: no published port", name)
+		}
+		probes[i] = testutil.Probe{Name: c.Name(), URL: c.URL()}
+	}
+	return probes, nil
 }

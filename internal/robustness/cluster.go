@@ -124,13 +124,15 @@ func (c *testCluster) waitAgreed(ctx context.Context, timeout time.Duration, nam
 }
 
 func (c *testCluster) agreed(names []string, want testutil.Agreement) (string, error) {
-	probes := make([]testutil.Probe, 0, len(names))
-	for _, name := range names {
-		n := c.node(name)
-		if n == nil || n.URL() == "" {
-			return "", fmt.Errorf("%s: not reachable", name)
+	cs := make([]*dockertest.Container, len(names))
+	for i, name := range names {
+		if cs[i] = c.node(name); cs[i] == nil {
+			return "", fmt.Errorf("%s: removed", name)
 		}
-		probes = append(probes, testutil.Probe{Name: name, URL: n.URL()})
+	}
+	probes, err := dockertest.Probes(cs)
+	if err != nil {
+		return "", err
 	}
 	return testutil.AgreedLeader(probes, want)
 }
