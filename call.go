@@ -77,8 +77,10 @@ func (r *Runtime) Call(ctx context.Context, caller Caller, req Request) (Respons
 	// reservation reaches the tool.
 	rn := r.runs.start(exec.ID)
 	wctx, cancel := r.storeContext(ctx)
+	start := time.Now()
 	res, err := r.Store().Reserve(wctx, key, fp, exec)
 	cancel()
+	r.metrics.storeDuration.WithLabelValues("reserve", reserveOutcome(res.Outcome, err)).Observe(time.Since(start).Seconds())
 	if err != nil || res.Outcome != store.Reserved {
 		r.runs.finish(exec.ID)
 	}

@@ -43,6 +43,7 @@ type outcome struct {
 func (r *Runtime) invoke(rn *run, p *pending, rec store.Record) store.Result {
 	ctx, stop := rn.withTimeout(p.timeout)
 	defer stop()
+	start := time.Now()
 	type ret struct {
 		data json.RawMessage
 		err  error
@@ -72,6 +73,7 @@ func (r *Runtime) invoke(rn *run, p *pending, rec store.Record) store.Result {
 		res.Status = store.StatusFailed
 		res.Error = errorBody(toolErrorOf(got.err))
 	}
+	r.metrics.toolDuration.WithLabelValues(p.tool.Name, string(res.Status)).Observe(time.Since(start).Seconds())
 	return res
 }
 
@@ -155,8 +157,14 @@ func (r *Runtime) record(rec store.Record, res store.Result, answer chan<- outco
 	}
 	for attempt := 0; ; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), r.cfg.StoreTimeout)
+		start := time.Now()
 		done, err := r.Store().Complete(ctx, rec.Key, rec.Fingerprint, res)
 		cancel()
+		result := "ok"
+		if err != nil {
+			result = "error"
+		}
+		r.metrics.storeDuration.WithLabelValues("complete", result).Observe(time.Since(start).Seconds())
 		var se *store.StateError
 		switch {
 		case err == nil:

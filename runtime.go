@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -30,6 +32,9 @@ type Runtime struct {
 	closing chan struct{}
 	closed  sync.Once
 	now     func() time.Time
+
+	reg     *prometheus.Registry
+	metrics *runtimeMetrics
 }
 
 // Liveness tells whether another node's runner is known to be gone (gossip
@@ -53,7 +58,10 @@ func App(opts ...Option) *Runtime {
 		runs:    newRegistry(),
 		closing: make(chan struct{}),
 		now:     func() time.Time { return time.Now().UTC().Truncate(time.Millisecond) },
+		reg:     prometheus.NewRegistry(),
+		metrics: newRuntimeMetrics(),
 	}
+	r.registerMetrics(r.reg)
 	if err := cfg.Validate(); err != nil {
 		r.setupErrs = append(r.setupErrs, err)
 	}

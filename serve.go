@@ -131,6 +131,9 @@ func (r *Runtime) Serve(ctx context.Context, ln net.Listener, cfg api.Config) er
 	if cfg.Logger == nil {
 		cfg.Logger = r.cfg.Logger
 	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = r.reg
+	}
 	h, err := api.New(r, cfg)
 	if err != nil {
 		return err

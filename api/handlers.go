@@ -44,6 +44,9 @@ func (s *Server) callTool(c echo.Context) error {
 	}
 	if resp.Replayed {
 		c.Response().Header().Set("Idempotent-Replayed", "true")
+		c.Set(outcomeKey, OutcomeReplayed)
+	} else {
+		c.Set(outcomeKey, OutcomeRan)
 	}
 	return c.JSON(http.StatusOK, callView(resp))
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Config configures the server.
@@ -21,6 +22,9 @@ type Config struct {
 	// Internal, when set, serves the node-to-node endpoints under
 	// /internal/; it authenticates its callers itself.
 	Internal http.Handler
+	// Metrics is the registry the server adds its instruments to and
+	// serves at GET /metrics (a registry of its own when nil).
+	Metrics *prometheus.Registry
 }
 
 // Server is Carmy's HTTP API. It is an http.Handler.
@@ -31,6 +35,8 @@ type Server struct {
 	log   *slog.Logger
 	echo  *echo.Echo
 	clu   Cluster
+
+	metrics *apiMetrics
 }
 
 // New returns a server for rt.
@@ -47,7 +53,14 @@ func New(rt Runtime, cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Server{rt: rt, auth: newAuthenticator(cfg.Auth), limit: cfg.BodyLimit, log: cfg.Logger, clu: cfg.Cluster}
+	if cfg.Metrics == nil {
+		cfg.Metrics = prometheus.NewRegistry()
+	}
+	m, err := newAPIMetrics(cfg.Metrics)
+	if err != nil {
+		return nil, fmt.Errorf("api: metrics: %w", err)
+	}
+	s := &Server{rt: rt, auth: newAuthenticator(cfg.Auth), limit: cfg.BodyLimit, log: cfg.Logger, clu: cfg.Cluster, metrics: m}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
@@ -55,6 +68,7 @@ func New(rt Runtime, cfg Config) (*Server, error) {
 	s.echo = e
 	s.routes()
 	s.clusterRoutes()
+	s.metricsRoutes(cfg.Metrics)
 	if cfg.Internal != nil {
 		h := echo.WrapHandler(cfg.Internal)
 		e.Any("/internal/*", h)
@@ -71,7 +85,7 @@ func (s *Server) routes() {
 	// middleware catches every method on its prefix, which would turn a
 	// wrong method into 404 instead of 405.
 	auth := s.auth.authenticate
-	e.POST("/v1/tools/call", s.callTool, auth)
+	e.POST("/v1/tools/call", s.callTool, s.meterCalls, auth)
 	e.GET("/v1/tools", s.listTools, auth)
 	e.GET("/v1/executions", s.findExecutions, auth)
 	e.GET("/v1/executions/:id", s.getExecution, auth)

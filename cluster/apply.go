@@ -85,7 +85,34 @@ func (n *Node) untilLeader(ctx context.Context, what string, attempt func(deadli
 
 // applyLocal applies data on this node as leader.
 func (n *Node) applyLocal(data []byte, timeout time.Duration) (fsm.Response, error) {
-	return n.waitApply(n.raft.Apply(data, max(timeout, 10*time.Millisecond)))
+	start := time.Now()
+	resp, err := n.waitApply(n.raft.Apply(data, max(timeout, 10*time.Millisecond)))
+	n.observeApply(originLocal, start, err)
+	return resp, err
+}
+
+// Origins of the commands a leader applies, for carmy_raft_applies_total.
+const (
+	originLocal     = "local"
+	originForwarded = "forwarded"
+)
+
+// observeApply counts one apply by this node as leader and its duration.
+func (n *Node) observeApply(origin string, start time.Time, err error) {
+	result := "ok"
+	switch {
+	case err == nil:
+	case errors.Is(err, errNotLeader):
+		result = "not_leader"
+	case errors.Is(err, store.ErrCommitUnknown):
+		result = "commit_unknown"
+	default:
+		result = "unavailable"
+	}
+	n.metrics.applies.WithLabelValues(origin, result).Inc()
+	if err == nil {
+		n.metrics.applyDuration.Observe(time.Since(start).Seconds())
+	}
 }
 
 // waitApply waits for an apply future and classifies its error by whether

@@ -7,6 +7,8 @@ import (
 	"net"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/carmyhq/carmy/internal/faultnet"
 	"github.com/carmyhq/carmy/internal/netaddr"
 )
@@ -51,6 +53,9 @@ type Config struct {
 	// Fast shortens Raft's and memberlist's timers for tests on loopback.
 	Fast   bool
 	Logger *slog.Logger
+	// Metrics, when set, receives the node's Prometheus metrics and the
+	// Raft, memberlist and BoltDB metrics routed from go-metrics.
+	Metrics prometheus.Registerer
 	// Faults is the TEST-ONLY network fault layer (package faultnet): when
 	// set, the Raft transport, the gossip transport and the node-to-node
 	// HTTP client go through it, so that a fault-injection harness can cut

@@ -17,7 +17,8 @@ import (
 // maxInFlight requests run at once per node, so followers pay one round
 // trip per batch rather than per command.
 type forwarder struct {
-	client *internalClient
+	client  *internalClient
+	metrics *nodeMetrics
 
 	mu     sync.Mutex
 	queues map[string][]*fwdItem // by leader address
@@ -43,9 +44,10 @@ type fwdResult struct {
 	err  error
 }
 
-func newForwarder(c *internalClient) *forwarder {
+func newForwarder(c *internalClient, m *nodeMetrics) *forwarder {
 	f := &forwarder{
-		client: c,
+		client:  c,
+		metrics: m,
 		queues: make(map[string][]*fwdItem),
 		wake:   make(chan struct{}, 1),
 		sem:    make(chan struct{}, maxInFlight),
@@ -135,7 +137,12 @@ func (f *forwarder) send(addr string, batch []*fwdItem) {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline.Add(2*time.Second))
 	defer cancel()
 	var ans applyAnswer
+	start := time.Now()
 	sent, err := f.client.post(ctx, addr, pathApply, req, &ans)
+	f.metrics.fwdBatches.Inc()
+	f.metrics.fwdCommands.Add(float64(len(batch)))
+	f.metrics.fwdBatchSize.Observe(float64(len(batch)))
+	f.metrics.fwdDuration.Observe(time.Since(start).Seconds())
 	if err == nil && len(ans.Results) != len(batch) {
 		err = fmt.Errorf("%w: %s answered %d results for %d commands", store.ErrCommitUnknown, addr, len(ans.Results), len(batch))
 	}
@@ -154,6 +161,9 @@ func (f *forwarder) send(addr string, batch []*fwdItem) {
 			r.err = fmt.Errorf("%w: %s answered no response", store.ErrCommitUnknown, addr)
 		default:
 			r.resp = *ans.Results[i].Response
+		}
+		if r.err != nil {
+			f.metrics.fwdErrors.WithLabelValues(errKind(r.err)).Inc()
 		}
 		it.result <- r
 	}

@@ -171,6 +171,7 @@ func (n *Node) serveApply(w http.ResponseWriter, r *http.Request) {
 		f raft.ApplyFuture
 	}
 	futures := make([]pending, 0, len(req.Commands))
+	start := time.Now()
 	for i, raw := range req.Commands {
 		if _, err := fsm.Decode(raw); err != nil {
 			ans.Results[i] = applyResult{Error: codeInvalid, Message: err.Error()}
@@ -180,6 +181,7 @@ func (n *Node) serveApply(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, p := range futures {
 		resp, err := n.waitApply(p.f)
+		n.observeApply(originForwarded, start, err)
 		if err != nil {
 			ans.Results[p.i] = applyResult{Error: codeOf(err), Message: err.Error()}
 			continue

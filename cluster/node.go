@@ -33,6 +33,7 @@ type Node struct {
 	cache     *membersCache
 	fwd       *forwarder
 	client    *internalClient
+	metrics   *nodeMetrics
 
 	// leaderReady is the term in which this node, as leader, has applied
 	// everything committed before it (its barrier returned); 0 otherwise.
@@ -60,12 +61,12 @@ func Open(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("cluster: data dir: %w", err)
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger.With(slog.String("node_id", cfg.NodeID)), fsm: fsm.New(), stop: make(chan struct{})}
+	n := &Node{cfg: cfg, log: cfg.Logger.With(slog.String("node_id", cfg.NodeID)), fsm: fsm.New(), stop: make(chan struct{}), metrics: newNodeMetrics()}
 	n.bgCtx, n.bgCancel = context.WithCancel(context.Background())
 	n.fsm.Observe(n.observe)
 	n.cache = newMembersCache(cfg.DataDir, n.log)
 	n.client = newInternalClient(cfg)
-	n.fwd = newForwarder(n.client)
+	n.fwd = newForwarder(n.client, n.metrics)
 	ok := false
 	defer func() {
 		if !ok {
@@ -91,7 +92,8 @@ func Open(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: reading state: %w", err)
 	}
-	n.raft, err = raft.NewRaft(n.raftConfig(), n.fsm, n.bolt, n.bolt, snaps, n.transport)
+	logs := countingLogStore{LogStore: n.bolt, m: n.metrics}
+	n.raft, err = raft.NewRaft(n.raftConfig(), n.fsm, logs, n.bolt, snaps, n.transport)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: starting raft: %w", err)
 	}
@@ -106,6 +108,12 @@ func Open(cfg Config) (*Node, error) {
 	if err := n.startGossip(); err != nil {
 		return nil, err
 	}
+	if cfg.Metrics != nil {
+		if err := n.registerMetrics(cfg.Metrics); err != nil {
+			return nil, fmt.Errorf("cluster: metrics: %w", err)
+		}
+	}
+	n.background(n.observeLeaderChanges)
 	n.background(n.leaderDuties)
 	n.background(n.gossipRejoin)
 	n.background(n.registerSelf)

@@ -96,6 +96,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Fast:              cfg.FastFailover,
 		Logger:            log,
 		Faults:            faults,
+		Metrics:           app.Metrics(),
 	})
 	if err != nil {
 		return err

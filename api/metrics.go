@@ -1,0 +1,134 @@
+package api
+
+import (
+	"net/http"
+	"net/http/pprof"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Outcomes of POST /v1/tools/call, the label of carmy_calls_total.
+const (
+	OutcomeRan         = "ran"         // the tool ran now (200)
+	OutcomeReplayed    = "replayed"    // a recorded outcome was replayed (200)
+	OutcomeConflict    = "conflict"    // IDEMPOTENCY_CONFLICT
+	OutcomeUncertain   = "uncertain"   // EXECUTION_UNCERTAIN
+	OutcomeCapacity    = "capacity"    // IDEMPOTENCY_CAPACITY
+	OutcomeUnavailable = "unavailable" // UNAVAILABLE
+	OutcomeInvalid     = "invalid"     // the request itself was at fault (400, 404, 413, 415)
+	OutcomeDenied      = "denied"      // UNAUTHORIZED or FORBIDDEN
+	OutcomeError       = "error"       // INTERNAL
+)
+
+// apiMetrics are the HTTP layer's instruments.
+type apiMetrics struct {
+	calls    *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+func newAPIMetrics(reg prometheus.Registerer) (*apiMetrics, error) {
+	m := &apiMetrics{
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "carmy_calls_total",
+			Help: "Answers to POST /v1/tools/call by outcome: ran, replayed, conflict, uncertain, capacity, unavailable, invalid, denied, error.",
+		}, []string{"outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "carmy_call_duration_seconds",
+			Help:    "Time to answer POST /v1/tools/call, by outcome.",
+			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5, 10, 30, 60},
+		}, []string{"outcome"}),
+	}
+	for _, c := range []prometheus.Collector{m.calls, m.duration} {
+		if err := reg.Register(c); err != nil {
+			// A second server on the same registry shares the first's.
+			are, ok := err.(prometheus.AlreadyRegisteredError)
+			if !ok {
+				return nil, err
+			}
+			switch existing := are.ExistingCollector.(type) {
+			case *prometheus.CounterVec:
+				m.calls = existing
+			case *prometheus.HistogramVec:
+				m.duration = existing
+			}
+		}
+	}
+	// Every outcome is exported from the start, at 0, so that rates work
+	// from the first scrape.
+	for _, o := range []string{OutcomeRan, OutcomeReplayed, OutcomeConflict, OutcomeUncertain,
+		OutcomeCapacity, OutcomeUnavailable, OutcomeInvalid, OutcomeDenied, OutcomeError} {
+		m.calls.WithLabelValues(o)
+	}
+	return m, nil
+}
+
+// outcomeKey is where handleError leaves a failed call's outcome.
+const outcomeKey = "carmy.outcome"
+
+// outcomeOfCode maps an error code to a call outcome.
+func outcomeOfCode(code string) string {
+	switch code {
+	case "IDEMPOTENCY_CONFLICT":
+		return OutcomeConflict
+	case "EXECUTION_UNCERTAIN":
+		return OutcomeUncertain
+	case "IDEMPOTENCY_CAPACITY":
+		return OutcomeCapacity
+	case CodeUnavailable:
+		return OutcomeUnavailable
+	case CodeUnauthorized, CodeForbidden:
+		return OutcomeDenied
+	case CodeInternal:
+		return OutcomeError
+	}
+	return OutcomeInvalid
+}
+
+// meterCalls is the outermost middleware of the call route: it answers an
+// error through the error handler itself, so that the outcome the handler
+// chose is known, and counts every answer.
+func (s *Server) meterCalls(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		if err := next(c); err != nil {
+			s.echo.HTTPErrorHandler(err, c)
+		}
+		outcome, _ := c.Get(outcomeKey).(string)
+		if outcome == "" {
+			outcome = OutcomeError
+		}
+		s.metrics.calls.WithLabelValues(outcome).Inc()
+		s.metrics.duration.WithLabelValues(outcome).Observe(time.Since(start).Seconds())
+		return nil
+	}
+}
+
+// metricsRoutes serves GET /metrics (open, like /healthz) and the pprof
+// profiles under /debug/pprof/ (admin token when auth is on).
+func (s *Server) metricsRoutes(g prometheus.Gatherer) {
+	e := s.echo
+	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(g, promhttp.HandlerOpts{
+		ErrorLog:          promLogger{s},
+		ErrorHandling:     promhttp.ContinueOnError,
+		EnableOpenMetrics: false,
+	})))
+	admin := []echo.MiddlewareFunc{s.auth.authenticate, requireAdmin}
+	e.GET("/debug/pprof/", echo.WrapHandler(http.HandlerFunc(pprof.Index)), admin...)
+	e.GET("/debug/pprof/cmdline", echo.WrapHandler(http.HandlerFunc(pprof.Cmdline)), admin...)
+	e.GET("/debug/pprof/profile", echo.WrapHandler(http.HandlerFunc(pprof.Profile)), admin...)
+	e.GET("/debug/pprof/symbol", echo.WrapHandler(http.HandlerFunc(pprof.Symbol)), admin...)
+	e.GET("/debug/pprof/trace", echo.WrapHandler(http.HandlerFunc(pprof.Trace)), admin...)
+	// The named profiles: heap, goroutine, allocs, block, mutex, threadcreate.
+	e.GET("/debug/pprof/:name", func(c echo.Context) error {
+		pprof.Handler(c.Param("name")).ServeHTTP(c.Response(), c.Request())
+		return nil
+	}, admin...)
+}
+
+// promLogger logs the metrics handler's errors.
+type promLogger struct{ s *Server }
+
+func (l promLogger) Println(v ...any) { l.s.log.Warn("serving metrics", "err", v) }

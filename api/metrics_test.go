@@ -1,0 +1,103 @@
+package api_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/carmyhq/carmy/api"
+	"github.com/carmyhq/carmy/store"
+)
+
+// scrape reads GET /metrics and returns each sample's value by its line
+// name with labels, e.g. `carmy_calls_total{outcome="ran"}`.
+func scrape(t *testing.T, a answer) map[string]float64 {
+	t.Helper()
+	if a.status != http.StatusOK {
+		t.Fatalf("GET /metrics = %d: %s", a.status, a.body)
+	}
+	out := make(map[string]float64)
+	sc := bufio.NewScanner(bytes.NewReader(a.body))
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			t.Fatalf("metrics line %q: %v", line, err)
+		}
+		out[line[:i]] = v
+	}
+	return out
+}
+
+func TestMetricsCountCallsByOutcome(t *testing.T) {
+	rec := completedRecord()
+	running := rec
+	running.Status = store.StatusRunning
+	rt := &fakeRuntime{tb: t, call: func(_ context.Context, _ api.Caller, req api.Request) (api.Response, error) {
+		switch req.RequestID {
+		case "ran":
+			return api.Response{Record: rec}, nil
+		case "replay":
+			return api.Response{Record: rec, Replayed: true}, nil
+		case "conflict":
+			return api.Response{}, &store.ConflictError{Record: rec}
+		case "uncertain":
+			return api.Response{}, &store.UncertainError{Record: running}
+		case "full":
+			return api.Response{}, store.ErrCapacity
+		case "down":
+			return api.Response{}, store.ErrUnavailable
+		case "bug":
+			return api.Response{}, errors.New("a bug")
+		}
+		return api.Response{}, store.ErrInvalid
+	}}
+	cfg := authConfig()
+	srv := newTestServer(t, rt, cfg)
+	auth := []string{"Authorization", "Bearer " + allToken}
+	for id, n := range map[string]int{"ran": 3, "replay": 2, "conflict": 1, "uncertain": 1, "full": 1, "down": 2, "bug": 1} {
+		for range n {
+			post(t, srv, callPath, `{"tool":"echo","request_id":"`+id+`"}`, auth...)
+		}
+	}
+	post(t, srv, callPath, `{"tool":"echo","requestId":"typo"}`, auth...)               // invalid
+	post(t, srv, callPath, `{"tool":"echo"}`)                                           // denied: no token
+	post(t, srv, callPath, `{"tool":"sleep"}`, "Authorization", "Bearer "+plannerToken) // denied: not its tool
+
+	got := scrape(t, get(t, srv, "/metrics"))
+	want := map[string]float64{
+		"ran": 3, "replayed": 2, "conflict": 1, "uncertain": 1, "capacity": 1,
+		"unavailable": 2, "error": 1, "invalid": 1, "denied": 2,
+	}
+	for outcome, n := range want {
+		if v := got[`carmy_calls_total{outcome="`+outcome+`"}`]; v != n {
+			t.Errorf("carmy_calls_total{outcome=%q} = %v, want %v", outcome, v, n)
+		}
+		if v := got[`carmy_call_duration_seconds_count{outcome="`+outcome+`"}`]; v != n {
+			t.Errorf("carmy_call_duration_seconds_count{outcome=%q} = %v, want %v", outcome, v, n)
+		}
+	}
+}
+
+func TestMetricsNeedNoTokenAndProfilesNeedAdmin(t *testing.T) {
+	srv := newTestServer(t, &fakeRuntime{tb: t}, authConfig())
+	if a := get(t, srv, "/metrics"); a.status != http.StatusOK || !bytes.Contains(a.body, []byte("carmy_calls_total")) {
+		t.Errorf("GET /metrics without a token = %d, want 200 with carmy_calls_total: %.300s", a.status, a.body)
+	}
+	for _, path := range []string{"/debug/pprof/", "/debug/pprof/heap", "/debug/pprof/cmdline"} {
+		wantError(t, get(t, srv, path), http.StatusUnauthorized, "UNAUTHORIZED")
+		wantError(t, get(t, srv, path, "Authorization", "Bearer "+allToken), http.StatusForbidden, "FORBIDDEN")
+		if a := get(t, srv, path, "Authorization", "Bearer "+adminToken); a.status != http.StatusOK {
+			t.Errorf("GET %s as admin = %d, want 200: %.200s", path, a.status, a.body)
+		}
+	}
+}
