@@ -48,10 +48,10 @@ func newForwarder(c *internalClient, m *nodeMetrics) *forwarder {
 	f := &forwarder{
 		client:  c,
 		metrics: m,
-		queues: make(map[string][]*fwdItem),
-		wake:   make(chan struct{}, 1),
-		sem:    make(chan struct{}, maxInFlight),
-		done:   make(chan struct{}),
+		queues:  make(map[string][]*fwdItem),
+		wake:    make(chan struct{}, 1),
+		sem:     make(chan struct{}, maxInFlight),
+		done:    make(chan struct{}),
 	}
 	go f.dispatch()
 	return f
