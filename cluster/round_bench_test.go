@@ -1,0 +1,118 @@
+package cluster_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/carmyhq/carmy/cluster"
+	"github.com/carmyhq/carmy/store"
+)
+
+// benchSeq numbers the benchmarks' identities and executions, unique
+// across sub-benchmarks and their reruns on one cluster.
+var benchSeq atomic.Int64
+
+// benchCluster starts a 3-node cluster on loopback whose capacity never
+// fills and whose leader never marks executions interrupted because
+// gossip lagged under load.
+func benchCluster(b *testing.B) *testCluster {
+	b.Helper()
+	return newCluster(b, 3, func(cfg *cluster.Config) {
+		cfg.MaxEntries = 1 << 24
+		cfg.DeadGrace = time.Hour
+	})
+}
+
+// round reserves a fresh identity through s and completes it, as a call
+// whose tool ran does.
+func round(ctx context.Context, s *cluster.Store, node string) error {
+	n := strconv.FormatInt(benchSeq.Add(1), 10)
+	k := store.Key{Principal: "p", Session: "bench", RequestID: "req-" + n}
+	ex := store.Execution{ID: "exec_bench_" + n, Tool: "t", NodeID: node, StartedAt: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)}
+	res, err := s.Reserve(ctx, k, "fp", ex)
+	if err != nil || res.Outcome != store.Reserved {
+		return fmt.Errorf("Reserve(%s) = %v, %v", k, res.Outcome, err)
+	}
+	if _, err := s.Complete(ctx, k, "fp", completed(ex.ID)); err != nil {
+		return fmt.Errorf("Complete(%s): %w", k, err)
+	}
+	return nil
+}
+
+// benchRounds runs one round per iteration through n's store, after one
+// warm-up round that opens connections.
+func benchRounds(b *testing.B, n *testNode) {
+	ctx, s := context.Background(), n.Store()
+	if err := round(ctx, s, n.ID()); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := round(ctx, s, n.ID()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkClusterRound measures one call's two replicated writes
+// (Reserve, then Complete of a fresh identity) on a 3-node cluster.
+func BenchmarkClusterRound(b *testing.B) {
+	c := benchCluster(b)
+	leader, follower := c.leader(), c.followers()[0]
+
+	// leader: both writes proposed on the leader.
+	b.Run("leader", func(b *testing.B) { benchRounds(b, leader) })
+
+	// follower: both writes forwarded by a follower to the leader.
+	b.Run("follower", func(b *testing.B) { benchRounds(b, follower) })
+
+	// leader-parallel64: 64 goroutines proposing on the leader at once,
+	// so Raft batches their entries.
+	b.Run("leader-parallel64", func(b *testing.B) {
+		ctx, s := context.Background(), leader.Store()
+		b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := round(ctx, s, leader.ID()); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+}
+
+// BenchmarkClusterReplay measures Reserve, on a follower, of an identity
+// whose execution finished: answered from the follower's applied state.
+func BenchmarkClusterReplay(b *testing.B) {
+	c := benchCluster(b)
+	leader, follower := c.leader(), c.followers()[0]
+	ctx := context.Background()
+	k := key("replayed")
+	ex := exec(leader.ID())
+	mustReserve(b, leader.Store(), k, ex, store.Reserved)
+	if _, err := leader.Store().Complete(ctx, k, "fp", completed(ex.ID)); err != nil {
+		b.Fatal(err)
+	}
+	waitFor(b, "the follower to apply the completion", 10*time.Second, func() bool {
+		rec, err := follower.FSM().Lookup(k)
+		return err == nil && rec.Status.Finished()
+	})
+
+	// follower: the replay answer on a follower.
+	b.Run("follower", func(b *testing.B) {
+		s := follower.Store()
+		b.ReportAllocs()
+		for b.Loop() {
+			if res, err := s.Reserve(ctx, k, "fp", ex); err != nil || res.Outcome != store.Replay {
+				b.Fatalf("Reserve = %v, %v; want replay", res.Outcome, err)
+			}
+		}
+	})
+}
