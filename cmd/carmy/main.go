@@ -41,10 +41,12 @@ const usage = `Carmy runs tools for AI agents and makes their retries safe.
 Usage:
   carmy serve [flags]                     run a node (carmy serve --dev to try it out)
   carmy cluster status|join|remove [...]  administer a cluster through a node's admin API
+  carmy bench [flags]                     drive running nodes with calls; report throughput and latency
   carmy version                           print the version
   carmy help [command]                    show help
 
-Run 'carmy help serve' for the flags, 'carmy help cluster' for the cluster commands.
+Run 'carmy help serve' for the flags, 'carmy help cluster' for the cluster commands,
+'carmy help bench' for the benchmark.
 `
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -61,6 +63,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return serve(ctx, rest, stdout, stderr)
 	case "cluster":
 		return clusterCmd(ctx, rest, os.Getenv, stdout, stderr)
+	case "bench":
+		return benchCmd(ctx, rest, os.Getenv, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "carmy", version)
 		return nil
@@ -70,6 +74,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		if len(rest) > 0 && rest[0] == "cluster" {
 			fmt.Fprint(stdout, clusterUsage)
+			return nil
+		}
+		if len(rest) > 0 && rest[0] == "bench" {
+			fmt.Fprint(stdout, benchUsage)
 			return nil
 		}
 		fmt.Fprint(stdout, usage)

@@ -1,0 +1,247 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// The flags of `carmy bench`, their defaults and their checks.
+
+const benchUsage = `Usage: carmy bench [flags]
+
+Drives one or more running Carmy nodes with tool calls over HTTP and reports
+the throughput, the latency and what the calls came back as.
+
+Flags:
+  --targets h:p,...   the nodes to call, round-robin; http:// URLs too (default 127.0.0.1:8080) [$CARMY_BENCH_TARGETS]
+  --token secret      a caller's token, sent as Authorization: Bearer [$CARMY_TOKEN]
+  --clients n         concurrent clients, each one call at a time (default 16)
+  --duration d        how long to measure (default 10s)
+  --calls n           measure this many calls instead (--duration is then ignored)
+  --warmup d          call for this long first without counting (default 0)
+  --mode m            what the calls are (default new):
+                        new     a fresh request_id per call: the tool runs every time
+                        replay  seed --replay-pool calls first, then repeat them: every call is a replay
+                        mixed   --retry-share of the calls repeat a finished one, --dup-share of the
+                                new ones are sent twice at once (both counted), the rest are new
+  --replay-pool n     calls seeded before a replay run (default 1000)
+  --retry-share f     share of mixed calls that repeat a finished call (default 0.2)
+  --dup-share f       share of new mixed calls sent twice at once (default 0.05)
+  --tool name         the tool to call (default echo, a demo tool of carmy serve --dev)
+  --args-size n       bytes of random text in the arguments, {"payload":"…"} (default 64)
+  --session id        session_id of every call (default bench-<run id>, new each run)
+  --timeout d         bound on each request (default 10s)
+  --metrics           scrape GET /metrics of every target before and after, for the
+                      Raft log writes (fsync batches) per call and node (default true; --metrics=false to skip)
+  --progress d        print a progress line on stderr this often (default 1s)
+  --quiet             no progress lines
+  --json              print the result as one JSON object
+  --label text        a name for the run, kept in the --json result (e.g. 3-node)
+  --table file        print a comparison table of a file of --json results, one per line, and exit
+
+Outcomes: ran (200, the tool ran), replayed (200, a replay), the error code of an
+error answer (EXECUTION_UNCERTAIN/<status> with its status), http_<status> for an
+answer without the error envelope, timeout and transport for calls without an answer.
+Every outcome but ran and replayed counts as an error.
+
+Exit status: 0 when the run ends, even if some calls failed; 1 when every call
+failed (a dead target?) or the run was interrupted; 2 for a usage error.
+Ctrl-C (or SIGTERM) stops the run early; it still reports the calls made.
+
+Examples:
+  carmy serve --dev &
+  carmy bench
+  carmy bench --targets 127.0.0.1:8081,127.0.0.1:8082,127.0.0.1:8083 --clients 64 --duration 30s
+  carmy bench --mode replay --calls 100000 --json
+`
+
+// Environment variables of `carmy bench`.
+const (
+	envBenchTargets = "CARMY_BENCH_TARGETS"
+	envBenchToken   = "CARMY_TOKEN"
+)
+
+// Modes of `carmy bench`.
+const (
+	modeNew    = "new"
+	modeReplay = "replay"
+	modeMixed  = "mixed"
+)
+
+// maxArgsSize bounds --args-size: far above what a node accepts (1 MiB by
+// default), low enough that a typo does not exhaust memory.
+const maxArgsSize = 64 << 20
+
+// benchOptions is what `carmy bench` is told by flags and the environment.
+type benchOptions struct {
+	Targets    []string // as given, host:port or URL
+	Token      string
+	Clients    int
+	Duration   time.Duration
+	Calls      int64 // > 0: a number of calls instead of Duration
+	Warmup     time.Duration
+	Mode       string
+	ReplayPool int
+	RetryShare float64
+	DupShare   float64
+	Tool       string
+	ArgsSize   int
+	Session    string // "" until the run picks bench-<run id>
+	Timeout    time.Duration
+	Metrics    bool
+	Progress   time.Duration // 0: none
+	JSON       bool
+	Label      string
+	Table      string // --table: format this file and exit
+}
+
+// parseBenchFlags reads `carmy bench` flags over the defaults and the
+// environment, and checks them. A usage error was printed, with a hint to
+// the usage, and is errUsage; --help printed the usage and is flag.ErrHelp.
+func parseBenchFlags(args []string, getenv func(string) string, stdout, stderr io.Writer) (benchOptions, error) {
+	opts := benchOptions{
+		Clients: 16, Duration: 10 * time.Second, Mode: modeNew, ReplayPool: 1000,
+		RetryShare: 0.2, DupShare: 0.05, Tool: "echo", ArgsSize: 64, Timeout: 10 * time.Second,
+		Metrics: true, Progress: time.Second, Token: getenv(envBenchToken),
+	}
+	targets := "127.0.0.1:8080"
+	if t := getenv(envBenchTargets); t != "" {
+		targets = t
+	}
+	var quiet bool
+	fs := flag.NewFlagSet("carmy bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {} // the hint follows the problem, below; --help prints the usage
+	fs.StringVar(&targets, "targets", targets, "")
+	fs.StringVar(&opts.Token, "token", opts.Token, "")
+	fs.IntVar(&opts.Clients, "clients", opts.Clients, "")
+	fs.DurationVar(&opts.Duration, "duration", opts.Duration, "")
+	fs.Int64Var(&opts.Calls, "calls", 0, "")
+	fs.DurationVar(&opts.Warmup, "warmup", 0, "")
+	fs.StringVar(&opts.Mode, "mode", opts.Mode, "")
+	fs.IntVar(&opts.ReplayPool, "replay-pool", opts.ReplayPool, "")
+	fs.Float64Var(&opts.RetryShare, "retry-share", opts.RetryShare, "")
+	fs.Float64Var(&opts.DupShare, "dup-share", opts.DupShare, "")
+	fs.StringVar(&opts.Tool, "tool", opts.Tool, "")
+	fs.IntVar(&opts.ArgsSize, "args-size", opts.ArgsSize, "")
+	fs.StringVar(&opts.Session, "session", "", "")
+	fs.DurationVar(&opts.Timeout, "timeout", opts.Timeout, "")
+	fs.BoolVar(&opts.Metrics, "metrics", opts.Metrics, "")
+	fs.DurationVar(&opts.Progress, "progress", opts.Progress, "")
+	fs.BoolVar(&quiet, "quiet", false, "")
+	fs.BoolVar(&opts.JSON, "json", false, "")
+	fs.StringVar(&opts.Label, "label", "", "")
+	fs.StringVar(&opts.Table, "table", "", "")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, benchUsage)
+			return opts, flag.ErrHelp
+		}
+		fmt.Fprintf(stderr, "\nRun 'carmy bench --help' for the usage.\n")
+		return opts, errUsage
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if quiet {
+		opts.Progress = 0
+	}
+
+	usageErr := func(format string, a ...any) error {
+		fmt.Fprintf(stderr, "carmy bench: %s\n\nRun 'carmy bench --help' for the usage.\n", fmt.Sprintf(format, a...))
+		return errUsage
+	}
+	if fs.NArg() > 0 {
+		return opts, usageErr("unexpected argument %q", fs.Arg(0))
+	}
+	if opts.Table != "" {
+		return opts, nil // the other flags do not matter
+	}
+	for _, t := range strings.Split(targets, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			opts.Targets = append(opts.Targets, t)
+		}
+	}
+	if len(opts.Targets) == 0 {
+		return opts, usageErr("--targets is empty: give host:port of at least one node")
+	}
+	for _, t := range opts.Targets {
+		if _, err := targetURL(t); err != nil {
+			return opts, usageErr("%v", err)
+		}
+	}
+	switch opts.Mode {
+	case modeNew, modeReplay, modeMixed:
+	default:
+		return opts, usageErr("--mode %q: want new, replay or mixed", opts.Mode)
+	}
+	switch {
+	case opts.Clients < 1:
+		return opts, usageErr("--clients %d: want at least 1", opts.Clients)
+	case opts.Calls < 0:
+		return opts, usageErr("--calls %d: want a positive number (or none, to run for --duration)", opts.Calls)
+	case opts.Calls == 0 && opts.Duration <= 0:
+		return opts, usageErr("--duration %s: must be positive", opts.Duration)
+	case opts.Warmup < 0:
+		return opts, usageErr("--warmup %s: must not be negative", opts.Warmup)
+	case opts.Timeout <= 0:
+		return opts, usageErr("--timeout %s: must be positive", opts.Timeout)
+	case opts.Progress < 0:
+		return opts, usageErr("--progress %s: must not be negative", opts.Progress)
+	case !(opts.RetryShare >= 0 && opts.RetryShare <= 1): // NaN too
+		return opts, usageErr("--retry-share %v: want a share between 0 and 1", opts.RetryShare)
+	case !(opts.DupShare >= 0 && opts.DupShare <= 1):
+		return opts, usageErr("--dup-share %v: want a share between 0 and 1", opts.DupShare)
+	case opts.ReplayPool < 1:
+		return opts, usageErr("--replay-pool %d: want at least 1", opts.ReplayPool)
+	case opts.ArgsSize < 0 || opts.ArgsSize > maxArgsSize:
+		return opts, usageErr("--args-size %d: want 0 to %d bytes", opts.ArgsSize, maxArgsSize)
+	case opts.Tool == "":
+		return opts, usageErr("--tool is empty")
+	}
+	if !jsonSafe(opts.Tool) {
+		return opts, usageErr("--tool %q: want printable ASCII without quotes or backslashes", opts.Tool)
+	}
+	if set["session"] && (opts.Session == "" || len(opts.Session) > 255 || !jsonSafe(opts.Session)) {
+		return opts, usageErr("--session %q: want 1 to 255 visible ASCII characters, without quotes or backslashes", opts.Session)
+	}
+	if opts.Mode != modeMixed && (set["retry-share"] || set["dup-share"]) {
+		return opts, usageErr("--retry-share and --dup-share belong to --mode mixed")
+	}
+	if opts.Mode != modeReplay && set["replay-pool"] {
+		return opts, usageErr("--replay-pool belongs to --mode replay")
+	}
+	return opts, nil
+}
+
+// targetURL turns a target (host:port, or an http:// or https:// URL) into
+// the base URL requests are made against.
+func targetURL(target string) (string, error) {
+	if strings.HasPrefix(target, "http://") || strings.HasPrefix(target, "https://") {
+		u, err := url.Parse(target)
+		if err != nil || u.Host == "" {
+			return "", fmt.Errorf("--targets: %q: want host:port or an http:// URL", target)
+		}
+		return strings.TrimSuffix(u.String(), "/"), nil
+	}
+	if _, _, err := net.SplitHostPort(target); err != nil {
+		return "", fmt.Errorf("--targets: %q: want host:port (e.g. 127.0.0.1:8080) or an http:// URL", target)
+	}
+	return "http://" + target, nil
+}
+
+// jsonSafe reports whether s is visible ASCII without " or \, so that it
+// goes into a JSON string as it is.
+func jsonSafe(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x21 || c > 0x7e || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
