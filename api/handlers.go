@@ -48,7 +48,8 @@ func (s *Server) callTool(c echo.Context) error {
 	} else {
 		c.Set(outcomeKey, OutcomeRan)
 	}
-	return c.JSON(http.StatusOK, callView(resp))
+	v := callView(resp)
+	return writeRecord(c, http.StatusOK, &v)
 }
 
 func (s *Server) listTools(c echo.Context) error {
@@ -67,7 +68,8 @@ func (s *Server) getExecution(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, executionView(rec))
+	v := executionView(rec)
+	return writeRecord(c, http.StatusOK, &v)
 }
 
 // findExecutions serves GET /v1/executions: a lookup by identity with
@@ -87,7 +89,8 @@ func (s *Server) findExecutions(c echo.Context) error {
 		if err != nil {
 			return err
 		}
-		return c.JSON(http.StatusOK, executionView(rec))
+		v := executionView(rec)
+		return writeRecord(c, http.StatusOK, &v)
 	}
 	limit := 0
 	if q.Has("limit") {
@@ -148,7 +151,8 @@ func (s *Server) cancelExecution(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, executionView(rec))
+	v := executionView(rec)
+	return writeRecord(c, http.StatusOK, &v)
 }
 
 func (s *Server) resolveExecution(c echo.Context) error {
@@ -168,5 +172,5 @@ func (s *Server) resolveExecution(c echo.Context) error {
 	if res.Status == "released" {
 		v.Released = true
 	}
-	return c.JSON(http.StatusOK, v)
+	return writeRecord(c, http.StatusOK, &v)
 }

@@ -75,7 +75,7 @@ func Open(cfg Config) (*Node, error) {
 	}()
 
 	var err error
-	n.bolt, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft.db")})
+	n.bolt, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft.db"), BoltOptions: boltOptions()})
 	if err != nil {
 		return nil, fmt.Errorf("cluster: opening raft.db: %w", err)
 	}
@@ -92,7 +92,12 @@ func Open(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: reading state: %w", err)
 	}
-	logs := countingLogStore{LogStore: n.bolt, m: n.metrics}
+	// The cache keeps the latest entries in memory, so the leader sends
+	// them to followers without reading them back from BoltDB.
+	logs, err := raft.NewLogCache(logCacheSize, countingLogStore{LogStore: n.bolt, m: n.metrics})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: log cache: %w", err)
+	}
 	n.raft, err = raft.NewRaft(n.raftConfig(), n.fsm, logs, n.bolt, snaps, n.transport)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: starting raft: %w", err)
@@ -132,6 +137,10 @@ func Open(cfg Config) (*Node, error) {
 		slog.String("gossip_addr", n.GossipAddr()), slog.Bool("existing_state", hasState))
 	return n, nil
 }
+
+// logCacheSize is how many of the latest log entries are kept in memory:
+// a few rounds of the largest batches (MaxAppendEntries).
+const logCacheSize = 1024
 
 func (n *Node) raftConfig() *raft.Config {
 	c := raft.DefaultConfig()

@@ -1,0 +1,147 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/labstack/echo/v4"
+)
+
+// A record's JSON is written by hand on the hot path (every call answer
+// and execution lookup): its data and error are stored as compact JSON and
+// copied out as they are, never decoded and encoded again, and the buffer
+// is reused. The bytes mean what encoding/json would write for the same
+// view; strings are escaped the same way.
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+// writeRecord answers status with v as JSON. Data or an error that is not
+// valid JSON (a store that returned garbage) is an error, so the answer is
+// INTERNAL rather than broken JSON; checking costs one scan, no decoding.
+func writeRecord(c echo.Context, status int, v *recordView) error {
+	if (len(v.Data) > 0 && !json.Valid(v.Data)) || (len(v.Error) > 0 && !json.Valid(v.Error)) {
+		return fmt.Errorf("api: execution %s: the stored data or error is not valid JSON", v.ExecutionID)
+	}
+	bp := bufPool.Get().(*[]byte)
+	buf := appendRecord((*bp)[:0], v)
+	buf = append(buf, '\n')
+	h := c.Response().Header()
+	h.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+	c.Response().WriteHeader(status)
+	_, err := c.Response().Write(buf)
+	if cap(buf) <= 64<<10 {
+		*bp = buf
+		bufPool.Put(bp)
+	}
+	return err
+}
+
+// appendRecord appends v's JSON object to dst, with the members and the
+// omissions of recordView's struct tags.
+func appendRecord(dst []byte, v *recordView) []byte {
+	dst = append(dst, `{"execution_id":`...)
+	dst = appendString(dst, v.ExecutionID)
+	if v.RequestID != "" {
+		dst = append(dst, `,"request_id":`...)
+		dst = appendString(dst, v.RequestID)
+	}
+	dst = append(dst, `,"session_id":`...)
+	dst = appendString(dst, v.SessionID)
+	dst = append(dst, `,"tool":`...)
+	dst = appendString(dst, v.Tool)
+	dst = append(dst, `,"status":`...)
+	dst = appendString(dst, string(v.Status))
+	if len(v.Data) > 0 {
+		dst = append(dst, `,"data":`...)
+		dst = append(dst, v.Data...)
+	}
+	if len(v.Error) > 0 {
+		dst = append(dst, `,"error":`...)
+		dst = append(dst, v.Error...)
+	}
+	if v.Replayed != nil {
+		dst = append(dst, `,"replayed":`...)
+		dst = strconv.AppendBool(dst, *v.Replayed)
+	}
+	if v.Resolved != nil {
+		dst = append(dst, `,"resolved":`...)
+		dst = strconv.AppendBool(dst, *v.Resolved)
+	}
+	if v.Released {
+		dst = append(dst, `,"released":true`...)
+	}
+	dst = append(dst, `,"started_at":`...)
+	dst = appendString(dst, v.StartedAt)
+	for _, m := range [...]struct{ name, value string }{
+		{`,"finished_at":`, v.FinishedAt},
+		{`,"fingerprint":`, v.Fingerprint},
+		{`,"node_id":`, v.NodeID},
+		{`,"principal":`, v.Principal},
+	} {
+		if m.value != "" {
+			dst = append(dst, m.name...)
+			dst = appendString(dst, m.value)
+		}
+	}
+	return append(dst, '}')
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString appends s as a JSON string, escaped as encoding/json does
+// by default: control characters, quote and backslash; <, > and & (HTML
+// safety); U+2028 and U+2029; and invalid UTF-8 as U+FFFD.
+func appendString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		b := s[i]
+		if b < utf8.RuneSelf {
+			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '"', '\\':
+				dst = append(dst, '\\', b)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
