@@ -1,0 +1,66 @@
+package fsm_test
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/carmyhq/carmy/fsm"
+	"github.com/carmyhq/carmy/store"
+)
+
+// BenchmarkMemoryPerRecord measures the heap a node holds per finished
+// record, for results of several sizes, with identities and ids of
+// realistic lengths (a 36-byte request id, a 64-hex fingerprint, a
+// 31-byte execution id). It reports B/record: what an operator multiplies
+// by --max-entries. Run it with -benchtime 1x:
+//
+//	go test ./fsm -run '^$' -bench MemoryPerRecord -benchtime 1x
+func BenchmarkMemoryPerRecord(b *testing.B) {
+	const records = 50_000
+	for _, size := range []int{16, 256, 1024} {
+		b.Run(fmt.Sprintf("data-%dB", size), func(b *testing.B) {
+			data := `{"v":"` + strings.Repeat("x", max(size-8, 0)) + `"}`
+			fingerprint := strings.Repeat("ab", 32)
+			for b.Loop() {
+				var logs []*raft.Log
+				logs = append(logs, commandLog(b, 1, fsm.SetCapacity(records)))
+				for i := range records {
+					k := store.Key{Principal: "agent-planner", Session: "sess-2026-11-30", RequestID: fmt.Sprintf("%08d-9c1e-4d7a-8b2f-3e5a6c7d8e9f", i)}
+					id := fmt.Sprintf("exec_01JDX%021d", i)
+					ex := store.Execution{ID: id, Tool: "create_order", NodeID: "node1", StartedAt: t0}
+					logs = append(logs,
+						commandLog(b, uint64(len(logs)+1), fsm.Reserve(k, fingerprint, ex)),
+						commandLog(b, uint64(len(logs)+2), fsm.Complete(k, fingerprint, completed(id, data, t0.Add(time.Second)))))
+				}
+				before := heapInUse()
+				f := fsm.New()
+				for i := 0; i < len(logs); i += 256 {
+					for _, out := range f.ApplyBatch(logs[i:min(i+256, len(logs))]) {
+						checkApplied(b, out)
+					}
+				}
+				after := heapInUse()
+				runtime.KeepAlive(logs)
+				if got := f.Stats().Entries; got != records {
+					b.Fatalf("%d records, want %d", got, records)
+				}
+				b.ReportMetric(float64(after-before)/records, "B/record")
+				runtime.KeepAlive(f)
+			}
+		})
+	}
+}
+
+// heapInUse returns the live heap after a full collection.
+func heapInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
