@@ -70,6 +70,15 @@ func (r *Runtime) Call(ctx context.Context, caller Caller, req Request) (Respons
 		return Response{}, err
 	}
 	key := store.Key{Principal: caller.Principal, Session: req.SessionID, RequestID: req.RequestID}
+	st := r.Store()
+	if pk, ok := st.(store.Peeker); ok {
+		if rec, ok := pk.PeekFinished(key); ok {
+			if rec.Fingerprint == fp {
+				return Response{Record: rec, Replayed: true}, nil
+			}
+			return Response{}, &store.ConflictError{Record: rec}
+		}
+	}
 	now := r.now()
 	exec := store.Execution{ID: NewExecutionID(now), Tool: req.Tool, NodeID: r.cfg.NodeID, StartedAt: now}
 
@@ -78,7 +87,7 @@ func (r *Runtime) Call(ctx context.Context, caller Caller, req Request) (Respons
 	rn := r.runs.start(exec.ID)
 	wctx, cancel := r.storeContext(ctx)
 	start := time.Now()
-	res, err := r.Store().Reserve(wctx, key, fp, exec)
+	res, err := st.Reserve(wctx, key, fp, exec)
 	cancel()
 	r.metrics.storeDuration.WithLabelValues("reserve", reserveOutcome(res.Outcome, err)).Observe(time.Since(start).Seconds())
 	if err != nil || res.Outcome != store.Reserved {

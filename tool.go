@@ -92,7 +92,7 @@ func newTool(spec ToolSpec) (*tool, error) {
 		spec.Timeout = DefaultToolTimeout
 	}
 	t := &tool{ToolSpec: spec}
-	if len(spec.InputSchema) > 0 {
+	if len(spec.InputSchema) > 0 && !anyObject(spec.InputSchema) {
 		sch, err := compileSchema(spec.Name, spec.InputSchema)
 		if err != nil {
 			return nil, fmt.Errorf("tool %q: input_schema: %w", spec.Name, err)

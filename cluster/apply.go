@@ -86,7 +86,9 @@ func (n *Node) untilLeader(ctx context.Context, what string, attempt func(deadli
 // applyLocal applies data on this node as leader.
 func (n *Node) applyLocal(data []byte, timeout time.Duration) (fsm.Response, error) {
 	start := time.Now()
-	resp, err := n.waitApply(n.raft.Apply(data, max(timeout, 10*time.Millisecond)))
+	it := newProposal(data, max(timeout, 10*time.Millisecond))
+	n.proposer.propose(it)
+	resp, err := n.waitApply(<-it.done)
 	n.observeApply(originLocal, start, err)
 	return resp, err
 }

@@ -137,9 +137,11 @@ func TestNoQuorumFailsClosed(t *testing.T) {
 		}
 		return errors.Is(err, store.ErrUnavailable)
 	})
-	if err := survivor.Ready(t.Context()); err == nil {
-		t.Fatal("a node without a leader says it is ready")
-	}
+	// Unavailable writes may come before Raft's own timeout drops the
+	// dead leader (on a loaded machine); then readiness must follow.
+	waitFor(t, "the survivor to say it is not ready", 30*time.Second, func() bool {
+		return survivor.Ready(t.Context()) != nil
+	})
 }
 
 func TestSnapshotInstallToLaggingNode(t *testing.T) {

@@ -13,8 +13,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/hashicorp/raft"
-
 	"github.com/carmyhq/carmy/fsm"
 	"github.com/carmyhq/carmy/store"
 )
@@ -167,10 +165,11 @@ func (n *Node) serveApply(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	type pending struct {
-		i int
-		f raft.ApplyFuture
+		i  int
+		it *proposal
 	}
 	futures := make([]pending, 0, len(req.Commands))
+	items := make([]*proposal, 0, len(req.Commands))
 	start := time.Now()
 	// The commands are not decoded here: the FSM decodes each once, and
 	// answers one it cannot read with ErrCodeInvalid on every replica
@@ -180,10 +179,13 @@ func (n *Node) serveApply(w http.ResponseWriter, r *http.Request) {
 			ans.Results[i] = applyResult{Error: codeInvalid, Message: "empty command"}
 			continue
 		}
-		futures = append(futures, pending{i, n.raft.Apply(raw, n.cfg.LeaderWait)})
+		it := newProposal(raw, n.cfg.LeaderWait)
+		items = append(items, it)
+		futures = append(futures, pending{i, it})
 	}
+	n.proposer.propose(items...)
 	for _, p := range futures {
-		resp, err := n.waitApply(p.f)
+		resp, err := n.waitApply(<-p.it.done)
 		n.observeApply(originForwarded, start, err)
 		if err != nil {
 			ans.Results[p.i] = applyResult{Error: codeOf(err), Message: err.Error()}

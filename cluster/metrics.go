@@ -31,6 +31,9 @@ type nodeMetrics struct {
 	fwdBatchSize prometheus.Histogram
 
 	leaderChanges prometheus.Counter
+
+	// Group commit on the leader.
+	roundCommands prometheus.Histogram
 }
 
 // latencyBuckets suit sub-millisecond to multi-second waits.
@@ -77,6 +80,11 @@ func newNodeMetrics() *nodeMetrics {
 			Help:    "Commands per forwarded batch.",
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512},
 		}),
+		roundCommands: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "carmy_raft_round_commands",
+			Help:    "Commands per group-commit round on the leader; Raft writes a round (up to 256 entries at a time) with one log write on every node.",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024},
+		}),
 		leaderChanges: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "carmy_raft_leader_changes_total",
 			Help: "Times this node saw the leader change (including to none).",
@@ -91,7 +99,7 @@ func (n *Node) registerMetrics(reg prometheus.Registerer) error {
 	cs := []prometheus.Collector{
 		m.logWrites, m.logEntries, m.applies, m.applyDuration,
 		m.fwdBatches, m.fwdCommands, m.fwdErrors, m.fwdDuration, m.fwdBatchSize,
-		m.leaderChanges,
+		m.leaderChanges, m.roundCommands,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "carmy_raft_state",
 			Help: "This node's Raft state: 0 follower, 1 candidate, 2 leader, 3 shutdown.",

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -64,6 +65,10 @@ func TestMetricsOfACluster(t *testing.T) {
 			t.Fatalf("Complete: %v", err)
 		}
 	}
+	// The majority that committed may not include this follower yet.
+	waitFor(t, "the follower to apply every write", 30*time.Second, func() bool {
+		return follower.FSM().AppliedIndex() >= leader.FSM().AppliedIndex()
+	})
 	after := gather(t, regs[follower.ID()])
 	if d := after["carmy_forward_commands_total"] - before["carmy_forward_commands_total"]; d != 2*n {
 		t.Errorf("the follower forwarded %v commands, want %d", d, 2*n)

@@ -34,6 +34,7 @@ type Node struct {
 	fwd       *forwarder
 	client    *internalClient
 	metrics   *nodeMetrics
+	proposer  *proposer
 
 	// leaderReady is the term in which this node, as leader, has applied
 	// everything committed before it (its barrier returned); 0 otherwise.
@@ -103,6 +104,7 @@ func Open(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cluster: starting raft: %w", err)
 	}
 	ident.setLookup(func(addr string) string { return serverAt(n.raft, addr) })
+	n.proposer = newProposer(n.raft, n.metrics)
 	if !hasState && cfg.Bootstrap {
 		boot := raft.Configuration{Servers: []raft.Server{{ID: raft.ServerID(cfg.NodeID), Address: n.transport.LocalAddr()}}}
 		if err := n.raft.BootstrapCluster(boot).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {

@@ -17,6 +17,7 @@ type Store struct{ n *Node }
 var (
 	_ store.Store   = (*Store)(nil)
 	_ store.Expirer = (*Store)(nil)
+	_ store.Peeker  = (*Store)(nil)
 )
 
 // Store returns the node's store.
@@ -34,11 +35,17 @@ func (s *Store) apply(ctx context.Context, c fsm.Command) (fsm.Response, error) 
 	return resp, resp.Err()
 }
 
+// PeekFinished implements store.Peeker from this node's applied state.
+func (s *Store) PeekFinished(key store.Key) (store.Record, bool) {
+	rec, err := s.n.fsm.Lookup(key)
+	return rec, err == nil && rec.Status.Finished()
+}
+
 // Reserve implements store.Store. A finished record is answered from local
 // state (replay or conflict: it can no longer change); anything else goes
 // through the log.
 func (s *Store) Reserve(ctx context.Context, key store.Key, fingerprint string, exec store.Execution) (store.Reservation, error) {
-	if rec, err := s.n.fsm.Lookup(key); err == nil && rec.Status.Finished() {
+	if rec, ok := s.PeekFinished(key); ok {
 		if rec.Fingerprint == fingerprint {
 			return store.Reservation{Outcome: store.Replay, Record: rec}, nil
 		}

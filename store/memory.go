@@ -42,6 +42,14 @@ func (m *Memory) Reserve(ctx context.Context, key Key, fingerprint string, exec 
 	return m.st.Reserve(key, fingerprint, exec, m.st.LastSeq()+1)
 }
 
+// PeekFinished implements Peeker.
+func (m *Memory) PeekFinished(key Key) (Record, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rec, err := m.st.Lookup(key)
+	return rec, err == nil && rec.Status.Finished()
+}
+
 // Complete implements Store.
 func (m *Memory) Complete(ctx context.Context, key Key, fingerprint string, res Result) (Record, error) {
 	if err := ctx.Err(); err != nil {
