@@ -64,7 +64,7 @@ func Open(cfg Config) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger.With(slog.String("node_id", cfg.NodeID)), fsm: fsm.New(), stop: make(chan struct{}), metrics: newNodeMetrics()}
 	n.bgCtx, n.bgCancel = context.WithCancel(context.Background())
-	n.fsm.Observe(n.observe)
+	n.fsm.Observe(n.observe, fsm.TypeNode, fsm.TypeNodeRemoved, fsm.TypeCancel)
 	n.cache = newMembersCache(cfg.DataDir, n.log)
 	n.client = newInternalClient(cfg)
 	n.fwd = newForwarder(n.client, n.metrics)

@@ -20,10 +20,11 @@ type FSM struct {
 	mu      sync.RWMutex
 	p       *Processor
 	applied atomic.Uint64
-	// observer, when set, sees every applied command and its response
-	// after the state changed. It runs on Raft's apply goroutine and must
-	// not block.
+	// observer, when set, sees every applied command of the observed
+	// types and its response after the state changed. It runs on Raft's
+	// apply goroutine and must not block.
 	observer func(index uint64, c Command, r Response)
+	observed map[Type]bool
 
 	waitMu  sync.Mutex
 	waiters map[chan struct{}]uint64
@@ -36,8 +37,16 @@ func New() *FSM {
 	return &FSM{p: NewProcessor(), waiters: make(map[chan struct{}]uint64)}
 }
 
-// Observe installs the observer (before Raft starts).
-func (f *FSM) Observe(fn func(index uint64, c Command, r Response)) { f.observer = fn }
+// Observe installs the observer of the commands of the given types
+// (before Raft starts). Only those are kept aside for it: the hot path's
+// reserves and completes cost nothing when they are not observed.
+func (f *FSM) Observe(fn func(index uint64, c Command, r Response), types ...Type) {
+	f.observer = fn
+	f.observed = make(map[Type]bool, len(types))
+	for _, t := range types {
+		f.observed[t] = true
+	}
+}
 
 // Apply implements raft.FSM. It returns a Response for commands (one with
 // Error ErrCodeInvalid for entries it cannot decode), and nil for other log
@@ -70,7 +79,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 		}
 		r := f.p.Apply(l.Index, c)
 		out[i] = r
-		if f.observer != nil {
+		if f.observer != nil && f.observed[c.Type] {
 			seen = append(seen, applied{l.Index, c, r})
 		}
 	}
