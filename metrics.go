@@ -36,7 +36,7 @@ func newRuntimeMetrics() *runtimeMetrics {
 	}
 }
 
-// register adds the runtime's metrics to reg: its instruments, gauges of
+// registerMetrics adds the runtime's metrics to reg: its instruments, gauges of
 // its store and running executions, and the Go and process collectors.
 func (r *Runtime) registerMetrics(reg *prometheus.Registry) {
 	stat := func(f func(store.Stats) int) func() float64 {

@@ -92,7 +92,7 @@ func newNodeMetrics() *nodeMetrics {
 	}
 }
 
-// register adds the node's instruments, its state gauges and the Raft,
+// registerMetrics adds the node's instruments, its state gauges and the Raft,
 // memberlist and BoltDB metrics (routed from go-metrics) to reg.
 func (n *Node) registerMetrics(reg prometheus.Registerer) error {
 	m := n.metrics
