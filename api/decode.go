@@ -216,9 +216,14 @@ const maxTimeout = 24 * time.Hour
 // decodeCall decodes and checks a call body. idemKey is the
 // Idempotency-Key header ("" when absent).
 func decodeCall(body []byte, idemKey string) (Request, error) {
-	var b callBody
-	if err := decodeStrict(body, &b); err != nil {
-		return Request{}, err
+	b, ok := callBody{}, false
+	if len(body) > 0 && json.Valid(body) {
+		b, ok = fastCallBody(body)
+	}
+	if !ok {
+		if err := decodeStrict(body, &b); err != nil {
+			return Request{}, err
+		}
 	}
 	var req Request
 	if b.Tool == nil || *b.Tool == "" {

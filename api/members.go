@@ -6,12 +6,18 @@ import (
 	"fmt"
 )
 
-// objectNames returns the member names of the top-level object of body,
-// which must be valid JSON (json.Valid), in order. ok is false when body is
-// not an object. Plain ASCII names are not copied; any other is unquoted by
+// member is one member of a JSON object: its name (unquoted) and its
+// value's bytes, without surrounding space.
+type member struct {
+	name, value []byte
+}
+
+// objectMembers returns the members of the top-level object of body, which
+// must be valid JSON (json.Valid), in order. ok is false when body is not
+// an object. Plain ASCII names are not copied; any other is unquoted by
 // encoding/json (escapes decoded, invalid UTF-8 replaced), as a decoder
-// would see it.
-func objectNames(body []byte) (names [][]byte, ok bool) {
+// would see it. Values alias body.
+func objectMembers(body []byte) (members []member, ok bool) {
 	i := skipSpace(body, 0)
 	if i >= len(body) || body[i] != '{' {
 		return nil, false
@@ -20,6 +26,7 @@ func objectNames(body []byte) (names [][]byte, ok bool) {
 	if i < len(body) && body[i] == '}' {
 		return nil, true
 	}
+	members = make([]member, 0, 8)
 	for i < len(body) {
 		// A name: body[i] is '"'.
 		end := stringEnd(body, i)
@@ -31,16 +38,26 @@ func objectNames(body []byte) (names [][]byte, ok bool) {
 			}
 			name = []byte(s)
 		}
-		names = append(names, name)
 		i = skipSpace(body, end)
 		i = skipSpace(body, i+1) // the ':'
-		i = skipSpace(body, valueEnd(body, i))
+		vend := valueEnd(body, i)
+		members = append(members, member{name: name, value: body[i:vend]})
+		i = skipSpace(body, vend)
 		if i >= len(body) || body[i] == '}' {
-			return names, true
+			return members, true
 		}
 		i = skipSpace(body, i+1) // the ','
 	}
-	return names, true
+	return members, true
+}
+
+// objectNames returns the member names of objectMembers.
+func objectNames(body []byte) (names [][]byte, ok bool) {
+	ms, ok := objectMembers(body)
+	for _, m := range ms {
+		names = append(names, m.name)
+	}
+	return names, ok
 }
 
 // plainASCII reports whether a name reads the same quoted and unquoted:
@@ -120,4 +137,58 @@ func checkNames(names [][]byte, known map[string]bool) error {
 		}
 	}
 	return nil
+}
+
+// fastCallBody decodes a call body without encoding/json when every
+// member is plain: known names once each, string members as strings of
+// printable ASCII without escapes (or null), any JSON for the others. body
+// must be valid JSON. ok is false for anything else, which the strict
+// decoder then handles, words the errors of, or decodes. What it returns
+// equals what json.Unmarshal would, except that the raw members alias body.
+func fastCallBody(body []byte) (b callBody, ok bool) {
+	ms, ok := objectMembers(body)
+	if !ok {
+		return b, false
+	}
+	var seen [6]bool
+	for _, m := range ms {
+		var slot int
+		var str **string
+		var raw *json.RawMessage
+		switch string(m.name) {
+		case "tool":
+			slot, str = 0, &b.Tool
+		case "request_id":
+			slot, str = 1, &b.RequestID
+		case "session_id":
+			slot, str = 2, &b.SessionID
+		case "arguments":
+			slot, raw = 3, &b.Arguments
+		case "metadata":
+			slot, raw = 4, &b.Metadata
+		case "timeout_ms":
+			slot, raw = 5, &b.TimeoutMS
+		default:
+			return b, false
+		}
+		if seen[slot] {
+			return b, false
+		}
+		seen[slot] = true
+		if raw != nil {
+			*raw = m.value
+			continue
+		}
+		v := m.value
+		switch {
+		case string(v) == "null":
+			*str = nil
+		case len(v) >= 2 && v[0] == '"' && plainASCII(v[1:len(v)-1]):
+			s := string(v[1 : len(v)-1])
+			*str = &s
+		default:
+			return b, false
+		}
+	}
+	return b, true
 }

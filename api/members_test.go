@@ -66,3 +66,30 @@ func TestObjectNames(t *testing.T) {
 		}
 	}
 }
+
+// FuzzFastCallBody checks that fastCallBody, where it takes a body,
+// decodes it as the streaming decoder does.
+func FuzzFastCallBody(f *testing.F) {
+	for _, body := range callSeeds {
+		f.Add([]byte(body))
+	}
+	f.Add([]byte(`{"tool":"echo","arguments":{"a":[1,{"b":"}"}],"c":"\"{"},"metadata":{},"request_id":"r-1","session_id":null,"timeout_ms":5}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if !json.Valid(body) {
+			return
+		}
+		fast, ok := fastCallBody(body)
+		if !ok {
+			return
+		}
+		var slow callBody
+		if err := decodeStrictSlow(body, &slow); err != nil {
+			t.Fatalf("body %q: the fast path took it, the streaming decoder refused it: %v", body, err)
+		}
+		if !reflect.DeepEqual(fast, slow) {
+			fj, _ := json.Marshal(fast)
+			sj, _ := json.Marshal(slow)
+			t.Fatalf("body %q: fast path %s, slow path %s", body, fj, sj)
+		}
+	})
+}

@@ -27,6 +27,13 @@ const (
 type apiMetrics struct {
 	calls    *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	// byOutcome holds each outcome's series, looked up once.
+	byOutcome map[string]outcomeSeries
+}
+
+type outcomeSeries struct {
+	calls    prometheus.Counter
+	duration prometheus.Observer
 }
 
 func newAPIMetrics(reg prometheus.Registerer) (*apiMetrics, error) {
@@ -58,9 +65,10 @@ func newAPIMetrics(reg prometheus.Registerer) (*apiMetrics, error) {
 	}
 	// Every outcome is exported from the start, at 0, so that rates work
 	// from the first scrape.
+	m.byOutcome = make(map[string]outcomeSeries)
 	for _, o := range []string{OutcomeRan, OutcomeReplayed, OutcomeConflict, OutcomeUncertain,
 		OutcomeCapacity, OutcomeUnavailable, OutcomeInvalid, OutcomeDenied, OutcomeError} {
-		m.calls.WithLabelValues(o)
+		m.byOutcome[o] = outcomeSeries{calls: m.calls.WithLabelValues(o), duration: m.duration.WithLabelValues(o)}
 	}
 	return m, nil
 }
@@ -97,11 +105,12 @@ func (s *Server) meterCalls(next echo.HandlerFunc) echo.HandlerFunc {
 			s.echo.HTTPErrorHandler(err, c)
 		}
 		outcome, _ := c.Get(outcomeKey).(string)
-		if outcome == "" {
-			outcome = OutcomeError
+		series, ok := s.metrics.byOutcome[outcome]
+		if !ok {
+			series = s.metrics.byOutcome[OutcomeError]
 		}
-		s.metrics.calls.WithLabelValues(outcome).Inc()
-		s.metrics.duration.WithLabelValues(outcome).Observe(time.Since(start).Seconds())
+		series.calls.Inc()
+		series.duration.Observe(time.Since(start).Seconds())
 		return nil
 	}
 }
