@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/carmyhq/carmy"
 	"github.com/carmyhq/carmy/api"
@@ -54,9 +55,26 @@ func ExampleRuntime_Serve() {
 	served := make(chan error, 1)
 	go func() { served <- app.Serve(ctx, ln, api.Config{}) }()
 
+	// The node answers 503 until it has started: wait for /readyz, as a
+	// load balancer would.
+	base := "http://" + ln.Addr().String()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		resp, err := http.Get(base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			fmt.Println("not ready:", err)
+			return
+		}
+	}
+
 	body := `{"tool":"echo","arguments":{"hello":"world"},"request_id":"r1"}`
 	for range 2 {
-		resp, err := http.Post("http://"+ln.Addr().String()+"/v1/tools/call", "application/json", strings.NewReader(body))
+		resp, err := http.Post(base+"/v1/tools/call", "application/json", strings.NewReader(body))
 		if err != nil {
 			fmt.Println(err)
 			return
