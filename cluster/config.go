@@ -36,6 +36,11 @@ type Config struct {
 	// ClusterKey is the secret every node-to-node call carries. Empty is
 	// allowed only when every listener is on loopback.
 	ClusterKey string
+	// GossipKeys, when set, encrypt and authenticate gossip (memberlist's
+	// AES-GCM keyring): the first key encrypts, any of them decrypts (so a
+	// key can be rotated by rolling restarts), and a packet under no key is
+	// dropped. Each key is 16, 24 or 32 bytes. Empty: gossip in the clear.
+	GossipKeys [][]byte
 	// MaxEntries is the cluster-wide bound on records (the leader's value
 	// applies).
 	MaxEntries int
@@ -101,6 +106,11 @@ func (c Config) Validate() error {
 		return errors.New("cluster: negative max entries")
 	case c.Retention < 0:
 		return errors.New("cluster: negative retention")
+	}
+	for i, k := range c.GossipKeys {
+		if l := len(k); l != 16 && l != 24 && l != 32 {
+			return fmt.Errorf("cluster: gossip key %d is %d bytes: want 16, 24 or 32", i+1, l)
+		}
 	}
 	for name, addr := range map[string]string{"raft": c.RaftAddr, "gossip": c.GossipAddr, "http": c.HTTPAddr} {
 		if _, _, err := net.SplitHostPort(addr); err != nil {

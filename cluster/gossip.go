@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -142,6 +143,14 @@ func (n *Node) startGossip() error {
 	if err != nil {
 		return err
 	}
+	if len(n.cfg.GossipKeys) > 0 {
+		kr, err := memberlist.NewKeyring(n.cfg.GossipKeys[1:], n.cfg.GossipKeys[0])
+		if err != nil {
+			return fmt.Errorf("cluster: gossip keys: %w", err)
+		}
+		mc.Keyring = kr
+		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
+	}
 	mc.Delegate = &delegate{meta: meta}
 	n.members = newMembers(n.cfg.NodeID)
 	mc.Events = n.members
@@ -271,4 +280,20 @@ func (n *Node) RunnerGone(runnerID string) bool {
 		}
 	}
 	return true
+}
+
+// GossipMembers returns the names of the members this node's gossip pool
+// holds as alive or suspect, itself included, sorted.
+func (n *Node) GossipMembers() []string {
+	if n.gossip == nil {
+		return nil
+	}
+	var out []string
+	for _, m := range n.gossip.Members() {
+		if m.State == memberlist.StateAlive || m.State == memberlist.StateSuspect {
+			out = append(out, m.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
@@ -28,6 +29,7 @@ type serveConfig struct {
 	MaxEntries        int
 	Retention         string
 	ClusterKey        string
+	GossipKey         string
 	FastFailover      bool
 	SnapshotThreshold uint64
 	SnapshotInterval  time.Duration
@@ -57,6 +59,7 @@ var flagEnv = []struct{ flag, env string }{
 	{"max-entries", "CARMY_MAX_ENTRIES"},
 	{"retention", "CARMY_RETENTION"},
 	{"cluster-key", "CARMY_CLUSTER_KEY"},
+	{"gossip-key", "CARMY_GOSSIP_KEY"},
 	{"fast-failover", "CARMY_FAST_FAILOVER"},
 	{"snapshot-threshold", "CARMY_SNAPSHOT_THRESHOLD"},
 	{"snapshot-interval", "CARMY_SNAPSHOT_INTERVAL"},
@@ -79,6 +82,7 @@ func serveFlags(cfg *serveConfig, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&cfg.MaxEntries, "max-entries", defaultMaxEntries, "capacity of the replicated store, in records (the leader's value applies)")
 	fs.StringVar(&cfg.Retention, "retention", "off", "`age` after which finished records are removed, e.g. 72h or 30d; off keeps them")
 	fs.StringVar(&cfg.ClusterKey, "cluster-key", "", "shared `secret` every node-to-node call carries; required unless all listeners are on loopback")
+	fs.StringVar(&cfg.GossipKey, "gossip-key", "", "base64 `keys` (16, 24 or 32 bytes; carmy keygen makes one) that encrypt gossip; the first encrypts, any decrypts (comma-separated, for rotation)")
 	fs.BoolVar(&cfg.FastFailover, "fast-failover", false, "short Raft and gossip timeouts (sub-second failover), for loopback and tests")
 	fs.Uint64Var(&cfg.SnapshotThreshold, "snapshot-threshold", 8192, "log entries between Raft snapshots")
 	fs.DurationVar(&cfg.SnapshotInterval, "snapshot-interval", 2*time.Minute, "how often Raft checks whether to snapshot")
@@ -177,6 +181,9 @@ func (c serveConfig) validate() error {
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return err
 	}
+	if _, err := parseGossipKeys(c.GossipKey); err != nil {
+		return err
+	}
 	if _, err := parseRetention(c.Retention); err != nil {
 		return err
 	}
@@ -230,4 +237,24 @@ func newLogger(cfg serveConfig, w io.Writer) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// parseGossipKeys reads --gossip-key: comma-separated base64 keys of 16, 24
+// or 32 bytes, the first one primary. Empty means no encryption.
+func parseGossipKeys(s string) ([][]byte, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var keys [][]byte
+	for i, part := range strings.Split(s, ",") {
+		k, err := base64.StdEncoding.DecodeString(strings.TrimSpace(part))
+		if err != nil {
+			return nil, fmt.Errorf("--gossip-key: key %d is not base64: %w", i+1, err)
+		}
+		if l := len(k); l != 16 && l != 24 && l != 32 {
+			return nil, fmt.Errorf("--gossip-key: key %d is %d bytes, want 16, 24 or 32 (carmy keygen makes one)", i+1, l)
+		}
+		keys = append(keys, k)
+	}
+	return keys, nil
 }

@@ -85,6 +85,7 @@ func TestParseServeEnvironment(t *testing.T) {
 		{"CARMY_MAX_ENTRIES", "42", func(c serveConfig) bool { return c.MaxEntries == 42 }},
 		{"CARMY_RETENTION", "30d", func(c serveConfig) bool { return c.Retention == "30d" }},
 		{"CARMY_CLUSTER_KEY", "s3cret", func(c serveConfig) bool { return c.ClusterKey == "s3cret" }},
+		{"CARMY_GOSSIP_KEY", "AQEBAQEBAQEBAQEBAQEBAQ==", func(c serveConfig) bool { return c.GossipKey == "AQEBAQEBAQEBAQEBAQEBAQ==" }},
 		{"CARMY_FAST_FAILOVER", "1", func(c serveConfig) bool { return c.FastFailover }},
 		{"CARMY_SNAPSHOT_THRESHOLD", "100", func(c serveConfig) bool { return c.SnapshotThreshold == 100 }},
 		{"CARMY_SNAPSHOT_INTERVAL", "30s", func(c serveConfig) bool { return c.SnapshotInterval == 30*time.Second }},

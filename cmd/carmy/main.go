@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -42,6 +43,7 @@ Usage:
   carmy serve [flags]                     run a node (carmy serve --dev to try it out)
   carmy cluster status|join|remove [...]  administer a cluster through a node's admin API
   carmy bench [flags]                     drive running nodes with calls; report throughput and latency
+  carmy keygen                            print a new random gossip key (for --gossip-key)
   carmy version                           print the version
   carmy help [command]                    show help
 
@@ -65,6 +67,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return clusterCmd(ctx, rest, os.Getenv, stdout, stderr)
 	case "bench":
 		return benchCmd(ctx, rest, os.Getenv, stdout, stderr)
+	case "keygen":
+		return keygen(rest, rand.Reader, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "carmy", version)
 		return nil

@@ -69,6 +69,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	retention, _ := parseRetention(cfg.Retention)
+	gossipKeys, _ := parseGossipKeys(cfg.GossipKey)
 
 	// Listen first: the node advertises the address actually bound.
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
@@ -89,6 +90,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Bootstrap:         cfg.Bootstrap,
 		Join:              cfg.joinAddrs(),
 		ClusterKey:        cfg.ClusterKey,
+		GossipKeys:        gossipKeys,
 		MaxEntries:        cfg.MaxEntries,
 		Retention:         retention,
 		SnapshotThreshold: cfg.SnapshotThreshold,
@@ -106,7 +108,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	app.SetLiveness(st)
 
 	log.Info("starting carmy", slog.String("version", version), slog.String("node_id", cfg.NodeID),
-		slog.Int("tools", len(app.Tools())), slog.Bool("auth", auth.Enabled()), slog.Int("max_entries", cfg.MaxEntries),
+		slog.Int("tools", len(app.Tools())), slog.Bool("auth", auth.Enabled()), slog.Bool("gossip_encrypted", len(gossipKeys) > 0),
+		slog.Int("max_entries", cfg.MaxEntries),
 		slog.String("data_dir", cfg.DataDir))
 	apiCfg := api.Config{
 		Auth: auth, BodyLimit: fc.Limits.BodyBytes, Logger: log,

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -631,5 +632,41 @@ func TestServeRestartKeepsRecords(t *testing.T) {
 	}
 	if err := s.stop(t); err != nil {
 		t.Errorf("serve returned %v, want nil", err)
+	}
+}
+
+// TestServeGossipKey checks that --gossip-key reaches gossip: a node with
+// the key is seen alive by the first node, a node without it joins Raft
+// (the cluster key is separate) but is never seen by gossip.
+func TestServeGossipKey(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three nodes")
+	}
+	clearCarmyEnv(t)
+	key := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{5}, 32))
+	n1 := startServe(t, "--dev", "--http-addr", "127.0.0.1:0", "--node-id", "g1", "--gossip-key", key)
+	n1.waitReady(t)
+	startServe(t, "--dev", "--http-addr", "127.0.0.1:0", "--node-id", "g2", "--join", n1.addr)
+	startServe(t, "--dev", "--http-addr", "127.0.0.1:0", "--node-id", "g3", "--join", n1.addr, "--gossip-key", key)
+
+	gossipOf := func() map[string]string {
+		_, body := n1.get(t, "/v1/cluster", "")
+		var st struct {
+			Nodes []struct{ ID, Gossip string } `json:"nodes"`
+		}
+		_ = json.Unmarshal([]byte(body), &st)
+		out := map[string]string{}
+		for _, n := range st.Nodes {
+			out[n.ID] = n.Gossip
+		}
+		return out
+	}
+	waitFor(t, 30*time.Second, "g3 (with the key) alive and g2 (without) a member", func() (bool, string) {
+		g := gossipOf()
+		_, g2Member := g["g2"]
+		return g["g3"] == "alive" && g2Member, fmt.Sprint(g)
+	})
+	if g := gossipOf(); g["g2"] == "alive" {
+		t.Errorf("g2 has no gossip key but g1's gossip sees it alive: %v", g)
 	}
 }
