@@ -146,10 +146,12 @@ func (r *Runtime) Serve(ctx context.Context, ln net.Listener, cfg api.Config) er
 	// UNAVAILABLE, while /healthz, /readyz and the internal endpoints work.
 	r.phase.CompareAndSwap(phaseUngated, phaseStarting)
 	go r.startLoop(ctx)
+	to := cfg.Timeouts.WithDefaults()
 	srv := &http.Server{
 		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		ReadHeaderTimeout: to.ReadHeader,
+		IdleTimeout:       to.Idle,
+		MaxHeaderBytes:    to.HeaderBytes,
 		ErrorLog:          slog.NewLogLogger(r.cfg.Logger.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)

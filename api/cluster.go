@@ -86,7 +86,7 @@ func (s *Server) addNode(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	body, err := readBody(c, s.limit)
+	body, err := s.readBody(c)
 	if err != nil {
 		return err
 	}

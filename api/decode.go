@@ -20,6 +20,22 @@ import (
 // DefaultBodyLimit bounds a request body.
 const DefaultBodyLimit = 1 << 20
 
+// readBody reads the request's body as readBody does, within the
+// server's body timeout.
+func (s *Server) readBody(c echo.Context) ([]byte, error) {
+	// The body must arrive within bodyTimeout. The deadline is lifted
+	// once the body is read, so it never cuts a call whose tool runs
+	// longer; after a failed read it stays, so the server does not wait
+	// for the rest of the body before it answers and closes.
+	rc := http.NewResponseController(c.Response().Writer)
+	set := rc.SetReadDeadline(time.Now().Add(s.bodyTimeout)) == nil
+	body, err := readBody(c, s.limit)
+	if set && err == nil {
+		_ = rc.SetReadDeadline(time.Time{})
+	}
+	return body, err
+}
+
 // readBody checks the Content-Type and reads the body within limit.
 // An empty body is returned as nil.
 func readBody(c echo.Context, limit int64) ([]byte, error) {

@@ -22,7 +22,7 @@ func (s *Server) readyz(c echo.Context) error {
 }
 
 func (s *Server) callTool(c echo.Context) error {
-	body, err := readBody(c, s.limit)
+	body, err := s.readBody(c)
 	if err != nil {
 		return err
 	}
@@ -138,7 +138,7 @@ func onlyParams(q url.Values, allowed ...string) error {
 }
 
 func (s *Server) cancelExecution(c echo.Context) error {
-	body, err := readBody(c, s.limit)
+	body, err := s.readBody(c)
 	if err != nil {
 		return err
 	}
@@ -156,7 +156,7 @@ func (s *Server) cancelExecution(c echo.Context) error {
 }
 
 func (s *Server) resolveExecution(c echo.Context) error {
-	body, err := readBody(c, s.limit)
+	body, err := s.readBody(c)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
@@ -25,6 +26,53 @@ type Config struct {
 	// Metrics is the registry the server adds its instruments to and
 	// serves at GET /metrics (a registry of its own when nil).
 	Metrics *prometheus.Registry
+	// Timeouts bound slow clients (carmy.Runtime.Serve applies them to its
+	// http.Server).
+	Timeouts Timeouts
+}
+
+// Timeouts bound what a client may take. Zero fields take the defaults.
+// There is no write timeout: a call's answer waits for its tool, which
+// the tool's own timeout bounds.
+type Timeouts struct {
+	// ReadHeader bounds reading a request's headers (default 10 s): a
+	// client that sends them slowly is cut off.
+	ReadHeader time.Duration
+	// Body bounds reading a request's body once its headers are in
+	// (default 60 s). It is set on the connection for the body only, not
+	// as http.Server.ReadTimeout, which would also end the context of a
+	// call whose tool runs longer.
+	Body time.Duration
+	// Idle bounds a kept-alive connection between requests (default 2 min).
+	Idle time.Duration
+	// HeaderBytes bounds a request's headers (default 64 KiB); more is
+	// answered 431.
+	HeaderBytes int
+}
+
+// Defaults of Timeouts.
+const (
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultBodyTimeout       = 60 * time.Second
+	DefaultIdleTimeout       = 2 * time.Minute
+	DefaultHeaderBytes       = 64 << 10
+)
+
+// WithDefaults returns t with every zero field set to its default.
+func (t Timeouts) WithDefaults() Timeouts {
+	if t.ReadHeader <= 0 {
+		t.ReadHeader = DefaultReadHeaderTimeout
+	}
+	if t.Body <= 0 {
+		t.Body = DefaultBodyTimeout
+	}
+	if t.Idle <= 0 {
+		t.Idle = DefaultIdleTimeout
+	}
+	if t.HeaderBytes <= 0 {
+		t.HeaderBytes = DefaultHeaderBytes
+	}
+	return t
 }
 
 // Server is Carmy's HTTP API. It is an http.Handler.
@@ -32,9 +80,11 @@ type Server struct {
 	rt    Runtime
 	auth  *authenticator
 	limit int64
-	log   *slog.Logger
-	echo  *echo.Echo
-	clu   Cluster
+	// bodyTimeout bounds reading one body.
+	bodyTimeout time.Duration
+	log         *slog.Logger
+	echo        *echo.Echo
+	clu         Cluster
 
 	metrics *apiMetrics
 }
@@ -60,7 +110,8 @@ func New(rt Runtime, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("api: metrics: %w", err)
 	}
-	s := &Server{rt: rt, auth: newAuthenticator(cfg.Auth), limit: cfg.BodyLimit, log: cfg.Logger, clu: cfg.Cluster, metrics: m}
+	s := &Server{rt: rt, auth: newAuthenticator(cfg.Auth), limit: cfg.BodyLimit, log: cfg.Logger, clu: cfg.Cluster, metrics: m,
+		bodyTimeout: cfg.Timeouts.WithDefaults().Body}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError

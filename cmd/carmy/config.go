@@ -55,6 +55,18 @@ type limitsConfig struct {
 	BodyBytes int64 `yaml:"body_bytes"`
 	// ResultBytes bounds one tool result (default 1 MiB).
 	ResultBytes int `yaml:"result_bytes"`
+	// HeaderBytes bounds a request's headers (default 64 KiB).
+	HeaderBytes int `yaml:"header_bytes"`
+	// ReadHeaderTimeout, BodyTimeout and IdleTimeout bound slow clients
+	// (Go durations; defaults 10s, 60s, 2m): see api.Timeouts.
+	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
+	BodyTimeout       time.Duration `yaml:"body_timeout"`
+	IdleTimeout       time.Duration `yaml:"idle_timeout"`
+}
+
+// timeouts returns the API's bounds on slow clients.
+func (l limitsConfig) timeouts() api.Timeouts {
+	return api.Timeouts{ReadHeader: l.ReadHeaderTimeout, Body: l.BodyTimeout, Idle: l.IdleTimeout, HeaderBytes: l.HeaderBytes}
 }
 
 // loadConfig reads and checks a config file. An empty path is an empty
@@ -73,7 +85,8 @@ func loadConfig(path string) (fileConfig, error) {
 	if err := dec.Decode(&fc); err != nil && !errors.Is(err, io.EOF) {
 		return fc, fmt.Errorf("config %s: %w", path, err)
 	}
-	if fc.Limits.BodyBytes < 0 || fc.Limits.ResultBytes < 0 {
+	if l := fc.Limits; l.BodyBytes < 0 || l.ResultBytes < 0 || l.HeaderBytes < 0 ||
+		l.ReadHeaderTimeout < 0 || l.BodyTimeout < 0 || l.IdleTimeout < 0 {
 		return fc, fmt.Errorf("config %s: limits must not be negative", path)
 	}
 	return fc, nil

@@ -250,13 +250,20 @@ func TestLoadConfigBadYAML(t *testing.T) {
 }
 
 func TestLoadConfigLimits(t *testing.T) {
-	fc := mustLoadConfig(t, "limits:\n  body_bytes: 2048\n  result_bytes: 4096\n")
+	fc := mustLoadConfig(t, "limits:\n  body_bytes: 2048\n  result_bytes: 4096\n  header_bytes: 8192\n"+
+		"  read_header_timeout: 5s\n  body_timeout: 30s\n  idle_timeout: 1m\n")
 	if fc.Limits.BodyBytes != 2048 || fc.Limits.ResultBytes != 4096 {
 		t.Errorf("limits = %+v", fc.Limits)
+	}
+	want := api.Timeouts{ReadHeader: 5 * time.Second, Body: 30 * time.Second, Idle: time.Minute, HeaderBytes: 8192}
+	if got := fc.Limits.timeouts(); got != want {
+		t.Errorf("timeouts = %+v, want %+v", got, want)
 	}
 	for _, text := range []string{
 		"limits:\n  body_bytes: -1\n",
 		"limits:\n  result_bytes: -1\n",
+		"limits:\n  header_bytes: -1\n",
+		"limits:\n  body_timeout: -1s\n",
 	} {
 		_, err := loadConfig(writeConfig(t, text))
 		if err == nil || !strings.Contains(err.Error(), "negative") {

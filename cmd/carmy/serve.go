@@ -112,7 +112,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		slog.Int("max_entries", cfg.MaxEntries),
 		slog.String("data_dir", cfg.DataDir))
 	apiCfg := api.Config{
-		Auth: auth, BodyLimit: fc.Limits.BodyBytes, Logger: log,
+		Auth: auth, BodyLimit: fc.Limits.BodyBytes, Timeouts: fc.Limits.timeouts(), Logger: log,
 		Cluster: clusterAdmin{node}, Internal: withFaultControl(node.InternalHandler(), faults, cfg.ClusterKey),
 	}
 	// On SIGTERM a leader hands leadership over first, while its API still

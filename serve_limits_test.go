@@ -1,0 +1,127 @@
+package carmy_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/carmyhq/carmy"
+	"github.com/carmyhq/carmy/api"
+)
+
+// serveWith serves app on a loopback port with cfg until the test ends,
+// and returns the address once /readyz answers 200.
+func serveWith(t *testing.T, app *carmy.Runtime, cfg api.Config) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- app.Serve(ctx, ln, cfg) }()
+	t.Cleanup(func() { stop(); <-done })
+	addr := ln.Addr().String()
+	waitFor(t, "the node to be ready", func() bool {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return addr
+}
+
+// closedWithin reads from conn until the server closes it, failing the
+// test if that takes longer than d; it returns what was read.
+func closedWithin(t *testing.T, conn net.Conn, d time.Duration) string {
+	t.Helper()
+	_ = conn.SetReadDeadline(time.Now().Add(d))
+	got, err := io.ReadAll(conn)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("the server kept the connection open for %s; read %q", d, got)
+	}
+	return string(got)
+}
+
+func TestSlowHeadersAreCutOff(t *testing.T) {
+	app := newApp(t)
+	addr := serveWith(t, app, api.Config{Timeouts: api.Timeouts{ReadHeader: 200 * time.Millisecond}})
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// Half a request, then nothing: a slowloris client.
+	if _, err := io.WriteString(conn, "POST /v1/tools/call HTTP/1.1\r\nHost: carmy\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	closedWithin(t, conn, 10*time.Second)
+}
+
+func TestSlowBodyIsCutOffButNotALongCall(t *testing.T) {
+	app := newApp(t)
+	mustAdd(t, app, carmy.ToolSpec{Name: "slow", Func: func(ctx context.Context, call carmy.Call) (any, error) {
+		select {
+		case <-time.After(500 * time.Millisecond):
+			return "done", nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}})
+	addr := serveWith(t, app, api.Config{Timeouts: api.Timeouts{Body: 200 * time.Millisecond}})
+
+	// A body that never arrives in full is refused.
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "POST /v1/tools/call HTTP/1.1\r\nHost: carmy\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"tool\":"); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer to a body that stalled: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "INVALID_REQUEST") {
+		t.Errorf("stalled body: %d %s, want 400 INVALID_REQUEST", resp.StatusCode, body)
+	}
+
+	// A call whose tool runs longer than the body timeout is answered.
+	resp, err = http.Post("http://"+addr+"/v1/tools/call", "application/json",
+		strings.NewReader(`{"tool":"slow","request_id":"long-1"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"completed"`) {
+		t.Errorf("a call longer than the body timeout: %d %s, want 200 completed", resp.StatusCode, body)
+	}
+}
+
+func TestOversizedHeadersAre431(t *testing.T) {
+	app := newApp(t)
+	addr := serveWith(t, app, api.Config{Timeouts: api.Timeouts{HeaderBytes: 4 << 10}})
+	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/healthz", nil)
+	req.Header.Set("X-Padding", strings.Repeat("a", 16<<10))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("16 KiB of headers over a 4 KiB limit: %d, want 431", resp.StatusCode)
+	}
+}
