@@ -3,6 +3,7 @@ package api
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -20,8 +21,11 @@ const AnonymousPrincipal = "anonymous"
 // Token maps a bearer token to a principal and the tools it may call.
 type Token struct {
 	Principal string
-	// Secret is the bearer token itself.
+	// Secret is the bearer token itself; or give SecretSHA256 instead.
 	Secret string
+	// SecretSHA256 is the lowercase hex SHA-256 of the bearer token, so a
+	// config file need not hold the secret (printf %s "$TOKEN" | sha256sum).
+	SecretSHA256 string
 	// Tools lists the tools the principal may call; "*" allows all.
 	Tools []string
 }
@@ -31,30 +35,56 @@ type Token struct {
 type Auth struct {
 	Tokens     []Token
 	AdminToken string
+	// AdminTokenSHA256 is the admin token's SHA-256 in hex, instead of
+	// AdminToken.
+	AdminTokenSHA256 string
 }
 
 // Enabled reports whether callers must present a token.
-func (a Auth) Enabled() bool { return len(a.Tokens) > 0 || a.AdminToken != "" }
+func (a Auth) Enabled() bool {
+	return len(a.Tokens) > 0 || a.AdminToken != "" || a.AdminTokenSHA256 != ""
+}
+
+// digestOf returns the SHA-256 a token is known by: of secret, or the
+// given hex digest.
+func digestOf(secret, hexDigest string) ([sha256.Size]byte, error) {
+	if hexDigest == "" {
+		return sha256.Sum256([]byte(secret)), nil
+	}
+	var d [sha256.Size]byte
+	b, err := hex.DecodeString(hexDigest)
+	if err != nil || len(b) != sha256.Size || strings.ToLower(hexDigest) != hexDigest {
+		return d, fmt.Errorf("not 64 lowercase hex digits")
+	}
+	copy(d[:], b)
+	return d, nil
+}
 
 // Validate reports tokens that cannot work: empty secrets or principals,
 // a secret used twice, a principal named like the admin or anonymous.
 func (a Auth) Validate() error {
-	seen := make(map[string]string)
-	check := func(principal, secret string) error {
-		if secret == "" {
+	seen := make(map[[sha256.Size]byte]string)
+	check := func(principal, secret, hexDigest string) error {
+		switch {
+		case secret != "" && hexDigest != "":
+			return fmt.Errorf("auth: token of %q is given both as a secret and as a SHA-256", principal)
+		case secret == "" && hexDigest == "":
 			return fmt.Errorf("auth: token of %q is empty", principal)
-		}
-		if strings.TrimSpace(secret) != secret {
+		case strings.TrimSpace(secret) != secret:
 			return fmt.Errorf("auth: token of %q has leading or trailing white space", principal)
 		}
-		if other, dup := seen[secret]; dup {
+		d, err := digestOf(secret, hexDigest)
+		if err != nil {
+			return fmt.Errorf("auth: SHA-256 of the token of %q: %w", principal, err)
+		}
+		if other, dup := seen[d]; dup {
 			return fmt.Errorf("auth: %q and %q share a token", other, principal)
 		}
-		seen[secret] = principal
+		seen[d] = principal
 		return nil
 	}
-	if a.AdminToken != "" {
-		if err := check(AdminPrincipal, a.AdminToken); err != nil {
+	if a.AdminToken != "" || a.AdminTokenSHA256 != "" {
+		if err := check(AdminPrincipal, a.AdminToken, a.AdminTokenSHA256); err != nil {
 			return err
 		}
 	}
@@ -65,7 +95,7 @@ func (a Auth) Validate() error {
 		case t.Principal == AdminPrincipal || t.Principal == AnonymousPrincipal:
 			return fmt.Errorf("auth: principal name %q is reserved", t.Principal)
 		}
-		if err := check(t.Principal, t.Secret); err != nil {
+		if err := check(t.Principal, t.Secret, t.SecretSHA256); err != nil {
 			return err
 		}
 	}
@@ -93,10 +123,9 @@ var anonymous = &identity{caller: Caller{Principal: AnonymousPrincipal, Admin: t
 
 func newAuthenticator(a Auth) *authenticator {
 	au := &authenticator{enabled: a.Enabled(), byHash: make(map[[sha256.Size]byte]*identity)}
-	if a.AdminToken != "" {
-		au.byHash[sha256.Sum256([]byte(a.AdminToken))] = &identity{
-			caller: Caller{Principal: AdminPrincipal, Admin: true}, allTools: true,
-		}
+	if a.AdminToken != "" || a.AdminTokenSHA256 != "" {
+		d, _ := digestOf(a.AdminToken, a.AdminTokenSHA256) // checked by Validate
+		au.byHash[d] = &identity{caller: Caller{Principal: AdminPrincipal, Admin: true}, allTools: true}
 	}
 	for _, t := range a.Tokens {
 		id := &identity{caller: Caller{Principal: t.Principal}, tools: make(map[string]bool)}
@@ -106,7 +135,8 @@ func newAuthenticator(a Auth) *authenticator {
 			}
 			id.tools[name] = true
 		}
-		au.byHash[sha256.Sum256([]byte(t.Secret))] = id
+		d, _ := digestOf(t.Secret, t.SecretSHA256) // checked by Validate
+		au.byHash[d] = id
 	}
 	return au
 }

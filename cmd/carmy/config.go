@@ -42,12 +42,18 @@ type httpConfig struct {
 type authConfig struct {
 	Tokens        []tokenConfig `yaml:"tokens"`
 	AdminTokenEnv string        `yaml:"admin_token_env"`
+	// AdminTokenSHA256 is the admin token's SHA-256 (hex), instead of
+	// admin_token_env: the file then holds no secret.
+	AdminTokenSHA256 string `yaml:"admin_token_sha256"`
 }
 
 type tokenConfig struct {
-	Principal string   `yaml:"principal"`
-	TokenEnv  string   `yaml:"token_env"`
-	Tools     []string `yaml:"tools"`
+	Principal string `yaml:"principal"`
+	// TokenEnv names the variable holding the token; or TokenSHA256 gives
+	// the token's SHA-256 (hex). Exactly one.
+	TokenEnv    string   `yaml:"token_env"`
+	TokenSHA256 string   `yaml:"token_sha256"`
+	Tools       []string `yaml:"tools"`
 }
 
 type limitsConfig struct {
@@ -159,24 +165,32 @@ func expand(s string, getenv func(string) string) (string, error) {
 // auth resolves the configured tokens from the environment.
 func (fc fileConfig) auth(getenv func(string) string) (api.Auth, error) {
 	var a api.Auth
+	if fc.Auth.AdminTokenEnv != "" && fc.Auth.AdminTokenSHA256 != "" {
+		return a, fmt.Errorf("config auth: admin_token_env and admin_token_sha256 exclude each other")
+	}
+	a.AdminTokenSHA256 = fc.Auth.AdminTokenSHA256
 	if env := fc.Auth.AdminTokenEnv; env != "" {
 		if a.AdminToken = getenv(env); a.AdminToken == "" {
 			return a, fmt.Errorf("config auth: admin_token_env %s is not set", env)
 		}
 	}
 	for i, t := range fc.Auth.Tokens {
-		if t.TokenEnv == "" {
-			return a, fmt.Errorf("config auth.tokens[%d] (%s): token_env is required", i, t.Principal)
-		}
-		secret := getenv(t.TokenEnv)
-		if secret == "" {
-			return a, fmt.Errorf("config auth.tokens[%d] (%s): token_env %s is not set", i, t.Principal, t.TokenEnv)
+		var secret string
+		switch {
+		case t.TokenEnv != "" && t.TokenSHA256 != "":
+			return a, fmt.Errorf("config auth.tokens[%d] (%s): token_env and token_sha256 exclude each other", i, t.Principal)
+		case t.TokenEnv == "" && t.TokenSHA256 == "":
+			return a, fmt.Errorf("config auth.tokens[%d] (%s): token_env or token_sha256 is required", i, t.Principal)
+		case t.TokenEnv != "":
+			if secret = getenv(t.TokenEnv); secret == "" {
+				return a, fmt.Errorf("config auth.tokens[%d] (%s): token_env %s is not set", i, t.Principal, t.TokenEnv)
+			}
 		}
 		tools := t.Tools
 		if tools == nil {
 			tools = []string{"*"}
 		}
-		a.Tokens = append(a.Tokens, api.Token{Principal: t.Principal, Secret: secret, Tools: tools})
+		a.Tokens = append(a.Tokens, api.Token{Principal: t.Principal, Secret: secret, SecretSHA256: t.TokenSHA256, Tools: tools})
 	}
 	return a, a.Validate()
 }

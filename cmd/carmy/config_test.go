@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io/fs"
@@ -525,6 +527,14 @@ func TestAuthErrors(t *testing.T) {
 			nil, "CARMY_ADMIN_TOKEN"},
 		{"shared secret", "auth:\n  tokens:\n    - {principal: a, token_env: A}\n    - {principal: b, token_env: B}\n",
 			map[string]string{"A": "same", "B": "same"}, "share"},
+		{"env and hash", "auth:\n  tokens:\n    - {principal: a, token_env: A, token_sha256: " + sha256Hex("x") + "}\n",
+			map[string]string{"A": "x"}, "exclude"},
+		{"bad hash", "auth:\n  tokens:\n    - {principal: a, token_sha256: abc}\n", nil, "hex"},
+		{"upper-case hash", "auth:\n  tokens:\n    - {principal: a, token_sha256: " + strings.ToUpper(sha256Hex("x")) + "}\n", nil, "hex"},
+		{"same token as secret and hash", "auth:\n  tokens:\n    - {principal: a, token_env: A}\n    - {principal: b, token_sha256: " + sha256Hex("same") + "}\n",
+			map[string]string{"A": "same"}, "share"},
+		{"admin env and hash", "auth:\n  admin_token_env: ADM\n  admin_token_sha256: " + sha256Hex("x") + "\n",
+			map[string]string{"ADM": "x"}, "exclude"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -546,4 +556,55 @@ func TestAuthAdminTokenOnly(t *testing.T) {
 	if a.AdminToken != "adm" || len(a.Tokens) != 0 || !a.Enabled() {
 		t.Errorf("auth = %+v, want the admin token alone, enabled", a)
 	}
+}
+
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// TestAuthHashedTokens checks tokens given as SHA-256 digests: the file
+// holds no secret, and the server accepts the token whose digest it is.
+func TestAuthHashedTokens(t *testing.T) {
+	fc := mustLoadConfig(t, "auth:\n  admin_token_sha256: "+sha256Hex("adm-secret")+
+		"\n  tokens:\n    - {principal: planner, token_sha256: "+sha256Hex("p-secret")+", tools: [echo]}\n")
+	a, err := fc.auth(fakeEnv(nil))
+	if err != nil {
+		t.Fatalf("auth: %v", err)
+	}
+	if !a.Enabled() || a.Tokens[0].Secret != "" || a.Tokens[0].SecretSHA256 != sha256Hex("p-secret") || a.AdminTokenSHA256 != sha256Hex("adm-secret") {
+		t.Fatalf("auth = %+v", a)
+	}
+	srv := httptest.NewServer(mustAPI(t, a))
+	defer srv.Close()
+	for _, tc := range []struct {
+		token string
+		want  int
+	}{
+		{"p-secret", http.StatusOK},
+		{"adm-secret", http.StatusOK},
+		{sha256Hex("p-secret"), http.StatusUnauthorized}, // the digest itself is no token
+		{"wrong", http.StatusUnauthorized},
+	} {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/v1/tools", nil)
+		req.Header.Set("Authorization", "Bearer "+tc.token)
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("token %q: %d, want %d", tc.token, resp.StatusCode, tc.want)
+		}
+	}
+}
+
+// mustAPI serves a runtime with no tools behind auth a.
+func mustAPI(t *testing.T, a api.Auth) http.Handler {
+	t.Helper()
+	s, err := api.New(carmy.App(), api.Config{Auth: a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
