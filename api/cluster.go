@@ -55,8 +55,8 @@ func (s *Server) clusterRoutes() {
 	auth := s.auth.authenticate
 	e := s.echo
 	e.GET("/v1/cluster", s.clusterStatus, auth, requireAdmin)
-	e.POST("/v1/cluster/nodes", s.addNode, auth, requireAdmin)
-	e.DELETE("/v1/cluster/nodes/:id", s.removeNode, auth, requireAdmin)
+	e.POST("/v1/cluster/nodes", s.addNode, s.audited(ActionJoin), auth, requireAdmin)
+	e.DELETE("/v1/cluster/nodes/:id", s.removeNode, s.audited(ActionRemove), auth, requireAdmin)
 }
 
 func (s *Server) cluster() (Cluster, error) {
@@ -94,6 +94,7 @@ func (s *Server) addNode(c echo.Context) error {
 	if err := decodeStrict(body, &spec); err != nil {
 		return err
 	}
+	c.Set(auditTargetKey, spec.ID+" raft="+spec.RaftAddr+" http="+spec.HTTPAddr)
 	switch {
 	case spec.ID == "":
 		return invalidField("id", `"id" is required`)

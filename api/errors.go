@@ -90,6 +90,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 	}
 	code, msg, extra := s.classify(err, c)
 	c.Set(outcomeKey, outcomeOfCode(code))
+	c.Set(codeKey, code)
 	status := statusOf[code]
 	body := make(map[string]any, len(extra)+2)
 	for k, v := range extra {

@@ -164,6 +164,9 @@ func (s *Server) resolveExecution(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if res.Status == "released" {
+		c.Set(auditActionKey, ActionRelease)
+	}
 	rec, err := s.rt.Resolve(c.Request().Context(), identityOf(c).caller, c.Param("id"), res)
 	if err != nil {
 		return err

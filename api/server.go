@@ -86,7 +86,8 @@ type Server struct {
 	echo        *echo.Echo
 	clu         Cluster
 
-	metrics *apiMetrics
+	metrics    *apiMetrics
+	auditCount *prometheus.CounterVec
 }
 
 // New returns a server for rt.
@@ -110,7 +111,11 @@ func New(rt Runtime, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("api: metrics: %w", err)
 	}
-	s := &Server{rt: rt, auth: newAuthenticator(cfg.Auth), limit: cfg.BodyLimit, log: cfg.Logger, clu: cfg.Cluster, metrics: m,
+	audit, err := newAuditCounter(cfg.Metrics)
+	if err != nil {
+		return nil, fmt.Errorf("api: metrics: %w", err)
+	}
+	s := &Server{rt: rt, auth: newAuthenticator(cfg.Auth), limit: cfg.BodyLimit, log: cfg.Logger, clu: cfg.Cluster, metrics: m, auditCount: audit,
 		bodyTimeout: cfg.Timeouts.WithDefaults().Body}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
@@ -140,8 +145,8 @@ func (s *Server) routes() {
 	e.GET("/v1/tools", s.listTools, auth)
 	e.GET("/v1/executions", s.findExecutions, auth)
 	e.GET("/v1/executions/:id", s.getExecution, auth)
-	e.POST("/v1/executions/:id/cancel", s.cancelExecution, auth)
-	e.POST("/v1/executions/:id/resolve", s.resolveExecution, auth)
+	e.POST("/v1/executions/:id/cancel", s.cancelExecution, s.audited(ActionCancel), auth)
+	e.POST("/v1/executions/:id/resolve", s.resolveExecution, s.audited(ActionResolve), auth)
 }
 
 // ServeHTTP implements http.Handler.
