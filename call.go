@@ -84,7 +84,10 @@ func (r *Runtime) Call(ctx context.Context, caller Caller, req Request) (Respons
 
 	// Register before proposing, so a cancel that commits right after the
 	// reservation reaches the tool.
-	rn := r.runs.start(exec.ID)
+	rn, ok := r.runs.startWithin(exec.ID, r.cfg.MaxRunning)
+	if !ok {
+		return Response{}, r.busy()
+	}
 	wctx, cancel := r.storeContext(ctx)
 	start := time.Now()
 	res, err := st.Reserve(wctx, key, fp, exec)
@@ -187,7 +190,10 @@ func (r *Runtime) runUnrecorded(ctx context.Context, p *pending) (Response, erro
 		StartedAt:   now,
 		Status:      store.StatusRunning,
 	}
-	rn := r.runs.start(rec.ExecutionID)
+	rn, ok := r.runs.startWithin(rec.ExecutionID, r.cfg.MaxRunning)
+	if !ok {
+		return Response{}, r.busy()
+	}
 	done := make(chan store.Record, 1)
 	go func() {
 		defer r.runs.finish(rec.ExecutionID)
@@ -201,4 +207,11 @@ func (r *Runtime) runUnrecorded(ctx context.Context, p *pending) (Response, erro
 	case <-ctx.Done():
 		return Response{}, ctx.Err()
 	}
+}
+
+// busy is the answer to a call that would run more tools at once than
+// MaxRunning allows: nothing was reserved and the tool did not run.
+func (r *Runtime) busy() error {
+	return &codedError{"UNAVAILABLE", fmt.Sprintf("this node already runs %d tools, its limit (limits.max_running); "+
+		"the tool did not run and nothing was reserved: retry later or on another node", r.cfg.MaxRunning)}
 }

@@ -372,3 +372,37 @@ func TestSetupErrorsAreReported(t *testing.T) {
 		t.Fatalf("Tools() = %+v", tools)
 	}
 }
+
+// TestMaxRunningFailsClosed checks the bound on tools running at once: a
+// call over it answers UNAVAILABLE, reserves nothing and runs nothing, and
+// the same call succeeds once a slot is free.
+func TestMaxRunningFailsClosed(t *testing.T) {
+	app := newApp(t, carmy.WithMaxRunning(1))
+	g := newGate()
+	mustAdd(t, app, carmy.ToolSpec{Name: "gated", Func: g.fn})
+	caller := carmy.Caller{Principal: "p"}
+	first := make(chan error, 1)
+	go func() {
+		_, err := app.Call(context.Background(), caller, carmy.Request{Tool: "gated", RequestID: "first"})
+		first <- err
+	}()
+	<-g.started
+	_, err := app.Call(context.Background(), caller, carmy.Request{Tool: "gated", RequestID: "second"})
+	if store.CodeOf(err) != "UNAVAILABLE" || !strings.Contains(err.Error(), "did not run") {
+		t.Fatalf("a second tool over the limit: %v, want UNAVAILABLE saying the tool did not run", err)
+	}
+	if _, err := app.Call(context.Background(), caller, carmy.Request{Tool: "gated"}); store.CodeOf(err) != "UNAVAILABLE" {
+		t.Fatalf("an unrecorded call over the limit: %v, want UNAVAILABLE", err)
+	}
+	if _, err := app.Store().Lookup(context.Background(), store.Key{Principal: "p", RequestID: "second"}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the refused call left a record: %v", err)
+	}
+	close(g.release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	resp := call(t, app, carmy.Request{Tool: "gated", RequestID: "second"})
+	if resp.Record.Status != store.StatusCompleted || resp.Replayed {
+		t.Fatalf("the retry once a slot is free: %+v, want a new completed execution", resp)
+	}
+}

@@ -20,6 +20,10 @@ type Config struct {
 	// DrainTimeout is how long shutdown waits for running tools before it
 	// cancels them.
 	DrainTimeout time.Duration
+	// MaxRunning bounds the tools running at once on this node; a call
+	// that would start one more answers UNAVAILABLE before anything is
+	// reserved (the tool does not run). 0 means no bound.
+	MaxRunning int
 	Logger       *slog.Logger
 }
 
@@ -29,6 +33,7 @@ const (
 	DefaultMaxResultBytes = 1 << 20
 	DefaultStoreTimeout   = 10 * time.Second
 	DefaultDrainTimeout   = 5 * time.Second
+	DefaultMaxRunning     = 1024
 )
 
 func defaultConfig() Config {
@@ -37,6 +42,7 @@ func defaultConfig() Config {
 		MaxResultBytes: DefaultMaxResultBytes,
 		StoreTimeout:   DefaultStoreTimeout,
 		DrainTimeout:   DefaultDrainTimeout,
+		MaxRunning:     DefaultMaxRunning,
 		Logger:         slog.Default(),
 	}
 }
@@ -52,6 +58,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("config: store timeout must be positive")
 	case c.DrainTimeout < 0:
 		return fmt.Errorf("config: negative drain timeout")
+	case c.MaxRunning < 0:
+		return fmt.Errorf("config: negative max running")
 	case c.Logger == nil:
 		return fmt.Errorf("config: no logger")
 	}
@@ -75,3 +83,7 @@ func WithStoreTimeout(d time.Duration) Option { return func(c *Config) { c.Store
 
 // WithDrainTimeout sets how long shutdown waits for running tools.
 func WithDrainTimeout(d time.Duration) Option { return func(c *Config) { c.DrainTimeout = d } }
+
+// WithMaxRunning bounds the tools running at once on this node (0: no
+// bound).
+func WithMaxRunning(n int) Option { return func(c *Config) { c.MaxRunning = n } }

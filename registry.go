@@ -36,13 +36,24 @@ func newRegistry() *registry { return &registry{runs: make(map[string]*run)} }
 
 // start registers an execution. The context is detached from any caller.
 func (g *registry) start(id string) *run {
+	rn, _ := g.startWithin(id, 0)
+	return rn
+}
+
+// startWithin registers an execution unless limit (> 0) executions are
+// registered already: then it returns false and registers nothing.
+func (g *registry) startWithin(id string, limit int) (*run, bool) {
+	g.mu.Lock()
+	if limit > 0 && len(g.runs) >= limit {
+		g.mu.Unlock()
+		return nil, false
+	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	rn := &run{ctx: ctx, cancel: cancel}
-	g.mu.Lock()
 	g.runs[id] = rn
 	g.mu.Unlock()
 	g.busy.add()
-	return rn
+	return rn, true
 }
 
 // withTimeout returns the context a tool runs under: the run's, bounded by

@@ -63,6 +63,9 @@ type limitsConfig struct {
 	ResultBytes int `yaml:"result_bytes"`
 	// HeaderBytes bounds a request's headers (default 64 KiB).
 	HeaderBytes int `yaml:"header_bytes"`
+	// MaxRunning bounds the tools running at once on this node (default
+	// carmy.DefaultMaxRunning).
+	MaxRunning int `yaml:"max_running"`
 	// ReadHeaderTimeout, BodyTimeout and IdleTimeout bound slow clients
 	// (Go durations; defaults 10s, 60s, 2m): see api.Timeouts.
 	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
@@ -91,7 +94,7 @@ func loadConfig(path string) (fileConfig, error) {
 	if err := dec.Decode(&fc); err != nil && !errors.Is(err, io.EOF) {
 		return fc, fmt.Errorf("config %s: %w", path, err)
 	}
-	if l := fc.Limits; l.BodyBytes < 0 || l.ResultBytes < 0 || l.HeaderBytes < 0 ||
+	if l := fc.Limits; l.BodyBytes < 0 || l.ResultBytes < 0 || l.HeaderBytes < 0 || l.MaxRunning < 0 ||
 		l.ReadHeaderTimeout < 0 || l.BodyTimeout < 0 || l.IdleTimeout < 0 {
 		return fc, fmt.Errorf("config %s: limits must not be negative", path)
 	}

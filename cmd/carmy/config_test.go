@@ -265,6 +265,7 @@ func TestLoadConfigLimits(t *testing.T) {
 		"limits:\n  body_bytes: -1\n",
 		"limits:\n  result_bytes: -1\n",
 		"limits:\n  header_bytes: -1\n",
+		"limits:\n  max_running: -1\n",
 		"limits:\n  body_timeout: -1s\n",
 	} {
 		_, err := loadConfig(writeConfig(t, text))

@@ -53,6 +53,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if fc.Limits.ResultBytes > 0 {
 		opts = append(opts, carmy.WithMaxResultBytes(fc.Limits.ResultBytes))
 	}
+	if fc.Limits.MaxRunning > 0 {
+		opts = append(opts, carmy.WithMaxRunning(fc.Limits.MaxRunning))
+	}
 	app := carmy.App(opts...)
 	if cfg.Dev || fc.DemoTools {
 		if err := app.AddDemoTools(); err != nil {
