@@ -24,7 +24,7 @@ type Config struct {
 	// that would start one more answers UNAVAILABLE before anything is
 	// reserved (the tool does not run). 0 means no bound.
 	MaxRunning int
-	Logger       *slog.Logger
+	Logger     *slog.Logger
 }
 
 // Defaults of Config.

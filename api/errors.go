@@ -41,6 +41,7 @@ var statusOf = map[string]int{
 	"INVALID_STATE":          http.StatusConflict,
 	"IDEMPOTENCY_CAPACITY":   http.StatusServiceUnavailable,
 	CodeUnavailable:          http.StatusServiceUnavailable,
+	CodeRateLimited:          http.StatusTooManyRequests,
 	CodeInternal:             http.StatusInternalServerError,
 }
 

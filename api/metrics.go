@@ -12,15 +12,16 @@ import (
 
 // Outcomes of POST /v1/tools/call, the label of carmy_calls_total.
 const (
-	OutcomeRan         = "ran"         // the tool ran now (200)
-	OutcomeReplayed    = "replayed"    // a recorded outcome was replayed (200)
-	OutcomeConflict    = "conflict"    // IDEMPOTENCY_CONFLICT
-	OutcomeUncertain   = "uncertain"   // EXECUTION_UNCERTAIN
-	OutcomeCapacity    = "capacity"    // IDEMPOTENCY_CAPACITY
-	OutcomeUnavailable = "unavailable" // UNAVAILABLE
-	OutcomeInvalid     = "invalid"     // the request itself was at fault (400, 404, 413, 415)
-	OutcomeDenied      = "denied"      // UNAUTHORIZED or FORBIDDEN
-	OutcomeError       = "error"       // INTERNAL
+	OutcomeRan         = "ran"          // the tool ran now (200)
+	OutcomeReplayed    = "replayed"     // a recorded outcome was replayed (200)
+	OutcomeConflict    = "conflict"     // IDEMPOTENCY_CONFLICT
+	OutcomeUncertain   = "uncertain"    // EXECUTION_UNCERTAIN
+	OutcomeCapacity    = "capacity"     // IDEMPOTENCY_CAPACITY
+	OutcomeUnavailable = "unavailable"  // UNAVAILABLE
+	OutcomeInvalid     = "invalid"      // the request itself was at fault (400, 404, 413, 415)
+	OutcomeDenied      = "denied"       // UNAUTHORIZED or FORBIDDEN
+	OutcomeLimited     = "rate_limited" // RATE_LIMITED
+	OutcomeError       = "error"        // INTERNAL
 )
 
 // apiMetrics are the HTTP layer's instruments.
@@ -40,7 +41,7 @@ func newAPIMetrics(reg prometheus.Registerer) (*apiMetrics, error) {
 	m := &apiMetrics{
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "carmy_calls_total",
-			Help: "Answers to POST /v1/tools/call by outcome: ran, replayed, conflict, uncertain, capacity, unavailable, invalid, denied, error.",
+			Help: "Answers to POST /v1/tools/call by outcome: ran, replayed, conflict, uncertain, capacity, unavailable, invalid, denied, rate_limited, error.",
 		}, []string{"outcome"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "carmy_call_duration_seconds",
@@ -67,7 +68,7 @@ func newAPIMetrics(reg prometheus.Registerer) (*apiMetrics, error) {
 	// from the first scrape.
 	m.byOutcome = make(map[string]outcomeSeries)
 	for _, o := range []string{OutcomeRan, OutcomeReplayed, OutcomeConflict, OutcomeUncertain,
-		OutcomeCapacity, OutcomeUnavailable, OutcomeInvalid, OutcomeDenied, OutcomeError} {
+		OutcomeCapacity, OutcomeUnavailable, OutcomeInvalid, OutcomeDenied, OutcomeLimited, OutcomeError} {
 		m.byOutcome[o] = outcomeSeries{calls: m.calls.WithLabelValues(o), duration: m.duration.WithLabelValues(o)}
 	}
 	return m, nil
@@ -89,6 +90,8 @@ func outcomeOfCode(code string) string {
 		return OutcomeUnavailable
 	case CodeUnauthorized, CodeForbidden:
 		return OutcomeDenied
+	case CodeRateLimited:
+		return OutcomeLimited
 	case CodeInternal:
 		return OutcomeError
 	}

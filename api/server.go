@@ -29,6 +29,9 @@ type Config struct {
 	// Timeouts bound slow clients (carmy.Runtime.Serve applies them to its
 	// http.Server).
 	Timeouts Timeouts
+	// RateLimit bounds each principal's requests on this node (off when
+	// PerSecond is 0).
+	RateLimit RateLimit
 }
 
 // Timeouts bound what a client may take. Zero fields take the defaults.
@@ -88,6 +91,7 @@ type Server struct {
 
 	metrics    *apiMetrics
 	auditCount *prometheus.CounterVec
+	limits     *limiters // nil: no rate limit
 }
 
 // New returns a server for rt.
@@ -121,6 +125,12 @@ func New(rt Runtime, cfg Config) (*Server, error) {
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{DisableStackAll: true, LogErrorFunc: s.logPanic}))
+	if cfg.RateLimit.PerSecond < 0 || cfg.RateLimit.Burst < 0 {
+		return nil, errors.New("api: negative rate limit")
+	}
+	if cfg.RateLimit.PerSecond > 0 {
+		s.limits = newLimiters(cfg.RateLimit)
+	}
 	s.echo = e
 	s.routes()
 	s.clusterRoutes()
@@ -140,13 +150,13 @@ func (s *Server) routes() {
 	// Middleware is attached per route, not to a group: a group with
 	// middleware catches every method on its prefix, which would turn a
 	// wrong method into 404 instead of 405.
-	auth := s.auth.authenticate
-	e.POST("/v1/tools/call", s.callTool, s.meterCalls, auth)
-	e.GET("/v1/tools", s.listTools, auth)
-	e.GET("/v1/executions", s.findExecutions, auth)
-	e.GET("/v1/executions/:id", s.getExecution, auth)
-	e.POST("/v1/executions/:id/cancel", s.cancelExecution, s.audited(ActionCancel), auth)
-	e.POST("/v1/executions/:id/resolve", s.resolveExecution, s.audited(ActionResolve), auth)
+	auth, limit := s.auth.authenticate, s.limitRate
+	e.POST("/v1/tools/call", s.callTool, s.meterCalls, auth, limit)
+	e.GET("/v1/tools", s.listTools, auth, limit)
+	e.GET("/v1/executions", s.findExecutions, auth, limit)
+	e.GET("/v1/executions/:id", s.getExecution, auth, limit)
+	e.POST("/v1/executions/:id/cancel", s.cancelExecution, s.audited(ActionCancel), auth, limit)
+	e.POST("/v1/executions/:id/resolve", s.resolveExecution, s.audited(ActionResolve), auth, limit)
 }
 
 // ServeHTTP implements http.Handler.

@@ -66,6 +66,11 @@ type limitsConfig struct {
 	// MaxRunning bounds the tools running at once on this node (default
 	// carmy.DefaultMaxRunning).
 	MaxRunning int `yaml:"max_running"`
+	// RatePerPrincipal bounds each principal's requests per second on this
+	// node, with bursts of RateBurst (default: the rate, at least 1). 0:
+	// no limit.
+	RatePerPrincipal float64 `yaml:"rate_per_principal"`
+	RateBurst        int     `yaml:"rate_burst"`
 	// ReadHeaderTimeout, BodyTimeout and IdleTimeout bound slow clients
 	// (Go durations; defaults 10s, 60s, 2m): see api.Timeouts.
 	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
@@ -95,6 +100,7 @@ func loadConfig(path string) (fileConfig, error) {
 		return fc, fmt.Errorf("config %s: %w", path, err)
 	}
 	if l := fc.Limits; l.BodyBytes < 0 || l.ResultBytes < 0 || l.HeaderBytes < 0 || l.MaxRunning < 0 ||
+		l.RatePerPrincipal < 0 || l.RateBurst < 0 ||
 		l.ReadHeaderTimeout < 0 || l.BodyTimeout < 0 || l.IdleTimeout < 0 {
 		return fc, fmt.Errorf("config %s: limits must not be negative", path)
 	}

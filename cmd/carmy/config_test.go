@@ -266,6 +266,7 @@ func TestLoadConfigLimits(t *testing.T) {
 		"limits:\n  result_bytes: -1\n",
 		"limits:\n  header_bytes: -1\n",
 		"limits:\n  max_running: -1\n",
+		"limits:\n  rate_per_principal: -1\n",
 		"limits:\n  body_timeout: -1s\n",
 	} {
 		_, err := loadConfig(writeConfig(t, text))

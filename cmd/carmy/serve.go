@@ -116,7 +116,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		slog.String("data_dir", cfg.DataDir))
 	apiCfg := api.Config{
 		Auth: auth, BodyLimit: fc.Limits.BodyBytes, Timeouts: fc.Limits.timeouts(), Logger: log,
-		Cluster: clusterAdmin{node}, Internal: withFaultControl(node.InternalHandler(), faults, cfg.ClusterKey),
+		RateLimit: api.RateLimit{PerSecond: fc.Limits.RatePerPrincipal, Burst: fc.Limits.RateBurst},
+		Cluster:   clusterAdmin{node}, Internal: withFaultControl(node.InternalHandler(), faults, cfg.ClusterKey),
 	}
 	// On SIGTERM a leader hands leadership over first, while its API still
 	// serves forwarded writes; then the runtime drains and the node stops.

@@ -1,0 +1,74 @@
+package api
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"golang.org/x/time/rate"
+)
+
+// CodeRateLimited answers a principal over its rate (429).
+const CodeRateLimited = "RATE_LIMITED"
+
+// RateLimit bounds the requests of each principal on one node: a token
+// bucket of Burst requests refilled at PerSecond. Zero PerSecond: no limit.
+// The admin is not limited. Each node limits on its own, so a principal
+// spreading its calls over n nodes may make n times as many.
+type RateLimit struct {
+	PerSecond float64
+	Burst     int
+}
+
+// limiters holds one token bucket per principal.
+type limiters struct {
+	cfg RateLimit
+	mu  sync.Mutex
+	by  map[string]*rate.Limiter
+}
+
+func newLimiters(cfg RateLimit) *limiters {
+	if cfg.Burst <= 0 {
+		cfg.Burst = max(1, int(math.Ceil(cfg.PerSecond)))
+	}
+	return &limiters{cfg: cfg, by: make(map[string]*rate.Limiter)}
+}
+
+func (l *limiters) of(principal string) *rate.Limiter {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lim, ok := l.by[principal]
+	if !ok {
+		lim = rate.NewLimiter(rate.Limit(l.cfg.PerSecond), l.cfg.Burst)
+		l.by[principal] = lim
+	}
+	return lim
+}
+
+// limitRate is middleware, after authenticate, that answers 429
+// RATE_LIMITED (with Retry-After) to a principal over its rate. Nothing
+// else happens for such a request: no tool runs, nothing is reserved.
+func (s *Server) limitRate(next echo.HandlerFunc) echo.HandlerFunc {
+	if s.limits == nil {
+		return next
+	}
+	return func(c echo.Context) error {
+		id := identityOf(c)
+		if id == nil || id.caller.Admin && id.caller.Principal == AdminPrincipal {
+			return next(c)
+		}
+		now := time.Now()
+		r := s.limits.of(id.caller.Principal).ReserveN(now, 1)
+		if d := r.DelayFrom(now); d > 0 {
+			r.CancelAt(now)
+			c.Response().Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(d.Seconds()))))
+			return &Error{Code: CodeRateLimited, Message: fmt.Sprintf("principal %q is over its rate of %g requests per second (burst %d) on this node; retry after %s",
+				id.caller.Principal, s.limits.cfg.PerSecond, s.limits.cfg.Burst, d.Round(time.Millisecond)),
+				Extra: map[string]any{"principal": id.caller.Principal}}
+		}
+		return next(c)
+	}
+}
