@@ -49,7 +49,9 @@ func TestAuditLogsAdminActions(t *testing.T) {
 	cfg.Cluster = fakeCluster{}
 	rec := completedRecord()
 	rt := &fakeRuntime{tb: t,
-		cancel: func(context.Context, api.Caller, string) (store.Record, error) { return rec, nil },
+		// planner's allow-list is checked against the execution's tool.
+		execution: func(context.Context, api.Caller, string) (store.Record, error) { return rec, nil },
+		cancel:    func(context.Context, api.Caller, string) (store.Record, error) { return rec, nil },
 		resolve: func(context.Context, api.Caller, string, api.Resolution) (store.Record, error) {
 			return rec, nil
 		},

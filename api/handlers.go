@@ -64,9 +64,13 @@ func (s *Server) listTools(c echo.Context) error {
 }
 
 func (s *Server) getExecution(c echo.Context) error {
-	rec, err := s.rt.Execution(c.Request().Context(), identityOf(c).caller, c.Param("id"))
+	id := identityOf(c)
+	rec, err := s.rt.Execution(c.Request().Context(), id.caller, c.Param("id"))
 	if err != nil {
 		return err
+	}
+	if !id.mayCall(rec.Tool) {
+		return notYours()
 	}
 	v := executionView(rec)
 	return writeRecord(c, http.StatusOK, &v)
@@ -79,7 +83,8 @@ func (s *Server) findExecutions(c echo.Context) error {
 	if err := onlyParams(q, "request_id", "session_id", "limit", "cursor"); err != nil {
 		return err
 	}
-	caller := identityOf(c).caller
+	id := identityOf(c)
+	caller := id.caller
 	session := q.Get("session_id")
 	if q.Has("request_id") {
 		if q.Has("limit") || q.Has("cursor") {
@@ -88,6 +93,9 @@ func (s *Server) findExecutions(c echo.Context) error {
 		rec, err := s.rt.Lookup(c.Request().Context(), caller, session, q.Get("request_id"))
 		if err != nil {
 			return err
+		}
+		if !id.mayCall(rec.Tool) {
+			return notYours()
 		}
 		v := executionView(rec)
 		return writeRecord(c, http.StatusOK, &v)
@@ -114,7 +122,9 @@ func (s *Server) findExecutions(c echo.Context) error {
 	}
 	out := listView{Executions: make([]recordView, 0, len(page.Records))}
 	for _, r := range page.Records {
-		out.Executions = append(out.Executions, executionView(r))
+		if id.mayCall(r.Tool) {
+			out.Executions = append(out.Executions, executionView(r))
+		}
 	}
 	if page.Next != 0 {
 		out.NextCursor = strconv.FormatUint(page.Next, 10)
@@ -147,6 +157,9 @@ func (s *Server) cancelExecution(c echo.Context) error {
 			return err
 		}
 	}
+	if err := s.mayReach(c); err != nil {
+		return err
+	}
 	rec, err := s.rt.Cancel(c.Request().Context(), identityOf(c).caller, c.Param("id"))
 	if err != nil {
 		return err
@@ -167,6 +180,9 @@ func (s *Server) resolveExecution(c echo.Context) error {
 	if res.Status == "released" {
 		c.Set(auditActionKey, ActionRelease)
 	}
+	if err := s.mayReach(c); err != nil {
+		return err
+	}
 	rec, err := s.rt.Resolve(c.Request().Context(), identityOf(c).caller, c.Param("id"), res)
 	if err != nil {
 		return err
@@ -176,4 +192,26 @@ func (s *Server) resolveExecution(c echo.Context) error {
 		v.Released = true
 	}
 	return writeRecord(c, http.StatusOK, &v)
+}
+
+// notYours answers an execution the caller may not reach as one that does
+// not exist, so that ids cannot be probed.
+func notYours() error { return newError(CodeNotFound, "no such execution") }
+
+// mayReach refuses, as NOT_FOUND, a cancel or resolve of an execution of a
+// tool outside the caller's allow-list (a principal allowed every tool
+// needs no lookup).
+func (s *Server) mayReach(c echo.Context) error {
+	id := identityOf(c)
+	if id.allTools {
+		return nil
+	}
+	rec, err := s.rt.Execution(c.Request().Context(), id.caller, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	if !id.mayCall(rec.Tool) {
+		return notYours()
+	}
+	return nil
 }
