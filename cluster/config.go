@@ -41,6 +41,9 @@ type Config struct {
 	// key can be rotated by rolling restarts), and a packet under no key is
 	// dropped. Each key is 16, 24 or 32 bytes. Empty: gossip in the clear.
 	GossipKeys [][]byte
+	// TLS, when set, runs every Raft connection over mutual TLS against
+	// the cluster's CA (NodeTLS).
+	TLS *NodeTLS
 	// MaxEntries is the cluster-wide bound on records (the leader's value
 	// applies).
 	MaxEntries int

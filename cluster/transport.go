@@ -31,6 +31,14 @@ func newTransport(cfg Config) (*raft.NetworkTransport, *identityStream, error) {
 	if cfg.Faults != nil {
 		stream = cfg.Faults.StreamLayer(ln, advertise)
 	}
+	if cfg.TLS != nil {
+		t, err := loadNodeTLS(*cfg.TLS)
+		if err != nil {
+			_ = ln.Close()
+			return nil, nil, err
+		}
+		stream = newTLSStream(stream, t)
+	}
 	ident := &identityStream{StreamLayer: stream, self: cfg.NodeID}
 	return raft.NewNetworkTransportWithLogger(ident, raftMaxPool, raftTimeout, newHCLog(cfg.Logger, "raft-net")), ident, nil
 }

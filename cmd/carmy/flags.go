@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/carmyhq/carmy/cluster"
 )
 
 // serveConfig is everything `carmy serve` is told by flags and the
@@ -30,6 +32,9 @@ type serveConfig struct {
 	Retention         string
 	ClusterKey        string
 	GossipKey         string
+	NodeTLSCA         string
+	NodeTLSCert       string
+	NodeTLSKey        string
 	FastFailover      bool
 	SnapshotThreshold uint64
 	SnapshotInterval  time.Duration
@@ -60,6 +65,9 @@ var flagEnv = []struct{ flag, env string }{
 	{"retention", "CARMY_RETENTION"},
 	{"cluster-key", "CARMY_CLUSTER_KEY"},
 	{"gossip-key", "CARMY_GOSSIP_KEY"},
+	{"node-tls-ca", "CARMY_NODE_TLS_CA"},
+	{"node-tls-cert", "CARMY_NODE_TLS_CERT"},
+	{"node-tls-key", "CARMY_NODE_TLS_KEY"},
 	{"fast-failover", "CARMY_FAST_FAILOVER"},
 	{"snapshot-threshold", "CARMY_SNAPSHOT_THRESHOLD"},
 	{"snapshot-interval", "CARMY_SNAPSHOT_INTERVAL"},
@@ -83,6 +91,9 @@ func serveFlags(cfg *serveConfig, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&cfg.Retention, "retention", "off", "`age` after which finished records are removed, e.g. 72h or 30d; off keeps them")
 	fs.StringVar(&cfg.ClusterKey, "cluster-key", "", "shared `secret` every node-to-node call carries; required unless all listeners are on loopback")
 	fs.StringVar(&cfg.GossipKey, "gossip-key", "", "base64 `keys` (16, 24 or 32 bytes; carmy keygen makes one) that encrypt gossip; the first encrypts, any decrypts (comma-separated, for rotation)")
+	fs.StringVar(&cfg.NodeTLSCA, "node-tls-ca", "", "PEM `file` of the cluster CA: Raft connections are mutual TLS, and a peer whose certificate does not chain to it is refused (carmy tls makes one)")
+	fs.StringVar(&cfg.NodeTLSCert, "node-tls-cert", "", "PEM `file` of this node's certificate (with --node-tls-ca); reloaded when it changes")
+	fs.StringVar(&cfg.NodeTLSKey, "node-tls-key", "", "PEM `file` of this node's key (with --node-tls-ca)")
 	fs.BoolVar(&cfg.FastFailover, "fast-failover", false, "short Raft and gossip timeouts (sub-second failover), for loopback and tests")
 	fs.Uint64Var(&cfg.SnapshotThreshold, "snapshot-threshold", 8192, "log entries between Raft snapshots")
 	fs.DurationVar(&cfg.SnapshotInterval, "snapshot-interval", 2*time.Minute, "how often Raft checks whether to snapshot")
@@ -257,4 +268,27 @@ func parseGossipKeys(s string) ([][]byte, error) {
 		keys = append(keys, k)
 	}
 	return keys, nil
+}
+
+// countSet counts the non-empty strings.
+func countSet(ss ...string) int {
+	n := 0
+	for _, s := range ss {
+		if s != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// nodeTLS returns the node TLS files, nil when none is given, or an error
+// when only some are.
+func (c serveConfig) nodeTLS() (*cluster.NodeTLS, error) {
+	switch countSet(c.NodeTLSCA, c.NodeTLSCert, c.NodeTLSKey) {
+	case 0:
+		return nil, nil
+	case 3:
+		return &cluster.NodeTLS{CAFile: c.NodeTLSCA, CertFile: c.NodeTLSCert, KeyFile: c.NodeTLSKey}, nil
+	}
+	return nil, fmt.Errorf("--node-tls-ca, --node-tls-cert and --node-tls-key go together: give all three or none")
 }

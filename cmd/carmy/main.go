@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 )
 
 func main() {
@@ -44,6 +45,7 @@ Usage:
   carmy cluster status|join|remove [...]  administer a cluster through a node's admin API
   carmy bench [flags]                     drive running nodes with calls; report throughput and latency
   carmy keygen                            print a new random gossip key (for --gossip-key)
+  carmy tls ca|cert [...]                 make the cluster CA and node certificates (for --node-tls-*)
   carmy version                           print the version
   carmy help [command]                    show help
 
@@ -67,6 +69,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return clusterCmd(ctx, rest, os.Getenv, stdout, stderr)
 	case "bench":
 		return benchCmd(ctx, rest, os.Getenv, stdout, stderr)
+	case "tls":
+		return tlsCmd(rest, time.Now(), stdout, stderr)
 	case "keygen":
 		return keygen(rest, rand.Reader, stdout, stderr)
 	case "version", "--version":

@@ -73,6 +73,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	retention, _ := parseRetention(cfg.Retention)
 	gossipKeys, _ := parseGossipKeys(cfg.GossipKey)
+	nodeTLS, err := cfg.nodeTLS()
+	if err != nil {
+		return err
+	}
 
 	// Listen first: the node advertises the address actually bound.
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
@@ -94,6 +98,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Join:              cfg.joinAddrs(),
 		ClusterKey:        cfg.ClusterKey,
 		GossipKeys:        gossipKeys,
+		TLS:               nodeTLS,
 		MaxEntries:        cfg.MaxEntries,
 		Retention:         retention,
 		SnapshotThreshold: cfg.SnapshotThreshold,
@@ -112,6 +117,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	log.Info("starting carmy", slog.String("version", version), slog.String("node_id", cfg.NodeID),
 		slog.Int("tools", len(app.Tools())), slog.Bool("auth", auth.Enabled()), slog.Bool("gossip_encrypted", len(gossipKeys) > 0),
+		slog.Bool("raft_tls", nodeTLS != nil),
 		slog.Int("max_entries", cfg.MaxEntries),
 		slog.String("data_dir", cfg.DataDir))
 	apiCfg := api.Config{

@@ -1,0 +1,23 @@
+package cluster
+
+import (
+	"net"
+
+	"github.com/hashicorp/raft"
+)
+
+// NewTestStream returns a Raft stream layer on ln as a node builds it
+// (with the connection preamble): mutual TLS with files, or plain TCP when
+// files is nil. Tests play a stranger with it, so that only TLS stands in
+// its way.
+func NewTestStream(ln net.Listener, files *NodeTLS) (raft.StreamLayer, error) {
+	var s raft.StreamLayer = &tcpStream{Listener: ln, advertise: ln.Addr()}
+	if files != nil {
+		t, err := loadNodeTLS(*files)
+		if err != nil {
+			return nil, err
+		}
+		s = newTLSStream(s, t)
+	}
+	return &identityStream{StreamLayer: s, self: "intruder"}, nil
+}

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/carmyhq/carmy/internal/certs"
+)
+
+const tlsUsage = `Usage: carmy tls <command> [flags]
+
+Makes the cluster CA and the node certificates of mutual TLS between nodes
+(--node-tls-ca, --node-tls-cert, --node-tls-key of carmy serve).
+
+Commands:
+  ca                     write carmy-ca.pem and carmy-ca-key.pem (a CA for 5 years)
+  cert --node-id ID      write ID.pem and ID-key.pem, signed by the CA (for 1 year)
+
+Flags:
+  --dir dir              where the files are read and written (default .)
+  --days n               lifetime in days (default 1825 for the CA, 365 for a node)
+cert flags:
+  --node-id ID           the node's --node-id (also a DNS name of the certificate)
+  --dns names            more DNS names, comma-separated
+  --ip addresses         IP addresses, comma-separated (127.0.0.1 and ::1 are always in)
+
+Keep carmy-ca-key.pem off the nodes: a node needs carmy-ca.pem, its certificate
+and its key. Renew a certificate by writing new files over the old ones; nodes
+read them again within seconds, without a restart.
+
+Examples:
+  carmy tls ca --dir /etc/carmy/tls
+  carmy tls cert --dir /etc/carmy/tls --node-id n1 --ip 10.0.0.1 --dns n1.carmy.internal
+`
+
+// tlsCmd runs `carmy tls ca|cert`.
+func tlsCmd(args []string, now time.Time, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stdout, tlsUsage)
+		if len(args) == 0 {
+			return errUsage
+		}
+		return nil
+	}
+	fs := flag.NewFlagSet("carmy tls "+args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("dir", ".", "")
+	days := fs.Int("days", 0, "")
+	nodeID := fs.String("node-id", "", "")
+	dns := fs.String("dns", "", "")
+	ips := fs.String("ip", "", "")
+	fs.Usage = func() { fmt.Fprint(stderr, tlsUsage) }
+	if err := fs.Parse(args[1:]); err != nil {
+		return errUsage
+	}
+	if fs.NArg() > 0 || *days < 0 {
+		fmt.Fprintf(stderr, "carmy tls: unexpected %q\n\n%s", strings.Join(fs.Args(), " "), tlsUsage)
+		return errUsage
+	}
+	caCert, caKey := filepath.Join(*dir, "carmy-ca.pem"), filepath.Join(*dir, "carmy-ca-key.pem")
+	switch args[0] {
+	case "ca":
+		life := certs.CALifetime
+		if *days > 0 {
+			life = time.Duration(*days) * 24 * time.Hour
+		}
+		c, k, err := certs.NewCA("Carmy cluster CA", life, now)
+		if err != nil {
+			return err
+		}
+		if err := writeNew(caCert, c, 0o644); err != nil {
+			return err
+		}
+		if err := writeNew(caKey, k, 0o600); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "wrote %s and %s\n", caCert, caKey)
+		return nil
+	case "cert":
+		if *nodeID == "" {
+			fmt.Fprintf(stderr, "carmy tls cert: --node-id is required\n\n%s", tlsUsage)
+			return errUsage
+		}
+		var addrs []net.IP
+		for _, s := range splitList(*ips) {
+			ip := net.ParseIP(s)
+			if ip == nil {
+				return fmt.Errorf("carmy tls cert: --ip %q is not an IP address", s)
+			}
+			addrs = append(addrs, ip)
+		}
+		cp, err := os.ReadFile(caCert)
+		if err != nil {
+			return fmt.Errorf("carmy tls cert: the CA (carmy tls ca makes one): %w", err)
+		}
+		kp, err := os.ReadFile(caKey)
+		if err != nil {
+			return fmt.Errorf("carmy tls cert: the CA key: %w", err)
+		}
+		life := certs.NodeLifetime
+		if *days > 0 {
+			life = time.Duration(*days) * 24 * time.Hour
+		}
+		c, k, err := certs.NewNodeCert(cp, kp, *nodeID, splitList(*dns), addrs, life, now)
+		if err != nil {
+			return err
+		}
+		certFile, keyFile := filepath.Join(*dir, *nodeID+".pem"), filepath.Join(*dir, *nodeID+"-key.pem")
+		// A node certificate may be renewed in place: nodes reload it.
+		if err := os.WriteFile(keyFile, k, 0o600); err != nil {
+			return err
+		}
+		if err := os.WriteFile(certFile, c, 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "wrote %s and %s\n", certFile, keyFile)
+		return nil
+	}
+	fmt.Fprintf(stderr, "carmy tls: unknown command %q\n\n%s", args[0], tlsUsage)
+	return errUsage
+}
+
+// writeNew writes a file that must not exist yet (a CA is never
+// overwritten by mistake).
+func writeNew(path string, b []byte, mode os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("%s exists: remove it first to make a new CA", path)
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
