@@ -3,6 +3,8 @@ package robustness
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"fmt"
 	"iter"
 	"maps"
@@ -41,8 +43,10 @@ type testCluster struct {
 func startCluster(t testing.TB, size int) *testCluster {
 	t.Helper()
 	image := dockertest.BuildTestImage(t)
+	// Gossip is encrypted, as in production: every fault below also
+	// exercises the keyring (a wiped node rejoins with the key too).
 	network := dockertest.NewNetworkWith(t, fmt.Sprintf("robust%d", size), dockertest.Options{
-		Image: image, Env: []string{"CARMY_TEST_FAULTS=1"},
+		Image: image, Env: []string{"CARMY_TEST_FAULTS=1", "CARMY_GOSSIP_KEY=" + gossipKey(t)},
 	})
 	c := &testCluster{t: t, net: network, nc: newNodeClient(network.ClusterKey())}
 	ledger, err := network.StartHelper("ledger", "/ledger", ledgerPort, "--addr", fmt.Sprintf(":%d", ledgerPort))
@@ -60,6 +64,11 @@ func startCluster(t testing.TB, size int) *testCluster {
 	}
 	if _, err := c.waitHealthy(context.Background(), 2*time.Minute); err != nil {
 		t.Fatalf("the cluster did not form: %v\n%s", err, c.describe())
+	}
+	for _, name := range c.names {
+		if logs := c.node(name).Logs(); !strings.Contains(logs, "gossip_encrypted=true") {
+			t.Fatalf("%s does not say its gossip is encrypted; logs:\n%s", name, logs)
+		}
 	}
 	return c
 }
@@ -192,4 +201,14 @@ func sortedPairs[K cmp.Ordered, V any](m map[K]V) iter.Seq2[K, V] {
 			}
 		}
 	}
+}
+
+// gossipKey returns a fresh random gossip key, base64.
+func gossipKey(t testing.TB) string {
+	t.Helper()
+	k := make([]byte, 32)
+	if _, err := rand.Read(k); err != nil {
+		t.Fatal(err)
+	}
+	return base64.StdEncoding.EncodeToString(k)
 }
