@@ -73,6 +73,9 @@ func (n *Network) Launch(name string, args ...string) (*Container, error) {
 	for _, e := range n.env {
 		opts = append(opts, "--env", e)
 	}
+	for _, m := range n.mounts {
+		opts = append(opts, "--volume", m)
+	}
 	cmd := append([]string{"serve", "--node-id", name, "--data-dir", "/data",
 		"--http-addr", hostPort(name, HTTPPort), "--raft-addr", hostPort(name, RaftPort),
 		"--gossip-addr", hostPort(name, GossipPort), "--cluster-key", n.key}, args...)

@@ -29,6 +29,7 @@ type Network struct {
 	key    string
 	subnet string
 	env    []string
+	mounts []string
 
 	mu         sync.Mutex
 	containers []*Container
@@ -56,6 +57,9 @@ type Options struct {
 	Image string
 	// Env is set in every node's environment, NAME=value each.
 	Env []string
+	// Mounts are bind mounts of every node, "host-path:container-path[:ro]"
+	// each (files the image's user can read).
+	Mounts []string
 }
 
 // NewNetworkWith is NewNetwork for nodes running opts.Image, which the
@@ -65,7 +69,7 @@ func NewNetworkWith(tb testing.TB, label string, opts Options) *Network {
 	if err := Available(); err != nil {
 		tb.Fatal(err)
 	}
-	n := &Network{tb: tb, image: opts.Image, env: slices.Clone(opts.Env), runID: newRunID(label), key: randomHex(16)}
+	n := &Network{tb: tb, image: opts.Image, env: slices.Clone(opts.Env), mounts: slices.Clone(opts.Mounts), runID: newRunID(label), key: randomHex(16)}
 	tb.Cleanup(n.cleanup) // before creating anything, so a half-made network goes too
 	if err := n.create(); err != nil {
 		tb.Fatal(err)

@@ -8,11 +8,14 @@ import (
 	"fmt"
 	"iter"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/carmyhq/carmy/internal/certs"
 	"github.com/carmyhq/carmy/internal/dockertest"
 	"github.com/carmyhq/carmy/internal/testutil"
 )
@@ -43,10 +46,16 @@ type testCluster struct {
 func startCluster(t testing.TB, size int) *testCluster {
 	t.Helper()
 	image := dockertest.BuildTestImage(t)
-	// Gossip is encrypted, as in production: every fault below also
-	// exercises the keyring (a wiped node rejoins with the key too).
+	names := make([]string, 0, size)
+	for i := 1; i <= size; i++ {
+		names = append(names, fmt.Sprintf("n%d", i))
+	}
+	// Gossip is encrypted and Raft runs over mutual TLS, as in
+	// production: every fault below also exercises the keyring and the
+	// TLS layer (a wiped node rejoins with both).
 	network := dockertest.NewNetworkWith(t, fmt.Sprintf("robust%d", size), dockertest.Options{
 		Image: image, Env: []string{"CARMY_TEST_FAULTS=1", "CARMY_GOSSIP_KEY=" + gossipKey(t)},
+		Mounts: []string{writeNodeTLS(t, names) + ":" + tlsDir + ":ro"},
 	})
 	c := &testCluster{t: t, net: network, nc: newNodeClient(network.ClusterKey())}
 	ledger, err := network.StartHelper("ledger", "/ledger", ledgerPort, "--addr", fmt.Sprintf(":%d", ledgerPort))
@@ -54,9 +63,7 @@ func startCluster(t testing.TB, size int) *testCluster {
 		t.Fatalf("starting the ledger: %v", err)
 	}
 	c.ledger = ledger
-	for i := 1; i <= size; i++ {
-		c.names = append(c.names, fmt.Sprintf("n%d", i))
-	}
+	c.names = names
 	for _, name := range c.names {
 		if _, err := network.Launch(name, c.launchArgs(name, true)...); err != nil {
 			t.Fatalf("starting %s: %v", name, err)
@@ -66,8 +73,8 @@ func startCluster(t testing.TB, size int) *testCluster {
 		t.Fatalf("the cluster did not form: %v\n%s", err, c.describe())
 	}
 	for _, name := range c.names {
-		if logs := c.node(name).Logs(); !strings.Contains(logs, "gossip_encrypted=true") {
-			t.Fatalf("%s does not say its gossip is encrypted; logs:\n%s", name, logs)
+		if logs := c.node(name).Logs(); !strings.Contains(logs, "gossip_encrypted=true raft_tls=true") {
+			t.Fatalf("%s does not say its gossip is encrypted and its Raft is TLS; logs:\n%s", name, logs)
 		}
 	}
 	return c
@@ -80,6 +87,8 @@ func startCluster(t testing.TB, size int) *testCluster {
 // cluster).
 func (c *testCluster) launchArgs(name string, initial bool) []string {
 	args := slices.Clone(nodeArgs)
+	args = append(args, "--node-tls-ca", tlsDir+"/carmy-ca.pem",
+		"--node-tls-cert", tlsDir+"/"+name+".pem", "--node-tls-key", tlsDir+"/"+name+"-key.pem")
 	if initial && name == c.names[0] {
 		return args
 	}
@@ -211,4 +220,38 @@ func gossipKey(t testing.TB) string {
 		t.Fatal(err)
 	}
 	return base64.StdEncoding.EncodeToString(k)
+}
+
+// tlsDir is where the nodes' TLS files are mounted.
+const tlsDir = "/tls"
+
+// writeNodeTLS writes a CA and a certificate per node into a fresh
+// directory the containers' user can read, and returns it. The keys are
+// world-readable: they are made for this run and thrown away with it.
+func writeNodeTLS(t testing.TB, names []string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	caPEM, caKey, err := certs.NewCA("robustness CA", 24*time.Hour, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, b []byte) {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("carmy-ca.pem", caPEM)
+	for _, name := range names {
+		c, k, err := certs.NewNodeCert(caPEM, caKey, name, nil, nil, 24*time.Hour, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		write(name+".pem", c)
+		write(name+"-key.pem", k)
+	}
+	return dir
 }
