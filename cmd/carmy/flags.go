@@ -35,6 +35,7 @@ type serveConfig struct {
 	NodeTLSCA         string
 	NodeTLSCert       string
 	NodeTLSKey        string
+	Insecure          bool
 	FastFailover      bool
 	SnapshotThreshold uint64
 	SnapshotInterval  time.Duration
@@ -68,6 +69,7 @@ var flagEnv = []struct{ flag, env string }{
 	{"node-tls-ca", "CARMY_NODE_TLS_CA"},
 	{"node-tls-cert", "CARMY_NODE_TLS_CERT"},
 	{"node-tls-key", "CARMY_NODE_TLS_KEY"},
+	{"insecure", "CARMY_INSECURE"},
 	{"fast-failover", "CARMY_FAST_FAILOVER"},
 	{"snapshot-threshold", "CARMY_SNAPSHOT_THRESHOLD"},
 	{"snapshot-interval", "CARMY_SNAPSHOT_INTERVAL"},
@@ -94,6 +96,7 @@ func serveFlags(cfg *serveConfig, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&cfg.NodeTLSCA, "node-tls-ca", "", "PEM `file` of the cluster CA: Raft connections are mutual TLS, and a peer whose certificate does not chain to it is refused (carmy tls makes one)")
 	fs.StringVar(&cfg.NodeTLSCert, "node-tls-cert", "", "PEM `file` of this node's certificate (with --node-tls-ca); reloaded when it changes")
 	fs.StringVar(&cfg.NodeTLSKey, "node-tls-key", "", "PEM `file` of this node's key (with --node-tls-ca)")
+	fs.BoolVar(&cfg.Insecure, "insecure", false, "let Raft or gossip listen off loopback without node TLS and a gossip key (logged as a warning)")
 	fs.BoolVar(&cfg.FastFailover, "fast-failover", false, "short Raft and gossip timeouts (sub-second failover), for loopback and tests")
 	fs.Uint64Var(&cfg.SnapshotThreshold, "snapshot-threshold", 8192, "log entries between Raft snapshots")
 	fs.DurationVar(&cfg.SnapshotInterval, "snapshot-interval", 2*time.Minute, "how often Raft checks whether to snapshot")

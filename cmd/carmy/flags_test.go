@@ -88,6 +88,7 @@ func TestParseServeEnvironment(t *testing.T) {
 		{"CARMY_NODE_TLS_CA", "/tls/ca.pem", func(c serveConfig) bool { return c.NodeTLSCA == "/tls/ca.pem" }},
 		{"CARMY_NODE_TLS_CERT", "/tls/n1.pem", func(c serveConfig) bool { return c.NodeTLSCert == "/tls/n1.pem" }},
 		{"CARMY_NODE_TLS_KEY", "/tls/n1-key.pem", func(c serveConfig) bool { return c.NodeTLSKey == "/tls/n1-key.pem" }},
+		{"CARMY_INSECURE", "true", func(c serveConfig) bool { return c.Insecure }},
 		{"CARMY_GOSSIP_KEY", "AQEBAQEBAQEBAQEBAQEBAQ==", func(c serveConfig) bool { return c.GossipKey == "AQEBAQEBAQEBAQEBAQEBAQ==" }},
 		{"CARMY_FAST_FAILOVER", "1", func(c serveConfig) bool { return c.FastFailover }},
 		{"CARMY_SNAPSHOT_THRESHOLD", "100", func(c serveConfig) bool { return c.SnapshotThreshold == 100 }},

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 
 	"github.com/carmyhq/carmy"
 	"github.com/carmyhq/carmy/api"
@@ -75,6 +76,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	gossipKeys, _ := parseGossipKeys(cfg.GossipKey)
 	nodeTLS, err := cfg.nodeTLS()
 	if err != nil {
+		return err
+	}
+	if err := checkNodeSecurity(cfg, nodeTLS != nil, len(gossipKeys) > 0, log); err != nil {
 		return err
 	}
 
@@ -175,4 +179,30 @@ func advertised(flagAddr string, bound net.Addr) string {
 		return net.JoinHostPort(host, bport)
 	}
 	return flagAddr
+}
+
+// checkNodeSecurity refuses, outside --dev, Raft or gossip off loopback
+// without node TLS and a gossip key: anyone who reaches those ports could
+// otherwise append to the log or forge membership. --insecure lets the
+// node start anyway, with a warning.
+func checkNodeSecurity(cfg serveConfig, tls, gossipKey bool, log *slog.Logger) error {
+	if cfg.Dev || (carmy.IsLoopback(cfg.RaftAddr) && carmy.IsLoopback(cfg.GossipAddr)) || (tls && gossipKey) {
+		return nil
+	}
+	var missing []string
+	if !tls {
+		missing = append(missing, "node TLS (--node-tls-ca, --node-tls-cert, --node-tls-key; carmy tls makes them)")
+	}
+	if !gossipKey {
+		missing = append(missing, "a gossip key (--gossip-key; carmy keygen makes one)")
+	}
+	if !cfg.Insecure {
+		return fmt.Errorf("refusing to start: Raft (%s) or gossip (%s) listens off loopback without %s: "+
+			"whoever reaches those ports could append to the log or forge membership; give them, or --insecure to accept that",
+			cfg.RaftAddr, cfg.GossipAddr, strings.Join(missing, " and "))
+	}
+	log.Warn("INSECURE: Raft or gossip listens off loopback without "+strings.Join(missing, " and ")+
+		"; anyone who reaches those ports can append to the log or forge membership (--insecure)",
+		slog.String("raft_addr", cfg.RaftAddr), slog.String("gossip_addr", cfg.GossipAddr))
+	return nil
 }

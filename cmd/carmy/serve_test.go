@@ -670,3 +670,27 @@ func TestServeGossipKey(t *testing.T) {
 		t.Errorf("g2 has no gossip key but g1's gossip sees it alive: %v", g)
 	}
 }
+
+// TestServeRefusesInsecureNodeOffLoopback checks the secure default: with
+// tokens, Raft or gossip off loopback without node TLS and a gossip key is
+// refused before anything listens, unless --insecure, which warns.
+func TestServeRefusesInsecureNodeOffLoopback(t *testing.T) {
+	clearCarmyEnv(t)
+	t.Setenv("CARMY_TEST_PLANNER_TOKEN", "planner-secret")
+	cfg := writeConfig(t, "auth:\n  tokens:\n    - {principal: planner, token_env: CARMY_TEST_PLANNER_TOKEN}\n")
+	// 192.0.2.1 (TEST-NET-1) is never this machine's: nothing can bind it,
+	// so the check must refuse before any listener is opened.
+	args := append(nodeArgs(t), "--config", cfg, "--http-addr", "127.0.0.1:0", "--raft-addr", "192.0.2.1:8300", "--cluster-key", "k")
+	err := serve(t.Context(), args, io.Discard, newLogBuffer())
+	if err == nil || !strings.Contains(err.Error(), "refusing to start") || !strings.Contains(err.Error(), "--insecure") {
+		t.Fatalf("Raft off loopback without TLS or a gossip key: %v, want a refusal naming --insecure", err)
+	}
+	logs := newLogBuffer()
+	err = serve(t.Context(), append(args, "--insecure"), io.Discard, logs)
+	if err != nil && strings.Contains(err.Error(), "refusing to start") {
+		t.Fatalf("--insecure was refused: %v", err)
+	}
+	if !strings.Contains(logs.String(), "INSECURE") {
+		t.Errorf("--insecure started without a warning; logs:\n%s", logs)
+	}
+}
