@@ -36,6 +36,28 @@ func TestConformanceThreeNodes(t *testing.T) {
 	})
 }
 
+// TestConformanceThreeNodesSecured runs the suite on a 3-node cluster
+// with Raft over mutual TLS and gossip encrypted, as a production cluster
+// runs.
+func TestConformanceThreeNodesSecured(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-node cluster per case")
+	}
+	storetest.Run(t, func(t *testing.T, capacity int) store.Store {
+		files := writeTLS(t, t.TempDir(), "n1", "n2", "n3")
+		c := newCluster(t, 3, func(cfg *cluster.Config) {
+			f := files[cfg.NodeID]
+			cfg.TLS, cfg.GossipKeys, cfg.MaxEntries = &f, [][]byte{gossipKey}, capacity
+		})
+		waitCapacity(t, c, capacity)
+		stores := make([]store.Store, len(c.nodes))
+		for i, n := range c.nodes {
+			stores[i] = n.Store()
+		}
+		return &roundRobin{stores: stores}
+	})
+}
+
 func waitCapacity(t *testing.T, c *testCluster, capacity int) {
 	waitFor(t, "the capacity to apply on every node", 10*time.Second, func() bool {
 		for _, n := range c.nodes {
