@@ -29,14 +29,7 @@ func newAuditCounter(reg prometheus.Registerer) (*prometheus.CounterVec, error) 
 		Name: "carmy_admin_actions_total",
 		Help: "Audited actions (join, remove, cancel, resolve, release) by outcome: ok or the error code.",
 	}, []string{"action", "outcome"})
-	if err := reg.Register(c); err != nil {
-		are, ok := err.(prometheus.AlreadyRegisteredError)
-		if !ok {
-			return nil, err
-		}
-		c = are.ExistingCollector.(*prometheus.CounterVec)
-	}
-	return c, nil
+	return register(reg, c)
 }
 
 // audited is the outermost middleware of a route that changes the

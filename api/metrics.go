@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"net/http"
 	"net/http/pprof"
 	"time"
@@ -49,20 +50,12 @@ func newAPIMetrics(reg prometheus.Registerer) (*apiMetrics, error) {
 			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5, 10, 30, 60},
 		}, []string{"outcome"}),
 	}
-	for _, c := range []prometheus.Collector{m.calls, m.duration} {
-		if err := reg.Register(c); err != nil {
-			// A second server on the same registry shares the first's.
-			are, ok := err.(prometheus.AlreadyRegisteredError)
-			if !ok {
-				return nil, err
-			}
-			switch existing := are.ExistingCollector.(type) {
-			case *prometheus.CounterVec:
-				m.calls = existing
-			case *prometheus.HistogramVec:
-				m.duration = existing
-			}
-		}
+	var err error
+	if m.calls, err = register(reg, m.calls); err != nil {
+		return nil, err
+	}
+	if m.duration, err = register(reg, m.duration); err != nil {
+		return nil, err
 	}
 	// Every outcome is exported from the start, at 0, so that rates work
 	// from the first scrape.
@@ -72,6 +65,20 @@ func newAPIMetrics(reg prometheus.Registerer) (*apiMetrics, error) {
 		m.byOutcome[o] = outcomeSeries{calls: m.calls.WithLabelValues(o), duration: m.duration.WithLabelValues(o)}
 	}
 	return m, nil
+}
+
+// register adds c to reg and returns it, or returns the collector of the
+// same description reg holds already: a second server on one registry
+// shares the first one's series.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	err := reg.Register(c)
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(C); ok {
+			return existing, nil
+		}
+	}
+	return c, err
 }
 
 // outcomeKey is where handleError leaves a failed call's outcome.

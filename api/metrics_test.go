@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/carmyhq/carmy/api"
 	"github.com/carmyhq/carmy/store"
 )
@@ -99,5 +101,22 @@ func TestMetricsNeedNoTokenAndProfilesNeedAdmin(t *testing.T) {
 		if a := get(t, srv, path, "Authorization", "Bearer "+adminToken); a.status != http.StatusOK {
 			t.Errorf("GET %s as admin = %d, want 200: %.200s", path, a.status, a.body)
 		}
+	}
+}
+
+// TestServersShareARegistry checks that a second server on the registry of
+// a first (Serve called again) starts, and that both count into the same
+// series.
+func TestServersShareARegistry(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	rt := &fakeRuntime{tb: t, call: func(context.Context, api.Caller, api.Request) (api.Response, error) {
+		return api.Response{Record: completedRecord()}, nil
+	}}
+	first := newTestServer(t, rt, api.Config{Metrics: reg})
+	second := newTestServer(t, rt, api.Config{Metrics: reg})
+	post(t, first, callPath, `{"tool":"echo","request_id":"a"}`)
+	post(t, second, callPath, `{"tool":"echo","request_id":"b"}`)
+	if got := scrape(t, get(t, first, "/metrics"))[`carmy_calls_total{outcome="ran"}`]; got != 2 {
+		t.Errorf("ran = %v across two servers on one registry, want 2", got)
 	}
 }
