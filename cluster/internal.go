@@ -164,12 +164,8 @@ func (n *Node) serveApply(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, ans)
 		return
 	}
-	type pending struct {
-		i  int
-		it *proposal
-	}
-	futures := make([]pending, 0, len(req.Commands))
-	items := make([]*proposal, 0, len(req.Commands))
+	items := make([]*proposal, len(req.Commands)) // nil for a refused command
+	queue := make([]*proposal, 0, len(req.Commands))
 	start := time.Now()
 	// The commands are not decoded here: the FSM decodes each once, and
 	// answers one it cannot read with ErrCodeInvalid on every replica
@@ -179,19 +175,21 @@ func (n *Node) serveApply(w http.ResponseWriter, r *http.Request) {
 			ans.Results[i] = applyResult{Error: codeInvalid, Message: "empty command"}
 			continue
 		}
-		it := newProposal(raw, n.cfg.LeaderWait)
-		items = append(items, it)
-		futures = append(futures, pending{i, it})
+		items[i] = newProposal(raw, n.cfg.LeaderWait)
+		queue = append(queue, items[i])
 	}
-	n.proposer.propose(items...)
-	for _, p := range futures {
-		resp, err := n.waitApply(<-p.it.done)
-		n.observeApply(originForwarded, start, err)
-		if err != nil {
-			ans.Results[p.i] = applyResult{Error: codeOf(err), Message: err.Error()}
+	n.proposer.propose(queue...)
+	for i, it := range items {
+		if it == nil {
 			continue
 		}
-		ans.Results[p.i] = applyResult{Response: &resp}
+		resp, err := n.waitApply(<-it.done)
+		n.observeApply(originForwarded, start, err)
+		if err != nil {
+			ans.Results[i] = applyResult{Error: codeOf(err), Message: err.Error()}
+			continue
+		}
+		ans.Results[i] = applyResult{Response: &resp}
 	}
 	writeJSON(w, http.StatusOK, ans)
 }

@@ -127,11 +127,6 @@ func scrapeMetrics(ctx context.Context, client *http.Client, bases []string, tim
 // exposes it, or when it went down somewhere (a restarted node).
 func counterDelta(before, after []promSample, name string) (delta float64, ok bool) {
 	nodes := 0
-	defer func() {
-		if nodes > 0 {
-			delta /= float64(nodes)
-		}
-	}()
 	for i := range before {
 		if i >= len(after) || before[i] == nil || after[i] == nil {
 			continue
@@ -146,7 +141,9 @@ func counterDelta(before, after []promSample, name string) (delta float64, ok bo
 		}
 		delta += a - b
 		nodes++
-		ok = true
 	}
-	return delta, ok
+	if nodes == 0 {
+		return 0, false
+	}
+	return delta / float64(nodes), true
 }
