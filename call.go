@@ -47,10 +47,12 @@ var emptyObject = json.RawMessage(`{}`)
 //
 // Errors carry SPEC §2.2 codes: ErrUnknownTool, *store.FieldError
 // (INVALID_REQUEST), *store.ConflictError, *store.UncertainError,
-// store.ErrCapacity, store.ErrUnavailable (the tool did not run, or ran but
-// its outcome is not yet recorded: the message says which). When ctx ends
-// first, Call returns ctx's error while the tool runs on and its outcome is
-// recorded.
+// store.ErrCapacity (a *store.QuotaError when caller.MaxEntries > 0 and the
+// principal holds that many records: a new identity is refused, a held one
+// is answered as ever), store.ErrUnavailable (the tool did not run, or ran
+// but its outcome is not yet recorded: the message says which). When ctx
+// ends first, Call returns ctx's error while the tool runs on and its
+// outcome is recorded.
 func (r *Runtime) Call(ctx context.Context, caller Caller, req Request) (Response, error) {
 	p, err := r.validate(caller, req)
 	if err != nil {
@@ -80,7 +82,9 @@ func (r *Runtime) Call(ctx context.Context, caller Caller, req Request) (Respons
 		}
 	}
 	now := r.now()
-	exec := store.Execution{ID: NewExecutionID(now), Tool: req.Tool, NodeID: r.cfg.NodeID, StartedAt: now}
+	// The caller's quota travels with the reservation, so every replica
+	// applies this node's bound alike.
+	exec := store.Execution{ID: NewExecutionID(now), Tool: req.Tool, NodeID: r.cfg.NodeID, StartedAt: now, Quota: caller.MaxEntries}
 
 	// Register before proposing, so a cancel that commits right after the
 	// reservation reaches the tool.
@@ -116,6 +120,9 @@ func (r *Runtime) Call(ctx context.Context, caller Caller, req Request) (Respons
 func (r *Runtime) validate(caller Caller, req Request) (*pending, error) {
 	if caller.Principal == "" {
 		return nil, invalid("principal", "empty principal")
+	}
+	if caller.MaxEntries < 0 {
+		return nil, invalid("principal", "negative MaxEntries %d", caller.MaxEntries)
 	}
 	if req.Tool == "" {
 		return nil, invalid("tool", "required")

@@ -28,6 +28,10 @@ type Token struct {
 	SecretSHA256 string
 	// Tools lists the tools the principal may call; "*" allows all.
 	Tools []string
+	// MaxEntries is the most records the principal may hold (see
+	// Caller.MaxEntries); 0 means Auth.MaxEntriesPerPrincipal applies.
+	// Negative is invalid.
+	MaxEntries int
 }
 
 // Auth configures authentication. It is on when any token is set; off,
@@ -38,6 +42,12 @@ type Auth struct {
 	// AdminTokenSHA256 is the admin token's SHA-256 in hex, instead of
 	// AdminToken.
 	AdminTokenSHA256 string
+	// MaxEntriesPerPrincipal is the default of Caller.MaxEntries: it
+	// bounds every principal whose token sets no MaxEntries of its own,
+	// the admin and, with auth off, the anonymous caller included. 0 means
+	// no per-principal bound. It does not turn auth on. Negative is
+	// invalid.
+	MaxEntriesPerPrincipal int
 }
 
 // Enabled reports whether callers must present a token.
@@ -61,8 +71,12 @@ func digestOf(secret, hexDigest string) ([sha256.Size]byte, error) {
 }
 
 // Validate reports tokens that cannot work: empty secrets or principals,
-// a secret used twice, a principal named like the admin or anonymous.
+// a secret used twice, a principal named like the admin or anonymous; and
+// negative per-principal bounds.
 func (a Auth) Validate() error {
+	if a.MaxEntriesPerPrincipal < 0 {
+		return fmt.Errorf("auth: negative MaxEntriesPerPrincipal %d", a.MaxEntriesPerPrincipal)
+	}
 	seen := make(map[[sha256.Size]byte]string)
 	check := func(principal, secret, hexDigest string) error {
 		switch {
@@ -94,6 +108,8 @@ func (a Auth) Validate() error {
 			return errors.New("auth: a token has no principal")
 		case t.Principal == AdminPrincipal || t.Principal == AnonymousPrincipal:
 			return fmt.Errorf("auth: principal name %q is reserved", t.Principal)
+		case t.MaxEntries < 0:
+			return fmt.Errorf("auth: negative MaxEntries %d of %q", t.MaxEntries, t.Principal)
 		}
 		if err := check(t.Principal, t.Secret, t.SecretSHA256); err != nil {
 			return err
@@ -114,21 +130,35 @@ func (id *identity) mayCall(tool string) bool { return id.allTools || id.tools[t
 // authenticator resolves bearer tokens.
 type authenticator struct {
 	enabled bool
+	// anonymous is every caller when auth is off.
+	anonymous *identity
 	// byHash maps SHA-256(token) to its identity, so a lookup compares
 	// fixed-size digests rather than the secrets themselves.
 	byHash map[[sha256.Size]byte]*identity
 }
 
-var anonymous = &identity{caller: Caller{Principal: AnonymousPrincipal, Admin: true}, allTools: true}
-
 func newAuthenticator(a Auth) *authenticator {
-	au := &authenticator{enabled: a.Enabled(), byHash: make(map[[sha256.Size]byte]*identity)}
+	au := &authenticator{
+		enabled: a.Enabled(),
+		anonymous: &identity{
+			caller:   Caller{Principal: AnonymousPrincipal, Admin: true, MaxEntries: a.MaxEntriesPerPrincipal},
+			allTools: true,
+		},
+		byHash: make(map[[sha256.Size]byte]*identity),
+	}
 	if a.AdminToken != "" || a.AdminTokenSHA256 != "" {
 		d, _ := digestOf(a.AdminToken, a.AdminTokenSHA256) // checked by Validate
-		au.byHash[d] = &identity{caller: Caller{Principal: AdminPrincipal, Admin: true}, allTools: true}
+		au.byHash[d] = &identity{
+			caller:   Caller{Principal: AdminPrincipal, Admin: true, MaxEntries: a.MaxEntriesPerPrincipal},
+			allTools: true,
+		}
 	}
 	for _, t := range a.Tokens {
-		id := &identity{caller: Caller{Principal: t.Principal}, tools: make(map[string]bool)}
+		maxEntries := t.MaxEntries
+		if maxEntries == 0 {
+			maxEntries = a.MaxEntriesPerPrincipal
+		}
+		id := &identity{caller: Caller{Principal: t.Principal, MaxEntries: maxEntries}, tools: make(map[string]bool)}
 		for _, name := range t.Tools {
 			if name == "*" {
 				id.allTools = true
@@ -144,7 +174,7 @@ func newAuthenticator(a Auth) *authenticator {
 // identify returns the caller behind a request, or UNAUTHORIZED.
 func (au *authenticator) identify(r *http.Request) (*identity, error) {
 	if !au.enabled {
-		return anonymous, nil
+		return au.anonymous, nil
 	}
 	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {

@@ -14,6 +14,11 @@ type Caller struct {
 	// Admin sees and reconciles every principal's executions, and may
 	// administer the cluster.
 	Admin bool
+	// MaxEntries is the most records this principal may hold cluster-wide:
+	// a call of a new identity once it holds that many is refused with
+	// IDEMPOTENCY_CAPACITY (a *store.QuotaError). 0 means no per-principal
+	// bound (the store's capacity still applies).
+	MaxEntries int
 }
 
 // Request is one call of a tool.

@@ -30,6 +30,9 @@ func everyCommand() map[string]fsm.Command {
 			ID: "n1", RaftAddr: "10.0.0.1:7000", HTTPAddr: "10.0.0.1:8080", GossipAddr: "10.0.0.1:7946",
 		}),
 		"node removed": fsm.RemoveNode("n1"),
+		"reserve with quota": fsm.Reserve(key("r1"), fp, store.Execution{
+			ID: "e1", Tool: "create_order", NodeID: "n1", StartedAt: t0, Quota: 7,
+		}),
 	}
 }
 
@@ -60,6 +63,7 @@ func TestCommandConstructorsSetTheirType(t *testing.T) {
 		"cancel": fsm.TypeCancel, "resolve": fsm.TypeResolve, "release": fsm.TypeRelease,
 		"release running": fsm.TypeRelease, "interrupt": fsm.TypeInterrupt, "expire": fsm.TypeExpire,
 		"capacity": fsm.TypeCapacity, "node": fsm.TypeNode, "node removed": fsm.TypeNodeRemoved,
+		"reserve with quota": fsm.TypeReserve,
 	}
 	for name, c := range everyCommand() {
 		if c.Type != want[name] {
@@ -139,6 +143,8 @@ func TestDecodeRefuses(t *testing.T) {
 		"bad cutoff":          `{"v":1,"type":"expire","cutoff":"yesterday"}`,
 		"key as string":       `{"v":1,"type":"reserve","key":"r","execution":{"execution_id":"e1"}}`,
 		"execution as array":  `{"v":1,"type":"reserve","key":{"request_id":"r"},"execution":[]}`,
+		"quota as string":     `{"v":1,"type":"reserve","key":{"request_id":"r"},"execution":{"execution_id":"e1","quota":"2"}}`,
+		"quota fraction":      `{"v":1,"type":"reserve","key":{"request_id":"r"},"execution":{"execution_id":"e1","quota":1.5}}`,
 		"allow_running as 1":  `{"v":1,"type":"release","execution_id":"e1","allow_running":1}`,
 		"invalid utf8 syntax": "{\"v\":1,\"type\":\"interrupt\",\"node_id\":\"n1\"\xff}",
 	} {

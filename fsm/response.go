@@ -12,9 +12,13 @@ import (
 type Response struct {
 	Outcome store.Outcome `json:"outcome,omitempty"`
 	Record  store.Record  `json:"record,omitzero"`
-	Count   int           `json:"count,omitempty"`
+	// Count is how many records an interrupt or expire changed; with
+	// ErrCodePrincipalCapacity, the quota the principal reached.
+	Count int `json:"count,omitempty"`
 	// Error is one of the error codes below, "" on success.
-	Error   string `json:"error,omitempty"`
+	Error string `json:"error,omitempty"`
+	// Message details the error; with ErrCodePrincipalCapacity it is the
+	// principal.
 	Message string `json:"message,omitempty"`
 }
 
@@ -25,6 +29,11 @@ const (
 	ErrCodeInvalidState = "invalid_state"
 	ErrCodeConflict     = "conflict"
 	ErrCodeInvalid      = "invalid"
+
+	// ErrCodePrincipalCapacity is a *store.QuotaError: Message carries
+	// its principal and Count its quota. It matches store.ErrCapacity as
+	// ErrCodeCapacity does.
+	ErrCodePrincipalCapacity = "principal_capacity"
 )
 
 // responseOf builds the Response of an application that returned rec (or
@@ -36,12 +45,15 @@ func responseOf(rec store.Record, err error) Response {
 	var (
 		se *store.StateError
 		ce *store.ConflictError
+		qe *store.QuotaError
 	)
 	switch {
 	case errors.As(err, &se):
 		return Response{Error: ErrCodeInvalidState, Record: se.Record, Message: se.Op}
 	case errors.As(err, &ce):
 		return Response{Error: ErrCodeConflict, Record: ce.Record}
+	case errors.As(err, &qe):
+		return Response{Error: ErrCodePrincipalCapacity, Message: qe.Principal, Count: qe.Quota}
 	case errors.Is(err, store.ErrCapacity):
 		return Response{Error: ErrCodeCapacity}
 	case errors.Is(err, store.ErrNotFound):
@@ -58,6 +70,8 @@ func (r Response) Err() error {
 		return nil
 	case ErrCodeCapacity:
 		return store.ErrCapacity
+	case ErrCodePrincipalCapacity:
+		return &store.QuotaError{Principal: r.Message, Quota: r.Count}
 	case ErrCodeNotFound:
 		return store.ErrNotFound
 	case ErrCodeInvalidState:

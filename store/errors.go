@@ -106,6 +106,31 @@ func (e *UncertainError) Fields() map[string]any {
 	return map[string]any{"execution_id": e.Record.ExecutionID, "status": e.Record.Status}
 }
 
+// QuotaError says that a reservation of a new identity was refused because
+// its principal already holds its quota of records (Execution.Quota).
+// Nothing was reserved and nothing is evicted. It matches ErrCapacity and
+// carries its code, IDEMPOTENCY_CAPACITY, so capacity handling applies to
+// it as it is; the envelope adds the principal.
+type QuotaError struct {
+	Principal string
+	Quota     int
+}
+
+func (e *QuotaError) Error() string {
+	return fmt.Sprintf("principal %q holds its quota of %d records", e.Principal, e.Quota)
+}
+
+// ErrorCode implements Coded.
+func (e *QuotaError) ErrorCode() string { return ErrCapacity.code }
+
+// Is makes errors.Is(err, ErrCapacity) true.
+func (e *QuotaError) Is(target error) bool { return target == ErrCapacity }
+
+// Fields returns the envelope's extra members.
+func (e *QuotaError) Fields() map[string]any {
+	return map[string]any{"principal": e.Principal}
+}
+
 // CodeOf returns the SPEC error code carried by err, or "" when it carries none.
 func CodeOf(err error) string {
 	var c Coded

@@ -45,6 +45,15 @@ type Execution struct {
 	Tool      string    `json:"tool"`
 	NodeID    string    `json:"node_id"`
 	StartedAt time.Time `json:"started_at"`
+	// Quota is the most records the identity's principal (Key.Principal)
+	// may hold when this execution is reserved: a reservation of a new
+	// identity by a principal holding Quota records or more is refused
+	// with a *QuotaError. 0 means no per-principal bound; a negative Quota
+	// is invalid. It travels with the reservation (in a replicated store,
+	// inside the log entry), so every replica applies the same bound, the
+	// proposer's, whatever each node's own configuration says. It does not
+	// affect identities the principal already holds.
+	Quota int `json:"quota,omitempty"`
 }
 
 // Result is the outcome of an execution. Completed carries Data, any JSON

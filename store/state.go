@@ -21,6 +21,9 @@ type State struct {
 	byKey    map[Key]*Record
 	byID     map[string]Key
 	sessions map[sessionKey]map[string]struct{}
+	// perPrincipal counts each principal's records (absent: none). insert
+	// and remove keep it, so it is derived from byKey alone.
+	perPrincipal map[string]int
 }
 
 type sessionKey struct{ principal, session string }
@@ -28,10 +31,11 @@ type sessionKey struct{ principal, session string }
 // NewState returns an empty State holding at most capacity records.
 func NewState(capacity int) *State {
 	return &State{
-		capacity: capacity,
-		byKey:    make(map[Key]*Record),
-		byID:     make(map[string]Key),
-		sessions: make(map[sessionKey]map[string]struct{}),
+		capacity:     capacity,
+		byKey:        make(map[Key]*Record),
+		byID:         make(map[string]Key),
+		sessions:     make(map[sessionKey]map[string]struct{}),
+		perPrincipal: make(map[string]int),
 	}
 }
 
@@ -45,11 +49,18 @@ func (s *State) SetCapacity(n int) { s.capacity = n }
 // Len returns the number of records.
 func (s *State) Len() int { return len(s.byKey) }
 
+// PrincipalEntries returns the number of records principal holds: running,
+// interrupted and finished.
+func (s *State) PrincipalEntries(principal string) int { return s.perPrincipal[principal] }
+
 // LastSeq returns the highest Seq ever assigned (0 when none).
 func (s *State) LastSeq() uint64 { return s.lastSeq }
 
 // Reserve implements Store.Reserve with seq as the new record's Seq; seq
-// must be greater than LastSeq.
+// must be greater than LastSeq. A new identity is refused with ErrCapacity
+// when the State is full, and with a *QuotaError when exec.Quota > 0 and
+// key.Principal already holds exec.Quota records or more; an identity the
+// State holds is answered (replay, conflict, uncertain) whatever the bounds.
 func (s *State) Reserve(key Key, fingerprint string, exec Execution, seq uint64) (Reservation, error) {
 	switch {
 	case key.RequestID == "":
@@ -60,6 +71,8 @@ func (s *State) Reserve(key Key, fingerprint string, exec Execution, seq uint64)
 		return Reservation{}, invalidf("reserve: empty execution id")
 	case seq <= s.lastSeq:
 		return Reservation{}, invalidf("reserve: seq %d not above %d", seq, s.lastSeq)
+	case exec.Quota < 0:
+		return Reservation{}, invalidf("reserve: negative quota %d", exec.Quota)
 	}
 	if r, ok := s.byKey[key]; ok {
 		switch {
@@ -76,6 +89,9 @@ func (s *State) Reserve(key Key, fingerprint string, exec Execution, seq uint64)
 	}
 	if len(s.byKey) >= s.capacity {
 		return Reservation{}, ErrCapacity
+	}
+	if exec.Quota > 0 && s.perPrincipal[key.Principal] >= exec.Quota {
+		return Reservation{}, &QuotaError{Principal: key.Principal, Quota: exec.Quota}
 	}
 	r := &Record{
 		ExecutionID: exec.ID,
@@ -268,7 +284,8 @@ func (s *State) Restore(recs []Record, lastSeq uint64) error {
 	return nil
 }
 
-// Equal reports whether two States hold the same records and LastSeq.
+// Equal reports whether two States hold the same records and LastSeq. The
+// per-principal counts are derived from the records and not compared.
 func (s *State) Equal(o *State) bool {
 	if s.lastSeq != o.lastSeq || len(s.byKey) != len(o.byKey) {
 		return false
@@ -322,6 +339,7 @@ func (s *State) insert(r *Record) {
 		s.sessions[sk] = ids
 	}
 	ids[r.ExecutionID] = struct{}{}
+	s.perPrincipal[r.Key.Principal]++
 }
 
 func (s *State) remove(r *Record) {
@@ -331,5 +349,8 @@ func (s *State) remove(r *Record) {
 	delete(s.sessions[sk], r.ExecutionID)
 	if len(s.sessions[sk]) == 0 {
 		delete(s.sessions, sk)
+	}
+	if s.perPrincipal[r.Key.Principal]--; s.perPrincipal[r.Key.Principal] <= 0 {
+		delete(s.perPrincipal, r.Key.Principal)
 	}
 }

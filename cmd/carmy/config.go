@@ -54,6 +54,9 @@ type tokenConfig struct {
 	TokenEnv    string   `yaml:"token_env"`
 	TokenSHA256 string   `yaml:"token_sha256"`
 	Tools       []string `yaml:"tools"`
+	// MaxEntries bounds the records the principal may hold cluster-wide,
+	// instead of limits.entries_per_principal (0: that default applies).
+	MaxEntries int `yaml:"max_entries"`
 }
 
 type limitsConfig struct {
@@ -71,6 +74,11 @@ type limitsConfig struct {
 	// no limit.
 	RatePerPrincipal float64 `yaml:"rate_per_principal"`
 	RateBurst        int     `yaml:"rate_burst"`
+	// EntriesPerPrincipal bounds the records each principal may hold
+	// cluster-wide (the admin and anonymous included), unless its token
+	// sets max_entries; a new identity beyond it answers 503
+	// IDEMPOTENCY_CAPACITY naming the principal. 0: no per-principal bound.
+	EntriesPerPrincipal int `yaml:"entries_per_principal"`
 	// ReadHeaderTimeout, BodyTimeout and IdleTimeout bound slow clients
 	// (Go durations; defaults 10s, 60s, 2m): see api.Timeouts.
 	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
@@ -100,9 +108,14 @@ func loadConfig(path string) (fileConfig, error) {
 		return fc, fmt.Errorf("config %s: %w", path, err)
 	}
 	if l := fc.Limits; l.BodyBytes < 0 || l.ResultBytes < 0 || l.HeaderBytes < 0 || l.MaxRunning < 0 ||
-		l.RatePerPrincipal < 0 || l.RateBurst < 0 ||
+		l.RatePerPrincipal < 0 || l.RateBurst < 0 || l.EntriesPerPrincipal < 0 ||
 		l.ReadHeaderTimeout < 0 || l.BodyTimeout < 0 || l.IdleTimeout < 0 {
 		return fc, fmt.Errorf("config %s: limits must not be negative", path)
+	}
+	for i, t := range fc.Auth.Tokens {
+		if t.MaxEntries < 0 {
+			return fc, fmt.Errorf("config %s: auth.tokens[%d] (%s): max_entries must not be negative", path, i, t.Principal)
+		}
 	}
 	return fc, nil
 }
@@ -171,9 +184,10 @@ func expand(s string, getenv func(string) string) (string, error) {
 	return out, nil
 }
 
-// auth resolves the configured tokens from the environment.
+// auth resolves the configured tokens from the environment, with the
+// per-principal bounds on records.
 func (fc fileConfig) auth(getenv func(string) string) (api.Auth, error) {
-	var a api.Auth
+	a := api.Auth{MaxEntriesPerPrincipal: fc.Limits.EntriesPerPrincipal}
 	if fc.Auth.AdminTokenEnv != "" && fc.Auth.AdminTokenSHA256 != "" {
 		return a, fmt.Errorf("config auth: admin_token_env and admin_token_sha256 exclude each other")
 	}
@@ -199,7 +213,9 @@ func (fc fileConfig) auth(getenv func(string) string) (api.Auth, error) {
 		if tools == nil {
 			tools = []string{"*"}
 		}
-		a.Tokens = append(a.Tokens, api.Token{Principal: t.Principal, Secret: secret, SecretSHA256: t.TokenSHA256, Tools: tools})
+		a.Tokens = append(a.Tokens, api.Token{
+			Principal: t.Principal, Secret: secret, SecretSHA256: t.TokenSHA256, Tools: tools, MaxEntries: t.MaxEntries,
+		})
 	}
 	return a, a.Validate()
 }

@@ -267,6 +267,7 @@ func TestLoadConfigLimits(t *testing.T) {
 		"limits:\n  header_bytes: -1\n",
 		"limits:\n  max_running: -1\n",
 		"limits:\n  rate_per_principal: -1\n",
+		"limits:\n  entries_per_principal: -1\n",
 		"limits:\n  body_timeout: -1s\n",
 	} {
 		_, err := loadConfig(writeConfig(t, text))
@@ -609,4 +610,60 @@ func mustAPI(t *testing.T, a api.Auth) http.Handler {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// TestLoadConfigQuota checks the per-principal bounds on records:
+// limits.entries_per_principal is every principal's default, a token's
+// max_entries its own; negative values are refused.
+func TestLoadConfigQuota(t *testing.T) {
+	fc := mustLoadConfig(t, `auth:
+  tokens:
+    - {principal: planner, token_env: PLANNER_TOKEN, max_entries: 500}
+    - {principal: reporter, token_env: REPORTER_TOKEN}
+  admin_token_env: CARMY_ADMIN_TOKEN
+limits:
+  entries_per_principal: 100
+`)
+	if fc.Limits.EntriesPerPrincipal != 100 || fc.Auth.Tokens[0].MaxEntries != 500 || fc.Auth.Tokens[1].MaxEntries != 0 {
+		t.Fatalf("config = %+v", fc)
+	}
+	a, err := fc.auth(fakeEnv(map[string]string{"PLANNER_TOKEN": "p", "REPORTER_TOKEN": "r", "CARMY_ADMIN_TOKEN": "adm"}))
+	if err != nil {
+		t.Fatalf("auth: %v", err)
+	}
+	want := api.Auth{
+		Tokens: []api.Token{
+			{Principal: "planner", Secret: "p", Tools: []string{"*"}, MaxEntries: 500},
+			{Principal: "reporter", Secret: "r", Tools: []string{"*"}},
+		},
+		AdminToken:             "adm",
+		MaxEntriesPerPrincipal: 100,
+	}
+	if !reflect.DeepEqual(a, want) {
+		t.Errorf("auth =\n%+v\nwant\n%+v", a, want)
+	}
+
+	// The default alone does not turn auth on.
+	a, err = mustLoadConfig(t, "limits:\n  entries_per_principal: 7\n").auth(fakeEnv(nil))
+	if err != nil || a.Enabled() || a.MaxEntriesPerPrincipal != 7 {
+		t.Errorf("auth = %+v, %v; want auth off with a default of 7", a, err)
+	}
+
+	for _, text := range []string{
+		"limits:\n  entries_per_principal: -1\n",
+		"auth:\n  tokens:\n    - {principal: planner, token_env: PLANNER_TOKEN, max_entries: -1}\n",
+	} {
+		_, err := loadConfig(writeConfig(t, text))
+		if err == nil || !strings.Contains(err.Error(), "negative") {
+			t.Errorf("loadConfig(%q) = %v, want a negative-limit error", text, err)
+		}
+	}
+	for _, text := range []string{
+		"limits:\n  entries_per_principal: lots\n",
+		"auth:\n  tokens:\n    - {principal: planner, token_env: P, max_entry: 3}\n",
+	} {
+		if _, err := loadConfig(writeConfig(t, text)); err == nil {
+			t.Errorf("loadConfig accepted %q", text)
+		}
+	}
 }

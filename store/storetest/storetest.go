@@ -29,6 +29,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"CompleteOnlyByOwner", testCompleteOnlyByOwner},
 		{"CompleteRejectsMalformed", testCompleteRejectsMalformed},
 		{"CapacityFailsClosed", testCapacityFailsClosed},
+		{"PrincipalQuota", testPrincipalQuota},
 		{"Cancel", testCancel},
 		{"Resolve", testResolve},
 		{"Release", testRelease},
@@ -285,6 +286,57 @@ func testCapacityFailsClosed(t *testing.T, newStore Factory) {
 		t.Fatalf("Release: %v", err)
 	}
 	mustReserve(t, s, key("cap-new"), "fp", newExec("t"), store.Reserved)
+}
+
+// testPrincipalQuota checks Execution.Quota: a principal at its quota
+// cannot reserve a new identity (a *store.QuotaError naming it, matching
+// ErrCapacity), still gets its held identities answered, does not affect
+// other principals, and gets room back when one of its records goes.
+func testPrincipalQuota(t *testing.T, newStore Factory) {
+	s := newStore(t, 10)
+	ctx := context.Background()
+	withQuota := func(n int) store.Execution {
+		ex := newExec("t")
+		ex.Quota = n
+		return ex
+	}
+	exs := []store.Execution{withQuota(2), withQuota(2)}
+	mustReserve(t, s, key("quota-0"), "fp", exs[0], store.Reserved)
+	mustReserve(t, s, key("quota-1"), "fp", exs[1], store.Reserved)
+	mustComplete(t, s, key("quota-0"), "fp", completed(exs[0].ID, `0`))
+
+	_, err := s.Reserve(ctx, key("quota-new"), "fp", withQuota(2))
+	wantErr(t, "reserve at the quota", err, store.ErrCapacity)
+	var qe *store.QuotaError
+	if !errors.As(err, &qe) || qe.Principal != "alice" || qe.Quota != 2 {
+		t.Fatalf("reserve at the quota: err = %#v, want a *store.QuotaError of alice at 2", err)
+	}
+	if code := store.CodeOf(err); code != "IDEMPOTENCY_CAPACITY" {
+		t.Fatalf("reserve at the quota: code %q, want IDEMPOTENCY_CAPACITY", code)
+	}
+	if _, err := s.Lookup(ctx, key("quota-new")); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a refused reservation left a record: %v", err)
+	}
+	// The identities alice holds are answered as ever.
+	mustReserve(t, s, key("quota-0"), "fp", withQuota(2), store.Replay)
+	mustReserve(t, s, key("quota-1"), "fp", withQuota(2), store.Uncertain)
+	mustReserve(t, s, key("quota-0"), "other", withQuota(2), store.Conflict)
+	// Another principal under the same quota is not affected.
+	bob := store.Key{Principal: "bob", Session: "s1", RequestID: "quota-0"}
+	mustReserve(t, s, bob, "fp", withQuota(2), store.Reserved)
+	st, err := s.Stats(ctx)
+	if err != nil || st.Entries != 3 {
+		t.Fatalf("Stats = %+v, %v; want 3 entries", st, err)
+	}
+	// Releasing one of alice's records frees room for one.
+	if _, err := s.Release(ctx, exs[1].ID, true); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	mustReserve(t, s, key("quota-new"), "fp", withQuota(2), store.Reserved)
+	_, err = s.Reserve(ctx, key("quota-newer"), "fp", withQuota(2))
+	wantErr(t, "reserve at the quota again", err, store.ErrCapacity)
+	// Without a quota alice is bound by the store's capacity alone.
+	mustReserve(t, s, key("quota-newer"), "fp", withQuota(0), store.Reserved)
 }
 
 func testCancel(t *testing.T, newStore Factory) {
