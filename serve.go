@@ -11,6 +11,7 @@ import (
 
 	"github.com/carmyhq/carmy/api"
 	"github.com/carmyhq/carmy/internal/netaddr"
+	"github.com/carmyhq/carmy/internal/tlsmux"
 )
 
 var _ api.Runtime = (*Runtime)(nil)
@@ -154,9 +155,19 @@ func (r *Runtime) Serve(ctx context.Context, ln net.Listener, cfg api.Config) er
 		MaxHeaderBytes:    to.HeaderBytes,
 		ErrorLog:          slog.NewLogLogger(r.cfg.Logger.Handler(), slog.LevelWarn),
 	}
+	if cfg.TLS != nil || cfg.NodeTLS != nil {
+		// One port serves HTTPS (or plain HTTP) to clients and mutual TLS
+		// to other nodes; the first byte of a connection tells which.
+		ln = tlsmux.New(ln, tlsmux.Config(cfg.TLS, cfg.NodeTLS), to.ReadHeader)
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	r.cfg.Logger.Info("serving the API", slog.String("http_addr", ln.Addr().String()), slog.String("node_id", r.cfg.NodeID))
+	scheme := "http"
+	if cfg.TLS != nil {
+		scheme = "https"
+	}
+	r.cfg.Logger.Info("serving the API", slog.String("http_addr", ln.Addr().String()), slog.String("scheme", scheme),
+		slog.Bool("node_tls", cfg.NodeTLS != nil), slog.String("node_id", r.cfg.NodeID))
 
 	select {
 	case err := <-errc:

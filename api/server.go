@@ -1,10 +1,12 @@
 package api
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -32,6 +34,15 @@ type Config struct {
 	// RateLimit bounds each principal's requests on this node (off when
 	// PerSecond is 0).
 	RateLimit RateLimit
+	// TLS, when set, serves the API over HTTPS with it (carmy.Runtime.Serve
+	// applies it to the listener): a request that comes over plain HTTP is
+	// answered 400 INVALID_REQUEST, except under /internal/, which node
+	// TLS governs.
+	TLS *tls.Config
+	// NodeTLS, when set, serves the TLS connections that name
+	// tlsmux.NodeServerName: other nodes, over mutual TLS (see
+	// cluster.Node.ServerTLSConfig). The internal handler checks them.
+	NodeTLS *tls.Config
 }
 
 // Timeouts bound what a client may take. Zero fields take the defaults.
@@ -131,6 +142,9 @@ func New(rt Runtime, cfg Config) (*Server, error) {
 	if cfg.RateLimit.PerSecond > 0 {
 		s.limits = newLimiters(cfg.RateLimit)
 	}
+	if cfg.TLS != nil {
+		e.Pre(requireTLS)
+	}
 	s.echo = e
 	s.routes()
 	s.clusterRoutes()
@@ -168,4 +182,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.Serv
 func (s *Server) logPanic(_ echo.Context, err error, stack []byte) error {
 	s.log.Error("handler panicked", slog.Any("err", err), slog.String("stack", string(stack)))
 	return fmt.Errorf("handler panicked: %v", err)
+}
+
+// requireTLS refuses a request made over plain HTTP to a server whose API
+// is HTTPS, before anything else reads it. The node-to-node endpoints
+// check their callers themselves.
+func requireTLS(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		if r.TLS == nil && !strings.HasPrefix(r.URL.Path, "/internal/") {
+			return newError(CodeInvalidRequest, "this node serves its API over HTTPS only: use https://")
+		}
+		return next(c)
+	}
 }

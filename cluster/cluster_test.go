@@ -309,7 +309,7 @@ func TestCancelIsDeliveredToTheRunner(t *testing.T) {
 }
 
 func TestInternalEndpointsNeedTheClusterKey(t *testing.T) {
-	c := newCluster(t, 1, func(cfg *cluster.Config) { cfg.ClusterKey = "s3cret" })
+	c := newCluster(t, 1, func(cfg *cluster.Config) { cfg.ClusterKey, cfg.TLS = "s3cret", nil })
 	n := c.nodes[0]
 	for _, path := range []string{"/internal/v1/apply", "/internal/v1/join", "/internal/v1/remove", "/internal/v1/readindex"} {
 		for _, k := range []string{"", "wrong"} {

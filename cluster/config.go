@@ -33,16 +33,19 @@ type Config struct {
 	// Join lists HTTP addresses of existing members; a node with no state
 	// asks them to add it.
 	Join []string
-	// ClusterKey is the secret every node-to-node call carries. Empty is
-	// allowed only when every listener is on loopback.
+	// ClusterKey is the secret every node-to-node HTTP call carries. Empty
+	// is allowed with TLS, or when every listener is on loopback.
 	ClusterKey string
 	// GossipKeys, when set, encrypt and authenticate gossip (memberlist's
 	// AES-GCM keyring): the first key encrypts, any of them decrypts (so a
 	// key can be rotated by rolling restarts), and a packet under no key is
 	// dropped. Each key is 16, 24 or 32 bytes. Empty: gossip in the clear.
 	GossipKeys [][]byte
-	// TLS, when set, runs every Raft connection over mutual TLS against
-	// the cluster's CA (NodeTLS).
+	// TLS, when set, runs every Raft connection and every node-to-node
+	// HTTP call over mutual TLS against the cluster's CA (NodeTLS). The
+	// node's HTTP listener must then serve ServerTLSConfig for connections
+	// naming tlsmux.NodeServerName (carmy.Runtime.Serve does, given it as
+	// api.Config.NodeTLS).
 	TLS *NodeTLS
 	// MaxEntries is the cluster-wide bound on records (the leader's value
 	// applies).
@@ -120,10 +123,10 @@ func (c Config) Validate() error {
 			return fmt.Errorf("cluster: %s address %q: %w", name, addr, err)
 		}
 	}
-	if c.ClusterKey == "" {
+	if c.ClusterKey == "" && c.TLS == nil {
 		for name, addr := range map[string]string{"raft": c.RaftAddr, "gossip": c.GossipAddr, "http": c.HTTPAddr} {
 			if !netaddr.IsLoopback(addr) {
-				return fmt.Errorf("cluster: the %s address %s is not loopback: a cluster key is required (--cluster-key)", name, addr)
+				return fmt.Errorf("cluster: the %s address %s is not loopback: node TLS or a cluster key is required (--node-tls-*, --cluster-key)", name, addr)
 			}
 		}
 	}

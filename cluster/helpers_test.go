@@ -9,13 +9,62 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/carmyhq/carmy/cluster"
+	"github.com/carmyhq/carmy/internal/certs"
+	"github.com/carmyhq/carmy/internal/tlsmux"
 	"github.com/carmyhq/carmy/store"
 )
+
+// testTLS reports whether CARMY_TEST_TLS asks every test node to run with
+// node TLS (a CA per test), so that the whole suite runs over mutual TLS.
+// A test that checks plain-HTTP behaviour opts out in its tune function.
+func testTLS() bool { return os.Getenv("CARMY_TEST_TLS") != "" }
+
+// testCAs holds each test's CA: PEM, key and its file.
+var testCAs sync.Map // testing.TB -> *testCA
+
+type testCA struct {
+	once         sync.Once
+	dir, file    string
+	certPEM, key []byte
+	err          error
+}
+
+// testTLSFiles writes a certificate for id under the test's CA.
+func testTLSFiles(tb testing.TB, id string) cluster.NodeTLS {
+	tb.Helper()
+	v, _ := testCAs.LoadOrStore(tb, &testCA{})
+	ca := v.(*testCA)
+	ca.once.Do(func() {
+		ca.dir = tb.TempDir()
+		ca.certPEM, ca.key, ca.err = certs.NewCA("test CA", time.Hour, time.Now())
+		if ca.err == nil {
+			ca.file = filepath.Join(ca.dir, "ca.pem")
+			ca.err = os.WriteFile(ca.file, ca.certPEM, 0o600)
+		}
+		tb.Cleanup(func() { testCAs.Delete(tb) })
+	})
+	if ca.err != nil {
+		tb.Fatal(ca.err)
+	}
+	c, k, err := certs.NewNodeCert(ca.certPEM, ca.key, id, nil, nil, time.Hour, time.Now())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	f := cluster.NodeTLS{CAFile: ca.file, CertFile: filepath.Join(ca.dir, id+".pem"), KeyFile: filepath.Join(ca.dir, id+"-key.pem")}
+	if err := os.WriteFile(f.CertFile, c, 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(f.KeyFile, k, 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	return f
+}
 
 // testNode is a node with the HTTP server that carries its internal
 // endpoints, all on 127.0.0.1 ports the kernel chose.
@@ -53,8 +102,12 @@ func startNode(tb testing.TB, id, dir string, bootstrap bool, join []string, tun
 		HTTPAddr: ln.Addr().String(), Bootstrap: bootstrap, Join: join,
 		Fast: true, LeaderWait: 5 * time.Second, DeadGrace: time.Second, Logger: testLogger(tb),
 	}
+	if testTLS() {
+		f := testTLSFiles(tb, id)
+		cfg.TLS = &f
+	}
 	if tune != nil {
-		tune(&cfg)
+		tune(&cfg) // may set TLS, or take it away
 	}
 	n, err := cluster.Open(cfg)
 	if err != nil {
@@ -62,7 +115,11 @@ func startNode(tb testing.TB, id, dir string, bootstrap bool, join []string, tun
 		tb.Fatalf("Open(%s): %v", id, err)
 	}
 	tn := &testNode{Node: n, cfg: cfg, ln: ln, srv: &http.Server{Handler: n.InternalHandler()}}
-	go tn.srv.Serve(ln)
+	if cfg.TLS != nil {
+		// As carmy serve does: other nodes come over mutual TLS.
+		tn.ln = tlsmux.New(ln, tlsmux.Config(nil, n.ServerTLSConfig()), 0)
+	}
+	go tn.srv.Serve(tn.ln)
 	// Registered after the data dir's removal, so it runs before it.
 	tb.Cleanup(tn.stop)
 	return tn

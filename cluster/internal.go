@@ -10,16 +10,19 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/carmyhq/carmy/fsm"
+	"github.com/carmyhq/carmy/internal/tlsmux"
 	"github.com/carmyhq/carmy/store"
 )
 
 // The internal endpoints, served under the node's HTTP address. Only
-// cluster members may call them: every request carries the cluster key,
-// and without a key only loopback callers are served.
+// cluster members may call them: over mutual TLS with node TLS, with the
+// cluster key when one is set, and from loopback when neither is.
 const (
 	pathApply     = "/internal/v1/apply"
 	pathReadIndex = "/internal/v1/readindex"
@@ -85,19 +88,29 @@ func (n *Node) InternalHandler() http.Handler {
 	return n.authenticate(mux)
 }
 
-// authenticate refuses callers without the cluster key (or, without a
-// key, callers not on loopback).
+// authenticate refuses callers that are not cluster members. With node
+// TLS, a caller must have come over mutual TLS under
+// tlsmux.NodeServerName (its certificate chained to the cluster CA at the
+// handshake); with a cluster key, it must carry the key; with neither, it
+// must be on loopback.
 func (n *Node) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if n.cfg.ClusterKey == "" {
-			host, _, _ := net.SplitHostPort(r.RemoteAddr)
-			if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-				writeInternalError(w, http.StatusForbidden, "forbidden", "the internal API is loopback-only without a cluster key")
+		if n.tls != nil && (r.TLS == nil || r.TLS.ServerName != tlsmux.NodeServerName || len(r.TLS.PeerCertificates) == 0) {
+			writeInternalError(w, http.StatusForbidden, "forbidden", "the internal API needs mutual TLS with a node certificate of this cluster")
+			return
+		}
+		switch {
+		case n.cfg.ClusterKey != "":
+			if subtle.ConstantTimeCompare([]byte(r.Header.Get(keyHeader)), []byte(n.cfg.ClusterKey)) != 1 {
+				writeInternalError(w, http.StatusForbidden, "forbidden", "missing or wrong cluster key")
 				return
 			}
-		} else if subtle.ConstantTimeCompare([]byte(r.Header.Get(keyHeader)), []byte(n.cfg.ClusterKey)) != 1 {
-			writeInternalError(w, http.StatusForbidden, "forbidden", "missing or wrong cluster key")
-			return
+		case n.tls == nil:
+			host, _, _ := net.SplitHostPort(r.RemoteAddr)
+			if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+				writeInternalError(w, http.StatusForbidden, "forbidden", "the internal API is loopback-only without a cluster key or node TLS")
+				return
+			}
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, maxInternalReq)
 		next.ServeHTTP(w, r)
@@ -248,13 +261,16 @@ func statusOfInternal(err error) int {
 // internalClient calls other nodes' internal endpoints over kept-alive
 // connections.
 type internalClient struct {
-	key string
-	hc  *http.Client
+	key    string
+	scheme string // "https" with node TLS
+	hc     *http.Client
 }
 
 // newInternalClient returns the client of a node with cfg: it sends
-// cfg.ClusterKey, and dials through cfg.Faults when that is set.
-func newInternalClient(cfg Config) *internalClient {
+// cfg.ClusterKey, dials through cfg.Faults when that is set, and with t
+// speaks mutual TLS under tlsmux.NodeServerName, accepting only a server
+// whose certificate chains to the cluster CA.
+func newInternalClient(cfg Config, t *nodeTLS) *internalClient {
 	dial := (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	if cfg.Faults != nil {
 		dial = cfg.Faults.DialContext(dial)
@@ -264,8 +280,17 @@ func newInternalClient(cfg Config) *internalClient {
 		MaxIdleConns:        256,
 		MaxIdleConnsPerHost: 64,
 		IdleConnTimeout:     90 * time.Second,
+		TLSHandshakeTimeout: 5 * time.Second,
 	}
-	return &internalClient{key: cfg.ClusterKey, hc: &http.Client{Transport: tr}}
+	c := &internalClient{key: cfg.ClusterKey, scheme: "http", hc: &http.Client{Transport: tr}}
+	if t != nil {
+		tc := t.clientConfig()
+		tc.ServerName = tlsmux.NodeServerName
+		tc.NextProtos = []string{"http/1.1"}
+		tr.TLSClientConfig = tc
+		c.scheme = "https"
+	}
+	return c
 }
 
 func (c *internalClient) close() { c.hc.CloseIdleConnections() }
@@ -278,7 +303,7 @@ func (c *internalClient) post(ctx context.Context, addr, path string, body, out 
 	if err != nil {
 		return false, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+path, bytes.NewReader(b))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.scheme+"://"+addr+path, bytes.NewReader(b))
 	if err != nil {
 		return false, err
 	}
@@ -286,10 +311,15 @@ func (c *internalClient) post(ctx context.Context, addr, path string, body, out 
 	if c.key != "" {
 		req.Header.Set(keyHeader, c.key)
 	}
+	// Until the client has a connection (dialled, and past its TLS
+	// handshake), nothing of the request can have reached the other node.
+	var gotConn atomic.Bool
+	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn: func(httptrace.GotConnInfo) { gotConn.Store(true) },
+	}))
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		var op *net.OpError
-		if errors.As(err, &op) && op.Op == "dial" {
+		if !gotConn.Load() {
 			return false, fmt.Errorf("%w: %w", errNotSent, err)
 		}
 		return true, err

@@ -33,6 +33,7 @@ type Node struct {
 	cache     *membersCache
 	fwd       *forwarder
 	client    *internalClient
+	tls       *nodeTLS // nil without node TLS
 	metrics   *nodeMetrics
 	proposer  *proposer
 
@@ -66,7 +67,14 @@ func Open(cfg Config) (*Node, error) {
 	n.bgCtx, n.bgCancel = context.WithCancel(context.Background())
 	n.fsm.Observe(n.observe, fsm.TypeNode, fsm.TypeNodeRemoved, fsm.TypeCancel)
 	n.cache = newMembersCache(cfg.DataDir, n.log)
-	n.client = newInternalClient(cfg)
+	if cfg.TLS != nil {
+		t, err := loadNodeTLS(*cfg.TLS)
+		if err != nil {
+			return nil, err
+		}
+		n.tls = t
+	}
+	n.client = newInternalClient(cfg, n.tls)
 	n.fwd = newForwarder(n.client, n.metrics)
 	ok := false
 	defer func() {
@@ -85,7 +93,7 @@ func Open(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cluster: snapshot store: %w", err)
 	}
 	var ident *identityStream
-	n.transport, ident, err = newTransport(cfg)
+	n.transport, ident, err = newTransport(cfg, n.tls)
 	if err != nil {
 		return nil, err
 	}

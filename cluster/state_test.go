@@ -38,7 +38,7 @@ func fetchDigest(t *testing.T, addr, key string) (d cluster.StateDigest, status 
 // a write reports another hash.
 func TestStateDigestsConverge(t *testing.T) {
 	const k = "s3cret"
-	c := newCluster(t, 3, func(cfg *cluster.Config) { cfg.ClusterKey = k })
+	c := newCluster(t, 3, func(cfg *cluster.Config) { cfg.ClusterKey, cfg.TLS = k, nil })
 	leader := c.leader()
 	for i := range 10 {
 		mustReserve(t, leader.Store(), key(fmt.Sprint("d-", i)), exec(leader.ID()), store.Reserved)

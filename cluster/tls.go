@@ -15,7 +15,8 @@ import (
 )
 
 // NodeTLS names the files of mutual TLS between nodes: the cluster's CA
-// and this node's certificate and key (PEM). Every Raft connection is then
+// and this node's certificate and key (PEM). Every Raft connection and
+// every node-to-node HTTP call (forwarding, joins, read indexes) is then
 // TLS, both ends present a certificate, and each refuses at the handshake
 // a peer whose certificate does not chain to the CA, or that has none.
 // The files are read again when they change (checked at most every few
@@ -187,4 +188,17 @@ func (s *tlsStream) Dial(address raft.ServerAddress, timeout time.Duration) (net
 		return nil, fmt.Errorf("cluster: raft TLS handshake with %s: %w", address, err)
 	}
 	return tc, nil
+}
+
+// ServerTLSConfig is the TLS configuration the node's HTTP listener serves
+// to other nodes (those naming tlsmux.NodeServerName): the node's
+// certificate, TLS 1.3, and a client certificate required and checked
+// against the cluster CA. It is nil without node TLS.
+func (n *Node) ServerTLSConfig() *tls.Config {
+	if n.tls == nil {
+		return nil
+	}
+	c := n.tls.serverConfig()
+	c.NextProtos = []string{"http/1.1"}
+	return c
 }

@@ -2,11 +2,14 @@ package cluster_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +18,7 @@ import (
 
 	"github.com/carmyhq/carmy/cluster"
 	"github.com/carmyhq/carmy/internal/certs"
+	"github.com/carmyhq/carmy/internal/tlsmux"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -107,5 +111,98 @@ func TestRaftOverMutualTLS(t *testing.T) {
 	_, err := leader.Store().Lookup(context.Background(), key("after-strangers"))
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		t.Fatal(err)
+	}
+}
+
+// internalPost sends body to a node's internal path: over TLS as a node
+// would (naming tlsmux.NodeServerName) with files' certificate, or with
+// none when files is nil, or over plain HTTP when plain. It returns the
+// status, or the error when no answer came.
+func internalPost(t *testing.T, addr, path, body, key string, files *cluster.NodeTLS, plain bool) (int, error) {
+	t.Helper()
+	tc := &tls.Config{ServerName: tlsmux.NodeServerName, InsecureSkipVerify: true, MinVersion: tls.VersionTLS13} //nolint:gosec // a stranger trusts anything
+	if files != nil {
+		cert, err := tls.LoadX509KeyPair(files.CertFile, files.KeyFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	scheme := "https"
+	if plain {
+		scheme = "http"
+	}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: tc}, Timeout: 5 * time.Second}
+	defer hc.CloseIdleConnections()
+	req, _ := http.NewRequest(http.MethodPost, scheme+"://"+addr+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Carmy-Cluster-Key", key)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// TestInternalHTTPOverMutualTLS checks the node-to-node HTTP endpoints
+// under node TLS: nodes of the cluster forward and join over them, while
+// a caller with a certificate of another CA, or with none, fails the
+// handshake, and a plain-HTTP caller is refused even with the cluster
+// key; none of them changes the log or the configuration. The cluster key,
+// when set too, is still checked.
+func TestInternalHTTPOverMutualTLS(t *testing.T) {
+	files := writeTLS(t, t.TempDir(), "n1", "n2", "n3")
+	c := newCluster(t, 3, func(cfg *cluster.Config) {
+		f := files[cfg.NodeID]
+		cfg.TLS, cfg.ClusterKey = &f, "s3cret"
+	})
+	leader := c.leader()
+	// Forwarded over mutual TLS (n2 and n3 also joined over it).
+	for _, f := range c.followers() {
+		mustReserve(t, f.Store(), key("forwarded-"+f.ID()), exec(f.ID()), store.Reserved)
+	}
+	last := leader.Raft().LastIndex()
+
+	forged := `{"commands":[{"v":1,"type":"release","execution_id":"exec_x"}]}`
+	join := `{"id":"intruder","raft_addr":"127.0.0.1:1","http_addr":"127.0.0.1:2"}`
+	strangers := writeTLS(t, t.TempDir(), "n1")
+	stranger := strangers["n1"]
+	for _, tc := range []struct {
+		name  string
+		files *cluster.NodeTLS
+		plain bool
+	}{
+		{"another CA", &stranger, false},
+		{"no certificate", nil, false},
+		{"plain HTTP", nil, true},
+	} {
+		for _, p := range []struct{ path, body string }{{"/internal/v1/apply", forged}, {"/internal/v1/join", join}} {
+			status, err := internalPost(t, leader.HTTPAddr(), p.path, p.body, "s3cret", tc.files, tc.plain)
+			t.Logf("%s %s: status %d, err %v", tc.name, p.path, status, err)
+			switch {
+			case tc.plain && status != http.StatusForbidden:
+				t.Errorf("%s %s: status %d (err %v), want 403", tc.name, p.path, status, err)
+			case !tc.plain && err == nil:
+				t.Errorf("%s %s: answered %d, want a failed handshake", tc.name, p.path, status)
+			}
+		}
+	}
+	if got := leader.Raft().LastIndex(); got != last {
+		t.Errorf("refused calls moved the leader's log from %d to %d", last, got)
+	}
+	if st, _ := leader.Status(t.Context()); len(st.Nodes) != 3 {
+		t.Errorf("refused joins changed the configuration: %+v", st.Nodes)
+	}
+	// A node certificate of the cluster's CA is let through (with the
+	// key, which is still checked).
+	own := files["n2"]
+	if status, err := internalPost(t, leader.HTTPAddr(), "/internal/v1/readindex", `{}`, "s3cret", &own, false); err != nil || status != http.StatusOK {
+		t.Fatalf("a member's certificate: status %d, err %v", status, err)
+	}
+	if status, err := internalPost(t, leader.HTTPAddr(), "/internal/v1/readindex", `{}`, "wrong", &own, false); err != nil || status != http.StatusForbidden {
+		t.Fatalf("a member's certificate with a wrong key: status %d (err %v), want 403", status, err)
 	}
 }

@@ -15,9 +15,10 @@ const (
 )
 
 // newTransport listens on cfg.RaftAddr and returns the Raft transport,
-// through cfg.Faults when set, and its identity layer (whose lookup the
-// node sets once Raft runs). The node advertises raftAdvertise's address.
-func newTransport(cfg Config) (*raft.NetworkTransport, *identityStream, error) {
+// through cfg.Faults when set and over mutual TLS when t is set, and its
+// identity layer (whose lookup the node sets once Raft runs). The node
+// advertises raftAdvertise's address.
+func newTransport(cfg Config, t *nodeTLS) (*raft.NetworkTransport, *identityStream, error) {
 	ln, err := net.Listen("tcp", cfg.RaftAddr)
 	if err != nil {
 		return nil, nil, fmt.Errorf("cluster: raft transport on %s: %w", cfg.RaftAddr, err)
@@ -31,12 +32,7 @@ func newTransport(cfg Config) (*raft.NetworkTransport, *identityStream, error) {
 	if cfg.Faults != nil {
 		stream = cfg.Faults.StreamLayer(ln, advertise)
 	}
-	if cfg.TLS != nil {
-		t, err := loadNodeTLS(*cfg.TLS)
-		if err != nil {
-			_ = ln.Close()
-			return nil, nil, err
-		}
+	if t != nil {
 		stream = newTLSStream(stream, t)
 	}
 	ident := &identityStream{StreamLayer: stream, self: cfg.NodeID}

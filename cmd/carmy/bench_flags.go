@@ -21,6 +21,7 @@ the throughput, the latency and what the calls came back as.
 Flags:
   --targets h:p,...   the nodes to call, round-robin; http:// URLs too (default 127.0.0.1:8080) [$CARMY_BENCH_TARGETS]
   --token secret      a caller's token, sent as Authorization: Bearer [$CARMY_TOKEN]
+  --ca-file PEM       CA certificates to trust for https:// targets besides the system's [$CARMY_CA_FILE]
   --clients n         concurrent clients, each one call at a time (default 16)
   --duration d        how long to measure (default 10s)
   --calls n           measure this many calls instead (--duration is then ignored)
@@ -82,6 +83,7 @@ const maxArgsSize = 64 << 20
 type benchOptions struct {
 	Targets    []string // as given, host:port or URL
 	Token      string
+	CAFile     string
 	Clients    int
 	Duration   time.Duration
 	Calls      int64 // > 0: a number of calls instead of Duration
@@ -108,7 +110,7 @@ func parseBenchFlags(args []string, getenv func(string) string, stdout, stderr i
 	opts := benchOptions{
 		Clients: 16, Duration: 10 * time.Second, Mode: modeNew, ReplayPool: 1000,
 		RetryShare: 0.2, DupShare: 0.05, Tool: "echo", ArgsSize: 64, Timeout: 10 * time.Second,
-		Metrics: true, Progress: time.Second, Token: getenv(envBenchToken),
+		Metrics: true, Progress: time.Second, Token: getenv(envBenchToken), CAFile: getenv(envCAFile),
 	}
 	targets := "127.0.0.1:8080"
 	if t := getenv(envBenchTargets); t != "" {
@@ -120,6 +122,7 @@ func parseBenchFlags(args []string, getenv func(string) string, stdout, stderr i
 	fs.Usage = func() {} // the hint follows the problem, below; --help prints the usage
 	fs.StringVar(&targets, "targets", targets, "")
 	fs.StringVar(&opts.Token, "token", opts.Token, "")
+	fs.StringVar(&opts.CAFile, "ca-file", opts.CAFile, "")
 	fs.IntVar(&opts.Clients, "clients", opts.Clients, "")
 	fs.DurationVar(&opts.Duration, "duration", opts.Duration, "")
 	fs.Int64Var(&opts.Calls, "calls", 0, "")

@@ -86,6 +86,11 @@ func newBenchDriver(opts benchOptions) (*benchDriver, error) {
 		DisableCompression:  true,
 		ForceAttemptHTTP2:   false,
 	}
+	tc, err := clientTLS(opts.CAFile)
+	if err != nil {
+		return nil, err
+	}
+	tr.TLSClientConfig = tc
 	d.client = &http.Client{Transport: tr, Timeout: opts.Timeout}
 	d.header = http.Header{
 		"Content-Type": {"application/json"},

@@ -31,6 +31,7 @@ Commands:
 
 Flags (every command):
   --addr host:port   the node to ask; http:// or https:// URLs too (default 127.0.0.1:8080) [$CARMY_ADDR]
+  --ca-file PEM      CA certificates to trust for https:// besides the system's [$CARMY_CA_FILE]
   --token secret     the admin token, sent as Authorization: Bearer [$CARMY_ADMIN_TOKEN]
   --json             print the node's JSON answer as it is
   --timeout d        bound on the request (default 10s)
@@ -59,6 +60,7 @@ const (
 type clusterOptions struct {
 	Addr    string
 	Token   string
+	CAFile  string
 	JSON    bool
 	Timeout time.Duration
 	// join and remove
@@ -102,7 +104,15 @@ func clusterCmd(ctx context.Context, args []string, getenv func(string) string, 
 	if opts.Timeout <= 0 {
 		return usageErr("--timeout %s: must be positive", opts.Timeout)
 	}
-	c := &adminClient{base: base, addr: opts.Addr, token: opts.Token, timeout: opts.Timeout}
+	tc, err := clientTLS(opts.CAFile)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	hc := http.DefaultClient
+	if tc != nil {
+		hc = &http.Client{Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, TLSClientConfig: tc}}
+	}
+	c := &adminClient{base: base, addr: opts.Addr, token: opts.Token, timeout: opts.Timeout, hc: hc}
 
 	var (
 		method, path string
@@ -185,7 +195,7 @@ func clusterCmd(ctx context.Context, args []string, getenv func(string) string, 
 // before or after its positional arguments (carmy cluster remove node3
 // --addr …).
 func parseClusterFlags(sub string, args []string, getenv func(string) string, stdout, stderr io.Writer) (clusterOptions, []string, error) {
-	opts := clusterOptions{Addr: "127.0.0.1:8080", Token: getenv(envAdminToken), Timeout: 10 * time.Second}
+	opts := clusterOptions{Addr: "127.0.0.1:8080", Token: getenv(envAdminToken), CAFile: getenv(envCAFile), Timeout: 10 * time.Second}
 	if a := getenv(envClusterAddr); a != "" {
 		opts.Addr = a
 	}
@@ -194,6 +204,7 @@ func parseClusterFlags(sub string, args []string, getenv func(string) string, st
 	fs.Usage = func() { fmt.Fprintf(stderr, "\nRun 'carmy cluster --help' for the usage.\n") }
 	fs.StringVar(&opts.Addr, "addr", opts.Addr, "")
 	fs.StringVar(&opts.Token, "token", opts.Token, "")
+	fs.StringVar(&opts.CAFile, "ca-file", opts.CAFile, "")
 	fs.BoolVar(&opts.JSON, "json", false, "")
 	fs.DurationVar(&opts.Timeout, "timeout", opts.Timeout, "")
 	if sub != "status" {
@@ -254,6 +265,7 @@ type adminClient struct {
 	addr    string // as the operator gave it
 	token   string
 	timeout time.Duration
+	hc      *http.Client
 }
 
 // maxAnswer bounds the answer read from a node.
@@ -297,7 +309,7 @@ func (c *adminClient) do(ctx context.Context, method, path string, body []byte) 
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := c.hc.Do(req)
 	if err != nil {
 		switch {
 		case errors.Is(err, context.DeadlineExceeded):

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/cluster"
+	"github.com/carmyhq/carmy/internal/tlsmux"
 )
 
 // serveConfig is everything `carmy serve` is told by flags and the
@@ -35,6 +36,8 @@ type serveConfig struct {
 	NodeTLSCA         string
 	NodeTLSCert       string
 	NodeTLSKey        string
+	TLSCert           string
+	TLSKey            string
 	Insecure          bool
 	FastFailover      bool
 	SnapshotThreshold uint64
@@ -69,6 +72,8 @@ var flagEnv = []struct{ flag, env string }{
 	{"node-tls-ca", "CARMY_NODE_TLS_CA"},
 	{"node-tls-cert", "CARMY_NODE_TLS_CERT"},
 	{"node-tls-key", "CARMY_NODE_TLS_KEY"},
+	{"tls-cert", "CARMY_TLS_CERT"},
+	{"tls-key", "CARMY_TLS_KEY"},
 	{"insecure", "CARMY_INSECURE"},
 	{"fast-failover", "CARMY_FAST_FAILOVER"},
 	{"snapshot-threshold", "CARMY_SNAPSHOT_THRESHOLD"},
@@ -91,11 +96,13 @@ func serveFlags(cfg *serveConfig, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&cfg.Dev, "dev", false, "try-it-out mode: demo tools on, auth off, and --bootstrap unless --join is given")
 	fs.IntVar(&cfg.MaxEntries, "max-entries", defaultMaxEntries, "capacity of the replicated store, in records (the leader's value applies)")
 	fs.StringVar(&cfg.Retention, "retention", "off", "`age` after which finished records are removed, e.g. 72h or 30d; off keeps them")
-	fs.StringVar(&cfg.ClusterKey, "cluster-key", "", "shared `secret` every node-to-node call carries; required unless all listeners are on loopback")
+	fs.StringVar(&cfg.ClusterKey, "cluster-key", "", "shared `secret` every node-to-node HTTP call carries; required unless node TLS is on or all listeners are on loopback")
 	fs.StringVar(&cfg.GossipKey, "gossip-key", "", "base64 `keys` (16, 24 or 32 bytes; carmy keygen makes one) that encrypt gossip; the first encrypts, any decrypts (comma-separated, for rotation)")
-	fs.StringVar(&cfg.NodeTLSCA, "node-tls-ca", "", "PEM `file` of the cluster CA: Raft connections are mutual TLS, and a peer whose certificate does not chain to it is refused (carmy tls makes one)")
+	fs.StringVar(&cfg.NodeTLSCA, "node-tls-ca", "", "PEM `file` of the cluster CA: Raft and node-to-node HTTP are mutual TLS, and a peer whose certificate does not chain to it is refused (carmy tls makes one)")
 	fs.StringVar(&cfg.NodeTLSCert, "node-tls-cert", "", "PEM `file` of this node's certificate (with --node-tls-ca); reloaded when it changes")
 	fs.StringVar(&cfg.NodeTLSKey, "node-tls-key", "", "PEM `file` of this node's key (with --node-tls-ca)")
+	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "PEM `file` of the API's certificate (chain): the API is served over HTTPS only; reloaded when it changes")
+	fs.StringVar(&cfg.TLSKey, "tls-key", "", "PEM `file` of the API certificate's key (with --tls-cert)")
 	fs.BoolVar(&cfg.Insecure, "insecure", false, "let Raft or gossip listen off loopback without node TLS and a gossip key (logged as a warning)")
 	fs.BoolVar(&cfg.FastFailover, "fast-failover", false, "short Raft and gossip timeouts (sub-second failover), for loopback and tests")
 	fs.Uint64Var(&cfg.SnapshotThreshold, "snapshot-threshold", 8192, "log entries between Raft snapshots")
@@ -294,4 +301,20 @@ func (c serveConfig) nodeTLS() (*cluster.NodeTLS, error) {
 		return &cluster.NodeTLS{CAFile: c.NodeTLSCA, CertFile: c.NodeTLSCert, KeyFile: c.NodeTLSKey}, nil
 	}
 	return nil, fmt.Errorf("--node-tls-ca, --node-tls-cert and --node-tls-key go together: give all three or none")
+}
+
+// apiTLS loads --tls-cert and --tls-key (both or neither) as the API's
+// reloading key pair; nil when neither is given.
+func (c serveConfig) apiTLS() (*tlsmux.KeyPair, error) {
+	switch countSet(c.TLSCert, c.TLSKey) {
+	case 0:
+		return nil, nil
+	case 2:
+		kp, err := tlsmux.LoadKeyPair(c.TLSCert, c.TLSKey)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-cert, --tls-key: %w", err)
+		}
+		return kp, nil
+	}
+	return nil, fmt.Errorf("--tls-cert and --tls-key go together: give both or neither")
 }

@@ -88,6 +88,8 @@ func TestParseServeEnvironment(t *testing.T) {
 		{"CARMY_NODE_TLS_CA", "/tls/ca.pem", func(c serveConfig) bool { return c.NodeTLSCA == "/tls/ca.pem" }},
 		{"CARMY_NODE_TLS_CERT", "/tls/n1.pem", func(c serveConfig) bool { return c.NodeTLSCert == "/tls/n1.pem" }},
 		{"CARMY_NODE_TLS_KEY", "/tls/n1-key.pem", func(c serveConfig) bool { return c.NodeTLSKey == "/tls/n1-key.pem" }},
+		{"CARMY_TLS_CERT", "/tls/api.pem", func(c serveConfig) bool { return c.TLSCert == "/tls/api.pem" }},
+		{"CARMY_TLS_KEY", "/tls/api-key.pem", func(c serveConfig) bool { return c.TLSKey == "/tls/api-key.pem" }},
 		{"CARMY_INSECURE", "true", func(c serveConfig) bool { return c.Insecure }},
 		{"CARMY_GOSSIP_KEY", "AQEBAQEBAQEBAQEBAQEBAQ==", func(c serveConfig) bool { return c.GossipKey == "AQEBAQEBAQEBAQEBAQEBAQ==" }},
 		{"CARMY_FAST_FAILOVER", "1", func(c serveConfig) bool { return c.FastFailover }},
@@ -580,5 +582,27 @@ func TestRunServeBadFlagIsUsage(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "bogus") {
 		t.Errorf("stderr = %q, want it to name the flag", stderr.String())
+	}
+}
+
+// TestTLSFlagsGoTogether checks that a node refuses half a TLS setup:
+// --tls-cert without --tls-key (or the reverse), and fewer than all three
+// --node-tls-* flags, and that unreadable API files are reported.
+func TestTLSFlagsGoTogether(t *testing.T) {
+	for _, c := range []serveConfig{{TLSCert: "a.pem"}, {TLSKey: "a-key.pem"}} {
+		if _, err := c.apiTLS(); err == nil || !strings.Contains(err.Error(), "go together") {
+			t.Errorf("apiTLS(%+v) = %v, want a 'go together' error", c, err)
+		}
+	}
+	if _, err := (serveConfig{TLSCert: "/nonexistent.pem", TLSKey: "/nonexistent-key.pem"}).apiTLS(); err == nil {
+		t.Error("apiTLS took files that do not exist")
+	}
+	if kp, err := (serveConfig{}).apiTLS(); kp != nil || err != nil {
+		t.Errorf("apiTLS() without flags = %v, %v; want nil, nil", kp, err)
+	}
+	for _, c := range []serveConfig{{NodeTLSCA: "ca.pem"}, {NodeTLSCA: "ca.pem", NodeTLSCert: "n.pem"}, {NodeTLSKey: "k.pem"}} {
+		if _, err := c.nodeTLS(); err == nil || !strings.Contains(err.Error(), "go together") {
+			t.Errorf("nodeTLS(%+v) = %v, want a 'go together' error", c, err)
+		}
 	}
 }

@@ -81,6 +81,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := checkNodeSecurity(cfg, nodeTLS != nil, len(gossipKeys) > 0, log); err != nil {
 		return err
 	}
+	apiKeys, err := cfg.apiTLS()
+	if err != nil {
+		return err
+	}
+	if apiKeys == nil && !cfg.Dev && !carmy.IsLoopback(cfg.HTTPAddr) {
+		log.Warn("the API is plain HTTP off loopback: tokens and results cross the network in the clear; give --tls-cert and --tls-key",
+			slog.String("http_addr", cfg.HTTPAddr))
+	}
 
 	// Listen first: the node advertises the address actually bound.
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
@@ -121,13 +129,17 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	log.Info("starting carmy", slog.String("version", version), slog.String("node_id", cfg.NodeID),
 		slog.Int("tools", len(app.Tools())), slog.Bool("auth", auth.Enabled()), slog.Bool("gossip_encrypted", len(gossipKeys) > 0),
-		slog.Bool("raft_tls", nodeTLS != nil),
+		slog.Bool("node_tls", nodeTLS != nil), slog.Bool("api_tls", apiKeys != nil),
 		slog.Int("max_entries", cfg.MaxEntries),
 		slog.String("data_dir", cfg.DataDir))
 	apiCfg := api.Config{
 		Auth: auth, BodyLimit: fc.Limits.BodyBytes, Timeouts: fc.Limits.timeouts(), Logger: log,
 		RateLimit: api.RateLimit{PerSecond: fc.Limits.RatePerPrincipal, Burst: fc.Limits.RateBurst},
 		Cluster:   clusterAdmin{node}, Internal: withFaultControl(node.InternalHandler(), faults, cfg.ClusterKey),
+		NodeTLS: node.ServerTLSConfig(),
+	}
+	if apiKeys != nil {
+		apiCfg.TLS = apiKeys.ServerConfig()
 	}
 	// On SIGTERM a leader hands leadership over first, while its API still
 	// serves forwarded writes; then the runtime drains and the node stops.

@@ -49,11 +49,15 @@ func (b *logBuffer) String() string {
 }
 
 // servingLine matches the line Runtime.Serve logs once it listens.
-var servingLine = regexp.MustCompile(`msg="serving the API" http_addr=(\S+)`)
+var servingLine = regexp.MustCompile(`msg="serving the API" http_addr=(\S+) scheme=(\S+)`)
 
 // runningServe is a serve() running in a goroutine.
 type runningServe struct {
 	addr   string // host:port to dial
+	scheme string // http or https, as the node logged
+	// client makes the requests of get, post and waitReady: testClient
+	// unless a test trusts a CA of its own.
+	client *http.Client
 	logs   *logBuffer
 	cancel context.CancelFunc
 	done   chan error
@@ -99,7 +103,7 @@ func startServe(t *testing.T, args ...string) *runningServe {
 	defer deadline.Stop()
 	for {
 		if m := servingLine.FindStringSubmatch(s.logs.String()); m != nil {
-			s.addr = dialable(t, m[1])
+			s.addr, s.scheme, s.client = dialable(t, m[1]), m[2], testClient
 			return s
 		}
 		select {
@@ -127,7 +131,7 @@ func nodeArgs(t *testing.T) []string {
 func (s *runningServe) waitReady(t *testing.T) {
 	t.Helper()
 	waitFor(t, 15*time.Second, "GET /readyz = 200", func() (bool, string) {
-		resp, err := testClient.Get("http://" + s.addr + "/readyz")
+		resp, err := s.client.Get(s.url("/readyz"))
 		if err != nil {
 			return false, err.Error()
 		}
@@ -174,18 +178,21 @@ func dialable(t *testing.T, addr string) string {
 
 var testClient = &http.Client{Timeout: 10 * time.Second}
 
+// url is the node's URL for path.
+func (s *runningServe) url(path string) string { return s.scheme + "://" + s.addr + path }
+
 // get sends GET path to the server, with a bearer token when token is set,
 // and returns the status and body.
 func (s *runningServe) get(t *testing.T, path, token string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, "http://"+s.addr+path, nil)
+	req, err := http.NewRequest(http.MethodGet, s.url(path), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := testClient.Do(req)
+	resp, err := s.client.Do(req)
 	if err != nil {
 		t.Fatalf("GET %s: %v", path, err)
 	}
@@ -201,7 +208,7 @@ func (s *runningServe) get(t *testing.T, path, token string) (int, string) {
 // Idempotent-Replayed header and the body.
 func (s *runningServe) post(t *testing.T, path, body string) (int, string, string) {
 	t.Helper()
-	resp, err := testClient.Post("http://"+s.addr+path, "application/json", strings.NewReader(body))
+	resp, err := s.client.Post(s.url(path), "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatalf("POST %s: %v", path, err)
 	}

@@ -6,6 +6,8 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -58,10 +60,13 @@ func TestTLSCommands(t *testing.T) {
 	}
 }
 
-// TestServeRaftOverTLS starts two nodes with certificates of one CA: the
-// second joins the first over mutual TLS and the cluster takes writes; a
-// third node with a certificate of another CA cannot join Raft.
-func TestServeRaftOverTLS(t *testing.T) {
+// TestServeNodeAndAPIOverTLS starts two nodes with node certificates of
+// one CA and API certificates: the second joins the first over mutual TLS
+// (HTTP and Raft), calls through either node are forwarded and replayed
+// over it, clients reach the API over HTTPS only, and `carmy cluster`
+// trusts the CA with --ca-file. A third node with a certificate of another
+// CA cannot join: its join request fails the handshake.
+func TestServeNodeAndAPIOverTLS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three nodes")
 	}
@@ -78,25 +83,70 @@ func TestServeRaftOverTLS(t *testing.T) {
 		}
 	}
 	tlsArgs := func(d, id string) []string {
+		// The node certificate names localhost and the loopback IPs, so
+		// it serves as the API's certificate here too.
 		return []string{"--node-tls-ca", filepath.Join(d, "carmy-ca.pem"),
-			"--node-tls-cert", filepath.Join(d, id+".pem"), "--node-tls-key", filepath.Join(d, id+"-key.pem")}
+			"--node-tls-cert", filepath.Join(d, id+".pem"), "--node-tls-key", filepath.Join(d, id+"-key.pem"),
+			"--tls-cert", filepath.Join(d, id+".pem"), "--tls-key", filepath.Join(d, id+"-key.pem")}
 	}
-	n1 := startServe(t, append([]string{"--dev", "--http-addr", "127.0.0.1:0", "--node-id", "t1"}, tlsArgs(dir, "t1")...)...)
+	caFile := filepath.Join(dir, "carmy-ca.pem")
+	tc, err := clientTLS(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trusting := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tc}}
+	start := func(args ...string) *runningServe {
+		t.Helper()
+		s := startServe(t, args...)
+		if s.scheme != "https" {
+			t.Fatalf("a node with --tls-cert serves %s", s.scheme)
+		}
+		s.client = trusting
+		return s
+	}
+	n1 := start(append([]string{"--dev", "--http-addr", "127.0.0.1:0", "--node-id", "t1"}, tlsArgs(dir, "t1")...)...)
 	n1.waitReady(t)
-	n2 := startServe(t, append([]string{"--dev", "--http-addr", "127.0.0.1:0", "--node-id", "t2", "--join", n1.addr}, tlsArgs(dir, "t2")...)...)
+	n2 := start(append([]string{"--dev", "--http-addr", "127.0.0.1:0", "--node-id", "t2", "--join", n1.addr}, tlsArgs(dir, "t2")...)...)
 	n2.waitReady(t)
-	code, _, body := n2.post(t, "/v1/tools/call", `{"tool":"echo","arguments":{"x":1},"request_id":"over-tls"}`)
+	call := `{"tool":"echo","arguments":{"x":1},"request_id":"over-tls"}`
+	code, _, body := n2.post(t, "/v1/tools/call", call)
 	if code != 200 {
 		t.Fatalf("a call through t2: %d %s", code, body)
 	}
+	waitFor(t, 10*time.Second, "the replay through t1", func() (bool, string) {
+		code, _, body := n1.post(t, "/v1/tools/call", call)
+		return code == 200 && strings.Contains(body, `"replayed":true`), fmt.Sprintf("%d %s", code, body)
+	})
+
+	// Plain HTTP to an HTTPS API: the envelope, and nothing else.
+	resp, err := testClient.Post("http://"+n1.addr+"/v1/tools/call", "application/json", strings.NewReader(call))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(plain), `"code":"INVALID_REQUEST"`) || !strings.Contains(string(plain), "https") {
+		t.Fatalf("plain HTTP to the HTTPS API: %d %s", resp.StatusCode, plain)
+	}
+	// A client that does not trust the CA fails the handshake.
+	if _, err := testClient.Get(n1.url("/healthz")); err == nil {
+		t.Fatal("a client without the CA accepted the API's certificate")
+	}
+	out.Reset()
+	if err := clusterCmd(t.Context(), []string{"status", "--addr", n1.url(""), "--ca-file", caFile}, func(string) string { return "" }, &out, &errOut); err != nil {
+		t.Fatalf("carmy cluster status over HTTPS: %v\n%s", err, errOut.String())
+	}
+	if !strings.Contains(out.String(), "t2") {
+		t.Fatalf("carmy cluster status does not list t2:\n%s", out.String())
+	}
+
 	n3 := startServe(t, append([]string{"--dev", "--http-addr", "127.0.0.1:0", "--node-id", "t3", "--join", n1.addr}, tlsArgs(other, "t3")...)...)
-	// t3 is added to the configuration (the join goes through HTTP) but
-	// the leader cannot replicate to it: the handshake fails both ways.
 	waitFor(t, 30*time.Second, "t1 to refuse t3's certificate", func() (bool, string) {
 		logs := n1.logs.String() + n3.logs.String()
 		return strings.Contains(logs, "certificate signed by unknown authority") || strings.Contains(logs, "bad certificate"), ""
 	})
-	if code, _ := n3.get(t, "/readyz", ""); code == 200 {
-		t.Errorf("t3, with a certificate of another CA, is ready: it caught up with a cluster it cannot talk to")
+	code, body = n1.get(t, "/v1/cluster", "")
+	if code != 200 || strings.Contains(body, `"t3"`) {
+		t.Errorf("t3, with a certificate of another CA, was let into the configuration: %d %s", code, body)
 	}
 }

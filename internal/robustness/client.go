@@ -3,15 +3,21 @@ package robustness
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/carmyhq/carmy/internal/robustness/ledgerapi"
+	"github.com/carmyhq/carmy/internal/tlsmux"
 )
 
 // Workload constants shared by the clients and the checks.
@@ -65,10 +71,43 @@ type outcome struct {
 type nodeClient struct {
 	hc  *http.Client
 	key string
+	// ihc calls the internal endpoints as a node would: mutual TLS under
+	// tlsmux.NodeServerName with the harness's certificate.
+	ihc *http.Client
 }
 
-func newNodeClient(key string) *nodeClient {
-	return &nodeClient{hc: &http.Client{Timeout: callTimeout}, key: key}
+// newNodeClient returns the harness's client; tlsDir holds the cluster CA
+// (carmy-ca.pem) and the harness's certificate (harness.pem and its key).
+func newNodeClient(t testing.TB, key, tlsDir string) *nodeClient {
+	t.Helper()
+	cert, err := tls.LoadX509KeyPair(filepath.Join(tlsDir, "harness.pem"), filepath.Join(tlsDir, "harness-key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	caPEM, err := os.ReadFile(filepath.Join(tlsDir, "carmy-ca.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	tc := &tls.Config{
+		MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert},
+		ServerName: tlsmux.NodeServerName, NextProtos: []string{"http/1.1"},
+		// Nodes are checked against the CA, not by name (as nodes do).
+		InsecureSkipVerify: true, //nolint:gosec // verified below
+		VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
+			leaf, err := x509.ParseCertificate(raw[0])
+			if err != nil {
+				return err
+			}
+			_, err = leaf.Verify(x509.VerifyOptions{Roots: pool})
+			return err
+		},
+	}
+	return &nodeClient{
+		hc: &http.Client{Timeout: callTimeout}, key: key,
+		ihc: &http.Client{Timeout: callTimeout, Transport: &http.Transport{TLSClientConfig: tc}},
+	}
 }
 
 // call sends one tool call to baseURL and classifies the answer. An answer
@@ -212,9 +251,10 @@ func (c *nodeClient) digest(ctx context.Context, baseURL string) (d digest, err 
 	return d, err
 }
 
-// internal calls a node-to-node endpoint with the cluster key.
+// internal calls a node-to-node endpoint over mutual TLS, with the
+// cluster key.
 func (c *nodeClient) internal(ctx context.Context, method, url string, body []byte, out any) error {
-	return c.send(ctx, method, url, body, true, out)
+	return c.send(ctx, method, strings.Replace(url, "http://", "https://", 1), body, true, out)
 }
 
 // admin sends a cluster-administration request (auth is off in --dev).
@@ -240,7 +280,11 @@ func (c *nodeClient) send(ctx context.Context, method, url string, body []byte, 
 		req.Header.Set("Carmy-Cluster-Key", c.key)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.hc.Do(req)
+	hc := c.hc
+	if withKey {
+		hc = c.ihc
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		return err
 	}

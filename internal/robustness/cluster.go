@@ -53,11 +53,14 @@ func startCluster(t testing.TB, size int) *testCluster {
 	// Gossip is encrypted and Raft runs over mutual TLS, as in
 	// production: every fault below also exercises the keyring and the
 	// TLS layer (a wiped node rejoins with both).
+	// The harness holds a certificate too ("harness"): the nodes' internal
+	// endpoints (state digests) answer only over mutual TLS.
+	hostTLS := writeNodeTLS(t, append(slices.Clone(names), "harness"))
 	network := dockertest.NewNetworkWith(t, fmt.Sprintf("robust%d", size), dockertest.Options{
 		Image: image, Env: []string{"CARMY_TEST_FAULTS=1", "CARMY_GOSSIP_KEY=" + gossipKey(t)},
-		Mounts: []string{writeNodeTLS(t, names) + ":" + tlsDir + ":ro"},
+		Mounts: []string{hostTLS + ":" + tlsDir + ":ro"},
 	})
-	c := &testCluster{t: t, net: network, nc: newNodeClient(network.ClusterKey())}
+	c := &testCluster{t: t, net: network, nc: newNodeClient(t, network.ClusterKey(), hostTLS)}
 	ledger, err := network.StartHelper("ledger", "/ledger", ledgerPort, "--addr", fmt.Sprintf(":%d", ledgerPort))
 	if err != nil {
 		t.Fatalf("starting the ledger: %v", err)
@@ -73,7 +76,7 @@ func startCluster(t testing.TB, size int) *testCluster {
 		t.Fatalf("the cluster did not form: %v\n%s", err, c.describe())
 	}
 	for _, name := range c.names {
-		if logs := c.node(name).Logs(); !strings.Contains(logs, "gossip_encrypted=true raft_tls=true") {
+		if logs := c.node(name).Logs(); !strings.Contains(logs, "gossip_encrypted=true node_tls=true") {
 			t.Fatalf("%s does not say its gossip is encrypted and its Raft is TLS; logs:\n%s", name, logs)
 		}
 	}

@@ -70,7 +70,7 @@ type StartOptions struct {
 	Dir string
 }
 
-var servingLine = regexp.MustCompile(`msg="serving the API" http_addr=(\S+)`)
+var servingLine = regexp.MustCompile(`msg="serving the API" http_addr=(\S+) scheme=(\S+)`)
 
 // StartCarmy starts `bin serve args…` and waits until it serves its API.
 // Unless args name them, --http-addr, --raft-addr and --gossip-addr are
@@ -127,7 +127,7 @@ func launch(owner testing.TB, bin string, opts StartOptions, args []string) (*No
 	defer tick.Stop()
 	for {
 		if m := servingLine.FindStringSubmatch(n.logs.String()); m != nil {
-			n.Addr, n.URL = m[1], "http://"+m[1]
+			n.Addr, n.URL = m[1], m[2]+"://"+m[1]
 			return n, nil
 		}
 		select {
