@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -103,6 +104,17 @@ func launch(owner testing.TB, bin string, opts StartOptions, args []string) (*No
 		if !hasFlag(args, flag) {
 			full = append(full, flag, value)
 		}
+	}
+	if TestTLS() && !hasFlag(args, "--node-tls-ca") {
+		id := "node1"
+		for i, a := range args {
+			if a == "--node-id" && i+1 < len(args) {
+				id = args[i+1]
+			} else if v, ok := strings.CutPrefix(a, "--node-id="); ok {
+				id = v
+			}
+		}
+		full = append(full, nodeTLSArgs(owner, owner.TempDir(), id)...)
 	}
 	cmd := exec.Command(bin, full...)
 	cmd.Env = append(os.Environ(), opts.Env...)
