@@ -44,6 +44,7 @@ Usage:
   carmy serve [flags]                     run a node (carmy serve --dev to try it out)
   carmy cluster status|join|remove [...]  administer a cluster through a node's admin API
   carmy bench [flags]                     drive running nodes with calls; report throughput and latency
+  carmy health [--addr H:P] [--live]      exit 0 iff a node is ready (or alive): a health check for images
   carmy keygen                            print a new random gossip key (for --gossip-key)
   carmy tls ca|cert [...]                 make the cluster CA and node certificates (for --node-tls-*)
   carmy version                           print the version
@@ -69,6 +70,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return clusterCmd(ctx, rest, os.Getenv, stdout, stderr)
 	case "bench":
 		return benchCmd(ctx, rest, os.Getenv, stdout, stderr)
+	case "health":
+		return healthCmd(ctx, rest, os.Getenv, stdout, stderr)
 	case "tls":
 		return tlsCmd(rest, time.Now(), stdout, stderr)
 	case "keygen":
@@ -86,6 +89,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		if len(rest) > 0 && rest[0] == "bench" {
 			fmt.Fprint(stdout, benchUsage)
+			return nil
+		}
+		if len(rest) > 0 && rest[0] == "health" {
+			fmt.Fprint(stdout, healthUsage)
 			return nil
 		}
 		fmt.Fprint(stdout, usage)
