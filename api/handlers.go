@@ -34,6 +34,8 @@ func (s *Server) callTool(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	line := callLineOf(c)
+	line.tool, line.requestID, line.session = req.Tool, req.RequestID, req.SessionID
 	id := identityOf(c)
 	if !id.mayCall(req.Tool) {
 		return newError(CodeForbidden, "principal "+strconv.Quote(id.caller.Principal)+" may not call tool "+strconv.Quote(req.Tool))
@@ -42,6 +44,7 @@ func (s *Server) callTool(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	line.executionID, line.status = resp.Record.ExecutionID, string(resp.Record.Status)
 	if resp.Replayed {
 		c.Response().Header().Set("Idempotent-Replayed", "true")
 		c.Set(outcomeKey, OutcomeReplayed)

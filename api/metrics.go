@@ -111,16 +111,20 @@ func outcomeOfCode(code string) string {
 func (s *Server) meterCalls(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		start := time.Now()
+		line := &callLine{}
+		c.Set(callLineKey, line)
 		if err := next(c); err != nil {
 			s.echo.HTTPErrorHandler(err, c)
 		}
+		took := time.Since(start)
 		outcome, _ := c.Get(outcomeKey).(string)
 		series, ok := s.metrics.byOutcome[outcome]
 		if !ok {
 			series = s.metrics.byOutcome[OutcomeError]
 		}
 		series.calls.Inc()
-		series.duration.Observe(time.Since(start).Seconds())
+		series.duration.Observe(took.Seconds())
+		s.logCall(c, line, outcome, took)
 		return nil
 	}
 }
