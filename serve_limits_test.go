@@ -4,10 +4,14 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -123,5 +127,73 @@ func TestOversizedHeadersAre431(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
 		t.Errorf("16 KiB of headers over a 4 KiB limit: %d, want 431", resp.StatusCode)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for a logger and a test at once.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestAnswerNotReadIsCutOff checks the write timeout: a client that stops
+// reading a large answer is cut off (the handler returns and logs its
+// call), while the tool's run before the answer, longer than the timeout,
+// is not counted against it.
+func TestAnswerNotReadIsCutOff(t *testing.T) {
+	const size = 32 << 20 // more than loopback's socket buffers hold
+	app := newApp(t, carmy.WithMaxResultBytes(size+1024))
+	mustAdd(t, app, carmy.ToolSpec{Name: "big", Func: func(ctx context.Context, call carmy.Call) (any, error) {
+		select {
+		case <-time.After(600 * time.Millisecond): // longer than the write timeout
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return strings.Repeat("x", size), nil
+	}})
+	logs := &lockedBuffer{}
+	addr := serveWith(t, app, api.Config{
+		Timeouts: api.Timeouts{Write: 300 * time.Millisecond},
+		Logger:   slog.New(slog.NewTextHandler(logs, nil)),
+	})
+	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		err := c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+		return errors.Join(err, serr)
+	}}
+	conn, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	body := `{"tool":"big","request_id":"b1"}`
+	if _, err := fmt.Fprintf(conn, "POST /v1/tools/call HTTP/1.1\r\nHost: carmy\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body); err != nil {
+		t.Fatal(err)
+	}
+	// The client reads nothing; the server must give up on the answer.
+	waitFor(t, "the call's handler to give up writing", func() bool {
+		return strings.Contains(logs.String(), "msg=call") && strings.Contains(logs.String(), "request_id=b1")
+	})
+	if !strings.Contains(logs.String(), "outcome=ran") {
+		t.Fatalf("the tool did not run to its answer (the wait was cut?):\n%s", logs.String())
+	}
+	got := closedWithin(t, conn, 10*time.Second)
+	if len(got) >= size {
+		t.Fatalf("read %d bytes: the whole answer was written", len(got))
+	}
+	if !strings.HasPrefix(got, "HTTP/1.1 200") {
+		t.Fatalf("the answer did not start as a 200: %.60q", got)
 	}
 }

@@ -46,8 +46,8 @@ type Config struct {
 }
 
 // Timeouts bound what a client may take. Zero fields take the defaults.
-// There is no write timeout: a call's answer waits for its tool, which
-// the tool's own timeout bounds.
+// There is no server-wide write timeout, which would also run while a
+// call's tool runs: Write starts when the answer does.
 type Timeouts struct {
 	// ReadHeader bounds reading a request's headers (default 10 s): a
 	// client that sends them slowly is cut off.
@@ -57,6 +57,10 @@ type Timeouts struct {
 	// as http.Server.ReadTimeout, which would also end the context of a
 	// call whose tool runs longer.
 	Body time.Duration
+	// Write bounds writing an answer once it starts (default 30 s): a
+	// client that does not read it is cut off. The wait for a tool before
+	// the answer is not counted.
+	Write time.Duration
 	// Idle bounds a kept-alive connection between requests (default 2 min).
 	Idle time.Duration
 	// HeaderBytes bounds a request's headers (default 64 KiB); more is
@@ -68,6 +72,7 @@ type Timeouts struct {
 const (
 	DefaultReadHeaderTimeout = 10 * time.Second
 	DefaultBodyTimeout       = 60 * time.Second
+	DefaultWriteTimeout      = 30 * time.Second
 	DefaultIdleTimeout       = 2 * time.Minute
 	DefaultHeaderBytes       = 64 << 10
 )
@@ -79,6 +84,9 @@ func (t Timeouts) WithDefaults() Timeouts {
 	}
 	if t.Body <= 0 {
 		t.Body = DefaultBodyTimeout
+	}
+	if t.Write <= 0 {
+		t.Write = DefaultWriteTimeout
 	}
 	if t.Idle <= 0 {
 		t.Idle = DefaultIdleTimeout
@@ -142,6 +150,7 @@ func New(rt Runtime, cfg Config) (*Server, error) {
 	if cfg.RateLimit.PerSecond > 0 {
 		s.limits = newLimiters(cfg.RateLimit)
 	}
+	e.Pre(boundWrite(cfg.Timeouts.WithDefaults().Write))
 	if cfg.TLS != nil {
 		e.Pre(requireTLS)
 	}
@@ -194,5 +203,21 @@ func requireTLS(next echo.HandlerFunc) echo.HandlerFunc {
 			return newError(CodeInvalidRequest, "this node serves its API over HTTPS only: use https://")
 		}
 		return next(c)
+	}
+}
+
+// boundWrite gives each answer d to be written, counted from the moment
+// its header is written: a client that stops reading is cut off, while
+// the wait for a tool before the answer is not bounded here. The deadline
+// a previous answer on the connection left is lifted first.
+func boundWrite(d time.Duration) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			rc := http.NewResponseController(c.Response().Writer)
+			if rc.SetWriteDeadline(time.Time{}) == nil {
+				c.Response().Before(func() { _ = rc.SetWriteDeadline(time.Now().Add(d)) })
+			}
+			return next(c)
+		}
 	}
 }

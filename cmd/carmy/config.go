@@ -79,16 +79,18 @@ type limitsConfig struct {
 	// sets max_entries; a new identity beyond it answers 503
 	// IDEMPOTENCY_CAPACITY naming the principal. 0: no per-principal bound.
 	EntriesPerPrincipal int `yaml:"entries_per_principal"`
-	// ReadHeaderTimeout, BodyTimeout and IdleTimeout bound slow clients
-	// (Go durations; defaults 10s, 60s, 2m): see api.Timeouts.
+	// ReadHeaderTimeout, BodyTimeout, WriteTimeout and IdleTimeout bound
+	// slow clients (Go durations; defaults 10s, 60s, 30s, 2m): see
+	// api.Timeouts.
 	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
 	BodyTimeout       time.Duration `yaml:"body_timeout"`
+	WriteTimeout      time.Duration `yaml:"write_timeout"`
 	IdleTimeout       time.Duration `yaml:"idle_timeout"`
 }
 
 // timeouts returns the API's bounds on slow clients.
 func (l limitsConfig) timeouts() api.Timeouts {
-	return api.Timeouts{ReadHeader: l.ReadHeaderTimeout, Body: l.BodyTimeout, Idle: l.IdleTimeout, HeaderBytes: l.HeaderBytes}
+	return api.Timeouts{ReadHeader: l.ReadHeaderTimeout, Body: l.BodyTimeout, Write: l.WriteTimeout, Idle: l.IdleTimeout, HeaderBytes: l.HeaderBytes}
 }
 
 // loadConfig reads and checks a config file. An empty path is an empty
@@ -109,7 +111,7 @@ func loadConfig(path string) (fileConfig, error) {
 	}
 	if l := fc.Limits; l.BodyBytes < 0 || l.ResultBytes < 0 || l.HeaderBytes < 0 || l.MaxRunning < 0 ||
 		l.RatePerPrincipal < 0 || l.RateBurst < 0 || l.EntriesPerPrincipal < 0 ||
-		l.ReadHeaderTimeout < 0 || l.BodyTimeout < 0 || l.IdleTimeout < 0 {
+		l.ReadHeaderTimeout < 0 || l.BodyTimeout < 0 || l.WriteTimeout < 0 || l.IdleTimeout < 0 {
 		return fc, fmt.Errorf("config %s: limits must not be negative", path)
 	}
 	for i, t := range fc.Auth.Tokens {

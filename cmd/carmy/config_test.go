@@ -253,11 +253,11 @@ func TestLoadConfigBadYAML(t *testing.T) {
 
 func TestLoadConfigLimits(t *testing.T) {
 	fc := mustLoadConfig(t, "limits:\n  body_bytes: 2048\n  result_bytes: 4096\n  header_bytes: 8192\n"+
-		"  read_header_timeout: 5s\n  body_timeout: 30s\n  idle_timeout: 1m\n")
+		"  read_header_timeout: 5s\n  body_timeout: 30s\n  write_timeout: 20s\n  idle_timeout: 1m\n")
 	if fc.Limits.BodyBytes != 2048 || fc.Limits.ResultBytes != 4096 {
 		t.Errorf("limits = %+v", fc.Limits)
 	}
-	want := api.Timeouts{ReadHeader: 5 * time.Second, Body: 30 * time.Second, Idle: time.Minute, HeaderBytes: 8192}
+	want := api.Timeouts{ReadHeader: 5 * time.Second, Body: 30 * time.Second, Write: 20 * time.Second, Idle: time.Minute, HeaderBytes: 8192}
 	if got := fc.Limits.timeouts(); got != want {
 		t.Errorf("timeouts = %+v, want %+v", got, want)
 	}
@@ -269,6 +269,7 @@ func TestLoadConfigLimits(t *testing.T) {
 		"limits:\n  rate_per_principal: -1\n",
 		"limits:\n  entries_per_principal: -1\n",
 		"limits:\n  body_timeout: -1s\n",
+		"limits:\n  write_timeout: -1s\n",
 	} {
 		_, err := loadConfig(writeConfig(t, text))
 		if err == nil || !strings.Contains(err.Error(), "negative") {
