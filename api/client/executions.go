@@ -1,0 +1,117 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+)
+
+// GetExecution returns an execution's record (GET /v1/executions/{id}).
+// An execution of another principal, or a call made without request_id,
+// is ErrNotFound.
+func (c *Client) GetExecution(ctx context.Context, executionID string) (*Execution, error) {
+	if executionID == "" {
+		return nil, usage("empty execution id")
+	}
+	return c.execution(ctx, &request{method: http.MethodGet, path: "/v1/executions/" + url.PathEscape(executionID), idempotent: true})
+}
+
+// Lookup returns the caller's record of the identity (requestID, session)
+// (GET /v1/executions?request_id=…&session_id=…), or ErrNotFound. It is
+// how an agent learns what became of a call after EXECUTION_UNCERTAIN or
+// a lost answer: its status, and its outcome once finished.
+func (c *Client) Lookup(ctx context.Context, requestID, session string) (*Execution, error) {
+	if requestID == "" {
+		return nil, usage("empty request_id")
+	}
+	q := url.Values{"request_id": {requestID}}
+	if session != "" {
+		q.Set("session_id", session)
+	}
+	return c.execution(ctx, &request{method: http.MethodGet, path: "/v1/executions?" + q.Encode(), idempotent: true})
+}
+
+// ListOptions pages through a session's executions.
+type ListOptions struct {
+	// Limit is the most records in one page (0: the node's default).
+	Limit int
+	// Cursor is the NextCursor of the previous page ("" for the first).
+	Cursor string
+}
+
+// ExecutionPage is one page of a session's executions, newest first.
+type ExecutionPage struct {
+	Executions []Execution
+	// NextCursor is set while more records remain.
+	NextCursor string
+}
+
+// ListExecutions returns the caller's executions in session, newest first
+// (GET /v1/executions?session_id=…): how an agent that restarted finds
+// where it was.
+func (c *Client) ListExecutions(ctx context.Context, session string, opts ListOptions) (*ExecutionPage, error) {
+	if opts.Limit < 0 {
+		return nil, usage("negative limit %d", opts.Limit)
+	}
+	q := url.Values{"session_id": {session}}
+	if opts.Limit > 0 {
+		q.Set("limit", strconv.Itoa(opts.Limit))
+	}
+	if opts.Cursor != "" {
+		q.Set("cursor", opts.Cursor)
+	}
+	req := &request{method: http.MethodGet, path: "/v1/executions?" + q.Encode(), idempotent: true, retry: c.retry}
+	var out listAnswer
+	if _, err := c.do(ctx, req, &out); err != nil {
+		return nil, err
+	}
+	page := &ExecutionPage{Executions: make([]Execution, 0, len(out.Executions)), NextCursor: out.NextCursor}
+	for i := range out.Executions {
+		page.Executions = append(page.Executions, *out.Executions[i].execution())
+	}
+	return page, nil
+}
+
+// listAnswer is the JSON of a session's listing.
+type listAnswer struct {
+	Executions []record `json:"executions"`
+	NextCursor string   `json:"next_cursor"`
+}
+
+func (l *listAnswer) validate() error {
+	for i := range l.Executions {
+		if err := l.Executions[i].validate(); err != nil {
+			return fmt.Errorf("executions[%d]: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// Cancel cancels a running execution (POST /v1/executions/{id}/cancel):
+// cancelled is recorded at once and the tool's context is cancelled
+// wherever it runs. It returns the record as it now stands. An execution
+// that is not running is ErrInvalidState, with its status in
+// APIError.ExecStatus.
+//
+// Cancel is retried like a read: the node applies it only to a running
+// execution, so a retry of a cancel that took effect answers
+// ErrInvalidState with ExecStatus cancelled rather than act twice.
+func (c *Client) Cancel(ctx context.Context, executionID string) (*Execution, error) {
+	if executionID == "" {
+		return nil, usage("empty execution id")
+	}
+	return c.execution(ctx, &request{method: http.MethodPost, path: "/v1/executions/" + url.PathEscape(executionID) + "/cancel",
+		body: []byte("{}"), idempotent: true})
+}
+
+// execution sends req with the client's retry policy and decodes a record.
+func (c *Client) execution(ctx context.Context, req *request) (*Execution, error) {
+	req.retry = c.retry
+	var rec record
+	if _, err := c.do(ctx, req, &rec); err != nil {
+		return nil, err
+	}
+	return rec.execution(), nil
+}

@@ -1,0 +1,49 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+)
+
+// Tool describes a tool the caller may use (SPEC §2.3).
+type Tool struct {
+	Name        string
+	Description string
+	// InputSchema is the JSON Schema of the arguments.
+	InputSchema json.RawMessage
+	// Timeout is the tool's configured timeout (timeout_ms).
+	Timeout time.Duration
+}
+
+// Tools lists the tools the caller may use (GET /v1/tools).
+func (c *Client) Tools(ctx context.Context) ([]Tool, error) {
+	var out struct {
+		Tools []struct {
+			Name        string          `json:"name"`
+			Description string          `json:"description"`
+			InputSchema json.RawMessage `json:"input_schema"`
+			TimeoutMS   int64           `json:"timeout_ms"`
+		} `json:"tools"`
+	}
+	req := &request{method: http.MethodGet, path: "/v1/tools", idempotent: true, retry: c.retry}
+	if _, err := c.do(ctx, req, &out); err != nil {
+		return nil, err
+	}
+	tools := make([]Tool, 0, len(out.Tools))
+	for _, t := range out.Tools {
+		tools = append(tools, Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema,
+			Timeout: time.Duration(t.TimeoutMS) * time.Millisecond})
+	}
+	return tools, nil
+}
+
+// Ready asks the node whether it serves calls (GET /readyz), once, without
+// retries: nil when it does, else an error (ErrUnavailable while it has no
+// leader or has not caught up). Poll it to wait for a node to start.
+func (c *Client) Ready(ctx context.Context) error {
+	req := &request{method: http.MethodGet, path: "/readyz", idempotent: true, retry: NoRetry.withDefaults()}
+	_, err := c.do(ctx, req, nil)
+	return err
+}
