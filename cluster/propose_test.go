@@ -22,6 +22,9 @@ func TestGroupCommit(t *testing.T) {
 		reg := prometheus.NewRegistry()
 		regs[cfg.NodeID] = reg
 		cfg.Metrics = reg
+		// Production timers: this test is not about failover, and a busy
+		// machine must not turn 256 writes into an election.
+		cfg.Fast = false
 	})
 	leader, follower := c.leader(), c.followers()[0]
 	c.waitReady()
