@@ -33,6 +33,14 @@ type Config struct {
 	// Join lists HTTP addresses of existing members; a node with no state
 	// asks them to add it.
 	Join []string
+	// BootstrapUnlessCluster, on a node with no state, founds a cluster
+	// only once every other Join address answers that it holds no cluster
+	// state either; as soon as one holds some, the node joins through
+	// Join instead. It lets one command line serve every node of a set
+	// (one node is named to found the cluster) without a node that lost
+	// its data founding a second cluster. While some address does not
+	// answer, the node waits. Exclusive with Bootstrap.
+	BootstrapUnlessCluster bool
 	// ClusterKey is the secret every node-to-node HTTP call carries. Empty
 	// is allowed with TLS, or when every listener is on loopback.
 	ClusterKey string
@@ -112,6 +120,8 @@ func (c Config) Validate() error {
 		return errors.New("cluster: negative max entries")
 	case c.Retention < 0:
 		return errors.New("cluster: negative retention")
+	case c.BootstrapUnlessCluster && c.Bootstrap:
+		return errors.New("cluster: Bootstrap and BootstrapUnlessCluster exclude each other")
 	}
 	for i, k := range c.GossipKeys {
 		if l := len(k); l != 16 && l != 24 && l != 32 {

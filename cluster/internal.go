@@ -345,6 +345,31 @@ func (c *internalClient) post(ctx context.Context, addr, path string, body, out 
 	return true, nil
 }
 
+// get fetches addr's path (a GET) and decodes a 200 answer into out; any
+// other answer is an error.
+func (c *internalClient) get(ctx context.Context, addr, path string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.scheme+"://"+addr+path, nil)
+	if err != nil {
+		return err
+	}
+	if c.key != "" {
+		req.Header.Set(keyHeader, c.key)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxInternalReq))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s%s answered %s: %s", addr, path, resp.Status, bytes.TrimSpace(raw))
+	}
+	return json.Unmarshal(raw, out)
+}
+
 // notFoundError says that a member does not exist. It matches
 // store.ErrNotFound and carries the NOT_FOUND code with its own message.
 type notFoundError struct{ msg string }

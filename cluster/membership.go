@@ -232,3 +232,50 @@ func (n *Node) rejoinOnNewAddress() {
 		}
 	}
 }
+
+// bootstrapUnlessCluster founds a cluster once every other Join address
+// answers that it holds no cluster state, and joins through Join as soon
+// as one holds some (BootstrapUnlessCluster). A node that lost its data
+// dir thus rejoins its cluster rather than found a second one; while an
+// address does not answer, it waits.
+func (n *Node) bootstrapUnlessCluster() {
+	for attempt := 0; !n.stopped(); attempt++ {
+		found, all := "", true
+		for _, addr := range n.cfg.Join {
+			if addr == n.cfg.HTTPAddr {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(n.bgCtx, 3*time.Second)
+			var d StateDigest
+			err := n.client.get(ctx, addr, pathState, &d)
+			cancel()
+			switch {
+			case err != nil:
+				all = false
+				n.log.Info("bootstrap: waiting for a member to answer", slog.String("addr", addr), slog.Any("err", err))
+			case d.LastIndex > 0:
+				found = addr
+			}
+			if found != "" {
+				break
+			}
+		}
+		switch {
+		case found != "":
+			n.log.Info("bootstrap: a cluster exists; joining it instead of founding one", slog.String("via", found))
+			n.joinCluster()
+			return
+		case all:
+			boot := raft.Configuration{Servers: []raft.Server{{ID: raft.ServerID(n.cfg.NodeID), Address: n.transport.LocalAddr()}}}
+			if err := n.raft.BootstrapCluster(boot).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+				n.log.Error("bootstrap failed", slog.Any("err", err))
+				return
+			}
+			n.log.Info("bootstrapped a new cluster: no other member holds cluster state")
+			return
+		}
+		if !n.sleep(min(500*time.Millisecond<<min(attempt, 3), 5*time.Second)) {
+			return
+		}
+	}
+}

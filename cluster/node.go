@@ -135,7 +135,10 @@ func Open(cfg Config) (*Node, error) {
 	if hasState {
 		n.background(n.rejoinOnNewAddress)
 	}
-	if !hasState && !cfg.Bootstrap {
+	switch {
+	case !hasState && cfg.BootstrapUnlessCluster:
+		n.background(n.bootstrapUnlessCluster)
+	case !hasState && !cfg.Bootstrap:
 		if len(cfg.Join) > 0 {
 			n.background(n.joinCluster)
 		} else {

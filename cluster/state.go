@@ -17,13 +17,16 @@ type StateDigest struct {
 	Hash string `json:"hash"`
 	// Records counts the identities held.
 	Records int `json:"records"`
+	// LastIndex is the last index of the node's Raft log or snapshot: 0
+	// only on a node that holds no cluster state at all.
+	LastIndex uint64 `json:"last_index"`
 }
 
 // Digest returns the node's StateDigest. AppliedIndex and Hash are read
 // one after the other, so they agree only while nothing is being applied:
 // compare digests of a quiet cluster, twice.
 func (n *Node) Digest() (StateDigest, error) {
-	d := StateDigest{AppliedIndex: n.raft.AppliedIndex(), FSMIndex: n.fsm.AppliedIndex()}
+	d := StateDigest{AppliedIndex: n.raft.AppliedIndex(), FSMIndex: n.fsm.AppliedIndex(), LastIndex: n.raft.LastIndex()}
 	h, err := n.fsm.Hash()
 	if err != nil {
 		return d, err

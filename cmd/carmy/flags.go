@@ -26,6 +26,7 @@ type serveConfig struct {
 	RaftAddr          string
 	GossipAddr        string
 	Bootstrap         bool
+	BootstrapNode     string
 	Join              string
 	ConfigPath        string
 	Dev               bool
@@ -63,6 +64,7 @@ var flagEnv = []struct{ flag, env string }{
 	{"raft-addr", "CARMY_RAFT_ADDR"},
 	{"gossip-addr", "CARMY_GOSSIP_ADDR"},
 	{"bootstrap", "CARMY_BOOTSTRAP"},
+	{"bootstrap-node", "CARMY_BOOTSTRAP_NODE"},
 	{"join", "CARMY_JOIN"},
 	{"config", "CARMY_CONFIG"},
 	{"max-entries", "CARMY_MAX_ENTRIES"},
@@ -91,6 +93,7 @@ func serveFlags(cfg *serveConfig, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&cfg.RaftAddr, "raft-addr", defaultRaftAddr, "`host:port` of the Raft transport")
 	fs.StringVar(&cfg.GossipAddr, "gossip-addr", defaultGossipAddr, "`host:port` of memberlist gossip (TCP and UDP)")
 	fs.BoolVar(&cfg.Bootstrap, "bootstrap", false, "start a new cluster with this node as its only voter when the data dir is empty")
+	fs.StringVar(&cfg.BootstrapNode, "bootstrap-node", "", "`id` of the node that founds the cluster: with this --node-id and an empty data dir, it does once every other --join address answers with no cluster state (else it joins); one command line for every node")
 	fs.StringVar(&cfg.Join, "join", "", "comma-separated HTTP `addresses` of members to ask to add this node")
 	fs.StringVar(&cfg.ConfigPath, "config", "", "YAML `file` declaring tools, auth tokens and limits")
 	fs.BoolVar(&cfg.Dev, "dev", false, "try-it-out mode: demo tools on, auth off, and --bootstrap unless --join is given")
@@ -177,7 +180,7 @@ func parseServe(args []string, getenv func(string) string, out io.Writer) (serve
 	if cfg.DataDir == "" {
 		cfg.DataDir = filepath.Join("carmy-data", cfg.NodeID)
 	}
-	if cfg.Dev && cfg.Join == "" {
+	if cfg.Dev && cfg.Join == "" && cfg.BootstrapNode == "" {
 		// --dev starts a cluster of its own, unless it joins one.
 		cfg.Bootstrap = true
 	}
@@ -190,6 +193,10 @@ func (c serveConfig) validate() error {
 		return fmt.Errorf("--node-id %q: must be non-empty, without spaces or slashes", c.NodeID)
 	case c.MaxEntries <= 0:
 		return fmt.Errorf("--max-entries %d: must be positive", c.MaxEntries)
+	case c.Bootstrap && c.BootstrapNode != "":
+		return fmt.Errorf("--bootstrap and --bootstrap-node exclude each other: --bootstrap-node names the founder for every node")
+	case c.BootstrapNode != "" && strings.ContainsAny(c.BootstrapNode, " \t\r\n/"):
+		return fmt.Errorf("--bootstrap-node %q: must be a node id, without spaces or slashes", c.BootstrapNode)
 	case c.Bootstrap && c.Join != "":
 		return fmt.Errorf("--bootstrap and --join exclude each other: bootstrap starts a new cluster, join enters an existing one")
 	case c.SnapshotThreshold == 0:

@@ -78,6 +78,7 @@ func TestParseServeEnvironment(t *testing.T) {
 		{"CARMY_RAFT_ADDR", "127.0.0.1:9300", func(c serveConfig) bool { return c.RaftAddr == "127.0.0.1:9300" }},
 		{"CARMY_GOSSIP_ADDR", "127.0.0.1:9301", func(c serveConfig) bool { return c.GossipAddr == "127.0.0.1:9301" }},
 		{"CARMY_BOOTSTRAP", "true", func(c serveConfig) bool { return c.Bootstrap }},
+		{"CARMY_BOOTSTRAP_NODE", "carmy-0", func(c serveConfig) bool { return c.BootstrapNode == "carmy-0" }},
 		{"CARMY_JOIN", "127.0.0.1:8081,127.0.0.1:8082", func(c serveConfig) bool {
 			return c.Join == "127.0.0.1:8081,127.0.0.1:8082" && slices.Equal(c.joinAddrs(), []string{"127.0.0.1:8081", "127.0.0.1:8082"})
 		}},

@@ -1,0 +1,78 @@
+package cluster_test
+
+import (
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/carmyhq/carmy/cluster"
+)
+
+// lockedLog collects a node's log lines for a test to read.
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) count(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Count(l.b.String(), s)
+}
+
+func unlessCluster(logs *lockedLog) func(*cluster.Config) {
+	return func(cfg *cluster.Config) {
+		cfg.BootstrapUnlessCluster = true
+		if logs != nil {
+			cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
+		}
+	}
+}
+
+// TestBootstrapUnlessCluster checks the one-command-line bootstrap: the
+// named node founds a cluster once the other member answers that it holds
+// no state; a node with the same setting and an empty data dir whose
+// member holds a cluster joins it instead of founding a second one; and a
+// node whose member does not answer waits rather than found one.
+func TestBootstrapUnlessCluster(t *testing.T) {
+	// n2 has no state and waits to be added; n1 may found the cluster.
+	n2 := startNode(t, "n2", t.TempDir(), false, nil, nil)
+	n1 := startNode(t, "n1", t.TempDir(), false, []string{n2.HTTPAddr()}, unlessCluster(nil))
+	waitFor(t, "n1 to found a cluster and lead it", 30*time.Second, func() bool { return n1.IsLeader() })
+	if n2.Raft().LastIndex() != 0 {
+		t.Fatalf("n2 holds state (last index %d) though nobody added it", n2.Raft().LastIndex())
+	}
+
+	// A node like n1 with an empty data dir (a lost volume) whose member
+	// holds a cluster joins it.
+	n3 := startNode(t, "n3", t.TempDir(), false, []string{n1.HTTPAddr()}, unlessCluster(nil))
+	waitFor(t, "n3 to join n1's cluster", 30*time.Second, func() bool {
+		id, _ := n3.Leader()
+		voter := false
+		for _, s := range n1.Raft().GetConfiguration().Configuration().Servers {
+			if s.ID == "n3" {
+				voter = true
+			}
+		}
+		return id == "n1" && voter
+	})
+	if n3.IsLeader() {
+		t.Fatal("n3 leads: it founded a cluster of its own")
+	}
+
+	// A member that does not answer: the node waits.
+	logs := &lockedLog{}
+	n4 := startNode(t, "n4", t.TempDir(), false, []string{"127.0.0.1:1"}, unlessCluster(logs))
+	waitFor(t, "n4 to ask twice", 30*time.Second, func() bool { return logs.count("bootstrap: waiting for a member to answer") >= 2 })
+	if last := n4.Raft().LastIndex(); last != 0 || n4.IsLeader() {
+		t.Fatalf("n4 founded a cluster (last index %d) though its member never answered", last)
+	}
+}
