@@ -169,6 +169,7 @@ func (s *Server) routes() {
 	e := s.echo
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
+	e.GET("/openapi.json", s.openapi)
 
 	// Middleware is attached per route, not to a group: a group with
 	// middleware catches every method on its prefix, which would turn a
