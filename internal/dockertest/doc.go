@@ -37,6 +37,12 @@
 // port changes when the container restarts or reconnects, so read URL after
 // each fault.
 //
+// Tests that run by default when Docker is there (the robustness harness,
+// the Compose test of deploy/docker) gate on NeedEngine or NeedCompose
+// instead of Require: they skip loudly without Docker and fail without it
+// when CARMY_REQUIRE_DOCKER=1 or $CI is set. ComposeCommand finds Docker
+// Compose (the v2 plugin or docker-compose).
+//
 // Container's fault methods (Kill, Stop, Start, Pause, Unpause, Disconnect,
 // Connect) return errors instead of failing the test, so that a harness may
 // call them from its own goroutines; they are safe for concurrent use.
