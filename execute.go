@@ -170,17 +170,20 @@ func (r *Runtime) record(rec store.Record, res store.Result, answer chan<- outco
 		case err == nil:
 			tell(outcome{rec: done})
 			return
-		case errors.As(err, &se):
-			// Cancelled, resolved or released meanwhile: answer with the
-			// record as it stands; the tool's result is discarded.
+		case errors.As(err, &se) && se.Record.ExecutionID == rec.ExecutionID:
+			// Cancelled or resolved meanwhile: answer with the record as
+			// it stands; the tool's result is discarded.
 			tell(outcome{rec: se.Record})
 			return
-		case errors.Is(err, store.ErrNotFound):
-			// Released meanwhile: the identity is vacant again and this
-			// outcome belongs to nobody.
+		case errors.Is(err, store.ErrNotFound), se != nil, errors.Is(err, store.ErrConflict):
+			// Released meanwhile: the identity is vacant again, or already
+			// another execution's (with these arguments, a state error
+			// naming it; with others, a conflict). This outcome belongs to
+			// nobody, and the other execution's record is not this
+			// caller's answer.
 			tell(outcome{err: &releasedError{rec}})
 			return
-		case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrInvalid):
+		case errors.Is(err, store.ErrInvalid):
 			r.cfg.Logger.Error("outcome not recorded", slog.String("execution_id", rec.ExecutionID), slog.Any("err", err))
 			tell(outcome{err: fmt.Errorf("complete: %w", err)})
 			return

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -270,5 +272,77 @@ func TestReleaseWhileRunningTellsTheRunnersCaller(t *testing.T) {
 	}
 	if _, err := app.Lookup(t.Context(), alice, "", "rel"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("the late outcome was recorded after the release: %v", err)
+	}
+}
+
+// TestReleasedThenRetakenTellsTheRunnersCaller checks the caller of an
+// execution released while its tool ran, when the identity was taken by a
+// new execution before the first tool finished: with the same arguments or
+// with others, the caller gets INVALID_STATE naming its own released
+// execution, never the new execution's record, and the new one is intact.
+func TestReleasedThenRetakenTellsTheRunnersCaller(t *testing.T) {
+	for _, sameArgs := range []bool{true, false} {
+		t.Run(fmt.Sprintf("same arguments %v", sameArgs), func(t *testing.T) {
+			app := newApp(t)
+			// Each execution waits for its own release.
+			var mu sync.Mutex
+			gates := map[string]chan struct{}{}
+			gateOf := func(id string) chan struct{} {
+				mu.Lock()
+				defer mu.Unlock()
+				if gates[id] == nil {
+					gates[id] = make(chan struct{})
+				}
+				return gates[id]
+			}
+			started := make(chan string, 2)
+			mustAdd(t, app, carmy.ToolSpec{Name: "gate", Func: func(ctx context.Context, call carmy.Call) (any, error) {
+				g := gateOf(call.ExecutionID)
+				started <- call.ExecutionID
+				select {
+				case <-g:
+					return "done", nil
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}})
+			errc := make(chan error, 1)
+			go func() {
+				_, err := app.Call(context.Background(), alice, carmy.Request{Tool: "gate", RequestID: "retaken", Arguments: json.RawMessage(`{"n":1}`)})
+				errc <- err
+			}()
+			first := <-started
+			if _, err := app.Store().MarkInterrupted(t.Context(), carmy.DefaultNodeID); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := app.Resolve(t.Context(), alice, first, carmy.Resolution{Status: "released"}); err != nil {
+				t.Fatalf("release: %v", err)
+			}
+			args := `{"n":1}`
+			if !sameArgs {
+				args = `{"n":2}`
+			}
+			second := make(chan carmy.Response, 1)
+			go func() {
+				resp, err := app.Call(context.Background(), alice, carmy.Request{Tool: "gate", RequestID: "retaken", Arguments: json.RawMessage(args)})
+				if err != nil {
+					t.Errorf("the second call: %v", err)
+				}
+				second <- resp
+			}()
+			secondID := <-started
+			// The first tool finishes while the second runs; then the second.
+			close(gateOf(first))
+			err := <-errc
+			wantErrIs(t, err, store.ErrInvalidState)
+			var f interface{ Fields() map[string]any }
+			if !errors.As(err, &f) || f.Fields()["status"] != "released" || f.Fields()["execution_id"] != first {
+				t.Fatalf("err = %v, want INVALID_STATE naming the released execution %s", err, first)
+			}
+			close(gateOf(secondID))
+			if resp := <-second; resp.Record.ExecutionID != secondID || resp.Record.Status != store.StatusCompleted {
+				t.Fatalf("the second call answered %+v, want its own completed execution %s", resp.Record, secondID)
+			}
+		})
 	}
 }
