@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -17,6 +18,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/carmyhq/carmy/cluster"
+	"github.com/carmyhq/carmy/fsm"
 	"github.com/carmyhq/carmy/internal/certs"
 	"github.com/carmyhq/carmy/internal/tlsmux"
 	"github.com/carmyhq/carmy/store"
@@ -151,8 +153,9 @@ func internalPost(t *testing.T, addr, path, body, key string, files *cluster.Nod
 // under node TLS: nodes of the cluster forward and join over them, while
 // a caller with a certificate of another CA, or with none, fails the
 // handshake, and a plain-HTTP caller is refused even with the cluster
-// key; none of them changes the log or the configuration. The cluster key,
-// when set too, is still checked.
+// key; none of them gets its reservation applied or changes the
+// configuration, while the same body from a member is applied. The
+// cluster key, when set too, is still checked.
 func TestInternalHTTPOverMutualTLS(t *testing.T) {
 	files := writeTLS(t, t.TempDir(), "n1", "n2", "n3")
 	c := newCluster(t, 3, func(cfg *cluster.Config) {
@@ -164,9 +167,15 @@ func TestInternalHTTPOverMutualTLS(t *testing.T) {
 	for _, f := range c.followers() {
 		mustReserve(t, f.Store(), key("forwarded-"+f.ID()), exec(f.ID()), store.Reserved)
 	}
-	last := leader.Raft().LastIndex()
-
-	forged := `{"commands":[{"v":1,"type":"release","execution_id":"exec_x"}]}`
+	// A reservation of its own: had any refused caller got it applied,
+	// the identity would exist.
+	cmd, err := json.Marshal(fsm.Reserve(key("forged"), "fp", exec("intruder")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := `{"commands":[` + string(cmd) + `]}`
+	// It is well formed: the same body from a member is applied (checked
+	// last).
 	join := `{"id":"intruder","raft_addr":"127.0.0.1:1","http_addr":"127.0.0.1:2"}`
 	strangers := writeTLS(t, t.TempDir(), "n1")
 	stranger := strangers["n1"]
@@ -190,8 +199,8 @@ func TestInternalHTTPOverMutualTLS(t *testing.T) {
 			}
 		}
 	}
-	if got := leader.Raft().LastIndex(); got != last {
-		t.Errorf("refused calls moved the leader's log from %d to %d", last, got)
+	if _, err := leader.Store().Lookup(t.Context(), key("forged")); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a refused caller's reservation was applied: lookup = %v", err)
 	}
 	if st, _ := leader.Status(t.Context()); len(st.Nodes) != 3 {
 		t.Errorf("refused joins changed the configuration: %+v", st.Nodes)
@@ -204,5 +213,13 @@ func TestInternalHTTPOverMutualTLS(t *testing.T) {
 	}
 	if status, err := internalPost(t, leader.HTTPAddr(), "/internal/v1/readindex", `{}`, "wrong", &own, false); err != nil || status != http.StatusForbidden {
 		t.Fatalf("a member's certificate with a wrong key: status %d (err %v), want 403", status, err)
+	}
+	// The same forged body, from a member, is applied: the refusals above
+	// were the handshake's and the endpoint's, not the body's.
+	if status, err := internalPost(t, leader.HTTPAddr(), "/internal/v1/apply", forged, "s3cret", &own, false); err != nil || status != http.StatusOK {
+		t.Fatalf("the body from a member: status %d, err %v", status, err)
+	}
+	if _, err := leader.Store().Lookup(t.Context(), key("forged")); err != nil {
+		t.Fatalf("the body from a member was not applied: %v", err)
 	}
 }
