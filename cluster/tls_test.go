@@ -88,6 +88,7 @@ func TestRaftOverMutualTLS(t *testing.T) {
 	c := newCluster(t, 3, func(cfg *cluster.Config) {
 		f := files[cfg.NodeID]
 		cfg.TLS = &f
+		cfg.Fast = false // the term is compared: no election on a busy machine
 	})
 	leader := c.leader()
 	mustReserve(t, leader.Store(), key("over-tls"), exec(leader.ID()), store.Reserved)
@@ -161,6 +162,7 @@ func TestInternalHTTPOverMutualTLS(t *testing.T) {
 	c := newCluster(t, 3, func(cfg *cluster.Config) {
 		f := files[cfg.NodeID]
 		cfg.TLS, cfg.ClusterKey = &f, "s3cret"
+		cfg.Fast = false // not about failover
 	})
 	leader := c.leader()
 	// Forwarded over mutual TLS (n2 and n3 also joined over it).
