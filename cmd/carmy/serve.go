@@ -90,6 +90,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			slog.String("http_addr", cfg.HTTPAddr))
 	}
 
+	// A name of this node's may appear in DNS only after it starts (a pod
+	// under a headless Service): wait for it rather than fail to bind.
+	if err := waitResolvable(ctx, log, net.DefaultResolver.LookupHost, resolveWait, cfg.HTTPAddr, cfg.RaftAddr, cfg.GossipAddr); err != nil {
+		return err
+	}
+
 	// Listen first: the node advertises the address actually bound.
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
