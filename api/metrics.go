@@ -2,8 +2,11 @@ package api
 
 import (
 	"errors"
+	"math"
 	"net/http"
 	"net/http/pprof"
+	rpprof "runtime/pprof"
+	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -141,14 +144,44 @@ func (s *Server) metricsRoutes(g prometheus.Gatherer) {
 	admin := []echo.MiddlewareFunc{s.auth.authenticate, requireAdmin}
 	e.GET("/debug/pprof/", echo.WrapHandler(http.HandlerFunc(pprof.Index)), admin...)
 	e.GET("/debug/pprof/cmdline", echo.WrapHandler(http.HandlerFunc(pprof.Cmdline)), admin...)
-	e.GET("/debug/pprof/profile", echo.WrapHandler(http.HandlerFunc(pprof.Profile)), admin...)
+	e.GET("/debug/pprof/profile", echo.WrapHandler(http.HandlerFunc(pprof.Profile)), append(admin, pprofSeconds(true))...)
 	e.GET("/debug/pprof/symbol", echo.WrapHandler(http.HandlerFunc(pprof.Symbol)), admin...)
-	e.GET("/debug/pprof/trace", echo.WrapHandler(http.HandlerFunc(pprof.Trace)), admin...)
+	e.GET("/debug/pprof/trace", echo.WrapHandler(http.HandlerFunc(pprof.Trace)), append(admin, pprofSeconds(false))...)
 	// The named profiles: heap, goroutine, allocs, block, mutex, threadcreate.
 	e.GET("/debug/pprof/:name", func(c echo.Context) error {
-		pprof.Handler(c.Param("name")).ServeHTTP(c.Response(), c.Request())
+		name := c.Param("name")
+		if rpprof.Lookup(name) == nil {
+			return newError(CodeNotFound, "no profile named "+strconv.Quote(name))
+		}
+		pprof.Handler(name).ServeHTTP(c.Response(), c.Request())
 		return nil
-	}, admin...)
+	}, append(admin, pprofSeconds(true))...)
+}
+
+// pprofSeconds refuses a seconds parameter that is not a positive number
+// (a whole one when whole) with the error envelope, before pprof answers
+// it in plain text.
+func pprofSeconds(whole bool) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			v, ok := c.Request().URL.Query()["seconds"]
+			if !ok {
+				return next(c)
+			}
+			var good bool
+			if whole {
+				n, err := strconv.ParseInt(v[0], 10, 64)
+				good = err == nil && n > 0
+			} else {
+				f, err := strconv.ParseFloat(v[0], 64)
+				good = err == nil && f > 0 && !math.IsInf(f, 0)
+			}
+			if len(v) != 1 || !good {
+				return invalidField("seconds", "seconds must be one positive number")
+			}
+			return next(c)
+		}
+	}
 }
 
 // promLogger logs the metrics handler's errors.
