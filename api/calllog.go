@@ -33,6 +33,10 @@ func callLineOf(c echo.Context) *callLine {
 // body was read (auth, size) has no tool or request_id. Bodies, arguments
 // and results are never logged.
 func (s *Server) logCall(c echo.Context, l *callLine, outcome string, took time.Duration) {
+	ctx := c.Request().Context()
+	if !s.log.Enabled(ctx, slog.LevelInfo) {
+		return // --log-level warn: no attributes built for a line nobody keeps
+	}
 	principal := ""
 	if id := identityOf(c); id != nil {
 		principal = id.caller.Principal
@@ -50,5 +54,5 @@ func (s *Server) logCall(c echo.Context, l *callLine, outcome string, took time.
 	}
 	attrs = append(attrs, slog.Int("http_status", c.Response().Status),
 		slog.Float64("duration_ms", float64(took.Microseconds())/1000))
-	s.log.LogAttrs(c.Request().Context(), slog.LevelInfo, "call", attrs...)
+	s.log.LogAttrs(ctx, slog.LevelInfo, "call", attrs...)
 }
