@@ -166,16 +166,17 @@ func (r *Runtime) record(rec store.Record, res store.Result, answer chan<- outco
 		}
 		r.metrics.storeDuration.WithLabelValues("complete", result).Observe(time.Since(start).Seconds())
 		var se *store.StateError
+		stateErr := errors.As(err, &se)
 		switch {
 		case err == nil:
 			tell(outcome{rec: done})
 			return
-		case errors.As(err, &se) && se.Record.ExecutionID == rec.ExecutionID:
+		case stateErr && se.Record.ExecutionID == rec.ExecutionID:
 			// Cancelled or resolved meanwhile: answer with the record as
 			// it stands; the tool's result is discarded.
 			tell(outcome{rec: se.Record})
 			return
-		case errors.Is(err, store.ErrNotFound), se != nil, errors.Is(err, store.ErrConflict):
+		case stateErr, errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrConflict):
 			// Released meanwhile: the identity is vacant again, or already
 			// another execution's (with these arguments, a state error
 			// naming it; with others, a conflict). This outcome belongs to
