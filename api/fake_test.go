@@ -204,6 +204,15 @@ func newTestServer(t testing.TB, rt api.Runtime, cfg api.Config) *httptest.Serve
 	return srv
 }
 
+// newTLSTestServer serves rt over HTTPS (httptest's own certificate) for
+// the test's duration.
+func newTLSTestServer(t testing.TB, rt api.Runtime, cfg api.Config) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewTLSServer(mustNew(t, rt, cfg))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
 // answer is an HTTP answer read in full.
 type answer struct {
 	status int

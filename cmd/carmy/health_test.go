@@ -15,13 +15,16 @@ func TestHealthCommand(t *testing.T) {
 	n.waitReady(t)
 	noEnv := func(string) string { return "" }
 	var out, errOut bytes.Buffer
-	for _, args := range [][]string{{"--addr", n.addr}, {"--addr", n.url(""), "--live"}} {
+	for _, c := range []struct {
+		args []string
+		path string
+	}{{[]string{"--addr", n.addr}, "/readyz"}, {[]string{"--addr", n.url(""), "--live"}, "/healthz"}} {
 		out.Reset()
-		if err := healthCmd(t.Context(), args, noEnv, &out, &errOut); err != nil {
-			t.Fatalf("health %v: %v (%s)", args, err, errOut.String())
+		if err := healthCmd(t.Context(), c.args, noEnv, &out, &errOut); err != nil {
+			t.Fatalf("health %v: %v (%s)", c.args, err, errOut.String())
 		}
-		if !strings.Contains(out.String(), "z") {
-			t.Errorf("health %v printed %q", args, out.String())
+		if !strings.Contains(out.String(), c.path+":") {
+			t.Errorf("health %v printed %q, want the answer of %s", c.args, out.String(), c.path)
 		}
 	}
 	// The env names the node too.
