@@ -8,10 +8,11 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/carmyhq/carmy/internal/tlsmux"
 )
 
 // NodeTLS names the files of mutual TLS between nodes: the cluster's CA
@@ -25,75 +26,57 @@ type NodeTLS struct {
 	CAFile, CertFile, KeyFile string
 }
 
-// tlsReloadEvery is how often the files are checked for changes.
-const tlsReloadEvery = 5 * time.Second
-
-// nodeTLS holds the loaded material and reloads it.
+// nodeTLS holds the loaded material, read again when its files change.
 type nodeTLS struct {
 	files NodeTLS
+	w     *tlsmux.Watched[nodeMaterial]
+}
 
-	mu       sync.Mutex
-	checked  time.Time
-	modTimes [3]time.Time
-	cert     *tls.Certificate
-	pool     *x509.CertPool
+// nodeMaterial is the node's certificate and the cluster CA's pool.
+type nodeMaterial struct {
+	cert *tls.Certificate
+	pool *x509.CertPool
 }
 
 // loadNodeTLS reads the files once; it fails when they cannot be used.
 func loadNodeTLS(files NodeTLS) (*nodeTLS, error) {
-	t := &nodeTLS{files: files}
-	if err := t.reload(true); err != nil {
+	w, err := tlsmux.Watch(files.load, files.CAFile, files.CertFile, files.KeyFile)
+	if err != nil {
 		return nil, err
 	}
-	return t, nil
+	return &nodeTLS{files: files, w: w}, nil
 }
 
-// reload reads the files again if any changed (or if force).
-func (t *nodeTLS) reload(force bool) error {
-	var mods [3]time.Time
-	for i, f := range []string{t.files.CAFile, t.files.CertFile, t.files.KeyFile} {
-		st, err := os.Stat(f)
-		if err != nil {
-			return fmt.Errorf("cluster: node TLS: %w", err)
-		}
-		mods[i] = st.ModTime()
-	}
-	if !force && mods == t.modTimes {
-		return nil
-	}
-	caPEM, err := os.ReadFile(t.files.CAFile)
+// load reads the CA and the node's pair, and checks that the pair chains
+// to the CA.
+func (files NodeTLS) load() (nodeMaterial, error) {
+	caPEM, err := os.ReadFile(files.CAFile)
 	if err != nil {
-		return fmt.Errorf("cluster: node TLS CA: %w", err)
+		return nodeMaterial{}, fmt.Errorf("cluster: node TLS CA: %w", err)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(caPEM) {
-		return fmt.Errorf("cluster: node TLS CA %s: no PEM certificate", t.files.CAFile)
+		return nodeMaterial{}, fmt.Errorf("cluster: node TLS CA %s: no PEM certificate", files.CAFile)
 	}
-	cert, err := tls.LoadX509KeyPair(t.files.CertFile, t.files.KeyFile)
+	cert, err := tls.LoadX509KeyPair(files.CertFile, files.KeyFile)
 	if err != nil {
-		return fmt.Errorf("cluster: node TLS certificate: %w", err)
+		return nodeMaterial{}, fmt.Errorf("cluster: node TLS certificate: %w", err)
 	}
 	leaf, err := x509.ParseCertificate(cert.Certificate[0])
 	if err != nil {
-		return fmt.Errorf("cluster: node TLS certificate: %w", err)
+		return nodeMaterial{}, fmt.Errorf("cluster: node TLS certificate: %w", err)
 	}
 	if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
-		return fmt.Errorf("cluster: node TLS certificate %s does not chain to the CA %s: %w", t.files.CertFile, t.files.CAFile, err)
+		return nodeMaterial{}, fmt.Errorf("cluster: node TLS certificate %s does not chain to the CA %s: %w", files.CertFile, files.CAFile, err)
 	}
-	t.cert, t.pool, t.modTimes = &cert, pool, mods
-	return nil
+	return nodeMaterial{cert: &cert, pool: pool}, nil
 }
 
-// current returns the certificate and CA pool, reloading changed files at
-// most every tlsReloadEvery. A failed reload keeps the previous material.
+// current returns the certificate and CA pool (tlsmux.Watched reloads
+// changed files; a failed reload keeps the previous material).
 func (t *nodeTLS) current() (*tls.Certificate, *x509.CertPool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if time.Since(t.checked) >= tlsReloadEvery {
-		t.checked = time.Now()
-		_ = t.reload(false)
-	}
-	return t.cert, t.pool
+	m := t.w.Current()
+	return m.cert, m.pool
 }
 
 // verifyPeer checks that a peer's certificate chains to the CA. Names are

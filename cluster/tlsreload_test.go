@@ -43,10 +43,8 @@ func TestNodeTLSReloadsRenewedFiles(t *testing.T) {
 	}
 	first, _ := nt.current()
 
-	issue(now) // renewed in place, newer files
-	nt.mu.Lock()
-	nt.checked = time.Time{} // as if tlsReloadEvery had passed
-	nt.mu.Unlock()
+	issue(now)    // renewed in place, newer files
+	nt.w.Expire() // as if tlsmux.ReloadEvery had passed
 	renewed, _ := nt.current()
 	if bytes.Equal(renewed.Certificate[0], first.Certificate[0]) {
 		t.Fatal("the renewed certificate was not picked up")
@@ -57,9 +55,7 @@ func TestNodeTLSReloadsRenewedFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = os.Chtimes(files.KeyFile, now.Add(time.Minute), now.Add(time.Minute))
-	nt.mu.Lock()
-	nt.checked = time.Time{}
-	nt.mu.Unlock()
+	nt.w.Expire()
 	if kept, _ := nt.current(); !bytes.Equal(kept.Certificate[0], renewed.Certificate[0]) {
 		t.Error("a broken key replaced the working certificate")
 	}

@@ -52,7 +52,7 @@ func TestKeyPairReloads(t *testing.T) {
 		t.Fatalf("serving %q", got)
 	}
 	write("renewed", now.Add(time.Minute))
-	kp.checked = time.Time{} // as if ReloadEvery had passed
+	kp.w.Expire() // as if ReloadEvery had passed
 	if got := serving(kp); got != "renewed" {
 		t.Fatalf("after renewal serving %q, want renewed", got)
 	}
@@ -61,7 +61,7 @@ func TestKeyPairReloads(t *testing.T) {
 	}
 	later := now.Add(2 * time.Minute)
 	_ = os.Chtimes(certFile, later, later)
-	kp.checked = time.Time{}
+	kp.w.Expire()
 	if got := serving(kp); got != "renewed" {
 		t.Fatalf("a broken file: serving %q, want the last good pair", got)
 	}
