@@ -303,20 +303,37 @@ func (c *internalClient) post(ctx context.Context, addr, path string, body, out 
 	if err != nil {
 		return false, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.scheme+"://"+addr+path, bytes.NewReader(b))
-	if err != nil {
-		return false, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if c.key != "" {
-		req.Header.Set(keyHeader, c.key)
+	return c.do(ctx, http.MethodPost, addr, path, b, out)
+}
+
+// get fetches addr's path and decodes a 200 answer into out, as post does.
+func (c *internalClient) get(ctx context.Context, addr, path string, out any) error {
+	_, err := c.do(ctx, http.MethodGet, addr, path, nil, out)
+	return err
+}
+
+// do makes one request with the cluster key (and body, when not nil).
+func (c *internalClient) do(ctx context.Context, method, addr, path string, body []byte, out any) (sent bool, err error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
 	}
 	// Until the client has a connection (dialled, and past its TLS
 	// handshake), nothing of the request can have reached the other node.
 	var gotConn atomic.Bool
-	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		GotConn: func(httptrace.GotConnInfo) { gotConn.Store(true) },
-	}))
+	})
+	req, err := http.NewRequestWithContext(ctx, method, c.scheme+"://"+addr+path, rd)
+	if err != nil {
+		return false, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.key != "" {
+		req.Header.Set(keyHeader, c.key)
+	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		if !gotConn.Load() {
@@ -343,31 +360,6 @@ func (c *internalClient) post(ctx context.Context, addr, path string, body, out 
 		return true, fmt.Errorf("cluster: answer of %s%s: %w", addr, path, err)
 	}
 	return true, nil
-}
-
-// get fetches addr's path (a GET) and decodes a 200 answer into out; any
-// other answer is an error.
-func (c *internalClient) get(ctx context.Context, addr, path string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.scheme+"://"+addr+path, nil)
-	if err != nil {
-		return err
-	}
-	if c.key != "" {
-		req.Header.Set(keyHeader, c.key)
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxInternalReq))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s%s answered %s: %s", addr, path, resp.Status, bytes.TrimSpace(raw))
-	}
-	return json.Unmarshal(raw, out)
 }
 
 // notFoundError says that a member does not exist. It matches
