@@ -10,13 +10,13 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/carmyhq/carmy"
 	"github.com/carmyhq/carmy/api"
+	"github.com/carmyhq/carmy/internal/testutil"
 )
 
 // serveWith serves app on a loopback port with cfg until the test ends,
@@ -130,24 +130,6 @@ func TestOversizedHeadersAre431(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer safe for a logger and a test at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestAnswerNotReadIsCutOff checks the write timeout: a client that stops
 // reading a large answer is cut off (the handler returns and logs its
 // call), while the tool's run before the answer, longer than the timeout,
@@ -163,7 +145,7 @@ func TestAnswerNotReadIsCutOff(t *testing.T) {
 		}
 		return strings.Repeat("x", size), nil
 	}})
-	logs := &lockedBuffer{}
+	logs := &testutil.SyncBuffer{}
 	addr := serveWith(t, app, api.Config{
 		Timeouts: api.Timeouts{Write: 300 * time.Millisecond},
 		Logger:   slog.New(slog.NewTextHandler(logs, nil)),

@@ -3,32 +3,14 @@ package cluster_test
 import (
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/carmyhq/carmy/cluster"
+	"github.com/carmyhq/carmy/internal/testutil"
 )
 
-// lockedLog collects a node's log lines for a test to read.
-type lockedLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedLog) count(s string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Count(l.b.String(), s)
-}
-
-func unlessCluster(logs *lockedLog) func(*cluster.Config) {
+func unlessCluster(logs *testutil.SyncBuffer) func(*cluster.Config) {
 	return func(cfg *cluster.Config) {
 		cfg.BootstrapUnlessCluster = true
 		if logs != nil {
@@ -69,9 +51,9 @@ func TestBootstrapUnlessCluster(t *testing.T) {
 	}
 
 	// A member that does not answer: the node waits.
-	logs := &lockedLog{}
+	logs := &testutil.SyncBuffer{}
 	n4 := startNode(t, "n4", t.TempDir(), false, []string{"127.0.0.1:1"}, unlessCluster(logs))
-	waitFor(t, "n4 to ask twice", 30*time.Second, func() bool { return logs.count("bootstrap: waiting for a member to answer") >= 2 })
+	waitFor(t, "n4 to ask twice", 30*time.Second, func() bool { return strings.Count(logs.String(), "bootstrap: waiting for a member to answer") >= 2 })
 	if last := n4.Raft().LastIndex(); last != 0 || n4.IsLeader() {
 		t.Fatalf("n4 founded a cluster (last index %d) though its member never answered", last)
 	}

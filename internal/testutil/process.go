@@ -58,7 +58,7 @@ type Node struct {
 	args []string     // as given to Launch, after "serve"
 	opts StartOptions // with Dir filled in
 	cmd  *exec.Cmd
-	logs *syncBuffer
+	logs *SyncBuffer
 	done chan struct{}
 	err  error // the process's exit, valid once done is closed
 }
@@ -122,7 +122,7 @@ func launch(owner testing.TB, bin string, opts StartOptions, args []string) (*No
 		opts.Dir = owner.TempDir()
 	}
 	cmd.Dir = opts.Dir
-	n := &Node{bin: bin, args: append([]string(nil), args...), opts: opts, cmd: cmd, logs: &syncBuffer{}, done: make(chan struct{})}
+	n := &Node{bin: bin, args: append([]string(nil), args...), opts: opts, cmd: cmd, logs: &SyncBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = n.logs, n.logs
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting carmy: %w", err)
@@ -218,19 +218,20 @@ func (n *Node) WaitReady(tb testing.TB, timeout time.Duration) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for one writer and many readers.
-type syncBuffer struct {
+// SyncBuffer is a bytes.Buffer safe for one writer and many readers: a
+// process's output, or a logger's, read by a test while it runs.
+type SyncBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
+func (b *SyncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *syncBuffer) String() string {
+func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
