@@ -15,7 +15,8 @@ import (
 )
 
 // gather returns every sample of reg by metric name (summed over labels,
-// counts for histograms and summaries).
+// counts for histograms and summaries), and also by name{label="value"}
+// for each label of a labelled metric.
 func gather(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
@@ -26,6 +27,9 @@ func gather(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 	for _, mf := range mfs {
 		for _, m := range mf.GetMetric() {
 			out[mf.GetName()] += value(m)
+			for _, l := range m.GetLabel() {
+				out[fmt.Sprintf("%s{%s=%q}", mf.GetName(), l.GetName(), l.GetValue())] += value(m)
+			}
 		}
 	}
 	return out
@@ -71,11 +75,19 @@ func TestMetricsOfACluster(t *testing.T) {
 		return follower.FSM().AppliedIndex() >= leader.FSM().AppliedIndex()
 	})
 	after := gather(t, regs[follower.ID()])
-	if d := after["carmy_forward_commands_total"] - before["carmy_forward_commands_total"]; d != 2*n {
-		t.Errorf("the follower forwarded %v commands, want %d", d, 2*n)
+	// A try the leader did not take (not sent, or sent to a node that was
+	// no longer leader) is forwarded again; each such try is counted as an
+	// error of its kind.
+	delta := func(name string) float64 { return after[name] - before[name] }
+	retried := delta(`carmy_forward_errors_total{kind="not_sent"}`) + delta(`carmy_forward_errors_total{kind="not_leader"}`)
+	if d := delta("carmy_forward_commands_total"); d != 2*n+retried {
+		t.Errorf("the follower forwarded %v commands, want %d and %v tried again", d, 2*n, retried)
 	}
-	if d := after["carmy_forward_batches_total"] - before["carmy_forward_batches_total"]; d < 1 || d > 2*n {
-		t.Errorf("the follower sent %v batches for %d commands", d, 2*n)
+	if d := delta("carmy_forward_errors_total"); d != retried {
+		t.Errorf("the follower counted %v forwarding errors, %v of them tried again; want none that failed a call", d, retried)
+	}
+	if d := after["carmy_forward_batches_total"] - before["carmy_forward_batches_total"]; d < 1 || d > 2*n+retried {
+		t.Errorf("the follower sent %v batches for %v commands", d, 2*n+retried)
 	}
 	if d := after["carmy_raft_log_entries_total"] - before["carmy_raft_log_entries_total"]; d < 2*n {
 		t.Errorf("the follower wrote %v log entries, want at least %d", d, 2*n)
