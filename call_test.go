@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy"
+	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -208,7 +209,7 @@ func TestCallerGoingAwayDoesNotStopTheTool(t *testing.T) {
 	}
 	close(g.release)
 	key := store.Key{Principal: "alice", RequestID: "gone"}
-	waitFor(t, "the outcome to be recorded", func() bool {
+	testutil.Until(t, 10*time.Second, "the outcome to be recorded", func() bool {
 		rec, err := app.Store().Lookup(context.Background(), key)
 		return err == nil && rec.Status == store.StatusCompleted
 	})

@@ -87,18 +87,6 @@ func mustStatus(t *testing.T, rec store.Record, want store.Status) {
 	}
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func errorCode(t *testing.T, rec store.Record) (code, msg string) {
 	t.Helper()
 	var b store.ErrorBody

@@ -10,6 +10,7 @@ import (
 
 	"github.com/carmyhq/carmy"
 	"github.com/carmyhq/carmy/api"
+	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -70,7 +71,7 @@ func TestQuotaOverHTTP(t *testing.T) {
 	app.IdempotencyStore(store.NewMemory(100))
 	var c counter
 	mustAdd(t, app, carmy.ToolSpec{Name: "count", Func: c.fn})
-	addr := serveWith(t, app, api.Config{Auth: api.Auth{Tokens: []api.Token{
+	addr := testutil.Serve(t, app, api.Config{Auth: api.Auth{Tokens: []api.Token{
 		{Principal: "planner", Secret: "tok-planner", Tools: []string{"*"}, MaxEntries: 2},
 		{Principal: "reporter", Secret: "tok-reporter", Tools: []string{"*"}},
 	}}})
@@ -135,7 +136,7 @@ func TestQuotaDefaultBoundsEveryPrincipal(t *testing.T) {
 	app.IdempotencyStore(store.NewMemory(100))
 	var c counter
 	mustAdd(t, app, carmy.ToolSpec{Name: "count", Func: c.fn})
-	addr := serveWith(t, app, api.Config{Auth: api.Auth{
+	addr := testutil.Serve(t, app, api.Config{Auth: api.Auth{
 		Tokens: []api.Token{
 			{Principal: "planner", Secret: "tok-planner", Tools: []string{"*"}, MaxEntries: 2},
 			{Principal: "reporter", Secret: "tok-reporter", Tools: []string{"*"}},

@@ -19,30 +19,6 @@ import (
 	"github.com/carmyhq/carmy/internal/testutil"
 )
 
-// serveWith serves app on a loopback port with cfg until the test ends,
-// and returns the address once /readyz answers 200.
-func serveWith(t *testing.T, app *carmy.Runtime, cfg api.Config) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- app.Serve(ctx, ln, cfg) }()
-	t.Cleanup(func() { stop(); <-done })
-	addr := ln.Addr().String()
-	waitFor(t, "the node to be ready", func() bool {
-		resp, err := http.Get("http://" + addr + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-	return addr
-}
-
 // closedWithin reads from conn until the server closes it, failing the
 // test if that takes longer than d; it returns what was read.
 func closedWithin(t *testing.T, conn net.Conn, d time.Duration) string {
@@ -58,7 +34,7 @@ func closedWithin(t *testing.T, conn net.Conn, d time.Duration) string {
 
 func TestSlowHeadersAreCutOff(t *testing.T) {
 	app := newApp(t)
-	addr := serveWith(t, app, api.Config{Timeouts: api.Timeouts{ReadHeader: 200 * time.Millisecond}})
+	addr := testutil.Serve(t, app, api.Config{Timeouts: api.Timeouts{ReadHeader: 200 * time.Millisecond}})
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +57,7 @@ func TestSlowBodyIsCutOffButNotALongCall(t *testing.T) {
 			return nil, ctx.Err()
 		}
 	}})
-	addr := serveWith(t, app, api.Config{Timeouts: api.Timeouts{Body: 200 * time.Millisecond}})
+	addr := testutil.Serve(t, app, api.Config{Timeouts: api.Timeouts{Body: 200 * time.Millisecond}})
 
 	// A body that never arrives in full is refused.
 	conn, err := net.Dial("tcp", addr)
@@ -117,7 +93,7 @@ func TestSlowBodyIsCutOffButNotALongCall(t *testing.T) {
 
 func TestOversizedHeadersAre431(t *testing.T) {
 	app := newApp(t)
-	addr := serveWith(t, app, api.Config{Timeouts: api.Timeouts{HeaderBytes: 4 << 10}})
+	addr := testutil.Serve(t, app, api.Config{Timeouts: api.Timeouts{HeaderBytes: 4 << 10}})
 	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/healthz", nil)
 	req.Header.Set("X-Padding", strings.Repeat("a", 16<<10))
 	resp, err := http.DefaultClient.Do(req)
@@ -146,7 +122,7 @@ func TestAnswerNotReadIsCutOff(t *testing.T) {
 		return strings.Repeat("x", size), nil
 	}})
 	logs := &testutil.SyncBuffer{}
-	addr := serveWith(t, app, api.Config{
+	addr := testutil.Serve(t, app, api.Config{
 		Timeouts: api.Timeouts{Write: 300 * time.Millisecond},
 		Logger:   slog.New(slog.NewTextHandler(logs, nil)),
 	})
@@ -165,7 +141,7 @@ func TestAnswerNotReadIsCutOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The client reads nothing; the server must give up on the answer.
-	waitFor(t, "the call's handler to give up writing", func() bool {
+	testutil.Until(t, 10*time.Second, "the call's handler to give up writing", func() bool {
 		return strings.Contains(logs.String(), "msg=call") && strings.Contains(logs.String(), "request_id=b1")
 	})
 	if !strings.Contains(logs.String(), "outcome=ran") {

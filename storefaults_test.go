@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy"
+	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -61,7 +62,7 @@ func TestUnknownReserveCommitIsReleased(t *testing.T) {
 		t.Fatalf("code %q, runs %d: the tool must not run when the reservation is unconfirmed", store.CodeOf(err), c.runs.Load())
 	}
 	// The node releases its never-run reservation once it can.
-	waitFor(t, "the reservation to be released", func() bool {
+	testutil.Until(t, 10*time.Second, "the reservation to be released", func() bool {
 		_, err := fs.Memory.Lookup(context.Background(), store.Key{Principal: "alice", RequestID: "u1"})
 		return errors.Is(err, store.ErrNotFound)
 	})
@@ -103,7 +104,7 @@ func TestUnrecordedOutcomeAnswersUnavailableThenReplays(t *testing.T) {
 	wantErrIs(t, err, store.ErrUncertain)
 
 	fs.completeFailures.Store(0)
-	waitFor(t, "the outcome to be recorded", func() bool {
+	testutil.Until(t, 10*time.Second, "the outcome to be recorded", func() bool {
 		rec, err := fs.Memory.Lookup(context.Background(), store.Key{Principal: "alice", RequestID: "c2"})
 		return err == nil && rec.Status == store.StatusCompleted
 	})

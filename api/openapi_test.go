@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -34,6 +33,7 @@ import (
 
 	"github.com/carmyhq/carmy"
 	"github.com/carmyhq/carmy/api"
+	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -395,35 +395,8 @@ func startOASNode(t *testing.T, cfg api.Config, extra ...carmy.ToolSpec) (*carmy
 			t.Fatal(err)
 		}
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg.Logger = quietLogger()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- app.Serve(ctx, ln, cfg) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
-	base := "http://" + ln.Addr().String()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		resp, err := http.Get(base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return app, base
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the node at %s is not ready after 15 s (last: %v)", base, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return app, "http://" + testutil.Serve(t, app, cfg)
 }
 
 // blockTool runs until unblock is closed or its context ends, and says on

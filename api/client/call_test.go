@@ -10,6 +10,7 @@ import (
 
 	"github.com/carmyhq/carmy/api"
 	"github.com/carmyhq/carmy/api/client"
+	"github.com/carmyhq/carmy/internal/testutil"
 )
 
 func TestCallThenReplay(t *testing.T) {
@@ -133,7 +134,7 @@ func TestRetryWaitsForARunningExecution(t *testing.T) {
 		direct <- answer{status: resp.StatusCode, body: body, err: err}
 	}()
 	var running *client.Execution
-	waitFor(t, "the direct call to be running", func() bool {
+	testutil.Until(t, 10*time.Second, "the direct call to be running", func() bool {
 		e, err := observer.Lookup(t.Context(), "slow-1", "")
 		running = e
 		return err == nil && e.Status == client.StatusRunning
@@ -190,7 +191,7 @@ func TestToolFailureIsAResult(t *testing.T) {
 }
 
 func TestAuth(t *testing.T) {
-	base := serve(t, newNode(t), api.Config{Auth: api.Auth{Tokens: []api.Token{
+	base := "http://" + testutil.Serve(t, newNode(t), api.Config{Auth: api.Auth{Tokens: []api.Token{
 		{Principal: "planner", Secret: "right-token", Tools: []string{"echo"}},
 	}}})
 

@@ -11,6 +11,7 @@ import (
 	"github.com/carmyhq/carmy"
 	"github.com/carmyhq/carmy/api"
 	"github.com/carmyhq/carmy/api/client"
+	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -40,7 +41,7 @@ func TestInterruptedThenResolved(t *testing.T) {
 	done := leftRunning(t, app, "int-done", "create_order", args)
 	failed := leftRunning(t, app, "int-failed", "create_order", args)
 	released := leftRunning(t, app, "int-released", "create_order", args)
-	base := serve(t, app, api.Config{})
+	base := "http://" + testutil.Serve(t, app, api.Config{})
 	c, cnt := newClient(t, base, client.WithRetry(fastRetry))
 	ctx := t.Context()
 
@@ -117,7 +118,7 @@ func TestCancelLookupAndList(t *testing.T) {
 		long <- outcome{res, err}
 	}()
 	var running *client.Execution
-	waitFor(t, "the sleep to be running", func() bool {
+	testutil.Until(t, 10*time.Second, "the sleep to be running", func() bool {
 		e, err := c.Lookup(ctx, "long-1", "s-cancel")
 		running = e
 		return err == nil && e.Status == client.StatusRunning

@@ -1,12 +1,10 @@
 package client_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -16,6 +14,7 @@ import (
 	"github.com/carmyhq/carmy"
 	"github.com/carmyhq/carmy/api"
 	"github.com/carmyhq/carmy/api/client"
+	"github.com/carmyhq/carmy/internal/testutil"
 )
 
 // counter is an http.RoundTripper that counts the requests it sends.
@@ -59,51 +58,10 @@ func newNode(t *testing.T, opts ...carmy.Option) *carmy.Runtime {
 	return app
 }
 
-// serve serves app on a loopback port until the test ends and returns its
-// base URL once /readyz answers 200.
-func serve(t *testing.T, app *carmy.Runtime, cfg api.Config) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- app.Serve(ctx, ln, cfg) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	base := "http://" + ln.Addr().String()
-	waitFor(t, "the node to be ready", func() bool {
-		resp, err := http.Get(base + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-	return base
-}
-
 // startNode serves a node with the demo tools and no auth.
 func startNode(t *testing.T) string {
 	t.Helper()
-	return serve(t, newNode(t), api.Config{})
-}
-
-// waitFor polls cond until it holds, failing the test after 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	return "http://" + testutil.Serve(t, newNode(t), api.Config{})
 }
 
 // asAPIError returns err's *APIError or fails the test.
