@@ -188,6 +188,7 @@ func (n *Node) registerSelf() {
 		}
 		info := n.Info()
 		if n.hasNodeInfo(info) {
+			n.registered.Store(true)
 			return
 		}
 		ctx, cancel := context.WithTimeout(n.bgCtx, n.cfg.LeaderWait)
@@ -195,6 +196,7 @@ func (n *Node) registerSelf() {
 		cancel()
 		if err == nil && resp.Err() == nil {
 			n.log.Debug("registered this node's addresses", slog.String("raft_addr", info.RaftAddr), slog.String("http_addr", info.HTTPAddr))
+			n.registered.Store(true)
 			return
 		}
 		n.log.Debug("registering this node's addresses", slog.Any("err", errors.Join(err, resp.Err())))

@@ -40,6 +40,9 @@ type Node struct {
 	// leaderReady is the term in which this node, as leader, has applied
 	// everything committed before it (its barrier returned); 0 otherwise.
 	leaderReady atomic.Uint64
+	// registered is set once registerSelf has found (or put) this node's
+	// current addresses in the member table; it writes nothing after.
+	registered atomic.Bool
 
 	onCancelMu sync.RWMutex
 	onCancel   func(executionID string)
