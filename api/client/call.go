@@ -96,9 +96,8 @@ type callBody struct {
 // backoff that honours Retry-After): transport errors, UNAVAILABLE,
 // RATE_LIMITED, a proxy's 502/503/504, and EXECUTION_UNCERTAIN while the
 // execution is running (another attempt of the same identity is running:
-// wait for its outcome, which is then replayed). Never retried:
-// IDEMPOTENCY_CONFLICT, INVALID_REQUEST, UNAUTHORIZED, FORBIDDEN,
-// NOT_FOUND, UNKNOWN_TOOL, IDEMPOTENCY_CAPACITY, INTERNAL, and
+// wait for its outcome, which is then replayed). Every other answer is
+// final (RetryPolicy lists them), among them IDEMPOTENCY_CONFLICT and
 // EXECUTION_UNCERTAIN of an interrupted execution: its runner died, so
 // only someone who can check the tool's effects can settle it (Lookup,
 // GetExecution, Resolve); errors.Is(err, ErrInterrupted) tells it.
@@ -117,11 +116,11 @@ func (c *Client) Call(ctx context.Context, tool string, args any, opts ...CallOp
 	}
 	req := &request{
 		method: http.MethodPost, path: "/v1/tools/call", body: raw,
-		idempotent: body.RequestID != "", call: true, retry: c.retry,
+		idempotent: body.RequestID != "", call: true,
 		tool: tool, requestID: body.RequestID, sessionID: body.SessionID,
 	}
 	if s.retry != nil {
-		req.retry = s.retry.withDefaults()
+		req.retry = *s.retry
 	}
 	var rec record
 	h, err := c.do(ctx, req, &rec)
@@ -133,15 +132,18 @@ func (c *Client) Call(ctx context.Context, tool string, args any, opts ...CallOp
 	return res, nil
 }
 
-// body checks the settings and builds the call's JSON.
+// body checks the settings, fills the zero fields of a Retry policy, and
+// builds the call's JSON.
 func (s *callSettings) body(tool string, args any) (*callBody, error) {
 	if tool == "" {
 		return nil, usage("the tool name is empty")
 	}
 	if s.retry != nil {
-		if err := s.retry.validate(); err != nil {
+		p, err := s.retry.normalized()
+		if err != nil {
 			return nil, usage("retry policy: %v", err)
 		}
+		s.retry = &p
 	}
 	b := &callBody{Tool: tool, SessionID: s.session}
 	var err error

@@ -77,10 +77,9 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	if strings.ContainsAny(c.token, "\r\n") {
 		return nil, errors.New("carmy: the token contains a line break")
 	}
-	if err := c.retry.validate(); err != nil {
+	if c.retry, err = c.retry.normalized(); err != nil {
 		return nil, fmt.Errorf("carmy: retry policy: %w", err)
 	}
-	c.retry = c.retry.withDefaults()
 	return c, nil
 }
 

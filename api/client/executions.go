@@ -12,10 +12,20 @@ import (
 // An execution of another principal, or a call made without request_id,
 // is ErrNotFound.
 func (c *Client) GetExecution(ctx context.Context, executionID string) (*Execution, error) {
-	if executionID == "" {
-		return nil, usage("empty execution id")
+	path, err := executionPath(executionID, "")
+	if err != nil {
+		return nil, err
 	}
-	return c.execution(ctx, &request{method: http.MethodGet, path: "/v1/executions/" + url.PathEscape(executionID), idempotent: true})
+	return c.execution(ctx, &request{method: http.MethodGet, path: path, idempotent: true})
+}
+
+// executionPath returns the path of an execution's record followed by
+// suffix ("", "/cancel", "/resolve"), or a usage error for an empty id.
+func executionPath(executionID, suffix string) (string, error) {
+	if executionID == "" {
+		return "", usage("empty execution id")
+	}
+	return "/v1/executions/" + url.PathEscape(executionID) + suffix, nil
 }
 
 // Lookup returns the caller's record of the identity (requestID, session)
@@ -62,7 +72,7 @@ func (c *Client) ListExecutions(ctx context.Context, session string, opts ListOp
 	if opts.Cursor != "" {
 		q.Set("cursor", opts.Cursor)
 	}
-	req := &request{method: http.MethodGet, path: "/v1/executions?" + q.Encode(), idempotent: true, retry: c.retry}
+	req := &request{method: http.MethodGet, path: "/v1/executions?" + q.Encode(), idempotent: true}
 	var out listAnswer
 	if _, err := c.do(ctx, req, &out); err != nil {
 		return nil, err
@@ -99,16 +109,15 @@ func (l *listAnswer) validate() error {
 // execution, so a retry of a cancel that took effect answers
 // ErrInvalidState with ExecStatus cancelled rather than act twice.
 func (c *Client) Cancel(ctx context.Context, executionID string) (*Execution, error) {
-	if executionID == "" {
-		return nil, usage("empty execution id")
+	path, err := executionPath(executionID, "/cancel")
+	if err != nil {
+		return nil, err
 	}
-	return c.execution(ctx, &request{method: http.MethodPost, path: "/v1/executions/" + url.PathEscape(executionID) + "/cancel",
-		body: []byte("{}"), idempotent: true})
+	return c.execution(ctx, &request{method: http.MethodPost, path: path, body: []byte("{}"), idempotent: true})
 }
 
-// execution sends req with the client's retry policy and decodes a record.
+// execution sends req and decodes a record.
 func (c *Client) execution(ctx context.Context, req *request) (*Execution, error) {
-	req.retry = c.retry
 	var rec record
 	if _, err := c.do(ctx, req, &rec); err != nil {
 		return nil, err

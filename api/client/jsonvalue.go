@@ -22,7 +22,10 @@ func encodeJSON(name string, v any) (json.RawMessage, error) {
 		if err != nil {
 			return nil, usage("%s: %v", name, err)
 		}
-		raw = b
+		if string(b) == "null" {
+			return nil, nil
+		}
+		return b, nil // valid and without surrounding space
 	}
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {

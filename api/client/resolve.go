@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/url"
 )
 
 // Resolution kinds (Resolution.Status).
@@ -93,8 +92,9 @@ func (r Resolution) body() (*resolveBody, error) {
 // unsettled execution, so a retry of a resolve that took effect answers
 // ErrInvalidState (or, after a release, ErrNotFound) rather than act twice.
 func (c *Client) Resolve(ctx context.Context, executionID string, r Resolution) (*Execution, error) {
-	if executionID == "" {
-		return nil, usage("empty execution id")
+	path, err := executionPath(executionID, "/resolve")
+	if err != nil {
+		return nil, err
 	}
 	b, err := r.body()
 	if err != nil {
@@ -104,6 +104,5 @@ func (c *Client) Resolve(ctx context.Context, executionID string, r Resolution) 
 	if err != nil {
 		return nil, fmt.Errorf("carmy: encoding the resolution: %w", err)
 	}
-	return c.execution(ctx, &request{method: http.MethodPost, path: "/v1/executions/" + url.PathEscape(executionID) + "/resolve",
-		body: raw, idempotent: true})
+	return c.execution(ctx, &request{method: http.MethodPost, path: path, body: raw, idempotent: true})
 }

@@ -19,10 +19,14 @@ import (
 // (a refused dial, a reset connection, an EOF, an attempt that timed out),
 // UNAVAILABLE and RATE_LIMITED answers, a proxy's 502/503/504 without the
 // error envelope, and, for a call, EXECUTION_UNCERTAIN while the execution
-// is running. Nothing else is: not IDEMPOTENCY_CONFLICT, INVALID_REQUEST,
-// UNAUTHORIZED, FORBIDDEN, NOT_FOUND, UNKNOWN_TOOL, IDEMPOTENCY_CAPACITY,
-// INVALID_STATE, INTERNAL, nor EXECUTION_UNCERTAIN of an interrupted
-// execution.
+// is running. A call without request_id (NoRequestID) is retried only
+// when it certainly did not run: a refused dial, UNAVAILABLE,
+// RATE_LIMITED. Nothing else is retried: not IDEMPOTENCY_CONFLICT,
+// INVALID_REQUEST, UNAUTHORIZED, FORBIDDEN, NOT_FOUND, UNKNOWN_TOOL,
+// METHOD_NOT_ALLOWED, PAYLOAD_TOO_LARGE, UNSUPPORTED_MEDIA_TYPE,
+// IDEMPOTENCY_CAPACITY, INVALID_STATE, INTERNAL, EXECUTION_UNCERTAIN of an
+// interrupted execution, a certificate the client refuses, nor an https://
+// URL whose server speaks plain HTTP.
 //
 // The wait before attempt n+1 is an exponential backoff with jitter,
 // uniformly drawn from [d/2, d] where d = min(MaxDelay, BaseDelay·2^(n-1));
@@ -50,6 +54,14 @@ var DefaultRetryPolicy = RetryPolicy{MaxAttempts: 6, BaseDelay: 100 * time.Milli
 
 // NoRetry is a policy of a single attempt.
 var NoRetry = RetryPolicy{MaxAttempts: 1}
+
+// normalized checks p and fills its zero fields from DefaultRetryPolicy.
+func (p RetryPolicy) normalized() (RetryPolicy, error) {
+	if err := p.validate(); err != nil {
+		return RetryPolicy{}, err
+	}
+	return p.withDefaults(), nil
+}
 
 // withDefaults fills zero fields from DefaultRetryPolicy.
 func (p RetryPolicy) withDefaults() RetryPolicy {
@@ -128,7 +140,8 @@ func (e *transportError) Unwrap() error { return e.err }
 
 // isTransport reports a transport error that another attempt may cure:
 // not a certificate the client refuses, nor a TLS handshake with a server
-// that speaks plain HTTP.
+// that speaks plain HTTP (net/http reports that as ErrSchemeMismatch) or
+// something else that is not TLS.
 func isTransport(err error) bool {
 	var te *transportError
 	if !errors.As(err, &te) {
@@ -142,7 +155,7 @@ func isTransport(err error) bool {
 		header    tls.RecordHeaderError
 	)
 	return !errors.As(err, &unknownCA) && !errors.As(err, &hostname) && !errors.As(err, &invalid) &&
-		!errors.As(err, &verify) && !errors.As(err, &header)
+		!errors.As(err, &verify) && !errors.As(err, &header) && !errors.Is(err, http.ErrSchemeMismatch)
 }
 
 // neverSent reports an error that happened before any byte of the request

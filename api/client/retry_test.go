@@ -60,6 +60,42 @@ func TestUnavailableIsRetriedWithTheSameRequestID(t *testing.T) {
 	}
 }
 
+// TestUnavailableIsRetriedWithoutRequestID: UNAVAILABLE says the node did
+// not run the call, so even a call that cannot be replayed is sent again.
+func TestUnavailableIsRetriedWithoutRequestID(t *testing.T) {
+	f, base := fakeServer(t, envelope(http.StatusServiceUnavailable, client.CodeUnavailable, nil), completed(`1`))
+	c, _ := newClient(t, base, client.WithRetry(fastRetry))
+	if _, err := c.Call(t.Context(), "echo", nil, client.NoRequestID()); err != nil || f.count() != 2 {
+		t.Fatalf("UNAVAILABLE without request_id: %v after %d requests; want success after 2", err, f.count())
+	}
+	if _, has := f.bodies[0]["request_id"]; has {
+		t.Fatalf("NoRequestID sent a request_id: %v", f.bodies[0])
+	}
+}
+
+// TestCallRetryOverridesTheClients: a call's Retry option replaces the
+// client's policy for that call only.
+func TestCallRetryOverridesTheClients(t *testing.T) {
+	unavailable := envelope(http.StatusServiceUnavailable, client.CodeUnavailable, nil)
+	f, base := fakeServer(t, unavailable, unavailable, completed(`1`))
+	c, _ := newClient(t, base, client.WithRetry(fastRetry))
+	if _, err := c.Call(t.Context(), "echo", nil, client.Retry(client.NoRetry)); !errors.Is(err, client.ErrUnavailable) || f.count() != 1 {
+		t.Fatalf("Retry(NoRetry): %v after %d requests; want UNAVAILABLE after 1", err, f.count())
+	}
+	if _, err := c.Call(t.Context(), "echo", nil); err != nil || f.count() != 3 {
+		t.Fatalf("the client's policy after an override: %v after %d requests in all; want success after 3", err, f.count())
+	}
+
+	f, base = fakeServer(t, unavailable, completed(`1`))
+	c, _ = newClient(t, base, client.WithRetry(client.NoRetry))
+	if _, err := c.Call(t.Context(), "echo", nil, client.Retry(fastRetry)); err != nil || f.count() != 2 {
+		t.Fatalf("Retry(fastRetry) on a NoRetry client: %v after %d requests; want success after 2", err, f.count())
+	}
+	if _, err := c.Call(t.Context(), "echo", nil, client.Retry(client.RetryPolicy{MaxAttempts: -1})); !errors.Is(err, client.ErrInvalid) {
+		t.Fatalf("a negative MaxAttempts: %v; want a usage error", err)
+	}
+}
+
 func TestRateLimitedIsRetried(t *testing.T) {
 	f, base := fakeServer(t,
 		envelope(http.StatusTooManyRequests, client.CodeRateLimited, map[string]any{"principal": "p"}),
@@ -149,11 +185,31 @@ func TestProxyPagesAreProtocolErrors(t *testing.T) {
 		t.Fatal("a proxy page became an APIError")
 	}
 
+	// A gateway's JSON without the envelope's code is a gateway error
+	// too: retried.
+	f, base = fakeServer(t, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadGateway)
+		_, _ = io.WriteString(w, `{"message":"upstream closed"}`)
+	}, completed(`1`))
+	c, _ = newClient(t, base, client.WithRetry(fastRetry))
+	if _, err := c.Call(t.Context(), "echo", nil); err != nil || f.count() != 2 {
+		t.Fatalf("JSON 502 without code: %v after %d requests; want success after 2", err, f.count())
+	}
+
+	// A call without request_id may have run behind the gateway: not
+	// retried.
+	f, base = fakeServer(t, html(http.StatusBadGateway), completed(`1`))
+	c, _ = newClient(t, base, client.WithRetry(fastRetry))
+	if _, err := c.Call(t.Context(), "echo", nil, client.NoRequestID()); !errors.As(err, &pe) || f.count() != 1 {
+		t.Fatalf("502 of a call without request_id: %v after %d requests; want a *ProtocolError after 1", err, f.count())
+	}
+
 	// A 500 page, JSON that is not the envelope, and a 200 that is not
 	// JSON: errors that say so, not retried.
 	for name, answer := range map[string]func(http.ResponseWriter, *http.Request){
 		"html 500": html(http.StatusInternalServerError),
-		"json 502 without code": func(w http.ResponseWriter, _ *http.Request) {
+		"json 418 without code": func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusTeapot)
 			_, _ = io.WriteString(w, `{"error":"teapot"}`)
@@ -403,6 +459,12 @@ func TestHTTPSWithAPrivateCA(t *testing.T) {
 	c, cnt := newClient(t, srv.URL, client.WithRetry(fastRetry))
 	if _, err := c.Call(t.Context(), "echo", nil); err == nil || cnt.n.Load() != 1 {
 		t.Fatalf("untrusted server: %v after %d requests; want an error after 1", err, cnt.n.Load())
+	}
+	// https:// to a server that speaks plain HTTP: a setup mistake, final.
+	_, plain := fakeServer(t, completed(`1`))
+	c, cnt = newClient(t, "https://"+strings.TrimPrefix(plain, "http://"), client.WithRetry(fastRetry))
+	if _, err := c.Call(t.Context(), "echo", nil); !errors.Is(err, http.ErrSchemeMismatch) || cnt.n.Load() != 1 {
+		t.Fatalf("https:// to plain HTTP: %v after %d requests; want ErrSchemeMismatch after 1", err, cnt.n.Load())
 	}
 	c, err := client.New(srv.URL, client.WithHTTPClient(srv.Client()))
 	if err != nil {

@@ -27,7 +27,7 @@ func (c *Client) Tools(ctx context.Context) ([]Tool, error) {
 			TimeoutMS   int64           `json:"timeout_ms"`
 		} `json:"tools"`
 	}
-	req := &request{method: http.MethodGet, path: "/v1/tools", idempotent: true, retry: c.retry}
+	req := &request{method: http.MethodGet, path: "/v1/tools", idempotent: true}
 	if _, err := c.do(ctx, req, &out); err != nil {
 		return nil, err
 	}

@@ -27,7 +27,9 @@ type request struct {
 	idempotent bool
 	// call is true for POST /v1/tools/call: EXECUTION_UNCERTAIN of a
 	// running execution is then worth another attempt.
-	call  bool
+	call bool
+	// retry is the policy of this request; the zero value means the
+	// client's.
 	retry RetryPolicy
 	// tool, requestID and sessionID name a call's identity in errors.
 	tool, requestID, sessionID string
@@ -37,6 +39,9 @@ type request struct {
 // ctx ends, and decodes a 2xx answer's JSON into out (unless out is nil).
 // Every error is a *RequestError.
 func (c *Client) do(ctx context.Context, req *request, out any) (http.Header, error) {
+	if req.retry == (RetryPolicy{}) {
+		req.retry = c.retry
+	}
 	p := req.retry
 	var last error
 	for attempt := 1; ; attempt++ {
