@@ -53,19 +53,24 @@ func New(inner net.Listener, cfg *tls.Config, timeout time.Duration) *Listener {
 	return l
 }
 
+// acceptLoop hands the inner listener's connections to sniff, and its
+// errors to Accept. It goes on after an error other than the listener's
+// closing (too many open files, an aborted connection): the server
+// backs off on such errors and calls Accept again, so the next send
+// waits for it.
 func (l *Listener) acceptLoop() {
 	for {
 		c, err := l.inner.Accept()
 		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
-			}
 			select {
 			case l.errc <- err:
 			case <-l.done:
+				return
 			}
-			return
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue
 		}
 		go l.sniff(c)
 	}
@@ -118,6 +123,15 @@ func (l *Listener) Addr() net.Addr { return l.inner.Addr() }
 type peekedConn struct {
 	net.Conn
 	r *bufio.Reader
+}
+
+// CloseWrite half-closes a TCP connection, as net/http does after an
+// error answer so that the client reads it before the connection closes.
+func (c *peekedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
 }
 
 func (c *peekedConn) Read(p []byte) (int, error) {

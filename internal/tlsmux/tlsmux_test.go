@@ -3,12 +3,16 @@ package tlsmux_test
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -151,5 +155,54 @@ func TestSilentConnectionsDoNotBlockOthers(t *testing.T) {
 	_ = silent.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if _, err := silent.Read(make([]byte, 1)); err == nil || strings.Contains(err.Error(), "timeout") {
 		t.Fatalf("the silent connection was not closed by the server: %v", err)
+	}
+}
+
+// failOnce is a listener whose first Accept fails as it does when the
+// process is out of file descriptors.
+type failOnce struct {
+	net.Listener
+	failed atomic.Bool
+}
+
+func (l *failOnce) Accept() (net.Conn, error) {
+	if !l.failed.Swap(true) {
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Addr: l.Addr(), Err: os.NewSyscallError("accept", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
+}
+
+// TestServesOnAfterATemporaryAcceptError: an accept error other than the
+// listener's closing is the server's to back off from; connections after
+// it are still served, and Close still ends the server.
+func TestServesOnAfterATemporaryAcceptError(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl := &failOnce{Listener: ln}
+	srv := &http.Server{
+		Handler:  http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "served") }),
+		ErrorLog: log.New(io.Discard, "", 0), // "Accept error: … retrying"
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(tlsmux.New(fl, nil, 0)) }()
+	got, err := get(t, "http://"+ln.Addr().String()+"/", nil)
+	if err != nil || got != "served" {
+		t.Fatalf("GET after an accept error: %q, %v", got, err)
+	}
+	if !fl.failed.Load() {
+		t.Fatal("the listener never failed")
+	}
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-served:
+		if !errors.Is(err, http.ErrServerClosed) {
+			t.Fatalf("Serve after Close: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Serve did not return after Close")
 	}
 }
