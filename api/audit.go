@@ -22,6 +22,7 @@ const (
 	codeKey        = "carmy.code"         // the error code handleError chose
 	auditActionKey = "carmy.audit.action" // a handler's finer action (release)
 	auditTargetKey = "carmy.audit.target" // a handler's target, when not the :id
+	streamKey      = "carmy.stream"       // time.Duration an answer takes to stream (boundWrite)
 )
 
 func newAuditCounter(reg prometheus.Registerer) (*prometheus.CounterVec, error) {

@@ -144,9 +144,9 @@ func (s *Server) metricsRoutes(g prometheus.Gatherer) {
 	admin := []echo.MiddlewareFunc{s.auth.authenticate, requireAdmin}
 	e.GET("/debug/pprof/", echo.WrapHandler(http.HandlerFunc(pprof.Index)), admin...)
 	e.GET("/debug/pprof/cmdline", echo.WrapHandler(http.HandlerFunc(pprof.Cmdline)), admin...)
-	e.GET("/debug/pprof/profile", echo.WrapHandler(http.HandlerFunc(pprof.Profile)), append(admin, pprofSeconds(true))...)
+	e.GET("/debug/pprof/profile", echo.WrapHandler(http.HandlerFunc(pprof.Profile)), append(admin, pprofSeconds(true, 30*time.Second))...)
 	e.GET("/debug/pprof/symbol", echo.WrapHandler(http.HandlerFunc(pprof.Symbol)), admin...)
-	e.GET("/debug/pprof/trace", echo.WrapHandler(http.HandlerFunc(pprof.Trace)), append(admin, pprofSeconds(false))...)
+	e.GET("/debug/pprof/trace", echo.WrapHandler(http.HandlerFunc(pprof.Trace)), append(admin, pprofSeconds(false, time.Second))...)
 	// The named profiles: heap, goroutine, allocs, block, mutex, threadcreate.
 	e.GET("/debug/pprof/:name", func(c echo.Context) error {
 		name := c.Param("name")
@@ -155,30 +155,39 @@ func (s *Server) metricsRoutes(g prometheus.Gatherer) {
 		}
 		pprof.Handler(name).ServeHTTP(c.Response(), c.Request())
 		return nil
-	}, append(admin, pprofSeconds(true))...)
+	}, append(admin, pprofSeconds(true, 0))...)
 }
+
+// maxStreamSeconds caps the time a profile's answer is given on top of
+// the write bound: a day.
+const maxStreamSeconds = 24 * 60 * 60
 
 // pprofSeconds refuses a seconds parameter that is not a positive number
 // (a whole one when whole) with the error envelope, before pprof answers
-// it in plain text.
-func pprofSeconds(whole bool) echo.MiddlewareFunc {
+// it in plain text. The profile is collected for that many seconds
+// (byDefault without the parameter), while its answer may already be
+// streaming: that time is added to the write bound (boundWrite).
+func pprofSeconds(whole bool, byDefault time.Duration) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			v, ok := c.Request().URL.Query()["seconds"]
 			if !ok {
+				c.Set(streamKey, byDefault)
 				return next(c)
 			}
+			var secs float64
 			var good bool
 			if whole {
 				n, err := strconv.ParseInt(v[0], 10, 64)
-				good = err == nil && n > 0
+				secs, good = float64(n), err == nil && n > 0
 			} else {
 				f, err := strconv.ParseFloat(v[0], 64)
-				good = err == nil && f > 0 && !math.IsInf(f, 0)
+				secs, good = f, err == nil && f > 0 && !math.IsInf(f, 0)
 			}
 			if len(v) != 1 || !good {
 				return invalidField("seconds", "seconds must be one positive number")
 			}
+			c.Set(streamKey, time.Duration(min(secs, maxStreamSeconds)*float64(time.Second)))
 			return next(c)
 		}
 	}

@@ -5,10 +5,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -118,5 +120,28 @@ func TestServersShareARegistry(t *testing.T) {
 	post(t, second, callPath, `{"tool":"echo","request_id":"b"}`)
 	if got := scrape(t, get(t, first, "/metrics"))[`carmy_calls_total{outcome="ran"}`]; got != 2 {
 		t.Errorf("ran = %v across two servers on one registry, want 2", got)
+	}
+}
+
+// TestTraceOutlastsTheWriteBound: a trace streams from its first byte for
+// the seconds asked, so the write bound (counted from the header) starts
+// after them; a bound shorter than the trace does not cut it.
+func TestTraceOutlastsTheWriteBound(t *testing.T) {
+	cfg := authConfig()
+	cfg.Timeouts.Write = 200 * time.Millisecond
+	srv := newTestServer(t, &fakeRuntime{tb: t}, cfg)
+	req, err := http.NewRequest(http.MethodGet, srv.URL+"/debug/pprof/trace?seconds=0.8", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK || len(body) == 0 {
+		t.Fatalf("trace of 0.8 s under a 200 ms write bound: %d, %d bytes, %v", resp.StatusCode, len(body), err)
 	}
 }

@@ -209,14 +209,19 @@ func requireTLS(next echo.HandlerFunc) echo.HandlerFunc {
 
 // boundWrite gives each answer d to be written, counted from the moment
 // its header is written: a client that stops reading is cut off, while
-// the wait for a tool before the answer is not bounded here. The deadline
-// a previous answer on the connection left is lifted first.
+// the wait for a tool before the answer is not bounded here. An answer
+// that streams for a known time after its header (a trace of N seconds)
+// sets that time under streamKey, and gets it on top of d. The deadline a
+// previous answer on the connection left is lifted first.
 func boundWrite(d time.Duration) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			rc := http.NewResponseController(c.Response().Writer)
 			if rc.SetWriteDeadline(time.Time{}) == nil {
-				c.Response().Before(func() { _ = rc.SetWriteDeadline(time.Now().Add(d)) })
+				c.Response().Before(func() {
+					streams, _ := c.Get(streamKey).(time.Duration)
+					_ = rc.SetWriteDeadline(time.Now().Add(d + streams))
+				})
 			}
 			return next(c)
 		}
