@@ -13,7 +13,7 @@ import (
 func NewTestStream(ln net.Listener, files *NodeTLS) (raft.StreamLayer, error) {
 	var s raft.StreamLayer = &tcpStream{Listener: ln, advertise: ln.Addr()}
 	if files != nil {
-		t, err := loadNodeTLS(*files)
+		t, err := loadNodeTLS(*files, nil)
 		if err != nil {
 			return nil, err
 		}

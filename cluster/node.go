@@ -71,7 +71,7 @@ func Open(cfg Config) (*Node, error) {
 	n.fsm.Observe(n.observe, fsm.TypeNode, fsm.TypeNodeRemoved, fsm.TypeCancel)
 	n.cache = newMembersCache(cfg.DataDir, n.log)
 	if cfg.TLS != nil {
-		t, err := loadNodeTLS(*cfg.TLS)
+		t, err := loadNodeTLS(*cfg.TLS, n.log)
 		if err != nil {
 			return nil, err
 		}

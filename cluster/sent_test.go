@@ -5,12 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"testing"
-	"time"
-
-	"github.com/carmyhq/carmy/internal/certs"
 )
 
 // TestNothingSentBeforeTheConnection checks what a node-to-node request
@@ -18,27 +13,7 @@ import (
 // "commit unknown": a refused dial and a failed TLS handshake are not sent,
 // an answer is.
 func TestNothingSentBeforeTheConnection(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name string, b []byte) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	now := time.Now()
-	caPEM, caKey, err := certs.NewCA("test CA", time.Hour, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, k, err := certs.NewNodeCert(caPEM, caKey, "n1", nil, nil, time.Hour, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nt, err := loadNodeTLS(NodeTLS{CAFile: write("ca.pem", caPEM), CertFile: write("n1.pem", c), KeyFile: write("n1-key.pem", k)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	nt := testNodeTLS(t)
 	client := newInternalClient(Config{}, nt)
 	defer client.close()
 

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"time"
@@ -28,8 +29,7 @@ type NodeTLS struct {
 
 // nodeTLS holds the loaded material, read again when its files change.
 type nodeTLS struct {
-	files NodeTLS
-	w     *tlsmux.Watched[nodeMaterial]
+	w *tlsmux.Watched[nodeMaterial]
 }
 
 // nodeMaterial is the node's certificate and the cluster CA's pool.
@@ -38,13 +38,14 @@ type nodeMaterial struct {
 	pool *x509.CertPool
 }
 
-// loadNodeTLS reads the files once; it fails when they cannot be used.
-func loadNodeTLS(files NodeTLS) (*nodeTLS, error) {
-	w, err := tlsmux.Watch(files.load, files.CAFile, files.CertFile, files.KeyFile)
+// loadNodeTLS reads the files once; it fails when they cannot be used. A
+// later reload that fails is logged to log (nil: not logged).
+func loadNodeTLS(files NodeTLS, log *slog.Logger) (*nodeTLS, error) {
+	w, err := tlsmux.Watch(log, files.load, files.CAFile, files.CertFile, files.KeyFile)
 	if err != nil {
 		return nil, err
 	}
-	return &nodeTLS{files: files, w: w}, nil
+	return &nodeTLS{w: w}, nil
 }
 
 // load reads the CA and the node's pair, and checks that the pair chains
@@ -109,8 +110,12 @@ func (t *nodeTLS) serverConfig() *tls.Config {
 			return c, nil
 		},
 		// The chain is checked by VerifyPeerCertificate against the
-		// current CA, which may have been reloaded.
-		ClientAuth: tls.RequireAnyClientCert,
+		// current CA, which may have been reloaded. Go skips that check
+		// on a resumed session, so there is none: a ticket issued under
+		// a CA since replaced would let its holder in without it. Nodes
+		// keep no session cache, so they lose nothing.
+		ClientAuth:             tls.RequireAnyClientCert,
+		SessionTicketsDisabled: true,
 		VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
 			return t.verifyPeer(raw, x509.ExtKeyUsageClientAuth)
 		},

@@ -37,7 +37,7 @@ func TestNodeTLSReloadsRenewedFiles(t *testing.T) {
 		return c
 	}
 	issue(now.Add(-time.Hour))
-	nt, err := loadNodeTLS(files)
+	nt, err := loadNodeTLS(files, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -312,12 +312,12 @@ func (c serveConfig) nodeTLS() (*cluster.NodeTLS, error) {
 
 // apiTLS loads --tls-cert and --tls-key (both or neither) as the API's
 // reloading key pair; nil when neither is given.
-func (c serveConfig) apiTLS() (*tlsmux.KeyPair, error) {
+func (c serveConfig) apiTLS(log *slog.Logger) (*tlsmux.KeyPair, error) {
 	switch countSet(c.TLSCert, c.TLSKey) {
 	case 0:
 		return nil, nil
 	case 2:
-		kp, err := tlsmux.LoadKeyPair(c.TLSCert, c.TLSKey)
+		kp, err := tlsmux.LoadKeyPair(c.TLSCert, c.TLSKey, log)
 		if err != nil {
 			return nil, fmt.Errorf("--tls-cert, --tls-key: %w", err)
 		}

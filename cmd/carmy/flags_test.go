@@ -591,14 +591,14 @@ func TestRunServeBadFlagIsUsage(t *testing.T) {
 // --node-tls-* flags, and that unreadable API files are reported.
 func TestTLSFlagsGoTogether(t *testing.T) {
 	for _, c := range []serveConfig{{TLSCert: "a.pem"}, {TLSKey: "a-key.pem"}} {
-		if _, err := c.apiTLS(); err == nil || !strings.Contains(err.Error(), "go together") {
+		if _, err := c.apiTLS(nil); err == nil || !strings.Contains(err.Error(), "go together") {
 			t.Errorf("apiTLS(%+v) = %v, want a 'go together' error", c, err)
 		}
 	}
-	if _, err := (serveConfig{TLSCert: "/nonexistent.pem", TLSKey: "/nonexistent-key.pem"}).apiTLS(); err == nil {
+	if _, err := (serveConfig{TLSCert: "/nonexistent.pem", TLSKey: "/nonexistent-key.pem"}).apiTLS(nil); err == nil {
 		t.Error("apiTLS took files that do not exist")
 	}
-	if kp, err := (serveConfig{}).apiTLS(); kp != nil || err != nil {
+	if kp, err := (serveConfig{}).apiTLS(nil); kp != nil || err != nil {
 		t.Errorf("apiTLS() without flags = %v, %v; want nil, nil", kp, err)
 	}
 	for _, c := range []serveConfig{{NodeTLSCA: "ca.pem"}, {NodeTLSCA: "ca.pem", NodeTLSCert: "n.pem"}, {NodeTLSKey: "k.pem"}} {

@@ -81,7 +81,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := checkNodeSecurity(cfg, nodeTLS != nil, len(gossipKeys) > 0, log); err != nil {
 		return err
 	}
-	apiKeys, err := cfg.apiTLS()
+	apiKeys, err := cfg.apiTLS(log)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package tlsmux
 import (
 	"crypto/tls"
 	"fmt"
+	"log/slog"
 )
 
 // KeyPair is a certificate and key read from PEM files and read again when
@@ -13,8 +14,9 @@ type KeyPair struct {
 }
 
 // LoadKeyPair reads the pair once; it fails when the files cannot be used.
-func LoadKeyPair(certFile, keyFile string) (*KeyPair, error) {
-	w, err := Watch(func() (*tls.Certificate, error) {
+// A later reload that fails is logged to log (nil: not logged).
+func LoadKeyPair(certFile, keyFile string, log *slog.Logger) (*KeyPair, error) {
+	w, err := Watch(log, func() (*tls.Certificate, error) {
 		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 		if err != nil {
 			return nil, fmt.Errorf("tls key pair %s, %s: %w", certFile, keyFile, err)

@@ -1,9 +1,12 @@
 package tlsmux
 
 import (
+	"bytes"
 	"crypto/x509"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,7 +47,8 @@ func TestKeyPairReloads(t *testing.T) {
 		return leaf.Subject.CommonName
 	}
 	write("first", now)
-	kp, err := LoadKeyPair(certFile, keyFile)
+	var logs bytes.Buffer // written by Current, on this goroutine
+	kp, err := LoadKeyPair(certFile, keyFile, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +69,13 @@ func TestKeyPairReloads(t *testing.T) {
 	if got := serving(kp); got != "renewed" {
 		t.Fatalf("a broken file: serving %q, want the last good pair", got)
 	}
-	if _, err := LoadKeyPair(certFile, keyFile); err == nil {
+	// The failure is logged once, not at every check of the same files.
+	kp.w.Expire()
+	serving(kp)
+	if n := strings.Count(logs.String(), "reloading TLS files failed"); n != 1 || !strings.Contains(logs.String(), certFile) {
+		t.Fatalf("%d warnings of the broken file, want 1 naming it:\n%s", n, logs.String())
+	}
+	if _, err := LoadKeyPair(certFile, keyFile, nil); err == nil {
 		t.Fatal("LoadKeyPair took a broken certificate file")
 	}
 	// Within ReloadEvery, files are not looked at.

@@ -101,7 +101,7 @@ func get(t *testing.T, url string, tc *tls.Config) (string, error) {
 // configuration, and any other handshake gets the API's.
 func TestOnePortServesPlainAPIAndNodeTLS(t *testing.T) {
 	p := newPKI(t)
-	kp, err := tlsmux.LoadKeyPair(p.apiCert, p.apiKey)
+	kp, err := tlsmux.LoadKeyPair(p.apiCert, p.apiKey, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package tlsmux
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"slices"
 	"sync"
@@ -14,20 +15,25 @@ const ReloadEvery = 5 * time.Second
 // Watched is a value loaded from files and loaded again when any of them
 // changes (a newer or older modification time), checked at most every
 // ReloadEvery, so that renewed certificates are served without a restart.
-// A load that fails keeps the last good value.
+// A load that fails keeps the last good value; it is logged as a warning
+// (once per change of the files) so that a broken renewal is seen before
+// the certificate in use expires.
 type Watched[T any] struct {
 	files []string
 	load  func() (T, error)
+	log   *slog.Logger
 
 	mu      sync.Mutex
 	checked time.Time
-	mods    []time.Time
+	mods    []time.Time // of the files the value was loaded from
+	failed  []time.Time // of the files whose load failed last
 	v       T
 }
 
 // Watch loads the value once from files; it fails when that load does.
-func Watch[T any](load func() (T, error), files ...string) (*Watched[T], error) {
-	w := &Watched[T]{files: files, load: load}
+// Later failures are logged to log (nil: not logged).
+func Watch[T any](log *slog.Logger, load func() (T, error), files ...string) (*Watched[T], error) {
+	w := &Watched[T]{files: files, load: load, log: log}
 	if err := w.reload(true); err != nil {
 		return nil, err
 	}
@@ -45,14 +51,15 @@ func (w *Watched[T]) reload(force bool) error {
 		}
 		mods[i] = st.ModTime()
 	}
-	if !force && slices.Equal(mods, w.mods) {
+	if !force && (slices.Equal(mods, w.mods) || slices.Equal(mods, w.failed)) {
 		return nil
 	}
 	v, err := w.load()
 	if err != nil {
+		w.failed = mods
 		return err
 	}
-	w.v, w.mods = v, mods
+	w.v, w.mods, w.failed = v, mods, nil
 	return nil
 }
 
@@ -63,7 +70,10 @@ func (w *Watched[T]) Current() T {
 	defer w.mu.Unlock()
 	if time.Since(w.checked) >= ReloadEvery {
 		w.checked = time.Now()
-		_ = w.reload(false)
+		if err := w.reload(false); err != nil && w.log != nil {
+			w.log.Warn("reloading TLS files failed; still serving the last good ones",
+				slog.Any("files", w.files), slog.Any("err", err))
+		}
 	}
 	return w.v
 }
