@@ -356,6 +356,13 @@ func TestConfigValidate(t *testing.T) {
 	if err := open.Validate(); err != nil {
 		t.Fatal(err)
 	}
+	// Node TLS authenticates the nodes instead of the key.
+	withTLS := open
+	withTLS.ClusterKey = ""
+	withTLS.TLS = &cluster.NodeTLS{CAFile: "ca.pem", CertFile: "n.pem", KeyFile: "n-key.pem"}
+	if err := withTLS.Validate(); err != nil {
+		t.Fatalf("node TLS without a cluster key off loopback: %v", err)
+	}
 	for _, bad := range []func(*cluster.Config){
 		func(c *cluster.Config) { c.NodeID = "" },
 		func(c *cluster.Config) { c.DataDir = "" },

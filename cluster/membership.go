@@ -235,6 +235,16 @@ func (n *Node) rejoinOnNewAddress() {
 	}
 }
 
+// bootstrapSelf founds a cluster whose only voter is this node. A node
+// that already holds state is left as it is (raft.ErrCantBootstrap).
+func (n *Node) bootstrapSelf() error {
+	boot := raft.Configuration{Servers: []raft.Server{{ID: raft.ServerID(n.cfg.NodeID), Address: n.transport.LocalAddr()}}}
+	if err := n.raft.BootstrapCluster(boot).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+		return fmt.Errorf("cluster: bootstrap: %w", err)
+	}
+	return nil
+}
+
 // bootstrapUnlessCluster founds a cluster once every other Join address
 // answers that it holds no cluster state, and joins through Join as soon
 // as one holds some (BootstrapUnlessCluster). A node that lost its data
@@ -255,7 +265,7 @@ func (n *Node) bootstrapUnlessCluster() {
 			case err != nil:
 				all = false
 				n.log.Info("bootstrap: waiting for a member to answer", slog.String("addr", addr), slog.Any("err", err))
-			case d.LastIndex > 0:
+			case d.LastIndex > 0 || d.AppliedIndex > 0:
 				found = addr
 			}
 			if found != "" {
@@ -268,10 +278,9 @@ func (n *Node) bootstrapUnlessCluster() {
 			n.joinCluster()
 			return
 		case all:
-			boot := raft.Configuration{Servers: []raft.Server{{ID: raft.ServerID(n.cfg.NodeID), Address: n.transport.LocalAddr()}}}
-			if err := n.raft.BootstrapCluster(boot).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
-				n.log.Error("bootstrap failed", slog.Any("err", err))
-				return
+			if err := n.bootstrapSelf(); err != nil {
+				n.log.Error("bootstrap failed; trying again", slog.Any("err", err))
+				break
 			}
 			n.log.Info("bootstrapped a new cluster: no other member holds cluster state")
 			return

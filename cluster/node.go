@@ -117,9 +117,8 @@ func Open(cfg Config) (*Node, error) {
 	ident.setLookup(func(addr string) string { return serverAt(n.raft, addr) })
 	n.proposer = newProposer(n.raft, n.metrics)
 	if !hasState && cfg.Bootstrap {
-		boot := raft.Configuration{Servers: []raft.Server{{ID: raft.ServerID(cfg.NodeID), Address: n.transport.LocalAddr()}}}
-		if err := n.raft.BootstrapCluster(boot).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
-			return nil, fmt.Errorf("cluster: bootstrap: %w", err)
+		if err := n.bootstrapSelf(); err != nil {
+			return nil, err
 		}
 		n.log.Info("bootstrapped a new cluster")
 	}
