@@ -20,6 +20,7 @@ const (
 // Context keys of the audit middleware.
 const (
 	codeKey        = "carmy.code"         // the error code handleError chose
+	errorBodyKey   = "carmy.error"        // the envelope's error object handleError answered
 	auditActionKey = "carmy.audit.action" // a handler's finer action (release)
 	auditTargetKey = "carmy.audit.target" // a handler's target, when not the :id
 	streamKey      = "carmy.stream"       // time.Duration an answer takes to stream (boundWrite)

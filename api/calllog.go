@@ -5,17 +5,18 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/carmyhq/carmy/store"
 )
 
 // callLineKey is where a call's log line gathers what the handler and the
 // error handler learn.
 const callLineKey = "carmy.callline"
 
-// callLine is what one call's log line says.
+// callLine is what the call handler learns for the call's log line.
 type callLine struct {
 	tool, requestID, session string
-	executionID, status      string // the record's, when one was answered or named
-	code                     string // the error code, when the answer was an error
+	executionID, status      string // the record's, when one was answered
 }
 
 // callLineOf returns the call's line, or a throwaway one when the route
@@ -30,8 +31,10 @@ func callLineOf(c echo.Context) *callLine {
 // logCall writes one line per call: who called which tool under which
 // identity, which execution answered, the outcome (ran, replayed,
 // conflict, …) and the time the answer took. A call refused before its
-// body was read (auth, size) has no tool or request_id. Bodies, arguments
-// and results are never logged.
+// body was read (auth, size) has no tool or request_id. An error answer
+// gives the code, and the execution and status it names, from the
+// envelope the error handler wrote. Bodies, arguments and results are
+// never logged.
 func (s *Server) logCall(c echo.Context, l *callLine, outcome string, took time.Duration) {
 	ctx := c.Request().Context()
 	if !s.log.Enabled(ctx, slog.LevelInfo) {
@@ -41,16 +44,26 @@ func (s *Server) logCall(c echo.Context, l *callLine, outcome string, took time.
 	if id := identityOf(c); id != nil {
 		principal = id.caller.Principal
 	}
+	executionID, status, code := l.executionID, l.status, ""
+	if body, ok := c.Get(errorBodyKey).(map[string]any); ok {
+		code, _ = body["code"].(string)
+		if id, ok := body["execution_id"].(string); ok {
+			executionID = id
+		}
+		if st, ok := body["status"].(store.Status); ok {
+			status = string(st)
+		}
+	}
 	attrs := make([]slog.Attr, 0, 11)
 	attrs = append(attrs,
 		slog.String("principal", principal), slog.String("tool", l.tool),
 		slog.String("request_id", l.requestID), slog.String("session_id", l.session),
-		slog.String("execution_id", l.executionID), slog.String("outcome", outcome))
-	if l.status != "" {
-		attrs = append(attrs, slog.String("status", l.status))
+		slog.String("execution_id", executionID), slog.String("outcome", outcome))
+	if status != "" {
+		attrs = append(attrs, slog.String("status", status))
 	}
-	if l.code != "" {
-		attrs = append(attrs, slog.String("code", l.code))
+	if code != "" {
+		attrs = append(attrs, slog.String("code", code))
 	}
 	attrs = append(attrs, slog.Int("http_status", c.Response().Status),
 		slog.Float64("duration_ms", float64(took.Microseconds())/1000))

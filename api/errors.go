@@ -98,15 +98,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 		body[k] = v
 	}
 	body["code"], body["message"] = code, msg
-	if line, ok := c.Get(callLineKey).(*callLine); ok {
-		line.code = code
-		if id, ok := body["execution_id"].(string); ok {
-			line.executionID = id
-		}
-		if st, ok := body["status"].(store.Status); ok {
-			line.status = string(st)
-		}
-	}
+	c.Set(errorBodyKey, body)
 	h := c.Response().Header()
 	// A handler may have set success headers before it failed.
 	h.Del("Idempotent-Replayed")
