@@ -112,8 +112,11 @@ type Store interface {
 	// Reserve atomically compares fingerprint with the identity's record
 	// and, when the identity is vacant, reserves it for exec with status
 	// running. When the store is full it returns ErrCapacity and reserves
-	// nothing; a full store still answers Replay, Conflict and Uncertain
-	// for identities it holds.
+	// nothing; when exec.Quota > 0 and the principal (key.Principal)
+	// already holds that many records, it returns a *QuotaError
+	// (ErrCapacity too) and reserves nothing. Either way it still answers
+	// Replay, Conflict and Uncertain for identities it holds. A store that
+	// ignores Quota fails storetest's PrincipalQuota case.
 	Reserve(ctx context.Context, key Key, fingerprint string, exec Execution) (Reservation, error)
 
 	// Complete records res for the identity. It applies only when the
