@@ -77,8 +77,8 @@ type APIError struct {
 	ExecutionID string
 	// ExecStatus is that execution's status for EXECUTION_UNCERTAIN
 	// (running or interrupted) and INVALID_STATE (any status, or
-	// "released" for a call whose execution was released while its tool
-	// ran).
+	// StatusReleased for a call whose execution was released while its
+	// tool ran).
 	ExecStatus Status
 	// Principal is set for RATE_LIMITED and a per-principal
 	// IDEMPOTENCY_CAPACITY.

@@ -20,6 +20,10 @@ const (
 	StatusFailed      Status = "failed"
 	StatusTimedOut    Status = "timed_out"
 	StatusCancelled   Status = "cancelled"
+	// StatusReleased is never a record's status: it is APIError.ExecStatus
+	// of the INVALID_STATE answered to a call whose execution was
+	// released (Resolve with ResolveReleased) while its tool ran.
+	StatusReleased Status = "released"
 )
 
 // Finished reports whether s is a recorded outcome, replayed to retries.
