@@ -21,8 +21,3 @@ func NewTestStream(ln net.Listener, files *NodeTLS) (raft.StreamLayer, error) {
 	}
 	return &identityStream{StreamLayer: s, self: "intruder"}, nil
 }
-
-// SelfRegistered reports whether the node's background registration of
-// its own addresses is over: from then on it forwards no command of its
-// own accord (until it leads).
-func (n *Node) SelfRegistered() bool { return n.registered.Load() }

@@ -163,17 +163,6 @@ func newCluster(tb testing.TB, size int, tune func(*cluster.Config)) *testCluste
 		c.nodes = append(c.nodes, startNode(tb, fmt.Sprintf("n%d", i), tb.TempDir(), false, []string{first.HTTPAddr()}, tune))
 	}
 	c.waitReady()
-	// A joiner may find its addresses missing from its member table before
-	// the join's own entry reaches it, and send them again; tests that
-	// count forwarded commands start after that.
-	waitFor(tb, "every node to register its addresses", 30*time.Second, func() bool {
-		for _, n := range c.nodes {
-			if !n.SelfRegistered() {
-				return false
-			}
-		}
-		return true
-	})
 	waitFor(tb, "gossip to see every member alive", 30*time.Second, func() bool {
 		for _, n := range c.nodes {
 			st, err := n.Status(context.Background())

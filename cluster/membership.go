@@ -176,8 +176,11 @@ func (n *Node) joinCluster() {
 }
 
 // registerSelf makes sure the replicated member table holds this node's
-// current addresses (they may change across restarts), once it is a
-// member and a leader is known.
+// current addresses (they may change across restarts, and a node added by
+// an operator has no gossip address there), once it is a member and a
+// leader is known. It writes them only when they are still missing after
+// this node has applied everything committed (a read barrier): an entry
+// already on its way is not written again.
 func (n *Node) registerSelf() {
 	for n.sleep(200 * time.Millisecond) {
 		if _, member := n.isVoter(n.cfg.NodeID); !member {
@@ -188,15 +191,23 @@ func (n *Node) registerSelf() {
 		}
 		info := n.Info()
 		if n.hasNodeInfo(info) {
-			n.registered.Store(true)
 			return
 		}
 		ctx, cancel := context.WithTimeout(n.bgCtx, n.cfg.LeaderWait)
+		err := n.ReadBarrier(ctx)
+		cancel()
+		if err != nil {
+			n.log.Debug("registering this node's addresses: read barrier", slog.Any("err", err))
+			continue
+		}
+		if n.hasNodeInfo(info) {
+			return
+		}
+		ctx, cancel = context.WithTimeout(n.bgCtx, n.cfg.LeaderWait)
 		resp, err := n.Apply(ctx, fsm.SetNode(info))
 		cancel()
 		if err == nil && resp.Err() == nil {
 			n.log.Debug("registered this node's addresses", slog.String("raft_addr", info.RaftAddr), slog.String("http_addr", info.HTTPAddr))
-			n.registered.Store(true)
 			return
 		}
 		n.log.Debug("registering this node's addresses", slog.Any("err", errors.Join(err, resp.Err())))

@@ -40,9 +40,6 @@ type Node struct {
 	// leaderReady is the term in which this node, as leader, has applied
 	// everything committed before it (its barrier returned); 0 otherwise.
 	leaderReady atomic.Uint64
-	// registered is set once registerSelf has found (or put) this node's
-	// current addresses in the member table; it writes nothing after.
-	registered atomic.Bool
 
 	onCancelMu sync.RWMutex
 	onCancel   func(executionID string)
@@ -133,19 +130,22 @@ func Open(cfg Config) (*Node, error) {
 	n.background(n.observeLeaderChanges)
 	n.background(n.leaderDuties)
 	n.background(n.gossipRejoin)
-	n.background(n.registerSelf)
 	if hasState {
 		n.background(n.rejoinOnNewAddress)
 	}
+	// A node that joins registers its addresses once the join is over:
+	// the join itself records them, and a registration racing it would
+	// write them a second time.
 	switch {
 	case !hasState && cfg.BootstrapUnlessCluster:
-		n.background(n.bootstrapUnlessCluster)
+		n.background(func() { n.bootstrapUnlessCluster(); n.registerSelf() })
+	case !hasState && !cfg.Bootstrap && len(cfg.Join) > 0:
+		n.background(func() { n.joinCluster(); n.registerSelf() })
 	case !hasState && !cfg.Bootstrap:
-		if len(cfg.Join) > 0 {
-			n.background(n.joinCluster)
-		} else {
-			n.log.Warn("no state, no --bootstrap and no --join: waiting to be added by an operator (POST /v1/cluster/nodes)")
-		}
+		n.log.Warn("no state, no --bootstrap and no --join: waiting to be added by an operator (POST /v1/cluster/nodes)")
+		n.background(n.registerSelf)
+	default:
+		n.background(n.registerSelf)
 	}
 	ok = true
 	n.log.Info("node started", slog.String("raft_addr", string(n.transport.LocalAddr())),
