@@ -11,17 +11,12 @@ import (
 // (store.Coded), so the HTTP layer maps it without knowing this package.
 var (
 	// ErrUnknownTool: no tool of that name is registered.
-	ErrUnknownTool = &codedError{"UNKNOWN_TOOL", "no such tool"}
+	ErrUnknownTool = store.NewError(store.CodeUnknownTool, "no such tool")
 	// ErrForbidden: the caller may not use this tool or endpoint.
-	ErrForbidden = &codedError{"FORBIDDEN", "not allowed"}
+	ErrForbidden = store.NewError(store.CodeForbidden, "not allowed")
 	// ErrClosed: the runtime is shutting down and takes no new calls.
-	ErrClosed = &codedError{"UNAVAILABLE", "the node is shutting down"}
+	ErrClosed = store.NewError(store.CodeUnavailable, "the node is shutting down")
 )
-
-type codedError struct{ code, msg string }
-
-func (e *codedError) Error() string     { return e.msg }
-func (e *codedError) ErrorCode() string { return e.code }
 
 // invalid returns an INVALID_REQUEST error naming field.
 func invalid(field, format string, args ...any) error {

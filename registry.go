@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/carmyhq/carmy/store"
 )
 
 // registry tracks the executions running on this node: execution id to the
@@ -28,8 +30,8 @@ type run struct {
 // errCancelled and errShutdown are the causes a run's context is cancelled
 // with.
 var (
-	errCancelled = &codedError{CodeCancelled, "cancelled by request"}
-	errShutdown  = &codedError{CodeCancelled, "cancelled: the node is shutting down"}
+	errCancelled = store.NewError(CodeCancelled, "cancelled by request")
+	errShutdown  = store.NewError(CodeCancelled, "cancelled: the node is shutting down")
 )
 
 func newRegistry() *registry { return &registry{runs: make(map[string]*run)} }

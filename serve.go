@@ -12,6 +12,7 @@ import (
 	"github.com/carmyhq/carmy/api"
 	"github.com/carmyhq/carmy/internal/netaddr"
 	"github.com/carmyhq/carmy/internal/tlsmux"
+	"github.com/carmyhq/carmy/store"
 )
 
 var _ api.Runtime = (*Runtime)(nil)
@@ -85,7 +86,7 @@ const (
 )
 
 // errStarting answers calls while the node starts.
-var errStarting = &codedError{"UNAVAILABLE", "the node is starting: it has not yet marked its previous executions interrupted"}
+var errStarting = store.NewError(store.CodeUnavailable, "the node is starting: it has not yet marked its previous executions interrupted")
 
 // startLoop runs Start until it succeeds or ctx ends.
 func (r *Runtime) startLoop(ctx context.Context) {

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/carmyhq/carmy/store"
 )
 
 // AdminPrincipal is the principal of the admin token.
@@ -178,7 +180,7 @@ func (au *authenticator) identify(r *http.Request) (*identity, error) {
 	}
 	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
-		return nil, newError(CodeUnauthorized, "a bearer token is required (Authorization: Bearer <token>)")
+		return nil, newError(store.CodeUnauthorized, "a bearer token is required (Authorization: Bearer <token>)")
 	}
 	sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
 	for h, id := range au.byHash {
@@ -186,7 +188,7 @@ func (au *authenticator) identify(r *http.Request) (*identity, error) {
 			return id, nil
 		}
 	}
-	return nil, newError(CodeUnauthorized, "unknown bearer token")
+	return nil, newError(store.CodeUnauthorized, "unknown bearer token")
 }
 
 const identityKey = "carmy.identity"
@@ -212,7 +214,7 @@ func identityOf(c echo.Context) *identity {
 func requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if id := identityOf(c); id == nil || !id.caller.Admin {
-			return newError(CodeForbidden, "this endpoint needs the admin token")
+			return newError(store.CodeForbidden, "this endpoint needs the admin token")
 		}
 		return next(c)
 	}

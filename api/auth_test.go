@@ -95,7 +95,7 @@ func TestAuthRefusesMissingAndUnknownTokens(t *testing.T) {
 				{method: http.MethodPost, path: "/v1/executions/exec_1/resolve", body: strings.NewReader(`{"status":"released"}`), header: h},
 			} {
 				a := send(t, srv, r)
-				wantError(t, a, http.StatusUnauthorized, api.CodeUnauthorized)
+				wantError(t, a, http.StatusUnauthorized, store.CodeUnauthorized)
 				if h := a.header.Get("WWW-Authenticate"); !strings.HasPrefix(h, "Bearer") {
 					t.Errorf("%s %s: WWW-Authenticate = %q", r.method, r.path, h)
 				}
@@ -169,7 +169,7 @@ func TestAuthToolAllowList(t *testing.T) {
 				}
 				return
 			}
-			wantError(t, a, http.StatusForbidden, api.CodeForbidden)
+			wantError(t, a, http.StatusForbidden, store.CodeForbidden)
 			if after != before {
 				t.Errorf("the runtime was called for a forbidden tool")
 			}
@@ -220,7 +220,7 @@ func TestAuthOffIsAnonymousAdmin(t *testing.T) {
 
 func TestAuthAdminTokenAlone(t *testing.T) {
 	srv, callers := authServer(t, api.Config{Auth: api.Auth{AdminToken: adminToken}})
-	wantError(t, post(t, srv, callPath, `{"tool":"echo"}`), http.StatusUnauthorized, api.CodeUnauthorized)
+	wantError(t, post(t, srv, callPath, `{"tool":"echo"}`), http.StatusUnauthorized, store.CodeUnauthorized)
 	wantJSON(t, post(t, srv, callPath, `{"tool":"echo"}`, bearer(adminToken)...), http.StatusOK)
 	if got := callers.mustGet(t); !got.Admin || got.Principal != api.AdminPrincipal {
 		t.Errorf("caller = %+v, want admin", got)
@@ -232,7 +232,7 @@ func TestAuthHealthNeedsNoToken(t *testing.T) {
 	wantJSON(t, get(t, srv, "/healthz"), http.StatusOK)
 	wantJSON(t, get(t, srv, "/readyz"), http.StatusOK)
 	// Unknown routes are 404 whether or not a token is given.
-	wantError(t, get(t, srv, "/v1/nope"), http.StatusNotFound, api.CodeNotFound)
+	wantError(t, get(t, srv, "/v1/nope"), http.StatusNotFound, store.CodeNotFound)
 }
 
 func TestAuthValidate(t *testing.T) {

@@ -5,6 +5,8 @@ import (
 	"net/http"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/carmyhq/carmy/store"
 )
 
 // Cluster is what the server needs of a cluster for SPEC §2.6. A node
@@ -61,7 +63,7 @@ func (s *Server) clusterRoutes() {
 
 func (s *Server) cluster() (Cluster, error) {
 	if s.clu == nil {
-		return nil, newError(CodeNotFound, "this node is not part of a cluster")
+		return nil, newError(store.CodeNotFound, "this node is not part of a cluster")
 	}
 	return s.clu, nil
 }

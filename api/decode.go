@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/carmyhq/carmy/store"
 )
 
 // DefaultBodyLimit bounds a request body.
@@ -49,7 +51,7 @@ func readBody(c echo.Context, limit int64) ([]byte, error) {
 		if errors.As(err, &mbe) {
 			return nil, tooLarge(limit)
 		}
-		return nil, &Error{Code: CodeInvalidRequest, Message: "reading the body failed", Err: err}
+		return nil, &Error{Code: store.CodeInvalidRequest, Message: "reading the body failed", Err: err}
 	}
 	if int64(len(body)) > limit {
 		return nil, tooLarge(limit)
@@ -60,21 +62,21 @@ func readBody(c echo.Context, limit int64) ([]byte, error) {
 	if ct := req.Header.Get(echo.HeaderContentType); ct != "" && ct != echo.MIMEApplicationJSON {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || mt != echo.MIMEApplicationJSON {
-			return nil, newError(CodeUnsupportedMediaType, fmt.Sprintf("the body must be application/json, not %q", ct))
+			return nil, newError(store.CodeUnsupportedMediaType, fmt.Sprintf("the body must be application/json, not %q", ct))
 		}
 	}
 	return body, nil
 }
 
 func tooLarge(limit int64) error {
-	return newError(CodePayloadTooLarge, fmt.Sprintf("the body is over the limit of %d bytes", limit))
+	return newError(store.CodePayloadTooLarge, fmt.Sprintf("the body is over the limit of %d bytes", limit))
 }
 
 // decodeStrict decodes one JSON object from body into v: unknown fields,
 // repeated fields, wrong types and trailing data are INVALID_REQUEST.
 func decodeStrict(body []byte, v any) error {
 	if len(body) == 0 {
-		return newError(CodeInvalidRequest, "the body is empty; a JSON object is required")
+		return newError(store.CodeInvalidRequest, "the body is empty; a JSON object is required")
 	}
 	// The common case, a well-formed object, takes one validity scan, one
 	// scan of its member names and one decode. Anything else takes the
@@ -105,7 +107,7 @@ func decodeStrictSlow(body []byte, v any) error {
 		return decodeError(err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return newError(CodeInvalidRequest, "malformed JSON: data after the object")
+		return newError(store.CodeInvalidRequest, "malformed JSON: data after the object")
 	}
 	return nil
 }
@@ -119,19 +121,19 @@ func decodeError(err error) error {
 	)
 	switch {
 	case errors.As(err, &syn):
-		return &Error{Code: CodeInvalidRequest, Message: fmt.Sprintf("malformed JSON at byte %d: %v", syn.Offset, syn)}
+		return &Error{Code: store.CodeInvalidRequest, Message: fmt.Sprintf("malformed JSON at byte %d: %v", syn.Offset, syn)}
 	case errors.As(err, &typ) && typ.Field != "":
 		return invalidField(typ.Field, fmt.Sprintf("field %q must be %s, not %s", typ.Field, kindOf(typ.Type.Kind().String()), typ.Value))
 	case errors.As(err, &typ):
-		return newError(CodeInvalidRequest, fmt.Sprintf("the body must be a JSON object, not %s", typ.Value))
+		return newError(store.CodeInvalidRequest, fmt.Sprintf("the body must be a JSON object, not %s", typ.Value))
 	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
-		return newError(CodeInvalidRequest, "malformed JSON: unexpected end of the body")
+		return newError(store.CodeInvalidRequest, "malformed JSON: unexpected end of the body")
 	}
 	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 		name = strings.Trim(name, `"`)
 		return invalidField(name, fmt.Sprintf("unknown field %q", name))
 	}
-	return &Error{Code: CodeInvalidRequest, Message: "invalid body", Err: err}
+	return &Error{Code: store.CodeInvalidRequest, Message: "invalid body", Err: err}
 }
 
 func kindOf(goKind string) string {

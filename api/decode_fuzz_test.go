@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/carmyhq/carmy/store"
 )
 
 // callSeeds are bodies for FuzzDecodeCall: valid calls, one of each error
@@ -65,7 +67,7 @@ func FuzzDecodeCall(f *testing.F) {
 			if !errors.As(err, &e) {
 				t.Fatalf("error %v (%T) is not an *api.Error", err, err)
 			}
-			if e.Code != CodeInvalidRequest {
+			if e.Code != store.CodeInvalidRequest {
 				t.Fatalf("error code = %q, want INVALID_REQUEST: %v", e.Code, err)
 			}
 			if e.Message == "" {
@@ -202,7 +204,7 @@ func TestDecodeStrictReportsFields(t *testing.T) {
 		var b callBody
 		err := decodeStrict([]byte(tc.body), &b)
 		var e *Error
-		if !errors.As(err, &e) || e.Code != CodeInvalidRequest || e.Extra["field"] != tc.field {
+		if !errors.As(err, &e) || e.Code != store.CodeInvalidRequest || e.Extra["field"] != tc.field {
 			t.Errorf("decodeStrict(%s) = %v, want INVALID_REQUEST with field %q", tc.body, err, tc.field)
 		}
 	}

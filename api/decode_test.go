@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/api"
+	"github.com/carmyhq/carmy/store"
 )
 
 const callPath = "/v1/tools/call"
@@ -68,7 +69,7 @@ func TestCallRefusesBadBodies(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			a := post(t, srv, callPath, tc.body)
-			e := wantError(t, a, http.StatusBadRequest, api.CodeInvalidRequest)
+			e := wantError(t, a, http.StatusBadRequest, store.CodeInvalidRequest)
 			if tc.field != "" && e["field"] != tc.field {
 				t.Errorf("error.field = %v, want %q; body %s", e["field"], tc.field, a.body)
 			}
@@ -153,7 +154,7 @@ func TestCallContentType(t *testing.T) {
 				}
 				return
 			}
-			wantError(t, a, tc.status, api.CodeUnsupportedMediaType)
+			wantError(t, a, tc.status, store.CodeUnsupportedMediaType)
 			if after != before {
 				t.Errorf("the runtime was called for Content-Type %q", tc.contentType)
 			}
@@ -217,7 +218,7 @@ func TestCallBodyLimit(t *testing.T) {
 						}
 						continue
 					}
-					wantError(t, a, http.StatusRequestEntityTooLarge, api.CodePayloadTooLarge)
+					wantError(t, a, http.StatusRequestEntityTooLarge, store.CodePayloadTooLarge)
 					if after != calls {
 						t.Errorf("size %d, chunked=%v: the runtime was called", size, chunked)
 					}

@@ -11,38 +11,24 @@ import (
 	"github.com/carmyhq/carmy/store"
 )
 
-// Error codes of SPEC §2.2 that this package raises itself. The others
-// come from the runtime and the store through store.Coded.
-const (
-	CodeInvalidRequest       = "INVALID_REQUEST"
-	CodeUnauthorized         = "UNAUTHORIZED"
-	CodeForbidden            = "FORBIDDEN"
-	CodeNotFound             = "NOT_FOUND"
-	CodeMethodNotAllowed     = "METHOD_NOT_ALLOWED"
-	CodePayloadTooLarge      = "PAYLOAD_TOO_LARGE"
-	CodeUnsupportedMediaType = "UNSUPPORTED_MEDIA_TYPE"
-	CodeUnavailable          = "UNAVAILABLE"
-	CodeInternal             = "INTERNAL"
-)
-
-// statusOf maps every SPEC §2.2 code to its HTTP status: the one place
-// where errors become statuses.
+// statusOf maps every SPEC §2.2 code (store.Codes) to its HTTP status: the
+// one place where errors become statuses.
 var statusOf = map[string]int{
-	CodeInvalidRequest:       http.StatusBadRequest,
-	CodeUnauthorized:         http.StatusUnauthorized,
-	CodeForbidden:            http.StatusForbidden,
-	"UNKNOWN_TOOL":           http.StatusNotFound,
-	CodeNotFound:             http.StatusNotFound,
-	CodeMethodNotAllowed:     http.StatusMethodNotAllowed,
-	CodePayloadTooLarge:      http.StatusRequestEntityTooLarge,
-	CodeUnsupportedMediaType: http.StatusUnsupportedMediaType,
-	"IDEMPOTENCY_CONFLICT":   http.StatusConflict,
-	"EXECUTION_UNCERTAIN":    http.StatusConflict,
-	"INVALID_STATE":          http.StatusConflict,
-	"IDEMPOTENCY_CAPACITY":   http.StatusServiceUnavailable,
-	CodeUnavailable:          http.StatusServiceUnavailable,
-	CodeRateLimited:          http.StatusTooManyRequests,
-	CodeInternal:             http.StatusInternalServerError,
+	store.CodeInvalidRequest:       http.StatusBadRequest,
+	store.CodeUnauthorized:         http.StatusUnauthorized,
+	store.CodeForbidden:            http.StatusForbidden,
+	store.CodeUnknownTool:          http.StatusNotFound,
+	store.CodeNotFound:             http.StatusNotFound,
+	store.CodeMethodNotAllowed:     http.StatusMethodNotAllowed,
+	store.CodePayloadTooLarge:      http.StatusRequestEntityTooLarge,
+	store.CodeUnsupportedMediaType: http.StatusUnsupportedMediaType,
+	store.CodeConflict:             http.StatusConflict,
+	store.CodeUncertain:            http.StatusConflict,
+	store.CodeInvalidState:         http.StatusConflict,
+	store.CodeCapacity:             http.StatusServiceUnavailable,
+	store.CodeUnavailable:          http.StatusServiceUnavailable,
+	store.CodeRateLimited:          http.StatusTooManyRequests,
+	store.CodeInternal:             http.StatusInternalServerError,
 }
 
 // Error is an error this package raises with a code, a message and extra
@@ -73,7 +59,7 @@ func (e *Error) Unwrap() error { return e.Err }
 func newError(code, msg string) *Error { return &Error{Code: code, Message: msg} }
 
 func invalidField(field, msg string) *Error {
-	return &Error{Code: CodeInvalidRequest, Message: msg, Extra: map[string]any{"field": field}}
+	return &Error{Code: store.CodeInvalidRequest, Message: msg, Extra: map[string]any{"field": field}}
 }
 
 // fielder is implemented by errors that add members to the envelope.
@@ -103,7 +89,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 	// A handler may have set success headers before it failed.
 	h.Del("Idempotent-Replayed")
 	switch {
-	case code == "EXECUTION_UNCERTAIN" && body["status"] == store.StatusRunning:
+	case code == store.CodeUncertain && body["status"] == store.StatusRunning:
 		h.Set("Retry-After", "1")
 	case status == http.StatusServiceUnavailable:
 		h.Set("Retry-After", "1")
@@ -132,24 +118,24 @@ func (s *Server) classify(err error, c echo.Context) (code, msg string, extra ma
 		}
 		switch he.Code {
 		case http.StatusNotFound:
-			return CodeNotFound, "no such route: " + c.Request().Method + " " + c.Request().URL.Path, nil
+			return store.CodeNotFound, "no such route: " + c.Request().Method + " " + c.Request().URL.Path, nil
 		case http.StatusMethodNotAllowed:
-			return CodeMethodNotAllowed, "method " + c.Request().Method + " not allowed on " + c.Request().URL.Path, nil
+			return store.CodeMethodNotAllowed, "method " + c.Request().Method + " not allowed on " + c.Request().URL.Path, nil
 		case http.StatusRequestEntityTooLarge:
-			return CodePayloadTooLarge, "the body is over the limit", nil
+			return store.CodePayloadTooLarge, "the body is over the limit", nil
 		case http.StatusUnsupportedMediaType:
-			return CodeUnsupportedMediaType, "the body must be application/json", nil
+			return store.CodeUnsupportedMediaType, "the body must be application/json", nil
 		case http.StatusUnauthorized:
-			return CodeUnauthorized, "missing or unknown bearer token", nil
+			return store.CodeUnauthorized, "missing or unknown bearer token", nil
 		case http.StatusForbidden:
-			return CodeForbidden, "not allowed", nil
+			return store.CodeForbidden, "not allowed", nil
 		case http.StatusBadRequest:
-			return CodeInvalidRequest, "bad request", nil
+			return store.CodeInvalidRequest, "bad request", nil
 		case http.StatusServiceUnavailable:
-			return CodeUnavailable, "unavailable", nil
+			return store.CodeUnavailable, "unavailable", nil
 		}
 		s.log.Error("unexpected HTTP error", slog.Int("status", he.Code), slog.Any("err", he))
-		return CodeInternal, "internal error", nil
+		return store.CodeInternal, "internal error", nil
 	}
 	if code := store.CodeOf(err); code != "" {
 		if _, known := statusOf[code]; known {
@@ -161,9 +147,9 @@ func (s *Server) classify(err error, c echo.Context) (code, msg string, extra ma
 		}
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return CodeUnavailable, "the request ended before an answer: " + err.Error(), nil
+		return store.CodeUnavailable, "the request ended before an answer: " + err.Error(), nil
 	}
 	s.log.Error("internal error", slog.String("method", c.Request().Method),
 		slog.String("path", c.Request().URL.Path), slog.Any("err", err))
-	return CodeInternal, "internal error", nil
+	return store.CodeInternal, "internal error", nil
 }

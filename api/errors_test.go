@@ -27,19 +27,19 @@ func TestUnknownRoutesAndMethods(t *testing.T) {
 		status       int
 		code         string
 	}{
-		{http.MethodGet, "/", http.StatusNotFound, api.CodeNotFound},
-		{http.MethodGet, "/nope", http.StatusNotFound, api.CodeNotFound},
-		{http.MethodPost, "/v1/tools/call/", http.StatusNotFound, api.CodeNotFound},
-		{http.MethodPost, "/v1/tool/call", http.StatusNotFound, api.CodeNotFound},
-		{http.MethodGet, "/v1/executions/x/y", http.StatusNotFound, api.CodeNotFound},
-		{http.MethodDelete, "/v1/tools/call", http.StatusMethodNotAllowed, api.CodeMethodNotAllowed},
-		{http.MethodGet, "/v1/tools/call", http.StatusMethodNotAllowed, api.CodeMethodNotAllowed},
-		{http.MethodPut, "/healthz", http.StatusMethodNotAllowed, api.CodeMethodNotAllowed},
-		{http.MethodPost, "/readyz", http.StatusMethodNotAllowed, api.CodeMethodNotAllowed},
-		{http.MethodPost, "/v1/tools", http.StatusMethodNotAllowed, api.CodeMethodNotAllowed},
-		{http.MethodPost, "/v1/executions/exec_1", http.StatusMethodNotAllowed, api.CodeMethodNotAllowed},
-		{http.MethodGet, "/v1/executions/exec_1/cancel", http.StatusMethodNotAllowed, api.CodeMethodNotAllowed},
-		{http.MethodDelete, "/v1/executions/exec_1/resolve", http.StatusMethodNotAllowed, api.CodeMethodNotAllowed},
+		{http.MethodGet, "/", http.StatusNotFound, store.CodeNotFound},
+		{http.MethodGet, "/nope", http.StatusNotFound, store.CodeNotFound},
+		{http.MethodPost, "/v1/tools/call/", http.StatusNotFound, store.CodeNotFound},
+		{http.MethodPost, "/v1/tool/call", http.StatusNotFound, store.CodeNotFound},
+		{http.MethodGet, "/v1/executions/x/y", http.StatusNotFound, store.CodeNotFound},
+		{http.MethodDelete, "/v1/tools/call", http.StatusMethodNotAllowed, store.CodeMethodNotAllowed},
+		{http.MethodGet, "/v1/tools/call", http.StatusMethodNotAllowed, store.CodeMethodNotAllowed},
+		{http.MethodPut, "/healthz", http.StatusMethodNotAllowed, store.CodeMethodNotAllowed},
+		{http.MethodPost, "/readyz", http.StatusMethodNotAllowed, store.CodeMethodNotAllowed},
+		{http.MethodPost, "/v1/tools", http.StatusMethodNotAllowed, store.CodeMethodNotAllowed},
+		{http.MethodPost, "/v1/executions/exec_1", http.StatusMethodNotAllowed, store.CodeMethodNotAllowed},
+		{http.MethodGet, "/v1/executions/exec_1/cancel", http.StatusMethodNotAllowed, store.CodeMethodNotAllowed},
+		{http.MethodDelete, "/v1/executions/exec_1/resolve", http.StatusMethodNotAllowed, store.CodeMethodNotAllowed},
 	} {
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
 			a := send(t, srv, request{method: tc.method, path: tc.path, body: strings.NewReader(`{"tool":"echo"}`)})
@@ -204,7 +204,7 @@ func TestRuntimePanicIsInternal(t *testing.T) {
 			}}, api.Config{})
 			for range 3 {
 				a := post(t, srv, callPath, `{"tool":"boom"}`)
-				wantError(t, a, http.StatusInternalServerError, api.CodeInternal)
+				wantError(t, a, http.StatusInternalServerError, store.CodeInternal)
 				if strings.Contains(string(a.body), "secret") || strings.Contains(string(a.body), "goroutine") {
 					t.Errorf("the answer leaks the panic: %s", a.body)
 				}
@@ -228,8 +228,8 @@ func TestErrorAnswerToHEAD(t *testing.T) {
 
 func TestErrorType(t *testing.T) {
 	cause := errors.New("cause")
-	e := &api.Error{Code: api.CodeInvalidRequest, Message: "bad", Extra: map[string]any{"field": "tool"}, Err: cause}
-	if got := store.CodeOf(fmt.Errorf("wrapped: %w", e)); got != api.CodeInvalidRequest {
+	e := &api.Error{Code: store.CodeInvalidRequest, Message: "bad", Extra: map[string]any{"field": "tool"}, Err: cause}
+	if got := store.CodeOf(fmt.Errorf("wrapped: %w", e)); got != store.CodeInvalidRequest {
 		t.Errorf("CodeOf = %q, want INVALID_REQUEST", got)
 	}
 	if !errors.Is(e, cause) {
@@ -255,9 +255,9 @@ func TestUnencodableRecordIsInternal(t *testing.T) {
 		execution: func(context.Context, api.Caller, string) (store.Record, error) { return rec, nil },
 	}, api.Config{})
 	a := post(t, srv, callPath, `{"tool":"create_order"}`)
-	wantError(t, a, http.StatusInternalServerError, api.CodeInternal)
+	wantError(t, a, http.StatusInternalServerError, store.CodeInternal)
 	if h := a.header.Get("Idempotent-Replayed"); h != "" {
 		t.Errorf("an error answer has Idempotent-Replayed: %s", h)
 	}
-	wantError(t, get(t, srv, "/v1/executions/exec_01JDTEST"), http.StatusInternalServerError, api.CodeInternal)
+	wantError(t, get(t, srv, "/v1/executions/exec_01JDTEST"), http.StatusInternalServerError, store.CodeInternal)
 }

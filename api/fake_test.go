@@ -321,7 +321,7 @@ func wantError(t testing.TB, a answer, status int, code string) map[string]any {
 // wantField checks an INVALID_REQUEST envelope naming field.
 func wantField(t testing.TB, a answer, field string) map[string]any {
 	t.Helper()
-	e := wantError(t, a, http.StatusBadRequest, api.CodeInvalidRequest)
+	e := wantError(t, a, http.StatusBadRequest, store.CodeInvalidRequest)
 	if e["field"] != field {
 		t.Errorf("error.field = %v, want %q; body %s", e["field"], field, a.body)
 	}

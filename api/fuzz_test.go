@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/carmyhq/carmy/api"
+	"github.com/carmyhq/carmy/store"
 )
 
 // FuzzServerCall posts arbitrary bytes, with an arbitrary Content-Type and
@@ -90,9 +91,9 @@ func FuzzServerCall(f *testing.F) {
 			t.Fatalf("envelope without a code or message: %q", got)
 		}
 		want := map[int]string{
-			http.StatusBadRequest:            api.CodeInvalidRequest,
-			http.StatusRequestEntityTooLarge: api.CodePayloadTooLarge,
-			http.StatusUnsupportedMediaType:  api.CodeUnsupportedMediaType,
+			http.StatusBadRequest:            store.CodeInvalidRequest,
+			http.StatusRequestEntityTooLarge: store.CodePayloadTooLarge,
+			http.StatusUnsupportedMediaType:  store.CodeUnsupportedMediaType,
 		}[resp.StatusCode]
 		if e.Code != want {
 			t.Fatalf("status %d with code %q, want %q", resp.StatusCode, e.Code, want)

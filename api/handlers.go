@@ -16,7 +16,7 @@ func (s *Server) healthz(c echo.Context) error {
 
 func (s *Server) readyz(c echo.Context) error {
 	if err := s.rt.Ready(c.Request().Context()); err != nil {
-		return &Error{Code: CodeUnavailable, Message: "not ready", Err: err}
+		return &Error{Code: store.CodeUnavailable, Message: "not ready", Err: err}
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 }
@@ -38,7 +38,7 @@ func (s *Server) callTool(c echo.Context) error {
 	line.tool, line.requestID, line.session = req.Tool, req.RequestID, req.SessionID
 	id := identityOf(c)
 	if !id.mayCall(req.Tool) {
-		return newError(CodeForbidden, "principal "+strconv.Quote(id.caller.Principal)+" may not call tool "+strconv.Quote(req.Tool))
+		return newError(store.CodeForbidden, "principal "+strconv.Quote(id.caller.Principal)+" may not call tool "+strconv.Quote(req.Tool))
 	}
 	resp, err := s.rt.Call(c.Request().Context(), id.caller, req)
 	if err != nil {
@@ -199,7 +199,7 @@ func (s *Server) resolveExecution(c echo.Context) error {
 
 // notYours answers an execution the caller may not reach as one that does
 // not exist, so that ids cannot be probed.
-func notYours() error { return newError(CodeNotFound, "no such execution") }
+func notYours() error { return newError(store.CodeNotFound, "no such execution") }
 
 // mayReach refuses, as NOT_FOUND, a cancel or resolve of an execution of a
 // tool outside the caller's allow-list (a principal allowed every tool

@@ -146,7 +146,7 @@ func TestHealthAndReadiness(t *testing.T) {
 
 	notReady.set(errors.New("no leader"))
 	a := get(t, srv, "/readyz")
-	wantError(t, a, http.StatusServiceUnavailable, api.CodeUnavailable)
+	wantError(t, a, http.StatusServiceUnavailable, store.CodeUnavailable)
 	if a.header.Get("Retry-After") == "" {
 		t.Errorf("503 without Retry-After")
 	}
@@ -363,12 +363,12 @@ func TestCancelExecution(t *testing.T) {
 
 	refusing := newTestServer(t, &fakeRuntime{tb: t}, api.Config{})
 	wantField(t, post(t, refusing, "/v1/executions/exec_9/cancel", `{"x":1}`), "x")
-	wantError(t, post(t, refusing, "/v1/executions/exec_9/cancel", `{`), http.StatusBadRequest, api.CodeInvalidRequest)
-	wantError(t, post(t, refusing, "/v1/executions/exec_9/cancel", `[]`), http.StatusBadRequest, api.CodeInvalidRequest)
+	wantError(t, post(t, refusing, "/v1/executions/exec_9/cancel", `{`), http.StatusBadRequest, store.CodeInvalidRequest)
+	wantError(t, post(t, refusing, "/v1/executions/exec_9/cancel", `[]`), http.StatusBadRequest, store.CodeInvalidRequest)
 	wantError(t, post(t, refusing, "/v1/executions/exec_9/cancel", `{}`, "Content-Type", "text/plain"),
-		http.StatusUnsupportedMediaType, api.CodeUnsupportedMediaType)
+		http.StatusUnsupportedMediaType, store.CodeUnsupportedMediaType)
 	big := `{"pad":"` + strings.Repeat("x", api.DefaultBodyLimit) + `"}`
-	wantError(t, post(t, refusing, "/v1/executions/exec_9/cancel", big), http.StatusRequestEntityTooLarge, api.CodePayloadTooLarge)
+	wantError(t, post(t, refusing, "/v1/executions/exec_9/cancel", big), http.StatusRequestEntityTooLarge, store.CodePayloadTooLarge)
 }
 
 func TestResolveExecution(t *testing.T) {
@@ -440,12 +440,12 @@ func TestResolveExecution(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := post(t, refusing, "/v1/executions/exec_4/resolve", tc.body)
-			e := wantError(t, a, http.StatusBadRequest, api.CodeInvalidRequest)
+			e := wantError(t, a, http.StatusBadRequest, store.CodeInvalidRequest)
 			if tc.field != "" && e["field"] != tc.field {
 				t.Errorf("error.field = %v, want %q", e["field"], tc.field)
 			}
 		})
 	}
 	wantError(t, post(t, refusing, "/v1/executions/exec_4/resolve", `{"status":"released"}`, "Content-Type", "text/plain"),
-		http.StatusUnsupportedMediaType, api.CodeUnsupportedMediaType)
+		http.StatusUnsupportedMediaType, store.CodeUnsupportedMediaType)
 }

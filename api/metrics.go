@@ -12,6 +12,8 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/carmyhq/carmy/store"
 )
 
 // Outcomes of POST /v1/tools/call, the label of carmy_calls_total.
@@ -90,19 +92,19 @@ const outcomeKey = "carmy.outcome"
 // outcomeOfCode maps an error code to a call outcome.
 func outcomeOfCode(code string) string {
 	switch code {
-	case "IDEMPOTENCY_CONFLICT":
+	case store.CodeConflict:
 		return OutcomeConflict
-	case "EXECUTION_UNCERTAIN":
+	case store.CodeUncertain:
 		return OutcomeUncertain
-	case "IDEMPOTENCY_CAPACITY":
+	case store.CodeCapacity:
 		return OutcomeCapacity
-	case CodeUnavailable:
+	case store.CodeUnavailable:
 		return OutcomeUnavailable
-	case CodeUnauthorized, CodeForbidden:
+	case store.CodeUnauthorized, store.CodeForbidden:
 		return OutcomeDenied
-	case CodeRateLimited:
+	case store.CodeRateLimited:
 		return OutcomeLimited
-	case CodeInternal:
+	case store.CodeInternal:
 		return OutcomeError
 	}
 	return OutcomeInvalid
@@ -151,7 +153,7 @@ func (s *Server) metricsRoutes(g prometheus.Gatherer) {
 	e.GET("/debug/pprof/:name", func(c echo.Context) error {
 		name := c.Param("name")
 		if rpprof.Lookup(name) == nil {
-			return newError(CodeNotFound, "no profile named "+strconv.Quote(name))
+			return newError(store.CodeNotFound, "no profile named "+strconv.Quote(name))
 		}
 		pprof.Handler(name).ServeHTTP(c.Response(), c.Request())
 		return nil

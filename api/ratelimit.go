@@ -9,10 +9,11 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"golang.org/x/time/rate"
+
+	"github.com/carmyhq/carmy/store"
 )
 
-// CodeRateLimited answers a principal over its rate (429).
-const CodeRateLimited = "RATE_LIMITED"
+// store.CodeRateLimited answers a principal over its rate (429).
 
 // RateLimit bounds the requests of each principal on one node: a token
 // bucket of Burst requests refilled at PerSecond. Zero PerSecond: no limit.
@@ -65,7 +66,7 @@ func (s *Server) limitRate(next echo.HandlerFunc) echo.HandlerFunc {
 		if d := r.DelayFrom(now); d > 0 {
 			r.CancelAt(now)
 			c.Response().Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(d.Seconds()))))
-			return &Error{Code: CodeRateLimited, Message: fmt.Sprintf("principal %q is over its rate of %g requests per second (burst %d) on this node; retry after %s",
+			return &Error{Code: store.CodeRateLimited, Message: fmt.Sprintf("principal %q is over its rate of %g requests per second (burst %d) on this node; retry after %s",
 				id.caller.Principal, s.limits.cfg.PerSecond, s.limits.cfg.Burst, d.Round(time.Millisecond)),
 				Extra: map[string]any{"principal": id.caller.Principal}}
 		}

@@ -12,6 +12,8 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/carmyhq/carmy/store"
 )
 
 // Config configures the server.
@@ -201,7 +203,7 @@ func requireTLS(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
 		if r.TLS == nil && !strings.HasPrefix(r.URL.Path, "/internal/") {
-			return newError(CodeInvalidRequest, "this node serves its API over HTTPS only: use https://")
+			return newError(store.CodeInvalidRequest, "this node serves its API over HTTPS only: use https://")
 		}
 		return next(c)
 	}

@@ -17,32 +17,27 @@ type Coded interface {
 // errors.Is works at every layer.
 var (
 	// ErrNotFound: no record for that identity or execution id.
-	ErrNotFound = &codedError{"NOT_FOUND", "no such execution"}
+	ErrNotFound = NewError(CodeNotFound, "no such execution")
 	// ErrCapacity: the store is full; nothing was reserved (fail closed).
-	ErrCapacity = &codedError{"IDEMPOTENCY_CAPACITY", "the idempotency store is full"}
+	ErrCapacity = NewError(CodeCapacity, "the idempotency store is full")
 	// ErrUnavailable: the store cannot take writes now (no leader or no
 	// quorum); the operation was not applied.
-	ErrUnavailable = &codedError{"UNAVAILABLE", "the store is unavailable"}
+	ErrUnavailable = NewError(CodeUnavailable, "the store is unavailable")
 	// ErrCommitUnknown: the operation was proposed but whether it was
 	// applied is not known (a leader was lost mid-commit). The caller must
 	// find out, never assume either way.
-	ErrCommitUnknown = &codedError{"UNAVAILABLE", "the outcome of the write is unknown"}
+	ErrCommitUnknown = NewError(CodeUnavailable, "the outcome of the write is unknown")
 	// ErrInvalidState: the record's status (or owner) does not allow the
 	// operation. Stores return a *StateError, which matches it.
-	ErrInvalidState = &codedError{"INVALID_STATE", "the execution's status does not allow this"}
+	ErrInvalidState = NewError(CodeInvalidState, "the execution's status does not allow this")
 	// ErrInvalid: a malformed argument (empty key, bad result).
-	ErrInvalid = &codedError{"INVALID_REQUEST", "invalid store argument"}
+	ErrInvalid = NewError(CodeInvalidRequest, "invalid store argument")
 	// ErrConflict: same identity, different fingerprint. See ConflictError.
-	ErrConflict = &codedError{"IDEMPOTENCY_CONFLICT", "request_id was already used with different arguments"}
+	ErrConflict = NewError(CodeConflict, "request_id was already used with different arguments")
 	// ErrUncertain: same identity, still running or interrupted. See
 	// UncertainError.
-	ErrUncertain = &codedError{"EXECUTION_UNCERTAIN", "an execution of this request is not finished"}
+	ErrUncertain = NewError(CodeUncertain, "an execution of this request is not finished")
 )
-
-type codedError struct{ code, msg string }
-
-func (e *codedError) Error() string     { return e.msg }
-func (e *codedError) ErrorCode() string { return e.code }
 
 func invalidf(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)

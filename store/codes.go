@@ -1,0 +1,50 @@
+package store
+
+// Code is one of the error codes of the contract (SPEC §2.2). It is
+// defined here, the lowest package of the stack, once: the state machine's
+// responses, the node-to-node wire and the HTTP API all carry these codes,
+// and only the API maps them to HTTP statuses.
+type Code = string
+
+// The error codes of the contract.
+const (
+	CodeInvalidRequest       Code = "INVALID_REQUEST"
+	CodeUnauthorized         Code = "UNAUTHORIZED"
+	CodeForbidden            Code = "FORBIDDEN"
+	CodeUnknownTool          Code = "UNKNOWN_TOOL"
+	CodeNotFound             Code = "NOT_FOUND"
+	CodeMethodNotAllowed     Code = "METHOD_NOT_ALLOWED"
+	CodePayloadTooLarge      Code = "PAYLOAD_TOO_LARGE"
+	CodeUnsupportedMediaType Code = "UNSUPPORTED_MEDIA_TYPE"
+	CodeConflict             Code = "IDEMPOTENCY_CONFLICT"
+	CodeUncertain            Code = "EXECUTION_UNCERTAIN"
+	CodeInvalidState         Code = "INVALID_STATE"
+	CodeRateLimited          Code = "RATE_LIMITED"
+	CodeCapacity             Code = "IDEMPOTENCY_CAPACITY"
+	CodeUnavailable          Code = "UNAVAILABLE"
+	CodeInternal             Code = "INTERNAL"
+)
+
+// Codes lists every code of the contract, in the order of SPEC §2.2.
+var Codes = []Code{
+	CodeInvalidRequest, CodeUnauthorized, CodeForbidden, CodeUnknownTool, CodeNotFound,
+	CodeMethodNotAllowed, CodePayloadTooLarge, CodeUnsupportedMediaType, CodeConflict,
+	CodeUncertain, CodeInvalidState, CodeRateLimited, CodeCapacity, CodeUnavailable, CodeInternal,
+}
+
+// Error is an error with a code of the contract and a message. Packages
+// above this one declare their sentinels with NewError instead of their own
+// coded types, so errors.Is and CodeOf work at every layer.
+type Error struct {
+	code Code
+	msg  string
+}
+
+// NewError returns an error carrying code and msg. Each call returns a
+// distinct value: compare sentinels with errors.Is, never by code.
+func NewError(code Code, msg string) *Error { return &Error{code: code, msg: msg} }
+
+func (e *Error) Error() string { return e.msg }
+
+// ErrorCode implements Coded.
+func (e *Error) ErrorCode() Code { return e.code }
