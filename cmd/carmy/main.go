@@ -95,6 +95,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			fmt.Fprint(stdout, healthUsage)
 			return nil
 		}
+		if len(rest) > 0 && rest[0] == "tls" {
+			fmt.Fprint(stdout, tlsUsage)
+			return nil
+		}
 		fmt.Fprint(stdout, usage)
 		return nil
 	default:

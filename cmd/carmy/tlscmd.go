@@ -56,8 +56,12 @@ func tlsCmd(args []string, now time.Time, stdout, stderr io.Writer) error {
 	nodeID := fs.String("node-id", "", "")
 	dns := fs.String("dns", "", "")
 	ips := fs.String("ip", "", "")
-	fs.Usage = func() { fmt.Fprint(stderr, tlsUsage) }
-	if err := fs.Parse(args[1:]); err != nil {
+	fs.Usage = func() {}
+	if err := fs.Parse(args[1:]); errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, tlsUsage)
+		return nil
+	} else if err != nil {
+		fmt.Fprintf(stderr, "\n%s", tlsUsage)
 		return errUsage
 	}
 	if fs.NArg() > 0 || *days < 0 {
@@ -67,6 +71,10 @@ func tlsCmd(args []string, now time.Time, stdout, stderr io.Writer) error {
 	caCert, caKey := filepath.Join(*dir, "carmy-ca.pem"), filepath.Join(*dir, "carmy-ca-key.pem")
 	switch args[0] {
 	case "ca":
+		// The folder holds a CA key: made for its owner alone.
+		if err := os.MkdirAll(*dir, 0o700); err != nil {
+			return fmt.Errorf("carmy tls ca: %w", err)
+		}
 		life := certs.CALifetime
 		if *days > 0 {
 			life = time.Duration(*days) * 24 * time.Hour
@@ -114,10 +122,12 @@ func tlsCmd(args []string, now time.Time, stdout, stderr io.Writer) error {
 		}
 		certFile, keyFile := filepath.Join(*dir, *nodeID+".pem"), filepath.Join(*dir, *nodeID+"-key.pem")
 		// A node certificate may be renewed in place: nodes reload it.
-		if err := os.WriteFile(keyFile, k, 0o600); err != nil {
+		// Each file is replaced whole (a node never reads half of one),
+		// and a key is 0600 whatever the file it replaces was.
+		if err := replaceFile(keyFile, k, 0o600); err != nil {
 			return err
 		}
-		if err := os.WriteFile(certFile, c, 0o644); err != nil {
+		if err := replaceFile(certFile, c, 0o644); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "wrote %s and %s\n", certFile, keyFile)
@@ -142,6 +152,34 @@ func writeNew(path string, b []byte, mode os.FileMode) error {
 		return err
 	}
 	return f.Close()
+}
+
+// replaceFile writes b to path through a temporary file in the same
+// folder, renamed over path: path is never half written, and ends with mode
+// whatever mode a file it replaces had.
+func replaceFile(path string, b []byte, mode os.FileMode) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // a no-op once renamed
+	if err := f.Chmod(mode); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 func splitList(s string) []string {

@@ -60,6 +60,49 @@ func TestTLSCommands(t *testing.T) {
 	}
 }
 
+// TestTLSFilesAndHelp pins what a newcomer and an operator trip on: a CA
+// written into a folder that does not exist yet (made 0700), a renewed key
+// that stays 0600 even over a looser file, and help that exits 0.
+func TestTLSFilesAndHelp(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "tls", "cluster")
+	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	var out, errOut bytes.Buffer
+	if err := tlsCmd([]string{"ca", "--dir", dir}, now, &out, &errOut); err != nil {
+		t.Fatalf("tls ca into a missing folder: %v (%s)", err, errOut.String())
+	}
+	if st, err := os.Stat(dir); err != nil || st.Mode().Perm() != 0o700 {
+		t.Errorf("the CA folder: %v, %v; want 0700", st.Mode().Perm(), err)
+	}
+	key := filepath.Join(dir, "n1-key.pem")
+	if err := os.WriteFile(key, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := tlsCmd([]string{"cert", "--dir", dir, "--node-id", "n1"}, now, &out, &errOut); err != nil {
+		t.Fatalf("tls cert: %v (%s)", err, errOut.String())
+	}
+	st, err := os.Stat(key)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("a key renewed over a 0644 file is %v (%v), want 0600", st.Mode().Perm(), err)
+	}
+	if _, err := tls.LoadX509KeyPair(filepath.Join(dir, "n1.pem"), key); err != nil {
+		t.Errorf("the renewed pair: %v", err)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 4 {
+		t.Errorf("the folder holds %d files, want the CA pair and the node pair (no temporary files)", len(entries))
+	}
+	for _, args := range [][]string{{"ca", "--help"}, {"cert", "-h"}, {"--help"}} {
+		out.Reset()
+		if err := tlsCmd(args, now, &out, &errOut); err != nil || !strings.Contains(out.String(), "carmy tls <command>") {
+			t.Errorf("tls %q: %v, printed %q; want the usage and exit 0", args, err, out.String())
+		}
+	}
+	out.Reset()
+	if err := run(t.Context(), []string{"help", "tls"}, &out, &errOut); err != nil || !strings.Contains(out.String(), "carmy tls <command>") {
+		t.Errorf("carmy help tls: %v, printed %q", err, out.String())
+	}
+}
+
 // TestServeNodeAndAPIOverTLS starts two nodes with node certificates of
 // one CA and API certificates: the second joins the first over mutual TLS
 // (HTTP and Raft), calls through either node are forwarded and replayed
