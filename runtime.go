@@ -26,7 +26,7 @@ type Runtime struct {
 	setupErrs []error
 	liveness  Liveness
 
-	runs    *registry
+	runs    *runningSet
 	bg      inflight     // background release retries
 	phase   atomic.Int32 // phaseUngated, phaseStarting, phaseStarted
 	closing chan struct{}
@@ -55,7 +55,7 @@ func App(opts ...Option) *Runtime {
 		cfg:     cfg,
 		tools:   make(map[string]*tool),
 		store:   store.NewMemory(store.DefaultCapacity),
-		runs:    newRegistry(),
+		runs:    newRunningSet(),
 		closing: make(chan struct{}),
 		now:     func() time.Time { return time.Now().UTC().Truncate(time.Millisecond) },
 		reg:     prometheus.NewRegistry(),
