@@ -96,7 +96,7 @@ func (r *Runtime) Call(ctx context.Context, caller Caller, req Request) (Respons
 	start := time.Now()
 	res, err := st.Reserve(wctx, key, fp, exec)
 	cancel()
-	r.metrics.storeDuration.WithLabelValues("reserve", reserveOutcome(res.Outcome, err)).Observe(time.Since(start).Seconds())
+	r.obs.StoreWrite(StoreReserve, reserveOutcome(res.Outcome, err), time.Since(start))
 	if err != nil || res.Outcome != store.Reserved {
 		r.runs.finish(exec.ID)
 	}

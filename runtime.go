@@ -32,9 +32,9 @@ type Runtime struct {
 	closing chan struct{}
 	closed  sync.Once
 	now     func() time.Time
+	obs     Observer
 
-	reg     *prometheus.Registry
-	metrics *runtimeMetrics
+	reg *prometheus.Registry
 }
 
 // Liveness tells whether another node's runner is known to be gone (gossip
@@ -47,8 +47,9 @@ type Liveness interface {
 // App returns a new runtime with the default configuration changed by
 // opts, backed by the default bounded in-memory store.
 func App(opts ...Option) *Runtime {
+	m := newRuntimeMetrics()
 	cfg := defaultConfig()
-	for _, o := range opts {
+	for _, o := range append([]Option{WithObserver(m)}, opts...) {
 		o(&cfg)
 	}
 	r := &Runtime{
@@ -58,10 +59,13 @@ func App(opts ...Option) *Runtime {
 		runs:    newRunningSet(),
 		closing: make(chan struct{}),
 		now:     func() time.Time { return time.Now().UTC().Truncate(time.Millisecond) },
+		obs:     cfg.Observer,
 		reg:     prometheus.NewRegistry(),
-		metrics: newRuntimeMetrics(),
 	}
-	r.registerMetrics(r.reg)
+	if r.obs == nil {
+		r.obs = noObserver{}
+	}
+	m.register(r.reg, r)
 	if err := cfg.Validate(); err != nil {
 		r.setupErrs = append(r.setupErrs, err)
 	}
@@ -159,3 +163,6 @@ func (r *Runtime) isClosing() bool {
 		return false
 	}
 }
+
+// Running returns the number of executions running on this node now.
+func (r *Runtime) Running() int { return r.runs.len() }
