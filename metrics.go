@@ -7,17 +7,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/store"
 )
 
-// runtimeMetrics are the runtime's Prometheus instruments: an Observer of
-// the runtime.
+// runtimeMetrics are the runtime's Prometheus instruments: an
+// engine.Observer, so that package engine needs no Prometheus.
 type runtimeMetrics struct {
 	toolDuration  *prometheus.HistogramVec
 	storeDuration *prometheus.HistogramVec
 }
 
-var _ Observer = (*runtimeMetrics)(nil)
+var _ engine.Observer = (*runtimeMetrics)(nil)
 
 // durationBuckets suit tools and store writes alike: 0.2 ms to 60 s.
 var durationBuckets = []float64{.0002, .0005, .001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5, 10, 30, 60}
@@ -39,19 +40,19 @@ func newRuntimeMetrics() *runtimeMetrics {
 	}
 }
 
-// ToolFinished implements Observer: carmy_tool_duration_seconds.
+// ToolFinished implements engine.Observer: carmy_tool_duration_seconds.
 func (m *runtimeMetrics) ToolFinished(tool string, status store.Status, took time.Duration) {
 	m.toolDuration.WithLabelValues(tool, string(status)).Observe(took.Seconds())
 }
 
-// StoreWrite implements Observer: carmy_store_write_duration_seconds.
+// StoreWrite implements engine.Observer: carmy_store_write_duration_seconds.
 func (m *runtimeMetrics) StoreWrite(op, outcome string, took time.Duration) {
 	m.storeDuration.WithLabelValues(op, outcome).Observe(took.Seconds())
 }
 
 // register adds to reg the instruments, gauges of r's store and running
 // executions, and the Go and process collectors.
-func (m *runtimeMetrics) register(reg *prometheus.Registry, r *Runtime) {
+func (m *runtimeMetrics) register(reg *prometheus.Registry, r *engine.Runtime) {
 	stat := func(f func(store.Stats) int) func() float64 {
 		return func() float64 {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)

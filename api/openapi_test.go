@@ -620,7 +620,7 @@ func TestOpenAPIConformance(t *testing.T) {
 	for range 3 {
 		waitStarted(t, started)
 	}
-	if n, err := app.Store().MarkInterrupted(context.Background(), app.NodeID()); err != nil || n != 3 {
+	if n, err := app.Store().MarkInterrupted(context.Background(), app.Config().NodeID); err != nil || n != 3 {
 		t.Fatalf("MarkInterrupted = %d, %v; want 3", n, err)
 	}
 	ids := map[string]string{}

@@ -1,4 +1,4 @@
-package carmy
+package engine
 
 import (
 	"errors"
@@ -9,14 +9,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/carmyhq/carmy/store"
 )
 
 // Runtime is Carmy's tool runtime: the registry of tools, the executor of
-// calls, and the owner of running executions. Build one with App; register
-// tools before Run. All methods are safe for concurrent use.
+// calls, and the owner of running executions. Build one with New; register
+// tools and set the store before the first call (or before Start). All
+// methods are safe for concurrent use.
 type Runtime struct {
 	cfg Config
 
@@ -33,8 +32,6 @@ type Runtime struct {
 	closed  sync.Once
 	now     func() time.Time
 	obs     Observer
-
-	reg *prometheus.Registry
 }
 
 // Liveness tells whether another node's runner is known to be gone (gossip
@@ -44,12 +41,12 @@ type Liveness interface {
 	RunnerGone(nodeID string) bool
 }
 
-// App returns a new runtime with the default configuration changed by
-// opts, backed by the default bounded in-memory store.
-func App(opts ...Option) *Runtime {
-	m := newRuntimeMetrics()
+// New returns a new runtime with the default configuration changed by
+// opts, backed by the default bounded in-memory store. A configuration
+// that cannot work is reported by Err (and Start).
+func New(opts ...Option) *Runtime {
 	cfg := defaultConfig()
-	for _, o := range append([]Option{WithObserver(m)}, opts...) {
+	for _, o := range opts {
 		o(&cfg)
 	}
 	r := &Runtime{
@@ -60,12 +57,10 @@ func App(opts ...Option) *Runtime {
 		closing: make(chan struct{}),
 		now:     func() time.Time { return time.Now().UTC().Truncate(time.Millisecond) },
 		obs:     cfg.Observer,
-		reg:     prometheus.NewRegistry(),
 	}
 	if r.obs == nil {
 		r.obs = noObserver{}
 	}
-	m.register(r.reg, r)
 	if err := cfg.Validate(); err != nil {
 		r.setupErrs = append(r.setupErrs, err)
 	}
@@ -73,7 +68,7 @@ func App(opts ...Option) *Runtime {
 }
 
 // Tool registers a tool under name. A problem (a duplicate name, an invalid
-// schema) is returned by Err and by Run.
+// schema) is returned by Err and by Start.
 func (r *Runtime) Tool(name string, fn ToolFunc, opts ...ToolOption) {
 	spec := ToolSpec{Name: name, Func: fn}
 	for _, o := range opts {
@@ -101,7 +96,7 @@ func (r *Runtime) AddTool(spec ToolSpec) error {
 	return nil
 }
 
-// IdempotencyStore replaces the store. Call it before Run.
+// IdempotencyStore replaces the store. Call it before the first call.
 func (r *Runtime) IdempotencyStore(s store.Store) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -133,8 +128,8 @@ func (r *Runtime) Store() store.Store {
 	return r.store
 }
 
-// NodeID returns the node id stamped into this runtime's executions.
-func (r *Runtime) NodeID() string { return r.cfg.NodeID }
+// Config returns the runtime's configuration.
+func (r *Runtime) Config() Config { return r.cfg }
 
 // Tools returns the registered tools, sorted by name.
 func (r *Runtime) Tools() []ToolInfo {
