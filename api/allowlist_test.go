@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/carmyhq/carmy/api"
+	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -20,20 +20,20 @@ func TestAllowListReachesExecutions(t *testing.T) {
 	byID := map[string]store.Record{rec.ExecutionID: rec, other.ExecutionID: other}
 	acted := 0
 	rt := &fakeRuntime{tb: t,
-		execution: func(_ context.Context, _ api.Caller, id string) (store.Record, error) {
+		execution: func(_ context.Context, _ engine.Caller, id string) (store.Record, error) {
 			if r, ok := byID[id]; ok {
 				return r, nil
 			}
 			return store.Record{}, store.ErrNotFound
 		},
-		lookup: func(_ context.Context, _ api.Caller, _, requestID string) (store.Record, error) {
+		lookup: func(_ context.Context, _ engine.Caller, _, requestID string) (store.Record, error) {
 			return byID[requestID], nil
 		},
-		list: func(context.Context, api.Caller, string, int, uint64) (store.Page, error) {
+		list: func(context.Context, engine.Caller, string, int, uint64) (store.Page, error) {
 			return store.Page{Records: []store.Record{rec, other}}, nil
 		},
-		cancel: func(context.Context, api.Caller, string) (store.Record, error) { acted++; return rec, nil },
-		resolve: func(context.Context, api.Caller, string, api.Resolution) (store.Record, error) {
+		cancel: func(context.Context, engine.Caller, string) (store.Record, error) { acted++; return rec, nil },
+		resolve: func(context.Context, engine.Caller, string, engine.Resolution) (store.Record, error) {
 			acted++
 			return rec, nil
 		},

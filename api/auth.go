@@ -11,14 +11,12 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/store"
 )
 
 // AdminPrincipal is the principal of the admin token.
 const AdminPrincipal = "admin"
-
-// AnonymousPrincipal is every caller's principal when auth is off.
-const AnonymousPrincipal = "anonymous"
 
 // Token maps a bearer token to a principal and the tools it may call.
 type Token struct {
@@ -37,7 +35,7 @@ type Token struct {
 }
 
 // Auth configures authentication. It is on when any token is set; off,
-// every caller is AnonymousPrincipal with admin rights.
+// every caller is engine.AnonymousPrincipal with admin rights.
 type Auth struct {
 	Tokens     []Token
 	AdminToken string
@@ -108,7 +106,7 @@ func (a Auth) Validate() error {
 		switch {
 		case t.Principal == "":
 			return errors.New("auth: a token has no principal")
-		case t.Principal == AdminPrincipal || t.Principal == AnonymousPrincipal:
+		case t.Principal == AdminPrincipal || t.Principal == engine.AnonymousPrincipal:
 			return fmt.Errorf("auth: principal name %q is reserved", t.Principal)
 		case t.MaxEntries < 0:
 			return fmt.Errorf("auth: negative MaxEntries %d of %q", t.MaxEntries, t.Principal)
@@ -122,7 +120,7 @@ func (a Auth) Validate() error {
 
 // identity is an authenticated caller and its tool allow-list.
 type identity struct {
-	caller   Caller
+	caller   engine.Caller
 	allTools bool
 	tools    map[string]bool
 }
@@ -143,7 +141,7 @@ func newAuthenticator(a Auth) *authenticator {
 	au := &authenticator{
 		enabled: a.Enabled(),
 		anonymous: &identity{
-			caller:   Caller{Principal: AnonymousPrincipal, Admin: true, MaxEntries: a.MaxEntriesPerPrincipal},
+			caller:   engine.Caller{Principal: engine.AnonymousPrincipal, Admin: true, MaxEntries: a.MaxEntriesPerPrincipal},
 			allTools: true,
 		},
 		byHash: make(map[[sha256.Size]byte]*identity),
@@ -151,7 +149,7 @@ func newAuthenticator(a Auth) *authenticator {
 	if a.AdminToken != "" || a.AdminTokenSHA256 != "" {
 		d, _ := digestOf(a.AdminToken, a.AdminTokenSHA256) // checked by Validate
 		au.byHash[d] = &identity{
-			caller:   Caller{Principal: AdminPrincipal, Admin: true, MaxEntries: a.MaxEntriesPerPrincipal},
+			caller:   engine.Caller{Principal: AdminPrincipal, Admin: true, MaxEntries: a.MaxEntriesPerPrincipal},
 			allTools: true,
 		}
 	}
@@ -160,7 +158,7 @@ func newAuthenticator(a Auth) *authenticator {
 		if maxEntries == 0 {
 			maxEntries = a.MaxEntriesPerPrincipal
 		}
-		id := &identity{caller: Caller{Principal: t.Principal, MaxEntries: maxEntries}, tools: make(map[string]bool)}
+		id := &identity{caller: engine.Caller{Principal: t.Principal, MaxEntries: maxEntries}, tools: make(map[string]bool)}
 		for _, name := range t.Tools {
 			if name == "*" {
 				id.allTools = true

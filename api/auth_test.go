@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/carmyhq/carmy/api"
+	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -29,34 +30,34 @@ func authConfig() api.Config {
 	}}
 }
 
-var allTools = []api.ToolInfo{{Name: "create_order"}, {Name: "echo"}, {Name: "sleep"}}
+var allTools = []engine.ToolInfo{{Name: "create_order"}, {Name: "echo"}, {Name: "sleep"}}
 
 // authServer serves a runtime that records callers, with authConfig.
-func authServer(t *testing.T, cfg api.Config) (*httptest.Server, *last[api.Caller]) {
+func authServer(t *testing.T, cfg api.Config) (*httptest.Server, *last[engine.Caller]) {
 	t.Helper()
-	callers := new(last[api.Caller])
-	rec := func(_ context.Context, caller api.Caller, _ string) (store.Record, error) {
+	callers := new(last[engine.Caller])
+	rec := func(_ context.Context, caller engine.Caller, _ string) (store.Record, error) {
 		callers.set(caller)
 		return completedRecord(), nil
 	}
 	srv := newTestServer(t, &fakeRuntime{
 		tb: t,
-		call: func(_ context.Context, caller api.Caller, _ api.Request) (api.Response, error) {
+		call: func(_ context.Context, caller engine.Caller, _ engine.Request) (engine.Response, error) {
 			callers.set(caller)
-			return api.Response{Record: completedRecord()}, nil
+			return engine.Response{Record: completedRecord()}, nil
 		},
-		tools:     func() []api.ToolInfo { return allTools },
+		tools:     func() []engine.ToolInfo { return allTools },
 		execution: rec,
 		cancel:    rec,
-		lookup: func(_ context.Context, caller api.Caller, _, _ string) (store.Record, error) {
+		lookup: func(_ context.Context, caller engine.Caller, _, _ string) (store.Record, error) {
 			callers.set(caller)
 			return completedRecord(), nil
 		},
-		list: func(_ context.Context, caller api.Caller, _ string, _ int, _ uint64) (store.Page, error) {
+		list: func(_ context.Context, caller engine.Caller, _ string, _ int, _ uint64) (store.Page, error) {
 			callers.set(caller)
 			return store.Page{}, nil
 		},
-		resolve: func(_ context.Context, caller api.Caller, _ string, _ api.Resolution) (store.Record, error) {
+		resolve: func(_ context.Context, caller engine.Caller, _ string, _ engine.Resolution) (store.Record, error) {
 			callers.set(caller)
 			return completedRecord(), nil
 		},
@@ -111,12 +112,12 @@ func TestAuthCallers(t *testing.T) {
 	srv, callers := authServer(t, authConfig())
 	for _, tc := range []struct {
 		name, authorization string
-		want                api.Caller
+		want                engine.Caller
 	}{
-		{"planner", "Bearer " + plannerToken, api.Caller{Principal: "planner"}},
-		{"lower-case scheme", "bearer " + plannerToken, api.Caller{Principal: "planner"}},
-		{"all tools", "Bearer " + allToken, api.Caller{Principal: "everything"}},
-		{"admin", "Bearer " + adminToken, api.Caller{Principal: api.AdminPrincipal, Admin: true}},
+		{"planner", "Bearer " + plannerToken, engine.Caller{Principal: "planner"}},
+		{"lower-case scheme", "bearer " + plannerToken, engine.Caller{Principal: "planner"}},
+		{"all tools", "Bearer " + allToken, engine.Caller{Principal: "everything"}},
+		{"admin", "Bearer " + adminToken, engine.Caller{Principal: api.AdminPrincipal, Admin: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, path := range []string{"/v1/executions/exec_1", "/v1/executions?request_id=r", "/v1/executions?session_id=s"} {
@@ -208,7 +209,7 @@ func TestAuthOffIsAnonymousAdmin(t *testing.T) {
 	// A token is ignored when auth is off.
 	for _, kv := range [][]string{nil, bearer("anything")} {
 		wantJSON(t, post(t, srv, callPath, `{"tool":"sleep"}`, kv...), http.StatusOK)
-		if got := callers.mustGet(t); got != (api.Caller{Principal: api.AnonymousPrincipal, Admin: true}) {
+		if got := callers.mustGet(t); got != (engine.Caller{Principal: engine.AnonymousPrincipal, Admin: true}) {
 			t.Errorf("caller = %+v, want anonymous admin", got)
 		}
 	}
@@ -255,7 +256,7 @@ func TestAuthValidate(t *testing.T) {
 		{"shared secret", api.Auth{Tokens: []api.Token{{Principal: "p", Secret: "s"}, {Principal: "q", Secret: "s"}}}},
 		{"admin's secret", api.Auth{AdminToken: "s", Tokens: []api.Token{{Principal: "p", Secret: "s"}}}},
 		{"principal admin", api.Auth{Tokens: []api.Token{{Principal: api.AdminPrincipal, Secret: "s"}}}},
-		{"principal anonymous", api.Auth{Tokens: []api.Token{{Principal: api.AnonymousPrincipal, Secret: "s"}}}},
+		{"principal anonymous", api.Auth{Tokens: []api.Token{{Principal: engine.AnonymousPrincipal, Secret: "s"}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := tc.auth.Validate(); err == nil {

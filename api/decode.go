@@ -16,6 +16,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -233,17 +234,17 @@ const maxTimeout = 24 * time.Hour
 
 // decodeCall decodes and checks a call body. idemKey is the
 // Idempotency-Key header ("" when absent).
-func decodeCall(body []byte, idemKey string) (Request, error) {
+func decodeCall(body []byte, idemKey string) (engine.Request, error) {
 	b, ok := callBody{}, false
 	if len(body) > 0 && json.Valid(body) {
 		b, ok = fastCallBody(body)
 	}
 	if !ok {
 		if err := decodeStrict(body, &b); err != nil {
-			return Request{}, err
+			return engine.Request{}, err
 		}
 	}
-	var req Request
+	var req engine.Request
 	if b.Tool == nil || *b.Tool == "" {
 		return req, invalidField("tool", `"tool" is required`)
 	}
@@ -296,13 +297,13 @@ type resolveBody struct {
 	Error  json.RawMessage `json:"error"`
 }
 
-func decodeResolve(body []byte) (Resolution, error) {
+func decodeResolve(body []byte) (engine.Resolution, error) {
 	var b resolveBody
 	if err := decodeStrict(body, &b); err != nil {
-		return Resolution{}, err
+		return engine.Resolution{}, err
 	}
 	if b.Status == nil {
-		return Resolution{}, invalidField("status", `"status" is required: "completed", "failed" or "released"`)
+		return engine.Resolution{}, invalidField("status", `"status" is required: "completed", "failed" or "released"`)
 	}
-	return Resolution{Status: *b.Status, Data: b.Data, Error: nullIsAbsent(b.Error)}, nil
+	return engine.Resolution{Status: *b.Status, Data: b.Data, Error: nullIsAbsent(b.Error)}, nil
 }

@@ -8,27 +8,46 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/carmyhq/carmy/api"
 	"github.com/carmyhq/carmy/store"
 )
 
-// The types the runtime shares with the HTTP layer.
-type (
-	// Caller is who makes a call, as authentication established it.
-	Caller = api.Caller
-	// Request is one call of a tool.
-	Request = api.Request
-	// Response is the answer to a call.
-	Response = api.Response
-	// ToolInfo describes a registered tool.
-	ToolInfo = api.ToolInfo
-	// Resolution is an outcome a caller established for an interrupted
-	// execution.
-	Resolution = api.Resolution
-)
+// Caller is who makes a call, as authentication established it.
+type Caller struct {
+	Principal string
+	// Admin sees and reconciles every principal's executions, and may
+	// administer the cluster.
+	Admin bool
+	// MaxEntries is the most records this principal may hold cluster-wide:
+	// a call of a new identity once it holds that many is refused with
+	// IDEMPOTENCY_CAPACITY (a *store.QuotaError). 0 means no per-principal
+	// bound (the store's capacity still applies).
+	MaxEntries int
+}
 
 // AnonymousPrincipal is the principal of every caller when auth is off.
 const AnonymousPrincipal = "anonymous"
+
+// Request is one call of a tool.
+type Request struct {
+	Tool string
+	// Arguments must be a JSON object; empty means {}.
+	Arguments json.RawMessage
+	// RequestID, when set, makes the call idempotent.
+	RequestID string
+	SessionID string
+	// Metadata must be a JSON object; empty means {}. It is part of the
+	// fingerprint.
+	Metadata json.RawMessage
+	// Timeout, when positive, lowers the tool's timeout.
+	Timeout time.Duration
+}
+
+// Response is the answer to a call: the execution's record and whether it
+// is a replay of an earlier execution.
+type Response struct {
+	Record   store.Record
+	Replayed bool
+}
 
 // pending is a call that passed validation.
 type pending struct {

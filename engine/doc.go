@@ -24,4 +24,12 @@
 //
 // Every error a method returns carries a SPEC §2.2 code (store.Coded), so
 // a server maps it to a status without knowing this package's types.
+//
+// Dependencies point one way: engine imports store and no package above
+// it. Package api (the HTTP server) imports engine, and the root package
+// carmy (the facade that assembles runtime, API and metrics) imports both.
+// engine links no HTTP framework, no Prometheus and no Raft: metrics plug
+// in through an Observer (WithObserver), and a cluster through the
+// store.Store it provides and the Liveness, Readier and CancelNotifier
+// interfaces declared here. TestLayout checks this.
 package engine

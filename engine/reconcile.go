@@ -72,6 +72,16 @@ func (r *Runtime) Cancel(ctx context.Context, caller Caller, id string) (store.R
 	return rec, nil
 }
 
+// Resolution is an outcome a caller established for an interrupted
+// execution (SPEC §2.5).
+type Resolution struct {
+	// Status is "completed", "failed" or ResolutionReleased.
+	Status string
+	Data   json.RawMessage
+	// Error is the failed outcome's error object, with "code" and "message".
+	Error json.RawMessage
+}
+
 // ResolutionReleased is the Resolution status that removes a reservation.
 const ResolutionReleased = "released"
 

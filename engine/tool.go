@@ -51,6 +51,14 @@ type ToolSpec struct {
 	Func             ToolFunc
 }
 
+// ToolInfo describes a registered tool.
+type ToolInfo struct {
+	Name        string
+	Description string
+	InputSchema json.RawMessage
+	Timeout     time.Duration
+}
+
 // ToolOption sets a field of a ToolSpec.
 type ToolOption func(*ToolSpec)
 
