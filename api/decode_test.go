@@ -246,16 +246,23 @@ func TestCallIdempotencyKeyHeader(t *testing.T) {
 		}
 	})
 
+	// The api refuses a header that differs from the body's request_id,
+	// or is empty, without asking the runtime ...
 	srv = refusingServer(t, api.Config{})
+	t.Run("different from the body's", func(t *testing.T) {
+		wantField(t, post(t, srv, callPath, `{"tool":"echo","request_id":"a"}`, "Idempotency-Key", "b"), "request_id")
+	})
+	// ... and the runtime refuses the request_id a header gives when it
+	// breaks the rules of one (1-255 visible ASCII characters).
+	rules := newTestServer(t, newEngine(t), api.Config{})
 	for _, tc := range []struct{ name, body, key string }{
-		{"different from the body's", `{"tool":"echo","request_id":"a"}`, "b"},
 		{"256 bytes", `{"tool":"echo"}`, strings.Repeat("k", 256)},
 		{"256 bytes equal to the body's", `{"tool":"echo","request_id":"` + strings.Repeat("k", 256) + `"}`, strings.Repeat("k", 256)},
 		{"with a space", `{"tool":"echo"}`, "a b"},
 		{"non-ASCII", `{"tool":"echo"}`, "clé"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			wantField(t, post(t, srv, callPath, tc.body, "Idempotency-Key", tc.key), "request_id")
+			wantField(t, post(t, rules, callPath, tc.body, "Idempotency-Key", tc.key), "request_id")
 		})
 	}
 	t.Run("present but empty", func(t *testing.T) {

@@ -26,9 +26,9 @@ func (s *Server) callTool(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	idemKey := c.Request().Header.Get("Idempotency-Key")
-	if _, present := c.Request().Header["Idempotency-Key"]; present && !store.ValidRequestID(idemKey) {
-		return invalidField("request_id", "the Idempotency-Key header must be 1-255 visible ASCII characters")
+	idemKey, err := idempotencyKey(c.Request().Header)
+	if err != nil {
+		return err
 	}
 	req, err := decodeCall(body, idemKey)
 	if err != nil {

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -48,18 +47,6 @@ type Response struct {
 	Record   store.Record
 	Replayed bool
 }
-
-// pending is a call that passed validation.
-type pending struct {
-	caller  Caller
-	req     Request
-	tool    *tool
-	args    json.RawMessage
-	meta    json.RawMessage
-	timeout time.Duration
-}
-
-var emptyObject = json.RawMessage(`{}`)
 
 // Call runs req for caller with at-most-once semantics when req has a
 // request_id, and answers with the recorded outcome.
@@ -133,58 +120,6 @@ func (r *Runtime) Call(ctx context.Context, caller Caller, req Request) (Respons
 		return r.execute(ctx, p, rn, res.Record)
 	}
 	return Response{}, fmt.Errorf("reserve: unexpected outcome %v", res.Outcome)
-}
-
-// validate checks a request against its tool, before anything is reserved.
-func (r *Runtime) validate(caller Caller, req Request) (*pending, error) {
-	if caller.Principal == "" {
-		return nil, invalid("principal", "empty principal")
-	}
-	if caller.MaxEntries < 0 {
-		return nil, invalid("principal", "negative MaxEntries %d", caller.MaxEntries)
-	}
-	if req.Tool == "" {
-		return nil, invalid("tool", "required")
-	}
-	t, ok := r.tool(req.Tool)
-	if !ok {
-		return nil, fmt.Errorf("%w: %q", ErrUnknownTool, req.Tool)
-	}
-	switch {
-	case req.RequestID != "" && !store.ValidRequestID(req.RequestID):
-		return nil, invalid("request_id", "must be 1-%d visible ASCII characters (0x21-0x7E)", store.MaxIDLen)
-	case !store.ValidSessionID(req.SessionID):
-		return nil, invalid("session_id", "must be 0-%d visible ASCII characters (0x21-0x7E)", store.MaxIDLen)
-	case req.RequestID == "" && t.RequireRequestID:
-		return nil, invalid("request_id", "tool %q requires a request_id", t.Name)
-	case req.Timeout < 0:
-		return nil, invalid("timeout_ms", "must be positive")
-	}
-	p := &pending{caller: caller, req: req, tool: t, args: req.Arguments, meta: req.Metadata, timeout: t.Timeout}
-	if len(bytes.TrimSpace(p.args)) == 0 {
-		p.args = emptyObject
-	}
-	if len(bytes.TrimSpace(p.meta)) == 0 {
-		p.meta = emptyObject
-	}
-	if !isJSONObject(p.args) {
-		return nil, invalid("arguments", "must be a JSON object")
-	}
-	if !isJSONObject(p.meta) {
-		return nil, invalid("metadata", "must be a JSON object")
-	}
-	if err := t.checkArguments(p.args); err != nil {
-		return nil, err
-	}
-	if req.Timeout > 0 && req.Timeout < p.timeout {
-		p.timeout = req.Timeout
-	}
-	return p, nil
-}
-
-func isJSONObject(raw json.RawMessage) bool {
-	raw = bytes.TrimSpace(raw)
-	return len(raw) > 0 && raw[0] == '{' && json.Valid(raw)
 }
 
 // storeContext bounds one store write by StoreTimeout. The write does not

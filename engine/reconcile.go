@@ -27,11 +27,11 @@ func (r *Runtime) Execution(ctx context.Context, caller Caller, id string) (stor
 
 // Lookup returns the record of an identity. The principal is the caller's.
 func (r *Runtime) Lookup(ctx context.Context, caller Caller, session, requestID string) (store.Record, error) {
-	if !store.ValidRequestID(requestID) {
-		return store.Record{}, invalid("request_id", "must be 1-%d visible ASCII characters (0x21-0x7E)", store.MaxIDLen)
+	if err := checkRequestID(requestID); err != nil {
+		return store.Record{}, err
 	}
-	if !store.ValidSessionID(session) {
-		return store.Record{}, invalid("session_id", "must be 0-%d visible ASCII characters (0x21-0x7E)", store.MaxIDLen)
+	if err := checkSessionID(session); err != nil {
+		return store.Record{}, err
 	}
 	return r.Store().Lookup(ctx, store.Key{Principal: caller.Principal, Session: session, RequestID: requestID})
 }
@@ -40,8 +40,8 @@ func (r *Runtime) Lookup(ctx context.Context, caller Caller, session, requestID 
 // principal's for an admin). before is the Next of the previous page, 0
 // for the first.
 func (r *Runtime) List(ctx context.Context, caller Caller, session string, limit int, before uint64) (store.Page, error) {
-	if !store.ValidSessionID(session) {
-		return store.Page{}, invalid("session_id", "must be 0-%d visible ASCII characters (0x21-0x7E)", store.MaxIDLen)
+	if err := checkSessionID(session); err != nil {
+		return store.Page{}, err
 	}
 	if limit < 0 || limit > store.MaxListLimit {
 		return store.Page{}, invalid("limit", "must be 1-%d", store.MaxListLimit)
@@ -113,33 +113,6 @@ func (r *Runtime) Resolve(ctx context.Context, caller Caller, id string, res Res
 		return store.Record{}, err
 	}
 	return rec, nil
-}
-
-func validateResolution(res Resolution) error {
-	switch res.Status {
-	case string(store.StatusCompleted):
-		if len(res.Error) > 0 {
-			return invalid("error", "a completed resolution has no error")
-		}
-		if len(res.Data) == 0 {
-			return invalid("data", "a completed resolution needs data")
-		}
-	case string(store.StatusFailed):
-		if len(res.Data) > 0 {
-			return invalid("data", "a failed resolution has no data")
-		}
-		var body store.ErrorBody
-		if !isJSONObject(res.Error) || json.Unmarshal(res.Error, &body) != nil || body.Code == "" {
-			return invalid("error", `a failed resolution needs an error object with a "code"`)
-		}
-	case ResolutionReleased:
-		if len(res.Data) > 0 || len(res.Error) > 0 {
-			return invalid("status", "a release carries no data or error")
-		}
-	default:
-		return invalid("status", `must be "completed", "failed" or "released"`)
-	}
-	return nil
 }
 
 // runnerGone reports whether rec's runner is known to be gone: it is this
