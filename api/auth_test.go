@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -122,7 +123,7 @@ func TestAuthCallers(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, path := range []string{"/v1/executions/exec_1", "/v1/executions?request_id=r", "/v1/executions?session_id=s"} {
 				wantJSON(t, get(t, srv, path, "Authorization", tc.authorization), http.StatusOK)
-				if got := callers.mustGet(t); got != tc.want {
+				if got := withoutTools(callers.mustGet(t)); got != tc.want {
 					t.Errorf("GET %s: caller = %+v, want %+v", path, got, tc.want)
 				}
 			}
@@ -131,21 +132,33 @@ func TestAuthCallers(t *testing.T) {
 				"/v1/executions/exec_1/resolve": `{"status":"released"}`,
 			} {
 				wantJSON(t, post(t, srv, path, body, "Authorization", tc.authorization), http.StatusOK)
-				if got := callers.mustGet(t); got != tc.want {
+				if got := withoutTools(callers.mustGet(t)); got != tc.want {
 					t.Errorf("POST %s: caller = %+v, want %+v", path, got, tc.want)
 				}
 			}
 			wantJSON(t, post(t, srv, callPath, `{"tool":"echo"}`, "Authorization", tc.authorization), http.StatusOK)
-			if got := callers.mustGet(t); got != tc.want {
+			if got := withoutTools(callers.mustGet(t)); got != tc.want {
 				t.Errorf("call: caller = %+v, want %+v", got, tc.want)
 			}
 		})
 	}
 }
 
+// withoutTools returns c without its allow-list, for comparing the rest
+// (TestAuthToolAllowList checks the allow-list).
+func withoutTools(c engine.Caller) engine.Caller {
+	c.Tools = nil
+	return c
+}
+
+// TestAuthToolAllowList checks a token's tool allow-list: the caller the
+// runtime gets carries it, and the runtime's verdict reaches the client
+// (403 FORBIDDEN, nothing reserved or run, for a tool outside it).
 func TestAuthToolAllowList(t *testing.T) {
 	srv, callers := authServer(t, authConfig())
-	for _, tc := range []struct {
+	rt := newEngine(t, "create_order", "sleep")
+	real := newTestServer(t, rt, authConfig())
+	for i, tc := range []struct {
 		token, tool string
 		allowed     bool
 	}{
@@ -160,19 +173,25 @@ func TestAuthToolAllowList(t *testing.T) {
 		{"tok-nothing-0123456789", "echo", false},
 	} {
 		t.Run(tc.token+" "+tc.tool, func(t *testing.T) {
-			_, before := callers.get()
-			a := post(t, srv, callPath, `{"tool":"`+tc.tool+`"}`, bearer(tc.token)...)
-			_, after := callers.get()
-			if tc.allowed {
-				wantJSON(t, a, http.StatusOK)
-				if after != before+1 {
-					t.Errorf("the runtime was not called")
-				}
-				return
+			body := `{"tool":"` + tc.tool + `","request_id":"r` + strconv.Itoa(i) + `"}`
+			post(t, srv, callPath, body, bearer(tc.token)...)
+			if got := callers.mustGet(t).MayCall(tc.tool); got != tc.allowed {
+				t.Errorf("the caller the runtime got may call %q: %v, want %v", tc.tool, got, tc.allowed)
 			}
-			wantError(t, a, http.StatusForbidden, store.CodeForbidden)
-			if after != before {
-				t.Errorf("the runtime was called for a forbidden tool")
+
+			before, _ := rt.Store().Stats(t.Context())
+			a := post(t, real, callPath, body, bearer(tc.token)...)
+			after, _ := rt.Store().Stats(t.Context())
+			switch {
+			case !tc.allowed:
+				wantError(t, a, http.StatusForbidden, store.CodeForbidden)
+				if after.Entries != before.Entries {
+					t.Errorf("a forbidden call reserved a record")
+				}
+			case tc.tool == "no_such_tool":
+				wantError(t, a, http.StatusNotFound, store.CodeUnknownTool)
+			default:
+				wantJSON(t, a, http.StatusOK)
 			}
 		})
 	}

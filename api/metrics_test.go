@@ -47,7 +47,10 @@ func TestMetricsCountCallsByOutcome(t *testing.T) {
 	rec := completedRecord()
 	running := rec
 	running.Status = store.StatusRunning
-	rt := &fakeRuntime{tb: t, call: func(_ context.Context, _ engine.Caller, req engine.Request) (engine.Response, error) {
+	rt := &fakeRuntime{tb: t, call: func(_ context.Context, caller engine.Caller, req engine.Request) (engine.Response, error) {
+		if !caller.MayCall(req.Tool) { // as the runtime refuses a tool outside the allow-list
+			return engine.Response{}, &engine.ForbiddenError{Principal: caller.Principal, Tool: req.Tool}
+		}
 		switch req.RequestID {
 		case "ran":
 			return engine.Response{Record: rec}, nil

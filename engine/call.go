@@ -10,22 +10,6 @@ import (
 	"github.com/carmyhq/carmy/store"
 )
 
-// Caller is who makes a call, as authentication established it.
-type Caller struct {
-	Principal string
-	// Admin sees and reconciles every principal's executions, and may
-	// administer the cluster.
-	Admin bool
-	// MaxEntries is the most records this principal may hold cluster-wide:
-	// a call of a new identity once it holds that many is refused with
-	// IDEMPOTENCY_CAPACITY (a *store.QuotaError). 0 means no per-principal
-	// bound (the store's capacity still applies).
-	MaxEntries int
-}
-
-// AnonymousPrincipal is the principal of every caller when auth is off.
-const AnonymousPrincipal = "anonymous"
-
 // Request is one call of a tool.
 type Request struct {
 	Tool string

@@ -12,7 +12,8 @@ import (
 var (
 	// ErrUnknownTool: no tool of that name is registered.
 	ErrUnknownTool = store.NewError(store.CodeUnknownTool, "no such tool")
-	// ErrForbidden: the caller may not use this tool or endpoint.
+	// ErrForbidden: the caller may not call this tool (a *ForbiddenError
+	// says which).
 	ErrForbidden = store.NewError(store.CodeForbidden, "not allowed")
 	// ErrClosed: the runtime is shutting down and takes no new calls.
 	ErrClosed = store.NewError(store.CodeUnavailable, "the node is shutting down")

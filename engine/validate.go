@@ -36,6 +36,11 @@ func (r *Runtime) validate(caller Caller, req Request) (*pending, error) {
 	if req.Tool == "" {
 		return nil, invalid("tool", "required")
 	}
+	if !caller.MayCall(req.Tool) {
+		// Before the lookup, so that a tool outside the caller's
+		// allow-list is refused alike whether it exists or not.
+		return nil, &ForbiddenError{Principal: caller.Principal, Tool: req.Tool}
+	}
 	t, ok := r.tool(req.Tool)
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownTool, req.Tool)
