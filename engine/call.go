@@ -48,11 +48,8 @@ func (r *Runtime) Call(ctx context.Context, caller Caller, req Request) (Respons
 	if err != nil {
 		return Response{}, err
 	}
-	if r.isClosing() {
-		return Response{}, ErrClosed
-	}
-	if r.phase.Load() == phaseStarting {
-		return Response{}, errStarting
+	if err := r.gate(); err != nil {
+		return Response{}, err
 	}
 	if req.RequestID == "" {
 		return r.runUnrecorded(ctx, p)

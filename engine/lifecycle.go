@@ -16,14 +16,12 @@ type Readier interface {
 	Ready(ctx context.Context) error
 }
 
-// Ready returns nil when the node can serve calls: it is neither shutting
-// down nor starting, and its store (when a Readier) is ready.
+// Ready returns nil when the node can serve calls: its gate is open (it is
+// neither shutting down nor starting), and its store, when a Readier, is
+// ready.
 func (r *Runtime) Ready(ctx context.Context) error {
-	if r.isClosing() {
-		return ErrClosed
-	}
-	if r.phase.Load() == phaseStarting {
-		return errStarting
+	if err := r.gate(); err != nil {
+		return err
 	}
 	if rd, ok := r.Store().(Readier); ok {
 		return rd.Ready(ctx)
@@ -76,6 +74,19 @@ const (
 	phaseStarting
 	phaseStarted
 )
+
+// gate is the runtime's gate, which Call and Ready both go through: it
+// returns ErrClosed once Shutdown has begun, errStarting while a runtime
+// started with StartInBackground has not yet started, and nil otherwise.
+func (r *Runtime) gate() error {
+	if r.isClosing() {
+		return ErrClosed
+	}
+	if r.phase.Load() == phaseStarting {
+		return errStarting
+	}
+	return nil
+}
 
 // errStarting answers calls while the node starts.
 var errStarting = store.NewError(store.CodeUnavailable, "the node is starting: it has not yet marked its previous executions interrupted")
