@@ -35,7 +35,14 @@ type Response struct {
 // Call runs req for caller with at-most-once semantics when req has a
 // request_id, and answers with the recorded outcome.
 //
-// Errors carry SPEC §2.2 codes: ErrUnknownTool, *store.FieldError
+// Call decides what the rules and the caller allow before anything is
+// reserved (validate.go); then it answers a retry of a finished record
+// from the store's local state when the store is a store.Peeker (the one
+// pre-check: a finished record never changes); then the store's Reserve
+// decides authoritatively.
+//
+// Errors carry SPEC §2.2 codes: *ForbiddenError (FORBIDDEN: the tool is
+// outside caller.Tools), ErrUnknownTool, *store.FieldError
 // (INVALID_REQUEST), *store.ConflictError, *store.UncertainError,
 // store.ErrCapacity (a *store.QuotaError when caller.MaxEntries > 0 and the
 // principal holds that many records: a new identity is refused, a held one
@@ -60,6 +67,7 @@ func (r *Runtime) Call(ctx context.Context, caller Caller, req Request) (Respons
 	}
 	key := store.Key{Principal: caller.Principal, Session: req.SessionID, RequestID: req.RequestID}
 	st := r.Store()
+	// The one replay pre-check before the store decides.
 	if pk, ok := st.(store.Peeker); ok {
 		if rec, ok := pk.PeekFinished(key); ok {
 			if rec.Fingerprint == fp {
