@@ -407,3 +407,26 @@ func TestMaxRunningFailsClosed(t *testing.T) {
 		t.Fatalf("the retry once a slot is free: %+v, want a new completed execution", resp)
 	}
 }
+
+// TestToolOptions checks that a tool registered with Tool takes its
+// options: description, schema and timeout as Tools lists them, and a
+// required request_id.
+func TestToolOptions(t *testing.T) {
+	app := newApp(t)
+	var c counter
+	schema := json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}}}`)
+	app.Tool("strict", c.fn, engine.Description("needs an id"), engine.InputSchema(schema),
+		engine.Timeout(2*time.Second), engine.RequireRequestID())
+	if err := app.Err(); err != nil {
+		t.Fatal(err)
+	}
+	tools := app.Tools()
+	if len(tools) != 1 || tools[0].Description != "needs an id" || string(tools[0].InputSchema) != string(schema) || tools[0].Timeout != 2*time.Second {
+		t.Fatalf("Tools() = %+v", tools)
+	}
+	_, err := app.Call(t.Context(), alice, engine.Request{Tool: "strict"})
+	wantField(t, err, "request_id")
+	_, err = app.Call(t.Context(), alice, engine.Request{Tool: "strict", RequestID: "r1", Arguments: json.RawMessage(`{"n":"x"}`)})
+	wantField(t, err, "arguments.n")
+	mustStatus(t, call(t, app, engine.Request{Tool: "strict", RequestID: "r1", Arguments: json.RawMessage(`{"n":1}`)}).Record, store.StatusCompleted)
+}
