@@ -3,7 +3,7 @@
 // It is the facade a Go program embeds, like etcd's embed: App returns a
 // Runtime, which is the tool runtime of package engine (every method of
 // *engine.Runtime is a method of Runtime) together with its Prometheus
-// metrics, ready to serve the HTTP API of package api.
+// metrics, ready to serve the HTTP API of package api:
 //
 //	app := carmy.App()
 //	app.Tool("create_order", createOrder) // func(ctx context.Context, call carmy.Call) (any, error)
@@ -12,4 +12,12 @@
 //
 // The runtime's types (Call, Caller, Request, ToolSpec, …) and options are
 // aliases of package engine's, which documents the contract of a call.
+//
+// Dependencies point one way: cmd/carmy → carmy → api → engine → store.
+// This package assembles the runtime, the API, the runtime's metrics
+// (engine reports to an engine.Observer, implemented here with
+// Prometheus) and TLS; nothing it imports imports it. A program that
+// needs no HTTP uses package engine alone and links no Echo or
+// Prometheus. The binary (cmd/carmy) wires a cluster node in: its store
+// becomes the runtime's (IdempotencyStore, SetLiveness).
 package carmy
