@@ -1,10 +1,6 @@
 package engine
 
-import (
-	"fmt"
-
-	"github.com/carmyhq/carmy/store"
-)
+import "github.com/carmyhq/carmy/store"
 
 // Caller is who makes a call, as authentication established it, and what
 // it may do. The runtime authorizes every call and every read or change of
@@ -60,21 +56,3 @@ func (s *ToolSet) Has(name string) bool {
 	_, ok := s.names[name]
 	return ok
 }
-
-// ForbiddenError says that a principal may not call a tool: it is outside
-// the caller's Tools. It matches ErrForbidden and carries its code,
-// FORBIDDEN.
-type ForbiddenError struct {
-	Principal string
-	Tool      string
-}
-
-func (e *ForbiddenError) Error() string {
-	return fmt.Sprintf("principal %q may not call tool %q", e.Principal, e.Tool)
-}
-
-// ErrorCode implements store.Coded.
-func (e *ForbiddenError) ErrorCode() string { return store.CodeForbidden }
-
-// Is makes errors.Is(err, ErrForbidden) true.
-func (e *ForbiddenError) Is(target error) bool { return target == ErrForbidden }

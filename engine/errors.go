@@ -19,6 +19,24 @@ var (
 	ErrClosed = store.NewError(store.CodeUnavailable, "the node is shutting down")
 )
 
+// ForbiddenError says that a principal may not call a tool: it is outside
+// the caller's Tools. It matches ErrForbidden and carries its code,
+// FORBIDDEN.
+type ForbiddenError struct {
+	Principal string
+	Tool      string
+}
+
+func (e *ForbiddenError) Error() string {
+	return fmt.Sprintf("principal %q may not call tool %q", e.Principal, e.Tool)
+}
+
+// ErrorCode implements store.Coded.
+func (e *ForbiddenError) ErrorCode() string { return store.CodeForbidden }
+
+// Is makes errors.Is(err, ErrForbidden) true.
+func (e *ForbiddenError) Is(target error) bool { return target == ErrForbidden }
+
 // invalid returns an INVALID_REQUEST error naming field.
 func invalid(field, format string, args ...any) error {
 	return &store.FieldError{Field: field, Err: fmt.Errorf(format, args...)}

@@ -29,14 +29,14 @@ const (
 // observers tells several Observers, in order.
 type observers []Observer
 
-func (os observers) ToolFinished(tool string, status store.Status, took time.Duration) {
-	for _, o := range os {
+func (all observers) ToolFinished(tool string, status store.Status, took time.Duration) {
+	for _, o := range all {
 		o.ToolFinished(tool, status, took)
 	}
 }
 
-func (os observers) StoreWrite(op, outcome string, took time.Duration) {
-	for _, o := range os {
+func (all observers) StoreWrite(op, outcome string, took time.Duration) {
+	for _, o := range all {
 		o.StoreWrite(op, outcome, took)
 	}
 }
