@@ -1,23 +1,23 @@
 // Package carmy runs tools for AI agents and makes their retries safe.
 //
-// A call names a tool, its JSON arguments and, optionally, a request_id. With
-// a request_id, the runtime reserves the call's identity (principal,
-// session, request_id) in a store.Store before the tool runs, records the
-// outcome afterwards, and answers every retry from that record: a replay
-// when finished, a conflict when the arguments differ, an uncertain answer
-// while the first attempt runs or after its runner died. The tool body starts
-// at most once per identity.
-//
-// A library user builds an App, registers tools, and runs it:
+// It is the facade a Go program embeds, like etcd's embed: App returns a
+// Runtime, which is the tool runtime of package engine (every method of
+// *engine.Runtime is a method of Runtime) together with its Prometheus
+// metrics, ready to serve the HTTP API of package api:
 //
 //	app := carmy.App()
 //	app.Tool("create_order", createOrder) // func(ctx context.Context, call carmy.Call) (any, error)
 //	app.IdempotencyStore(myStore)         // default: store.NewMemory(store.DefaultCapacity)
 //	err := app.Run(ctx)                   // serves the HTTP API until ctx is done
 //
-// The path of one call is Runtime.Call: validate, reserve, run the tool in
-// its own goroutine with its own context (the tool's timeout, lowered by the
-// call's), record the outcome, answer. The caller's context does not own
-// the execution: a caller that goes away does not stop the tool, whose
-// result is recorded and replayed to the next retry.
+// The runtime's types (Call, Caller, Request, ToolSpec, …) and options are
+// aliases of package engine's, which documents the contract of a call.
+//
+// Dependencies point one way: cmd/carmy → carmy → api → engine → store.
+// This package assembles the runtime, the API, the runtime's metrics
+// (engine reports to an engine.Observer, implemented here with
+// Prometheus) and TLS; nothing it imports imports it. A program that
+// needs no HTTP uses package engine alone and links no Echo or
+// Prometheus. The binary (cmd/carmy) wires a cluster node in: its store
+// becomes the runtime's (IdempotencyStore, SetLiveness).
 package carmy

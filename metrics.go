@@ -7,14 +7,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/store"
 )
 
-// runtimeMetrics are the runtime's Prometheus instruments.
+// runtimeMetrics are the runtime's Prometheus instruments: an
+// engine.Observer, so that package engine needs no Prometheus.
 type runtimeMetrics struct {
 	toolDuration  *prometheus.HistogramVec
 	storeDuration *prometheus.HistogramVec
 }
+
+var _ engine.Observer = (*runtimeMetrics)(nil)
 
 // durationBuckets suit tools and store writes alike: 0.2 ms to 60 s.
 var durationBuckets = []float64{.0002, .0005, .001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5, 10, 30, 60}
@@ -36,9 +40,19 @@ func newRuntimeMetrics() *runtimeMetrics {
 	}
 }
 
-// registerMetrics adds the runtime's metrics to reg: its instruments, gauges of
-// its store and running executions, and the Go and process collectors.
-func (r *Runtime) registerMetrics(reg *prometheus.Registry) {
+// ToolFinished implements engine.Observer: carmy_tool_duration_seconds.
+func (m *runtimeMetrics) ToolFinished(tool string, status store.Status, took time.Duration) {
+	m.toolDuration.WithLabelValues(tool, string(status)).Observe(took.Seconds())
+}
+
+// StoreWrite implements engine.Observer: carmy_store_write_duration_seconds.
+func (m *runtimeMetrics) StoreWrite(op, outcome string, took time.Duration) {
+	m.storeDuration.WithLabelValues(op, outcome).Observe(took.Seconds())
+}
+
+// register adds to reg the instruments, gauges of r's store and running
+// executions, and the Go and process collectors.
+func (m *runtimeMetrics) register(reg *prometheus.Registry, r *engine.Runtime) {
 	stat := func(f func(store.Stats) int) func() float64 {
 		return func() float64 {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -51,8 +65,8 @@ func (r *Runtime) registerMetrics(reg *prometheus.Registry) {
 		}
 	}
 	reg.MustRegister(
-		r.metrics.toolDuration,
-		r.metrics.storeDuration,
+		m.toolDuration,
+		m.storeDuration,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "carmy_store_entries",
 			Help: "Records in the store (running, interrupted and finished), as this node has applied them.",
@@ -64,7 +78,7 @@ func (r *Runtime) registerMetrics(reg *prometheus.Registry) {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "carmy_executions_running",
 			Help: "Tools running on this node now.",
-		}, func() float64 { return float64(r.runs.len()) }),
+		}, func() float64 { return float64(r.Running()) }),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -74,21 +88,3 @@ func (r *Runtime) registerMetrics(reg *prometheus.Registry) {
 // the API serves at GET /metrics. Register more collectors (a cluster
 // node's, an application's) with it before serving.
 func (r *Runtime) Metrics() *prometheus.Registry { return r.reg }
-
-// reserveOutcome names a Reserve outcome for carmy_store_write_duration_seconds.
-func reserveOutcome(o store.Outcome, err error) string {
-	if err != nil {
-		return "error"
-	}
-	switch o {
-	case store.Reserved:
-		return "reserved"
-	case store.Replay:
-		return "replay"
-	case store.Conflict:
-		return "conflict"
-	case store.Uncertain:
-		return "uncertain"
-	}
-	return "error"
-}

@@ -2,7 +2,6 @@ package carmy_test
 
 import (
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -156,32 +155,4 @@ func TestQuotaDefaultBoundsEveryPrincipal(t *testing.T) {
 		}
 		wantQuotaAnswer(t, quotaCall(t, addr, tc.token, `{"tool":"count","request_id":"one-too-many"}`), tc.principal)
 	}
-}
-
-// TestCallQuota checks the runtime alone: Caller.MaxEntries reaches the
-// store, and the refusal is a *store.QuotaError matching ErrCapacity.
-func TestCallQuota(t *testing.T) {
-	app := newApp(t)
-	app.IdempotencyStore(store.NewMemory(100))
-	var c counter
-	mustAdd(t, app, carmy.ToolSpec{Name: "count", Func: c.fn})
-	bounded := carmy.Caller{Principal: "alice", MaxEntries: 1}
-	if _, err := app.Call(t.Context(), bounded, carmy.Request{Tool: "count", RequestID: "r1"}); err != nil {
-		t.Fatal(err)
-	}
-	_, err := app.Call(t.Context(), bounded, carmy.Request{Tool: "count", RequestID: "r2"})
-	wantErrIs(t, err, store.ErrCapacity)
-	var qe *store.QuotaError
-	if !errors.As(err, &qe) || qe.Principal != "alice" || qe.Quota != 1 || store.CodeOf(err) != "IDEMPOTENCY_CAPACITY" {
-		t.Fatalf("err = %v, want a *store.QuotaError of alice at 1", err)
-	}
-	if c.runs.Load() != 1 {
-		t.Fatalf("the tool ran %d times, want 1", c.runs.Load())
-	}
-	// The same principal without a bound is bound by the store alone.
-	if _, err := app.Call(t.Context(), alice, carmy.Request{Tool: "count", RequestID: "r2"}); err != nil {
-		t.Fatalf("unbounded call: %v", err)
-	}
-	_, err = app.Call(t.Context(), carmy.Caller{Principal: "alice", MaxEntries: -1}, carmy.Request{Tool: "count", RequestID: "r3"})
-	wantField(t, err, "principal")
 }

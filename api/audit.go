@@ -54,8 +54,8 @@ func (s *Server) audited(action string) echo.MiddlewareFunc {
 				target = c.Param("id")
 			}
 			principal := "-"
-			if id := identityOf(c); id != nil {
-				principal = id.caller.Principal
+			if caller := callerOf(c); caller != nil {
+				principal = caller.Principal
 			}
 			outcome := "ok"
 			if code, ok := c.Get(codeKey).(string); ok {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/carmyhq/carmy/api"
+	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -50,9 +51,9 @@ func TestAuditLogsAdminActions(t *testing.T) {
 	rec := completedRecord()
 	rt := &fakeRuntime{tb: t,
 		// planner's allow-list is checked against the execution's tool.
-		execution: func(context.Context, api.Caller, string) (store.Record, error) { return rec, nil },
-		cancel:    func(context.Context, api.Caller, string) (store.Record, error) { return rec, nil },
-		resolve: func(context.Context, api.Caller, string, api.Resolution) (store.Record, error) {
+		execution: func(context.Context, engine.Caller, string) (store.Record, error) { return rec, nil },
+		cancel:    func(context.Context, engine.Caller, string) (store.Record, error) { return rec, nil },
+		resolve: func(context.Context, engine.Caller, string, engine.Resolution) (store.Record, error) {
 			return rec, nil
 		},
 	}

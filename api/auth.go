@@ -7,18 +7,17 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/store"
 )
 
 // AdminPrincipal is the principal of the admin token.
 const AdminPrincipal = "admin"
-
-// AnonymousPrincipal is every caller's principal when auth is off.
-const AnonymousPrincipal = "anonymous"
 
 // Token maps a bearer token to a principal and the tools it may call.
 type Token struct {
@@ -37,7 +36,7 @@ type Token struct {
 }
 
 // Auth configures authentication. It is on when any token is set; off,
-// every caller is AnonymousPrincipal with admin rights.
+// every caller is engine.AnonymousPrincipal with admin rights.
 type Auth struct {
 	Tokens     []Token
 	AdminToken string
@@ -108,7 +107,7 @@ func (a Auth) Validate() error {
 		switch {
 		case t.Principal == "":
 			return errors.New("auth: a token has no principal")
-		case t.Principal == AdminPrincipal || t.Principal == AnonymousPrincipal:
+		case t.Principal == AdminPrincipal || t.Principal == engine.AnonymousPrincipal:
 			return fmt.Errorf("auth: principal name %q is reserved", t.Principal)
 		case t.MaxEntries < 0:
 			return fmt.Errorf("auth: negative MaxEntries %d of %q", t.MaxEntries, t.Principal)
@@ -120,61 +119,49 @@ func (a Auth) Validate() error {
 	return nil
 }
 
-// identity is an authenticated caller and its tool allow-list.
-type identity struct {
-	caller   Caller
-	allTools bool
-	tools    map[string]bool
-}
-
-func (id *identity) mayCall(tool string) bool { return id.allTools || id.tools[tool] }
-
-// authenticator resolves bearer tokens.
+// authenticator resolves bearer tokens into callers. A caller carries
+// its tool allow-list (engine.Caller.Tools), which the runtime enforces.
 type authenticator struct {
 	enabled bool
 	// anonymous is every caller when auth is off.
-	anonymous *identity
-	// byHash maps SHA-256(token) to its identity, so a lookup compares
+	anonymous *engine.Caller
+	// byHash maps SHA-256(token) to its caller, so a lookup compares
 	// fixed-size digests rather than the secrets themselves.
-	byHash map[[sha256.Size]byte]*identity
+	byHash map[[sha256.Size]byte]*engine.Caller
 }
 
 func newAuthenticator(a Auth) *authenticator {
 	au := &authenticator{
-		enabled: a.Enabled(),
-		anonymous: &identity{
-			caller:   Caller{Principal: AnonymousPrincipal, Admin: true, MaxEntries: a.MaxEntriesPerPrincipal},
-			allTools: true,
-		},
-		byHash: make(map[[sha256.Size]byte]*identity),
+		enabled:   a.Enabled(),
+		anonymous: &engine.Caller{Principal: engine.AnonymousPrincipal, Admin: true, MaxEntries: a.MaxEntriesPerPrincipal},
+		byHash:    make(map[[sha256.Size]byte]*engine.Caller),
 	}
 	if a.AdminToken != "" || a.AdminTokenSHA256 != "" {
 		d, _ := digestOf(a.AdminToken, a.AdminTokenSHA256) // checked by Validate
-		au.byHash[d] = &identity{
-			caller:   Caller{Principal: AdminPrincipal, Admin: true, MaxEntries: a.MaxEntriesPerPrincipal},
-			allTools: true,
-		}
+		au.byHash[d] = &engine.Caller{Principal: AdminPrincipal, Admin: true, MaxEntries: a.MaxEntriesPerPrincipal}
 	}
 	for _, t := range a.Tokens {
 		maxEntries := t.MaxEntries
 		if maxEntries == 0 {
 			maxEntries = a.MaxEntriesPerPrincipal
 		}
-		id := &identity{caller: Caller{Principal: t.Principal, MaxEntries: maxEntries}, tools: make(map[string]bool)}
-		for _, name := range t.Tools {
-			if name == "*" {
-				id.allTools = true
-			}
-			id.tools[name] = true
-		}
 		d, _ := digestOf(t.Secret, t.SecretSHA256) // checked by Validate
-		au.byHash[d] = id
+		au.byHash[d] = &engine.Caller{Principal: t.Principal, MaxEntries: maxEntries, Tools: toolsOf(t)}
 	}
 	return au
 }
 
+// toolsOf returns a token's allow-list as the runtime takes it: nil (every
+// tool) when it lists "*".
+func toolsOf(t Token) *engine.ToolSet {
+	if slices.Contains(t.Tools, "*") {
+		return nil
+	}
+	return engine.NewToolSet(t.Tools...)
+}
+
 // identify returns the caller behind a request, or UNAUTHORIZED.
-func (au *authenticator) identify(r *http.Request) (*identity, error) {
+func (au *authenticator) identify(r *http.Request) (*engine.Caller, error) {
 	if !au.enabled {
 		return au.anonymous, nil
 	}
@@ -191,29 +178,31 @@ func (au *authenticator) identify(r *http.Request) (*identity, error) {
 	return nil, newError(store.CodeUnauthorized, "unknown bearer token")
 }
 
-const identityKey = "carmy.identity"
+const callerKey = "carmy.caller"
 
-// authenticate is middleware that stores the caller's identity.
+// authenticate is middleware that stores the caller.
 func (au *authenticator) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		id, err := au.identify(c.Request())
 		if err != nil {
 			return err
 		}
-		c.Set(identityKey, id)
+		c.Set(callerKey, id)
 		return next(c)
 	}
 }
 
-func identityOf(c echo.Context) *identity {
-	id, _ := c.Get(identityKey).(*identity)
-	return id
+// callerOf returns the caller authenticate stored, nil on a route
+// without authentication.
+func callerOf(c echo.Context) *engine.Caller {
+	caller, _ := c.Get(callerKey).(*engine.Caller)
+	return caller
 }
 
 // requireAdmin refuses callers without admin rights.
 func requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if id := identityOf(c); id == nil || !id.caller.Admin {
+		if caller := callerOf(c); caller == nil || !caller.Admin {
 			return newError(store.CodeForbidden, "this endpoint needs the admin token")
 		}
 		return next(c)

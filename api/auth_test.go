@@ -5,10 +5,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/carmyhq/carmy/api"
+	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -29,34 +31,34 @@ func authConfig() api.Config {
 	}}
 }
 
-var allTools = []api.ToolInfo{{Name: "create_order"}, {Name: "echo"}, {Name: "sleep"}}
+var allTools = []engine.ToolInfo{{Name: "create_order"}, {Name: "echo"}, {Name: "sleep"}}
 
 // authServer serves a runtime that records callers, with authConfig.
-func authServer(t *testing.T, cfg api.Config) (*httptest.Server, *last[api.Caller]) {
+func authServer(t *testing.T, cfg api.Config) (*httptest.Server, *last[engine.Caller]) {
 	t.Helper()
-	callers := new(last[api.Caller])
-	rec := func(_ context.Context, caller api.Caller, _ string) (store.Record, error) {
+	callers := new(last[engine.Caller])
+	rec := func(_ context.Context, caller engine.Caller, _ string) (store.Record, error) {
 		callers.set(caller)
 		return completedRecord(), nil
 	}
 	srv := newTestServer(t, &fakeRuntime{
 		tb: t,
-		call: func(_ context.Context, caller api.Caller, _ api.Request) (api.Response, error) {
+		call: func(_ context.Context, caller engine.Caller, _ engine.Request) (engine.Response, error) {
 			callers.set(caller)
-			return api.Response{Record: completedRecord()}, nil
+			return engine.Response{Record: completedRecord()}, nil
 		},
-		tools:     func() []api.ToolInfo { return allTools },
+		tools:     func() []engine.ToolInfo { return allTools },
 		execution: rec,
 		cancel:    rec,
-		lookup: func(_ context.Context, caller api.Caller, _, _ string) (store.Record, error) {
+		lookup: func(_ context.Context, caller engine.Caller, _, _ string) (store.Record, error) {
 			callers.set(caller)
 			return completedRecord(), nil
 		},
-		list: func(_ context.Context, caller api.Caller, _ string, _ int, _ uint64) (store.Page, error) {
+		list: func(_ context.Context, caller engine.Caller, _ string, _ int, _ uint64) (store.Page, error) {
 			callers.set(caller)
 			return store.Page{}, nil
 		},
-		resolve: func(_ context.Context, caller api.Caller, _ string, _ api.Resolution) (store.Record, error) {
+		resolve: func(_ context.Context, caller engine.Caller, _ string, _ engine.Resolution) (store.Record, error) {
 			callers.set(caller)
 			return completedRecord(), nil
 		},
@@ -111,17 +113,17 @@ func TestAuthCallers(t *testing.T) {
 	srv, callers := authServer(t, authConfig())
 	for _, tc := range []struct {
 		name, authorization string
-		want                api.Caller
+		want                engine.Caller
 	}{
-		{"planner", "Bearer " + plannerToken, api.Caller{Principal: "planner"}},
-		{"lower-case scheme", "bearer " + plannerToken, api.Caller{Principal: "planner"}},
-		{"all tools", "Bearer " + allToken, api.Caller{Principal: "everything"}},
-		{"admin", "Bearer " + adminToken, api.Caller{Principal: api.AdminPrincipal, Admin: true}},
+		{"planner", "Bearer " + plannerToken, engine.Caller{Principal: "planner"}},
+		{"lower-case scheme", "bearer " + plannerToken, engine.Caller{Principal: "planner"}},
+		{"all tools", "Bearer " + allToken, engine.Caller{Principal: "everything"}},
+		{"admin", "Bearer " + adminToken, engine.Caller{Principal: api.AdminPrincipal, Admin: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, path := range []string{"/v1/executions/exec_1", "/v1/executions?request_id=r", "/v1/executions?session_id=s"} {
 				wantJSON(t, get(t, srv, path, "Authorization", tc.authorization), http.StatusOK)
-				if got := callers.mustGet(t); got != tc.want {
+				if got := withoutTools(callers.mustGet(t)); got != tc.want {
 					t.Errorf("GET %s: caller = %+v, want %+v", path, got, tc.want)
 				}
 			}
@@ -130,21 +132,33 @@ func TestAuthCallers(t *testing.T) {
 				"/v1/executions/exec_1/resolve": `{"status":"released"}`,
 			} {
 				wantJSON(t, post(t, srv, path, body, "Authorization", tc.authorization), http.StatusOK)
-				if got := callers.mustGet(t); got != tc.want {
+				if got := withoutTools(callers.mustGet(t)); got != tc.want {
 					t.Errorf("POST %s: caller = %+v, want %+v", path, got, tc.want)
 				}
 			}
 			wantJSON(t, post(t, srv, callPath, `{"tool":"echo"}`, "Authorization", tc.authorization), http.StatusOK)
-			if got := callers.mustGet(t); got != tc.want {
+			if got := withoutTools(callers.mustGet(t)); got != tc.want {
 				t.Errorf("call: caller = %+v, want %+v", got, tc.want)
 			}
 		})
 	}
 }
 
+// withoutTools returns c without its allow-list, for comparing the rest
+// (TestAuthToolAllowList checks the allow-list).
+func withoutTools(c engine.Caller) engine.Caller {
+	c.Tools = nil
+	return c
+}
+
+// TestAuthToolAllowList checks a token's tool allow-list: the caller the
+// runtime gets carries it, and the runtime's verdict reaches the client
+// (403 FORBIDDEN, nothing reserved or run, for a tool outside it).
 func TestAuthToolAllowList(t *testing.T) {
 	srv, callers := authServer(t, authConfig())
-	for _, tc := range []struct {
+	rt := newEngine(t, "create_order", "sleep")
+	real := newTestServer(t, rt, authConfig())
+	for i, tc := range []struct {
 		token, tool string
 		allowed     bool
 	}{
@@ -159,19 +173,25 @@ func TestAuthToolAllowList(t *testing.T) {
 		{"tok-nothing-0123456789", "echo", false},
 	} {
 		t.Run(tc.token+" "+tc.tool, func(t *testing.T) {
-			_, before := callers.get()
-			a := post(t, srv, callPath, `{"tool":"`+tc.tool+`"}`, bearer(tc.token)...)
-			_, after := callers.get()
-			if tc.allowed {
-				wantJSON(t, a, http.StatusOK)
-				if after != before+1 {
-					t.Errorf("the runtime was not called")
-				}
-				return
+			body := `{"tool":"` + tc.tool + `","request_id":"r` + strconv.Itoa(i) + `"}`
+			post(t, srv, callPath, body, bearer(tc.token)...)
+			if got := callers.mustGet(t).MayCall(tc.tool); got != tc.allowed {
+				t.Errorf("the caller the runtime got may call %q: %v, want %v", tc.tool, got, tc.allowed)
 			}
-			wantError(t, a, http.StatusForbidden, store.CodeForbidden)
-			if after != before {
-				t.Errorf("the runtime was called for a forbidden tool")
+
+			before, _ := rt.Store().Stats(t.Context())
+			a := post(t, real, callPath, body, bearer(tc.token)...)
+			after, _ := rt.Store().Stats(t.Context())
+			switch {
+			case !tc.allowed:
+				wantError(t, a, http.StatusForbidden, store.CodeForbidden)
+				if after.Entries != before.Entries {
+					t.Errorf("a forbidden call reserved a record")
+				}
+			case tc.tool == "no_such_tool":
+				wantError(t, a, http.StatusNotFound, store.CodeUnknownTool)
+			default:
+				wantJSON(t, a, http.StatusOK)
 			}
 		})
 	}
@@ -208,7 +228,7 @@ func TestAuthOffIsAnonymousAdmin(t *testing.T) {
 	// A token is ignored when auth is off.
 	for _, kv := range [][]string{nil, bearer("anything")} {
 		wantJSON(t, post(t, srv, callPath, `{"tool":"sleep"}`, kv...), http.StatusOK)
-		if got := callers.mustGet(t); got != (api.Caller{Principal: api.AnonymousPrincipal, Admin: true}) {
+		if got := callers.mustGet(t); got != (engine.Caller{Principal: engine.AnonymousPrincipal, Admin: true}) {
 			t.Errorf("caller = %+v, want anonymous admin", got)
 		}
 	}
@@ -255,7 +275,7 @@ func TestAuthValidate(t *testing.T) {
 		{"shared secret", api.Auth{Tokens: []api.Token{{Principal: "p", Secret: "s"}, {Principal: "q", Secret: "s"}}}},
 		{"admin's secret", api.Auth{AdminToken: "s", Tokens: []api.Token{{Principal: "p", Secret: "s"}}}},
 		{"principal admin", api.Auth{Tokens: []api.Token{{Principal: api.AdminPrincipal, Secret: "s"}}}},
-		{"principal anonymous", api.Auth{Tokens: []api.Token{{Principal: api.AnonymousPrincipal, Secret: "s"}}}},
+		{"principal anonymous", api.Auth{Tokens: []api.Token{{Principal: engine.AnonymousPrincipal, Secret: "s"}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := tc.auth.Validate(); err == nil {

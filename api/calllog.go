@@ -41,8 +41,8 @@ func (s *Server) logCall(c echo.Context, l *callLine, outcome string, took time.
 		return // --log-level warn: no attributes built for a line nobody keeps
 	}
 	principal := ""
-	if id := identityOf(c); id != nil {
-		principal = id.caller.Principal
+	if caller := callerOf(c); caller != nil {
+		principal = caller.Principal
 	}
 	executionID, status, code := l.executionID, l.status, ""
 	if body, ok := c.Get(errorBodyKey).(map[string]any); ok {

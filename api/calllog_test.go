@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/carmyhq/carmy/api"
+	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -21,12 +21,12 @@ func TestOneLogLinePerCall(t *testing.T) {
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	rec := completedRecord()
 	calls := 0
-	rt := &fakeRuntime{tb: t, call: func(_ context.Context, _ api.Caller, req api.Request) (api.Response, error) {
+	rt := &fakeRuntime{tb: t, call: func(_ context.Context, _ engine.Caller, req engine.Request) (engine.Response, error) {
 		calls++
 		if calls == 2 {
-			return api.Response{}, &store.ConflictError{Record: rec}
+			return engine.Response{}, &store.ConflictError{Record: rec}
 		}
-		return api.Response{Record: rec, Replayed: calls > 1}, nil
+		return engine.Response{Record: rec, Replayed: calls > 1}, nil
 	}}
 	srv := newTestServer(t, rt, cfg)
 	planner := []string{"Authorization", "Bearer " + plannerToken}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -231,19 +232,33 @@ type callBody struct {
 // timeout caps it further.
 const maxTimeout = 24 * time.Hour
 
-// decodeCall decodes and checks a call body. idemKey is the
-// Idempotency-Key header ("" when absent).
-func decodeCall(body []byte, idemKey string) (Request, error) {
+// idempotencyKey returns the Idempotency-Key header, "" when absent. A
+// header present but empty is refused, as an empty request_id is: it would
+// read as absent and silently call without idempotency. The runtime checks
+// the rules of the request_id the header gives.
+func idempotencyKey(h http.Header) (string, error) {
+	if v, present := h["Idempotency-Key"]; present && (len(v) == 0 || v[0] == "") {
+		return "", invalidField("request_id", "the Idempotency-Key header must not be empty; omit it to call without idempotency")
+	}
+	return h.Get("Idempotency-Key"), nil
+}
+
+// decodeCall decodes a call body and checks its shape: the members, their
+// JSON types, a tool, no empty request_id, timeout_ms a positive integer.
+// The runtime checks the rest (engine.Runtime.Call). idemKey is the
+// Idempotency-Key header ("" when absent): the request_id, which must then
+// equal the body's when both are given.
+func decodeCall(body []byte, idemKey string) (engine.Request, error) {
 	b, ok := callBody{}, false
 	if len(body) > 0 && json.Valid(body) {
 		b, ok = fastCallBody(body)
 	}
 	if !ok {
 		if err := decodeStrict(body, &b); err != nil {
-			return Request{}, err
+			return engine.Request{}, err
 		}
 	}
-	var req Request
+	var req engine.Request
 	if b.Tool == nil || *b.Tool == "" {
 		return req, invalidField("tool", `"tool" is required`)
 	}
@@ -296,13 +311,13 @@ type resolveBody struct {
 	Error  json.RawMessage `json:"error"`
 }
 
-func decodeResolve(body []byte) (Resolution, error) {
+func decodeResolve(body []byte) (engine.Resolution, error) {
 	var b resolveBody
 	if err := decodeStrict(body, &b); err != nil {
-		return Resolution{}, err
+		return engine.Resolution{}, err
 	}
 	if b.Status == nil {
-		return Resolution{}, invalidField("status", `"status" is required: "completed", "failed" or "released"`)
+		return engine.Resolution{}, invalidField("status", `"status" is required: "completed", "failed" or "released"`)
 	}
-	return Resolution{Status: *b.Status, Data: b.Data, Error: nullIsAbsent(b.Error)}, nil
+	return engine.Resolution{Status: *b.Status, Data: b.Data, Error: nullIsAbsent(b.Error)}, nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/api"
+	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -79,32 +80,32 @@ func TestCallRefusesBadBodies(t *testing.T) {
 
 func TestCallPassesFieldsToRuntime(t *testing.T) {
 	var seen callSeen
-	srv := newTestServer(t, &fakeRuntime{tb: t, call: seen.answer(api.Response{Record: completedRecord()})}, api.Config{})
+	srv := newTestServer(t, &fakeRuntime{tb: t, call: seen.answer(engine.Response{Record: completedRecord()})}, api.Config{})
 	cases := []struct {
 		name, body string
-		want       api.Request
+		want       engine.Request
 	}{
 		{
 			name: "everything",
 			body: `{"tool":"create_order","arguments":{"sku":"KB-01"},"request_id":"order-7f3",` +
 				`"session_id":"sess-1","metadata":{"agent":"planner"},"timeout_ms":5000}`,
-			want: api.Request{
+			want: engine.Request{
 				Tool: "create_order", Arguments: []byte(`{"sku":"KB-01"}`), RequestID: "order-7f3",
 				SessionID: "sess-1", Metadata: []byte(`{"agent":"planner"}`), Timeout: 5 * time.Second,
 			},
 		},
-		{name: "tool only", body: `{"tool":"echo"}`, want: api.Request{Tool: "echo"}},
-		{name: "timeout_ms 250", body: `{"tool":"echo","timeout_ms":250}`, want: api.Request{Tool: "echo", Timeout: 250 * time.Millisecond}},
+		{name: "tool only", body: `{"tool":"echo"}`, want: engine.Request{Tool: "echo"}},
+		{name: "timeout_ms 250", body: `{"tool":"echo","timeout_ms":250}`, want: engine.Request{Tool: "echo", Timeout: 250 * time.Millisecond}},
 		{
 			name: "null arguments, metadata, request_id, session_id and timeout_ms",
 			body: `{"tool":"echo","arguments":null,"metadata":null,"request_id":null,"session_id":null,"timeout_ms":null}`,
-			want: api.Request{Tool: "echo"},
+			want: engine.Request{Tool: "echo"},
 		},
 		// The runtime, not the api, checks that arguments is an object.
-		{name: "arguments as string", body: `{"tool":"echo","arguments":"x"}`, want: api.Request{Tool: "echo", Arguments: []byte(`"x"`)}},
-		{name: "empty session_id", body: `{"tool":"echo","session_id":""}`, want: api.Request{Tool: "echo"}},
-		{name: "white space around", body: " \n{ \"tool\" : \"echo\" }\n ", want: api.Request{Tool: "echo"}},
-		{name: "escaped tool name", body: `{"tool":"ech\u006f"}`, want: api.Request{Tool: "echo"}},
+		{name: "arguments as string", body: `{"tool":"echo","arguments":"x"}`, want: engine.Request{Tool: "echo", Arguments: []byte(`"x"`)}},
+		{name: "empty session_id", body: `{"tool":"echo","session_id":""}`, want: engine.Request{Tool: "echo"}},
+		{name: "white space around", body: " \n{ \"tool\" : \"echo\" }\n ", want: engine.Request{Tool: "echo"}},
+		{name: "escaped tool name", body: `{"tool":"ech\u006f"}`, want: engine.Request{Tool: "echo"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -125,7 +126,7 @@ func TestCallPassesFieldsToRuntime(t *testing.T) {
 
 func TestCallContentType(t *testing.T) {
 	var seen callSeen
-	srv := newTestServer(t, &fakeRuntime{tb: t, call: seen.answer(api.Response{Record: completedRecord()})}, api.Config{})
+	srv := newTestServer(t, &fakeRuntime{tb: t, call: seen.answer(engine.Response{Record: completedRecord()})}, api.Config{})
 	for _, tc := range []struct {
 		contentType string
 		status      int
@@ -188,7 +189,7 @@ func TestCallBodyLimit(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var seen callSeen
-			rt := &fakeRuntime{tb: t, call: seen.answer(api.Response{Record: completedRecord()})}
+			rt := &fakeRuntime{tb: t, call: seen.answer(engine.Response{Record: completedRecord()})}
 			s := mustNew(t, rt, api.Config{BodyLimit: tc.limit})
 			var lengths last[int64]
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -230,7 +231,7 @@ func TestCallBodyLimit(t *testing.T) {
 
 func TestCallIdempotencyKeyHeader(t *testing.T) {
 	var seen callSeen
-	srv := newTestServer(t, &fakeRuntime{tb: t, call: seen.answer(api.Response{Record: completedRecord()})}, api.Config{})
+	srv := newTestServer(t, &fakeRuntime{tb: t, call: seen.answer(engine.Response{Record: completedRecord()})}, api.Config{})
 
 	t.Run("used as request_id", func(t *testing.T) {
 		wantJSON(t, post(t, srv, callPath, `{"tool":"echo"}`, "Idempotency-Key", "key-1"), http.StatusOK)
@@ -245,16 +246,23 @@ func TestCallIdempotencyKeyHeader(t *testing.T) {
 		}
 	})
 
+	// The api refuses a header that differs from the body's request_id,
+	// or is empty, without asking the runtime ...
 	srv = refusingServer(t, api.Config{})
+	t.Run("different from the body's", func(t *testing.T) {
+		wantField(t, post(t, srv, callPath, `{"tool":"echo","request_id":"a"}`, "Idempotency-Key", "b"), "request_id")
+	})
+	// ... and the runtime refuses the request_id a header gives when it
+	// breaks the rules of one (1-255 visible ASCII characters).
+	rules := newTestServer(t, newEngine(t), api.Config{})
 	for _, tc := range []struct{ name, body, key string }{
-		{"different from the body's", `{"tool":"echo","request_id":"a"}`, "b"},
 		{"256 bytes", `{"tool":"echo"}`, strings.Repeat("k", 256)},
 		{"256 bytes equal to the body's", `{"tool":"echo","request_id":"` + strings.Repeat("k", 256) + `"}`, strings.Repeat("k", 256)},
 		{"with a space", `{"tool":"echo"}`, "a b"},
 		{"non-ASCII", `{"tool":"echo"}`, "clé"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			wantField(t, post(t, srv, callPath, tc.body, "Idempotency-Key", tc.key), "request_id")
+			wantField(t, post(t, rules, callPath, tc.body, "Idempotency-Key", tc.key), "request_id")
 		})
 	}
 	t.Run("present but empty", func(t *testing.T) {
@@ -273,7 +281,7 @@ func TestCallIdempotencyKeyHeader(t *testing.T) {
 	})
 	t.Run("255 bytes", func(t *testing.T) {
 		var seen callSeen
-		srv := newTestServer(t, &fakeRuntime{tb: t, call: seen.answer(api.Response{Record: completedRecord()})}, api.Config{})
+		srv := newTestServer(t, &fakeRuntime{tb: t, call: seen.answer(engine.Response{Record: completedRecord()})}, api.Config{})
 		key := strings.Repeat("~", 255)
 		wantJSON(t, post(t, srv, callPath, `{"tool":"echo"}`, "Idempotency-Key", key), http.StatusOK)
 		if got := seen.req.mustGet(t); got.RequestID != key {

@@ -1,14 +1,16 @@
 // Package api serves Carmy's HTTP API (SPEC §2) with Echo.
 //
 // The server decodes strictly (unknown fields, wrong types and oversized
-// bodies are refused), authenticates bearer tokens into a Caller, checks
-// the caller's tool allow-list, and hands the call to a Runtime. Every
-// error, Echo's own 404, 405 and 413 included, leaves through one
-// HTTPErrorHandler that writes SPEC §2.2's envelope:
+// bodies are refused), authenticates bearer tokens into an engine.Caller,
+// and hands the call to a Runtime. Every error, Echo's own 404, 405 and
+// 413 included, leaves through one HTTPErrorHandler that writes SPEC
+// §2.2's envelope:
 //
 //	{"error":{"code":"…","message":"…", …}}
 //
-// The package declares what it needs of the runtime (Runtime) and of a
-// cluster (Cluster) as interfaces, and the small types those interfaces
-// speak; package carmy implements Runtime and re-exports the types.
+// Package api imports package engine, the tool runtime, and speaks its
+// types (engine.Caller, engine.Request, …); it declares, as interfaces,
+// only the methods it calls of the runtime (Runtime, which *engine.Runtime
+// implements) and of a cluster (Cluster). The root package carmy
+// assembles a runtime and this server; api does not import it.
 package api

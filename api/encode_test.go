@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -29,11 +30,11 @@ func TestAppendRecordMatchesEncodingJSON(t *testing.T) {
 	nullData.Data = nil
 
 	views := []recordView{
-		callView(Response{Record: base}),
-		callView(Response{Record: base, Replayed: true}),
-		callView(Response{Record: failed}),
-		callView(Response{Record: noID}),
-		callView(Response{Record: nullData}),
+		callView(engine.Response{Record: base}),
+		callView(engine.Response{Record: base, Replayed: true}),
+		callView(engine.Response{Record: failed}),
+		callView(engine.Response{Record: noID}),
+		callView(engine.Response{Record: nullData}),
 		executionView(base),
 		executionView(running),
 		executionView(failed),

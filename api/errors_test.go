@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/carmyhq/carmy/api"
+	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -142,8 +143,8 @@ func checkErrorCase(t *testing.T, a answer, tc errorCase) {
 func TestRuntimeErrorsOnCall(t *testing.T) {
 	for _, tc := range runtimeErrorCases() {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := newTestServer(t, &fakeRuntime{tb: t, call: func(context.Context, api.Caller, api.Request) (api.Response, error) {
-				return api.Response{Record: completedRecord(), Replayed: true}, tc.err
+			srv := newTestServer(t, &fakeRuntime{tb: t, call: func(context.Context, engine.Caller, engine.Request) (engine.Response, error) {
+				return engine.Response{Record: completedRecord(), Replayed: true}, tc.err
 			}}, api.Config{})
 			checkErrorCase(t, post(t, srv, callPath, `{"tool":"create_order","request_id":"order-7f3"}`), tc)
 		})
@@ -154,14 +155,16 @@ func TestRuntimeErrorsOnCall(t *testing.T) {
 func TestRuntimeErrorsOnOtherEndpoints(t *testing.T) {
 	for _, tc := range runtimeErrorCases() {
 		t.Run(tc.name, func(t *testing.T) {
-			fail := func(context.Context, api.Caller, string) (store.Record, error) { return store.Record{}, tc.err }
+			fail := func(context.Context, engine.Caller, string) (store.Record, error) { return store.Record{}, tc.err }
 			srv := newTestServer(t, &fakeRuntime{
 				tb: t, execution: fail, cancel: fail,
-				lookup: func(context.Context, api.Caller, string, string) (store.Record, error) { return store.Record{}, tc.err },
-				list: func(context.Context, api.Caller, string, int, uint64) (store.Page, error) {
+				lookup: func(context.Context, engine.Caller, string, string) (store.Record, error) {
+					return store.Record{}, tc.err
+				},
+				list: func(context.Context, engine.Caller, string, int, uint64) (store.Page, error) {
 					return store.Page{}, tc.err
 				},
-				resolve: func(context.Context, api.Caller, string, api.Resolution) (store.Record, error) {
+				resolve: func(context.Context, engine.Caller, string, engine.Resolution) (store.Record, error) {
 					return store.Record{}, tc.err
 				},
 			}, api.Config{})
@@ -190,17 +193,17 @@ func TestRuntimePanicIsInternal(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var calls last[int]
-			srv := newTestServer(t, &fakeRuntime{tb: t, call: func(_ context.Context, _ api.Caller, req api.Request) (api.Response, error) {
+			srv := newTestServer(t, &fakeRuntime{tb: t, call: func(_ context.Context, _ engine.Caller, req engine.Request) (engine.Response, error) {
 				_, n := calls.get()
 				calls.set(n + 1)
 				if req.Tool == "boom" {
 					if tc.value == nil {
 						var rec *store.Record
-						return api.Response{Record: *rec}, nil
+						return engine.Response{Record: *rec}, nil
 					}
 					panic(tc.value)
 				}
-				return api.Response{Record: completedRecord()}, nil
+				return engine.Response{Record: completedRecord()}, nil
 			}}, api.Config{})
 			for range 3 {
 				a := post(t, srv, callPath, `{"tool":"boom"}`)
@@ -249,10 +252,10 @@ func TestUnencodableRecordIsInternal(t *testing.T) {
 	rec := completedRecord()
 	rec.Data = []byte(`{"order_id":`)
 	srv := newTestServer(t, &fakeRuntime{tb: t,
-		call: func(context.Context, api.Caller, api.Request) (api.Response, error) {
-			return api.Response{Record: rec, Replayed: true}, nil
+		call: func(context.Context, engine.Caller, engine.Request) (engine.Response, error) {
+			return engine.Response{Record: rec, Replayed: true}, nil
 		},
-		execution: func(context.Context, api.Caller, string) (store.Record, error) { return rec, nil },
+		execution: func(context.Context, engine.Caller, string) (store.Record, error) { return rec, nil },
 	}, api.Config{})
 	a := post(t, srv, callPath, `{"tool":"create_order"}`)
 	wantError(t, a, http.StatusInternalServerError, store.CodeInternal)

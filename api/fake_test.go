@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/api"
+	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -27,13 +28,13 @@ type fakeRuntime struct {
 	// leave it nil: they must not call *testing.F methods.
 	tb testing.TB
 
-	call      func(ctx context.Context, caller api.Caller, req api.Request) (api.Response, error)
-	tools     func() []api.ToolInfo
-	execution func(ctx context.Context, caller api.Caller, id string) (store.Record, error)
-	lookup    func(ctx context.Context, caller api.Caller, session, requestID string) (store.Record, error)
-	list      func(ctx context.Context, caller api.Caller, session string, limit int, before uint64) (store.Page, error)
-	cancel    func(ctx context.Context, caller api.Caller, id string) (store.Record, error)
-	resolve   func(ctx context.Context, caller api.Caller, id string, res api.Resolution) (store.Record, error)
+	call      func(ctx context.Context, caller engine.Caller, req engine.Request) (engine.Response, error)
+	tools     func() []engine.ToolInfo
+	execution func(ctx context.Context, caller engine.Caller, id string) (store.Record, error)
+	lookup    func(ctx context.Context, caller engine.Caller, session, requestID string) (store.Record, error)
+	list      func(ctx context.Context, caller engine.Caller, session string, limit int, before uint64) (store.Page, error)
+	cancel    func(ctx context.Context, caller engine.Caller, id string) (store.Record, error)
+	resolve   func(ctx context.Context, caller engine.Caller, id string, res engine.Resolution) (store.Record, error)
 	ready     func(ctx context.Context) error
 }
 
@@ -49,49 +50,49 @@ func (f *fakeRuntime) unset(method string) error {
 	return errUnset
 }
 
-func (f *fakeRuntime) Call(ctx context.Context, caller api.Caller, req api.Request) (api.Response, error) {
+func (f *fakeRuntime) Call(ctx context.Context, caller engine.Caller, req engine.Request) (engine.Response, error) {
 	if f.call == nil {
-		return api.Response{}, f.unset("Call")
+		return engine.Response{}, f.unset("Call")
 	}
 	return f.call(ctx, caller, req)
 }
 
-func (f *fakeRuntime) Tools() []api.ToolInfo {
+func (f *fakeRuntime) Tools() []engine.ToolInfo {
 	if f.tools == nil {
 		return nil
 	}
 	return f.tools()
 }
 
-func (f *fakeRuntime) Execution(ctx context.Context, caller api.Caller, id string) (store.Record, error) {
+func (f *fakeRuntime) Execution(ctx context.Context, caller engine.Caller, id string) (store.Record, error) {
 	if f.execution == nil {
 		return store.Record{}, f.unset("Execution")
 	}
 	return f.execution(ctx, caller, id)
 }
 
-func (f *fakeRuntime) Lookup(ctx context.Context, caller api.Caller, session, requestID string) (store.Record, error) {
+func (f *fakeRuntime) Lookup(ctx context.Context, caller engine.Caller, session, requestID string) (store.Record, error) {
 	if f.lookup == nil {
 		return store.Record{}, f.unset("Lookup")
 	}
 	return f.lookup(ctx, caller, session, requestID)
 }
 
-func (f *fakeRuntime) List(ctx context.Context, caller api.Caller, session string, limit int, before uint64) (store.Page, error) {
+func (f *fakeRuntime) List(ctx context.Context, caller engine.Caller, session string, limit int, before uint64) (store.Page, error) {
 	if f.list == nil {
 		return store.Page{}, f.unset("List")
 	}
 	return f.list(ctx, caller, session, limit, before)
 }
 
-func (f *fakeRuntime) Cancel(ctx context.Context, caller api.Caller, id string) (store.Record, error) {
+func (f *fakeRuntime) Cancel(ctx context.Context, caller engine.Caller, id string) (store.Record, error) {
 	if f.cancel == nil {
 		return store.Record{}, f.unset("Cancel")
 	}
 	return f.cancel(ctx, caller, id)
 }
 
-func (f *fakeRuntime) Resolve(ctx context.Context, caller api.Caller, id string, res api.Resolution) (store.Record, error) {
+func (f *fakeRuntime) Resolve(ctx context.Context, caller engine.Caller, id string, res engine.Resolution) (store.Record, error) {
 	if f.resolve == nil {
 		return store.Record{}, f.unset("Resolve")
 	}
@@ -138,12 +139,12 @@ func (l *last[T]) mustGet(tb testing.TB) T {
 // callSeen is a runtime Call that records the caller and request it sees
 // and answers with resp.
 type callSeen struct {
-	caller last[api.Caller]
-	req    last[api.Request]
+	caller last[engine.Caller]
+	req    last[engine.Request]
 }
 
-func (c *callSeen) answer(resp api.Response) func(context.Context, api.Caller, api.Request) (api.Response, error) {
-	return func(_ context.Context, caller api.Caller, req api.Request) (api.Response, error) {
+func (c *callSeen) answer(resp engine.Response) func(context.Context, engine.Caller, engine.Request) (engine.Response, error) {
+	return func(_ context.Context, caller engine.Caller, req engine.Request) (engine.Response, error) {
 		c.caller.set(caller)
 		c.req.set(req)
 		return resp, nil

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/carmyhq/carmy/api"
+	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -38,8 +39,8 @@ func FuzzServerCall(f *testing.F) {
 	f.Add([]byte(`{"tool":"echo","request_id":"a"}`), "application/json", "b")
 	f.Add([]byte(`{"tool":"echo"}`), ";;", strings.Repeat("k", 256))
 
-	rt := &fakeRuntime{call: func(context.Context, api.Caller, api.Request) (api.Response, error) {
-		return api.Response{Record: completedRecord()}, nil
+	rt := &fakeRuntime{call: func(context.Context, engine.Caller, engine.Request) (engine.Response, error) {
+		return engine.Response{Record: completedRecord()}, nil
 	}}
 	// A small limit lets the fuzzer reach PAYLOAD_TOO_LARGE.
 	s, err := api.New(rt, api.Config{BodyLimit: 256, Logger: slog.New(slog.DiscardHandler)})

@@ -26,9 +26,9 @@ func (s *Server) callTool(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	idemKey := c.Request().Header.Get("Idempotency-Key")
-	if _, present := c.Request().Header["Idempotency-Key"]; present && !store.ValidRequestID(idemKey) {
-		return invalidField("request_id", "the Idempotency-Key header must be 1-255 visible ASCII characters")
+	idemKey, err := idempotencyKey(c.Request().Header)
+	if err != nil {
+		return err
 	}
 	req, err := decodeCall(body, idemKey)
 	if err != nil {
@@ -36,11 +36,7 @@ func (s *Server) callTool(c echo.Context) error {
 	}
 	line := callLineOf(c)
 	line.tool, line.requestID, line.session = req.Tool, req.RequestID, req.SessionID
-	id := identityOf(c)
-	if !id.mayCall(req.Tool) {
-		return newError(store.CodeForbidden, "principal "+strconv.Quote(id.caller.Principal)+" may not call tool "+strconv.Quote(req.Tool))
-	}
-	resp, err := s.rt.Call(c.Request().Context(), id.caller, req)
+	resp, err := s.rt.Call(c.Request().Context(), *callerOf(c), req)
 	if err != nil {
 		return err
 	}
@@ -55,11 +51,12 @@ func (s *Server) callTool(c echo.Context) error {
 	return writeRecord(c, http.StatusOK, &v)
 }
 
+// listTools serves GET /v1/tools: the tools the caller may call.
 func (s *Server) listTools(c echo.Context) error {
-	id := identityOf(c)
+	caller := callerOf(c)
 	out := toolsView{Tools: []toolView{}}
 	for _, t := range s.rt.Tools() {
-		if id.mayCall(t.Name) {
+		if caller.MayCall(t.Name) {
 			out.Tools = append(out.Tools, newToolView(t))
 		}
 	}
@@ -67,13 +64,9 @@ func (s *Server) listTools(c echo.Context) error {
 }
 
 func (s *Server) getExecution(c echo.Context) error {
-	id := identityOf(c)
-	rec, err := s.rt.Execution(c.Request().Context(), id.caller, c.Param("id"))
+	rec, err := s.rt.Execution(c.Request().Context(), *callerOf(c), c.Param("id"))
 	if err != nil {
 		return err
-	}
-	if !id.mayCall(rec.Tool) {
-		return notYours()
 	}
 	v := executionView(rec)
 	return writeRecord(c, http.StatusOK, &v)
@@ -86,8 +79,7 @@ func (s *Server) findExecutions(c echo.Context) error {
 	if err := onlyParams(q, "request_id", "session_id", "limit", "cursor"); err != nil {
 		return err
 	}
-	id := identityOf(c)
-	caller := id.caller
+	caller := *callerOf(c)
 	session := q.Get("session_id")
 	if q.Has("request_id") {
 		if q.Has("limit") || q.Has("cursor") {
@@ -96,9 +88,6 @@ func (s *Server) findExecutions(c echo.Context) error {
 		rec, err := s.rt.Lookup(c.Request().Context(), caller, session, q.Get("request_id"))
 		if err != nil {
 			return err
-		}
-		if !id.mayCall(rec.Tool) {
-			return notYours()
 		}
 		v := executionView(rec)
 		return writeRecord(c, http.StatusOK, &v)
@@ -125,9 +114,7 @@ func (s *Server) findExecutions(c echo.Context) error {
 	}
 	out := listView{Executions: make([]recordView, 0, len(page.Records))}
 	for _, r := range page.Records {
-		if id.mayCall(r.Tool) {
-			out.Executions = append(out.Executions, executionView(r))
-		}
+		out.Executions = append(out.Executions, executionView(r))
 	}
 	if page.Next != 0 {
 		out.NextCursor = strconv.FormatUint(page.Next, 10)
@@ -160,10 +147,7 @@ func (s *Server) cancelExecution(c echo.Context) error {
 			return err
 		}
 	}
-	if err := s.mayReach(c); err != nil {
-		return err
-	}
-	rec, err := s.rt.Cancel(c.Request().Context(), identityOf(c).caller, c.Param("id"))
+	rec, err := s.rt.Cancel(c.Request().Context(), *callerOf(c), c.Param("id"))
 	if err != nil {
 		return err
 	}
@@ -183,10 +167,7 @@ func (s *Server) resolveExecution(c echo.Context) error {
 	if res.Status == "released" {
 		c.Set(auditActionKey, ActionRelease)
 	}
-	if err := s.mayReach(c); err != nil {
-		return err
-	}
-	rec, err := s.rt.Resolve(c.Request().Context(), identityOf(c).caller, c.Param("id"), res)
+	rec, err := s.rt.Resolve(c.Request().Context(), *callerOf(c), c.Param("id"), res)
 	if err != nil {
 		return err
 	}
@@ -195,26 +176,4 @@ func (s *Server) resolveExecution(c echo.Context) error {
 		v.Released = true
 	}
 	return writeRecord(c, http.StatusOK, &v)
-}
-
-// notYours answers an execution the caller may not reach as one that does
-// not exist, so that ids cannot be probed.
-func notYours() error { return newError(store.CodeNotFound, "no such execution") }
-
-// mayReach refuses, as NOT_FOUND, a cancel or resolve of an execution of a
-// tool outside the caller's allow-list (a principal allowed every tool
-// needs no lookup).
-func (s *Server) mayReach(c echo.Context) error {
-	id := identityOf(c)
-	if id.allTools {
-		return nil
-	}
-	rec, err := s.rt.Execution(c.Request().Context(), id.caller, c.Param("id"))
-	if err != nil {
-		return err
-	}
-	if !id.mayCall(rec.Tool) {
-		return notYours()
-	}
-	return nil
 }

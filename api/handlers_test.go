@@ -10,14 +10,15 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/api"
+	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/store"
 )
 
 // callAnswer posts a call to a runtime that answers resp and returns the
 // HTTP answer and its decoded body.
-func callAnswer(t *testing.T, resp api.Response) (answer, map[string]any) {
+func callAnswer(t *testing.T, resp engine.Response) (answer, map[string]any) {
 	t.Helper()
-	srv := newTestServer(t, &fakeRuntime{tb: t, call: func(context.Context, api.Caller, api.Request) (api.Response, error) {
+	srv := newTestServer(t, &fakeRuntime{tb: t, call: func(context.Context, engine.Caller, engine.Request) (engine.Response, error) {
 		return resp, nil
 	}}, api.Config{})
 	a := post(t, srv, callPath, `{"tool":"create_order","arguments":{"sku":"KB-01"},"request_id":"order-7f3","session_id":"sess-1"}`)
@@ -49,7 +50,7 @@ func wantMembers(t *testing.T, m map[string]any, want map[string]any) {
 
 func TestCallAnswer(t *testing.T) {
 	t.Run("completed", func(t *testing.T) {
-		a, m := callAnswer(t, api.Response{Record: completedRecord()})
+		a, m := callAnswer(t, engine.Response{Record: completedRecord()})
 		wantMembers(t, m, map[string]any{
 			"execution_id": "exec_01JDTEST", "request_id": "order-7f3", "session_id": "sess-1",
 			"tool": "create_order", "status": "completed", "data": map[string]any{"order_id": 1},
@@ -60,7 +61,7 @@ func TestCallAnswer(t *testing.T) {
 		}
 	})
 	t.Run("replay", func(t *testing.T) {
-		a, m := callAnswer(t, api.Response{Record: completedRecord(), Replayed: true})
+		a, m := callAnswer(t, engine.Response{Record: completedRecord(), Replayed: true})
 		if m["replayed"] != true {
 			t.Errorf("replayed = %v, want true", m["replayed"])
 		}
@@ -75,7 +76,7 @@ func TestCallAnswer(t *testing.T) {
 		rec := completedRecord()
 		rec.Status, rec.Data = store.StatusFailed, nil
 		rec.Error = json.RawMessage(`{"code":"TOOL_ERROR","message":"out of stock"}`)
-		_, m := callAnswer(t, api.Response{Record: rec})
+		_, m := callAnswer(t, engine.Response{Record: rec})
 		wantMembers(t, m, map[string]any{
 			"execution_id": "exec_01JDTEST", "request_id": "order-7f3", "session_id": "sess-1",
 			"tool": "create_order", "status": "failed",
@@ -88,7 +89,7 @@ func TestCallAnswer(t *testing.T) {
 			rec := completedRecord()
 			rec.Status, rec.Data = st, nil
 			rec.Error = json.RawMessage(`{"code":"X","message":"m"}`)
-			_, m := callAnswer(t, api.Response{Record: rec})
+			_, m := callAnswer(t, engine.Response{Record: rec})
 			if _, ok := m["data"]; ok {
 				t.Errorf("a %s answer has data: %v", st, m)
 			}
@@ -100,7 +101,7 @@ func TestCallAnswer(t *testing.T) {
 	t.Run("completed with nil data", func(t *testing.T) {
 		rec := completedRecord()
 		rec.Data = nil
-		a, m := callAnswer(t, api.Response{Record: rec})
+		a, m := callAnswer(t, engine.Response{Record: rec})
 		if v, ok := m["data"]; !ok || v != nil {
 			t.Errorf(`data = %v (present %v), want null; body %s`, v, ok, a.body)
 		}
@@ -108,7 +109,7 @@ func TestCallAnswer(t *testing.T) {
 	t.Run("completed with scalar data", func(t *testing.T) {
 		rec := completedRecord()
 		rec.Data = json.RawMessage(`"<b>&</b>"`)
-		_, m := callAnswer(t, api.Response{Record: rec})
+		_, m := callAnswer(t, engine.Response{Record: rec})
 		if m["data"] != "<b>&</b>" {
 			t.Errorf("data = %v", m["data"])
 		}
@@ -116,7 +117,7 @@ func TestCallAnswer(t *testing.T) {
 	t.Run("resolved replay", func(t *testing.T) {
 		rec := completedRecord()
 		rec.Resolved = true
-		_, m := callAnswer(t, api.Response{Record: rec, Replayed: true})
+		_, m := callAnswer(t, engine.Response{Record: rec, Replayed: true})
 		if m["resolved"] != true || m["replayed"] != true {
 			t.Errorf("resolved = %v, replayed = %v; want both true", m["resolved"], m["replayed"])
 		}
@@ -124,7 +125,7 @@ func TestCallAnswer(t *testing.T) {
 	t.Run("without request_id", func(t *testing.T) {
 		rec := completedRecord()
 		rec.Key.RequestID, rec.Key.Session = "", ""
-		_, m := callAnswer(t, api.Response{Record: rec})
+		_, m := callAnswer(t, engine.Response{Record: rec})
 		if m["execution_id"] != "exec_01JDTEST" || m["session_id"] != "" {
 			t.Errorf("answer = %v", m)
 		}
@@ -158,11 +159,11 @@ func TestHealthAndReadiness(t *testing.T) {
 }
 
 func TestListTools(t *testing.T) {
-	tools := []api.ToolInfo{
+	tools := []engine.ToolInfo{
 		{Name: "create_order", Description: "Create an order", InputSchema: json.RawMessage(`{"type":"object","required":["sku"]}`), Timeout: 10 * time.Second},
 		{Name: "echo", Timeout: 1500 * time.Millisecond},
 	}
-	srv := newTestServer(t, &fakeRuntime{tb: t, tools: func() []api.ToolInfo { return tools }}, api.Config{})
+	srv := newTestServer(t, &fakeRuntime{tb: t, tools: func() []engine.ToolInfo { return tools }}, api.Config{})
 	m := wantJSON(t, get(t, srv, "/v1/tools"), http.StatusOK)
 	wantMembers(t, m, map[string]any{"tools": []any{
 		map[string]any{"name": "create_order", "description": "Create an order",
@@ -189,7 +190,7 @@ func executionRecord() store.Record {
 
 func TestGetExecution(t *testing.T) {
 	var ids last[string]
-	srv := newTestServer(t, &fakeRuntime{tb: t, execution: func(_ context.Context, _ api.Caller, id string) (store.Record, error) {
+	srv := newTestServer(t, &fakeRuntime{tb: t, execution: func(_ context.Context, _ engine.Caller, id string) (store.Record, error) {
 		ids.set(id)
 		if id == "exec_running" {
 			rec := completedRecord()
@@ -224,7 +225,7 @@ func TestGetExecution(t *testing.T) {
 func TestLookupExecution(t *testing.T) {
 	type lookupArgs struct{ session, requestID string }
 	var seen last[lookupArgs]
-	srv := newTestServer(t, &fakeRuntime{tb: t, lookup: func(_ context.Context, _ api.Caller, session, requestID string) (store.Record, error) {
+	srv := newTestServer(t, &fakeRuntime{tb: t, lookup: func(_ context.Context, _ engine.Caller, session, requestID string) (store.Record, error) {
 		seen.set(lookupArgs{session, requestID})
 		return executionRecord(), nil
 	}}, api.Config{})
@@ -264,7 +265,7 @@ func TestListExecutions(t *testing.T) {
 		rec.ExecutionID = id
 		page.Records = append(page.Records, rec)
 	}
-	srv := newTestServer(t, &fakeRuntime{tb: t, list: func(_ context.Context, _ api.Caller, session string, limit int, before uint64) (store.Page, error) {
+	srv := newTestServer(t, &fakeRuntime{tb: t, list: func(_ context.Context, _ engine.Caller, session string, limit int, before uint64) (store.Page, error) {
 		seen.set(listArgs{session, limit, before})
 		if session == "empty" {
 			return store.Page{}, nil
@@ -334,7 +335,7 @@ func TestListExecutionsRefusesBadQueries(t *testing.T) {
 
 func TestCancelExecution(t *testing.T) {
 	var ids last[string]
-	srv := newTestServer(t, &fakeRuntime{tb: t, cancel: func(_ context.Context, _ api.Caller, id string) (store.Record, error) {
+	srv := newTestServer(t, &fakeRuntime{tb: t, cancel: func(_ context.Context, _ engine.Caller, id string) (store.Record, error) {
 		ids.set(id)
 		rec := executionRecord()
 		rec.ExecutionID, rec.Status, rec.Data = id, store.StatusCancelled, nil
@@ -374,10 +375,10 @@ func TestCancelExecution(t *testing.T) {
 func TestResolveExecution(t *testing.T) {
 	type resolveArgs struct {
 		id  string
-		res api.Resolution
+		res engine.Resolution
 	}
 	var seen last[resolveArgs]
-	srv := newTestServer(t, &fakeRuntime{tb: t, resolve: func(_ context.Context, _ api.Caller, id string, res api.Resolution) (store.Record, error) {
+	srv := newTestServer(t, &fakeRuntime{tb: t, resolve: func(_ context.Context, _ engine.Caller, id string, res engine.Resolution) (store.Record, error) {
 		seen.set(resolveArgs{id, res})
 		rec := executionRecord()
 		rec.ExecutionID = id
@@ -394,17 +395,17 @@ func TestResolveExecution(t *testing.T) {
 
 	for _, tc := range []struct {
 		name, body string
-		want       api.Resolution
+		want       engine.Resolution
 	}{
-		{"completed", `{"status":"completed","data":{"order_id":1}}`, api.Resolution{Status: "completed", Data: []byte(`{"order_id":1}`)}},
-		{"completed with null data", `{"status":"completed","data":null}`, api.Resolution{Status: "completed", Data: []byte(`null`)}},
-		{"completed without data", `{"status":"completed"}`, api.Resolution{Status: "completed"}},
+		{"completed", `{"status":"completed","data":{"order_id":1}}`, engine.Resolution{Status: "completed", Data: []byte(`{"order_id":1}`)}},
+		{"completed with null data", `{"status":"completed","data":null}`, engine.Resolution{Status: "completed", Data: []byte(`null`)}},
+		{"completed without data", `{"status":"completed"}`, engine.Resolution{Status: "completed"}},
 		{"failed", `{"status":"failed","error":{"code":"TOOL_ERROR","message":"no"}}`,
-			api.Resolution{Status: "failed", Error: []byte(`{"code":"TOOL_ERROR","message":"no"}`)}},
-		{"failed with null error", `{"status":"failed","error":null}`, api.Resolution{Status: "failed"}},
-		{"released", `{"status":"released"}`, api.Resolution{Status: "released"}},
+			engine.Resolution{Status: "failed", Error: []byte(`{"code":"TOOL_ERROR","message":"no"}`)}},
+		{"failed with null error", `{"status":"failed","error":null}`, engine.Resolution{Status: "failed"}},
+		{"released", `{"status":"released"}`, engine.Resolution{Status: "released"}},
 		// The runtime checks the status value; the api passes it on.
-		{"other status", `{"status":"running"}`, api.Resolution{Status: "running"}},
+		{"other status", `{"status":"running"}`, engine.Resolution{Status: "running"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := wantJSON(t, post(t, srv, "/v1/executions/exec_4/resolve", tc.body), http.StatusOK)

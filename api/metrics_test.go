@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/carmyhq/carmy/api"
+	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -46,24 +47,27 @@ func TestMetricsCountCallsByOutcome(t *testing.T) {
 	rec := completedRecord()
 	running := rec
 	running.Status = store.StatusRunning
-	rt := &fakeRuntime{tb: t, call: func(_ context.Context, _ api.Caller, req api.Request) (api.Response, error) {
+	rt := &fakeRuntime{tb: t, call: func(_ context.Context, caller engine.Caller, req engine.Request) (engine.Response, error) {
+		if !caller.MayCall(req.Tool) { // as the runtime refuses a tool outside the allow-list
+			return engine.Response{}, &engine.ForbiddenError{Principal: caller.Principal, Tool: req.Tool}
+		}
 		switch req.RequestID {
 		case "ran":
-			return api.Response{Record: rec}, nil
+			return engine.Response{Record: rec}, nil
 		case "replay":
-			return api.Response{Record: rec, Replayed: true}, nil
+			return engine.Response{Record: rec, Replayed: true}, nil
 		case "conflict":
-			return api.Response{}, &store.ConflictError{Record: rec}
+			return engine.Response{}, &store.ConflictError{Record: rec}
 		case "uncertain":
-			return api.Response{}, &store.UncertainError{Record: running}
+			return engine.Response{}, &store.UncertainError{Record: running}
 		case "full":
-			return api.Response{}, store.ErrCapacity
+			return engine.Response{}, store.ErrCapacity
 		case "down":
-			return api.Response{}, store.ErrUnavailable
+			return engine.Response{}, store.ErrUnavailable
 		case "bug":
-			return api.Response{}, errors.New("a bug")
+			return engine.Response{}, errors.New("a bug")
 		}
-		return api.Response{}, store.ErrInvalid
+		return engine.Response{}, store.ErrInvalid
 	}}
 	cfg := authConfig()
 	srv := newTestServer(t, rt, cfg)
@@ -111,8 +115,8 @@ func TestMetricsNeedNoTokenAndProfilesNeedAdmin(t *testing.T) {
 // series.
 func TestServersShareARegistry(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	rt := &fakeRuntime{tb: t, call: func(context.Context, api.Caller, api.Request) (api.Response, error) {
-		return api.Response{Record: completedRecord()}, nil
+	rt := &fakeRuntime{tb: t, call: func(context.Context, engine.Caller, engine.Request) (engine.Response, error) {
+		return engine.Response{Record: completedRecord()}, nil
 	}}
 	first := newTestServer(t, rt, api.Config{Metrics: reg})
 	second := newTestServer(t, rt, api.Config{Metrics: reg})

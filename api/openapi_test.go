@@ -33,6 +33,7 @@ import (
 
 	"github.com/carmyhq/carmy"
 	"github.com/carmyhq/carmy/api"
+	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/store"
 )
@@ -620,7 +621,7 @@ func TestOpenAPIConformance(t *testing.T) {
 	for range 3 {
 		waitStarted(t, started)
 	}
-	if n, err := app.Store().MarkInterrupted(context.Background(), app.NodeID()); err != nil || n != 3 {
+	if n, err := app.Store().MarkInterrupted(context.Background(), app.Config().NodeID); err != nil || n != 3 {
 		t.Fatalf("MarkInterrupted = %d, %v; want 3", n, err)
 	}
 	ids := map[string]string{}
@@ -762,7 +763,7 @@ func TestOpenAPIConformanceLoneNode(t *testing.T) {
 // runtime that panics (a fake one: a real runtime has no such bug to show).
 func TestOpenAPIConformanceInternalError(t *testing.T) {
 	d := loadOpenAPI(t)
-	srv := newTestServer(t, &fakeRuntime{tb: t, call: func(context.Context, api.Caller, api.Request) (api.Response, error) {
+	srv := newTestServer(t, &fakeRuntime{tb: t, call: func(context.Context, engine.Caller, engine.Request) (engine.Response, error) {
 		panic("boom")
 	}}, api.Config{Logger: quietLogger()})
 	c := newChecker(t, d, srv.URL)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/carmyhq/carmy/api"
+	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -20,14 +21,14 @@ func TestAuthMaxEntries(t *testing.T) {
 	srv, callers := authServer(t, cfg)
 	for _, tc := range []struct {
 		token string
-		want  api.Caller
+		want  engine.Caller
 	}{
-		{plannerToken, api.Caller{Principal: "planner", MaxEntries: 5}},
-		{allToken, api.Caller{Principal: "everything", MaxEntries: 3}},
-		{adminToken, api.Caller{Principal: api.AdminPrincipal, Admin: true, MaxEntries: 3}},
+		{plannerToken, engine.Caller{Principal: "planner", MaxEntries: 5}},
+		{allToken, engine.Caller{Principal: "everything", MaxEntries: 3}},
+		{adminToken, engine.Caller{Principal: api.AdminPrincipal, Admin: true, MaxEntries: 3}},
 	} {
 		wantJSON(t, post(t, srv, callPath, `{"tool":"echo"}`, bearer(tc.token)...), http.StatusOK)
-		if got := callers.mustGet(t); got != tc.want {
+		if got := withoutTools(callers.mustGet(t)); got != tc.want {
 			t.Errorf("caller = %+v, want %+v", got, tc.want)
 		}
 	}
@@ -47,7 +48,7 @@ func TestAuthMaxEntries(t *testing.T) {
 	}
 	srv, callers = authServer(t, api.Config{Auth: off})
 	wantJSON(t, post(t, srv, callPath, `{"tool":"echo"}`), http.StatusOK)
-	if got := callers.mustGet(t); got != (api.Caller{Principal: api.AnonymousPrincipal, Admin: true, MaxEntries: 4}) {
+	if got := callers.mustGet(t); got != (engine.Caller{Principal: engine.AnonymousPrincipal, Admin: true, MaxEntries: 4}) {
 		t.Errorf("caller = %+v, want the anonymous admin bounded to 4", got)
 	}
 }
@@ -77,8 +78,8 @@ func TestQuotaErrorEnvelope(t *testing.T) {
 		// Every 503 carries Retry-After, as the store-wide capacity does.
 		retryAfter: true,
 	}
-	srv := newTestServer(t, &fakeRuntime{tb: t, call: func(_ context.Context, _ api.Caller, _ api.Request) (api.Response, error) {
-		return api.Response{}, tc.err
+	srv := newTestServer(t, &fakeRuntime{tb: t, call: func(_ context.Context, _ engine.Caller, _ engine.Request) (engine.Response, error) {
+		return engine.Response{}, tc.err
 	}}, api.Config{})
 	a := post(t, srv, callPath, `{"tool":"echo","request_id":"r1"}`)
 	checkErrorCase(t, a, tc)

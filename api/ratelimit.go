@@ -57,18 +57,18 @@ func (s *Server) limitRate(next echo.HandlerFunc) echo.HandlerFunc {
 		return next
 	}
 	return func(c echo.Context) error {
-		id := identityOf(c)
-		if id == nil || id.caller.Admin && id.caller.Principal == AdminPrincipal {
+		caller := callerOf(c)
+		if caller == nil || caller.Admin && caller.Principal == AdminPrincipal {
 			return next(c)
 		}
 		now := time.Now()
-		r := s.limits.of(id.caller.Principal).ReserveN(now, 1)
+		r := s.limits.of(caller.Principal).ReserveN(now, 1)
 		if d := r.DelayFrom(now); d > 0 {
 			r.CancelAt(now)
 			c.Response().Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(d.Seconds()))))
 			return &Error{Code: store.CodeRateLimited, Message: fmt.Sprintf("principal %q is over its rate of %g requests per second (burst %d) on this node; retry after %s",
-				id.caller.Principal, s.limits.cfg.PerSecond, s.limits.cfg.Burst, d.Round(time.Millisecond)),
-				Extra: map[string]any{"principal": id.caller.Principal}}
+				caller.Principal, s.limits.cfg.PerSecond, s.limits.cfg.Burst, d.Round(time.Millisecond)),
+				Extra: map[string]any{"principal": caller.Principal}}
 		}
 		return next(c)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/api"
+	"github.com/carmyhq/carmy/engine"
 )
 
 // TestRateLimitPerPrincipal checks that a principal over its rate gets
@@ -17,9 +18,9 @@ func TestRateLimitPerPrincipal(t *testing.T) {
 	cfg := authConfig()
 	cfg.RateLimit = api.RateLimit{PerSecond: 5, Burst: 2}
 	calls := 0
-	rt := &fakeRuntime{tb: t, call: func(context.Context, api.Caller, api.Request) (api.Response, error) {
+	rt := &fakeRuntime{tb: t, call: func(context.Context, engine.Caller, engine.Request) (engine.Response, error) {
 		calls++
-		return api.Response{Record: completedRecord()}, nil
+		return engine.Response{Record: completedRecord()}, nil
 	}}
 	srv := newTestServer(t, rt, cfg)
 	planner := []string{"Authorization", "Bearer " + plannerToken}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -52,7 +53,7 @@ func baseView(r store.Record) recordView {
 }
 
 // callView is the answer to POST /v1/tools/call.
-func callView(resp Response) recordView {
+func callView(resp engine.Response) recordView {
 	v := baseView(resp.Record)
 	v.Replayed = &resp.Replayed
 	if resp.Record.Resolved {
@@ -87,7 +88,7 @@ type toolsView struct {
 	Tools []toolView `json:"tools"`
 }
 
-func newToolView(t ToolInfo) toolView {
+func newToolView(t engine.ToolInfo) toolView {
 	schema := t.InputSchema
 	if len(schema) == 0 {
 		schema = json.RawMessage(`{"type":"object"}`)

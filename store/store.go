@@ -98,16 +98,6 @@ type Stats struct {
 // ErrCommitUnknown may or may not have been applied: the caller must find
 // out (Get, Lookup) rather than assume. All other errors mean the write was
 // not applied.
-// Peeker is implemented by stores that can tell at once, from state they
-// hold locally, the finished record of an identity. A finished record
-// never changes, so the runtime answers a retry of it (a replay or a
-// conflict) from PeekFinished without preparing an execution or writing.
-// ok is false when the identity has no finished record here (none, or not
-// yet known to this node, or running): the call then goes through Reserve.
-type Peeker interface {
-	PeekFinished(key Key) (rec Record, ok bool)
-}
-
 type Store interface {
 	// Reserve atomically compares fingerprint with the identity's record
 	// and, when the identity is vacant, reserves it for exec with status
@@ -157,6 +147,16 @@ type Store interface {
 
 	// Stats returns the store's occupancy.
 	Stats(ctx context.Context) (Stats, error)
+}
+
+// Peeker is implemented by stores that can tell at once, from state they
+// hold locally, the finished record of an identity. A finished record
+// never changes, so the runtime answers a retry of it (a replay or a
+// conflict) from PeekFinished without preparing an execution or writing.
+// ok is false when the identity has no finished record here (none, or not
+// yet known to this node, or running): the call then goes through Reserve.
+type Peeker interface {
+	PeekFinished(key Key) (rec Record, ok bool)
 }
 
 // Expirer is implemented by stores that can drop finished records.

@@ -11,6 +11,7 @@ import (
 	"github.com/carmyhq/carmy"
 	"github.com/carmyhq/carmy/api"
 	"github.com/carmyhq/carmy/api/client"
+	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/store"
 )
@@ -25,7 +26,7 @@ func leftRunning(t *testing.T, app *carmy.Runtime, requestID, tool, args string)
 		t.Fatal(err)
 	}
 	now := time.Now().UTC()
-	res, err := app.Store().Reserve(t.Context(), store.Key{Principal: api.AnonymousPrincipal, RequestID: requestID}, fp,
+	res, err := app.Store().Reserve(t.Context(), store.Key{Principal: engine.AnonymousPrincipal, RequestID: requestID}, fp,
 		store.Execution{ID: carmy.NewExecutionID(now), Tool: tool, NodeID: carmy.DefaultNodeID, StartedAt: now})
 	if err != nil || res.Outcome != store.Reserved {
 		t.Fatalf("Reserve = %+v, %v", res, err)
@@ -123,7 +124,7 @@ func TestCancelLookupAndList(t *testing.T) {
 		running = e
 		return err == nil && e.Status == client.StatusRunning
 	})
-	if running.Principal != api.AnonymousPrincipal || running.Tool != "sleep" || running.SessionID != "s-cancel" ||
+	if running.Principal != engine.AnonymousPrincipal || running.Tool != "sleep" || running.SessionID != "s-cancel" ||
 		len(running.Fingerprint) != 64 || running.NodeID == "" || !running.FinishedAt.IsZero() {
 		t.Fatalf("running record = %+v", running)
 	}

@@ -11,14 +11,19 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/carmyhq/carmy"
 	"github.com/carmyhq/carmy/api"
 	"github.com/carmyhq/carmy/cluster"
 	"github.com/carmyhq/carmy/internal/faultnet"
+	"github.com/carmyhq/carmy/internal/tlsmux"
 )
 
-// serve runs `carmy serve` until ctx is done.
+// serve runs `carmy serve` until ctx is done: it reads the flags and the
+// config file, builds the runtime, listens, opens the cluster node, and
+// serves the API until ctx ends, then shuts down. Each step is a function
+// below, in that order.
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg, err := parseServe(args, os.Getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -28,15 +33,52 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	log := newLogger(cfg, stderr)
-	fc, err := loadConfig(cfg.ConfigPath)
+	fc, auth, err := loadConfigAndAuth(cfg, log)
 	if err != nil {
 		return err
+	}
+	app, err := buildRuntime(cfg, fc, log)
+	if err != nil {
+		return err
+	}
+	sec, err := loadSecurity(cfg, log)
+	if err != nil {
+		return err
+	}
+	ln, err := listen(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	faults := newFaults(os.Getenv, log)
+	if faults != nil {
+		ln = faults.Listener(ln)
+	}
+	node, err := startCluster(cfg, sec, ln, faults, app, log)
+	if err != nil {
+		return err
+	}
+	log.Info("starting carmy", slog.String("version", version), slog.String("node_id", cfg.NodeID),
+		slog.Int("tools", len(app.Tools())), slog.Bool("auth", auth.Enabled()), slog.Bool("gossip_encrypted", len(sec.gossipKeys) > 0),
+		slog.Bool("node_tls", sec.nodeTLS != nil), slog.Bool("api_tls", sec.apiKeys != nil),
+		slog.Int("max_entries", cfg.MaxEntries),
+		slog.String("data_dir", cfg.DataDir))
+	return serveUntilDone(ctx, app, node, ln, apiConfig(cfg, fc, auth, sec, node, faults, log), log)
+}
+
+// loadConfigAndAuth reads the config file and its auth section (none with
+// --dev), and refuses anonymous callers unless every listener is on
+// loopback.
+func loadConfigAndAuth(cfg serveConfig, log *slog.Logger) (fileConfig, api.Auth, error) {
+	fc, err := loadConfig(cfg.ConfigPath)
+	if err != nil {
+		return fileConfig{}, api.Auth{}, err
 	}
 	var auth api.Auth
 	if cfg.Dev {
 		log.Warn("dev mode: demo tools on, auth off; do not expose this node")
 	} else if auth, err = fc.auth(os.Getenv); err != nil {
-		return err
+		return fileConfig{}, api.Auth{}, err
 	}
 	if !auth.Enabled() && !cfg.Dev {
 		// Anonymous callers only when every listener is on loopback.
@@ -44,12 +86,18 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			{"--http-addr", cfg.HTTPAddr}, {"--raft-addr", cfg.RaftAddr}, {"--gossip-addr", cfg.GossipAddr},
 		} {
 			if !carmy.IsLoopback(l.addr) {
-				return fmt.Errorf("refusing to start: %s %s is not a loopback address and no auth tokens are configured "+
+				return fileConfig{}, api.Auth{}, fmt.Errorf("refusing to start: %s %s is not a loopback address and no auth tokens are configured "+
 					"(add auth.tokens to the config file, bind to 127.0.0.1, or use --dev to try it out)", l.flag, l.addr)
 			}
 		}
 	}
+	return fc, auth, nil
+}
 
+// buildRuntime returns the runtime with the limits of the config file and
+// its tools: the demo tools with --dev or demo_tools, and the HTTP tools
+// it declares.
+func buildRuntime(cfg serveConfig, fc fileConfig, log *slog.Logger) (*carmy.Runtime, error) {
 	opts := []carmy.Option{carmy.WithNodeID(cfg.NodeID), carmy.WithLogger(log)}
 	if fc.Limits.ResultBytes > 0 {
 		opts = append(opts, carmy.WithMaxResultBytes(fc.Limits.ResultBytes))
@@ -60,52 +108,73 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	app := carmy.App(opts...)
 	if cfg.Dev || fc.DemoTools {
 		if err := app.AddDemoTools(); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	specs, err := fc.toolSpecs(os.Getenv)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, spec := range specs {
 		if err := app.AddTool(spec); err != nil {
-			return fmt.Errorf("config: %w", err)
+			return nil, fmt.Errorf("config: %w", err)
 		}
 	}
+	return app, nil
+}
+
+// security is what protects the node's listeners, as the flags give it.
+type security struct {
+	retention  time.Duration
+	gossipKeys [][]byte
+	nodeTLS    *cluster.NodeTLS
+	apiKeys    *tlsmux.KeyPair
+}
+
+// loadSecurity reads the gossip keys, node TLS and API TLS files, and
+// refuses (or, with --insecure, warns of) Raft or gossip off loopback
+// without node TLS and a gossip key; it warns of a plain-HTTP API off
+// loopback.
+func loadSecurity(cfg serveConfig, log *slog.Logger) (security, error) {
 	retention, _ := parseRetention(cfg.Retention)
 	gossipKeys, _ := parseGossipKeys(cfg.GossipKey)
 	nodeTLS, err := cfg.nodeTLS()
 	if err != nil {
-		return err
+		return security{}, err
 	}
 	if err := checkNodeSecurity(cfg, nodeTLS != nil, len(gossipKeys) > 0, log); err != nil {
-		return err
+		return security{}, err
 	}
 	apiKeys, err := cfg.apiTLS(log)
 	if err != nil {
-		return err
+		return security{}, err
 	}
 	if apiKeys == nil && !cfg.Dev && !carmy.IsLoopback(cfg.HTTPAddr) {
 		log.Warn("the API is plain HTTP off loopback: tokens and results cross the network in the clear; give --tls-cert and --tls-key",
 			slog.String("http_addr", cfg.HTTPAddr))
 	}
+	return security{retention: retention, gossipKeys: gossipKeys, nodeTLS: nodeTLS, apiKeys: apiKeys}, nil
+}
 
+// listen binds the API's address, once the node's names resolve. The
+// listener comes first: the node advertises the address actually bound.
+func listen(ctx context.Context, cfg serveConfig, log *slog.Logger) (net.Listener, error) {
 	// A name of this node's may appear in DNS only after it starts (a pod
 	// under a headless Service): wait for it rather than fail to bind.
 	if err := waitResolvable(ctx, log, net.DefaultResolver.LookupHost, resolveWait, cfg.HTTPAddr, cfg.RaftAddr, cfg.GossipAddr); err != nil {
-		return err
+		return nil, err
 	}
-
-	// Listen first: the node advertises the address actually bound.
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
-		return fmt.Errorf("listening on %s: %w", cfg.HTTPAddr, err)
+		return nil, fmt.Errorf("listening on %s: %w", cfg.HTTPAddr, err)
 	}
-	defer ln.Close()
-	faults := newFaults(os.Getenv, log)
-	if faults != nil {
-		ln = faults.Listener(ln)
-	}
+	return ln, nil
+}
+
+// startCluster opens this node's cluster member and makes its replicated
+// store the runtime's, with the cluster's view of which runners are gone.
+func startCluster(cfg serveConfig, sec security, ln net.Listener, faults *faultnet.Filter, app *carmy.Runtime, log *slog.Logger) (*cluster.Node, error) {
+	nodeTLS, gossipKeys, retention := sec.nodeTLS, sec.gossipKeys, sec.retention
 	node, err := cluster.Open(cluster.Config{
 		NodeID:     cfg.NodeID,
 		DataDir:    cfg.DataDir,
@@ -129,28 +198,33 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Metrics:                app.Metrics(),
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	st := node.Store()
 	app.IdempotencyStore(st)
 	app.SetLiveness(st)
+	return node, nil
+}
 
-	log.Info("starting carmy", slog.String("version", version), slog.String("node_id", cfg.NodeID),
-		slog.Int("tools", len(app.Tools())), slog.Bool("auth", auth.Enabled()), slog.Bool("gossip_encrypted", len(gossipKeys) > 0),
-		slog.Bool("node_tls", nodeTLS != nil), slog.Bool("api_tls", apiKeys != nil),
-		slog.Int("max_entries", cfg.MaxEntries),
-		slog.String("data_dir", cfg.DataDir))
+// apiConfig is the API's configuration: auth and limits from the config
+// file, the cluster's administration and internal endpoints, and TLS.
+func apiConfig(cfg serveConfig, fc fileConfig, auth api.Auth, sec security, node *cluster.Node, faults *faultnet.Filter, log *slog.Logger) api.Config {
 	apiCfg := api.Config{
 		Auth: auth, BodyLimit: fc.Limits.BodyBytes, Timeouts: fc.Limits.timeouts(), Logger: log,
 		RateLimit: api.RateLimit{PerSecond: fc.Limits.RatePerPrincipal, Burst: fc.Limits.RateBurst},
 		Cluster:   clusterAdmin{node}, Internal: withFaultControl(node.InternalHandler(), faults, cfg.ClusterKey),
 		NodeTLS: node.ServerTLSConfig(),
 	}
-	if apiKeys != nil {
-		apiCfg.TLS = apiKeys.ServerConfig()
+	if sec.apiKeys != nil {
+		apiCfg.TLS = sec.apiKeys.ServerConfig()
 	}
-	// On SIGTERM a leader hands leadership over first, while its API still
-	// serves forwarded writes; then the runtime drains and the node stops.
+	return apiCfg
+}
+
+// serveUntilDone serves the API on ln until ctx is done, then stops: on
+// SIGTERM a leader hands leadership over first, while its API still
+// serves forwarded writes; then the runtime drains and the node closes.
+func serveUntilDone(ctx context.Context, app *carmy.Runtime, node *cluster.Node, ln net.Listener, apiCfg api.Config, log *slog.Logger) error {
 	serveCtx, stopServing := context.WithCancel(context.Background())
 	defer stopServing()
 	go func() {

@@ -1,4 +1,4 @@
-package carmy
+package engine
 
 import (
 	"context"
@@ -8,19 +8,20 @@ import (
 	"github.com/carmyhq/carmy/store"
 )
 
-// registry tracks the executions running on this node: execution id to the
-// context the tool runs under. Cancelling an entry cancels the tool.
+// runningSet is the table of executions running on this node: execution id
+// to the context the tool runs under. Cancelling an entry cancels the tool.
+// It is safe for concurrent use.
 //
 // An execution is registered before its reservation is proposed, so a
 // cancel that commits between the reservation and the tool's start still
 // reaches the tool: it starts with its context already cancelled.
-type registry struct {
+type runningSet struct {
 	mu   sync.Mutex
 	runs map[string]*run
 	busy inflight
 }
 
-// run is one registered execution. ctx is cancelled by the cancel
+// run is one running execution. ctx is cancelled by the cancel
 // endpoint or shutdown (with the cause), never by a caller going away.
 type run struct {
 	ctx    context.Context
@@ -34,27 +35,22 @@ var (
 	errShutdown  = store.NewError(CodeCancelled, "cancelled: the node is shutting down")
 )
 
-func newRegistry() *registry { return &registry{runs: make(map[string]*run)} }
+func newRunningSet() *runningSet { return &runningSet{runs: make(map[string]*run)} }
 
-// start registers an execution. The context is detached from any caller.
-func (g *registry) start(id string) *run {
-	rn, _ := g.startWithin(id, 0)
-	return rn
-}
-
-// startWithin registers an execution unless limit (> 0) executions are
-// registered already: then it returns false and registers nothing.
-func (g *registry) startWithin(id string, limit int) (*run, bool) {
-	g.mu.Lock()
-	if limit > 0 && len(g.runs) >= limit {
-		g.mu.Unlock()
+// startWithin registers an execution, under a context detached from any
+// caller, unless limit (> 0) executions are registered already: then it
+// returns false and registers nothing.
+func (s *runningSet) startWithin(id string, limit int) (*run, bool) {
+	s.mu.Lock()
+	if limit > 0 && len(s.runs) >= limit {
+		s.mu.Unlock()
 		return nil, false
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	rn := &run{ctx: ctx, cancel: cancel}
-	g.runs[id] = rn
-	g.mu.Unlock()
-	g.busy.add()
+	s.runs[id] = rn
+	s.mu.Unlock()
+	s.busy.add()
 	return rn, true
 }
 
@@ -66,23 +62,23 @@ func (rn *run) withTimeout(timeout time.Duration) (context.Context, context.Canc
 
 // finish forgets an execution whose outcome is settled (or which never
 // started).
-func (g *registry) finish(id string) {
-	g.mu.Lock()
-	rn, ok := g.runs[id]
-	delete(g.runs, id)
-	g.mu.Unlock()
+func (s *runningSet) finish(id string) {
+	s.mu.Lock()
+	rn, ok := s.runs[id]
+	delete(s.runs, id)
+	s.mu.Unlock()
 	if ok {
 		rn.cancel(context.Canceled)
-		g.busy.done()
+		s.busy.done()
 	}
 }
 
 // cancel cancels the tool of a running execution; false when it does not
 // run here.
-func (g *registry) cancel(id string, cause error) bool {
-	g.mu.Lock()
-	rn, ok := g.runs[id]
-	g.mu.Unlock()
+func (s *runningSet) cancel(id string, cause error) bool {
+	s.mu.Lock()
+	rn, ok := s.runs[id]
+	s.mu.Unlock()
 	if ok {
 		rn.cancel(cause)
 	}
@@ -90,31 +86,31 @@ func (g *registry) cancel(id string, cause error) bool {
 }
 
 // has reports whether the execution runs here.
-func (g *registry) has(id string) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	_, ok := g.runs[id]
+func (s *runningSet) has(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.runs[id]
 	return ok
 }
 
 // cancelAll cancels every running tool.
-func (g *registry) cancelAll(cause error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for _, rn := range g.runs {
+func (s *runningSet) cancelAll(cause error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, rn := range s.runs {
 		rn.cancel(cause)
 	}
 }
 
 // len returns the number of running executions.
-func (g *registry) len() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return len(g.runs)
+func (s *runningSet) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.runs)
 }
 
 // wait waits until no execution runs or ctx is done.
-func (g *registry) wait(ctx context.Context) error { return g.busy.wait(ctx) }
+func (s *runningSet) wait(ctx context.Context) error { return s.busy.wait(ctx) }
 
 // inflight counts work in progress and lets a caller wait for none. Unlike
 // sync.WaitGroup, add may race with wait.

@@ -1,4 +1,4 @@
-package carmy_test
+package engine_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/carmyhq/carmy"
+	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/store"
 )
@@ -54,9 +54,9 @@ func TestUnknownReserveCommitIsReleased(t *testing.T) {
 	fs.releaseFailures.Store(2)
 	app.IdempotencyStore(fs)
 	var c counter
-	mustAdd(t, app, carmy.ToolSpec{Name: "count", Func: c.fn})
+	mustAdd(t, app, engine.ToolSpec{Name: "count", Func: c.fn})
 
-	_, err := app.Call(t.Context(), alice, carmy.Request{Tool: "count", RequestID: "u1"})
+	_, err := app.Call(t.Context(), alice, engine.Request{Tool: "count", RequestID: "u1"})
 	wantErrIs(t, err, store.ErrUnavailable)
 	if store.CodeOf(err) != "UNAVAILABLE" || c.runs.Load() != 0 {
 		t.Fatalf("code %q, runs %d: the tool must not run when the reservation is unconfirmed", store.CodeOf(err), c.runs.Load())
@@ -67,7 +67,7 @@ func TestUnknownReserveCommitIsReleased(t *testing.T) {
 		return errors.Is(err, store.ErrNotFound)
 	})
 	fs.reserveApplyThenFail.Store(false)
-	resp := call(t, app, carmy.Request{Tool: "count", RequestID: "u1"})
+	resp := call(t, app, engine.Request{Tool: "count", RequestID: "u1"})
 	mustStatus(t, resp.Record, store.StatusCompleted)
 	if c.runs.Load() != 1 {
 		t.Fatalf("tool ran %d times, want 1", c.runs.Load())
@@ -80,8 +80,8 @@ func TestCompletionIsRetriedUntilRecorded(t *testing.T) {
 	fs.completeFailures.Store(3)
 	app.IdempotencyStore(fs)
 	var c counter
-	mustAdd(t, app, carmy.ToolSpec{Name: "count", Func: c.fn})
-	resp := call(t, app, carmy.Request{Tool: "count", RequestID: "c1"})
+	mustAdd(t, app, engine.ToolSpec{Name: "count", Func: c.fn})
+	resp := call(t, app, engine.Request{Tool: "count", RequestID: "c1"})
 	mustStatus(t, resp.Record, store.StatusCompleted)
 	if fs.completeFailures.Load() >= 0 {
 		t.Fatal("Complete was not retried")
@@ -89,13 +89,13 @@ func TestCompletionIsRetriedUntilRecorded(t *testing.T) {
 }
 
 func TestUnrecordedOutcomeAnswersUnavailableThenReplays(t *testing.T) {
-	app := newApp(t, carmy.WithStoreTimeout(30*time.Millisecond))
+	app := newApp(t, engine.WithStoreTimeout(30*time.Millisecond))
 	fs := &faultyStore{Memory: store.NewMemory(10)}
 	fs.completeFailures.Store(1 << 40)
 	app.IdempotencyStore(fs)
 	var c counter
-	mustAdd(t, app, carmy.ToolSpec{Name: "count", Func: c.fn})
-	req := carmy.Request{Tool: "count", RequestID: "c2"}
+	mustAdd(t, app, engine.ToolSpec{Name: "count", Func: c.fn})
+	req := engine.Request{Tool: "count", RequestID: "c2"}
 
 	_, err := app.Call(t.Context(), alice, req)
 	wantErrIs(t, err, store.ErrUnavailable)

@@ -1,4 +1,4 @@
-package carmy
+package engine
 
 import (
 	"fmt"
@@ -25,6 +25,9 @@ type Config struct {
 	// reserved (the tool does not run). 0 means no bound.
 	MaxRunning int
 	Logger     *slog.Logger
+	// Observer is told what the runtime does, for metrics (nil: nothing
+	// is observed).
+	Observer Observer
 }
 
 // Defaults of Config.
@@ -87,3 +90,17 @@ func WithDrainTimeout(d time.Duration) Option { return func(c *Config) { c.Drain
 // WithMaxRunning bounds the tools running at once on this node (0: no
 // bound).
 func WithMaxRunning(n int) Option { return func(c *Config) { c.MaxRunning = n } }
+
+// WithObserver adds o to the observers the runtime tells what it does;
+// several are told in the order they were added.
+func WithObserver(o Observer) Option {
+	return func(c *Config) {
+		switch {
+		case o == nil:
+		case c.Observer == nil:
+			c.Observer = o
+		default:
+			c.Observer = observers{c.Observer, o}
+		}
+	}
+}

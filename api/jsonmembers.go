@@ -1,5 +1,9 @@
 package api
 
+// This file scans the members of a JSON object (names and raw values)
+// without decoding them: the fast path of strict decoding (decode.go).
+// It has nothing to do with cluster members (cluster.go).
+
 import (
 	"bytes"
 	"encoding/json"

@@ -1,4 +1,4 @@
-package carmy
+package engine
 
 import (
 	"bytes"
@@ -73,7 +73,7 @@ func (r *Runtime) invoke(rn *run, p *pending, rec store.Record) store.Result {
 		res.Status = store.StatusFailed
 		res.Error = errorBody(toolErrorOf(got.err))
 	}
-	r.metrics.toolDuration.WithLabelValues(p.tool.Name, string(res.Status)).Observe(time.Since(start).Seconds())
+	r.obs.ToolFinished(p.tool.Name, res.Status, time.Since(start))
 	return res
 }
 
@@ -164,7 +164,7 @@ func (r *Runtime) record(rec store.Record, res store.Result, answer chan<- outco
 		if err != nil {
 			result = "error"
 		}
-		r.metrics.storeDuration.WithLabelValues("complete", result).Observe(time.Since(start).Seconds())
+		r.obs.StoreWrite(StoreComplete, result, time.Since(start))
 		var se *store.StateError
 		stateErr := errors.As(err, &se)
 		switch {

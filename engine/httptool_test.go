@@ -1,4 +1,4 @@
-package carmy
+package engine
 
 import (
 	"context"
@@ -22,7 +22,7 @@ import (
 // quietApp returns a runtime that logs nowhere.
 func quietApp(t *testing.T) *Runtime {
 	t.Helper()
-	app := App(WithLogger(slog.New(slog.DiscardHandler)))
+	app := New(WithLogger(slog.New(slog.DiscardHandler)))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -476,7 +476,7 @@ func TestHTTPToolIdempotencyKeySurvivesRelease(t *testing.T) {
 	if err != nil || rec.Status != store.StatusRunning {
 		t.Fatalf("Lookup = %+v, %v; want running", rec, err)
 	}
-	n, err := app.Store().MarkInterrupted(ctx, app.NodeID())
+	n, err := app.Store().MarkInterrupted(ctx, app.Config().NodeID)
 	if err != nil || n != 1 {
 		t.Fatalf("MarkInterrupted = %d, %v; want 1", n, err)
 	}

@@ -1,4 +1,4 @@
-package carmy_test
+package engine_test
 
 import (
 	"context"
@@ -10,13 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/carmyhq/carmy"
+	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/store"
 )
 
 // leftRunning reserves an identity in the app's store as a previous process
 // of node would have: running, with nobody running it now.
-func leftRunning(t *testing.T, app *carmy.Runtime, node, requestID, tool string) store.Record {
+func leftRunning(t *testing.T, app *engine.Runtime, node, requestID, tool string) store.Record {
 	t.Helper()
 	fp, err := store.Fingerprint(tool, nil, nil)
 	if err != nil {
@@ -24,7 +24,7 @@ func leftRunning(t *testing.T, app *carmy.Runtime, node, requestID, tool string)
 	}
 	now := time.Now().UTC()
 	res, err := app.Store().Reserve(t.Context(), store.Key{Principal: "alice", RequestID: requestID}, fp,
-		store.Execution{ID: carmy.NewExecutionID(now), Tool: tool, NodeID: node, StartedAt: now})
+		store.Execution{ID: engine.NewExecutionID(now), Tool: tool, NodeID: node, StartedAt: now})
 	if err != nil || res.Outcome != store.Reserved {
 		t.Fatalf("Reserve = %+v, %v", res, err)
 	}
@@ -34,13 +34,13 @@ func leftRunning(t *testing.T, app *carmy.Runtime, node, requestID, tool string)
 func TestRestartMarksOwnExecutionsInterrupted(t *testing.T) {
 	app := newApp(t)
 	var c counter
-	mustAdd(t, app, carmy.ToolSpec{Name: "count", Func: c.fn})
-	mine := leftRunning(t, app, carmy.DefaultNodeID, "mine", "count")
+	mustAdd(t, app, engine.ToolSpec{Name: "count", Func: c.fn})
+	mine := leftRunning(t, app, engine.DefaultNodeID, "mine", "count")
 	theirs := leftRunning(t, app, "node9", "theirs", "count")
 	if err := app.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	_, err := app.Call(t.Context(), alice, carmy.Request{Tool: "count", RequestID: "mine"})
+	_, err := app.Call(t.Context(), alice, engine.Request{Tool: "count", RequestID: "mine"})
 	var ue *store.UncertainError
 	if !errors.As(err, &ue) || ue.Record.Status != store.StatusInterrupted || ue.Record.ExecutionID != mine.ExecutionID {
 		t.Fatalf("call of an interrupted identity: %v", err)
@@ -56,34 +56,34 @@ func TestRestartMarksOwnExecutionsInterrupted(t *testing.T) {
 func TestResolveInterrupted(t *testing.T) {
 	app := newApp(t)
 	var c counter
-	mustAdd(t, app, carmy.ToolSpec{Name: "count", Func: c.fn})
-	done := leftRunning(t, app, carmy.DefaultNodeID, "done", "count")
-	failed := leftRunning(t, app, carmy.DefaultNodeID, "failed", "count")
-	released := leftRunning(t, app, carmy.DefaultNodeID, "released", "count")
+	mustAdd(t, app, engine.ToolSpec{Name: "count", Func: c.fn})
+	done := leftRunning(t, app, engine.DefaultNodeID, "done", "count")
+	failed := leftRunning(t, app, engine.DefaultNodeID, "failed", "count")
+	released := leftRunning(t, app, engine.DefaultNodeID, "released", "count")
 	if err := app.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 
-	rec, err := app.Resolve(t.Context(), alice, done.ExecutionID, carmy.Resolution{Status: "completed", Data: json.RawMessage(`{"order_id":7}`)})
+	rec, err := app.Resolve(t.Context(), alice, done.ExecutionID, engine.Resolution{Status: "completed", Data: json.RawMessage(`{"order_id":7}`)})
 	if err != nil || rec.Status != store.StatusCompleted || !rec.Resolved {
 		t.Fatalf("resolve completed = %+v, %v", rec, err)
 	}
-	resp := call(t, app, carmy.Request{Tool: "count", RequestID: "done"})
+	resp := call(t, app, engine.Request{Tool: "count", RequestID: "done"})
 	if !resp.Replayed || !resp.Record.Resolved || string(resp.Record.Data) != `{"order_id":7}` {
 		t.Fatalf("call after resolve = %+v", resp)
 	}
-	_, err = app.Resolve(t.Context(), alice, done.ExecutionID, carmy.Resolution{Status: "completed", Data: json.RawMessage(`1`)})
+	_, err = app.Resolve(t.Context(), alice, done.ExecutionID, engine.Resolution{Status: "completed", Data: json.RawMessage(`1`)})
 	wantErrIs(t, err, store.ErrInvalidState)
 
-	rec, err = app.Resolve(t.Context(), alice, failed.ExecutionID, carmy.Resolution{Status: "failed", Error: json.RawMessage(`{"code":"GONE","message":"never arrived"}`)})
+	rec, err = app.Resolve(t.Context(), alice, failed.ExecutionID, engine.Resolution{Status: "failed", Error: json.RawMessage(`{"code":"GONE","message":"never arrived"}`)})
 	if err != nil || rec.Status != store.StatusFailed || rec.ErrorCode() != "GONE" {
 		t.Fatalf("resolve failed = %+v, %v", rec, err)
 	}
 
-	if _, err := app.Resolve(t.Context(), alice, released.ExecutionID, carmy.Resolution{Status: "released"}); err != nil {
+	if _, err := app.Resolve(t.Context(), alice, released.ExecutionID, engine.Resolution{Status: "released"}); err != nil {
 		t.Fatalf("release: %v", err)
 	}
-	resp = call(t, app, carmy.Request{Tool: "count", RequestID: "released"})
+	resp = call(t, app, engine.Request{Tool: "count", RequestID: "released"})
 	if resp.Replayed || resp.Record.ExecutionID == released.ExecutionID || c.runs.Load() != 1 {
 		t.Fatalf("call after release = %+v (runs %d), want a new execution", resp, c.runs.Load())
 	}
@@ -92,17 +92,17 @@ func TestResolveInterrupted(t *testing.T) {
 func TestResolveRunning(t *testing.T) {
 	app := newApp(t)
 	g := newGate()
-	mustAdd(t, app, carmy.ToolSpec{Name: "gate", Func: g.fn})
-	go app.Call(context.Background(), alice, carmy.Request{Tool: "gate", RequestID: "live"})
+	mustAdd(t, app, engine.ToolSpec{Name: "gate", Func: g.fn})
+	go app.Call(context.Background(), alice, engine.Request{Tool: "gate", RequestID: "live"})
 	live := <-g.started
-	res := carmy.Resolution{Status: "completed", Data: json.RawMessage(`1`)}
+	res := engine.Resolution{Status: "completed", Data: json.RawMessage(`1`)}
 
 	// Its runner is alive here: not resolvable.
 	_, err := app.Resolve(t.Context(), alice, live, res)
 	wantErrIs(t, err, store.ErrInvalidState)
 
 	// Left running by this node's previous process: the runner is gone.
-	orphan := leftRunning(t, app, carmy.DefaultNodeID, "orphan", "gate")
+	orphan := leftRunning(t, app, engine.DefaultNodeID, "orphan", "gate")
 	if rec, err := app.Resolve(t.Context(), alice, orphan.ExecutionID, res); err != nil || !rec.Resolved {
 		t.Fatalf("resolve of an orphan = %+v, %v", rec, err)
 	}
@@ -112,7 +112,7 @@ func TestResolveRunning(t *testing.T) {
 	_, err = app.Resolve(t.Context(), alice, remote.ExecutionID, res)
 	wantErrIs(t, err, store.ErrInvalidState)
 	app.SetLiveness(goneNodes{"node9": true})
-	if _, err := app.Resolve(t.Context(), alice, remote.ExecutionID, carmy.Resolution{Status: "released"}); err != nil {
+	if _, err := app.Resolve(t.Context(), alice, remote.ExecutionID, engine.Resolution{Status: "released"}); err != nil {
 		t.Fatalf("release of a dead node's execution: %v", err)
 	}
 	close(g.release)
@@ -124,20 +124,20 @@ func (g goneNodes) RunnerGone(node string) bool { return g[node] }
 
 func TestResolveRejectsMalformedOutcomes(t *testing.T) {
 	app := newApp(t)
-	mustAdd(t, app, carmy.ToolSpec{Name: "t", Func: (&counter{}).fn})
-	rec := leftRunning(t, app, carmy.DefaultNodeID, "r", "t")
+	mustAdd(t, app, engine.ToolSpec{Name: "t", Func: (&counter{}).fn})
+	rec := leftRunning(t, app, engine.DefaultNodeID, "r", "t")
 	bad := []struct {
-		res   carmy.Resolution
+		res   engine.Resolution
 		field string
 	}{
-		{carmy.Resolution{Status: "done"}, "status"},
-		{carmy.Resolution{Status: "completed"}, "data"},
-		{carmy.Resolution{Status: "completed", Data: json.RawMessage(`1`), Error: json.RawMessage(`{"code":"X"}`)}, "error"},
-		{carmy.Resolution{Status: "failed"}, "error"},
-		{carmy.Resolution{Status: "failed", Error: json.RawMessage(`{"message":"no code"}`)}, "error"},
-		{carmy.Resolution{Status: "failed", Error: json.RawMessage(`{"code":"X"}`), Data: json.RawMessage(`1`)}, "data"},
-		{carmy.Resolution{Status: "released", Data: json.RawMessage(`1`)}, "status"},
-		{carmy.Resolution{Status: "timed_out"}, "status"},
+		{engine.Resolution{Status: "done"}, "status"},
+		{engine.Resolution{Status: "completed"}, "data"},
+		{engine.Resolution{Status: "completed", Data: json.RawMessage(`1`), Error: json.RawMessage(`{"code":"X"}`)}, "error"},
+		{engine.Resolution{Status: "failed"}, "error"},
+		{engine.Resolution{Status: "failed", Error: json.RawMessage(`{"message":"no code"}`)}, "error"},
+		{engine.Resolution{Status: "failed", Error: json.RawMessage(`{"code":"X"}`), Data: json.RawMessage(`1`)}, "data"},
+		{engine.Resolution{Status: "released", Data: json.RawMessage(`1`)}, "status"},
+		{engine.Resolution{Status: "timed_out"}, "status"},
 	}
 	for _, b := range bad {
 		_, err := app.Resolve(t.Context(), alice, rec.ExecutionID, b.res)
@@ -151,9 +151,9 @@ func TestResolveRejectsMalformedOutcomes(t *testing.T) {
 func TestCancelRunningExecution(t *testing.T) {
 	app := newApp(t)
 	g := newGate()
-	mustAdd(t, app, carmy.ToolSpec{Name: "gate", Func: g.fn})
-	req := carmy.Request{Tool: "gate", RequestID: "c1"}
-	answer := make(chan carmy.Response, 1)
+	mustAdd(t, app, engine.ToolSpec{Name: "gate", Func: g.fn})
+	req := engine.Request{Tool: "gate", RequestID: "c1"}
+	answer := make(chan engine.Response, 1)
 	go func() {
 		resp, _ := app.Call(context.Background(), alice, req)
 		answer <- resp
@@ -183,10 +183,10 @@ func TestCancelRunningExecution(t *testing.T) {
 
 func TestPrincipalsSeeOnlyTheirOwn(t *testing.T) {
 	app := newApp(t)
-	mustAdd(t, app, carmy.ToolSpec{Name: "t", Func: (&counter{}).fn})
-	rec := leftRunning(t, app, carmy.DefaultNodeID, "mine", "t")
-	bob := carmy.Caller{Principal: "bob"}
-	admin := carmy.Caller{Principal: "root", Admin: true}
+	mustAdd(t, app, engine.ToolSpec{Name: "t", Func: (&counter{}).fn})
+	rec := leftRunning(t, app, engine.DefaultNodeID, "mine", "t")
+	bob := engine.Caller{Principal: "bob"}
+	admin := engine.Caller{Principal: "root", Admin: true}
 	ctx := t.Context()
 
 	if _, err := app.Execution(ctx, bob, rec.ExecutionID); !errors.Is(err, store.ErrNotFound) {
@@ -195,7 +195,7 @@ func TestPrincipalsSeeOnlyTheirOwn(t *testing.T) {
 	if _, err := app.Cancel(ctx, bob, rec.ExecutionID); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("bob cancelled alice's execution: %v", err)
 	}
-	if _, err := app.Resolve(ctx, bob, rec.ExecutionID, carmy.Resolution{Status: "released"}); !errors.Is(err, store.ErrNotFound) {
+	if _, err := app.Resolve(ctx, bob, rec.ExecutionID, engine.Resolution{Status: "released"}); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("bob released alice's execution: %v", err)
 	}
 	if _, err := app.Lookup(ctx, bob, "", "mine"); !errors.Is(err, store.ErrNotFound) {
@@ -220,12 +220,12 @@ func TestPrincipalsSeeOnlyTheirOwn(t *testing.T) {
 }
 
 func TestShutdownCancelsToolsPastTheDrain(t *testing.T) {
-	app := carmy.App(carmy.WithLogger(quietLogger()), carmy.WithDrainTimeout(50*time.Millisecond))
+	app := engine.New(engine.WithLogger(quietLogger()), engine.WithDrainTimeout(50*time.Millisecond))
 	g := newGate()
-	mustAdd(t, app, carmy.ToolSpec{Name: "gate", Func: g.fn})
-	answer := make(chan carmy.Response, 1)
+	mustAdd(t, app, engine.ToolSpec{Name: "gate", Func: g.fn})
+	answer := make(chan engine.Response, 1)
 	go func() {
-		resp, _ := app.Call(context.Background(), alice, carmy.Request{Tool: "gate", RequestID: "s1"})
+		resp, _ := app.Call(context.Background(), alice, engine.Request{Tool: "gate", RequestID: "s1"})
 		answer <- resp
 	}()
 	<-g.started
@@ -239,8 +239,8 @@ func TestShutdownCancelsToolsPastTheDrain(t *testing.T) {
 	if _, msg := errorCode(t, rec); !strings.Contains(msg, "shutting down") {
 		t.Fatalf("message %q does not say why", msg)
 	}
-	_, err := app.Call(t.Context(), alice, carmy.Request{Tool: "gate", RequestID: "s2"})
-	wantErrIs(t, err, carmy.ErrClosed)
+	_, err := app.Call(t.Context(), alice, engine.Request{Tool: "gate", RequestID: "s2"})
+	wantErrIs(t, err, engine.ErrClosed)
 	if err := app.Ready(t.Context()); err == nil {
 		t.Fatal("a closed runtime says it is ready")
 	}
@@ -249,18 +249,18 @@ func TestShutdownCancelsToolsPastTheDrain(t *testing.T) {
 func TestReleaseWhileRunningTellsTheRunnersCaller(t *testing.T) {
 	app := newApp(t)
 	g := newGate()
-	mustAdd(t, app, carmy.ToolSpec{Name: "gate", Func: g.fn})
+	mustAdd(t, app, engine.ToolSpec{Name: "gate", Func: g.fn})
 	errc := make(chan error, 1)
 	go func() {
-		_, err := app.Call(context.Background(), alice, carmy.Request{Tool: "gate", RequestID: "rel"})
+		_, err := app.Call(context.Background(), alice, engine.Request{Tool: "gate", RequestID: "rel"})
 		errc <- err
 	}()
 	id := <-g.started
 	// As if this node had been declared dead while its tool still ran.
-	if _, err := app.Store().MarkInterrupted(t.Context(), carmy.DefaultNodeID); err != nil {
+	if _, err := app.Store().MarkInterrupted(t.Context(), engine.DefaultNodeID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := app.Resolve(t.Context(), alice, id, carmy.Resolution{Status: "released"}); err != nil {
+	if _, err := app.Resolve(t.Context(), alice, id, engine.Resolution{Status: "released"}); err != nil {
 		t.Fatalf("release: %v", err)
 	}
 	close(g.release)
@@ -296,7 +296,7 @@ func TestReleasedThenRetakenTellsTheRunnersCaller(t *testing.T) {
 				return gates[id]
 			}
 			started := make(chan string, 2)
-			mustAdd(t, app, carmy.ToolSpec{Name: "gate", Func: func(ctx context.Context, call carmy.Call) (any, error) {
+			mustAdd(t, app, engine.ToolSpec{Name: "gate", Func: func(ctx context.Context, call engine.Call) (any, error) {
 				g := gateOf(call.ExecutionID)
 				started <- call.ExecutionID
 				select {
@@ -308,23 +308,23 @@ func TestReleasedThenRetakenTellsTheRunnersCaller(t *testing.T) {
 			}})
 			errc := make(chan error, 1)
 			go func() {
-				_, err := app.Call(context.Background(), alice, carmy.Request{Tool: "gate", RequestID: "retaken", Arguments: json.RawMessage(`{"n":1}`)})
+				_, err := app.Call(context.Background(), alice, engine.Request{Tool: "gate", RequestID: "retaken", Arguments: json.RawMessage(`{"n":1}`)})
 				errc <- err
 			}()
 			first := <-started
-			if _, err := app.Store().MarkInterrupted(t.Context(), carmy.DefaultNodeID); err != nil {
+			if _, err := app.Store().MarkInterrupted(t.Context(), engine.DefaultNodeID); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := app.Resolve(t.Context(), alice, first, carmy.Resolution{Status: "released"}); err != nil {
+			if _, err := app.Resolve(t.Context(), alice, first, engine.Resolution{Status: "released"}); err != nil {
 				t.Fatalf("release: %v", err)
 			}
 			args := `{"n":1}`
 			if !sameArgs {
 				args = `{"n":2}`
 			}
-			second := make(chan carmy.Response, 1)
+			second := make(chan engine.Response, 1)
 			go func() {
-				resp, err := app.Call(context.Background(), alice, carmy.Request{Tool: "gate", RequestID: "retaken", Arguments: json.RawMessage(args)})
+				resp, err := app.Call(context.Background(), alice, engine.Request{Tool: "gate", RequestID: "retaken", Arguments: json.RawMessage(args)})
 				if err != nil {
 					t.Errorf("the second call: %v", err)
 				}

@@ -1,4 +1,4 @@
-package carmy_test
+package engine_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/carmyhq/carmy"
+	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -18,11 +18,11 @@ var benchArgs = json.RawMessage(`{"sku":"KB-01","quantity":2,"express":true,"not
 
 // benchApp returns a runtime with an "echo" tool over an in-memory store
 // large enough never to fill, shut down at cleanup.
-func benchApp(b *testing.B) *carmy.Runtime {
+func benchApp(b *testing.B) *engine.Runtime {
 	b.Helper()
-	app := carmy.App(carmy.WithLogger(quietLogger()))
+	app := engine.New(engine.WithLogger(quietLogger()))
 	app.IdempotencyStore(store.NewMemory(math.MaxInt32))
-	app.Tool("echo", func(_ context.Context, call carmy.Call) (any, error) { return call.Arguments, nil })
+	app.Tool("echo", func(_ context.Context, call engine.Call) (any, error) { return call.Arguments, nil })
 	if err := app.Err(); err != nil {
 		b.Fatal(err)
 	}
@@ -38,8 +38,8 @@ func benchApp(b *testing.B) *carmy.Runtime {
 
 // benchCall makes one call with a fresh request_id n and checks that the
 // tool ran.
-func benchCall(ctx context.Context, app *carmy.Runtime, n int64) error {
-	req := carmy.Request{Tool: "echo", Arguments: benchArgs, RequestID: "req-" + strconv.FormatInt(n, 10)}
+func benchCall(ctx context.Context, app *engine.Runtime, n int64) error {
+	req := engine.Request{Tool: "echo", Arguments: benchArgs, RequestID: "req-" + strconv.FormatInt(n, 10)}
 	resp, err := app.Call(ctx, alice, req)
 	if err == nil && (resp.Replayed || resp.Record.Status != store.StatusCompleted) {
 		err = fmt.Errorf("call %s: status %s, replayed %v", req.RequestID, resp.Record.Status, resp.Replayed)
@@ -85,7 +85,7 @@ func BenchmarkRuntimeCallParallel(b *testing.B) {
 func BenchmarkRuntimeCallReplay(b *testing.B) {
 	app := benchApp(b)
 	ctx := context.Background()
-	req := carmy.Request{Tool: "echo", Arguments: benchArgs, RequestID: "req-replayed"}
+	req := engine.Request{Tool: "echo", Arguments: benchArgs, RequestID: "req-replayed"}
 	if _, err := app.Call(ctx, alice, req); err != nil {
 		b.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package carmy
+package engine
 
 import (
 	"errors"
@@ -12,11 +12,30 @@ import (
 var (
 	// ErrUnknownTool: no tool of that name is registered.
 	ErrUnknownTool = store.NewError(store.CodeUnknownTool, "no such tool")
-	// ErrForbidden: the caller may not use this tool or endpoint.
+	// ErrForbidden: the caller may not call this tool (a *ForbiddenError
+	// says which).
 	ErrForbidden = store.NewError(store.CodeForbidden, "not allowed")
 	// ErrClosed: the runtime is shutting down and takes no new calls.
 	ErrClosed = store.NewError(store.CodeUnavailable, "the node is shutting down")
 )
+
+// ForbiddenError says that a principal may not call a tool: it is outside
+// the caller's Tools. It matches ErrForbidden and carries its code,
+// FORBIDDEN.
+type ForbiddenError struct {
+	Principal string
+	Tool      string
+}
+
+func (e *ForbiddenError) Error() string {
+	return fmt.Sprintf("principal %q may not call tool %q", e.Principal, e.Tool)
+}
+
+// ErrorCode implements store.Coded.
+func (e *ForbiddenError) ErrorCode() string { return store.CodeForbidden }
+
+// Is makes errors.Is(err, ErrForbidden) true.
+func (e *ForbiddenError) Is(target error) bool { return target == ErrForbidden }
 
 // invalid returns an INVALID_REQUEST error naming field.
 func invalid(field, format string, args ...any) error {

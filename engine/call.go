@@ -1,51 +1,48 @@
-package carmy
+package engine
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
-	"github.com/carmyhq/carmy/api"
 	"github.com/carmyhq/carmy/store"
 )
 
-// The types the runtime shares with the HTTP layer.
-type (
-	// Caller is who makes a call, as authentication established it.
-	Caller = api.Caller
-	// Request is one call of a tool.
-	Request = api.Request
-	// Response is the answer to a call.
-	Response = api.Response
-	// ToolInfo describes a registered tool.
-	ToolInfo = api.ToolInfo
-	// Resolution is an outcome a caller established for an interrupted
-	// execution.
-	Resolution = api.Resolution
-)
-
-// AnonymousPrincipal is the principal of every caller when auth is off.
-const AnonymousPrincipal = "anonymous"
-
-// pending is a call that passed validation.
-type pending struct {
-	caller  Caller
-	req     Request
-	tool    *tool
-	args    json.RawMessage
-	meta    json.RawMessage
-	timeout time.Duration
+// Request is one call of a tool.
+type Request struct {
+	Tool string
+	// Arguments must be a JSON object; empty means {}.
+	Arguments json.RawMessage
+	// RequestID, when set, makes the call idempotent.
+	RequestID string
+	SessionID string
+	// Metadata must be a JSON object; empty means {}. It is part of the
+	// fingerprint.
+	Metadata json.RawMessage
+	// Timeout, when positive, lowers the tool's timeout.
+	Timeout time.Duration
 }
 
-var emptyObject = json.RawMessage(`{}`)
+// Response is the answer to a call: the execution's record and whether it
+// is a replay of an earlier execution.
+type Response struct {
+	Record   store.Record
+	Replayed bool
+}
 
 // Call runs req for caller with at-most-once semantics when req has a
 // request_id, and answers with the recorded outcome.
 //
-// Errors carry SPEC §2.2 codes: ErrUnknownTool, *store.FieldError
+// Call decides what the rules and the caller allow before anything is
+// reserved (validate.go); then it answers a retry of a finished record
+// from the store's local state when the store is a store.Peeker (the one
+// pre-check: a finished record never changes); then the store's Reserve
+// decides authoritatively.
+//
+// Errors carry SPEC §2.2 codes: *ForbiddenError (FORBIDDEN: the tool is
+// outside caller.Tools), ErrUnknownTool, *store.FieldError
 // (INVALID_REQUEST), *store.ConflictError, *store.UncertainError,
 // store.ErrCapacity (a *store.QuotaError when caller.MaxEntries > 0 and the
 // principal holds that many records: a new identity is refused, a held one
@@ -58,11 +55,8 @@ func (r *Runtime) Call(ctx context.Context, caller Caller, req Request) (Respons
 	if err != nil {
 		return Response{}, err
 	}
-	if r.isClosing() {
-		return Response{}, ErrClosed
-	}
-	if r.phase.Load() == phaseStarting {
-		return Response{}, errStarting
+	if err := r.gate(); err != nil {
+		return Response{}, err
 	}
 	if req.RequestID == "" {
 		return r.runUnrecorded(ctx, p)
@@ -73,6 +67,7 @@ func (r *Runtime) Call(ctx context.Context, caller Caller, req Request) (Respons
 	}
 	key := store.Key{Principal: caller.Principal, Session: req.SessionID, RequestID: req.RequestID}
 	st := r.Store()
+	// The one replay pre-check before the store decides.
 	if pk, ok := st.(store.Peeker); ok {
 		if rec, ok := pk.PeekFinished(key); ok {
 			if rec.Fingerprint == fp {
@@ -96,7 +91,7 @@ func (r *Runtime) Call(ctx context.Context, caller Caller, req Request) (Respons
 	start := time.Now()
 	res, err := st.Reserve(wctx, key, fp, exec)
 	cancel()
-	r.metrics.storeDuration.WithLabelValues("reserve", reserveOutcome(res.Outcome, err)).Observe(time.Since(start).Seconds())
+	r.obs.StoreWrite(StoreReserve, reserveOutcome(res.Outcome, err), time.Since(start))
 	if err != nil || res.Outcome != store.Reserved {
 		r.runs.finish(exec.ID)
 	}
@@ -114,58 +109,6 @@ func (r *Runtime) Call(ctx context.Context, caller Caller, req Request) (Respons
 		return r.execute(ctx, p, rn, res.Record)
 	}
 	return Response{}, fmt.Errorf("reserve: unexpected outcome %v", res.Outcome)
-}
-
-// validate checks a request against its tool, before anything is reserved.
-func (r *Runtime) validate(caller Caller, req Request) (*pending, error) {
-	if caller.Principal == "" {
-		return nil, invalid("principal", "empty principal")
-	}
-	if caller.MaxEntries < 0 {
-		return nil, invalid("principal", "negative MaxEntries %d", caller.MaxEntries)
-	}
-	if req.Tool == "" {
-		return nil, invalid("tool", "required")
-	}
-	t, ok := r.tool(req.Tool)
-	if !ok {
-		return nil, fmt.Errorf("%w: %q", ErrUnknownTool, req.Tool)
-	}
-	switch {
-	case req.RequestID != "" && !store.ValidRequestID(req.RequestID):
-		return nil, invalid("request_id", "must be 1-%d visible ASCII characters (0x21-0x7E)", store.MaxIDLen)
-	case !store.ValidSessionID(req.SessionID):
-		return nil, invalid("session_id", "must be 0-%d visible ASCII characters (0x21-0x7E)", store.MaxIDLen)
-	case req.RequestID == "" && t.RequireRequestID:
-		return nil, invalid("request_id", "tool %q requires a request_id", t.Name)
-	case req.Timeout < 0:
-		return nil, invalid("timeout_ms", "must be positive")
-	}
-	p := &pending{caller: caller, req: req, tool: t, args: req.Arguments, meta: req.Metadata, timeout: t.Timeout}
-	if len(bytes.TrimSpace(p.args)) == 0 {
-		p.args = emptyObject
-	}
-	if len(bytes.TrimSpace(p.meta)) == 0 {
-		p.meta = emptyObject
-	}
-	if !isJSONObject(p.args) {
-		return nil, invalid("arguments", "must be a JSON object")
-	}
-	if !isJSONObject(p.meta) {
-		return nil, invalid("metadata", "must be a JSON object")
-	}
-	if err := t.checkArguments(p.args); err != nil {
-		return nil, err
-	}
-	if req.Timeout > 0 && req.Timeout < p.timeout {
-		p.timeout = req.Timeout
-	}
-	return p, nil
-}
-
-func isJSONObject(raw json.RawMessage) bool {
-	raw = bytes.TrimSpace(raw)
-	return len(raw) > 0 && raw[0] == '{' && json.Valid(raw)
 }
 
 // storeContext bounds one store write by StoreTimeout. The write does not

@@ -1,4 +1,4 @@
-package carmy
+package engine
 
 import (
 	"context"
@@ -49,6 +49,14 @@ type ToolSpec struct {
 	// RequireRequestID refuses calls without a request_id.
 	RequireRequestID bool
 	Func             ToolFunc
+}
+
+// ToolInfo describes a registered tool.
+type ToolInfo struct {
+	Name        string
+	Description string
+	InputSchema json.RawMessage
+	Timeout     time.Duration
 }
 
 // ToolOption sets a field of a ToolSpec.

@@ -1,4 +1,4 @@
-package carmy
+package engine
 
 import (
 	"errors"
@@ -9,14 +9,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/carmyhq/carmy/store"
 )
 
 // Runtime is Carmy's tool runtime: the registry of tools, the executor of
-// calls, and the owner of running executions. Build one with App; register
-// tools before Run. All methods are safe for concurrent use.
+// calls, and the owner of running executions. Build one with New; register
+// tools and set the store before the first call (or before Start). All
+// methods are safe for concurrent use.
 type Runtime struct {
 	cfg Config
 
@@ -26,15 +25,13 @@ type Runtime struct {
 	setupErrs []error
 	liveness  Liveness
 
-	runs    *registry
+	runs    *runningSet
 	bg      inflight     // background release retries
 	phase   atomic.Int32 // phaseUngated, phaseStarting, phaseStarted
 	closing chan struct{}
 	closed  sync.Once
 	now     func() time.Time
-
-	reg     *prometheus.Registry
-	metrics *runtimeMetrics
+	obs     Observer
 }
 
 // Liveness tells whether another node's runner is known to be gone (gossip
@@ -44,9 +41,10 @@ type Liveness interface {
 	RunnerGone(nodeID string) bool
 }
 
-// App returns a new runtime with the default configuration changed by
-// opts, backed by the default bounded in-memory store.
-func App(opts ...Option) *Runtime {
+// New returns a new runtime with the default configuration changed by
+// opts, backed by the default bounded in-memory store. A configuration
+// that cannot work is reported by Err (and Start).
+func New(opts ...Option) *Runtime {
 	cfg := defaultConfig()
 	for _, o := range opts {
 		o(&cfg)
@@ -55,13 +53,14 @@ func App(opts ...Option) *Runtime {
 		cfg:     cfg,
 		tools:   make(map[string]*tool),
 		store:   store.NewMemory(store.DefaultCapacity),
-		runs:    newRegistry(),
+		runs:    newRunningSet(),
 		closing: make(chan struct{}),
 		now:     func() time.Time { return time.Now().UTC().Truncate(time.Millisecond) },
-		reg:     prometheus.NewRegistry(),
-		metrics: newRuntimeMetrics(),
+		obs:     cfg.Observer,
 	}
-	r.registerMetrics(r.reg)
+	if r.obs == nil {
+		r.obs = noObserver{}
+	}
 	if err := cfg.Validate(); err != nil {
 		r.setupErrs = append(r.setupErrs, err)
 	}
@@ -69,7 +68,7 @@ func App(opts ...Option) *Runtime {
 }
 
 // Tool registers a tool under name. A problem (a duplicate name, an invalid
-// schema) is returned by Err and by Run.
+// schema) is returned by Err and by Start.
 func (r *Runtime) Tool(name string, fn ToolFunc, opts ...ToolOption) {
 	spec := ToolSpec{Name: name, Func: fn}
 	for _, o := range opts {
@@ -97,7 +96,7 @@ func (r *Runtime) AddTool(spec ToolSpec) error {
 	return nil
 }
 
-// IdempotencyStore replaces the store. Call it before Run.
+// IdempotencyStore replaces the store. Call it before the first call.
 func (r *Runtime) IdempotencyStore(s store.Store) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -129,8 +128,8 @@ func (r *Runtime) Store() store.Store {
 	return r.store
 }
 
-// NodeID returns the node id stamped into this runtime's executions.
-func (r *Runtime) NodeID() string { return r.cfg.NodeID }
+// Config returns the runtime's configuration.
+func (r *Runtime) Config() Config { return r.cfg }
 
 // Tools returns the registered tools, sorted by name.
 func (r *Runtime) Tools() []ToolInfo {
@@ -159,3 +158,6 @@ func (r *Runtime) isClosing() bool {
 		return false
 	}
 }
+
+// Running returns the number of executions running on this node now.
+func (r *Runtime) Running() int { return r.runs.len() }

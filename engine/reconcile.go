@@ -1,4 +1,4 @@
-package carmy
+package engine
 
 import (
 	"context"
@@ -6,20 +6,22 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/carmyhq/carmy/store"
 )
 
 // Execution returns the record of an execution the caller may see: its own,
-// or any for an admin. Another principal's execution is store.ErrNotFound,
-// so ids cannot be probed.
+// or any for an admin, of a tool the caller may call (Caller.Tools).
+// Another's is store.ErrNotFound, so ids cannot be probed. It reads the
+// store once: Cancel and Resolve authorize with it, then act.
 func (r *Runtime) Execution(ctx context.Context, caller Caller, id string) (store.Record, error) {
 	rec, err := r.Store().Get(ctx, id)
 	if err != nil {
 		return store.Record{}, err
 	}
-	if !caller.Admin && rec.Key.Principal != caller.Principal {
+	if !caller.maySee(rec) {
 		return store.Record{}, store.ErrNotFound
 	}
 	return rec, nil
@@ -27,33 +29,49 @@ func (r *Runtime) Execution(ctx context.Context, caller Caller, id string) (stor
 
 // Lookup returns the record of an identity. The principal is the caller's.
 func (r *Runtime) Lookup(ctx context.Context, caller Caller, session, requestID string) (store.Record, error) {
-	if !store.ValidRequestID(requestID) {
-		return store.Record{}, invalid("request_id", "must be 1-%d visible ASCII characters (0x21-0x7E)", store.MaxIDLen)
+	if err := checkRequestID(requestID); err != nil {
+		return store.Record{}, err
 	}
-	if !store.ValidSessionID(session) {
-		return store.Record{}, invalid("session_id", "must be 0-%d visible ASCII characters (0x21-0x7E)", store.MaxIDLen)
+	if err := checkSessionID(session); err != nil {
+		return store.Record{}, err
 	}
-	return r.Store().Lookup(ctx, store.Key{Principal: caller.Principal, Session: session, RequestID: requestID})
+	rec, err := r.Store().Lookup(ctx, store.Key{Principal: caller.Principal, Session: session, RequestID: requestID})
+	if err != nil {
+		return store.Record{}, err
+	}
+	if !caller.MayCall(rec.Tool) {
+		return store.Record{}, store.ErrNotFound
+	}
+	return rec, nil
 }
 
 // List returns the caller's records in a session, newest first (every
-// principal's for an admin). before is the Next of the previous page, 0
-// for the first.
+// principal's for an admin), of the tools it may call. before is the Next
+// of the previous page, 0 for the first; a page may hold fewer than limit
+// records when some were of other tools.
 func (r *Runtime) List(ctx context.Context, caller Caller, session string, limit int, before uint64) (store.Page, error) {
-	if !store.ValidSessionID(session) {
-		return store.Page{}, invalid("session_id", "must be 0-%d visible ASCII characters (0x21-0x7E)", store.MaxIDLen)
+	if err := checkSessionID(session); err != nil {
+		return store.Page{}, err
 	}
 	if limit < 0 || limit > store.MaxListLimit {
 		return store.Page{}, invalid("limit", "must be 1-%d", store.MaxListLimit)
 	}
-	return r.Store().List(ctx, store.ListQuery{
+	page, err := r.Store().List(ctx, store.ListQuery{
 		Principal: caller.Principal, AllPrincipals: caller.Admin, Session: session, Limit: limit, Before: before,
 	})
+	if err != nil || caller.Tools == nil {
+		return page, err
+	}
+	page.Records = slices.DeleteFunc(page.Records, func(rec store.Record) bool { return !caller.MayCall(rec.Tool) })
+	return page, nil
 }
 
-// Cancel records cancelled for a running execution and cancels its tool
-// (here, or through the store's notification on the node that runs it).
-// Whatever the tool returns afterwards is discarded.
+// Cancel records cancelled for a running execution the caller may see
+// (else store.ErrNotFound) and cancels its tool (here, or through the
+// store's notification on the node that runs it). Whatever the tool
+// returns afterwards is discarded. It reads the execution once, to
+// authorize, then writes; the store refuses a status that does not allow
+// a cancel (*store.StateError).
 func (r *Runtime) Cancel(ctx context.Context, caller Caller, id string) (store.Record, error) {
 	if _, err := r.Execution(ctx, caller, id); err != nil {
 		return store.Record{}, err
@@ -72,12 +90,25 @@ func (r *Runtime) Cancel(ctx context.Context, caller Caller, id string) (store.R
 	return rec, nil
 }
 
+// Resolution is an outcome a caller established for an interrupted
+// execution (SPEC §2.5).
+type Resolution struct {
+	// Status is "completed", "failed" or ResolutionReleased.
+	Status string
+	Data   json.RawMessage
+	// Error is the failed outcome's error object, with "code" and "message".
+	Error json.RawMessage
+}
+
 // ResolutionReleased is the Resolution status that removes a reservation.
 const ResolutionReleased = "released"
 
-// Resolve settles an interrupted execution, or a running one whose runner
-// is gone. It returns the record as it now stands; for "released", the
-// removed record.
+// Resolve settles an interrupted execution the caller may see (else
+// store.ErrNotFound), or a running one whose runner is gone. It returns
+// the record as it now stands; for "released", the removed record. A
+// malformed res is refused before anything is read. It reads the
+// execution once, to authorize and to tell whether its runner is gone,
+// then writes.
 func (r *Runtime) Resolve(ctx context.Context, caller Caller, id string, res Resolution) (store.Record, error) {
 	if err := validateResolution(res); err != nil {
 		return store.Record{}, err
@@ -103,33 +134,6 @@ func (r *Runtime) Resolve(ctx context.Context, caller Caller, id string, res Res
 		return store.Record{}, err
 	}
 	return rec, nil
-}
-
-func validateResolution(res Resolution) error {
-	switch res.Status {
-	case string(store.StatusCompleted):
-		if len(res.Error) > 0 {
-			return invalid("error", "a completed resolution has no error")
-		}
-		if len(res.Data) == 0 {
-			return invalid("data", "a completed resolution needs data")
-		}
-	case string(store.StatusFailed):
-		if len(res.Data) > 0 {
-			return invalid("data", "a failed resolution has no data")
-		}
-		var body store.ErrorBody
-		if !isJSONObject(res.Error) || json.Unmarshal(res.Error, &body) != nil || body.Code == "" {
-			return invalid("error", `a failed resolution needs an error object with a "code"`)
-		}
-	case ResolutionReleased:
-		if len(res.Data) > 0 || len(res.Error) > 0 {
-			return invalid("status", "a release carries no data or error")
-		}
-	default:
-		return invalid("status", `must be "completed", "failed" or "released"`)
-	}
-	return nil
 }
 
 // runnerGone reports whether rec's runner is known to be gone: it is this

@@ -1,4 +1,4 @@
-package carmy
+package engine
 
 import (
 	"bytes"

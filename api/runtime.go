@@ -1,0 +1,31 @@
+package api
+
+import (
+	"context"
+
+	"github.com/carmyhq/carmy/engine"
+	"github.com/carmyhq/carmy/store"
+)
+
+// Runtime is what the server calls of the tool runtime, in the runtime's
+// own types; *engine.Runtime implements it. Errors carry SPEC §2.2 codes
+// through store.Coded.
+type Runtime interface {
+	// Call runs a tool (SPEC §2.1).
+	Call(ctx context.Context, caller engine.Caller, req engine.Request) (engine.Response, error)
+	// Tools lists the registered tools.
+	Tools() []engine.ToolInfo
+	// Execution returns an execution the caller may see, else
+	// store.ErrNotFound.
+	Execution(ctx context.Context, caller engine.Caller, id string) (store.Record, error)
+	// Lookup returns the caller's record of an identity.
+	Lookup(ctx context.Context, caller engine.Caller, session, requestID string) (store.Record, error)
+	// List returns the caller's records in a session, newest first.
+	List(ctx context.Context, caller engine.Caller, session string, limit int, before uint64) (store.Page, error)
+	// Cancel cancels a running execution.
+	Cancel(ctx context.Context, caller engine.Caller, id string) (store.Record, error)
+	// Resolve settles an interrupted execution.
+	Resolve(ctx context.Context, caller engine.Caller, id string, res engine.Resolution) (store.Record, error)
+	// Ready returns nil when the node can serve calls (SPEC §2.7 /readyz).
+	Ready(ctx context.Context) error
+}

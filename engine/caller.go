@@ -1,0 +1,58 @@
+package engine
+
+import "github.com/carmyhq/carmy/store"
+
+// Caller is who makes a call, as authentication established it, and what
+// it may do. The runtime authorizes every call and every read or change of
+// an execution against it, once per request. Callers are comparable.
+type Caller struct {
+	Principal string
+	// Admin sees and reconciles every principal's executions, and may
+	// administer the cluster.
+	Admin bool
+	// MaxEntries is the most records this principal may hold cluster-wide:
+	// a call of a new identity once it holds that many is refused with
+	// IDEMPOTENCY_CAPACITY (a *store.QuotaError). 0 means no per-principal
+	// bound (the store's capacity still applies).
+	MaxEntries int
+	// Tools, when not nil, holds the only tools the caller may call: a
+	// call of another is FORBIDDEN (a *ForbiddenError), and an execution
+	// of another reads as absent (store.ErrNotFound) to Execution, Lookup,
+	// Cancel and Resolve and is left out of List. Nil allows every tool.
+	Tools *ToolSet
+}
+
+// AnonymousPrincipal is the principal of every caller when auth is off.
+const AnonymousPrincipal = "anonymous"
+
+// MayCall reports whether the caller may call tool, and reach its
+// executions.
+func (c Caller) MayCall(tool string) bool { return c.Tools == nil || c.Tools.Has(tool) }
+
+// maySee reports whether the caller may see rec: its own (any
+// principal's for an admin), of a tool it may call.
+func (c Caller) maySee(rec store.Record) bool {
+	return (c.Admin || rec.Key.Principal == c.Principal) && c.MayCall(rec.Tool)
+}
+
+// ToolSet is an immutable set of tool names. The zero value and nil are
+// empty.
+type ToolSet struct{ names map[string]struct{} }
+
+// NewToolSet returns the set of names.
+func NewToolSet(names ...string) *ToolSet {
+	s := &ToolSet{names: make(map[string]struct{}, len(names))}
+	for _, n := range names {
+		s.names[n] = struct{}{}
+	}
+	return s
+}
+
+// Has reports whether name is in the set.
+func (s *ToolSet) Has(name string) bool {
+	if s == nil {
+		return false
+	}
+	_, ok := s.names[name]
+	return ok
+}

@@ -1,0 +1,120 @@
+package engine_test
+
+import (
+	"bytes"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/carmyhq/carmy"
+
+// goList runs go list with args in this package's directory and returns
+// its lines.
+func goList(t *testing.T, args ...string) []string {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("no go command to list packages with: %v", err)
+	}
+	cmd := exec.CommandContext(t.Context(), goTool, append([]string{"list"}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list %s: %v\n%s", strings.Join(args, " "), err, stderr.Bytes())
+	}
+	return strings.Fields(string(out))
+}
+
+// TestLayout pins the direction of the dependencies (DESIGN.md, Layout):
+// cmd → carmy → api → engine → store. The runtime and the store, and a
+// program that uses only the runtime with the in-memory store, link no
+// HTTP framework, no metrics library, no consensus or gossip, and no
+// package above them.
+func TestLayout(t *testing.T) {
+	forbidden := []string{
+		"github.com/labstack/echo",
+		"github.com/prometheus",
+		"github.com/hashicorp/raft",
+		"github.com/hashicorp/memberlist",
+		module + "/api",
+		module + "/cluster",
+		module + "/fsm",
+	}
+	for _, pkg := range []string{".", "../store", "./testdata/libuser"} {
+		for _, dep := range goList(t, "-deps", pkg) {
+			if dep == module {
+				t.Errorf("%s links the root package %s", pkg, module)
+			}
+			for _, f := range forbidden {
+				if dep == f || strings.HasPrefix(dep, f+"/") {
+					t.Errorf("%s links %s", pkg, dep)
+				}
+			}
+		}
+	}
+}
+
+// TestAPIImportsNotTheRoot checks that the API is below the facade: api
+// does not import the root package, which assembles it, nor does anything
+// the root imports.
+func TestAPIImportsNotTheRoot(t *testing.T) {
+	if slices.Contains(goList(t, "-deps", "../api"), module) {
+		t.Errorf("api imports the root package %s", module)
+	}
+	for _, dep := range goList(t, "-deps", "..") {
+		if dep == module || !strings.HasPrefix(dep, module+"/") {
+			continue
+		}
+		if slices.Contains(goList(t, "-deps", dep), module) {
+			t.Errorf("%s, which the root imports, imports the root", dep)
+		}
+	}
+}
+
+// TestAPIDeclaresNoRuntimeTypes checks that api speaks the runtime's
+// types rather than declaring its own of the same names (DESIGN.md: no
+// package re-declaring another's types to dodge a cycle).
+func TestAPIDeclaresNoRuntimeTypes(t *testing.T) {
+	runtimeNames := []string{"Caller", "Request", "Response", "ToolInfo", "Resolution", "AnonymousPrincipal"}
+	files, err := filepath.Glob("../api/*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	for _, path := range files {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, decl := range f.Decls {
+			gd, ok := decl.(*ast.GenDecl)
+			if !ok {
+				continue
+			}
+			for _, spec := range gd.Specs {
+				var names []*ast.Ident
+				switch s := spec.(type) {
+				case *ast.TypeSpec:
+					names = []*ast.Ident{s.Name}
+				case *ast.ValueSpec:
+					names = s.Names
+				}
+				for _, n := range names {
+					if slices.Contains(runtimeNames, n.Name) {
+						t.Errorf("%s: api declares %s, the runtime's; use engine.%s", fset.Position(n.Pos()), n.Name, n.Name)
+					}
+				}
+			}
+		}
+	}
+}

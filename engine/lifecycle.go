@@ -1,0 +1,141 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/carmyhq/carmy/store"
+)
+
+// Readier is implemented by stores that can say whether they serve (a
+// cluster member that knows a leader and has caught up).
+type Readier interface {
+	Ready(ctx context.Context) error
+}
+
+// Ready returns nil when the node can serve calls: its gate is open (it is
+// neither shutting down nor starting), and its store, when a Readier, is
+// ready.
+func (r *Runtime) Ready(ctx context.Context) error {
+	if err := r.gate(); err != nil {
+		return err
+	}
+	if rd, ok := r.Store().(Readier); ok {
+		return rd.Ready(ctx)
+	}
+	return nil
+}
+
+// CancelNotifier is implemented by stores that apply cancels on other
+// nodes' behalf (a replicated store): the runtime is told when a cancel of
+// one of its executions is applied, wherever it was asked.
+type CancelNotifier interface {
+	OnCancel(fn func(executionID string))
+}
+
+// Start prepares the runtime to take calls: it checks the setup, subscribes
+// to the store's cancels, and marks this node's executions that a previous
+// process left running as interrupted, so that they answer
+// EXECUTION_UNCERTAIN rather than look alive. StartInBackground calls it
+// (retrying while the store is unavailable); a caller that serves the API
+// itself may call it first instead.
+func (r *Runtime) Start(ctx context.Context) error {
+	if err := r.Err(); err != nil {
+		return err
+	}
+	if cn, ok := r.Store().(CancelNotifier); ok {
+		cn.OnCancel(func(id string) { r.runs.cancel(id, errCancelled) })
+	}
+	n, err := r.Store().MarkInterrupted(ctx, r.cfg.NodeID)
+	if err != nil {
+		return fmt.Errorf("marking this node's executions interrupted: %w", err)
+	}
+	if n > 0 {
+		r.cfg.Logger.Warn("executions left running by a previous process are now interrupted",
+			slog.Int("count", n), slog.String("node_id", r.cfg.NodeID))
+	}
+	if rd, ok := r.Store().(Readier); ok {
+		if err := rd.Ready(ctx); err != nil {
+			return fmt.Errorf("the store is not ready: %w", err)
+		}
+	}
+	r.phase.Store(phaseStarted)
+	return nil
+}
+
+// Phases of a runtime started with StartInBackground: until Start
+// succeeds, calls answer UNAVAILABLE. A runtime never started that way is
+// never gated.
+const (
+	phaseUngated int32 = iota
+	phaseStarting
+	phaseStarted
+)
+
+// gate is the runtime's gate, which Call and Ready both go through: it
+// returns ErrClosed once Shutdown has begun, errStarting while a runtime
+// started with StartInBackground has not yet started, and nil otherwise.
+func (r *Runtime) gate() error {
+	if r.isClosing() {
+		return ErrClosed
+	}
+	if r.phase.Load() == phaseStarting {
+		return errStarting
+	}
+	return nil
+}
+
+// errStarting answers calls while the node starts.
+var errStarting = store.NewError(store.CodeUnavailable, "the node is starting: it has not yet marked its previous executions interrupted")
+
+// StartInBackground gates the runtime, so that calls answer UNAVAILABLE
+// while it starts, and runs Start in a goroutine of its own, again and
+// again with a growing pause, until it succeeds (the gate opens) or ctx
+// ends. It returns at once. A server calls it when it starts serving, so
+// that /readyz and the node-to-node endpoints answer while the store gets
+// ready (a cluster node may wait for a leader).
+func (r *Runtime) StartInBackground(ctx context.Context) {
+	r.phase.CompareAndSwap(phaseUngated, phaseStarting)
+	go r.startLoop(ctx)
+}
+
+// startLoop runs Start until it succeeds or ctx ends.
+func (r *Runtime) startLoop(ctx context.Context) {
+	for attempt := 0; ; attempt++ {
+		err := r.Start(ctx)
+		if err == nil {
+			r.cfg.Logger.Info("started: taking calls", slog.String("node_id", r.cfg.NodeID))
+			return
+		}
+		if attempt%5 == 0 {
+			r.cfg.Logger.Warn("not started yet; retrying", slog.Any("err", err))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff(attempt)):
+		}
+	}
+}
+
+// Shutdown stops taking calls, waits up to DrainTimeout (or ctx) for
+// running tools, then cancels those still running and waits for their
+// outcomes to be recorded while ctx allows.
+func (r *Runtime) Shutdown(ctx context.Context) error {
+	r.closed.Do(func() { close(r.closing) })
+	drain, cancel := context.WithTimeout(ctx, r.cfg.DrainTimeout)
+	err := r.runs.wait(drain)
+	cancel()
+	if err != nil {
+		r.cfg.Logger.Warn("cancelling tools still running at shutdown", slog.Int("count", r.runs.len()))
+		r.runs.cancelAll(errShutdown)
+		err = r.runs.wait(ctx)
+	}
+	if bgErr := r.bg.wait(ctx); bgErr != nil {
+		err = errors.Join(err, bgErr)
+	}
+	return err
+}
