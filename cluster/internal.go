@@ -181,7 +181,7 @@ func (n *Node) serveApply(w http.ResponseWriter, r *http.Request) {
 	queue := make([]*proposal, 0, len(req.Commands))
 	start := time.Now()
 	// The commands are not decoded here: the FSM decodes each once, and
-	// answers one it cannot read with ErrCodeInvalid on every replica
+	// answers one it cannot read with INVALID_REQUEST on every replica
 	// alike. Only an empty command is refused at the door.
 	for i, raw := range req.Commands {
 		if len(raw) == 0 {

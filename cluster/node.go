@@ -297,7 +297,7 @@ func (n *Node) observe(_ uint64, c fsm.Command, r fsm.Response) {
 		n.cache.put(members)
 		return
 	}
-	if c.Type != fsm.TypeCancel || r.Error != "" || r.Record.NodeID != n.cfg.NodeID {
+	if c.Type != fsm.TypeCancel || r.Code != "" || r.Record.NodeID != n.cfg.NodeID {
 		return
 	}
 	n.onCancelMu.RLock()
