@@ -19,6 +19,9 @@ var (
 	errNotLeader = errors.New("cluster: not the leader")
 	// errNotSent: the leader could not be reached; nothing was sent.
 	errNotSent = errors.New("cluster: leader unreachable")
+	// errRefused: the node asked refused this one as a member (wrong
+	// cluster key or certificate); nothing was applied.
+	errRefused = errors.New("cluster: refused as a member")
 )
 
 // Apply commits c through Raft and returns its Response. On the leader it
@@ -133,7 +136,8 @@ func (n *Node) waitApply(f raft.ApplyFuture) (fsm.Response, error) {
 	}
 	resp, ok := f.Response().(fsm.Response)
 	if !ok {
-		return fsm.Response{}, fmt.Errorf("cluster: unexpected apply response %T", f.Response())
+		// Applied, but its outcome cannot be read.
+		return fsm.Response{}, fmt.Errorf("%w: unexpected apply response %T", store.ErrCommitUnknown, f.Response())
 	}
 	return resp, nil
 }

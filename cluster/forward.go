@@ -146,17 +146,22 @@ func (f *forwarder) send(addr string, batch []*fwdItem) {
 	if err == nil && len(ans.Results) != len(batch) {
 		err = fmt.Errorf("%w: %s answered %d results for %d commands", store.ErrCommitUnknown, addr, len(ans.Results), len(batch))
 	}
+	if err != nil && sent && !errors.Is(err, errNotLeader) && !errors.Is(err, errRefused) {
+		// The batch was sent and failed whole: a timeout, a broken
+		// connection, or an answer for the batch rather than for each
+		// command (such as a body the leader refused). Some commands
+		// may have been applied, and none was refused for itself.
+		err = &outcomeUnknownError{addr: addr, cause: err}
+	}
 	for i, it := range batch {
 		var r fwdResult
 		switch {
-		case err != nil && !sent:
-			r.err = err
-		case err != nil && (errors.Is(err, errNotLeader) || errors.Is(err, store.ErrUnavailable) && !errors.Is(err, store.ErrCommitUnknown)):
-			r.err = err
 		case err != nil:
-			r.err = fmt.Errorf("%w: forwarding to %s: %w", store.ErrCommitUnknown, addr, err)
-		case ans.Results[i].Error != "":
-			r.err = errorOf(ans.Results[i].Error, ans.Results[i].Message)
+			// Not sent, not the leader, refused as a member: nothing
+			// was applied. Otherwise, outcome unknown.
+			r.err = err
+		case ans.Results[i].isError():
+			r.err = ans.Results[i].err()
 		case ans.Results[i].Response == nil:
 			r.err = fmt.Errorf("%w: %s answered no response", store.ErrCommitUnknown, addr)
 		default:
@@ -168,3 +173,20 @@ func (f *forwarder) send(addr string, batch []*fwdItem) {
 		it.result <- r
 	}
 }
+
+// outcomeUnknownError is a forwarded batch that was sent and failed whole.
+// It matches store.ErrCommitUnknown and nothing else: its cause is told
+// in the message but deliberately not wrapped, since a refusal of the
+// batch (an INVALID_REQUEST answer, say) says nothing of each command, and
+// a caller that took it for a refusal of its own command would stop
+// trying to record an outcome that was never recorded.
+type outcomeUnknownError struct {
+	addr  string
+	cause error
+}
+
+func (e *outcomeUnknownError) Error() string {
+	return fmt.Sprintf("%v: forwarding to %s: %v", store.ErrCommitUnknown, e.addr, e.cause)
+}
+
+func (e *outcomeUnknownError) Unwrap() error { return store.ErrCommitUnknown }

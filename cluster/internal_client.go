@@ -54,8 +54,10 @@ func newInternalClient(cfg Config, t *nodeTLS) *internalClient {
 func (c *internalClient) close() { c.hc.CloseIdleConnections() }
 
 // post sends body to addr's path and decodes a 200 answer into out. An
-// error answer becomes the error it names. sent reports whether the
-// request may have reached the other node.
+// error answer becomes the error it carries (wireError.err); an answer
+// that carries none is store.ErrUnavailable, and a refusal of this node as
+// a member also matches errRefused. sent reports whether the request may
+// have reached the other node.
 func (c *internalClient) post(ctx context.Context, addr, path string, body, out any) (sent bool, err error) {
 	b, err := json.Marshal(body)
 	if err != nil {
@@ -105,14 +107,14 @@ func (c *internalClient) do(ctx context.Context, method, addr, path string, body
 		return true, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		var ea errorAnswer
-		if json.Unmarshal(raw, &ea) != nil || ea.Error == "" {
+		var we wireError
+		if json.Unmarshal(raw, &we) != nil || !we.isError() {
 			return true, fmt.Errorf("%w: %s answered %s", store.ErrUnavailable, addr, resp.Status)
 		}
-		if ea.Error == "forbidden" {
-			return true, fmt.Errorf("%w: %s refused this node: %s", store.ErrUnavailable, addr, ea.Message)
+		if we = we.normalized(); we.Code == store.CodeForbidden {
+			return true, fmt.Errorf("%w: %s refused this node: %s (%w)", store.ErrUnavailable, addr, we.Message, errRefused)
 		}
-		return true, errorOf(ea.Error, ea.Message)
+		return true, we.err()
 	}
 	if err := json.Unmarshal(raw, out); err != nil {
 		return true, fmt.Errorf("cluster: answer of %s%s: %w", addr, path, err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/carmyhq/carmy/fsm"
 	"github.com/carmyhq/carmy/internal/tlsmux"
+	"github.com/carmyhq/carmy/store"
 )
 
 // InternalHandler serves the internal endpoints (mount it at
@@ -32,19 +33,19 @@ func (n *Node) InternalHandler() http.Handler {
 func (n *Node) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if n.tls != nil && (r.TLS == nil || r.TLS.ServerName != tlsmux.NodeServerName || len(r.TLS.PeerCertificates) == 0) {
-			writeInternalError(w, http.StatusForbidden, "forbidden", "the internal API needs mutual TLS with a node certificate of this cluster")
+			writeInternalError(w, http.StatusForbidden, codedWireError(store.CodeForbidden, "the internal API needs mutual TLS with a node certificate of this cluster"))
 			return
 		}
 		switch {
 		case n.cfg.ClusterKey != "":
 			if subtle.ConstantTimeCompare([]byte(r.Header.Get(keyHeader)), []byte(n.cfg.ClusterKey)) != 1 {
-				writeInternalError(w, http.StatusForbidden, "forbidden", "missing or wrong cluster key")
+				writeInternalError(w, http.StatusForbidden, codedWireError(store.CodeForbidden, "missing or wrong cluster key"))
 				return
 			}
 		case n.tls == nil:
 			host, _, _ := net.SplitHostPort(r.RemoteAddr)
 			if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-				writeInternalError(w, http.StatusForbidden, "forbidden", "the internal API is loopback-only without a cluster key or node TLS")
+				writeInternalError(w, http.StatusForbidden, codedWireError(store.CodeForbidden, "the internal API is loopback-only without a cluster key or node TLS"))
 				return
 			}
 		}
@@ -59,8 +60,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-func writeInternalError(w http.ResponseWriter, status int, code, msg string) {
-	writeJSON(w, status, errorAnswer{Error: code, Message: msg})
+// writeInternalError answers with status and what went wrong.
+func writeInternalError(w http.ResponseWriter, status int, we wireError) {
+	writeJSON(w, status, we)
 }
 
 // serveApply applies a batch of forwarded commands. All are handed to Raft
@@ -68,13 +70,17 @@ func writeInternalError(w http.ResponseWriter, status int, code, msg string) {
 func (n *Node) serveApply(w http.ResponseWriter, r *http.Request) {
 	var req applyRequest
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		writeInternalError(w, http.StatusBadRequest, codeInvalid, err.Error())
+		// Nothing of the batch was applied, but the forwarder cannot
+		// tell this answer from a failure after applying: it reads a
+		// batch refused whole as "outcome unknown", never as a refusal
+		// of each command.
+		writeInternalError(w, http.StatusBadRequest, codedWireError(store.CodeInvalidRequest, "the batch cannot be read: "+err.Error()))
 		return
 	}
 	ans := applyAnswer{Results: make([]applyResult, len(req.Commands))}
 	if !n.IsLeader() {
 		for i := range ans.Results {
-			ans.Results[i] = applyResult{Error: codeNotLeader}
+			ans.Results[i] = applyResult{wireError: wireErrorOf(errNotLeader)}
 		}
 		writeJSON(w, http.StatusOK, ans)
 		return
@@ -87,7 +93,7 @@ func (n *Node) serveApply(w http.ResponseWriter, r *http.Request) {
 	// alike. Only an empty command is refused at the door.
 	for i, raw := range req.Commands {
 		if len(raw) == 0 {
-			ans.Results[i] = applyResult{Error: codeInvalid, Message: "empty command"}
+			ans.Results[i] = applyResult{wireError: codedWireError(store.CodeInvalidRequest, "empty command")}
 			continue
 		}
 		items[i] = newProposal(raw, n.cfg.LeaderWait)
@@ -101,7 +107,7 @@ func (n *Node) serveApply(w http.ResponseWriter, r *http.Request) {
 		resp, err := n.waitApply(<-it.done)
 		n.observeApply(originForwarded, start, err)
 		if err != nil {
-			ans.Results[i] = applyResult{Error: codeOf(err), Message: err.Error()}
+			ans.Results[i] = applyResult{wireError: wireErrorOf(err)}
 			continue
 		}
 		ans.Results[i] = applyResult{Response: &resp}
@@ -112,7 +118,7 @@ func (n *Node) serveApply(w http.ResponseWriter, r *http.Request) {
 func (n *Node) serveReadIndex(w http.ResponseWriter, r *http.Request) {
 	idx, err := n.leaderReadIndex(r.Context())
 	if err != nil {
-		writeInternalError(w, http.StatusServiceUnavailable, codeOf(err), err.Error())
+		writeInternalError(w, http.StatusServiceUnavailable, wireErrorOf(err))
 		return
 	}
 	writeJSON(w, http.StatusOK, indexAnswer{Index: idx})
@@ -121,12 +127,12 @@ func (n *Node) serveReadIndex(w http.ResponseWriter, r *http.Request) {
 func (n *Node) serveJoin(w http.ResponseWriter, r *http.Request) {
 	var info fsm.NodeInfo
 	if err := json.NewDecoder(r.Body).Decode(&info); err != nil {
-		writeInternalError(w, http.StatusBadRequest, codeInvalid, err.Error())
+		writeInternalError(w, http.StatusBadRequest, codedWireError(store.CodeInvalidRequest, err.Error()))
 		return
 	}
 	nodes, err := n.AddNode(r.Context(), info)
 	if err != nil {
-		writeInternalError(w, statusOfInternal(err), codeOf(err), err.Error())
+		writeInternalError(w, statusOf(err), wireErrorOf(err))
 		return
 	}
 	// The table may not list this node's gossip address yet (it registers
@@ -140,11 +146,11 @@ func (n *Node) serveJoin(w http.ResponseWriter, r *http.Request) {
 func (n *Node) serveRemove(w http.ResponseWriter, r *http.Request) {
 	var req removeRequest
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		writeInternalError(w, http.StatusBadRequest, codeInvalid, err.Error())
+		writeInternalError(w, http.StatusBadRequest, codedWireError(store.CodeInvalidRequest, err.Error()))
 		return
 	}
 	if err := n.RemoveNode(r.Context(), req.ID); err != nil {
-		writeInternalError(w, statusOfInternal(err), codeOf(err), err.Error())
+		writeInternalError(w, statusOf(err), wireErrorOf(err))
 		return
 	}
 	writeJSON(w, http.StatusOK, struct{}{})

@@ -101,7 +101,7 @@ func (n *Node) RemoveNode(ctx context.Context, id string) error {
 func (n *Node) removeLocal(ctx context.Context, id string) error {
 	if _, ok := n.isVoter(id); !ok {
 		if _, known := n.fsm.Node(id); !known {
-			return &notFoundError{msg: fmt.Sprintf("no member %q", id)}
+			return store.ErrNotFound.WithMessage(fmt.Sprintf("no member %q", id))
 		}
 	} else if err := n.raft.RemoveServer(raft.ServerID(id), 0, n.cfg.LeaderWait).Error(); err != nil {
 		return membershipErr(err)

@@ -25,24 +25,17 @@ const (
 	maxInternalReq = 64 << 20
 )
 
-// Internal error codes, carried in answers.
-const (
-	codeNotLeader     = "not_leader"
-	codeCommitUnknown = "commit_unknown"
-	codeUnavailable   = "unavailable"
-	codeInvalid       = "invalid"
-	codeConflict      = "conflict"
-	codeNotFound      = "not_found"
-)
-
+// applyRequest is a batch of forwarded commands, each as fsm.Encode wrote
+// it.
 type applyRequest struct {
 	Commands []json.RawMessage `json:"commands"`
 }
 
+// applyResult is the outcome of one forwarded command: the Response of
+// its application, or the error of the attempt.
 type applyResult struct {
 	Response *fsm.Response `json:"response,omitempty"`
-	Error    string        `json:"error,omitempty"`
-	Message  string        `json:"message,omitempty"`
+	wireError
 }
 
 type applyAnswer struct {
@@ -61,61 +54,151 @@ type removeRequest struct {
 	ID string `json:"id"`
 }
 
-type errorAnswer struct {
-	Error   string `json:"error"`
-	Message string `json:"message"`
+// wireError is an error as the node-to-node wire carries it, in an error
+// answer or in one command's result.
+//
+// An outcome of the contract travels as its SPEC code (Code, with
+// Message), from which the receiver rebuilds the store error with that
+// code (store.Sentinel), so errors.Is works on both nodes alike. Two
+// states of one attempt are no such outcome, and travel as State instead:
+// stateNotLeader (the node asked does not lead: nothing was applied, ask
+// the leader) and stateCommitUnknown (the command was proposed, whether it
+// committed is unknown: store.ErrCommitUnknown, which no code names, so it
+// can never be read back as a refusal).
+//
+// Builds before the SPEC codes wrote one token in "error" ("not_leader",
+// "commit_unknown", "unavailable", "invalid", "conflict", "not_found",
+// "forbidden") and read only that. Legacy keeps both directions readable
+// through a rolling upgrade: a node writes the token beside Code or State,
+// and reads it when both are missing.
+type wireError struct {
+	Code    store.Code `json:"code,omitempty"`
+	State   string     `json:"state,omitempty"`
+	Message string     `json:"message,omitempty"`
+	Legacy  string     `json:"error,omitempty"`
 }
 
-// codeOf names an error for the wire.
-func codeOf(err error) string {
+// The states of an attempt, and the older builds' tokens.
+const (
+	stateNotLeader     = "not_leader"
+	stateCommitUnknown = "commit_unknown"
+
+	legacyUnavailable = "unavailable"
+	legacyInvalid     = "invalid"
+	legacyConflict    = "conflict"
+	legacyNotFound    = "not_found"
+	legacyForbidden   = "forbidden"
+)
+
+// wireErrorOf is how err goes on the wire: a state, or its SPEC code (an
+// error without one is UNAVAILABLE: nothing was applied).
+func wireErrorOf(err error) wireError {
+	msg := err.Error()
 	switch {
 	case errors.Is(err, errNotLeader):
-		return codeNotLeader
+		return wireError{State: stateNotLeader, Message: msg, Legacy: stateNotLeader}
 	case errors.Is(err, store.ErrCommitUnknown):
-		return codeCommitUnknown
-	case errors.Is(err, store.ErrInvalid):
-		return codeInvalid
-	case errors.Is(err, store.ErrConflict):
-		return codeConflict
-	case errors.Is(err, store.ErrNotFound):
-		return codeNotFound
+		return wireError{State: stateCommitUnknown, Message: msg, Legacy: stateCommitUnknown}
 	}
-	return codeUnavailable
+	code := store.CodeOf(err)
+	if code == "" {
+		code = store.CodeUnavailable
+	}
+	return codedWireError(code, msg)
 }
 
-// errorOf rebuilds an error from its wire code.
-func errorOf(code, msg string) error {
+// codedWireError is an outcome of the contract, with the token an older
+// build reads.
+func codedWireError(code store.Code, msg string) wireError {
+	w := wireError{Code: code, Message: msg, Legacy: legacyUnavailable}
 	switch code {
-	case codeNotLeader:
-		return errNotLeader
-	case codeCommitUnknown:
-		return fmt.Errorf("%w: %s", store.ErrCommitUnknown, msg)
-	case codeInvalid:
-		return fmt.Errorf("%w: %s", store.ErrInvalid, msg)
-	case codeConflict:
-		return fmt.Errorf("%w: %s", store.ErrConflict, msg)
-	case codeNotFound:
-		return &notFoundError{msg: msg}
+	case store.CodeInvalidRequest:
+		w.Legacy = legacyInvalid
+	case store.CodeConflict:
+		w.Legacy = legacyConflict
+	case store.CodeNotFound:
+		w.Legacy = legacyNotFound
+	case store.CodeForbidden:
+		w.Legacy = legacyForbidden
 	}
-	return fmt.Errorf("%w: %s", store.ErrUnavailable, msg)
+	return w
 }
 
-// statusOfInternal is the HTTP status of an error answer.
+// isError reports whether w carries an error at all.
+func (w wireError) isError() bool { return w.Code != "" || w.State != "" || w.Legacy != "" }
 
-func statusOfInternal(err error) int {
+// normalized returns w with the code or state an older build's token
+// means, when it carries only that.
+func (w wireError) normalized() wireError {
+	if w.Code != "" || w.State != "" {
+		return w
+	}
+	switch w.Legacy {
+	case stateNotLeader, stateCommitUnknown:
+		w.State = w.Legacy
+	case legacyInvalid:
+		w.Code = store.CodeInvalidRequest
+	case legacyConflict:
+		w.Code = store.CodeConflict
+	case legacyNotFound:
+		w.Code = store.CodeNotFound
+	case legacyForbidden:
+		w.Code = store.CodeForbidden
+	case "":
+	default:
+		w.Code = store.CodeUnavailable
+	}
+	return w
+}
+
+// err rebuilds the error w carries (nil when none): errNotLeader, an
+// error that matches store.ErrCommitUnknown and nothing else, or the store
+// error of its code. A code no store error carries (a newer build's)
+// keeps its code, so the API still answers with it.
+func (w wireError) err() error {
+	w = w.normalized()
 	switch {
-	case errors.Is(err, store.ErrInvalid):
+	case w.State == stateNotLeader:
+		return told(errNotLeader, w.Message)
+	case w.State == stateCommitUnknown:
+		return told(store.ErrCommitUnknown, w.Message)
+	case w.State != "":
+		// A state of a newer build: whether anything was applied is
+		// not known.
+		return fmt.Errorf("%w: %s: %s", store.ErrCommitUnknown, w.State, w.Message)
+	case w.Code == "":
+		return nil
+	}
+	if s := store.Sentinel(w.Code); s != nil {
+		if w.Message == "" {
+			return s
+		}
+		return s.WithMessage(w.Message)
+	}
+	return store.NewError(w.Code, w.Message)
+}
+
+// told returns sentinel with the sender's message, when it has one.
+func told(sentinel error, msg string) error {
+	switch {
+	case msg == "":
+		return sentinel
+	case msg == sentinel.Error():
+		return sentinel
+	}
+	if e, ok := sentinel.(*store.Error); ok {
+		return e.WithMessage(msg)
+	}
+	return fmt.Errorf("%w (%s)", sentinel, msg)
+}
+
+// statusOf is the HTTP status of an error answer.
+func statusOf(err error) int {
+	switch store.CodeOf(err) {
+	case store.CodeInvalidRequest:
 		return http.StatusBadRequest
-	case errors.Is(err, store.ErrNotFound):
+	case store.CodeNotFound:
 		return http.StatusNotFound
 	}
 	return http.StatusServiceUnavailable
 }
-
-// notFoundError says that a member does not exist. It matches
-// store.ErrNotFound and carries the NOT_FOUND code with its own message.
-type notFoundError struct{ msg string }
-
-func (e *notFoundError) Error() string        { return e.msg }
-func (e *notFoundError) ErrorCode() string    { return store.ErrNotFound.ErrorCode() }
-func (e *notFoundError) Is(target error) bool { return target == store.ErrNotFound }
