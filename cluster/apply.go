@@ -31,11 +31,16 @@ var (
 //
 // Errors: store.ErrUnavailable means c was not applied (no leader in time,
 // node shutting down); store.ErrCommitUnknown means c may or may not have
-// been applied. The Response's own error (Response.Err) is an application
-// outcome, committed like any other.
+// been applied; store.ErrInvalid means c was refused before it was
+// proposed (it cannot be encoded, or it is over maxCommandBytes encoded).
+// The Response's own error (Response.Err) is an application outcome,
+// committed like any other.
 func (n *Node) Apply(ctx context.Context, c fsm.Command) (fsm.Response, error) {
 	data, err := fsm.Encode(c)
 	if err != nil {
+		return fsm.Response{}, err
+	}
+	if err := checkSize(c.Type, data); err != nil {
 		return fsm.Response{}, err
 	}
 	var resp fsm.Response
@@ -53,6 +58,15 @@ func (n *Node) Apply(ctx context.Context, c fsm.Command) (fsm.Response, error) {
 		return err
 	})
 	return resp, err
+}
+
+// checkSize refuses an encoded command over maxCommandBytes: no leader
+// would take it.
+func checkSize(t fsm.Type, data []byte) error {
+	if len(data) > maxCommandBytes {
+		return fmt.Errorf("%w: a %s command of %d bytes is over the limit of %d", store.ErrInvalid, t, len(data), maxCommandBytes)
+	}
+	return nil
 }
 
 // untilLeader runs attempt until it returns anything but errNotLeader or

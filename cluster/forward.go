@@ -13,9 +13,9 @@ import (
 )
 
 // forwarder carries a follower's commands to the leader. Concurrent
-// commands are gathered into one request (up to maxBatch), and up to
-// maxInFlight requests run at once per node, so followers pay one round
-// trip per batch rather than per command.
+// commands are gathered into one request (up to maxBatch of them and
+// maxBatchBytes together), and up to maxInFlight requests run at once, so
+// followers pay one round trip per batch rather than per command.
 type forwarder struct {
 	client  *internalClient
 	metrics *nodeMetrics
@@ -28,9 +28,27 @@ type forwarder struct {
 	once   sync.Once
 }
 
+// Bounds of a forwarded batch.
+//
+// maxBatchBytes bounds the commands of one request together, a command
+// larger than that going alone. 4 MiB is far above what the count bound
+// lets ordinary commands reach (512 reservations or small completions, a
+// few hundred bytes each), so batching on the hot path is as before; it
+// only splits batches of large results (up to the API's 1 MiB each by
+// default). For those a larger request buys nothing: its cost is moving
+// and decoding its bytes, not its round trip, and the leader's proposer
+// puts the commands of consecutive requests into one Raft round anyway.
+// A smaller one keeps each request to milliseconds of sending and
+// decoding, far from the forward's deadline, and bounds what the requests
+// in flight hold in memory (maxInFlight × 4 MiB on each side).
+//
+// The leader's body limit (maxInternalReq) holds the largest request the
+// forwarder builds: maxBatchBytes, or one command of up to maxCommandBytes,
+// plus the envelope. So the leader never refuses a batch for its size.
 const (
-	maxBatch    = 512
-	maxInFlight = 8
+	maxBatch      = 512
+	maxBatchBytes = 4 << 20
+	maxInFlight   = 8
 )
 
 type fwdItem struct {
@@ -107,12 +125,14 @@ func (f *forwarder) dispatch() {
 	}
 }
 
-// take removes up to maxBatch items of one address from the queues.
+// take removes the next batch of one address from the queues: the first
+// items, up to maxBatch of them and maxBatchBytes of commands together;
+// an item larger than maxBatchBytes goes alone.
 func (f *forwarder) take() (string, []*fwdItem) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for addr, q := range f.queues {
-		n := min(len(q), maxBatch)
+		n := batchLen(q)
 		batch := q[:n:n]
 		if n == len(q) {
 			delete(f.queues, addr)
@@ -124,11 +144,32 @@ func (f *forwarder) take() (string, []*fwdItem) {
 	return "", nil
 }
 
-func (f *forwarder) send(addr string, batch []*fwdItem) {
-	deadline := batch[0].deadline
+// batchLen is how many of q's first items go in one batch (at least one).
+func batchLen(q []*fwdItem) int {
+	n, size := 0, 0
+	for n < len(q) && n < maxBatch {
+		size += len(q[n].data)
+		if n > 0 && size > maxBatchBytes {
+			break
+		}
+		n++
+	}
+	return n
+}
+
+// newApplyRequest is the request that carries batch.
+func newApplyRequest(batch []*fwdItem) applyRequest {
 	req := applyRequest{Commands: make([]json.RawMessage, len(batch))}
 	for i, it := range batch {
 		req.Commands[i] = it.data
+	}
+	return req
+}
+
+func (f *forwarder) send(addr string, batch []*fwdItem) {
+	req := newApplyRequest(batch)
+	deadline := batch[0].deadline
+	for _, it := range batch[1:] {
 		if it.deadline.After(deadline) {
 			deadline = it.deadline
 		}

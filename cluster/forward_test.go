@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/carmyhq/carmy/fsm"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -122,5 +124,88 @@ func TestForwardedErrorsKeepTheirMeaning(t *testing.T) {
 	err := forwardTo(t, answer(http.StatusOK, `{"results":[{"code":"RATE_LIMITED","message":"slow down"}]}`))
 	if store.CodeOf(err) != store.CodeRateLimited || err.Error() != "slow down" {
 		t.Errorf("unknown code: %v (%q)", err, store.CodeOf(err))
+	}
+}
+
+func items(sizes ...int) []*fwdItem {
+	q := make([]*fwdItem, len(sizes))
+	for i, n := range sizes {
+		q[i] = &fwdItem{data: make([]byte, n)}
+	}
+	return q
+}
+
+// A batch stops at maxBatch commands or maxBatchBytes of them, whichever
+// comes first; a command over maxBatchBytes goes alone.
+func TestBatchBounds(t *testing.T) {
+	const mib = 1 << 20
+	many := make([]int, maxBatch+10)
+	for i := range many {
+		many[i] = 300
+	}
+	cases := []struct {
+		name  string
+		sizes []int
+		want  int
+	}{
+		{"one", []int{10}, 1},
+		{"count", many, maxBatch},
+		{"bytes", []int{mib, mib, mib, mib, mib}, 4},
+		{"just fits", []int{maxBatchBytes - 10, 10, 1}, 2},
+		{"large alone", []int{maxBatchBytes + 1, 1}, 1},
+		{"large after small", []int{1, maxBatchBytes, 1}, 1},
+		{"largest alone", []int{maxCommandBytes, 1}, 1},
+	}
+	for _, tc := range cases {
+		if got := batchLen(items(tc.sizes...)); got != tc.want {
+			t.Errorf("%s: batch of %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// The leader's body limit holds the largest request a forwarder builds:
+// the largest single command, or a batch of commands that fit
+// maxBatchBytes together, envelope included.
+func TestLargestBatchFitsTheLeadersLimit(t *testing.T) {
+	small := make([]int, maxBatch)
+	for i := range small {
+		small[i] = maxBatchBytes / maxBatch
+	}
+	for name, sizes := range map[string][]int{
+		"one command at maxCommandBytes": {maxCommandBytes, 1},
+		"maxBatch commands":              small,
+		"two halves":                     {maxBatchBytes / 2, maxBatchBytes / 2, 1},
+	} {
+		q := items(sizes...)
+		n := batchLen(q)
+		// The request's size: its envelope around one-byte commands, plus
+		// the commands' bytes (a command is a compact JSON object, which
+		// encoding/json copies as it is).
+		for _, it := range q[:n] {
+			it.data = []byte("0")
+		}
+		envelope, err := json.Marshal(newApplyRequest(q[:n]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		size := len(envelope) - n
+		for _, s := range sizes[:n] {
+			size += s
+		}
+		if size > maxInternalReq {
+			t.Errorf("%s: a request of %d bytes, over the leader's limit of %d", name, size, maxInternalReq)
+		}
+	}
+}
+
+// A command over maxCommandBytes is refused before it is proposed or
+// forwarded, on any node alike: no leader could take it.
+func TestCommandOverTheLimitIsRefused(t *testing.T) {
+	if err := checkSize(fsm.TypeComplete, make([]byte, maxCommandBytes)); err != nil {
+		t.Fatalf("at the limit: %v", err)
+	}
+	err := checkSize(fsm.TypeComplete, make([]byte, maxCommandBytes+1))
+	if !errors.Is(err, store.ErrInvalid) || errors.Is(err, store.ErrCommitUnknown) || !strings.Contains(err.Error(), "over the limit") {
+		t.Fatalf("err = %v, want ErrInvalid: over the limit", err)
 	}
 }

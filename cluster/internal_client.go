@@ -102,7 +102,7 @@ func (c *internalClient) do(ctx context.Context, method, addr, path string, body
 		return true, err
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxInternalReq))
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxInternalAnswer))
 	if err != nil {
 		return true, err
 	}

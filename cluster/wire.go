@@ -22,7 +22,35 @@ const (
 	// InternalPrefix is the path prefix the internal handler serves.
 	InternalPrefix = "/internal/"
 	keyHeader      = "Carmy-Cluster-Key"
-	maxInternalReq = 64 << 20
+)
+
+// Size bounds of the node-to-node wire.
+//
+// maxCommandBytes bounds one encoded command, on every node alike: Apply
+// refuses a larger one (store.ErrInvalid) before it is proposed or
+// forwarded. The largest command Carmy makes is a completion or a
+// resolution: the identity (a principal, a session_id and a request_id of
+// up to 255 bytes each), a fingerprint and an execution id, the result's
+// data (bounded by the runtime's result limit, 1 MiB by default) or the
+// resolution's (bounded by the API's body limit, 1 MiB by default), a
+// tool error's object and a few hundred bytes of JSON: about 2 MiB at the
+// defaults. 64 MiB, the old body limit, leaves room for operators who
+// raise those limits, and no command that went through before is refused.
+//
+// maxInternalReq, the body limit of every internal request, holds the
+// largest batch a forwarder builds: a single command of up to
+// maxCommandBytes (or maxBatchBytes of smaller ones, less), plus the
+// batch's envelope (its brackets and commas: a few hundred bytes for
+// maxBatch commands; 64 KiB is ample).
+//
+// maxInternalAnswer bounds an answer a node reads. An answer may be larger
+// than its request (a reservation that turns out a replay carries the
+// record's data back), so it is bounded only against a broken peer; an
+// answer over it leaves its commands' outcomes unknown, like a lost one.
+const (
+	maxCommandBytes   = 64 << 20
+	maxInternalReq    = maxCommandBytes + 64<<10
+	maxInternalAnswer = 512 << 20
 )
 
 // applyRequest is a batch of forwarded commands, each as fsm.Encode wrote
