@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -43,6 +44,9 @@ func (n *Node) Apply(ctx context.Context, c fsm.Command) (fsm.Response, error) {
 	if err := checkSize(c.Type, data); err != nil {
 		return fsm.Response{}, err
 	}
+	// A completion's answer need not carry its result back to the node
+	// that sent it: the leader leaves it out, and it is put back here.
+	omitResult := c.Type == fsm.TypeComplete
 	var resp fsm.Response
 	err = n.untilLeader(ctx, "no leader", func(deadline time.Time) error {
 		var err error
@@ -54,10 +58,40 @@ func (n *Node) Apply(ctx context.Context, c fsm.Command) (fsm.Response, error) {
 		if !ok {
 			return errNotSent
 		}
-		resp, err = n.fwd.apply(ctx, leader, data, deadline)
+		resp, err = n.fwd.apply(ctx, leader, data, deadline, omitResult)
+		if err == nil && omitResult {
+			putResultBack(&resp, *c.Result)
+		}
 		return err
 	})
 	return resp, err
+}
+
+// putResultBack puts into a completion's record the data and error that
+// the leader left out of its answer: those of res, the result the
+// completion carried, as its log entry holds them. (encoding/json
+// compacts a json.RawMessage and escapes <, > and & in it, so the bytes
+// can differ from res's; the record must be the one every replica holds.)
+// A refused completion's record is another's, and comes whole; so does a
+// successful one from a leader of an older build, which is left as it is.
+func putResultBack(resp *fsm.Response, res store.Result) {
+	if resp.Code != "" || resp.Record.Data != nil || resp.Record.Error != nil {
+		return
+	}
+	resp.Record.Data, resp.Record.Error = asLogged(res.Data), asLogged(res.Error)
+}
+
+// asLogged returns raw as encoding/json writes it into a command (empty is
+// left out, and reads back as nil).
+func asLogged(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 {
+		return nil
+	}
+	b, err := json.Marshal(raw)
+	if err != nil {
+		return raw // not reached: the command was encoded with it
+	}
+	return b
 }
 
 // checkSize refuses an encoded command over maxCommandBytes: no leader

@@ -52,9 +52,10 @@ const (
 )
 
 type fwdItem struct {
-	data     []byte
-	deadline time.Time
-	result   chan fwdResult
+	data       []byte
+	deadline   time.Time
+	omitResult bool // see applyRequest.OmitResult
+	result     chan fwdResult
 }
 
 type fwdResult struct {
@@ -79,9 +80,10 @@ func (f *forwarder) close() { f.once.Do(func() { close(f.done) }) }
 
 // apply forwards one command to addr and waits for its result. A caller
 // whose ctx ends first gets store.ErrCommitUnknown: the command may be on
-// its way.
-func (f *forwarder) apply(ctx context.Context, addr string, data []byte, deadline time.Time) (fsm.Response, error) {
-	it := &fwdItem{data: data, deadline: deadline, result: make(chan fwdResult, 1)}
+// its way. With omitResult, a successful answer's record may come without
+// its data and error (applyRequest.OmitResult).
+func (f *forwarder) apply(ctx context.Context, addr string, data []byte, deadline time.Time, omitResult bool) (fsm.Response, error) {
+	it := &fwdItem{data: data, deadline: deadline, omitResult: omitResult, result: make(chan fwdResult, 1)}
 	f.mu.Lock()
 	f.queues[addr] = append(f.queues[addr], it)
 	f.mu.Unlock()
@@ -162,6 +164,9 @@ func newApplyRequest(batch []*fwdItem) applyRequest {
 	req := applyRequest{Commands: make([]json.RawMessage, len(batch))}
 	for i, it := range batch {
 		req.Commands[i] = it.data
+		if it.omitResult {
+			req.OmitResult = append(req.OmitResult, i)
+		}
 	}
 	return req
 }

@@ -26,7 +26,7 @@ func forwardTo(t *testing.T, h http.HandlerFunc) error {
 	defer f.close()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	_, err := f.apply(ctx, leader.Listener.Addr().String(), []byte(`{"v":1,"type":"expire"}`), time.Now().Add(5*time.Second))
+	_, err := f.apply(ctx, leader.Listener.Addr().String(), []byte(`{"v":1,"type":"expire"}`), time.Now().Add(5*time.Second), false)
 	return err
 }
 
@@ -165,7 +165,8 @@ func TestBatchBounds(t *testing.T) {
 
 // The leader's body limit holds the largest request a forwarder builds:
 // the largest single command, or a batch of commands that fit
-// maxBatchBytes together, envelope included.
+// maxBatchBytes together, envelope included (every command asking for its
+// result to be left out: the longest list of indices).
 func TestLargestBatchFitsTheLeadersLimit(t *testing.T) {
 	small := make([]int, maxBatch)
 	for i := range small {
@@ -182,7 +183,7 @@ func TestLargestBatchFitsTheLeadersLimit(t *testing.T) {
 		// the commands' bytes (a command is a compact JSON object, which
 		// encoding/json copies as it is).
 		for _, it := range q[:n] {
-			it.data = []byte("0")
+			it.data, it.omitResult = []byte("0"), true
 		}
 		envelope, err := json.Marshal(newApplyRequest(q[:n]))
 		if err != nil {

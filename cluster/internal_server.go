@@ -85,6 +85,12 @@ func (n *Node) serveApply(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, ans)
 		return
 	}
+	omit := make([]bool, len(req.Commands))
+	for _, i := range req.OmitResult {
+		if i >= 0 && i < len(omit) {
+			omit[i] = true
+		}
+	}
 	items := make([]*proposal, len(req.Commands)) // nil for a refused command
 	queue := make([]*proposal, 0, len(req.Commands))
 	start := time.Now()
@@ -109,6 +115,9 @@ func (n *Node) serveApply(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			ans.Results[i] = applyResult{wireError: wireErrorOf(err)}
 			continue
+		}
+		if omit[i] && resp.Code == "" {
+			resp.Record.Data, resp.Record.Error = nil, nil
 		}
 		ans.Results[i] = applyResult{Response: &resp}
 	}

@@ -40,8 +40,8 @@ const (
 // maxInternalReq, the body limit of every internal request, holds the
 // largest batch a forwarder builds: a single command of up to
 // maxCommandBytes (or maxBatchBytes of smaller ones, less), plus the
-// batch's envelope (its brackets and commas: a few hundred bytes for
-// maxBatch commands; 64 KiB is ample).
+// batch's envelope (its brackets, commas and list of indices: a few KiB
+// for maxBatch commands; 64 KiB is ample).
 //
 // maxInternalAnswer bounds an answer a node reads. An answer may be larger
 // than its request (a reservation that turns out a replay carries the
@@ -55,8 +55,15 @@ const (
 
 // applyRequest is a batch of forwarded commands, each as fsm.Encode wrote
 // it.
+//
+// OmitResult lists (by index) the commands whose answer, when it is a
+// success, leaves the record's data and error out: the sender has them. A
+// completion's answer would otherwise carry its result back to the node
+// that just sent it, and every result would cross the network twice. A
+// leader of an older build ignores the field and answers whole.
 type applyRequest struct {
-	Commands []json.RawMessage `json:"commands"`
+	Commands   []json.RawMessage `json:"commands"`
+	OmitResult []int             `json:"omit_result,omitempty"`
 }
 
 // applyResult is the outcome of one forwarded command: the Response of
