@@ -25,13 +25,13 @@ type internalClient struct {
 }
 
 // newInternalClient returns the client of a node with cfg: it sends
-// cfg.ClusterKey, dials through cfg.Faults when that is set, and with t
+// cfg.ClusterKey, dials through cfg.Hooks.Dial when that is set, and with t
 // speaks mutual TLS under tlsmux.NodeServerName, accepting only a server
 // whose certificate chains to the cluster CA.
 func newInternalClient(cfg Config, t *nodeTLS) *internalClient {
 	dial := (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext
-	if cfg.Faults != nil {
-		dial = cfg.Faults.DialContext(dial)
+	if cfg.Hooks.Dial != nil {
+		dial = cfg.Hooks.Dial(dial)
 	}
 	tr := &http.Transport{
 		DialContext:         dial,
