@@ -43,7 +43,7 @@ func completeUntilRecorded(ctx context.Context, st store.Store, k store.Key, res
 }
 
 // Concurrent completions of large results on a follower all commit, in
-// batches the forwarder bounds by bytes (these make several), and each
+// batches the forwarder bounds by bytes (these make two), and each
 // returns the record the leader holds, byte for byte, though its answer
 // left the result out. (The burst past the leader's old 64 MiB body limit
 // is TestProcessBurstOfLargeResults, on binaries without the race
@@ -51,7 +51,7 @@ func completeUntilRecorded(ctx context.Context, st store.Store, k store.Key, res
 // Raft and gossip timers of an in-process cluster.)
 func TestFollowerCompletesLargeResults(t *testing.T) {
 	const (
-		calls = 8
+		calls = 5
 		size  = 1000 << 10
 	)
 	c := newCluster(t, 3, func(cfg *cluster.Config) { cfg.LeaderWait = 20 * time.Second })
