@@ -139,7 +139,7 @@ func (n *Node) serveJoin(w http.ResponseWriter, r *http.Request) {
 		writeInternalError(w, http.StatusBadRequest, codedWireError(store.CodeInvalidRequest, err.Error()))
 		return
 	}
-	nodes, err := n.AddNode(r.Context(), info)
+	nodes, err := n.addNode(r.Context(), info)
 	if err != nil {
 		writeInternalError(w, statusOf(err), wireErrorOf(err))
 		return
@@ -147,7 +147,7 @@ func (n *Node) serveJoin(w http.ResponseWriter, r *http.Request) {
 	// The table may not list this node's gossip address yet (it registers
 	// itself in the background); the joiner needs one to enter the pool.
 	if !slices.ContainsFunc(nodes, func(m fsm.NodeInfo) bool { return m.ID == n.cfg.NodeID && m.GossipAddr != "" }) {
-		nodes = append(nodes, n.Info())
+		nodes = append(nodes, n.info())
 	}
 	writeJSON(w, http.StatusOK, joinAnswer{Nodes: nodes})
 }
