@@ -37,7 +37,8 @@ func TestValidRequestID(t *testing.T) {
 
 func TestIdempotencyKeyDependsOnIdentityOnly(t *testing.T) {
 	a := store.Key{Principal: "p", Session: "s", RequestID: "r"}
-	if a.IdempotencyKey() != a.IdempotencyKey() || !strings.HasPrefix(a.IdempotencyKey(), "carmy_") {
+	same := store.Key{Principal: "p", Session: "s", RequestID: "r"}
+	if a.IdempotencyKey() != same.IdempotencyKey() || !strings.HasPrefix(a.IdempotencyKey(), "carmy_") {
 		t.Fatalf("IdempotencyKey = %q", a.IdempotencyKey())
 	}
 	others := []store.Key{

@@ -22,10 +22,10 @@ import (
 
 // pki is a CA with a server certificate for the API and one for a node.
 type pki struct {
-	pool                *x509.CertPool
-	api, node           tls.Certificate
-	apiCert, apiKey     string // files
-	caPEM, caKey, nodeP []byte
+	pool            *x509.CertPool
+	api, node       tls.Certificate
+	apiCert, apiKey string // files
+	caPEM, caKey    []byte
 }
 
 func newPKI(t *testing.T) *pki {
