@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -19,6 +20,9 @@ var (
 	errNotLeader = errors.New("cluster: not the leader")
 	// errNotSent: the leader could not be reached; nothing was sent.
 	errNotSent = errors.New("cluster: leader unreachable")
+	// errRefused: the node asked refused this one as a member (wrong
+	// cluster key or certificate); nothing was applied.
+	errRefused = errors.New("cluster: refused as a member")
 )
 
 // Apply commits c through Raft and returns its Response. On the leader it
@@ -28,13 +32,21 @@ var (
 //
 // Errors: store.ErrUnavailable means c was not applied (no leader in time,
 // node shutting down); store.ErrCommitUnknown means c may or may not have
-// been applied. The Response's own error (Response.Err) is an application
-// outcome, committed like any other.
+// been applied; store.ErrInvalid means c was refused before it was
+// proposed (it cannot be encoded, or it is over maxCommandBytes encoded).
+// The Response's own error (Response.Err) is an application outcome,
+// committed like any other.
 func (n *Node) Apply(ctx context.Context, c fsm.Command) (fsm.Response, error) {
 	data, err := fsm.Encode(c)
 	if err != nil {
 		return fsm.Response{}, err
 	}
+	if err := checkSize(c.Type, data); err != nil {
+		return fsm.Response{}, err
+	}
+	// A completion's answer need not carry its result back to the node
+	// that sent it: the leader leaves it out, and it is put back here.
+	omitResult := c.Type == fsm.TypeComplete
 	var resp fsm.Response
 	err = n.untilLeader(ctx, "no leader", func(deadline time.Time) error {
 		var err error
@@ -46,10 +58,49 @@ func (n *Node) Apply(ctx context.Context, c fsm.Command) (fsm.Response, error) {
 		if !ok {
 			return errNotSent
 		}
-		resp, err = n.fwd.apply(ctx, leader, data, deadline)
+		resp, err = n.fwd.apply(ctx, leader, data, deadline, omitResult)
+		if err == nil && omitResult {
+			putResultBack(&resp, *c.Result)
+		}
 		return err
 	})
 	return resp, err
+}
+
+// putResultBack puts into a completion's record the data and error that
+// the leader left out of its answer: those of res, the result the
+// completion carried, as its log entry holds them. (encoding/json
+// compacts a json.RawMessage and escapes <, > and & in it, so the bytes
+// can differ from res's; the record must be the one every replica holds.)
+// A refused completion's record is another's, and comes whole; so does a
+// successful one from a leader of an older build, which is left as it is.
+func putResultBack(resp *fsm.Response, res store.Result) {
+	if resp.Code != "" || resp.Record.Data != nil || resp.Record.Error != nil {
+		return
+	}
+	resp.Record.Data, resp.Record.Error = asLogged(res.Data), asLogged(res.Error)
+}
+
+// asLogged returns raw as encoding/json writes it into a command (empty is
+// left out, and reads back as nil).
+func asLogged(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 {
+		return nil
+	}
+	b, err := json.Marshal(raw)
+	if err != nil {
+		return raw // not reached: the command was encoded with it
+	}
+	return b
+}
+
+// checkSize refuses an encoded command over maxCommandBytes: no leader
+// would take it.
+func checkSize(t fsm.Type, data []byte) error {
+	if len(data) > maxCommandBytes {
+		return fmt.Errorf("%w: a %s command of %d bytes is over the limit of %d", store.ErrInvalid, t, len(data), maxCommandBytes)
+	}
+	return nil
 }
 
 // untilLeader runs attempt until it returns anything but errNotLeader or
@@ -133,7 +184,8 @@ func (n *Node) waitApply(f raft.ApplyFuture) (fsm.Response, error) {
 	}
 	resp, ok := f.Response().(fsm.Response)
 	if !ok {
-		return fsm.Response{}, fmt.Errorf("cluster: unexpected apply response %T", f.Response())
+		// Applied, but its outcome cannot be read.
+		return fsm.Response{}, fmt.Errorf("%w: unexpected apply response %T", store.ErrCommitUnknown, f.Response())
 	}
 	return resp, nil
 }

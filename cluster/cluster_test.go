@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/cluster"
-	"github.com/carmyhq/carmy/fsm"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -194,7 +193,7 @@ func TestMembership(t *testing.T) {
 	c.mu.Unlock()
 	f := c.followers()[0]
 	// Added through a follower, which forwards to the leader.
-	nodes, err := f.AddNode(t.Context(), fsm.NodeInfo{ID: "n3", RaftAddr: third.RaftAddr(), HTTPAddr: third.HTTPAddr()})
+	nodes, err := f.AddNode(t.Context(), cluster.NodeInfo{ID: "n3", RaftAddr: third.RaftAddr(), HTTPAddr: third.HTTPAddr()})
 	if err != nil {
 		t.Fatalf("AddNode: %v", err)
 	}
@@ -203,7 +202,7 @@ func TestMembership(t *testing.T) {
 	}
 	c.waitReady()
 	// The same again is a no-op.
-	if _, err := c.leader().AddNode(t.Context(), fsm.NodeInfo{ID: "n3", RaftAddr: third.RaftAddr(), HTTPAddr: third.HTTPAddr()}); err != nil {
+	if _, err := c.leader().AddNode(t.Context(), cluster.NodeInfo{ID: "n3", RaftAddr: third.RaftAddr(), HTTPAddr: third.HTTPAddr()}); err != nil {
 		t.Fatalf("AddNode again: %v", err)
 	}
 	st, err := f.Status(t.Context())
@@ -224,13 +223,13 @@ func TestMembership(t *testing.T) {
 		}
 		return true
 	})
-	_, err = f.AddNode(t.Context(), fsm.NodeInfo{ID: "bad"})
+	_, err = f.AddNode(t.Context(), cluster.NodeInfo{ID: "bad"})
 	if !errors.Is(err, store.ErrInvalid) {
 		t.Fatalf("AddNode without addresses: %v", err)
 	}
 	// Another id on a live member's Raft address is refused: evicting n3
 	// would leave whoever owns the address answering for two ids.
-	_, err = f.AddNode(t.Context(), fsm.NodeInfo{ID: "impostor", RaftAddr: third.RaftAddr(), HTTPAddr: "127.0.0.1:1"})
+	_, err = f.AddNode(t.Context(), cluster.NodeInfo{ID: "impostor", RaftAddr: third.RaftAddr(), HTTPAddr: "127.0.0.1:1"})
 	if !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), "belongs to member n3") {
 		st, _ := c.leader().Status(t.Context())
 		t.Fatalf("AddNode on a live member's address: %v; nodes now %+v", err, st.Nodes)

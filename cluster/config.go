@@ -1,15 +1,17 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"time"
 
+	"github.com/hashicorp/memberlist"
+	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/carmyhq/carmy/internal/faultnet"
 	"github.com/carmyhq/carmy/internal/netaddr"
 )
 
@@ -75,12 +77,29 @@ type Config struct {
 	// Metrics, when set, receives the node's Prometheus metrics and the
 	// Raft, memberlist and BoltDB metrics routed from go-metrics.
 	Metrics prometheus.Registerer
-	// Faults is the TEST-ONLY network fault layer (package faultnet): when
-	// set, the Raft transport, the gossip transport and the node-to-node
-	// HTTP client go through it, so that a fault-injection harness can cut
-	// this node off from chosen peers. It is nil in production, and then
-	// nothing is wrapped: the node behaves exactly as without the field.
-	Faults *faultnet.Filter
+	// Hooks wrap the node's network connections, for tests that inject
+	// faults. Production leaves them unset.
+	Hooks Hooks
+}
+
+// DialFunc dials like net.Dialer.DialContext.
+type DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// Hooks let test code wrap the node's network (a fault-injection layer
+// that cuts this node off from chosen peers, say): each hook receives what
+// the node would use and returns what it uses instead. A nil hook wraps
+// nothing, and with none set the node behaves exactly as without them.
+type Hooks struct {
+	// Dial wraps the dialer of node-to-node HTTP calls (forwarding, read
+	// barriers, joins). Node TLS, when on, runs over what it returns.
+	Dial func(next DialFunc) DialFunc
+	// RaftStream wraps the plain TCP stream layer of the Raft transport
+	// (its listener and its dials); node TLS, when on, and the connection
+	// preamble run over what it returns.
+	RaftStream func(raft.StreamLayer) raft.StreamLayer
+	// Gossip wraps memberlist's transport. With it set, the node makes
+	// memberlist's NetTransport itself, bound as memberlist would bind it.
+	Gossip func(memberlist.NodeAwareTransport) memberlist.NodeAwareTransport
 }
 
 // Defaults of Config.

@@ -13,9 +13,9 @@ import (
 )
 
 // forwarder carries a follower's commands to the leader. Concurrent
-// commands are gathered into one request (up to maxBatch), and up to
-// maxInFlight requests run at once per node, so followers pay one round
-// trip per batch rather than per command.
+// commands are gathered into one request (up to maxBatch of them and
+// maxBatchBytes together), and up to maxInFlight requests run at once, so
+// followers pay one round trip per batch rather than per command.
 type forwarder struct {
 	client  *internalClient
 	metrics *nodeMetrics
@@ -28,15 +28,34 @@ type forwarder struct {
 	once   sync.Once
 }
 
+// Bounds of a forwarded batch.
+//
+// maxBatchBytes bounds the commands of one request together, a command
+// larger than that going alone. 4 MiB is far above what the count bound
+// lets ordinary commands reach (512 reservations or small completions, a
+// few hundred bytes each), so batching on the hot path is as before; it
+// only splits batches of large results (up to the API's 1 MiB each by
+// default). For those a larger request buys nothing: its cost is moving
+// and decoding its bytes, not its round trip, and the leader's proposer
+// puts the commands of consecutive requests into one Raft round anyway.
+// A smaller one keeps each request to milliseconds of sending and
+// decoding, far from the forward's deadline, and bounds what the requests
+// in flight hold in memory (maxInFlight × 4 MiB on each side).
+//
+// The leader's body limit (maxInternalReq) holds the largest request the
+// forwarder builds: maxBatchBytes, or one command of up to maxCommandBytes,
+// plus the envelope. So the leader never refuses a batch for its size.
 const (
-	maxBatch    = 512
-	maxInFlight = 8
+	maxBatch      = 512
+	maxBatchBytes = 4 << 20
+	maxInFlight   = 8
 )
 
 type fwdItem struct {
-	data     []byte
-	deadline time.Time
-	result   chan fwdResult
+	data       []byte
+	deadline   time.Time
+	omitResult bool // see applyRequest.OmitResult
+	result     chan fwdResult
 }
 
 type fwdResult struct {
@@ -61,9 +80,10 @@ func (f *forwarder) close() { f.once.Do(func() { close(f.done) }) }
 
 // apply forwards one command to addr and waits for its result. A caller
 // whose ctx ends first gets store.ErrCommitUnknown: the command may be on
-// its way.
-func (f *forwarder) apply(ctx context.Context, addr string, data []byte, deadline time.Time) (fsm.Response, error) {
-	it := &fwdItem{data: data, deadline: deadline, result: make(chan fwdResult, 1)}
+// its way. With omitResult, a successful answer's record may come without
+// its data and error (applyRequest.OmitResult).
+func (f *forwarder) apply(ctx context.Context, addr string, data []byte, deadline time.Time, omitResult bool) (fsm.Response, error) {
+	it := &fwdItem{data: data, deadline: deadline, omitResult: omitResult, result: make(chan fwdResult, 1)}
 	f.mu.Lock()
 	f.queues[addr] = append(f.queues[addr], it)
 	f.mu.Unlock()
@@ -107,12 +127,14 @@ func (f *forwarder) dispatch() {
 	}
 }
 
-// take removes up to maxBatch items of one address from the queues.
+// take removes the next batch of one address from the queues: the first
+// items, up to maxBatch of them and maxBatchBytes of commands together;
+// an item larger than maxBatchBytes goes alone.
 func (f *forwarder) take() (string, []*fwdItem) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for addr, q := range f.queues {
-		n := min(len(q), maxBatch)
+		n := batchLen(q)
 		batch := q[:n:n]
 		if n == len(q) {
 			delete(f.queues, addr)
@@ -124,11 +146,35 @@ func (f *forwarder) take() (string, []*fwdItem) {
 	return "", nil
 }
 
-func (f *forwarder) send(addr string, batch []*fwdItem) {
-	deadline := batch[0].deadline
+// batchLen is how many of q's first items go in one batch (at least one).
+func batchLen(q []*fwdItem) int {
+	n, size := 0, 0
+	for n < len(q) && n < maxBatch {
+		size += len(q[n].data)
+		if n > 0 && size > maxBatchBytes {
+			break
+		}
+		n++
+	}
+	return n
+}
+
+// newApplyRequest is the request that carries batch.
+func newApplyRequest(batch []*fwdItem) applyRequest {
 	req := applyRequest{Commands: make([]json.RawMessage, len(batch))}
 	for i, it := range batch {
 		req.Commands[i] = it.data
+		if it.omitResult {
+			req.OmitResult = append(req.OmitResult, i)
+		}
+	}
+	return req
+}
+
+func (f *forwarder) send(addr string, batch []*fwdItem) {
+	req := newApplyRequest(batch)
+	deadline := batch[0].deadline
+	for _, it := range batch[1:] {
 		if it.deadline.After(deadline) {
 			deadline = it.deadline
 		}
@@ -146,17 +192,22 @@ func (f *forwarder) send(addr string, batch []*fwdItem) {
 	if err == nil && len(ans.Results) != len(batch) {
 		err = fmt.Errorf("%w: %s answered %d results for %d commands", store.ErrCommitUnknown, addr, len(ans.Results), len(batch))
 	}
+	if err != nil && sent && !errors.Is(err, errNotLeader) && !errors.Is(err, errRefused) {
+		// The batch was sent and failed whole: a timeout, a broken
+		// connection, or an answer for the batch rather than for each
+		// command (such as a body the leader refused). Some commands
+		// may have been applied, and none was refused for itself.
+		err = &outcomeUnknownError{addr: addr, cause: err}
+	}
 	for i, it := range batch {
 		var r fwdResult
 		switch {
-		case err != nil && !sent:
-			r.err = err
-		case err != nil && (errors.Is(err, errNotLeader) || errors.Is(err, store.ErrUnavailable) && !errors.Is(err, store.ErrCommitUnknown)):
-			r.err = err
 		case err != nil:
-			r.err = fmt.Errorf("%w: forwarding to %s: %w", store.ErrCommitUnknown, addr, err)
-		case ans.Results[i].Error != "":
-			r.err = errorOf(ans.Results[i].Error, ans.Results[i].Message)
+			// Not sent, not the leader, refused as a member: nothing
+			// was applied. Otherwise, outcome unknown.
+			r.err = err
+		case ans.Results[i].isError():
+			r.err = ans.Results[i].err()
 		case ans.Results[i].Response == nil:
 			r.err = fmt.Errorf("%w: %s answered no response", store.ErrCommitUnknown, addr)
 		default:
@@ -168,3 +219,20 @@ func (f *forwarder) send(addr string, batch []*fwdItem) {
 		it.result <- r
 	}
 }
+
+// outcomeUnknownError is a forwarded batch that was sent and failed whole.
+// It matches store.ErrCommitUnknown and nothing else: its cause is told
+// in the message but deliberately not wrapped, since a refusal of the
+// batch (an INVALID_REQUEST answer, say) says nothing of each command, and
+// a caller that took it for a refusal of its own command would stop
+// trying to record an outcome that was never recorded.
+type outcomeUnknownError struct {
+	addr  string
+	cause error
+}
+
+func (e *outcomeUnknownError) Error() string {
+	return fmt.Sprintf("%v: forwarding to %s: %v", store.ErrCommitUnknown, e.addr, e.cause)
+}
+
+func (e *outcomeUnknownError) Unwrap() error { return store.ErrCommitUnknown }

@@ -155,8 +155,8 @@ func (n *Node) startGossip() error {
 	n.members = newMembers(n.cfg.NodeID)
 	mc.Events = n.members
 	mc.Logger = memberlistLogger(n.cfg.Logger)
-	if n.cfg.Faults != nil {
-		if mc.Transport, err = faultGossipTransport(n.cfg, mc); err != nil {
+	if n.cfg.Hooks.Gossip != nil {
+		if mc.Transport, err = hookedGossipTransport(n.cfg, mc); err != nil {
 			return err
 		}
 	}
@@ -172,10 +172,10 @@ func (n *Node) startGossip() error {
 	return nil
 }
 
-// faultGossipTransport makes the transport memberlist would make for mc,
-// wrapped by the test fault layer cfg.Faults. Like memberlist, it retries
-// a bind to port 0 and then sets mc's ports to the one bound.
-func faultGossipTransport(cfg Config, mc *memberlist.Config) (memberlist.NodeAwareTransport, error) {
+// hookedGossipTransport makes the transport memberlist would make for mc,
+// wrapped by cfg.Hooks.Gossip. Like memberlist, it retries a bind to port
+// 0 and then sets mc's ports to the one bound.
+func hookedGossipTransport(cfg Config, mc *memberlist.Config) (memberlist.NodeAwareTransport, error) {
 	nc := &memberlist.NetTransportConfig{
 		BindAddrs: []string{mc.BindAddr}, BindPort: mc.BindPort, Logger: mc.Logger, MetricLabels: mc.MetricLabels,
 	}
@@ -197,7 +197,7 @@ func faultGossipTransport(cfg Config, mc *memberlist.Config) (memberlist.NodeAwa
 		mc.BindPort = nt.GetAutoBindPort()
 		mc.AdvertisePort = mc.BindPort
 	}
-	return cfg.Faults.Memberlist(nt), nil
+	return cfg.Hooks.Gossip(nt), nil
 }
 
 // GossipAddr returns the address memberlist advertises.

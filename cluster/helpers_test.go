@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -75,6 +76,16 @@ type testNode struct {
 	mu       sync.Mutex
 	srv      *http.Server // nil once stopped
 	stopOnce sync.Once
+	// handler serves the node's internal endpoints: InternalHandler, or
+	// what intercept put in front of it.
+	handler atomic.Pointer[http.Handler]
+}
+
+// intercept puts wrap in front of the node's internal endpoints, so a
+// test can play a node that answers otherwise.
+func (tn *testNode) intercept(wrap func(next http.Handler) http.Handler) {
+	h := wrap(tn.InternalHandler())
+	tn.handler.Store(&h)
 }
 
 type testCluster struct {
@@ -114,7 +125,12 @@ func startNode(tb testing.TB, id, dir string, bootstrap bool, join []string, tun
 		ln.Close()
 		tb.Fatalf("Open(%s): %v", id, err)
 	}
-	tn := &testNode{Node: n, cfg: cfg, ln: ln, srv: &http.Server{Handler: n.InternalHandler()}}
+	tn := &testNode{Node: n, cfg: cfg, ln: ln}
+	h := n.InternalHandler()
+	tn.handler.Store(&h)
+	tn.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		(*tn.handler.Load()).ServeHTTP(w, r)
+	})}
 	if cfg.TLS != nil {
 		// As carmy serve does: other nodes come over mutual TLS.
 		tn.ln = tlsmux.New(ln, tlsmux.Config(nil, n.ServerTLSConfig()), 0)

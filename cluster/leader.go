@@ -65,7 +65,7 @@ func (n *Node) becomeReady() bool {
 	// The leader's own addresses go into the member table before the
 	// capacity, which readiness waits for: a ready node can always find
 	// the leader it forwards to.
-	if info := n.Info(); !n.hasNodeInfo(info) {
+	if info := n.info(); !n.hasNodeInfo(info) {
 		ctx, cancel := context.WithTimeout(n.bgCtx, n.cfg.LeaderWait)
 		_, err := n.Apply(ctx, fsm.SetNode(info))
 		cancel()

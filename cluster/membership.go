@@ -13,12 +13,44 @@ import (
 	"github.com/carmyhq/carmy/store"
 )
 
+// NodeInfo is a member's addresses, as the cluster records them in its
+// member table.
+type NodeInfo struct {
+	ID       string
+	RaftAddr string
+	HTTPAddr string
+	// GossipAddr is "" until the node has registered it.
+	GossipAddr string
+}
+
+func nodeInfoOf(m fsm.NodeInfo) NodeInfo {
+	return NodeInfo{ID: m.ID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr, GossipAddr: m.GossipAddr}
+}
+
+func (i NodeInfo) entry() fsm.NodeInfo {
+	return fsm.NodeInfo{ID: i.ID, RaftAddr: i.RaftAddr, HTTPAddr: i.HTTPAddr, GossipAddr: i.GossipAddr}
+}
+
 // AddNode adds (or updates) a voter: the same id and addresses again is a
 // no-op; a known id with new addresses replaces its entry; another id on
 // the same Raft address is removed first when gossip does not see it alive,
-// and refuses the join (store.ErrInvalid) when it does. It may be called on any node (a
-// follower forwards it to the leader) and returns the member table.
-func (n *Node) AddNode(ctx context.Context, info fsm.NodeInfo) ([]fsm.NodeInfo, error) {
+// and refuses the join (store.ErrInvalid) when it does. It may be called
+// on any node (a follower forwards it to the leader) and returns the
+// member table, sorted by id.
+func (n *Node) AddNode(ctx context.Context, info NodeInfo) ([]NodeInfo, error) {
+	table, err := n.addNode(ctx, info.entry())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]NodeInfo, len(table))
+	for i, m := range table {
+		out[i] = nodeInfoOf(m)
+	}
+	return out, nil
+}
+
+// addNode is AddNode with the member table's own entries.
+func (n *Node) addNode(ctx context.Context, info fsm.NodeInfo) ([]fsm.NodeInfo, error) {
 	if info.ID == "" || info.RaftAddr == "" || info.HTTPAddr == "" {
 		return nil, fmt.Errorf("%w: id, raft_addr and http_addr are required", store.ErrInvalid)
 	}
@@ -101,7 +133,7 @@ func (n *Node) RemoveNode(ctx context.Context, id string) error {
 func (n *Node) removeLocal(ctx context.Context, id string) error {
 	if _, ok := n.isVoter(id); !ok {
 		if _, known := n.fsm.Node(id); !known {
-			return &notFoundError{msg: fmt.Sprintf("no member %q", id)}
+			return store.ErrNotFound.WithMessage(fmt.Sprintf("no member %q", id))
 		}
 	} else if err := n.raft.RemoveServer(raft.ServerID(id), 0, n.cfg.LeaderWait).Error(); err != nil {
 		return membershipErr(err)
@@ -146,7 +178,7 @@ func (n *Node) onLeader(ctx context.Context, local func() error, remote func(add
 // joinCluster asks the --join addresses to add this node until one does,
 // then joins the gossip pool through the members it learns of.
 func (n *Node) joinCluster() {
-	info := n.Info()
+	info := n.info()
 	for attempt := 0; !n.stopped(); attempt++ {
 		for _, addr := range n.cfg.Join {
 			ctx, cancel := context.WithTimeout(n.bgCtx, n.cfg.LeaderWait+2*time.Second)
@@ -189,7 +221,7 @@ func (n *Node) registerSelf() {
 		if id, _ := n.Leader(); id == "" {
 			continue
 		}
-		info := n.Info()
+		info := n.info()
 		if n.hasNodeInfo(info) {
 			return
 		}
@@ -235,7 +267,7 @@ func (n *Node) rejoinOnNewAddress() {
 		for _, addr := range targets {
 			ctx, cancel := context.WithTimeout(n.bgCtx, n.cfg.LeaderWait+2*time.Second)
 			var ans joinAnswer
-			_, err := n.client.post(ctx, addr, pathJoin, n.Info(), &ans)
+			_, err := n.client.post(ctx, addr, pathJoin, n.info(), &ans)
 			cancel()
 			if err == nil {
 				n.log.Info("updated this node's address in the cluster", slog.String("via", addr), slog.String("raft_addr", n.RaftAddr()))

@@ -226,7 +226,10 @@ func (n *Node) Raft() *raft.Raft { return n.raft }
 func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
 
 // Info returns this node's addresses.
-func (n *Node) Info() fsm.NodeInfo {
+func (n *Node) Info() NodeInfo { return nodeInfoOf(n.info()) }
+
+// info returns this node's addresses as the member table records them.
+func (n *Node) info() fsm.NodeInfo {
 	return fsm.NodeInfo{ID: n.cfg.NodeID, RaftAddr: n.RaftAddr(), HTTPAddr: n.cfg.HTTPAddr, GossipAddr: n.GossipAddr()}
 }
 
@@ -297,7 +300,7 @@ func (n *Node) observe(_ uint64, c fsm.Command, r fsm.Response) {
 		n.cache.put(members)
 		return
 	}
-	if c.Type != fsm.TypeCancel || r.Error != "" || r.Record.NodeID != n.cfg.NodeID {
+	if c.Type != fsm.TypeCancel || r.Code != "" || r.Record.NodeID != n.cfg.NodeID {
 		return
 	}
 	n.onCancelMu.RLock()

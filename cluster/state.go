@@ -39,7 +39,7 @@ func (n *Node) Digest() (StateDigest, error) {
 func (n *Node) serveState(w http.ResponseWriter, _ *http.Request) {
 	d, err := n.Digest()
 	if err != nil {
-		writeInternalError(w, http.StatusInternalServerError, codeUnavailable, err.Error())
+		writeInternalError(w, http.StatusInternalServerError, wireErrorOf(err))
 		return
 	}
 	writeJSON(w, http.StatusOK, d)

@@ -15,7 +15,7 @@ const (
 )
 
 // newTransport listens on cfg.RaftAddr and returns the Raft transport,
-// through cfg.Faults when set and over mutual TLS when t is set, and its
+// through cfg.Hooks.RaftStream when set and over mutual TLS when t is set, and its
 // identity layer (whose lookup the node sets once Raft runs). The node
 // advertises raftAdvertise's address.
 func newTransport(cfg Config, t *nodeTLS) (*raft.NetworkTransport, *identityStream, error) {
@@ -29,8 +29,8 @@ func newTransport(cfg Config, t *nodeTLS) (*raft.NetworkTransport, *identityStre
 		return nil, nil, err
 	}
 	var stream raft.StreamLayer = &tcpStream{Listener: ln, advertise: advertise}
-	if cfg.Faults != nil {
-		stream = cfg.Faults.StreamLayer(ln, advertise)
+	if cfg.Hooks.RaftStream != nil {
+		stream = cfg.Hooks.RaftStream(stream)
 	}
 	if t != nil {
 		stream = newTLSStream(stream, t)

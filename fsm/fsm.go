@@ -49,8 +49,8 @@ func (f *FSM) Observe(fn func(index uint64, c Command, r Response), types ...Typ
 }
 
 // Apply implements raft.FSM. It returns a Response for commands (one with
-// Error ErrCodeInvalid for entries it cannot decode), and nil for other log
-// types.
+// Code store.CodeInvalidRequest for entries it cannot decode), and nil for
+// other log types.
 func (f *FSM) Apply(l *raft.Log) any {
 	return f.ApplyBatch([]*raft.Log{l})[0]
 }
@@ -74,7 +74,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 		if err != nil {
 			// A committed entry that this node cannot read: every
 			// replica refuses it alike, and the proposer learns why.
-			out[i] = Response{Error: ErrCodeInvalid, Message: err.Error()}
+			out[i] = invalidResponse(err.Error())
 			continue
 		}
 		r := f.p.Apply(l.Index, c)

@@ -124,7 +124,7 @@ func TestApplyBatchMixed(t *testing.T) {
 	}
 	for _, i := range []int{2, 3} {
 		r, ok := out[i].(fsm.Response)
-		if !ok || r.Error != fsm.ErrCodeInvalid || !errors.Is(r.Err(), store.ErrInvalid) || r.Message == "" {
+		if !ok || r.Code != store.CodeInvalidRequest || !errors.Is(r.Err(), store.ErrInvalid) || r.Message == "" {
 			t.Fatalf("undecodable entry %d: %#v", logs[i].Index, out[i])
 		}
 	}

@@ -158,11 +158,11 @@ func FuzzApply(f *testing.F) {
 		if !x.p.Equal(y.p) {
 			t.Fatal("replicas diverged")
 		}
-		if (r.Error == "") != (r.Err() == nil) {
+		if (r.Code == "") != (r.Err() == nil) {
 			t.Fatalf("response %+v with Err() %v", r, r.Err())
 		}
-		if r.Error != "" && !bytes.Equal(before, x.snapshot()) {
-			t.Fatalf("a refused %s (%s) changed the state", c.Type, r.Error)
+		if r.Code != "" && !bytes.Equal(before, x.snapshot()) {
+			t.Fatalf("a refused %s (%s) changed the state", c.Type, r.Code)
 		}
 		overTheWire(t, r)
 		checkRestored(t, x.p)

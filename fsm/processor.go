@@ -58,7 +58,7 @@ func (p *Processor) Apply(index uint64, c Command) Response {
 		return Response{Count: p.st.Expire(c.Cutoff)}
 	case TypeCapacity:
 		if c.Capacity <= 0 {
-			return Response{Error: ErrCodeInvalid, Message: "capacity must be positive"}
+			return invalidResponse("capacity must be positive")
 		}
 		p.st.SetCapacity(c.Capacity)
 		p.capacitySet = true
@@ -70,7 +70,7 @@ func (p *Processor) Apply(index uint64, c Command) Response {
 		delete(p.nodes, c.NodeID)
 		return Response{}
 	}
-	return Response{Error: ErrCodeInvalid, Message: "unknown command type " + string(c.Type)}
+	return invalidResponse("unknown command type " + string(c.Type))
 }
 
 // CapacitySet reports whether a capacity command has been applied.

@@ -97,7 +97,7 @@ func TestReserveRefusesInvalid(t *testing.T) {
 	} {
 		before := x.snapshot()
 		r := x.apply(c)
-		if !errors.Is(r.Err(), store.ErrInvalid) || r.Error != fsm.ErrCodeInvalid {
+		if !errors.Is(r.Err(), store.ErrInvalid) || r.Code != store.CodeInvalidRequest {
 			t.Errorf("%s: %+v, want invalid", name, r)
 		}
 		if !bytes.Equal(before, x.snapshot()) {
@@ -154,8 +154,8 @@ func TestCompleteRefusedForAnotherExecution(t *testing.T) {
 	if !sameRecord(t, se.Record, rec) {
 		t.Fatalf("state error carries %+v, want %+v", se.Record, rec)
 	}
-	if r.Error != fsm.ErrCodeInvalidState {
-		t.Fatalf("code %q", r.Error)
+	if r.Code != store.CodeInvalidState {
+		t.Fatalf("code %q", r.Code)
 	}
 	if !bytes.Equal(before, x.snapshot()) {
 		t.Fatal("a refused complete changed the state")
@@ -225,7 +225,7 @@ func TestCapacity(t *testing.T) {
 	x.mustReserve("r2", "e2", "n1")
 	before := x.snapshot()
 	r = x.apply(fsm.Reserve(key("r3"), fp, execution("e3", "n1")))
-	if !errors.Is(r.Err(), store.ErrCapacity) || r.Error != fsm.ErrCodeCapacity || r.Outcome != 0 {
+	if !errors.Is(r.Err(), store.ErrCapacity) || r.Code != store.CodeCapacity || r.Outcome != 0 {
 		t.Fatalf("third reserve: %+v, want capacity", r)
 	}
 	if !bytes.Equal(before, x.snapshot()) {
@@ -530,7 +530,7 @@ func TestApplyUnknownType(t *testing.T) {
 	x := newProc(t)
 	before := x.snapshot()
 	r := x.apply(fsm.Command{V: fsm.Version, Type: "explode"})
-	if r.Error != fsm.ErrCodeInvalid || !errors.Is(r.Err(), store.ErrInvalid) {
+	if r.Code != store.CodeInvalidRequest || !errors.Is(r.Err(), store.ErrInvalid) {
 		t.Fatalf("unknown type: %+v", r)
 	}
 	if !bytes.Equal(before, x.snapshot()) {

@@ -271,12 +271,12 @@ func checkStep(t *rapid.T, p *fsm.Processor, c fsm.Command, index uint64, r fsm.
 	}
 
 	// A refused command changes nothing.
-	if r.Error != "" {
+	if r.Code != "" {
 		if r.Err() == nil {
-			t.Fatalf("%s: error %q but Err() is nil", c.Type, r.Error)
+			t.Fatalf("%s: error %q but Err() is nil", c.Type, r.Code)
 		}
 		if !unchanged {
-			t.Fatalf("%s: refused (%s) but the state changed", c.Type, r.Error)
+			t.Fatalf("%s: refused (%s) but the state changed", c.Type, r.Code)
 		}
 	} else if r.Err() != nil {
 		t.Fatalf("%s: no error code but Err() = %v", c.Type, r.Err())
@@ -319,7 +319,7 @@ func checkStep(t *rapid.T, p *fsm.Processor, c fsm.Command, index uint64, r fsm.
 			}
 		}
 	case fsm.TypeCapacity:
-		if (c.Capacity > 0) != (r.Error == "") {
+		if (c.Capacity > 0) != (r.Code == "") {
 			t.Fatalf("capacity %d: %+v", c.Capacity, r)
 		}
 		want := before.capacity
@@ -361,7 +361,7 @@ func checkReserve(t *rapid.T, p *fsm.Processor, c fsm.Command, index uint64, r f
 		case old.Status.Finished():
 			want = store.Replay
 		}
-		if r.Outcome != want || r.Error != "" || !sameRecord(t, r.Record, old) || !unchanged {
+		if r.Outcome != want || r.Code != "" || !sameRecord(t, r.Record, old) || !unchanged {
 			t.Fatalf("reserve of a held identity (%s, %s): %+v, want %v with the record unchanged", old.Status, old.Fingerprint, r, want)
 		}
 		return

@@ -2,7 +2,9 @@ package fsm_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -25,8 +27,8 @@ func bobKey(requestID string) store.Key {
 // quota, on the leader and over the wire.
 func wantQuotaResponse(t *testing.T, r fsm.Response, principal string, quota int) {
 	t.Helper()
-	if r.Error != fsm.ErrCodePrincipalCapacity || r.Outcome != 0 {
-		t.Fatalf("response %+v, want %s", r, fsm.ErrCodePrincipalCapacity)
+	if r.Code != store.CodeCapacity || r.Principal == "" || r.Outcome != 0 {
+		t.Fatalf("response %+v, want %s with a principal", r, store.CodeCapacity)
 	}
 	for side, resp := range map[string]fsm.Response{"leader": r, "follower": overTheWire(t, r)} {
 		err := resp.Err()
@@ -73,7 +75,7 @@ func TestQuotaNegativeIsInvalid(t *testing.T) {
 	// ...and every replica refuses it alike when applying it.
 	before := x.snapshot()
 	r := x.apply(got)
-	if r.Error != fsm.ErrCodeInvalid || !errors.Is(overTheWire(t, r).Err(), store.ErrInvalid) {
+	if r.Code != store.CodeInvalidRequest || !errors.Is(overTheWire(t, r).Err(), store.ErrInvalid) {
 		t.Fatalf("negative quota: %+v, want invalid", r)
 	}
 	if !bytes.Equal(before, x.snapshot()) {
@@ -139,15 +141,25 @@ func TestQuotaSameAfterRestore(t *testing.T) {
 }
 
 func TestQuotaResponseOverTheWire(t *testing.T) {
-	r := fsm.Response{Error: fsm.ErrCodePrincipalCapacity, Message: "planner", Count: 5}
+	r := fsm.Response{Code: store.CodeCapacity, Principal: "planner", Quota: 5}
 	b := mustJSON(t, r)
-	if want := `{"count":5,"error":"principal_capacity","message":"planner"}`; string(b) != want {
+	// The code and its fields, and the token an older build reads.
+	if want := `{"code":"IDEMPOTENCY_CAPACITY","principal":"planner","quota":5,"error":"capacity"}`; string(b) != want {
 		t.Fatalf("wire form %s, want %s", b, want)
 	}
 	wantQuotaResponse(t, r, "planner", 5)
 	// The store-wide bound stays a plain ErrCapacity.
 	var qe *store.QuotaError
-	if err := overTheWire(t, fsm.Response{Error: fsm.ErrCodeCapacity}).Err(); err != store.ErrCapacity || errors.As(err, &qe) {
+	if err := overTheWire(t, fsm.Response{Code: store.CodeCapacity}).Err(); err != store.ErrCapacity || errors.As(err, &qe) {
 		t.Fatalf("capacity: %v, want ErrCapacity itself", err)
+	}
+	// The wire form of builds before the SPEC codes still reads as the
+	// same quota error.
+	var old fsm.Response
+	if err := json.Unmarshal([]byte(`{"count":5,"error":"principal_capacity","message":"planner"}`), &old); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(old, r) {
+		t.Fatalf("older wire form read as %+v, want %+v", old, r)
 	}
 }

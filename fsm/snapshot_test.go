@@ -168,7 +168,7 @@ func TestRestoreSnapshotAcceptsHandWritten(t *testing.T) {
 		t.Fatalf("nodes %+v", n)
 	}
 	// The next reservation must come after the snapshot's last seq.
-	if r := p.Apply(9, fsm.Reserve(key("r3"), fp, execution("e3", "n1"))); r.Error != fsm.ErrCodeInvalid {
+	if r := p.Apply(9, fsm.Reserve(key("r3"), fp, execution("e3", "n1"))); r.Code != store.CodeInvalidRequest {
 		t.Fatalf("reserve at the snapshot's last seq: %+v", r)
 	}
 	if r := p.Apply(10, fsm.Reserve(key("r3"), fp, execution("e3", "n1"))); r.Outcome != store.Reserved {

@@ -48,3 +48,44 @@ func (e *Error) Error() string { return e.msg }
 
 // ErrorCode implements Coded.
 func (e *Error) ErrorCode() Code { return e.code }
+
+// WithMessage returns the same error told in other words: it matches e
+// (errors.Is), carries e's code and reads msg. A layer that rebuilds an
+// error received from elsewhere (another node) uses it to keep the
+// sender's message.
+func (e *Error) WithMessage(msg string) error { return &toldError{of: e, msg: msg} }
+
+// toldError is an *Error with another message.
+type toldError struct {
+	of  *Error
+	msg string
+}
+
+func (e *toldError) Error() string        { return e.msg }
+func (e *toldError) ErrorCode() Code      { return e.of.code }
+func (e *toldError) Is(target error) bool { return target == e.of }
+
+// Sentinel returns the sentinel error of this package that carries code,
+// or nil for a code no store returns (UNAUTHORIZED, RATE_LIMITED, …: the
+// API's own). UNAVAILABLE is ErrUnavailable, "not applied":
+// ErrCommitUnknown shares its code but is no outcome a code can name, so a
+// layer that must tell "sent, outcome unknown" carries it otherwise.
+func Sentinel(code Code) *Error {
+	switch code {
+	case CodeInvalidRequest:
+		return ErrInvalid
+	case CodeNotFound:
+		return ErrNotFound
+	case CodeConflict:
+		return ErrConflict
+	case CodeUncertain:
+		return ErrUncertain
+	case CodeInvalidState:
+		return ErrInvalidState
+	case CodeCapacity:
+		return ErrCapacity
+	case CodeUnavailable:
+		return ErrUnavailable
+	}
+	return nil
+}

@@ -5,7 +5,6 @@ import (
 
 	"github.com/carmyhq/carmy/api"
 	"github.com/carmyhq/carmy/cluster"
-	"github.com/carmyhq/carmy/fsm"
 )
 
 // clusterAdmin adapts a cluster.Node to the API's Cluster interface.
@@ -32,7 +31,7 @@ func (a clusterAdmin) Status(ctx context.Context) (api.ClusterStatus, error) {
 }
 
 func (a clusterAdmin) AddNode(ctx context.Context, n api.NodeSpec) error {
-	_, err := a.n.AddNode(ctx, fsm.NodeInfo{ID: n.ID, RaftAddr: n.RaftAddr, HTTPAddr: n.HTTPAddr})
+	_, err := a.n.AddNode(ctx, cluster.NodeInfo{ID: n.ID, RaftAddr: n.RaftAddr, HTTPAddr: n.HTTPAddr})
 	return err
 }
 

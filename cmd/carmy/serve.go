@@ -194,7 +194,7 @@ func startCluster(cfg serveConfig, sec security, ln net.Listener, faults *faultn
 		SnapshotInterval:       cfg.SnapshotInterval,
 		Fast:                   cfg.FastFailover,
 		Logger:                 log,
-		Faults:                 faults,
+		Hooks:                  faultHooks(faults),
 		Metrics:                app.Metrics(),
 	})
 	if err != nil {
@@ -259,6 +259,16 @@ func withFaultControl(internal http.Handler, faults *faultnet.Filter, key string
 	mux.Handle(faultsPath, faults.Handler(key))
 	mux.Handle("/", internal)
 	return mux
+}
+
+// faultHooks plugs the test fault layer, when there is one, into the
+// node's network: its HTTP dials, its Raft stream layer and its gossip
+// transport.
+func faultHooks(faults *faultnet.Filter) cluster.Hooks {
+	if faults == nil {
+		return cluster.Hooks{}
+	}
+	return cluster.Hooks{Dial: faults.DialContext, RaftStream: faults.StreamLayer, Gossip: faults.Memberlist}
 }
 
 // advertised is the HTTP address other nodes reach this one at: the

@@ -2,8 +2,10 @@
 // fault-injection harness cut traffic between specific cluster nodes (each
 // in its own container with its own IP) for Raft, gossip and node-to-node
 // HTTP alike, by telling each node which peer IPs it may no longer reach
-// or hear from. Production nodes never create a Filter; a nil Filter means
-// nothing is wrapped at all.
+// or hear from. It plugs into a node through the node's hooks
+// (cluster.Hooks: Dial is DialContext, RaftStream is StreamLayer, Gossip
+// is Memberlist); production nodes create no Filter and set no hook, and
+// package cluster does not import this one.
 //
 // # Rules
 //
@@ -39,7 +41,7 @@
 // Only traffic through the Filter's wrappers is seen:
 //   - Listener wraps an accepting listener (the node's HTTP API);
 //   - DialContext wraps a dial function (the node-to-node HTTP client);
-//   - StreamLayer is a raft.StreamLayer over a listener (Raft);
+//   - StreamLayer wraps a raft.StreamLayer (Raft);
 //   - Memberlist wraps memberlist's NetTransport (gossip, TCP and UDP).
 //
 // Peers are matched by the IP of the connection's remote end (of the

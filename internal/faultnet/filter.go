@@ -164,14 +164,3 @@ func (f *Filter) untrack(c *conn) {
 		delete(f.conns, c.peer)
 	}
 }
-
-// live returns how many connections are tracked (for tests).
-func (f *Filter) live() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	n := 0
-	for _, set := range f.conns {
-		n += len(set)
-	}
-	return n
-}

@@ -114,3 +114,14 @@ func remoteIP(c net.Conn) string {
 	ip, _ := addrIP(c.RemoteAddr())
 	return ip.String()
 }
+
+// live returns how many connections f tracks.
+func (f *Filter) live() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, set := range f.conns {
+		n += len(set)
+	}
+	return n
+}

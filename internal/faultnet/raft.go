@@ -8,18 +8,18 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// StreamLayer returns a raft.StreamLayer over ln, for
-// raft.NewNetworkTransportWithLogger, with the Filter's rules applied:
-// Accept is Listener's, Dial is a TCP dial through DialContext. Addr is
-// advertise, or ln's address when advertise is nil. Close closes ln.
-func (f *Filter) StreamLayer(ln net.Listener, advertise net.Addr) raft.StreamLayer {
-	return &streamLayer{Listener: f.Listener(ln), f: f, advertise: advertise}
+// StreamLayer returns s, a Raft stream layer (for
+// raft.NewNetworkTransportWithLogger), with the Filter's rules applied:
+// Accept filters s's accepted connections as Listener does, and Dial goes
+// through DialContext around s's own Dial. Addr and Close are s's.
+func (f *Filter) StreamLayer(s raft.StreamLayer) raft.StreamLayer {
+	return &streamLayer{Listener: f.Listener(s), inner: s, f: f}
 }
 
 type streamLayer struct {
-	net.Listener
-	f         *Filter
-	advertise net.Addr
+	net.Listener // s, filtered
+	inner        raft.StreamLayer
+	f            *Filter
 }
 
 var _ raft.StreamLayer = (*streamLayer)(nil)
@@ -32,14 +32,16 @@ func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	var d net.Dialer
-	return s.f.dial(ctx, d.DialContext, "tcp", string(address))
+	return s.f.dial(ctx, func(ctx context.Context, _, addr string) (net.Conn, error) {
+		left := timeout
+		if d, ok := ctx.Deadline(); ok {
+			if left = time.Until(d); left <= 0 {
+				return nil, context.DeadlineExceeded
+			}
+		}
+		return s.inner.Dial(raft.ServerAddress(addr), left)
+	}, "tcp", string(address))
 }
 
-// Addr returns the address this node advertises to its Raft peers.
-func (s *streamLayer) Addr() net.Addr {
-	if s.advertise != nil {
-		return s.advertise
-	}
-	return s.Listener.Addr()
-}
+// Addr returns the address s advertises to its Raft peers.
+func (s *streamLayer) Addr() net.Addr { return s.inner.Addr() }

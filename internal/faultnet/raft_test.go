@@ -9,14 +9,32 @@ import (
 	"github.com/hashicorp/raft"
 )
 
+// tcpStream is a plain Raft stream layer over ln, advertising advertise
+// (ln's address when nil), as a node's own.
+type tcpStream struct {
+	net.Listener
+	advertise net.Addr
+}
+
+func (s *tcpStream) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	return net.DialTimeout("tcp", string(address), timeout)
+}
+
+func (s *tcpStream) Addr() net.Addr {
+	if s.advertise != nil {
+		return s.advertise
+	}
+	return s.Listener.Addr()
+}
+
 func TestStreamLayerAddr(t *testing.T) {
 	ln := listen(t, ipA)
 	f := New()
-	if got := f.StreamLayer(ln, nil).Addr(); got.String() != ln.Addr().String() {
+	if got := f.StreamLayer(&tcpStream{Listener: ln}).Addr(); got.String() != ln.Addr().String() {
 		t.Fatalf("Addr without advertise = %v, want %v", got, ln.Addr())
 	}
 	adv := &net.TCPAddr{IP: net.ParseIP("10.1.2.3"), Port: 8300}
-	if got := f.StreamLayer(ln, adv).Addr(); got != adv {
+	if got := f.StreamLayer(&tcpStream{Listener: ln, advertise: adv}).Addr(); got != adv {
 		t.Fatalf("Addr = %v, want %v", got, adv)
 	}
 }
@@ -25,7 +43,7 @@ func TestStreamLayerAddr(t *testing.T) {
 // it answers every AppendEntries with success until the test ends.
 func raftTransport(t *testing.T, f *Filter, ip string) *raft.NetworkTransport {
 	t.Helper()
-	tr := raft.NewNetworkTransportWithLogger(f.StreamLayer(listen(t, ip), nil), 2, wait, hclog.NewNullLogger())
+	tr := raft.NewNetworkTransportWithLogger(f.StreamLayer(&tcpStream{Listener: listen(t, ip)}), 2, wait, hclog.NewNullLogger())
 	done := make(chan struct{})
 	t.Cleanup(func() {
 		close(done)
@@ -89,7 +107,7 @@ func TestStreamLayerAcceptFiltered(t *testing.T) {
 	if err := f.Set(Rules{DropIn: []string{ipC}}); err != nil {
 		t.Fatal(err)
 	}
-	sl := f.StreamLayer(listen(t, ipA), nil)
+	sl := f.StreamLayer(&tcpStream{Listener: listen(t, ipA)})
 	accepted := make(chan net.Conn, 1)
 	go func() {
 		c, err := sl.Accept()

@@ -164,10 +164,8 @@ func hasFlag(args []string, name string) bool {
 // Logs returns what the process printed so far.
 func (n *Node) Logs() string { return n.logs.String() }
 
-// Exited returns a channel closed when the process has exited.
-func (n *Node) Exited() <-chan struct{} { return n.done }
-
-// ExitErr returns how the process exited; call it after Exited is closed.
+// ExitErr returns how the process exited; call it once it has (Running
+// is false).
 func (n *Node) ExitErr() error { return n.err }
 
 // Stop sends SIGTERM and waits up to timeout for the process to exit. It

@@ -1,0 +1,123 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"sync/atomic"
+	"time"
+
+	"github.com/carmyhq/carmy/internal/tlsmux"
+	"github.com/carmyhq/carmy/store"
+)
+
+// internalClient calls other nodes' internal endpoints over kept-alive
+// connections.
+type internalClient struct {
+	key    string
+	scheme string // "https" with node TLS
+	hc     *http.Client
+}
+
+// newInternalClient returns the client of a node with cfg: it sends
+// cfg.ClusterKey, dials through cfg.Hooks.Dial when that is set, and with t
+// speaks mutual TLS under tlsmux.NodeServerName, accepting only a server
+// whose certificate chains to the cluster CA.
+func newInternalClient(cfg Config, t *nodeTLS) *internalClient {
+	dial := (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	if cfg.Hooks.Dial != nil {
+		dial = cfg.Hooks.Dial(dial)
+	}
+	tr := &http.Transport{
+		DialContext:         dial,
+		MaxIdleConns:        256,
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     90 * time.Second,
+		TLSHandshakeTimeout: 5 * time.Second,
+	}
+	c := &internalClient{key: cfg.ClusterKey, scheme: "http", hc: &http.Client{Transport: tr}}
+	if t != nil {
+		tc := t.clientConfig()
+		tc.ServerName = tlsmux.NodeServerName
+		tc.NextProtos = []string{"http/1.1"}
+		tr.TLSClientConfig = tc
+		c.scheme = "https"
+	}
+	return c
+}
+
+func (c *internalClient) close() { c.hc.CloseIdleConnections() }
+
+// post sends body to addr's path and decodes a 200 answer into out. An
+// error answer becomes the error it carries (wireError.err); an answer
+// that carries none is store.ErrUnavailable, and a refusal of this node as
+// a member also matches errRefused. sent reports whether the request may
+// have reached the other node.
+func (c *internalClient) post(ctx context.Context, addr, path string, body, out any) (sent bool, err error) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return false, err
+	}
+	return c.do(ctx, http.MethodPost, addr, path, b, out)
+}
+
+// get fetches addr's path and decodes a 200 answer into out, as post does.
+func (c *internalClient) get(ctx context.Context, addr, path string, out any) error {
+	_, err := c.do(ctx, http.MethodGet, addr, path, nil, out)
+	return err
+}
+
+// do makes one request with the cluster key (and body, when not nil).
+func (c *internalClient) do(ctx context.Context, method, addr, path string, body []byte, out any) (sent bool, err error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	// Until the client has a connection (dialled, and past its TLS
+	// handshake), nothing of the request can have reached the other node.
+	var gotConn atomic.Bool
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn: func(httptrace.GotConnInfo) { gotConn.Store(true) },
+	})
+	req, err := http.NewRequestWithContext(ctx, method, c.scheme+"://"+addr+path, rd)
+	if err != nil {
+		return false, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.key != "" {
+		req.Header.Set(keyHeader, c.key)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		if !gotConn.Load() {
+			return false, fmt.Errorf("%w: %w", errNotSent, err)
+		}
+		return true, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxInternalAnswer))
+	if err != nil {
+		return true, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		var we wireError
+		if json.Unmarshal(raw, &we) != nil || !we.isError() {
+			return true, fmt.Errorf("%w: %s answered %s", store.ErrUnavailable, addr, resp.Status)
+		}
+		if we = we.normalized(); we.Code == store.CodeForbidden {
+			return true, fmt.Errorf("%w: %s refused this node: %s (%w)", store.ErrUnavailable, addr, we.Message, errRefused)
+		}
+		return true, we.err()
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return true, fmt.Errorf("cluster: answer of %s%s: %w", addr, path, err)
+	}
+	return true, nil
+}

@@ -1,0 +1,166 @@
+package cluster
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"net"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/carmyhq/carmy/fsm"
+	"github.com/carmyhq/carmy/internal/tlsmux"
+	"github.com/carmyhq/carmy/store"
+)
+
+// InternalHandler serves the internal endpoints (mount it at
+// InternalPrefix).
+func (n *Node) InternalHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+pathApply, n.serveApply)
+	mux.HandleFunc("POST "+pathReadIndex, n.serveReadIndex)
+	mux.HandleFunc("POST "+pathJoin, n.serveJoin)
+	mux.HandleFunc("POST "+pathRemove, n.serveRemove)
+	mux.HandleFunc("GET "+pathState, n.serveState)
+	return n.authenticate(mux)
+}
+
+// authenticate refuses callers that are not cluster members. With node
+// TLS, a caller must have come over mutual TLS under
+// tlsmux.NodeServerName (its certificate chained to the cluster CA at the
+// handshake); with a cluster key, it must carry the key; with neither, it
+// must be on loopback.
+func (n *Node) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.tls != nil && (r.TLS == nil || r.TLS.ServerName != tlsmux.NodeServerName || len(r.TLS.PeerCertificates) == 0) {
+			writeInternalError(w, http.StatusForbidden, codedWireError(store.CodeForbidden, "the internal API needs mutual TLS with a node certificate of this cluster"))
+			return
+		}
+		switch {
+		case n.cfg.ClusterKey != "":
+			if subtle.ConstantTimeCompare([]byte(r.Header.Get(keyHeader)), []byte(n.cfg.ClusterKey)) != 1 {
+				writeInternalError(w, http.StatusForbidden, codedWireError(store.CodeForbidden, "missing or wrong cluster key"))
+				return
+			}
+		case n.tls == nil:
+			host, _, _ := net.SplitHostPort(r.RemoteAddr)
+			if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+				writeInternalError(w, http.StatusForbidden, codedWireError(store.CodeForbidden, "the internal API is loopback-only without a cluster key or node TLS"))
+				return
+			}
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxInternalReq)
+		next.ServeHTTP(w, r)
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// writeInternalError answers with status and what went wrong.
+func writeInternalError(w http.ResponseWriter, status int, we wireError) {
+	writeJSON(w, status, we)
+}
+
+// serveApply applies a batch of forwarded commands. All are handed to Raft
+// at once, so they share rounds with each other and with local writes.
+func (n *Node) serveApply(w http.ResponseWriter, r *http.Request) {
+	var req applyRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		// Nothing of the batch was applied, but the forwarder cannot
+		// tell this answer from a failure after applying: it reads a
+		// batch refused whole as "outcome unknown", never as a refusal
+		// of each command.
+		writeInternalError(w, http.StatusBadRequest, codedWireError(store.CodeInvalidRequest, "the batch cannot be read: "+err.Error()))
+		return
+	}
+	ans := applyAnswer{Results: make([]applyResult, len(req.Commands))}
+	if !n.IsLeader() {
+		for i := range ans.Results {
+			ans.Results[i] = applyResult{wireError: wireErrorOf(errNotLeader)}
+		}
+		writeJSON(w, http.StatusOK, ans)
+		return
+	}
+	omit := make([]bool, len(req.Commands))
+	for _, i := range req.OmitResult {
+		if i >= 0 && i < len(omit) {
+			omit[i] = true
+		}
+	}
+	items := make([]*proposal, len(req.Commands)) // nil for a refused command
+	queue := make([]*proposal, 0, len(req.Commands))
+	start := time.Now()
+	// The commands are not decoded here: the FSM decodes each once, and
+	// answers one it cannot read with INVALID_REQUEST on every replica
+	// alike. Only an empty command is refused at the door.
+	for i, raw := range req.Commands {
+		if len(raw) == 0 {
+			ans.Results[i] = applyResult{wireError: codedWireError(store.CodeInvalidRequest, "empty command")}
+			continue
+		}
+		items[i] = newProposal(raw, n.cfg.LeaderWait)
+		queue = append(queue, items[i])
+	}
+	n.proposer.propose(queue...)
+	for i, it := range items {
+		if it == nil {
+			continue
+		}
+		resp, err := n.waitApply(<-it.done)
+		n.observeApply(originForwarded, start, err)
+		if err != nil {
+			ans.Results[i] = applyResult{wireError: wireErrorOf(err)}
+			continue
+		}
+		if omit[i] && resp.Code == "" {
+			resp.Record.Data, resp.Record.Error = nil, nil
+		}
+		ans.Results[i] = applyResult{Response: &resp}
+	}
+	writeJSON(w, http.StatusOK, ans)
+}
+
+func (n *Node) serveReadIndex(w http.ResponseWriter, r *http.Request) {
+	idx, err := n.leaderReadIndex(r.Context())
+	if err != nil {
+		writeInternalError(w, http.StatusServiceUnavailable, wireErrorOf(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, indexAnswer{Index: idx})
+}
+
+func (n *Node) serveJoin(w http.ResponseWriter, r *http.Request) {
+	var info fsm.NodeInfo
+	if err := json.NewDecoder(r.Body).Decode(&info); err != nil {
+		writeInternalError(w, http.StatusBadRequest, codedWireError(store.CodeInvalidRequest, err.Error()))
+		return
+	}
+	nodes, err := n.addNode(r.Context(), info)
+	if err != nil {
+		writeInternalError(w, statusOf(err), wireErrorOf(err))
+		return
+	}
+	// The table may not list this node's gossip address yet (it registers
+	// itself in the background); the joiner needs one to enter the pool.
+	if !slices.ContainsFunc(nodes, func(m fsm.NodeInfo) bool { return m.ID == n.cfg.NodeID && m.GossipAddr != "" }) {
+		nodes = append(nodes, n.info())
+	}
+	writeJSON(w, http.StatusOK, joinAnswer{Nodes: nodes})
+}
+
+func (n *Node) serveRemove(w http.ResponseWriter, r *http.Request) {
+	var req removeRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		writeInternalError(w, http.StatusBadRequest, codedWireError(store.CodeInvalidRequest, err.Error()))
+		return
+	}
+	if err := n.RemoveNode(r.Context(), req.ID); err != nil {
+		writeInternalError(w, statusOf(err), wireErrorOf(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
+}

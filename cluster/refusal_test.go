@@ -1,0 +1,90 @@
+package cluster_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/carmyhq/carmy"
+	"github.com/carmyhq/carmy/store"
+)
+
+// refuseCompletions makes n answer the first times forwarded batches that
+// carry a completion as a leader answered a body over its limit: 400
+// "invalid", the whole batch refused. It returns the count of refusals.
+func refuseCompletions(n *testNode, times int32) *atomic.Int32 {
+	var refused atomic.Int32
+	n.intercept(func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/internal/v1/apply" && refused.Load() < times {
+				body, err := io.ReadAll(r.Body)
+				if err != nil {
+					return
+				}
+				if bytes.Contains(body, []byte(`"type":"complete"`)) {
+					refused.Add(1)
+					w.Header().Set("Content-Type", "application/json")
+					w.WriteHeader(http.StatusBadRequest)
+					_, _ = w.Write([]byte(`{"error":"invalid","message":"http: request body too large"}`))
+					return
+				}
+				r.Body = io.NopCloser(bytes.NewReader(body))
+			}
+			next.ServeHTTP(w, r)
+		})
+	})
+	return &refused
+}
+
+// A leader that refuses whole the batches carrying a follower's
+// completions (as it refused a body over its limit) leaves no execution
+// running: the follower reads the refusal as "outcome unknown", never as
+// an invalid completion, so the runtime on it keeps trying to record its
+// tool's outcome until the leader takes it. Before, the refusal also
+// matched store.ErrInvalid; the runtime gave up on the first one and the
+// execution stayed running until a restart or a manual resolve.
+func TestRuntimeRecordsThroughBatchesRefusedWhole(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	leader := c.leader()
+	f := c.followers()[0]
+	refused := refuseCompletions(leader, 3)
+
+	app := carmy.App(carmy.WithNodeID(f.ID()), carmy.WithLogger(testLogger(t)))
+	app.Tool("echo", func(_ context.Context, call carmy.Call) (any, error) { return call.Arguments, nil })
+	app.IdempotencyStore(f.Store())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = app.Shutdown(ctx)
+	})
+	caller := carmy.Caller{Principal: "p"}
+	req := carmy.Request{Tool: "echo", RequestID: "refused-whole", Arguments: json.RawMessage(`{"x":1}`)}
+	resp, err := app.Call(t.Context(), caller, req)
+	// The call answers completed once the completion is recorded, or (had
+	// that taken longer than the store timeout) UNAVAILABLE meanwhile;
+	// never with the refusal itself.
+	if err != nil && (!errors.Is(err, store.ErrUnavailable) || errors.Is(err, store.ErrInvalid)) {
+		t.Fatalf("Call: %v, want completed (or UNAVAILABLE while the outcome is recorded)", err)
+	}
+	if err == nil && resp.Record.Status != store.StatusCompleted {
+		t.Fatalf("Call: %s, want completed", resp.Record.Status)
+	}
+	if refused.Load() == 0 {
+		t.Fatal("the leader refused no batch: the test tested nothing")
+	}
+	k := store.Key{Principal: "p", RequestID: "refused-whole"}
+	waitFor(t, "the execution to be completed", 30*time.Second, func() bool {
+		rec, err := leader.Store().Lookup(t.Context(), k)
+		return err == nil && rec.Status == store.StatusCompleted
+	})
+	again, err := app.Call(t.Context(), caller, req)
+	if err != nil || !again.Replayed || again.Record.Status != store.StatusCompleted || string(again.Record.Data) != `{"x":1}` {
+		t.Fatalf("retry: %+v, %v; want a replay of completed {\"x\":1}", again, err)
+	}
+}

@@ -1,0 +1,239 @@
+package cluster
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/carmyhq/carmy/fsm"
+	"github.com/carmyhq/carmy/store"
+)
+
+// The internal endpoints, served under the node's HTTP address. Only
+// cluster members may call them: over mutual TLS with node TLS, with the
+// cluster key when one is set, and from loopback when neither is.
+const (
+	pathApply     = "/internal/v1/apply"
+	pathReadIndex = "/internal/v1/readindex"
+	pathJoin      = "/internal/v1/join"
+	pathRemove    = "/internal/v1/remove"
+	pathState     = "/internal/v1/state"
+	// InternalPrefix is the path prefix the internal handler serves.
+	InternalPrefix = "/internal/"
+	keyHeader      = "Carmy-Cluster-Key"
+)
+
+// Size bounds of the node-to-node wire.
+//
+// maxCommandBytes bounds one encoded command, on every node alike: Apply
+// refuses a larger one (store.ErrInvalid) before it is proposed or
+// forwarded. The largest command Carmy makes is a completion or a
+// resolution: the identity (a principal, a session_id and a request_id of
+// up to 255 bytes each), a fingerprint and an execution id, the result's
+// data (bounded by the runtime's result limit, 1 MiB by default) or the
+// resolution's (bounded by the API's body limit, 1 MiB by default), a
+// tool error's object and a few hundred bytes of JSON: about 2 MiB at the
+// defaults. 64 MiB, the old body limit, leaves room for operators who
+// raise those limits, and no command that went through before is refused.
+//
+// maxInternalReq, the body limit of every internal request, holds the
+// largest batch a forwarder builds: a single command of up to
+// maxCommandBytes (or maxBatchBytes of smaller ones, less), plus the
+// batch's envelope (its brackets, commas and list of indices: a few KiB
+// for maxBatch commands; 64 KiB is ample).
+//
+// maxInternalAnswer bounds an answer a node reads. An answer may be larger
+// than its request (a reservation that turns out a replay carries the
+// record's data back), so it is bounded only against a broken peer; an
+// answer over it leaves its commands' outcomes unknown, like a lost one.
+const (
+	maxCommandBytes   = 64 << 20
+	maxInternalReq    = maxCommandBytes + 64<<10
+	maxInternalAnswer = 512 << 20
+)
+
+// applyRequest is a batch of forwarded commands, each as fsm.Encode wrote
+// it.
+//
+// OmitResult lists (by index) the commands whose answer, when it is a
+// success, leaves the record's data and error out: the sender has them. A
+// completion's answer would otherwise carry its result back to the node
+// that just sent it, and every result would cross the network twice. A
+// leader of an older build ignores the field and answers whole.
+type applyRequest struct {
+	Commands   []json.RawMessage `json:"commands"`
+	OmitResult []int             `json:"omit_result,omitempty"`
+}
+
+// applyResult is the outcome of one forwarded command: the Response of
+// its application, or the error of the attempt.
+type applyResult struct {
+	Response *fsm.Response `json:"response,omitempty"`
+	wireError
+}
+
+type applyAnswer struct {
+	Results []applyResult `json:"results"`
+}
+
+type indexAnswer struct {
+	Index uint64 `json:"index"`
+}
+
+type joinAnswer struct {
+	Nodes []fsm.NodeInfo `json:"nodes"`
+}
+
+type removeRequest struct {
+	ID string `json:"id"`
+}
+
+// wireError is an error as the node-to-node wire carries it, in an error
+// answer or in one command's result.
+//
+// An outcome of the contract travels as its SPEC code (Code, with
+// Message), from which the receiver rebuilds the store error with that
+// code (store.Sentinel), so errors.Is works on both nodes alike. Two
+// states of one attempt are no such outcome, and travel as State instead:
+// stateNotLeader (the node asked does not lead: nothing was applied, ask
+// the leader) and stateCommitUnknown (the command was proposed, whether it
+// committed is unknown: store.ErrCommitUnknown, which no code names, so it
+// can never be read back as a refusal).
+//
+// Builds before the SPEC codes wrote one token in "error" ("not_leader",
+// "commit_unknown", "unavailable", "invalid", "conflict", "not_found",
+// "forbidden") and read only that. Legacy keeps both directions readable
+// through a rolling upgrade: a node writes the token beside Code or State,
+// and reads it when both are missing.
+type wireError struct {
+	Code    store.Code `json:"code,omitempty"`
+	State   string     `json:"state,omitempty"`
+	Message string     `json:"message,omitempty"`
+	Legacy  string     `json:"error,omitempty"`
+}
+
+// The states of an attempt, and the older builds' tokens.
+const (
+	stateNotLeader     = "not_leader"
+	stateCommitUnknown = "commit_unknown"
+
+	legacyUnavailable = "unavailable"
+	legacyInvalid     = "invalid"
+	legacyConflict    = "conflict"
+	legacyNotFound    = "not_found"
+	legacyForbidden   = "forbidden"
+)
+
+// wireErrorOf is how err goes on the wire: a state, or its SPEC code (an
+// error without one is UNAVAILABLE: nothing was applied).
+func wireErrorOf(err error) wireError {
+	msg := err.Error()
+	switch {
+	case errors.Is(err, errNotLeader):
+		return wireError{State: stateNotLeader, Message: msg, Legacy: stateNotLeader}
+	case errors.Is(err, store.ErrCommitUnknown):
+		return wireError{State: stateCommitUnknown, Message: msg, Legacy: stateCommitUnknown}
+	}
+	code := store.CodeOf(err)
+	if code == "" {
+		code = store.CodeUnavailable
+	}
+	return codedWireError(code, msg)
+}
+
+// codedWireError is an outcome of the contract, with the token an older
+// build reads.
+func codedWireError(code store.Code, msg string) wireError {
+	w := wireError{Code: code, Message: msg, Legacy: legacyUnavailable}
+	switch code {
+	case store.CodeInvalidRequest:
+		w.Legacy = legacyInvalid
+	case store.CodeConflict:
+		w.Legacy = legacyConflict
+	case store.CodeNotFound:
+		w.Legacy = legacyNotFound
+	case store.CodeForbidden:
+		w.Legacy = legacyForbidden
+	}
+	return w
+}
+
+// isError reports whether w carries an error at all.
+func (w wireError) isError() bool { return w.Code != "" || w.State != "" || w.Legacy != "" }
+
+// normalized returns w with the code or state an older build's token
+// means, when it carries only that.
+func (w wireError) normalized() wireError {
+	if w.Code != "" || w.State != "" {
+		return w
+	}
+	switch w.Legacy {
+	case stateNotLeader, stateCommitUnknown:
+		w.State = w.Legacy
+	case legacyInvalid:
+		w.Code = store.CodeInvalidRequest
+	case legacyConflict:
+		w.Code = store.CodeConflict
+	case legacyNotFound:
+		w.Code = store.CodeNotFound
+	case legacyForbidden:
+		w.Code = store.CodeForbidden
+	case "":
+	default:
+		w.Code = store.CodeUnavailable
+	}
+	return w
+}
+
+// err rebuilds the error w carries (nil when none): errNotLeader, an
+// error that matches store.ErrCommitUnknown and nothing else, or the store
+// error of its code. A code no store error carries (a newer build's)
+// keeps its code, so the API still answers with it.
+func (w wireError) err() error {
+	w = w.normalized()
+	switch {
+	case w.State == stateNotLeader:
+		return told(errNotLeader, w.Message)
+	case w.State == stateCommitUnknown:
+		return told(store.ErrCommitUnknown, w.Message)
+	case w.State != "":
+		// A state of a newer build: whether anything was applied is
+		// not known.
+		return fmt.Errorf("%w: %s: %s", store.ErrCommitUnknown, w.State, w.Message)
+	case w.Code == "":
+		return nil
+	}
+	if s := store.Sentinel(w.Code); s != nil {
+		if w.Message == "" {
+			return s
+		}
+		return s.WithMessage(w.Message)
+	}
+	return store.NewError(w.Code, w.Message)
+}
+
+// told returns sentinel with the sender's message, when it has one.
+func told(sentinel error, msg string) error {
+	switch {
+	case msg == "":
+		return sentinel
+	case msg == sentinel.Error():
+		return sentinel
+	}
+	if e, ok := sentinel.(*store.Error); ok {
+		return e.WithMessage(msg)
+	}
+	return fmt.Errorf("%w (%s)", sentinel, msg)
+}
+
+// statusOf is the HTTP status of an error answer.
+func statusOf(err error) int {
+	switch store.CodeOf(err) {
+	case store.CodeInvalidRequest:
+		return http.StatusBadRequest
+	case store.CodeNotFound:
+		return http.StatusNotFound
+	}
+	return http.StatusServiceUnavailable
+}
