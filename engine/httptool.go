@@ -4,17 +4,42 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"maps"
 	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/carmyhq/carmy/internal/egress"
+)
+
+// Error codes an HTTP tool records (SPEC §3.1). Their messages name the
+// tool and the kind of failure, never the configured URL, a header value
+// or a secret.
+const (
+	// CodeUpstreamStatus: the upstream answered with a status outside
+	// 2xx. The error carries "status" and the start of the answer's body
+	// as "body" (configured values the upstream echoed are redacted).
+	CodeUpstreamStatus = "UPSTREAM_STATUS"
+	// CodeUpstreamUnreachable: no answer could be had or read (a refused
+	// connection, a failed DNS lookup or TLS handshake, a dropped
+	// connection). The request may have reached the upstream when the
+	// connection dropped after it was sent.
+	CodeUpstreamUnreachable = "UPSTREAM_UNREACHABLE"
 )
 
 // HTTPTool configures a tool that calls an upstream over HTTP (SPEC §3.1).
+//
+// The URL, the headers and whatever secrets they hold never appear in a
+// record or an answer: a failure is recorded as the tool's name and the
+// kind of failure, and its detail is logged (with the URL's userinfo and
+// query, and the configured values, redacted).
 type HTTPTool struct {
 	URL string
 	// Method defaults to POST.
@@ -23,6 +48,8 @@ type HTTPTool struct {
 	// Client defaults to a client with no timeout of its own: the tool's
 	// timeout bounds every request through its context.
 	Client *http.Client
+	// Logger receives a failure's detail at WARN (nil: slog.Default()).
+	Logger *slog.Logger
 }
 
 // maxUpstreamBody bounds how much of an upstream answer is read.
@@ -31,71 +58,145 @@ const maxUpstreamBody = 8 << 20
 // maxErrorBody bounds the upstream text kept in a failed result.
 const maxErrorBody = 1 << 10
 
+// maxRedactedBody bounds the start of a failed answer that is redacted
+// before it is cut to maxErrorBody.
+const maxRedactedBody = 64 << 10
+
 // Func returns the ToolFunc that sends the call's arguments as the JSON
 // body, with the Idempotency-Key, Carmy-Execution-Id, Carmy-Request-Id and
 // Carmy-Fencing-Token headers. A 2xx answer is the result: its JSON when
 // the answer is JSON (by Content-Type, or valid JSON without one), else
-// {"body": text}. Any other status fails with UPSTREAM_STATUS.
+// {"body": text}. Any other status fails with UPSTREAM_STATUS, a request
+// that gets no answer with UPSTREAM_UNREACHABLE; the end of the tool's
+// context is returned as its error (timed_out or cancelled).
+//
+// Func checks the configuration: an error names what is wrong without
+// repeating the URL or a header's value.
 func (h HTTPTool) Func() (ToolFunc, error) {
 	u, err := url.Parse(h.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("http tool: url %q must be an absolute http or https URL", h.URL)
+		// Neither the URL nor url.Parse's error, which quotes it.
+		return nil, errors.New("http tool: the url is not an absolute http or https URL")
 	}
 	method := h.Method
 	if method == "" {
 		method = http.MethodPost
 	}
+	if _, err := http.NewRequest(method, h.URL, nil); err != nil {
+		return nil, fmt.Errorf("http tool: method %q: not a valid HTTP method", method)
+	}
 	client := h.Client
 	if client == nil {
 		client = &http.Client{}
 	}
-	headers := h.Headers
-	return func(ctx context.Context, c Call) (any, error) {
-		req, err := http.NewRequestWithContext(ctx, method, h.URL, bytes.NewReader(c.Arguments))
-		if err != nil {
-			return nil, err
+	h.Headers = maps.Clone(h.Headers) // the caller may change its map later
+	t := &httpTool{
+		HTTPTool: h,
+		method:   method,
+		client:   client,
+		redactor: egress.NewRedactor(u, h.Headers),
+		logURL:   egress.RedactURL(u),
+		log:      h.Logger,
+	}
+	if t.log == nil {
+		t.log = slog.Default()
+	}
+	return t.call, nil
+}
+
+// httpTool is an HTTPTool checked by Func.
+type httpTool struct {
+	HTTPTool
+	method   string
+	client   *http.Client
+	redactor *egress.Redactor
+	logURL   string // the URL for the log, redacted
+	log      *slog.Logger
+}
+
+func (t *httpTool) call(ctx context.Context, c Call) (any, error) {
+	req, err := http.NewRequestWithContext(ctx, t.method, t.URL, bytes.NewReader(c.Arguments))
+	if err != nil {
+		// Func built one already: this does not happen, but its text would
+		// name the URL.
+		t.warn(c, "the request could not be built", err)
+		return nil, &ToolError{Code: CodeToolError, Message: fmt.Sprintf("tool %s: the request could not be built", c.Tool)}
+	}
+	req.Header = t.header(c)
+	resp, err := t.client.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
 		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json")
-		for k, v := range headers {
-			req.Header.Set(k, v)
+		return nil, t.failed(c, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody+1))
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
 		}
-		if c.RequestID != "" {
-			req.Header.Set("Idempotency-Key", c.IdempotencyKey)
-			req.Header.Set("Carmy-Request-Id", c.RequestID)
-			req.Header.Set("Carmy-Fencing-Token", strconv.FormatUint(c.FencingToken, 10))
+		kind := egress.Describe(err)
+		t.warn(c, "reading the upstream's answer failed: "+kind, err)
+		return nil, &ToolError{Code: CodeUpstreamUnreachable, Message: fmt.Sprintf("tool %s: reading the upstream's answer failed: %s", c.Tool, kind)}
+	}
+	if len(body) > maxUpstreamBody {
+		return nil, &ToolError{Code: CodeResultTooLarge, Message: fmt.Sprintf("the upstream answered more than %d bytes", maxUpstreamBody)}
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, &ToolError{
+			Code:    CodeUpstreamStatus,
+			Message: fmt.Sprintf("tool %s: the upstream answered %s", c.Tool, t.redactor.Redact(resp.Status)),
+			Details: map[string]any{"status": resp.StatusCode, "body": t.errorBody(body)},
 		}
-		req.Header.Set("Carmy-Execution-Id", c.ExecutionID)
-		resp, err := client.Do(req)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			return nil, &ToolError{Code: "UPSTREAM_UNREACHABLE", Message: err.Error()}
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody+1))
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			return nil, &ToolError{Code: "UPSTREAM_UNREACHABLE", Message: "reading the answer: " + err.Error()}
-		}
-		if len(body) > maxUpstreamBody {
-			return nil, &ToolError{Code: CodeResultTooLarge, Message: fmt.Sprintf("the upstream answered more than %d bytes", maxUpstreamBody)}
-		}
-		if resp.StatusCode < 200 || resp.StatusCode > 299 {
-			return nil, &ToolError{
-				Code:    "UPSTREAM_STATUS",
-				Message: fmt.Sprintf("the upstream answered %s", resp.Status),
-				Details: map[string]any{"status": resp.StatusCode, "body": truncate(body, maxErrorBody)},
-			}
-		}
-		if trimmed := bytes.TrimSpace(body); len(trimmed) > 0 && isJSONType(resp.Header.Get("Content-Type")) && json.Valid(trimmed) {
-			return json.RawMessage(trimmed), nil
-		}
-		return map[string]string{"body": string(body)}, nil
-	}, nil
+	}
+	if trimmed := bytes.TrimSpace(body); len(trimmed) > 0 && isJSONType(resp.Header.Get("Content-Type")) && json.Valid(trimmed) {
+		return json.RawMessage(trimmed), nil
+	}
+	return map[string]string{"body": string(body)}, nil
+}
+
+// header returns the headers of a request for c: Content-Type and Accept
+// (which configured headers may change), the configured headers, and
+// Carmy's own, which nothing overrides.
+func (t *httpTool) header(c Call) http.Header {
+	h := make(http.Header)
+	h.Set("Content-Type", "application/json")
+	h.Set("Accept", "application/json")
+	for k, v := range t.Headers {
+		h.Set(k, v)
+	}
+	if c.RequestID != "" {
+		h.Set("Idempotency-Key", c.IdempotencyKey)
+		h.Set("Carmy-Request-Id", c.RequestID)
+		h.Set("Carmy-Fencing-Token", strconv.FormatUint(c.FencingToken, 10))
+	}
+	h.Set("Carmy-Execution-Id", c.ExecutionID)
+	return h
+}
+
+// errorBody returns the start of a failed answer's body for the record,
+// with the configured values it echoes redacted. Redaction comes before
+// the cut, so that no part of a secret survives at the cut.
+func (t *httpTool) errorBody(body []byte) string {
+	if len(body) > maxRedactedBody {
+		body = body[:maxRedactedBody]
+	}
+	return truncate([]byte(t.redactor.Redact(string(body))), maxErrorBody)
+}
+
+// failed turns the error of a request that got no answer into the
+// recorded one, and logs its detail.
+func (t *httpTool) failed(c Call, err error) *ToolError {
+	kind := egress.Describe(err)
+	t.warn(c, "the upstream could not be reached: "+kind, err)
+	return &ToolError{Code: CodeUpstreamUnreachable, Message: fmt.Sprintf("tool %s: the upstream could not be reached: %s", c.Tool, kind)}
+}
+
+// warn logs a failure of c with its detail, redacted.
+func (t *httpTool) warn(c Call, msg string, err error) {
+	t.log.Warn("http tool: "+msg, slog.String("tool", c.Tool), slog.String("execution_id", c.ExecutionID),
+		slog.String("url", t.logURL), slog.String("err", egress.Detail(err, t.redactor)))
 }
 
 // isJSONType reports whether a Content-Type announces JSON: absent,

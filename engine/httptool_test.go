@@ -87,9 +87,13 @@ func answer(status int, contentType, body string) http.HandlerFunc {
 	}
 }
 
-// mustAddHTTPTool registers an HTTP tool named name on app.
+// mustAddHTTPTool registers an HTTP tool named name on app. A tool
+// without a Logger logs nowhere.
 func mustAddHTTPTool(t *testing.T, app *Runtime, name string, h HTTPTool, timeout time.Duration) {
 	t.Helper()
+	if h.Logger == nil {
+		h.Logger = slog.New(slog.DiscardHandler)
+	}
 	fn, err := h.Func()
 	if err != nil {
 		t.Fatalf("HTTPTool.Func: %v", err)
