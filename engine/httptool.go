@@ -24,8 +24,9 @@ import (
 // or a secret.
 const (
 	// CodeUpstreamStatus: the upstream answered with a status outside
-	// 2xx. The error carries "status" and the start of the answer's body
-	// as "body" (configured values the upstream echoed are redacted).
+	// 2xx, a redirect not followed included. The error carries "status"
+	// and the start of the answer's body as "body" (configured values the
+	// upstream echoed are redacted).
 	CodeUpstreamStatus = "UPSTREAM_STATUS"
 	// CodeUpstreamUnreachable: no answer could be had or read (a refused
 	// connection, a failed DNS lookup or TLS handshake, a dropped
@@ -45,8 +46,15 @@ type HTTPTool struct {
 	// Method defaults to POST.
 	Method  string
 	Headers map[string]string
+	// FollowRedirects lets the tool follow a redirect to the same scheme,
+	// host and port as URL (up to 10 of them), sending Carmy's headers but
+	// none of Headers, nor URL's userinfo. A redirect elsewhere, or any
+	// redirect when FollowRedirects is off (the default), is not followed:
+	// the tool fails with UPSTREAM_STATUS and the redirect's status.
+	FollowRedirects bool
 	// Client defaults to a client with no timeout of its own: the tool's
-	// timeout bounds every request through its context.
+	// timeout bounds every request through its context. The tool's
+	// redirect rule replaces the Client's CheckRedirect.
 	Client *http.Client
 	// Logger receives a failure's detail at WARN (nil: slog.Default()).
 	Logger *slog.Logger
@@ -61,6 +69,9 @@ const maxErrorBody = 1 << 10
 // maxRedactedBody bounds the start of a failed answer that is redacted
 // before it is cut to maxErrorBody.
 const maxRedactedBody = 64 << 10
+
+// maxRedirects bounds the redirects a tool with FollowRedirects follows.
+const maxRedirects = 10
 
 // Func returns the ToolFunc that sends the call's arguments as the JSON
 // body, with the Idempotency-Key, Carmy-Execution-Id, Carmy-Request-Id and
@@ -85,15 +96,16 @@ func (h HTTPTool) Func() (ToolFunc, error) {
 	if _, err := http.NewRequest(method, h.URL, nil); err != nil {
 		return nil, fmt.Errorf("http tool: method %q: not a valid HTTP method", method)
 	}
-	client := h.Client
-	if client == nil {
-		client = &http.Client{}
+	base := http.Client{}
+	if h.Client != nil {
+		base = *h.Client
 	}
 	h.Headers = maps.Clone(h.Headers) // the caller may change its map later
 	t := &httpTool{
 		HTTPTool: h,
+		url:      u,
 		method:   method,
-		client:   client,
+		base:     base,
 		redactor: egress.NewRedactor(u, h.Headers),
 		logURL:   egress.RedactURL(u),
 		log:      h.Logger,
@@ -107,8 +119,9 @@ func (h HTTPTool) Func() (ToolFunc, error) {
 // httpTool is an HTTPTool checked by Func.
 type httpTool struct {
 	HTTPTool
+	url      *url.URL
 	method   string
-	client   *http.Client
+	base     http.Client
 	redactor *egress.Redactor
 	logURL   string // the URL for the log, redacted
 	log      *slog.Logger
@@ -122,8 +135,24 @@ func (t *httpTool) call(ctx context.Context, c Call) (any, error) {
 		t.warn(c, "the request could not be built", err)
 		return nil, &ToolError{Code: CodeToolError, Message: fmt.Sprintf("tool %s: the request could not be built", c.Tool)}
 	}
-	req.Header = t.header(c)
-	resp, err := t.client.Do(req)
+	req.Header = t.header(c, true)
+	var refused string // why a redirect was not followed
+	client := t.base
+	client.CheckRedirect = func(next *http.Request, via []*http.Request) error {
+		if refused = t.refuseRedirect(next, via); refused != "" {
+			return http.ErrUseLastResponse
+		}
+		// Carmy's headers only: neither the configured ones, nor a Referer
+		// (the configured URL), nor the basic auth of the URL's userinfo,
+		// which a relative Location keeps.
+		next.Header = t.header(c, false)
+		next.URL.User = nil
+		if next.Body == nil || next.Body == http.NoBody {
+			next.Header.Del("Content-Type")
+		}
+		return nil
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -144,9 +173,17 @@ func (t *httpTool) call(ctx context.Context, c Call) (any, error) {
 		return nil, &ToolError{Code: CodeResultTooLarge, Message: fmt.Sprintf("the upstream answered more than %d bytes", maxUpstreamBody)}
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		msg := fmt.Sprintf("tool %s: the upstream answered %s", c.Tool, t.redactor.Redact(resp.Status))
+		if refused != "" {
+			msg += ": a redirect, not followed: " + refused
+			loc, _ := resp.Location()
+			t.log.Warn("http tool: a redirect was not followed", slog.String("tool", c.Tool), slog.String("execution_id", c.ExecutionID),
+				slog.String("url", t.logURL), slog.Int("status", resp.StatusCode), slog.String("location", egress.RedactURL(loc)),
+				slog.String("reason", refused))
+		}
 		return nil, &ToolError{
 			Code:    CodeUpstreamStatus,
-			Message: fmt.Sprintf("tool %s: the upstream answered %s", c.Tool, t.redactor.Redact(resp.Status)),
+			Message: msg,
 			Details: map[string]any{"status": resp.StatusCode, "body": t.errorBody(body)},
 		}
 	}
@@ -157,14 +194,16 @@ func (t *httpTool) call(ctx context.Context, c Call) (any, error) {
 }
 
 // header returns the headers of a request for c: Content-Type and Accept
-// (which configured headers may change), the configured headers, and
-// Carmy's own, which nothing overrides.
-func (t *httpTool) header(c Call) http.Header {
+// (which configured headers may change), the configured headers when
+// configured is set, and Carmy's own, which nothing overrides.
+func (t *httpTool) header(c Call, configured bool) http.Header {
 	h := make(http.Header)
 	h.Set("Content-Type", "application/json")
 	h.Set("Accept", "application/json")
-	for k, v := range t.Headers {
-		h.Set(k, v)
+	if configured {
+		for k, v := range t.Headers {
+			h.Set(k, v)
+		}
 	}
 	if c.RequestID != "" {
 		h.Set("Idempotency-Key", c.IdempotencyKey)
@@ -175,6 +214,20 @@ func (t *httpTool) header(c Call) http.Header {
 	return h
 }
 
+// refuseRedirect returns why the redirect to next is not followed, or ""
+// to follow it.
+func (t *httpTool) refuseRedirect(next *http.Request, via []*http.Request) string {
+	switch {
+	case !sameOrigin(t.url, next.URL):
+		return "it leads to another host, scheme or port"
+	case !t.FollowRedirects:
+		return "the tool does not follow redirects"
+	case len(via) > maxRedirects: // via holds the first request too
+		return fmt.Sprintf("%d redirects were followed already", maxRedirects)
+	}
+	return ""
+}
+
 // errorBody returns the start of a failed answer's body for the record,
 // with the configured values it echoes redacted. Redaction comes before
 // the cut, so that no part of a secret survives at the cut.
@@ -183,6 +236,22 @@ func (t *httpTool) errorBody(body []byte) string {
 		body = body[:maxRedactedBody]
 	}
 	return truncate([]byte(t.redactor.Redact(string(body))), maxErrorBody)
+}
+
+// sameOrigin reports whether a and b have the same scheme, host and port
+// (an absent port being the scheme's).
+func sameOrigin(a, b *url.URL) bool {
+	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) && port(a) == port(b)
+}
+
+func port(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	if strings.EqualFold(u.Scheme, "https") {
+		return "443"
+	}
+	return "80"
 }
 
 // failed turns the error of a request that got no answer into the
