@@ -11,9 +11,11 @@ import (
 	"maps"
 	"mime"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
+	"syscall"
 	"unicode/utf8"
 
 	"github.com/carmyhq/carmy/internal/egress"
@@ -33,6 +35,9 @@ const (
 	// connection). The request may have reached the upstream when the
 	// connection dropped after it was sent.
 	CodeUpstreamUnreachable = "UPSTREAM_UNREACHABLE"
+	// CodeEgressDenied: the egress policy refused every address of the
+	// upstream before connecting; nothing was sent.
+	CodeEgressDenied = "EGRESS_DENIED"
 )
 
 // HTTPTool configures a tool that calls an upstream over HTTP (SPEC §3.1).
@@ -52,12 +57,27 @@ type HTTPTool struct {
 	// redirect when FollowRedirects is off (the default), is not followed:
 	// the tool fails with UPSTREAM_STATUS and the redirect's status.
 	FollowRedirects bool
+	// AllowNetworks, when not empty, lists the only networks the tool may
+	// connect to. With or without it, the egress policy's deny list
+	// (unspecified, link-local and cloud metadata addresses; see package
+	// internal/egress) is refused unless a network of AllowNetworks names
+	// such an address at least as narrowly. The check is made on every
+	// address the upstream's name resolves to, before connecting; a
+	// refusal fails with EGRESS_DENIED.
+	AllowNetworks []netip.Prefix
 	// Client defaults to a client with no timeout of its own: the tool's
-	// timeout bounds every request through its context. The tool's
-	// redirect rule replaces the Client's CheckRedirect.
+	// timeout bounds every request through its context. A Client without
+	// a Transport gets the one that applies the egress policy; with a
+	// Transport of its own, AllowNetworks and the deny list are the
+	// Transport's to enforce. The tool's redirect rule replaces the
+	// Client's CheckRedirect either way.
 	Client *http.Client
 	// Logger receives a failure's detail at WARN (nil: slog.Default()).
 	Logger *slog.Logger
+
+	// control, when set (by tests), runs after the egress policy accepted
+	// an address and before the connection is made.
+	control func(network, address string, c syscall.RawConn) error
 }
 
 // maxUpstreamBody bounds how much of an upstream answer is read.
@@ -77,9 +97,10 @@ const maxRedirects = 10
 // body, with the Idempotency-Key, Carmy-Execution-Id, Carmy-Request-Id and
 // Carmy-Fencing-Token headers. A 2xx answer is the result: its JSON when
 // the answer is JSON (by Content-Type, or valid JSON without one), else
-// {"body": text}. Any other status fails with UPSTREAM_STATUS, a request
-// that gets no answer with UPSTREAM_UNREACHABLE; the end of the tool's
-// context is returned as its error (timed_out or cancelled).
+// {"body": text}. Any other status fails with UPSTREAM_STATUS, an address
+// the egress policy refuses with EGRESS_DENIED, a request that gets no
+// answer with UPSTREAM_UNREACHABLE; the end of the tool's context is
+// returned as its error (timed_out or cancelled).
 //
 // Func checks the configuration: an error names what is wrong without
 // repeating the URL or a header's value.
@@ -96,9 +117,16 @@ func (h HTTPTool) Func() (ToolFunc, error) {
 	if _, err := http.NewRequest(method, h.URL, nil); err != nil {
 		return nil, fmt.Errorf("http tool: method %q: not a valid HTTP method", method)
 	}
+	policy, err := egress.New(h.AllowNetworks)
+	if err != nil {
+		return nil, fmt.Errorf("http tool: %w", err)
+	}
 	base := http.Client{}
 	if h.Client != nil {
 		base = *h.Client
+	}
+	if base.Transport == nil {
+		base.Transport = h.transport(policy)
 	}
 	h.Headers = maps.Clone(h.Headers) // the caller may change its map later
 	t := &httpTool{
@@ -114,6 +142,23 @@ func (h HTTPTool) Func() (ToolFunc, error) {
 		t.log = slog.Default()
 	}
 	return t.call, nil
+}
+
+// transport returns the egress policy's transport, with the test hook.
+func (h HTTPTool) transport(policy *egress.Policy) *http.Transport {
+	tr := policy.Transport()
+	if h.control != nil {
+		d := policy.Dialer()
+		check := d.Control
+		d.Control = func(network, address string, c syscall.RawConn) error {
+			if err := check(network, address, c); err != nil {
+				return err
+			}
+			return h.control(network, address, c)
+		}
+		tr.DialContext = d.DialContext
+	}
+	return tr
 }
 
 // httpTool is an HTTPTool checked by Func.
@@ -257,6 +302,10 @@ func port(u *url.URL) string {
 // failed turns the error of a request that got no answer into the
 // recorded one, and logs its detail.
 func (t *httpTool) failed(c Call, err error) *ToolError {
+	if errors.Is(err, egress.ErrDenied) {
+		t.warn(c, "the egress policy refused the upstream's address", err)
+		return &ToolError{Code: CodeEgressDenied, Message: fmt.Sprintf("tool %s: the upstream's address is not allowed by the egress policy", c.Tool)}
+	}
 	kind := egress.Describe(err)
 	t.warn(c, "the upstream could not be reached: "+kind, err)
 	return &ToolError{Code: CodeUpstreamUnreachable, Message: fmt.Sprintf("tool %s: the upstream could not be reached: %s", c.Tool, kind)}
