@@ -4,25 +4,80 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"maps"
 	"mime"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
+	"syscall"
 	"unicode/utf8"
+
+	"github.com/carmyhq/carmy/internal/egress"
+)
+
+// Error codes an HTTP tool records (SPEC §3.1). Their messages name the
+// tool and the kind of failure, never the configured URL, a header value
+// or a secret.
+const (
+	// CodeUpstreamStatus: the upstream answered with a status outside
+	// 2xx, a redirect not followed included. The error carries "status"
+	// and the start of the answer's body as "body" (configured values the
+	// upstream echoed are redacted).
+	CodeUpstreamStatus = "UPSTREAM_STATUS"
+	// CodeUpstreamUnreachable: no answer could be had or read (a refused
+	// connection, a failed DNS lookup or TLS handshake, a dropped
+	// connection). The request may have reached the upstream when the
+	// connection dropped after it was sent.
+	CodeUpstreamUnreachable = "UPSTREAM_UNREACHABLE"
+	// CodeEgressDenied: the egress policy refused every address of the
+	// upstream before connecting; nothing was sent.
+	CodeEgressDenied = "EGRESS_DENIED"
 )
 
 // HTTPTool configures a tool that calls an upstream over HTTP (SPEC §3.1).
+//
+// The URL, the headers and whatever secrets they hold never appear in a
+// record or an answer: a failure is recorded as the tool's name and the
+// kind of failure, and its detail is logged (with the URL's userinfo and
+// query, and the configured values, redacted).
 type HTTPTool struct {
 	URL string
 	// Method defaults to POST.
 	Method  string
 	Headers map[string]string
+	// FollowRedirects lets the tool follow a redirect to the same scheme,
+	// host and port as URL (up to 10 of them), sending Carmy's headers but
+	// none of Headers, nor URL's userinfo. A redirect elsewhere, or any
+	// redirect when FollowRedirects is off (the default), is not followed:
+	// the tool fails with UPSTREAM_STATUS and the redirect's status.
+	FollowRedirects bool
+	// AllowNetworks, when not empty, lists the only networks the tool may
+	// connect to. With or without it, the egress policy's deny list
+	// (unspecified, link-local and cloud metadata addresses; see package
+	// internal/egress) is refused unless a network of AllowNetworks names
+	// such an address at least as narrowly. The check is made on every
+	// address the upstream's name resolves to, before connecting; a
+	// refusal fails with EGRESS_DENIED.
+	AllowNetworks []netip.Prefix
 	// Client defaults to a client with no timeout of its own: the tool's
-	// timeout bounds every request through its context.
+	// timeout bounds every request through its context. A Client without
+	// a Transport gets the one that applies the egress policy; with a
+	// Transport of its own, AllowNetworks and the deny list are the
+	// Transport's to enforce. The tool's redirect rule replaces the
+	// Client's CheckRedirect either way.
 	Client *http.Client
+	// Logger receives a failure's detail at WARN (nil: slog.Default()).
+	Logger *slog.Logger
+
+	// control, when set (by tests), runs after the egress policy accepted
+	// an address and before the connection is made.
+	control func(network, address string, c syscall.RawConn) error
 }
 
 // maxUpstreamBody bounds how much of an upstream answer is read.
@@ -31,71 +86,235 @@ const maxUpstreamBody = 8 << 20
 // maxErrorBody bounds the upstream text kept in a failed result.
 const maxErrorBody = 1 << 10
 
+// maxRedactedBody bounds the start of a failed answer that is redacted
+// before it is cut to maxErrorBody.
+const maxRedactedBody = 64 << 10
+
+// maxRedirects bounds the redirects a tool with FollowRedirects follows.
+const maxRedirects = 10
+
 // Func returns the ToolFunc that sends the call's arguments as the JSON
 // body, with the Idempotency-Key, Carmy-Execution-Id, Carmy-Request-Id and
 // Carmy-Fencing-Token headers. A 2xx answer is the result: its JSON when
 // the answer is JSON (by Content-Type, or valid JSON without one), else
-// {"body": text}. Any other status fails with UPSTREAM_STATUS.
+// {"body": text}. Any other status fails with UPSTREAM_STATUS, an address
+// the egress policy refuses with EGRESS_DENIED, a request that gets no
+// answer with UPSTREAM_UNREACHABLE; the end of the tool's context is
+// returned as its error (timed_out or cancelled).
+//
+// Func checks the configuration: an error names what is wrong without
+// repeating the URL or a header's value.
 func (h HTTPTool) Func() (ToolFunc, error) {
 	u, err := url.Parse(h.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("http tool: url %q must be an absolute http or https URL", h.URL)
+		// Neither the URL nor url.Parse's error, which quotes it.
+		return nil, errors.New("http tool: the url is not an absolute http or https URL")
 	}
 	method := h.Method
 	if method == "" {
 		method = http.MethodPost
 	}
-	client := h.Client
-	if client == nil {
-		client = &http.Client{}
+	if _, err := http.NewRequest(method, h.URL, nil); err != nil {
+		return nil, fmt.Errorf("http tool: method %q: not a valid HTTP method", method)
 	}
-	headers := h.Headers
-	return func(ctx context.Context, c Call) (any, error) {
-		req, err := http.NewRequestWithContext(ctx, method, h.URL, bytes.NewReader(c.Arguments))
-		if err != nil {
-			return nil, err
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json")
-		for k, v := range headers {
-			req.Header.Set(k, v)
-		}
-		if c.RequestID != "" {
-			req.Header.Set("Idempotency-Key", c.IdempotencyKey)
-			req.Header.Set("Carmy-Request-Id", c.RequestID)
-			req.Header.Set("Carmy-Fencing-Token", strconv.FormatUint(c.FencingToken, 10))
-		}
-		req.Header.Set("Carmy-Execution-Id", c.ExecutionID)
-		resp, err := client.Do(req)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
+	policy, err := egress.New(h.AllowNetworks)
+	if err != nil {
+		return nil, fmt.Errorf("http tool: %w", err)
+	}
+	base := http.Client{}
+	if h.Client != nil {
+		base = *h.Client
+	}
+	if base.Transport == nil {
+		base.Transport = h.transport(policy)
+	}
+	h.Headers = maps.Clone(h.Headers) // the caller may change its map later
+	t := &httpTool{
+		HTTPTool: h,
+		url:      u,
+		method:   method,
+		base:     base,
+		redactor: egress.NewRedactor(u, h.Headers),
+		logURL:   egress.RedactURL(u),
+		log:      h.Logger,
+	}
+	if t.log == nil {
+		t.log = slog.Default()
+	}
+	return t.call, nil
+}
+
+// transport returns the egress policy's transport, with the test hook.
+func (h HTTPTool) transport(policy *egress.Policy) *http.Transport {
+	tr := policy.Transport()
+	if h.control != nil {
+		d := policy.Dialer()
+		check := d.Control
+		d.Control = func(network, address string, c syscall.RawConn) error {
+			if err := check(network, address, c); err != nil {
+				return err
 			}
-			return nil, &ToolError{Code: "UPSTREAM_UNREACHABLE", Message: err.Error()}
+			return h.control(network, address, c)
 		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody+1))
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			return nil, &ToolError{Code: "UPSTREAM_UNREACHABLE", Message: "reading the answer: " + err.Error()}
+		tr.DialContext = d.DialContext
+	}
+	return tr
+}
+
+// httpTool is an HTTPTool checked by Func.
+type httpTool struct {
+	HTTPTool
+	url      *url.URL
+	method   string
+	base     http.Client
+	redactor *egress.Redactor
+	logURL   string // the URL for the log, redacted
+	log      *slog.Logger
+}
+
+func (t *httpTool) call(ctx context.Context, c Call) (any, error) {
+	req, err := http.NewRequestWithContext(ctx, t.method, t.URL, bytes.NewReader(c.Arguments))
+	if err != nil {
+		// Func built one already: this does not happen, but its text would
+		// name the URL.
+		t.warn(c, "the request could not be built", err)
+		return nil, &ToolError{Code: CodeToolError, Message: fmt.Sprintf("tool %s: the request could not be built", c.Tool)}
+	}
+	req.Header = t.header(c, true)
+	var refused string // why a redirect was not followed
+	client := t.base
+	client.CheckRedirect = func(next *http.Request, via []*http.Request) error {
+		if refused = t.refuseRedirect(next, via); refused != "" {
+			return http.ErrUseLastResponse
 		}
-		if len(body) > maxUpstreamBody {
-			return nil, &ToolError{Code: CodeResultTooLarge, Message: fmt.Sprintf("the upstream answered more than %d bytes", maxUpstreamBody)}
+		// Carmy's headers only: neither the configured ones, nor a Referer
+		// (the configured URL), nor the basic auth of the URL's userinfo,
+		// which a relative Location keeps.
+		next.Header = t.header(c, false)
+		next.URL.User = nil
+		if next.Body == nil || next.Body == http.NoBody {
+			next.Header.Del("Content-Type")
 		}
-		if resp.StatusCode < 200 || resp.StatusCode > 299 {
-			return nil, &ToolError{
-				Code:    "UPSTREAM_STATUS",
-				Message: fmt.Sprintf("the upstream answered %s", resp.Status),
-				Details: map[string]any{"status": resp.StatusCode, "body": truncate(body, maxErrorBody)},
-			}
+		return nil
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
 		}
-		if trimmed := bytes.TrimSpace(body); len(trimmed) > 0 && isJSONType(resp.Header.Get("Content-Type")) && json.Valid(trimmed) {
-			return json.RawMessage(trimmed), nil
+		return nil, t.failed(c, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody+1))
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
 		}
-		return map[string]string{"body": string(body)}, nil
-	}, nil
+		kind := egress.Describe(err)
+		t.warn(c, "reading the upstream's answer failed: "+kind, err)
+		return nil, &ToolError{Code: CodeUpstreamUnreachable, Message: fmt.Sprintf("tool %s: reading the upstream's answer failed: %s", c.Tool, kind)}
+	}
+	if len(body) > maxUpstreamBody {
+		return nil, &ToolError{Code: CodeResultTooLarge, Message: fmt.Sprintf("the upstream answered more than %d bytes", maxUpstreamBody)}
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		msg := fmt.Sprintf("tool %s: the upstream answered %s", c.Tool, t.redactor.Redact(resp.Status))
+		if refused != "" {
+			msg += ": a redirect, not followed: " + refused
+			loc, _ := resp.Location()
+			t.log.Warn("http tool: a redirect was not followed", slog.String("tool", c.Tool), slog.String("execution_id", c.ExecutionID),
+				slog.String("url", t.logURL), slog.Int("status", resp.StatusCode), slog.String("location", egress.RedactURL(loc)),
+				slog.String("reason", refused))
+		}
+		return nil, &ToolError{
+			Code:    CodeUpstreamStatus,
+			Message: msg,
+			Details: map[string]any{"status": resp.StatusCode, "body": t.errorBody(body)},
+		}
+	}
+	if trimmed := bytes.TrimSpace(body); len(trimmed) > 0 && isJSONType(resp.Header.Get("Content-Type")) && json.Valid(trimmed) {
+		return json.RawMessage(trimmed), nil
+	}
+	return map[string]string{"body": string(body)}, nil
+}
+
+// header returns the headers of a request for c: Content-Type and Accept
+// (which configured headers may change), the configured headers when
+// configured is set, and Carmy's own, which nothing overrides.
+func (t *httpTool) header(c Call, configured bool) http.Header {
+	h := make(http.Header)
+	h.Set("Content-Type", "application/json")
+	h.Set("Accept", "application/json")
+	if configured {
+		for k, v := range t.Headers {
+			h.Set(k, v)
+		}
+	}
+	if c.RequestID != "" {
+		h.Set("Idempotency-Key", c.IdempotencyKey)
+		h.Set("Carmy-Request-Id", c.RequestID)
+		h.Set("Carmy-Fencing-Token", strconv.FormatUint(c.FencingToken, 10))
+	}
+	h.Set("Carmy-Execution-Id", c.ExecutionID)
+	return h
+}
+
+// refuseRedirect returns why the redirect to next is not followed, or ""
+// to follow it.
+func (t *httpTool) refuseRedirect(next *http.Request, via []*http.Request) string {
+	switch {
+	case !sameOrigin(t.url, next.URL):
+		return "it leads to another host, scheme or port"
+	case !t.FollowRedirects:
+		return "the tool does not follow redirects"
+	case len(via) > maxRedirects: // via holds the first request too
+		return fmt.Sprintf("%d redirects were followed already", maxRedirects)
+	}
+	return ""
+}
+
+// errorBody returns the start of a failed answer's body for the record,
+// with the configured values it echoes redacted. Redaction comes before
+// the cut, so that no part of a secret survives at the cut.
+func (t *httpTool) errorBody(body []byte) string {
+	if len(body) > maxRedactedBody {
+		body = body[:maxRedactedBody]
+	}
+	return truncate([]byte(t.redactor.Redact(string(body))), maxErrorBody)
+}
+
+// sameOrigin reports whether a and b have the same scheme, host and port
+// (an absent port being the scheme's).
+func sameOrigin(a, b *url.URL) bool {
+	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) && port(a) == port(b)
+}
+
+func port(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	if strings.EqualFold(u.Scheme, "https") {
+		return "443"
+	}
+	return "80"
+}
+
+// failed turns the error of a request that got no answer into the
+// recorded one, and logs its detail.
+func (t *httpTool) failed(c Call, err error) *ToolError {
+	if errors.Is(err, egress.ErrDenied) {
+		t.warn(c, "the egress policy refused the upstream's address", err)
+		return &ToolError{Code: CodeEgressDenied, Message: fmt.Sprintf("tool %s: the upstream's address is not allowed by the egress policy", c.Tool)}
+	}
+	kind := egress.Describe(err)
+	t.warn(c, "the upstream could not be reached: "+kind, err)
+	return &ToolError{Code: CodeUpstreamUnreachable, Message: fmt.Sprintf("tool %s: the upstream could not be reached: %s", c.Tool, kind)}
+}
+
+// warn logs a failure of c with its detail, redacted.
+func (t *httpTool) warn(c Call, msg string, err error) {
+	t.log.Warn("http tool: "+msg, slog.String("tool", c.Tool), slog.String("execution_id", c.ExecutionID),
+		slog.String("url", t.logURL), slog.String("err", egress.Detail(err, t.redactor)))
 }
 
 // isJSONType reports whether a Content-Type announces JSON: absent,

@@ -54,8 +54,15 @@ type fakeUpstream struct {
 // does.
 func newFakeUpstream(t *testing.T, h http.HandlerFunc) *fakeUpstream {
 	t.Helper()
+	return startFakeUpstream(t, nil, h)
+}
+
+// startFakeUpstream is newFakeUpstream serving on ln (nil: httptest's own
+// listener on 127.0.0.1).
+func startFakeUpstream(t *testing.T, ln net.Listener, h http.HandlerFunc) *fakeUpstream {
+	t.Helper()
 	u := &fakeUpstream{}
-	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	u.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(r.Body)
 		if err != nil {
 			t.Errorf("upstream: reading the body: %v", err)
@@ -65,6 +72,11 @@ func newFakeUpstream(t *testing.T, h http.HandlerFunc) *fakeUpstream {
 		u.mu.Unlock()
 		h(w, r)
 	}))
+	if ln != nil {
+		u.Listener.Close()
+		u.Listener = ln
+	}
+	u.Start()
 	t.Cleanup(u.Close)
 	return u
 }
@@ -87,9 +99,13 @@ func answer(status int, contentType, body string) http.HandlerFunc {
 	}
 }
 
-// mustAddHTTPTool registers an HTTP tool named name on app.
+// mustAddHTTPTool registers an HTTP tool named name on app. A tool
+// without a Logger logs nowhere.
 func mustAddHTTPTool(t *testing.T, app *Runtime, name string, h HTTPTool, timeout time.Duration) {
 	t.Helper()
+	if h.Logger == nil {
+		h.Logger = slog.New(slog.DiscardHandler)
+	}
 	fn, err := h.Func()
 	if err != nil {
 		t.Fatalf("HTTPTool.Func: %v", err)

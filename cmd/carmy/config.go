@@ -6,14 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"net/netip"
 	"os"
 	"regexp"
+	"slices"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/carmyhq/carmy"
 	"github.com/carmyhq/carmy/api"
+	"github.com/carmyhq/carmy/internal/egress"
 )
 
 // fileConfig is the YAML config file (SPEC §3.1).
@@ -22,6 +26,20 @@ type fileConfig struct {
 	DemoTools bool         `yaml:"demo_tools"`
 	Auth      authConfig   `yaml:"auth"`
 	Limits    limitsConfig `yaml:"limits"`
+	Egress    egressConfig `yaml:"egress"`
+}
+
+// egressConfig bounds where HTTP tools may connect (package
+// internal/egress).
+type egressConfig struct {
+	// Allow, when set, lists the only networks (CIDRs such as
+	// 10.0.0.0/8, or single addresses) HTTP tools may connect to; a tool's
+	// http.allow_networks may narrow it. Unset: any address but the
+	// built-in deny list (unspecified, link-local, cloud metadata), which
+	// applies on top of Allow too unless Allow names such an address at
+	// least as narrowly (169.254.169.254/32 opens it; 0.0.0.0/0 does not).
+	// Loopback is reachable unless Allow leaves it out.
+	Allow []string `yaml:"allow"`
 }
 
 type toolConfig struct {
@@ -37,6 +55,15 @@ type httpConfig struct {
 	URL     string            `yaml:"url"`
 	Method  string            `yaml:"method"`
 	Headers map[string]string `yaml:"headers"`
+	// FollowRedirects follows redirects to the same scheme, host and port,
+	// without the configured headers; off (the default), a redirect fails
+	// the call with UPSTREAM_STATUS. A redirect elsewhere is never
+	// followed.
+	FollowRedirects bool `yaml:"follow_redirects"`
+	// AllowNetworks, when set, lists the only networks this tool may
+	// connect to, instead of egress.allow; with egress.allow set, each one
+	// must lie within it.
+	AllowNetworks []string `yaml:"allow_networks"`
 }
 
 type authConfig struct {
@@ -119,13 +146,74 @@ func loadConfig(path string) (fileConfig, error) {
 			return fc, fmt.Errorf("config %s: auth.tokens[%d] (%s): max_entries must not be negative", path, i, t.Principal)
 		}
 	}
+	if _, err := parseNetworks("egress.allow", fc.Egress.Allow); err != nil {
+		return fc, fmt.Errorf("config %s: %w", path, err)
+	}
+	for i := range fc.Tools {
+		if _, err := fc.allowNetworks(i); err != nil {
+			return fc, fmt.Errorf("config %s: %w", path, err)
+		}
+	}
 	return fc, nil
+}
+
+// allowNetworks returns the networks the i-th tool may connect to: its
+// http.allow_networks, each within egress.allow when that is set; else
+// egress.allow; nil for any address outside the deny list.
+func (fc fileConfig) allowNetworks(i int) ([]netip.Prefix, error) {
+	global, err := parseNetworks("egress.allow", fc.Egress.Allow)
+	if err != nil {
+		return nil, err
+	}
+	tc := fc.Tools[i]
+	if tc.HTTP == nil || tc.HTTP.AllowNetworks == nil {
+		return global, nil
+	}
+	where := fmt.Sprintf("tools[%d] (%s): http.allow_networks", i, tc.Name)
+	own, err := parseNetworks(where, tc.HTTP.AllowNetworks)
+	if err != nil {
+		return nil, err
+	}
+	for j, n := range own {
+		if global != nil && !slices.ContainsFunc(global, func(g netip.Prefix) bool { return g.Bits() <= n.Bits() && g.Contains(n.Addr()) }) {
+			return nil, fmt.Errorf("%s[%d]: %s is not within egress.allow", where, j, n)
+		}
+	}
+	return own, nil
+}
+
+// parseNetworks parses the list of networks at key: nil when absent; an
+// empty list, or an entry that is not a network, is an error.
+func parseNetworks(key string, entries []string) ([]netip.Prefix, error) {
+	if entries == nil {
+		return nil, nil
+	}
+	if len(entries) == 0 {
+		return nil, fmt.Errorf("%s lists no network: leave it out to allow every address outside the deny list", key)
+	}
+	nets := make([]netip.Prefix, len(entries))
+	for j, e := range entries {
+		n, err := egress.ParseNetwork(e)
+		if err != nil {
+			return nil, fmt.Errorf("%s[%d]: %w", key, j, err)
+		}
+		nets[j] = n
+	}
+	return nets, nil
 }
 
 // toolSpecs turns the configured tools into ToolSpecs, expanding ${VAR}
 // in URLs and headers from getenv. A variable that is not set is an error:
 // a tool must not call its upstream without the credentials it was given.
+// An error never repeats a URL or a header's value. The tools log the
+// detail of their failures to slog.Default(); see toolSpecsLogging.
 func (fc fileConfig) toolSpecs(getenv func(string) string) ([]carmy.ToolSpec, error) {
+	return fc.toolSpecsLogging(getenv, slog.Default())
+}
+
+// toolSpecsLogging is toolSpecs with the logger the HTTP tools log the
+// detail of their failures to (at WARN, redacted).
+func (fc fileConfig) toolSpecsLogging(getenv func(string) string, log *slog.Logger) ([]carmy.ToolSpec, error) {
 	var specs []carmy.ToolSpec
 	for i, tc := range fc.Tools {
 		where := fmt.Sprintf("tools[%d] (%s)", i, tc.Name)
@@ -157,7 +245,13 @@ func (fc fileConfig) toolSpecs(getenv func(string) string) ([]carmy.ToolSpec, er
 				return nil, fmt.Errorf("config %s: header %s: %w", where, k, err)
 			}
 		}
-		fn, err := carmy.HTTPTool{URL: url, Method: tc.HTTP.Method, Headers: headers}.Func()
+		allow, err := fc.allowNetworks(i)
+		if err != nil {
+			return nil, fmt.Errorf("config %w", err)
+		}
+		fn, err := carmy.HTTPTool{
+			URL: url, Method: tc.HTTP.Method, Headers: headers, FollowRedirects: tc.HTTP.FollowRedirects, AllowNetworks: allow, Logger: log,
+		}.Func()
 		if err != nil {
 			return nil, fmt.Errorf("config %s: %w", where, err)
 		}

@@ -1,0 +1,247 @@
+package main_test
+
+// Black-box tests of HTTP tools (issue 14, findings 2 and 3): a built
+// `carmy serve` process whose config file declares HTTP tools with
+// secrets in their URLs and headers, driven over real HTTP on loopback.
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/carmyhq/carmy/internal/testutil"
+)
+
+// The secrets of the config below: one in a URL's query, one in a header
+// (from the environment).
+const (
+	bbQuerySecret  = "query-SECRET-7f3a"
+	bbHeaderSecret = "header-SECRET-91c2"
+)
+
+// bbUpstream is a loopback server that counts its requests.
+type bbUpstream struct {
+	*httptest.Server
+	requests atomic.Int64
+}
+
+// startUpstream serves h on ln (nil: 127.0.0.1) until the test ends.
+func startUpstream(t *testing.T, ln net.Listener, h http.HandlerFunc) *bbUpstream {
+	t.Helper()
+	u := &bbUpstream{}
+	u.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u.requests.Add(1)
+		h(w, r)
+	}))
+	if ln != nil {
+		u.Listener.Close()
+		u.Listener = ln
+	}
+	u.Start()
+	t.Cleanup(u.Close)
+	return u
+}
+
+// otherLoopbackListener listens on a loopback host other than 127.0.0.1.
+func otherLoopbackListener(t *testing.T) net.Listener {
+	t.Helper()
+	for _, addr := range []string{"127.0.0.2:0", "[::1]:0"} {
+		if ln, err := net.Listen("tcp", addr); err == nil {
+			return ln
+		}
+	}
+	t.Skip("no loopback host besides 127.0.0.1 to listen on")
+	return nil
+}
+
+// bbPost posts body to url and returns the status and the raw answer.
+func bbPost(t *testing.T, url, body string) (int, string) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("POST %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(raw)
+}
+
+// bbGet gets url and returns the status and the raw answer.
+func bbGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(raw)
+}
+
+// toolAnswer is the part of a call's answer these tests read.
+type toolAnswer struct {
+	ExecutionID string `json:"execution_id"`
+	Status      string `json:"status"`
+	Replayed    bool   `json:"replayed"`
+	Error       struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+		Status  int    `json:"status"`
+	} `json:"error"`
+}
+
+func TestBlackBoxHTTPToolsKeepSecretsAndStayOnTheirHost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the carmy binary")
+	}
+	bin := testutil.BuildCarmy(t)
+
+	// A port nothing listens on.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+
+	// The foreign host a redirect points at, and the upstream that
+	// redirects there (307: the body would be posted again).
+	foreign := startUpstream(t, otherLoopbackListener(t), func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"foreign":true}`)
+	})
+	redirecting := startUpstream(t, nil, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Location", foreign.URL+"/collect")
+		w.WriteHeader(http.StatusTemporaryRedirect)
+	})
+	fenced := startUpstream(t, nil, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{}`)
+	})
+
+	config := fmt.Sprintf(`tools:
+  - name: create_order
+    http:
+      url: http://%[1]s/orders?token=%[4]s
+      headers: {X-Api-Key: "${CARMY_BB_KEY}"}
+  - name: redirected
+    http:
+      url: %[2]s/orders?token=%[4]s
+      headers: {X-Api-Key: "${CARMY_BB_KEY}"}
+  - name: redirected_opt_in
+    http:
+      url: %[2]s/orders?token=%[4]s
+      headers: {X-Api-Key: "${CARMY_BB_KEY}"}
+      follow_redirects: true
+  - name: fenced
+    http:
+      url: %[3]s/orders?token=%[4]s
+      allow_networks: [10.0.0.0/8]
+`, closed, redirecting.URL, fenced.URL, bbQuerySecret)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "carmy.yaml")
+	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n := testutil.StartCarmy(t, bin, testutil.StartOptions{Env: []string{"CARMY_BB_KEY=" + bbHeaderSecret}},
+		"--config", path, "--bootstrap")
+	n.WaitReady(t, 30*time.Second)
+
+	noSecret := func(t *testing.T, what, text string, extra ...string) {
+		t.Helper()
+		var leaks []string
+		for _, s := range append([]string{bbQuerySecret, bbHeaderSecret, "SECRET"}, extra...) {
+			if strings.Contains(text, s) {
+				leaks = append(leaks, s)
+			}
+		}
+		if leaks != nil {
+			t.Errorf("%s holds %q:\n%s", what, leaks, text)
+		}
+	}
+	// call makes a call with a request_id, then its retry, and checks that
+	// the retry is a replay of the same answer and that neither, nor the
+	// record, holds a secret or one of extra; it returns the answer.
+	call := func(t *testing.T, tool string, extra ...string) toolAnswer {
+		t.Helper()
+		body := fmt.Sprintf(`{"tool":%q,"arguments":{"sku":"KB-01"},"request_id":"bb-%s"}`, tool, tool)
+		status, raw := bbPost(t, n.URL+"/v1/tools/call", body)
+		var a toolAnswer
+		if err := json.Unmarshal([]byte(raw), &a); status != http.StatusOK || err != nil {
+			t.Fatalf("call %s: %d %s", tool, status, raw)
+		}
+		status, again := bbPost(t, n.URL+"/v1/tools/call", body)
+		if want := strings.Replace(raw, `"replayed":false`, `"replayed":true`, 1); status != http.StatusOK || again != want {
+			t.Fatalf("retry of %s: %d %s, want the replay %s", tool, status, again, want)
+		}
+		status, rec := bbGet(t, n.URL+"/v1/executions/"+a.ExecutionID)
+		if status != http.StatusOK {
+			t.Fatalf("GET the execution of %s: %d %s", tool, status, rec)
+		}
+		for what, text := range map[string]string{"the answer": raw, "the replay": again, "the record": rec} {
+			noSecret(t, what+" of "+tool, text, extra...)
+		}
+		return a
+	}
+
+	t.Run("unreachable", func(t *testing.T) {
+		a := call(t, "create_order", closed, "/orders", "token")
+		if a.Status != "failed" || a.Error.Code != "UPSTREAM_UNREACHABLE" ||
+			a.Error.Message != "tool create_order: the upstream could not be reached: connection refused" {
+			t.Errorf("answer = %+v, want failed UPSTREAM_UNREACHABLE naming the tool and the refused connection", a)
+		}
+	})
+
+	t.Run("redirect to another host", func(t *testing.T) {
+		for _, tool := range []string{"redirected", "redirected_opt_in"} {
+			a := call(t, tool, redirecting.URL)
+			if a.Status != "failed" || a.Error.Code != "UPSTREAM_STATUS" || a.Error.Status != http.StatusTemporaryRedirect ||
+				!strings.Contains(a.Error.Message, "not followed") {
+				t.Errorf("%s: answer = %+v, want failed UPSTREAM_STATUS 307, not followed", tool, a)
+			}
+		}
+		if got := redirecting.requests.Load(); got != 2 {
+			t.Errorf("the redirecting upstream got %d requests, want 2 (one per tool)", got)
+		}
+		if got := foreign.requests.Load(); got != 0 {
+			t.Errorf("the foreign host got %d requests, want none", got)
+		}
+	})
+
+	t.Run("egress policy", func(t *testing.T) {
+		a := call(t, "fenced", fenced.URL, "127.0.0.1")
+		if a.Status != "failed" || a.Error.Code != "EGRESS_DENIED" || !strings.HasPrefix(a.Error.Message, "tool fenced: ") {
+			t.Errorf("answer = %+v, want failed EGRESS_DENIED naming the tool", a)
+		}
+		if got := fenced.requests.Load(); got != 0 {
+			t.Errorf("the fenced upstream got %d requests, want none", got)
+		}
+	})
+
+	// The node logged each failure's detail at WARN, without the secrets.
+	logs := n.Logs()
+	for _, want := range []string{"http tool: the upstream could not be reached", "http tool: a redirect was not followed", "http tool: the egress policy refused"} {
+		if !slices.ContainsFunc(strings.Split(logs, "\n"), func(line string) bool {
+			return strings.Contains(line, "WARN") && strings.Contains(line, want)
+		}) {
+			t.Errorf("the node's log has no WARN line with %q:\n%s", want, logs)
+		}
+	}
+	noSecret(t, "the node's log", logs)
+}
