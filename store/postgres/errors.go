@@ -51,9 +51,19 @@ func atCommit(op string, err error) error {
 // server rolled the transaction back, or it refused the statement with an
 // ERROR (which aborts its transaction). A FATAL or PANIC is not proof: a
 // server shutting down may report one after the commit record is written.
+//
+// pgconn.SafeToRetry is trusted except for pgconn.ErrConnClosed: pgx
+// v5.12.0 reports a connection lost while it waits for the answer to a
+// simple-protocol statement (COMMIT) as "conn closed", which claims
+// SafeToRetry although the statement was sent (MultiResultReader.NextResult
+// ignores the read error, closes the connection, and its next receive
+// fails on the closed connection). TestReserveCommitReplyLost catches it.
 func surelyNotCommitted(err error) bool {
-	if pgconn.SafeToRetry(err) || errors.Is(err, pgx.ErrTxCommitRollback) {
+	if errors.Is(err, pgx.ErrTxCommitRollback) {
 		return true
+	}
+	if pgconn.SafeToRetry(err) {
+		return !errors.Is(err, pgconn.ErrConnClosed)
 	}
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {
