@@ -63,6 +63,23 @@ func needServer(tb testing.TB) *pgtest.Server {
 	return shared
 }
 
+// needOwnServer starts a server for tb alone (for tests that stop it),
+// stopped and removed at the end of tb.
+func needOwnServer(tb testing.TB) *pgtest.Server {
+	tb.Helper()
+	needServer(tb)
+	srv, err := pgtest.Start()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := srv.Close(); err != nil {
+			tb.Errorf("stopping the server: %v", err)
+		}
+	})
+	return srv
+}
+
 var schemaSeq atomic.Int64
 
 // freshSchema returns the name of a schema no test has used.

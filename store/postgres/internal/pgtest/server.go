@@ -183,6 +183,13 @@ func (s *Server) DSN(database string) string {
 	return fmt.Sprintf("host=%s port=%d user=%s dbname=%s sslmode=disable", s.Dir, port, User, database)
 }
 
+// Running reports whether the server was started and not stopped since.
+func (s *Server) Running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd != nil
+}
+
 // Restart starts the server again on its data directory, after Stop or
 // Kill, and returns once it accepts connections. After Kill, backends of
 // the killed server may hold its shared memory for a moment: the new
