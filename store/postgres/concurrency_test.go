@@ -54,6 +54,7 @@ type reserved struct {
 // several pools: exactly one reserves, every other is told uncertain and
 // names the winner; once the winner completes, every retry is a replay.
 func TestOneIdentityManyProcesses(t *testing.T) {
+	t.Parallel()
 	stores := processes(t, 6, postgres.Config{})
 	ctx := context.Background()
 	k := store.Key{Principal: "alice", Session: "s", RequestID: "the-one"}
@@ -99,6 +100,7 @@ func TestOneIdentityManyProcesses(t *testing.T) {
 // records. Then releases race new reservations: the store never holds more
 // than capacity.
 func TestCapacityExactUnderRace(t *testing.T) {
+	t.Parallel()
 	const capacity = 40
 	stores := processes(t, 5, postgres.Config{Capacity: capacity})
 	ctx := context.Background()
@@ -187,6 +189,7 @@ func TestCapacityExactUnderRace(t *testing.T) {
 // a quota, through several pools: exactly the quota of each reserves, the
 // others get a *QuotaError naming their principal.
 func TestQuotaExactUnderRace(t *testing.T) {
+	t.Parallel()
 	const quota = 7
 	stores := processes(t, 4, postgres.Config{})
 	ctx := context.Background()

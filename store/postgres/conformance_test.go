@@ -11,6 +11,7 @@ import (
 // TestConformance runs the suite every store passes, each case on a store
 // in a schema of its own.
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	needServer(t)
 	storetest.Run(t, func(t *testing.T, capacity int) store.Store {
 		return newStore(t, postgres.Config{Capacity: capacity})

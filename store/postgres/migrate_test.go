@@ -39,6 +39,7 @@ func versions(t *testing.T, pool *pgxpool.Pool, s *postgres.Store) []int {
 // every Open succeeds, the schema is created and each version applied
 // once, and the stores share their records.
 func TestConcurrentOpens(t *testing.T) {
+	t.Parallel()
 	srv := needServer(t)
 	schema := freshSchema()
 	const opens = 12
@@ -79,6 +80,7 @@ func TestConcurrentOpens(t *testing.T) {
 // TestReopen checks that opening migrated tables again changes nothing and
 // keeps the records, and that tables newer than this build are refused.
 func TestReopen(t *testing.T) {
+	t.Parallel()
 	srv := needServer(t)
 	cfg := postgres.Config{Schema: freshSchema(), Logger: quiet}
 	s := openStore(t, srv.DSN("postgres"), cfg)
@@ -112,6 +114,7 @@ func TestReopen(t *testing.T) {
 // store.ErrUnavailable, and a default Config is the default capacity in
 // the connection's current schema.
 func TestOpenUnreachable(t *testing.T) {
+	t.Parallel()
 	srv := needServer(t)
 	_, err := postgres.Open(context.Background(), "host="+t.TempDir()+" user=carmy dbname=postgres connect_timeout=5", postgres.Config{Logger: quiet})
 	if !errors.Is(err, store.ErrUnavailable) {

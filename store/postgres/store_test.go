@@ -59,6 +59,7 @@ func key(req string) store.Key { return store.Key{Principal: "alice", Session: "
 // they were recorded, white space, key order and number spelling
 // included, and that a failed result's absent data stays absent.
 func TestResultsReplayedByteForByte(t *testing.T) {
+	t.Parallel()
 	s := newStore(t, postgres.Config{})
 	ctx := context.Background()
 	data := "{ \"z\" : 1.0,\n\t\"a\": [1e3, \"\\u00e9\", \"é\", null] }"
@@ -90,6 +91,7 @@ func TestResultsReplayedByteForByte(t *testing.T) {
 // TestTimesToTheMicrosecond checks that times come back in UTC, to the
 // microsecond (PostgreSQL's precision), the same from every method.
 func TestTimesToTheMicrosecond(t *testing.T) {
+	t.Parallel()
 	s := newStore(t, postgres.Config{})
 	ctx := context.Background()
 	ex := newExecution("time")
@@ -111,6 +113,7 @@ func TestTimesToTheMicrosecond(t *testing.T) {
 // running, interrupted and newer ones stay, and the counters follow, so a
 // principal at its quota gets room back.
 func TestExpire(t *testing.T) {
+	t.Parallel()
 	s := newStore(t, postgres.Config{Capacity: 10})
 	ctx := context.Background()
 	finish := func(req string, at time.Time) {
@@ -162,6 +165,7 @@ func TestExpire(t *testing.T) {
 // hold (NUL, invalid UTF-8) is refused as invalid, or found absent, rather
 // than sent to the server.
 func TestArgumentsPostgreSQLCannotStore(t *testing.T) {
+	t.Parallel()
 	s := newStore(t, postgres.Config{})
 	ctx := context.Background()
 	for _, k := range []store.Key{
@@ -195,6 +199,7 @@ func TestArgumentsPostgreSQLCannotStore(t *testing.T) {
 // TestContextHonoured checks that a done context stops every method before
 // it writes, as not applied.
 func TestContextHonoured(t *testing.T) {
+	t.Parallel()
 	s := newStore(t, postgres.Config{})
 	ex := newExecution("ctx")
 	mustReserve(t, s, key("ctx"), "fp", ex, store.Reserved)
@@ -228,6 +233,7 @@ func TestContextHonoured(t *testing.T) {
 
 // TestListPaging checks List across principals and its bounds.
 func TestListPaging(t *testing.T) {
+	t.Parallel()
 	s := newStore(t, postgres.Config{Capacity: 1000})
 	ctx := context.Background()
 	for i := range store.MaxListLimit + 5 {
@@ -262,6 +268,7 @@ func TestListPaging(t *testing.T) {
 // TestPrefixesAreIndependent checks two stores in one schema under two
 // table prefixes, and a store on a pool the caller owns.
 func TestPrefixesAreIndependent(t *testing.T) {
+	t.Parallel()
 	srv := needServer(t)
 	schema := freshSchema()
 	a := openStore(t, srv.DSN("postgres"), postgres.Config{Schema: schema, Capacity: 1})
@@ -287,6 +294,7 @@ func TestPrefixesAreIndependent(t *testing.T) {
 
 // TestConfigValidate checks the settings Open refuses.
 func TestConfigValidate(t *testing.T) {
+	t.Parallel()
 	for _, c := range []postgres.Config{
 		{Capacity: -1},
 		{Schema: strings.Repeat("s", 64)},
