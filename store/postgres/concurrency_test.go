@@ -15,10 +15,28 @@ import (
 // n processes sharing the database would.
 func processes(t *testing.T, n int, cfg postgres.Config) []*postgres.Store {
 	t.Helper()
-	cfg.Schema = freshSchema()
+	return processesOn(t, n, cfg, needServer(t).DSN("postgres")+" pool_max_conns=6")
+}
+
+// processesOn opens n stores on dsn at once (their migrations race), in
+// one new schema.
+func processesOn(t *testing.T, n int, cfg postgres.Config, dsn string) []*postgres.Store {
+	t.Helper()
+	cfg.Schema, cfg.Logger = freshSchema(), quiet
+	type opened struct {
+		s   *postgres.Store
+		err error
+	}
 	out := make([]*postgres.Store, n)
-	for i := range out {
-		out[i] = openStore(t, needServer(t).DSN("postgres")+" pool_max_conns=6", cfg)
+	for i, o := range race(n, func(int) opened {
+		s, err := postgres.Open(context.Background(), dsn, cfg)
+		return opened{s, err}
+	}) {
+		if o.err != nil {
+			t.Fatalf("Open: %v", o.err)
+		}
+		t.Cleanup(o.s.Close)
+		out[i] = o.s
 	}
 	return out
 }
@@ -219,6 +237,35 @@ func TestQuotaExactUnderRace(t *testing.T) {
 		if won[p] != quota {
 			t.Fatalf("reservations by principal: %v, want %d each", won, quota)
 		}
+	}
+	wantCountsExact(t, readCounts(t, adminPool(t, needServer(t)), stores[0]))
+}
+
+// TestSerializableDefault runs stores on sessions whose default isolation
+// is SERIALIZABLE: the store's own transactions are READ COMMITTED
+// whatever the default (its checks follow a lock and must see what
+// committed while it was awaited), so concurrent Opens and reservations
+// neither fail nor exceed the capacity.
+func TestSerializableDefault(t *testing.T) {
+	t.Parallel()
+	const capacity = 25
+	dsn := needServer(t).DSN("postgres") + " pool_max_conns=6 default_transaction_isolation=serializable"
+	stores := processesOn(t, 4, postgres.Config{Capacity: capacity}, dsn)
+	ctx := context.Background()
+	won := 0
+	for _, r := range race(120, func(g int) reserved {
+		res, err := stores[g%len(stores)].Reserve(ctx, key(fmt.Sprintf("ser-%d", g)), "fp", newExecution("ser"))
+		return reserved{res: res, err: err}
+	}) {
+		switch {
+		case r.err == nil && r.res.Outcome == store.Reserved:
+			won++
+		case !errors.Is(r.err, store.ErrCapacity):
+			t.Fatalf("Reserve = %v, %v; want reserved or ErrCapacity", r.res.Outcome, r.err)
+		}
+	}
+	if won != capacity {
+		t.Fatalf("%d reservations at capacity %d", won, capacity)
 	}
 	wantCountsExact(t, readCounts(t, adminPool(t, needServer(t)), stores[0]))
 }

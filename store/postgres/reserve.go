@@ -81,7 +81,7 @@ func answer(rec store.Record, fingerprint string) store.Reservation {
 // identity turned out held, and released before its record could be read:
 // Reserve then starts over.
 func (s *Store) insert(ctx context.Context, key store.Key, fingerprint string, exec store.Execution) (res store.Reservation, again bool, err error) {
-	tx, err := s.pool.Begin(ctx)
+	tx, err := s.pool.BeginTx(ctx, readCommitted)
 	if err != nil {
 		return res, false, notApplied("reserve", err)
 	}

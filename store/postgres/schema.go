@@ -126,7 +126,9 @@ func resolveSchema(ctx context.Context, pool *pgxpool.Pool, configured string) (
 // the schema's advisory lock: several processes may open the store at
 // once, and each finds the tables either untouched or migrated.
 func migrate(ctx context.Context, pool *pgxpool.Pool, n names, createSchema bool, log *slog.Logger) error {
-	tx, err := pool.Begin(ctx)
+	// READ COMMITTED (readCommitted): the version is read after the lock
+	// is granted, and must include what the previous holder committed.
+	tx, err := pool.BeginTx(ctx, readCommitted)
 	if err != nil {
 		return readErr("migrate", err)
 	}

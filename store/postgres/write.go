@@ -176,12 +176,19 @@ func (s *Store) writeOne(ctx context.Context, op, sql string, args ...any) (rec 
 	return rec, true, nil
 }
 
+// readCommitted is the isolation of every transaction of the store, set
+// explicitly so that a server or role whose default is REPEATABLE READ or
+// SERIALIZABLE does not change it: statements that follow a lock must see
+// what committed while the lock was awaited, which only READ COMMITTED's
+// statement snapshots do.
+var readCommitted = pgx.TxOptions{IsoLevel: pgx.ReadCommitted}
+
 // inTx runs fn in a READ COMMITTED transaction that first holds the
 // counter row, and commits when fn says so (else rolls back). Errors of fn
 // and of BEGIN mean nothing was applied; an error of COMMIT is sorted by
 // atCommit.
 func (s *Store) inTx(ctx context.Context, op string, fn func(pgx.Tx) (commit bool, err error)) error {
-	tx, err := s.pool.Begin(ctx)
+	tx, err := s.pool.BeginTx(ctx, readCommitted)
 	if err != nil {
 		return notApplied(op, err)
 	}
