@@ -32,43 +32,47 @@
 //     request_id), execution_id unique, seq unique. data and error are
 //     bytea: a result is replayed byte for byte as it was recorded (jsonb
 //     would re-encode it). Times are timestamptz, kept to the microsecond.
-//   - meta: one row, the number of records (entries) and the last seq.
+//   - meta: one row, the number of records (entries) and the last seq;
+//     its row lock serialises every change to the set of records.
 //   - principals: the number of records of each principal.
 //
 // # Isolation and locking
 //
-// Every transaction is READ COMMITTED; correctness rests on row locks, not
-// on snapshots, so no transaction is ever retried for a serialization
-// failure.
+// Every transaction is READ COMMITTED: correctness rests on one row lock,
+// not on snapshot isolation, so no transaction ever fails for a
+// serialization conflict and none is retried. (SERIALIZABLE would make
+// concurrent reservers fail and retry instead of wait.)
 //
 // Reserve first reads the identity's record without a lock: a held
-// identity is answered from it. For a vacant one it runs one statement in
-// a transaction: it increments entries and last_seq of the meta row when
-// entries is below Capacity (taking that row's lock), inserts the record
-// with that seq using INSERT … ON CONFLICT DO NOTHING, and increments the
-// principal's row when it is below the execution's Quota (or Quota is 0).
-// If a part finds its bound reached, or the identity held, the transaction
-// rolls back; otherwise it commits.
+// identity is answered from it. A vacant one joins a round: one
+// transaction that locks the meta row (SELECT … FOR UPDATE), then runs one
+// statement per reservation, and commits. While the transaction holds that
+// row no other transaction can insert or delete a record or change a
+// counter (every one that does takes the row first), so each statement's
+// snapshot is the current state: it checks that the identity is vacant,
+// the execution id unused, entries below Capacity and the principal's
+// count below the execution's Quota, and then inserts the record with the
+// next seq and increments the counters, or writes nothing and says which
+// check failed, or returns the identity's record when it is held.
 //
-//   - Exactly one of concurrent reservers of an identity inserts: the
-//     primary key decides, and a second inserter waits for the first's
-//     commit and then does nothing. It then reads the winner's record.
-//   - Capacity and quotas are exact: the count of records is a column that
-//     only changes under the meta row's lock, which every reservation,
-//     Release and Expire takes first and holds to its commit; the next
-//     reserver reads the committed count (READ COMMITTED re-reads a row
-//     updated by a transaction it waited for). The per-principal counters
-//     change only while that lock is held too, so they cannot deadlock.
-//   - Seq is taken under the same lock, so it grows in commit order: a
-//     List page continued with Before never skips a record committed after
-//     the page was read with a lower Seq. (A bigserial would not promise
-//     that.)
+//   - Exactly one of concurrent reservers of an identity reserves, in one
+//     process or across many: the second to take the lock finds the first's
+//     committed record. (The identity is also the primary key, and the
+//     insert says ON CONFLICT DO NOTHING.)
+//   - Capacity and quotas are exact: the counts only change under the lock,
+//     and are read under it. A count(*) would not do without it: a
+//     statement's snapshot is taken before it waits for a lock, which is
+//     why the checks run in statements after the one that takes the lock.
+//   - Seq is taken under the same lock, so it grows in commit order, as a
+//     fencing token should (a bigserial grows in the order of nextval
+//     calls, not of commits).
 //
-// The price is that reservations of new identities commit one at a time:
-// their throughput is bounded by the server's commit latency (a WAL
-// flush). Replays, conflicts and uncertain answers take no lock, and
-// Complete, Cancel, Resolve and MarkInterrupted are single UPDATEs that
-// lock one record. The benchmarks in this package measure it.
+// Holding one row until the commit means transactions that reserve commit
+// one at a time, each paying a WAL flush. To pay it once for many, a Store
+// gathers the reservations that arrive while a round is in flight into the
+// next round (rounds.go), and pipelines each round's statements. Replays,
+// conflicts and uncertain answers take no lock; Complete, Cancel, Resolve
+// and MarkInterrupted are single UPDATEs that lock one record each.
 //
 // # Failures
 //
@@ -86,6 +90,13 @@
 //     surely did not commit (nothing was sent, or it answered with an
 //     ERROR); a lost connection, an ended context or a FATAL from a server
 //     shutting down is store.ErrCommitUnknown.
+//
+// A Reserve whose context ends while it waits for a round returns
+// store.ErrUnavailable (it was never sent); one whose context ends while
+// its round is in flight returns store.ErrCommitUnknown (the round goes on
+// and may commit it). When a round's COMMIT fails, its members refused by
+// a bound get store.ErrUnavailable rather than the refusal: the bound may
+// have been reached by members that did not commit.
 //
 // Reads that fail return store.ErrUnavailable. Every error wraps its cause
 // with %w. Every method honours its context; a context that ends while a

@@ -80,10 +80,3 @@ func surelyNotCommitted(err error) bool {
 func invalidf(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{store.ErrInvalid}, args...)...)
 }
-
-// isUniqueViolation reports whether err is the server's unique violation
-// of constraint (unqualified, as the server names it).
-func isUniqueViolation(err error, constraint string) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == constraint
-}

@@ -22,29 +22,40 @@ func newQueries(n names) queries {
 		listAll: x(`SELECT ` + recordColumns + ` FROM {records} WHERE session_id = $1 AND seq < $2 ORDER BY seq DESC LIMIT $3`),
 		stats:   x(`SELECT entries FROM {meta} WHERE singleton`),
 
-		// One statement takes the store-wide counter row (capacity and the
-		// next seq), inserts the record unless the identity is held, and
-		// counts it against its principal's quota. Each part feeds the next,
-		// so a part that finds its bound reached stops the rest; the caller
-		// reads which part stopped and rolls back (see reserve.go).
+		// One reservation, all or nothing, in a transaction that already
+		// holds the meta row (lockMeta): no other transaction can then
+		// insert or delete a record, or change a counter, so the statement's
+		// snapshot is the current state and its checks are exact. It
+		// returns one row: the checks, the new record's seq (NULL unless it
+		// reserved), and the identity's record when it is held.
 		// $1 capacity, $2-$4 the key, $5 execution id, $6 tool,
 		// $7 fingerprint, $8 node id, $9 started at, $10 quota.
-		reserve: x(`WITH m AS (
-	UPDATE {meta} SET entries = entries + 1, last_seq = last_seq + 1
-	WHERE singleton AND entries < $1::bigint
-	RETURNING last_seq
+		reserve: x(`WITH cur AS (
+	SELECT ` + recordColumns + ` FROM {records}
+	WHERE principal = $2::text AND session_id = $3::text AND request_id = $4::text
+), cond AS (
+	SELECT NOT EXISTS (SELECT 1 FROM cur) AS vacant,
+		NOT EXISTS (SELECT 1 FROM {records} WHERE execution_id = $5::text) AS fresh_id,
+		mt.entries < $1::bigint AS room,
+		($10::bigint = 0 OR coalesce((SELECT entries FROM {principals} WHERE principal = $2::text), 0) < $10::bigint) AS under_quota,
+		mt.last_seq + 1 AS seq
+	FROM {meta} mt WHERE mt.singleton
 ), ins AS (
 	INSERT INTO {records} (principal, session_id, request_id, execution_id, seq, tool, fingerprint, status, node_id, started_at)
-	SELECT $2::text, $3::text, $4::text, $5::text, m.last_seq, $6::text, $7::text, 'running', $8::text, $9::timestamptz FROM m
+	SELECT $2::text, $3::text, $4::text, $5::text, cond.seq, $6::text, $7::text, 'running', $8::text, $9::timestamptz FROM cond
+	WHERE cond.vacant AND cond.fresh_id AND cond.room AND cond.under_quota
 	ON CONFLICT (principal, session_id, request_id) DO NOTHING
-	RETURNING started_at
+	RETURNING seq, started_at
+), m AS (
+	UPDATE {meta} SET entries = entries + 1, last_seq = ins.seq FROM ins WHERE singleton
 ), p AS (
 	INSERT INTO {principals} AS pr (principal, entries) SELECT $2::text, 1 FROM ins
 	ON CONFLICT (principal) DO UPDATE SET entries = pr.entries + 1
-	WHERE $10::bigint = 0 OR pr.entries < $10::bigint
-	RETURNING entries
 )
-SELECT (SELECT last_seq FROM m), (SELECT started_at FROM ins), (SELECT entries FROM p)`),
+SELECT cond.fresh_id, cond.room, cond.under_quota, ins.seq, ins.started_at,
+	cur.execution_id, cur.seq, cur.tool, cur.fingerprint, cur.status, cur.node_id, cur.started_at,
+	cur.finished_at, cur.data, cur.error, cur.resolved
+FROM cond LEFT JOIN ins ON true LEFT JOIN cur ON true`),
 
 		// The conditional writes: each applies only to a record its WHERE
 		// admits, and returns it; no row means refused (the caller reads
@@ -61,8 +72,9 @@ WHERE execution_id = $1 AND (status = 'interrupted' OR (status = 'running' AND $
 RETURNING ` + recordColumns),
 		markInterrupted: x(`UPDATE {records} SET status = 'interrupted' WHERE node_id = $1 AND status = 'running'`),
 
-		// Removals hold the counter row first, as reservations do, so two
-		// writers never wait for each other in opposite orders.
+		// Every transaction that adds or removes records holds the meta row
+		// first: it is the lock that makes counts exact, and taking it first
+		// means no two writers wait for each other in opposite orders.
 		lockMeta: x(`SELECT entries FROM {meta} WHERE singleton FOR UPDATE`),
 		release: x(`WITH d AS (
 	DELETE FROM {records}

@@ -6,50 +6,47 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/carmyhq/carmy/store"
 )
-
-// maxReserveRounds bounds how often Reserve starts over when the identity
-// it found held is released before it could read the holder's record.
-const maxReserveRounds = 8
 
 // Reserve implements store.Store.
 //
 // A held identity is answered from its record, read without a lock
-// (replay, conflict, uncertain). A vacant one is reserved by one statement
-// in a READ COMMITTED transaction that first takes the store-wide counter
-// row: the count is compared with Capacity and the next Seq taken under
-// its row lock, the record inserted with ON CONFLICT DO NOTHING (so of
-// concurrent reservers of one identity exactly one inserts; the others
-// wait for its commit and find the identity held), and the principal's
-// counter incremented under its quota. When a bound is reached nothing is
-// committed. See the package documentation for why.
+// (replay, conflict, uncertain). A vacant one joins the next round of
+// reservations (see rounds.go): one READ COMMITTED transaction that first
+// locks the meta row, then runs one all-or-nothing statement per
+// reservation, which decides against the current state (the lock keeps
+// every other writer of records and counters out) and either inserts the
+// record and counts it, or writes nothing and says why. Of concurrent
+// reservers of one identity, in this process or others, exactly one
+// inserts; the others find the identity held and are answered from its
+// record.
 //
 // Errors: store.ErrCapacity, a *store.QuotaError or store.ErrInvalid mean
-// nothing was reserved; store.ErrUnavailable means nothing was reserved;
-// store.ErrCommitUnknown means the reservation may have been made.
+// nothing was reserved, and so does store.ErrUnavailable;
+// store.ErrCommitUnknown means the reservation may have been made (its
+// COMMIT was sent and not answered, or ctx ended while its round was in
+// flight): the caller finds out with Lookup, or releases it.
 func (s *Store) Reserve(ctx context.Context, key store.Key, fingerprint string, exec store.Execution) (store.Reservation, error) {
-	if err := s.checkReserve(key, fingerprint, exec); err != nil {
+	if err := checkReserve(key, fingerprint, exec); err != nil {
 		return store.Reservation{}, err
 	}
-	for range maxReserveRounds {
-		rec, err := s.Lookup(ctx, key)
-		switch {
-		case err == nil:
-			return answer(rec, fingerprint), nil
-		case !errors.Is(err, store.ErrNotFound):
-			return store.Reservation{}, err
-		}
-		res, again, err := s.insert(ctx, key, fingerprint, exec)
-		if !again {
-			return res, err
-		}
+	rec, err := s.Lookup(ctx, key)
+	switch {
+	case err == nil:
+		return answer(rec, fingerprint), nil
+	case !errors.Is(err, store.ErrNotFound):
+		return store.Reservation{}, err
 	}
-	return store.Reservation{}, fmt.Errorf("postgres: reserve %s: %w: the identity was taken and released %d times in a row",
-		key, store.ErrUnavailable, maxReserveRounds)
+	if err := ctx.Err(); err != nil {
+		return store.Reservation{}, notApplied("reserve", err)
+	}
+	return s.rounds.submit(ctx, &reservation{ctx: ctx, key: key, fingerprint: fingerprint, exec: exec})
 }
 
-func (s *Store) checkReserve(key store.Key, fingerprint string, exec store.Execution) error {
+func checkReserve(key store.Key, fingerprint string, exec store.Execution) error {
 	switch {
 	case key.RequestID == "":
 		return invalidf("reserve: empty request_id")
@@ -77,56 +74,82 @@ func answer(rec store.Record, fingerprint string) store.Reservation {
 	}
 }
 
-// insert tries to reserve a vacant identity. again is true when the
-// identity turned out held, and released before its record could be read:
-// Reserve then starts over.
-func (s *Store) insert(ctx context.Context, key store.Key, fingerprint string, exec store.Execution) (res store.Reservation, again bool, err error) {
-	tx, err := s.pool.BeginTx(ctx, readCommitted)
-	if err != nil {
-		return res, false, notApplied("reserve", err)
+// reserveRow is the row of queries.reserve.
+type reserveRow struct {
+	freshID, room, underQuota bool
+	// seq and startedAt are set when the statement reserved.
+	seq       *int64
+	startedAt *time.Time
+	// The held record, when the identity is held (executionID != nil).
+	executionID, tool, fingerprint, status, nodeID *string
+	heldSeq                                        *int64
+	heldStarted, heldFinished                      *time.Time
+	data, errBody                                  []byte
+	resolved                                       *bool
+}
+
+func (r *reserveRow) scan(row pgx.Row) error {
+	return row.Scan(&r.freshID, &r.room, &r.underQuota, &r.seq, &r.startedAt,
+		&r.executionID, &r.heldSeq, &r.tool, &r.fingerprint, &r.status, &r.nodeID, &r.heldStarted,
+		&r.heldFinished, &r.data, &r.errBody, &r.resolved)
+}
+
+// held returns the identity's record, when the statement found it held.
+func (r *reserveRow) held(key store.Key) (store.Record, bool) {
+	if r.executionID == nil {
+		return store.Record{}, false
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
-	var (
-		seq       *int64
-		startedAt *time.Time
-		counted   *int64
-	)
-	err = tx.QueryRow(ctx, s.q.reserve, s.cfg.Capacity, key.Principal, key.Session, key.RequestID,
-		exec.ID, exec.Tool, fingerprint, exec.NodeID, exec.StartedAt, exec.Quota).Scan(&seq, &startedAt, &counted)
+	rec := store.Record{
+		ExecutionID: *r.executionID, Key: key, Tool: *r.tool, Fingerprint: *r.fingerprint,
+		Status: store.Status(*r.status), NodeID: *r.nodeID, StartedAt: r.heldStarted.UTC(),
+		Resolved: *r.resolved, Seq: uint64(*r.heldSeq),
+	}
+	if r.heldFinished != nil {
+		rec.FinishedAt = r.heldFinished.UTC()
+	}
+	if r.data != nil {
+		rec.Data = r.data
+	}
+	if r.errBody != nil {
+		rec.Error = r.errBody
+	}
+	return rec, true
+}
+
+// decision is what one reservation's statement decided.
+type decision int
+
+const (
+	decidedAnswer   decision = iota // held: answered from the record; final whatever the round's commit
+	decidedReserved                 // reserved, if the round commits
+	decidedRefused                  // refused by a bound, which earlier reservations of the round may have filled
+)
+
+// decide reads the statement's row for it.
+func decide(it *reservation, row *reserveRow) (reserveResult, decision) {
+	if rec, ok := row.held(it.key); ok {
+		return reserveResult{res: answer(rec, it.fingerprint)}, decidedAnswer
+	}
 	switch {
-	case isUniqueViolation(err, s.names.prefix+"rec_exec"):
-		return res, false, invalidf("reserve: execution id %s already in use", exec.ID)
-	case err != nil:
-		return res, false, notApplied("reserve", err)
-	case seq == nil || startedAt == nil:
-		// Full, or the identity was reserved since Reserve looked: either
-		// way nothing was written. A held identity is answered whatever
-		// the bounds; a vacant one of a full store is refused.
-		_ = tx.Rollback(ctx)
-		rec, err := s.Lookup(ctx, key)
-		switch {
-		case err == nil:
-			return answer(rec, fingerprint), false, nil
-		case !errors.Is(err, store.ErrNotFound):
-			return res, false, err
-		case seq == nil:
-			return res, false, store.ErrCapacity
-		}
-		return res, true, nil
-	case counted == nil:
-		return res, false, &store.QuotaError{Principal: key.Principal, Quota: exec.Quota}
+	case row.seq != nil:
+		return reserveResult{res: store.Reservation{Outcome: store.Reserved, Record: store.Record{
+			ExecutionID: it.exec.ID,
+			Key:         it.key,
+			Tool:        it.exec.Tool,
+			Fingerprint: it.fingerprint,
+			Status:      store.StatusRunning,
+			NodeID:      it.exec.NodeID,
+			StartedAt:   row.startedAt.UTC(),
+			Seq:         uint64(*row.seq),
+		}}}, decidedReserved
+	case !row.freshID:
+		return reserveResult{err: invalidf("reserve: execution id %s already in use", it.exec.ID)}, decidedAnswer
+	case !row.room:
+		return reserveResult{err: store.ErrCapacity}, decidedRefused
+	case !row.underQuota:
+		return reserveResult{err: &store.QuotaError{Principal: it.key.Principal, Quota: it.exec.Quota}}, decidedRefused
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return res, false, atCommit("reserve", err)
-	}
-	return store.Reservation{Outcome: store.Reserved, Record: store.Record{
-		ExecutionID: exec.ID,
-		Key:         key,
-		Tool:        exec.Tool,
-		Fingerprint: fingerprint,
-		Status:      store.StatusRunning,
-		NodeID:      exec.NodeID,
-		StartedAt:   startedAt.UTC(),
-		Seq:         uint64(*seq),
-	}}, false, nil
+	// Vacant, within bounds, and yet not inserted: a row was inserted
+	// without the meta row's lock, by something other than this package.
+	return reserveResult{err: notApplied("reserve", fmt.Errorf("the identity %s was inserted outside the store", it.key))}, decidedAnswer
 }

@@ -18,11 +18,14 @@ import (
 // database: every decision is taken by the server, under the locks the
 // package documentation describes.
 type Store struct {
-	pool  *pgxpool.Pool
-	owned bool // Close closes pool
-	cfg   Config
-	names names
-	q     queries
+	pool   *pgxpool.Pool
+	owned  bool // Close closes pool
+	cfg    Config
+	names  names
+	q      queries
+	rounds rounds
+	ctx    context.Context // ends at Close: rounds in flight stop
+	stop   context.CancelFunc
 }
 
 var (
@@ -73,11 +76,16 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if err := migrate(ctx, pool, n, cfg.Schema != "", cfg.Logger); err != nil {
 		return nil, err
 	}
-	return &Store{pool: pool, cfg: cfg, names: n, q: newQueries(n)}, nil
+	s := &Store{pool: pool, cfg: cfg, names: n, q: newQueries(n)}
+	s.rounds.s = s
+	s.ctx, s.stop = context.WithCancel(context.Background())
+	return s, nil
 }
 
-// Close closes the pool when Open made it. Calls in flight fail.
+// Close ends the reservation rounds in flight and closes the pool when
+// Open made it. Calls in flight fail.
 func (s *Store) Close() {
+	s.stop()
 	if s.owned {
 		s.pool.Close()
 	}
