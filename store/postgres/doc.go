@@ -38,10 +38,12 @@
 //
 // # Isolation and locking
 //
-// Every transaction is READ COMMITTED: correctness rests on one row lock,
-// not on snapshot isolation, so no transaction ever fails for a
-// serialization conflict and none is retried. (SERIALIZABLE would make
-// concurrent reservers fail and retry instead of wait.)
+// Every transaction is READ COMMITTED, set explicitly whatever the
+// server's default: correctness rests on one row lock, and on statements
+// that run after it is granted seeing what committed meanwhile, which only
+// READ COMMITTED's per-statement snapshots give. No transaction fails for
+// a serialization conflict, and none is retried. (Under SERIALIZABLE,
+// concurrent reservers would fail and retry instead of wait.)
 //
 // Reserve first reads the identity's record without a lock: a held
 // identity is answered from it. A vacant one joins a round: one
@@ -76,7 +78,7 @@
 //
 // # Failures
 //
-// Store.Store's contract holds: a write that returns store.ErrUnavailable
+// store.Store's contract holds: a write that returns store.ErrUnavailable
 // was not applied; a write that returns store.ErrCommitUnknown may have
 // been applied, and the caller must find out (Lookup, Get, or a retry of
 // the same Complete, which returns a *store.StateError naming this
