@@ -123,10 +123,11 @@ func TestOpenUnreachable(t *testing.T) {
 	// A database of its own, so that the current schema (public) is this
 	// test's alone.
 	admin := adminPool(t, srv)
-	if _, err := admin.Exec(context.Background(), "CREATE DATABASE defaults"); err != nil {
+	db := "defaults_" + freshSchema()
+	if _, err := admin.Exec(context.Background(), "CREATE DATABASE "+db); err != nil {
 		t.Fatal(err)
 	}
-	s, err := postgres.Open(context.Background(), srv.DSN("defaults"), postgres.Config{Logger: quiet})
+	s, err := postgres.Open(context.Background(), srv.DSN(db), postgres.Config{Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
