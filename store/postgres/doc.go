@@ -1,0 +1,117 @@
+// Package postgres is a store.Store kept in PostgreSQL, for library users
+// who run PostgreSQL and want their reservations durable and shared by
+// several processes without running a Raft cluster. It is its own package,
+// so only programs that import it link the driver (pgx v5 and pgxpool).
+//
+//	s, err := postgres.Open(ctx, os.Getenv("CARMY_POSTGRES_DSN"), postgres.Config{})
+//	if err != nil { ... }
+//	defer s.Close()
+//	app := carmy.App()
+//	app.IdempotencyStore(s)
+//
+// It passes store/storetest, the conformance suite of every store, and
+// keeps the in-memory store's semantics: Reserve answers a held identity
+// (replay, conflict, uncertain) whatever the bounds, reserves a vacant one
+// or fails closed (store.ErrCapacity, *store.QuotaError), and never evicts;
+// Complete, Cancel, Resolve and Release apply only from the statuses they
+// name, and otherwise return a *store.StateError carrying the record as it
+// stands. Finished records are removed only by Expire (store.Expirer), which
+// nothing calls unless the program chooses a retention. The store does not
+// implement store.Peeker: it cannot answer without a round trip.
+//
+// # Tables
+//
+// Open creates the tables, or migrates them, in one transaction under a
+// transaction-level advisory lock keyed by the schema, so that several
+// processes may open the store at once; schema_version records the
+// applied versions, and a database at a newer version than this build's
+// SchemaVersion is refused. The tables, in Config.Schema with
+// Config.TablePrefix ("carmy_"):
+//
+//   - records: one row per identity (primary key principal, session_id,
+//     request_id), execution_id unique, seq unique. data and error are
+//     bytea: a result is replayed byte for byte as it was recorded (jsonb
+//     would re-encode it). Times are timestamptz, kept to the microsecond.
+//   - meta: one row, the number of records (entries) and the last seq;
+//     its row lock serialises every change to the set of records.
+//   - principals: the number of records of each principal.
+//
+// # Isolation and locking
+//
+// Every transaction is READ COMMITTED, set explicitly whatever the
+// server's default: correctness rests on one row lock, and on statements
+// that run after it is granted seeing what committed meanwhile, which only
+// READ COMMITTED's per-statement snapshots give. No transaction fails for
+// a serialization conflict, and none is retried. (Under SERIALIZABLE,
+// concurrent reservers would fail and retry instead of wait.)
+//
+// Reserve first reads the identity's record without a lock: a held
+// identity is answered from it. A vacant one joins a round: one
+// transaction that locks the meta row (SELECT … FOR UPDATE), then runs one
+// statement per reservation, and commits. While the transaction holds that
+// row no other transaction can insert or delete a record or change a
+// counter (every one that does takes the row first), so each statement's
+// snapshot is the current state: it checks that the identity is vacant,
+// the execution id unused, entries below Capacity and the principal's
+// count below the execution's Quota, and then inserts the record with the
+// next seq and increments the counters, or writes nothing and says which
+// check failed, or returns the identity's record when it is held.
+//
+//   - Exactly one of concurrent reservers of an identity reserves, in one
+//     process or across many: the second to take the lock finds the first's
+//     committed record. (The identity is also the primary key, and the
+//     insert says ON CONFLICT DO NOTHING.)
+//   - Capacity and quotas are exact: the counts only change under the lock,
+//     and are read under it. A count(*) would not do without it: a
+//     statement's snapshot is taken before it waits for a lock, which is
+//     why the checks run in statements after the one that takes the lock.
+//   - Seq is taken under the same lock, so it grows in commit order, as a
+//     fencing token should (a bigserial grows in the order of nextval
+//     calls, not of commits).
+//
+// Holding one row until the commit means transactions that reserve commit
+// one at a time, each paying a WAL flush. To pay it once for many, a Store
+// gathers the reservations that arrive while a round is in flight into the
+// next round (rounds.go), and pipelines each round's statements. Replays,
+// conflicts and uncertain answers take no lock; Complete, Cancel, Resolve
+// and MarkInterrupted are single UPDATEs that lock one record each.
+//
+// # Failures
+//
+// store.Store's contract holds: a write that returns store.ErrUnavailable
+// was not applied; a write that returns store.ErrCommitUnknown may have
+// been applied, and the caller must find out (Lookup, Get, or a retry of
+// the same Complete, which returns a *store.StateError naming this
+// execution once its result is recorded). The store decides by where the
+// failure happened:
+//
+//   - before the commit was sent (no connection, BEGIN, a statement of a
+//     transaction that then rolls back): store.ErrUnavailable;
+//   - at the commit (COMMIT, or the single UPDATE of Complete, Cancel,
+//     Resolve, MarkInterrupted): store.ErrUnavailable only when the server
+//     surely did not commit (nothing was sent, or it answered with an
+//     ERROR); a lost connection, an ended context or a FATAL from a server
+//     shutting down is store.ErrCommitUnknown.
+//
+// A Reserve whose context ends while it waits for a round returns
+// store.ErrUnavailable (it was never sent); one whose context ends while
+// its round is in flight returns store.ErrCommitUnknown (the round goes on
+// and may commit it). When a round's COMMIT fails, its members refused by
+// a bound get store.ErrUnavailable rather than the refusal: the bound may
+// have been reached by members that did not commit.
+//
+// Reads that fail return store.ErrUnavailable. Every error wraps its cause
+// with %w. Every method honours its context; a context that ends while a
+// commit is in flight makes its outcome unknown, so callers bound writes
+// with a context of their own rather than a caller's.
+//
+// # Deployment
+//
+// Processes sharing the tables must each use their own node id
+// (carmy.WithNodeID): a process that starts marks every running execution
+// of its node id interrupted. The store is a plain PostgreSQL client: the
+// DSN chooses TLS, the pool size (pool_max_conns) and the rest; with a
+// transaction-mode connection pooler (PgBouncer), set
+// default_query_exec_mode=exec or simple_protocol in the DSN, since the
+// statements are otherwise prepared per connection.
+package postgres

@@ -1,0 +1,103 @@
+package postgres
+
+// queries holds a Store's statements, with its tables' names in them. The
+// statements are fixed per Store, so pgx prepares each once per
+// connection.
+type queries struct {
+	get, lookup, list, listAll, stats string
+
+	reserve string
+
+	complete, cancel, resolve, markInterrupted string
+
+	lockMeta, release, expire, prunePrincipals string
+}
+
+func newQueries(n names) queries {
+	x := func(sql string) string { return n.expand(sql) }
+	return queries{
+		get:     x(`SELECT ` + recordColumns + ` FROM {records} WHERE execution_id = $1`),
+		lookup:  x(`SELECT ` + recordColumns + ` FROM {records} WHERE principal = $1 AND session_id = $2 AND request_id = $3`),
+		list:    x(`SELECT ` + recordColumns + ` FROM {records} WHERE principal = $1 AND session_id = $2 AND seq < $3 ORDER BY seq DESC LIMIT $4`),
+		listAll: x(`SELECT ` + recordColumns + ` FROM {records} WHERE session_id = $1 AND seq < $2 ORDER BY seq DESC LIMIT $3`),
+		stats:   x(`SELECT entries FROM {meta} WHERE singleton`),
+
+		// One reservation, all or nothing, in a transaction that already
+		// holds the meta row (lockMeta): no other transaction can then
+		// insert or delete a record, or change a counter, so the statement's
+		// snapshot is the current state and its checks are exact. It
+		// returns one row: the checks, the new record's seq (NULL unless it
+		// reserved), and the identity's record when it is held.
+		// $1 capacity, $2-$4 the key, $5 execution id, $6 tool,
+		// $7 fingerprint, $8 node id, $9 started at, $10 quota.
+		reserve: x(`WITH cur AS (
+	SELECT ` + recordColumns + ` FROM {records}
+	WHERE principal = $2::text AND session_id = $3::text AND request_id = $4::text
+), cond AS (
+	SELECT NOT EXISTS (SELECT 1 FROM cur) AS vacant,
+		NOT EXISTS (SELECT 1 FROM {records} WHERE execution_id = $5::text) AS fresh_id,
+		mt.entries < $1::bigint AS room,
+		($10::bigint = 0 OR coalesce((SELECT entries FROM {principals} WHERE principal = $2::text), 0) < $10::bigint) AS under_quota,
+		mt.last_seq + 1 AS seq
+	FROM {meta} mt WHERE mt.singleton
+), ins AS (
+	INSERT INTO {records} (principal, session_id, request_id, execution_id, seq, tool, fingerprint, status, node_id, started_at)
+	SELECT $2::text, $3::text, $4::text, $5::text, cond.seq, $6::text, $7::text, 'running', $8::text, $9::timestamptz FROM cond
+	WHERE cond.vacant AND cond.fresh_id AND cond.room AND cond.under_quota
+	ON CONFLICT (principal, session_id, request_id) DO NOTHING
+	RETURNING seq, started_at
+), m AS (
+	UPDATE {meta} SET entries = entries + 1, last_seq = ins.seq FROM ins WHERE singleton
+), p AS (
+	INSERT INTO {principals} AS pr (principal, entries) SELECT $2::text, 1 FROM ins
+	ON CONFLICT (principal) DO UPDATE SET entries = pr.entries + 1
+)
+SELECT cond.fresh_id, cond.room, cond.under_quota, ins.seq, ins.started_at,
+	cur.execution_id, cur.seq, cur.tool, cur.fingerprint, cur.status, cur.node_id, cur.started_at,
+	cur.finished_at, cur.data, cur.error, cur.resolved
+FROM cond LEFT JOIN ins ON true LEFT JOIN cur ON true`),
+
+		// The conditional writes: each applies only to a record its WHERE
+		// admits, and returns it; no row means refused (the caller reads
+		// the record to say why).
+		complete: x(`UPDATE {records} SET status = $5, data = $6, error = $7, finished_at = $8
+WHERE principal = $1 AND session_id = $2 AND request_id = $3 AND fingerprint = $4 AND execution_id = $9
+	AND status IN ('running', 'interrupted')
+RETURNING ` + recordColumns),
+		cancel: x(`UPDATE {records} SET status = 'cancelled', data = $2, error = $3, finished_at = $4
+WHERE execution_id = $1 AND status = 'running'
+RETURNING ` + recordColumns),
+		resolve: x(`UPDATE {records} SET status = $2, data = $3, error = $4, finished_at = $5, resolved = true
+WHERE execution_id = $1 AND (status = 'interrupted' OR (status = 'running' AND $6::boolean))
+RETURNING ` + recordColumns),
+		markInterrupted: x(`UPDATE {records} SET status = 'interrupted' WHERE node_id = $1 AND status = 'running'`),
+
+		// Every transaction that adds or removes records holds the meta row
+		// first: it is the lock that makes counts exact, and taking it first
+		// means no two writers wait for each other in opposite orders.
+		lockMeta: x(`SELECT entries FROM {meta} WHERE singleton FOR UPDATE`),
+		release: x(`WITH d AS (
+	DELETE FROM {records}
+	WHERE execution_id = $1 AND (status = 'interrupted' OR (status = 'running' AND $2::boolean))
+	RETURNING ` + recordColumns + `
+), m AS (
+	UPDATE {meta} SET entries = entries - 1 WHERE singleton AND EXISTS (SELECT 1 FROM d)
+), p AS (
+	UPDATE {principals} AS pr SET entries = pr.entries - 1 FROM d WHERE pr.principal = d.principal
+)
+SELECT ` + recordColumns + ` FROM d`),
+		expire: x(`WITH d AS (
+	DELETE FROM {records}
+	WHERE finished_at < $1 AND status IN ('completed', 'failed', 'timed_out', 'cancelled')
+	RETURNING principal
+), c AS (
+	SELECT principal, count(*) AS n FROM d GROUP BY principal
+), p AS (
+	UPDATE {principals} AS pr SET entries = pr.entries - c.n FROM c WHERE pr.principal = c.principal
+), m AS (
+	UPDATE {meta} SET entries = entries - (SELECT count(*) FROM d) WHERE singleton AND EXISTS (SELECT 1 FROM d)
+)
+SELECT count(*) FROM d`),
+		prunePrincipals: x(`DELETE FROM {principals} WHERE entries = 0`),
+	}
+}

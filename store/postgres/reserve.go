@@ -1,0 +1,155 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/carmyhq/carmy/store"
+)
+
+// Reserve implements store.Store.
+//
+// A held identity is answered from its record, read without a lock
+// (replay, conflict, uncertain). A vacant one joins the next round of
+// reservations (see rounds.go): one READ COMMITTED transaction that first
+// locks the meta row, then runs one all-or-nothing statement per
+// reservation, which decides against the current state (the lock keeps
+// every other writer of records and counters out) and either inserts the
+// record and counts it, or writes nothing and says why. Of concurrent
+// reservers of one identity, in this process or others, exactly one
+// inserts; the others find the identity held and are answered from its
+// record.
+//
+// Errors: store.ErrCapacity, a *store.QuotaError or store.ErrInvalid mean
+// nothing was reserved, and so does store.ErrUnavailable;
+// store.ErrCommitUnknown means the reservation may have been made (its
+// COMMIT was sent and not answered, or ctx ended while its round was in
+// flight): the caller finds out with Lookup, or releases it.
+func (s *Store) Reserve(ctx context.Context, key store.Key, fingerprint string, exec store.Execution) (store.Reservation, error) {
+	if err := checkReserve(key, fingerprint, exec); err != nil {
+		return store.Reservation{}, err
+	}
+	rec, err := s.Lookup(ctx, key)
+	switch {
+	case err == nil:
+		return answer(rec, fingerprint), nil
+	case !errors.Is(err, store.ErrNotFound):
+		return store.Reservation{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return store.Reservation{}, notApplied("reserve", err)
+	}
+	return s.rounds.submit(ctx, &reservation{ctx: ctx, key: key, fingerprint: fingerprint, exec: exec})
+}
+
+func checkReserve(key store.Key, fingerprint string, exec store.Execution) error {
+	switch {
+	case key.RequestID == "":
+		return invalidf("reserve: empty request_id")
+	case fingerprint == "":
+		return invalidf("reserve: empty fingerprint")
+	case exec.ID == "":
+		return invalidf("reserve: empty execution id")
+	case exec.Quota < 0:
+		return invalidf("reserve: negative quota %d", exec.Quota)
+	case !validKey(key) || !validText(fingerprint) || !validText(exec.ID) || !validText(exec.Tool) || !validText(exec.NodeID):
+		return invalidf("reserve: the key, fingerprint, execution id, tool and node id must be valid UTF-8 without NUL")
+	}
+	return nil
+}
+
+// answer is Reserve's answer for an identity that rec holds.
+func answer(rec store.Record, fingerprint string) store.Reservation {
+	switch {
+	case rec.Fingerprint != fingerprint:
+		return store.Reservation{Outcome: store.Conflict, Record: rec}
+	case rec.Status.Finished():
+		return store.Reservation{Outcome: store.Replay, Record: rec}
+	default:
+		return store.Reservation{Outcome: store.Uncertain, Record: rec}
+	}
+}
+
+// reserveRow is the row of queries.reserve.
+type reserveRow struct {
+	freshID, room, underQuota bool
+	// seq and startedAt are set when the statement reserved.
+	seq       *int64
+	startedAt *time.Time
+	// The held record, when the identity is held (executionID != nil).
+	executionID, tool, fingerprint, status, nodeID *string
+	heldSeq                                        *int64
+	heldStarted, heldFinished                      *time.Time
+	data, errBody                                  []byte
+	resolved                                       *bool
+}
+
+func (r *reserveRow) scan(row pgx.Row) error {
+	return row.Scan(&r.freshID, &r.room, &r.underQuota, &r.seq, &r.startedAt,
+		&r.executionID, &r.heldSeq, &r.tool, &r.fingerprint, &r.status, &r.nodeID, &r.heldStarted,
+		&r.heldFinished, &r.data, &r.errBody, &r.resolved)
+}
+
+// held returns the identity's record, when the statement found it held.
+func (r *reserveRow) held(key store.Key) (store.Record, bool) {
+	if r.executionID == nil {
+		return store.Record{}, false
+	}
+	rec := store.Record{
+		ExecutionID: *r.executionID, Key: key, Tool: *r.tool, Fingerprint: *r.fingerprint,
+		Status: store.Status(*r.status), NodeID: *r.nodeID, StartedAt: r.heldStarted.UTC(),
+		Resolved: *r.resolved, Seq: uint64(*r.heldSeq),
+	}
+	if r.heldFinished != nil {
+		rec.FinishedAt = r.heldFinished.UTC()
+	}
+	if r.data != nil {
+		rec.Data = r.data
+	}
+	if r.errBody != nil {
+		rec.Error = r.errBody
+	}
+	return rec, true
+}
+
+// decision is what one reservation's statement decided.
+type decision int
+
+const (
+	decidedAnswer   decision = iota // held: answered from the record; final whatever the round's commit
+	decidedReserved                 // reserved, if the round commits
+	decidedRefused                  // refused by a bound, which earlier reservations of the round may have filled
+)
+
+// decide reads the statement's row for it.
+func decide(it *reservation, row *reserveRow) (reserveResult, decision) {
+	if rec, ok := row.held(it.key); ok {
+		return reserveResult{res: answer(rec, it.fingerprint)}, decidedAnswer
+	}
+	switch {
+	case row.seq != nil:
+		return reserveResult{res: store.Reservation{Outcome: store.Reserved, Record: store.Record{
+			ExecutionID: it.exec.ID,
+			Key:         it.key,
+			Tool:        it.exec.Tool,
+			Fingerprint: it.fingerprint,
+			Status:      store.StatusRunning,
+			NodeID:      it.exec.NodeID,
+			StartedAt:   row.startedAt.UTC(),
+			Seq:         uint64(*row.seq),
+		}}}, decidedReserved
+	case !row.freshID:
+		return reserveResult{err: invalidf("reserve: execution id %s already in use", it.exec.ID)}, decidedAnswer
+	case !row.room:
+		return reserveResult{err: store.ErrCapacity}, decidedRefused
+	case !row.underQuota:
+		return reserveResult{err: &store.QuotaError{Principal: it.key.Principal, Quota: it.exec.Quota}}, decidedRefused
+	}
+	// Vacant, within bounds, and yet not inserted: a row was inserted
+	// without the meta row's lock, by something other than this package.
+	return reserveResult{err: notApplied("reserve", fmt.Errorf("the identity %s was inserted outside the store", it.key))}, decidedAnswer
+}

@@ -1,0 +1,175 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"regexp"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// SchemaVersion is the version of the tables this package creates and
+// uses. A database whose tables are at a later version (made by a newer
+// build) is refused by Open rather than written with an older layout.
+const SchemaVersion = 1
+
+// migrations[v-1] takes the tables from version v-1 to v. Each runs in the
+// migrating transaction, so a version is applied whole or not at all.
+// Names in braces are replaced by the tables' quoted, schema-qualified
+// names (see names.expand). A released migration is never edited: a change
+// of layout is a new entry.
+var migrations = []string{
+	// 1: the records, the store-wide counter row and the per-principal
+	// counters.
+	//
+	// data and error are bytea, not jsonb: they are replayed byte for byte
+	// as the tool returned them, and jsonb would re-encode them.
+	// seq is assigned under the lock of the counter row (see reserve.go),
+	// so it grows in the order reservations commit.
+	`CREATE TABLE {records} (
+	principal    text        NOT NULL,
+	session_id   text        NOT NULL,
+	request_id   text        NOT NULL,
+	execution_id text        NOT NULL,
+	seq          bigint      NOT NULL,
+	tool         text        NOT NULL,
+	fingerprint  text        NOT NULL,
+	status       text        NOT NULL,
+	node_id      text        NOT NULL,
+	started_at   timestamptz NOT NULL,
+	finished_at  timestamptz,
+	data         bytea,
+	error        bytea,
+	resolved     boolean     NOT NULL DEFAULT false,
+	CONSTRAINT {rec_pkey} PRIMARY KEY (principal, session_id, request_id),
+	CONSTRAINT {rec_exec} UNIQUE (execution_id),
+	CONSTRAINT {rec_seq} UNIQUE (seq),
+	CONSTRAINT {rec_status} CHECK (status IN ('running', 'interrupted', 'completed', 'failed', 'timed_out', 'cancelled'))
+);
+CREATE INDEX {rec_psession} ON {records} (principal, session_id, seq);
+CREATE INDEX {rec_session} ON {records} (session_id, seq);
+CREATE INDEX {rec_running} ON {records} (node_id) WHERE status = 'running';
+CREATE INDEX {rec_finished} ON {records} (finished_at) WHERE finished_at IS NOT NULL;
+CREATE TABLE {meta} (
+	singleton boolean NOT NULL DEFAULT true,
+	entries   bigint  NOT NULL,
+	last_seq  bigint  NOT NULL,
+	CONSTRAINT {meta_pkey} PRIMARY KEY (singleton),
+	CONSTRAINT {meta_one} CHECK (singleton),
+	CONSTRAINT {meta_entries} CHECK (entries >= 0)
+);
+INSERT INTO {meta} (entries, last_seq) VALUES (0, 0);
+CREATE TABLE {principals} (
+	principal text   NOT NULL,
+	entries   bigint NOT NULL,
+	CONSTRAINT {princ_pkey} PRIMARY KEY (principal),
+	CONSTRAINT {princ_entries} CHECK (entries >= 0)
+);`,
+}
+
+// names names a store's tables: a schema and a table prefix.
+type names struct {
+	schema string
+	prefix string
+}
+
+// placeholder is a braced name in a statement of this package.
+var placeholder = regexp.MustCompile(`\{[a-z_]+\}`)
+
+// tables are the placeholders that stand for schema-qualified tables; every
+// other placeholder is a constraint or an index, named with the prefix and
+// unqualified (it lives in its table's schema).
+var tables = map[string]bool{"records": true, "meta": true, "principals": true, "schema_version": true}
+
+// expand replaces the braced names in a statement with quoted identifiers.
+func (n names) expand(sql string) string {
+	return placeholder.ReplaceAllStringFunc(sql, func(m string) string {
+		name := m[1 : len(m)-1]
+		if tables[name] {
+			return pgx.Identifier{n.schema, n.prefix + name}.Sanitize()
+		}
+		return pgx.Identifier{n.prefix + name}.Sanitize()
+	})
+}
+
+// lockKey is the advisory lock that serialises migrations of one schema,
+// whatever the table prefix, so that concurrent Opens neither race to
+// create the schema nor apply a version twice.
+func (n names) lockKey() int64 {
+	h := fnv.New64a()
+	h.Write([]byte("carmy/store/postgres migrate\x00"))
+	h.Write([]byte(n.schema))
+	return int64(h.Sum64())
+}
+
+// resolveSchema returns the schema to use: the configured one, or the
+// connection's current schema.
+func resolveSchema(ctx context.Context, pool *pgxpool.Pool, configured string) (string, error) {
+	if configured != "" {
+		return configured, nil
+	}
+	var schema *string
+	if err := pool.QueryRow(ctx, "SELECT current_schema()").Scan(&schema); err != nil {
+		return "", readErr("resolve schema", err)
+	}
+	if schema == nil {
+		return "", errors.New("postgres: no schema of the search_path exists; set Config.Schema")
+	}
+	return *schema, nil
+}
+
+// migrate brings the tables to SchemaVersion in one transaction, under
+// the schema's advisory lock: several processes may open the store at
+// once, and each finds the tables either untouched or migrated.
+func migrate(ctx context.Context, pool *pgxpool.Pool, n names, createSchema bool, log *slog.Logger) error {
+	// READ COMMITTED (readCommitted): the version is read after the lock
+	// is granted, and must include what the previous holder committed.
+	tx, err := pool.BeginTx(ctx, readCommitted)
+	if err != nil {
+		return readErr("migrate", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", n.lockKey()); err != nil {
+		return readErr("migrate: lock", err)
+	}
+	if createSchema {
+		if _, err := tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{n.schema}.Sanitize()); err != nil {
+			return fmt.Errorf("postgres: migrate: create schema %q: %w", n.schema, err)
+		}
+	}
+	if _, err := tx.Exec(ctx, n.expand(`CREATE TABLE IF NOT EXISTS {schema_version} (
+	version    integer     NOT NULL,
+	applied_at timestamptz NOT NULL DEFAULT now(),
+	CONSTRAINT {version_pkey} PRIMARY KEY (version)
+)`)); err != nil {
+		return fmt.Errorf("postgres: migrate: version table: %w", err)
+	}
+	var current int
+	if err := tx.QueryRow(ctx, n.expand("SELECT coalesce(max(version), 0) FROM {schema_version}")).Scan(&current); err != nil {
+		return readErr("migrate: read version", err)
+	}
+	if current > SchemaVersion {
+		return fmt.Errorf("postgres: the tables in schema %q are at version %d, newer than this build's %d: run a newer build",
+			n.schema, current, SchemaVersion)
+	}
+	for v := current + 1; v <= SchemaVersion; v++ {
+		if _, err := tx.Exec(ctx, n.expand(migrations[v-1])); err != nil {
+			return fmt.Errorf("postgres: migrate to version %d: %w", v, err)
+		}
+		if _, err := tx.Exec(ctx, n.expand("INSERT INTO {schema_version} (version) VALUES ($1)"), v); err != nil {
+			return fmt.Errorf("postgres: migrate to version %d: %w", v, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("postgres: migrate: commit: %w", err)
+	}
+	if current < SchemaVersion {
+		log.Info("postgres store: tables migrated", slog.String("schema", n.schema),
+			slog.String("prefix", n.prefix), slog.Int("from", current), slog.Int("to", SchemaVersion))
+	}
+	return nil
+}

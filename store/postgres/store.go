@@ -1,0 +1,220 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/carmyhq/carmy/store"
+)
+
+// Store is a store.Store kept in PostgreSQL. It is safe for concurrent
+// use, and several processes (each with its own Store) may share one
+// database: every decision is taken by the server, under the locks the
+// package documentation describes.
+type Store struct {
+	pool   *pgxpool.Pool
+	owned  bool // Close closes pool
+	cfg    Config
+	names  names
+	q      queries
+	rounds rounds
+	ctx    context.Context // ends at Close: rounds in flight stop
+	stop   context.CancelFunc
+}
+
+var (
+	_ store.Store   = (*Store)(nil)
+	_ store.Expirer = (*Store)(nil)
+)
+
+// Open connects to the database named by dsn (a libpq connection string
+// or URL; pgxpool's pool_* parameters size the pool), creates or migrates
+// the tables, and returns the Store. Close releases the pool.
+//
+// An error matching store.ErrUnavailable means the server could not be
+// reached or did not answer; the tables may then be untouched or fully
+// migrated, never half (a migration is one transaction).
+func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	pc, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	s, err := New(ctx, pool, cfg)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	s.owned = true
+	return s, nil
+}
+
+// New returns a Store on a pool the caller owns (Close leaves it open),
+// after creating or migrating the tables.
+func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	schema, err := resolveSchema(ctx, pool, cfg.Schema)
+	if err != nil {
+		return nil, err
+	}
+	n := names{schema: schema, prefix: cfg.TablePrefix}
+	if err := migrate(ctx, pool, n, cfg.Schema != "", cfg.Logger); err != nil {
+		return nil, err
+	}
+	s := &Store{pool: pool, cfg: cfg, names: n, q: newQueries(n)}
+	s.rounds.s = s
+	s.ctx, s.stop = context.WithCancel(context.Background())
+	return s, nil
+}
+
+// Close ends the reservation rounds in flight and closes the pool when
+// Open made it. Calls in flight fail.
+func (s *Store) Close() {
+	s.stop()
+	if s.owned {
+		s.pool.Close()
+	}
+}
+
+// Capacity returns the bound on records this Store applies.
+func (s *Store) Capacity() int { return s.cfg.Capacity }
+
+// Schema returns the schema that holds the tables.
+func (s *Store) Schema() string { return s.names.schema }
+
+// Get implements store.Store.
+func (s *Store) Get(ctx context.Context, executionID string) (store.Record, error) {
+	if !validText(executionID) {
+		return store.Record{}, store.ErrNotFound
+	}
+	return s.one(ctx, "get", s.q.get, executionID)
+}
+
+// Lookup implements store.Store.
+func (s *Store) Lookup(ctx context.Context, key store.Key) (store.Record, error) {
+	if !validKey(key) {
+		return store.Record{}, store.ErrNotFound
+	}
+	return s.one(ctx, "lookup", s.q.lookup, key.Principal, key.Session, key.RequestID)
+}
+
+// List implements store.Store: newest first (by Seq), at most
+// store.MaxListLimit records a page.
+func (s *Store) List(ctx context.Context, q store.ListQuery) (store.Page, error) {
+	limit := q.Limit
+	if limit <= 0 {
+		limit = store.DefaultListLimit
+	}
+	limit = min(limit, store.MaxListLimit)
+	before := int64(math.MaxInt64)
+	if q.Before != 0 && q.Before < math.MaxInt64 {
+		before = int64(q.Before)
+	}
+	if !validText(q.Session) || (!q.AllPrincipals && !validText(q.Principal)) {
+		return store.Page{}, nil
+	}
+	var (
+		rows pgx.Rows
+		err  error
+	)
+	// One more than the page tells whether another page follows.
+	if q.AllPrincipals {
+		rows, err = s.pool.Query(ctx, s.q.listAll, q.Session, before, limit+1)
+	} else {
+		rows, err = s.pool.Query(ctx, s.q.list, q.Principal, q.Session, before, limit+1)
+	}
+	if err != nil {
+		return store.Page{}, readErr("list", err)
+	}
+	recs, err := pgx.CollectRows(rows, scanRecord)
+	if err != nil {
+		return store.Page{}, readErr("list", err)
+	}
+	var p store.Page
+	if len(recs) > limit {
+		recs = recs[:limit]
+		p.Next = recs[limit-1].Seq
+	}
+	p.Records = recs
+	return p, nil
+}
+
+// Stats implements store.Store. Entries is the shared count every
+// reservation checks, not an estimate.
+func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
+	var n int64
+	if err := s.pool.QueryRow(ctx, s.q.stats).Scan(&n); err != nil {
+		return store.Stats{}, readErr("stats", err)
+	}
+	return store.Stats{Entries: int(n), Capacity: s.cfg.Capacity}, nil
+}
+
+// one reads the record a query selects, or store.ErrNotFound.
+func (s *Store) one(ctx context.Context, op, sql string, args ...any) (store.Record, error) {
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return store.Record{}, readErr(op, err)
+	}
+	rec, err := pgx.CollectExactlyOneRow(rows, scanRecord)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return store.Record{}, store.ErrNotFound
+	case err != nil:
+		return store.Record{}, readErr(op, err)
+	}
+	return rec, nil
+}
+
+// recordColumns are the columns scanRecord reads, in its order.
+const recordColumns = `principal, session_id, request_id, execution_id, seq, tool, fingerprint,
+	status, node_id, started_at, finished_at, data, error, resolved`
+
+// scanRecord reads a row of recordColumns.
+func scanRecord(row pgx.CollectableRow) (store.Record, error) {
+	var (
+		r        store.Record
+		seq      int64
+		status   string
+		finished *time.Time
+		data     []byte
+		errBody  []byte
+	)
+	err := row.Scan(&r.Key.Principal, &r.Key.Session, &r.Key.RequestID, &r.ExecutionID, &seq, &r.Tool,
+		&r.Fingerprint, &status, &r.NodeID, &r.StartedAt, &finished, &data, &errBody, &r.Resolved)
+	if err != nil {
+		return store.Record{}, err
+	}
+	r.Seq, r.Status = uint64(seq), store.Status(status)
+	r.StartedAt = r.StartedAt.UTC()
+	if finished != nil {
+		r.FinishedAt = finished.UTC()
+	}
+	if data != nil {
+		r.Data = data
+	}
+	if errBody != nil {
+		r.Error = errBody
+	}
+	return r, nil
+}
+
+// validKey reports whether every part of key can be stored; a key that
+// cannot has no record.
+func validKey(k store.Key) bool {
+	return validText(k.Principal) && validText(k.Session) && validText(k.RequestID)
+}

@@ -1,0 +1,220 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/carmyhq/carmy/store"
+)
+
+// Complete implements store.Store: one UPDATE that applies only while the
+// record belongs to res.ExecutionID and is running or interrupted, and
+// commits on its own. When it applies to nothing, the record is read to
+// say why (store.ErrNotFound, a *store.ConflictError, a *store.StateError
+// carrying the record as it stands).
+//
+// Errors: store.ErrCommitUnknown means the UPDATE was sent and its answer
+// lost (the connection or the server went away, ctx ended): the result may
+// or may not be recorded, and a retry of Complete tells which (it succeeds,
+// or returns a *store.StateError with this execution's finished record).
+// store.ErrUnavailable means it was not recorded.
+func (s *Store) Complete(ctx context.Context, key store.Key, fingerprint string, res store.Result) (store.Record, error) {
+	if err := res.Validate(); err != nil {
+		return store.Record{}, err
+	}
+	if !validKey(key) {
+		return store.Record{}, store.ErrNotFound
+	}
+	if !validText(fingerprint) || !validText(res.ExecutionID) {
+		return store.Record{}, invalidf("complete: the fingerprint and execution id must be valid UTF-8 without NUL")
+	}
+	rec, ok, err := s.writeOne(ctx, "complete", s.q.complete, key.Principal, key.Session, key.RequestID, fingerprint,
+		string(res.Status), []byte(res.Data), []byte(res.Error), res.FinishedAt, res.ExecutionID)
+	if err != nil || ok {
+		return rec, err
+	}
+	rec, err = s.Lookup(ctx, key)
+	switch {
+	case err != nil:
+		return store.Record{}, err
+	case rec.Fingerprint != fingerprint:
+		return store.Record{}, &store.ConflictError{Record: rec}
+	}
+	return store.Record{}, &store.StateError{Op: "complete", Record: rec}
+}
+
+// Cancel implements store.Store: one conditional UPDATE, as Complete.
+func (s *Store) Cancel(ctx context.Context, executionID string, res store.Result) (store.Record, error) {
+	if err := res.Validate(); err != nil {
+		return store.Record{}, err
+	}
+	if res.Status != store.StatusCancelled || res.ExecutionID != executionID {
+		return store.Record{}, invalidf("cancel: result must be cancelled for %s", executionID)
+	}
+	if !validText(executionID) {
+		return store.Record{}, store.ErrNotFound
+	}
+	rec, ok, err := s.writeOne(ctx, "cancel", s.q.cancel, executionID, []byte(res.Data), []byte(res.Error), res.FinishedAt)
+	if err != nil || ok {
+		return rec, err
+	}
+	return s.refused(ctx, "cancel", executionID)
+}
+
+// Resolve implements store.Store: one conditional UPDATE, as Complete.
+func (s *Store) Resolve(ctx context.Context, executionID string, r store.Resolution) (store.Record, error) {
+	if err := r.Validate(); err != nil {
+		return store.Record{}, err
+	}
+	if (r.Status != store.StatusCompleted && r.Status != store.StatusFailed) || r.ExecutionID != executionID {
+		return store.Record{}, invalidf("resolve: outcome must be completed or failed for %s", executionID)
+	}
+	if !validText(executionID) {
+		return store.Record{}, store.ErrNotFound
+	}
+	rec, ok, err := s.writeOne(ctx, "resolve", s.q.resolve, executionID, string(r.Status),
+		[]byte(r.Data), []byte(r.Error), r.FinishedAt, r.AllowRunning)
+	if err != nil || ok {
+		return rec, err
+	}
+	return s.refused(ctx, "resolve", executionID)
+}
+
+// Release implements store.Store. The record and the counters change in
+// one transaction that holds the counter row, as reservations do.
+func (s *Store) Release(ctx context.Context, executionID string, allowRunning bool) (store.Record, error) {
+	if !validText(executionID) {
+		return store.Record{}, store.ErrNotFound
+	}
+	var (
+		rec store.Record
+		ok  bool
+	)
+	err := s.inTx(ctx, "release", func(tx pgx.Tx) (commit bool, err error) {
+		rows, err := tx.Query(ctx, s.q.release, executionID, allowRunning)
+		if err != nil {
+			return false, err
+		}
+		rec, err = pgx.CollectExactlyOneRow(rows, scanRecord)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return false, nil
+		}
+		ok = err == nil
+		return ok, err
+	})
+	if err != nil || ok {
+		return rec, err
+	}
+	return s.refused(ctx, "release", executionID)
+}
+
+// MarkInterrupted implements store.Store: one UPDATE. An error matching
+// store.ErrCommitUnknown means some or all may have been marked; the call
+// is idempotent, so the caller retries it.
+func (s *Store) MarkInterrupted(ctx context.Context, nodeID string) (int, error) {
+	if !validText(nodeID) {
+		return 0, nil
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return 0, notApplied("mark interrupted", err)
+	}
+	defer conn.Release()
+	tag, err := conn.Exec(ctx, s.q.markInterrupted, nodeID)
+	if err != nil {
+		return 0, atCommit("mark interrupted", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// Expire implements store.Expirer: it removes the finished records that
+// finished before cutoff (to the microsecond, PostgreSQL's precision) in
+// one transaction holding the counter row, and forgets principals left
+// with no record. Running and interrupted records are never removed.
+func (s *Store) Expire(ctx context.Context, cutoff time.Time) (int, error) {
+	var n int64
+	err := s.inTx(ctx, "expire", func(tx pgx.Tx) (bool, error) {
+		if err := tx.QueryRow(ctx, s.q.expire, cutoff).Scan(&n); err != nil {
+			return false, err
+		}
+		if n == 0 {
+			return false, nil
+		}
+		_, err := tx.Exec(ctx, s.q.prunePrincipals)
+		return err == nil, err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return int(n), nil
+}
+
+// writeOne runs sql, a write that commits on its own (one statement
+// outside a transaction) and returns at most one record. ok is false when
+// it returned none: the write applied to nothing.
+func (s *Store) writeOne(ctx context.Context, op, sql string, args ...any) (rec store.Record, ok bool, err error) {
+	// A connection that cannot be had means nothing was sent.
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return rec, false, notApplied(op, err)
+	}
+	defer conn.Release()
+	rows, err := conn.Query(ctx, sql, args...)
+	if err != nil {
+		return rec, false, atCommit(op, err)
+	}
+	rec, err = pgx.CollectExactlyOneRow(rows, scanRecord)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return rec, false, nil
+	case err != nil:
+		return rec, false, atCommit(op, err)
+	}
+	return rec, true, nil
+}
+
+// readCommitted is the isolation of every transaction of the store, set
+// explicitly so that a server or role whose default is REPEATABLE READ or
+// SERIALIZABLE does not change it: statements that follow a lock must see
+// what committed while the lock was awaited, which only READ COMMITTED's
+// statement snapshots do.
+var readCommitted = pgx.TxOptions{IsoLevel: pgx.ReadCommitted}
+
+// inTx runs fn in a READ COMMITTED transaction that first holds the
+// counter row, and commits when fn says so (else rolls back). Errors of fn
+// and of BEGIN mean nothing was applied; an error of COMMIT is sorted by
+// atCommit.
+func (s *Store) inTx(ctx context.Context, op string, fn func(pgx.Tx) (commit bool, err error)) error {
+	tx, err := s.pool.BeginTx(ctx, readCommitted)
+	if err != nil {
+		return notApplied(op, err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if _, err := tx.Exec(ctx, s.q.lockMeta); err != nil {
+		return notApplied(op, err)
+	}
+	commit, err := fn(tx)
+	if err != nil {
+		return notApplied(op, err)
+	}
+	if !commit {
+		return nil
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return atCommit(op, err)
+	}
+	return nil
+}
+
+// refused explains a conditional write that applied to nothing:
+// store.ErrNotFound, or a *store.StateError with the record as it stands.
+func (s *Store) refused(ctx context.Context, op, executionID string) (store.Record, error) {
+	rec, err := s.Get(ctx, executionID)
+	if err != nil {
+		return store.Record{}, err
+	}
+	return store.Record{}, &store.StateError{Op: op, Record: rec}
+}
