@@ -114,8 +114,7 @@ func TestHTTPToolDoesNotFollowRedirectsByDefault(t *testing.T) {
 func TestHTTPToolFollowsSameHostRedirectsWithoutConfiguredHeaders(t *testing.T) {
 	for _, status := range []int{http.StatusFound, http.StatusTemporaryRedirect} {
 		t.Run(fmt.Sprint(status), func(t *testing.T) {
-			var up *fakeUpstream
-			up = newFakeUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			up := newFakeUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 				if r.URL.Path == "/moved" {
 					answer(http.StatusOK, "application/json", `{"moved":true}`)(w, r)
 					return
