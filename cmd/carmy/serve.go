@@ -111,7 +111,7 @@ func buildRuntime(cfg serveConfig, fc fileConfig, log *slog.Logger) (*carmy.Runt
 			return nil, err
 		}
 	}
-	specs, err := fc.toolSpecs(os.Getenv)
+	specs, err := fc.toolSpecsLogging(os.Getenv, log)
 	if err != nil {
 		return nil, err
 	}
