@@ -103,6 +103,23 @@ func benchCalls(b *testing.B, s store.Store, workers int, op func(ctx context.Co
 		errOnce  sync.Once
 		firstErr error
 	)
+	// Warm up untimed, one call per worker at once: the pool opens its
+	// connections and each prepares its statements, which would otherwise
+	// dominate short runs with many workers.
+	var warm sync.WaitGroup
+	for w := range workers {
+		warm.Add(1)
+		go func() {
+			defer warm.Done()
+			if err := op(ctx, s, round+"w", w); err != nil {
+				errOnce.Do(func() { firstErr = err })
+			}
+		}()
+	}
+	warm.Wait()
+	if firstErr != nil {
+		b.Fatal(firstErr)
+	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range workers {

@@ -23,7 +23,8 @@ import (
 // the 2-vCPU test machine (fdatasync 1.6 to 2.8 ms, the machine loaded by
 // other work, so the spread is wide), three interleaved runs each, calls
 // per second with one reservation per transaction, then with rounds:
-// 16 callers 99-267, then 193-935; 64 callers 33-96, then 274-394.
+// 16 callers 151-179, then 299-709; 64 callers 95-100 (64 backends queue
+// on one row lock), then 381-612.
 // Processes sharing the database take turns at the lock, each with a round
 // of its own.
 //
