@@ -96,10 +96,15 @@ func (n *Node) serveApply(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	// The commands are not decoded here: the FSM decodes each once, and
 	// answers one it cannot read with INVALID_REQUEST on every replica
-	// alike. Only an empty command is refused at the door.
+	// alike. Only an empty command, or one over the size every node
+	// refuses (checkSize), is refused at the door.
 	for i, raw := range req.Commands {
 		if len(raw) == 0 {
 			ans.Results[i] = applyResult{wireError: codedWireError(store.CodeInvalidRequest, "empty command")}
+			continue
+		}
+		if err := checkSize("forwarded", raw); err != nil {
+			ans.Results[i] = applyResult{wireError: wireErrorOf(err)}
 			continue
 		}
 		items[i] = newProposal(raw, n.cfg.LeaderWait)
