@@ -41,16 +41,10 @@ func (s *Store) PeekFinished(key store.Key) (store.Record, bool) {
 	return rec, err == nil && rec.Status.Finished()
 }
 
-// Reserve implements store.Store. A finished record is answered from local
-// state (replay or conflict: it can no longer change); anything else goes
-// through the log.
+// Reserve implements store.Store: one command through the log, which the
+// state machine decides. The runtime answers a retry of a finished record
+// from PeekFinished before it gets here; Reserve does not check again.
 func (s *Store) Reserve(ctx context.Context, key store.Key, fingerprint string, exec store.Execution) (store.Reservation, error) {
-	if rec, ok := s.PeekFinished(key); ok {
-		if rec.Fingerprint == fingerprint {
-			return store.Reservation{Outcome: store.Replay, Record: rec}, nil
-		}
-		return store.Reservation{Outcome: store.Conflict, Record: rec}, nil
-	}
 	resp, err := s.apply(ctx, fsm.Reserve(key, fingerprint, exec))
 	if err != nil {
 		return store.Reservation{}, err
