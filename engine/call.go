@@ -160,8 +160,13 @@ func (r *Runtime) runUnrecorded(ctx context.Context, p *pending) (Response, erro
 }
 
 // busy is the answer to a call that would run more tools at once than
-// MaxRunning allows: nothing was reserved and the tool did not run.
+// MaxRunning allows, or that comes after shutdown closed the running set:
+// nothing was reserved and the tool did not run.
 func (r *Runtime) busy() error {
+	if r.isClosing() {
+		// The set refused because shutdown closed it.
+		return ErrClosed
+	}
 	return store.NewError(store.CodeUnavailable, fmt.Sprintf("this node already runs %d tools, its limit (limits.max_running); "+
 		"the tool did not run and nothing was reserved: retry later or on another node", r.cfg.MaxRunning))
 }

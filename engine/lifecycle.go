@@ -126,6 +126,7 @@ func (r *Runtime) startLoop(ctx context.Context) {
 // outcomes to be recorded while ctx allows.
 func (r *Runtime) Shutdown(ctx context.Context) error {
 	r.closed.Do(func() { close(r.closing) })
+	r.runs.close()
 	drain, cancel := context.WithTimeout(ctx, r.cfg.DrainTimeout)
 	err := r.runs.wait(drain)
 	cancel()

@@ -16,9 +16,10 @@ import (
 // cancel that commits between the reservation and the tool's start still
 // reaches the tool: it starts with its context already cancelled.
 type runningSet struct {
-	mu   sync.Mutex
-	runs map[string]*run
-	busy inflight
+	mu     sync.Mutex
+	runs   map[string]*run
+	closed bool // set by close: nothing more is registered
+	busy   inflight
 }
 
 // run is one running execution. ctx is cancelled by the cancel
@@ -38,20 +39,30 @@ var (
 func newRunningSet() *runningSet { return &runningSet{runs: make(map[string]*run)} }
 
 // startWithin registers an execution, under a context detached from any
-// caller, unless limit (> 0) executions are registered already: then it
-// returns false and registers nothing.
+// caller, unless limit (> 0) executions are registered already or the set
+// is closed: then it returns false and registers nothing.
 func (s *runningSet) startWithin(id string, limit int) (*run, bool) {
 	s.mu.Lock()
-	if limit > 0 && len(s.runs) >= limit {
-		s.mu.Unlock()
+	defer s.mu.Unlock()
+	if s.closed || limit > 0 && len(s.runs) >= limit {
 		return nil, false
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	rn := &run{ctx: ctx, cancel: cancel}
 	s.runs[id] = rn
-	s.mu.Unlock()
+	// Counted under the lock, so that a wait that follows close sees
+	// every execution registered before it.
 	s.busy.add()
 	return rn, true
+}
+
+// close makes every later startWithin fail. Shutdown closes the set before
+// it waits, so a call that passed the runtime's gate just before shutdown
+// began cannot register a tool after the drain has counted none.
+func (s *runningSet) close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
 }
 
 // withTimeout returns the context a tool runs under: the run's, bounded by

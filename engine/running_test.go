@@ -1,0 +1,31 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"testing"
+)
+
+// TestNoRegistrationAfterShutdownBegins pins the close of the running set:
+// a call that passed the gate just before Shutdown began must not register
+// a tool after the drain has counted none running.
+func TestNoRegistrationAfterShutdownBegins(t *testing.T) {
+	r := New()
+	rn, ok := r.runs.startWithin("exec_before", 0)
+	if !ok || rn == nil {
+		t.Fatal("registration before shutdown refused")
+	}
+	r.runs.finish("exec_before")
+	if err := r.Shutdown(context.Background()); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if _, ok := r.runs.startWithin("exec_after", 0); ok {
+		t.Fatal("an execution registered after Shutdown had drained the running set")
+	}
+	if err := r.busy(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("the answer to a refused registration after shutdown: %v, want ErrClosed", err)
+	}
+	if n := r.Running(); n != 0 {
+		t.Fatalf("Running() = %d after shutdown, want 0", n)
+	}
+}
