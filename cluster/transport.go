@@ -12,6 +12,18 @@ import (
 const (
 	raftMaxPool = 8
 	raftTimeout = 10 * time.Second
+	// raftMaxInFlight is 1: replication to each follower is synchronous,
+	// one AppendEntries at a time, never pipelined. hashicorp/raft's
+	// pipeline (the default, 2 in flight) can deadlock: when a follower
+	// answers Success=false or a newer term, the pipeline's decoder stops
+	// reading while the sender parks on a full channel, and
+	// pipelineReplicate never returns. The follower then gets heartbeats
+	// but no entries, for good, and the leader's Raft.Shutdown hangs
+	// waiting for that goroutine (seen here: a leader stopped in
+	// TestLeaderLossKeepsServing on a loaded machine waited 8 minutes).
+	// With group commit a round is one entry batch per follower anyway,
+	// which is what pipelining would overlap.
+	raftMaxInFlight = 1
 )
 
 // newTransport listens on cfg.RaftAddr and returns the Raft transport,
@@ -36,7 +48,14 @@ func newTransport(cfg Config, t *nodeTLS) (*raft.NetworkTransport, *identityStre
 		stream = newTLSStream(stream, t)
 	}
 	ident := &identityStream{StreamLayer: stream, self: cfg.NodeID}
-	return raft.NewNetworkTransportWithLogger(ident, raftMaxPool, raftTimeout, newHCLog(cfg.Logger, "raft-net")), ident, nil
+	tr := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:          ident,
+		MaxPool:         raftMaxPool,
+		MaxRPCsInFlight: raftMaxInFlight,
+		Timeout:         raftTimeout,
+		Logger:          newHCLog(cfg.Logger, "raft-net"),
+	})
+	return tr, ident, nil
 }
 
 // raftAdvertise returns the address a node bound at bound advertises for

@@ -1,8 +1,12 @@
 package cluster
 
 import (
+	"errors"
+	"log/slog"
 	"net"
 	"testing"
+
+	"github.com/hashicorp/raft"
 )
 
 func TestRaftAdvertise(t *testing.T) {
@@ -30,5 +34,25 @@ func TestRaftAdvertise(t *testing.T) {
 		if err != nil || got.String() != tc.want || got.Network() != "tcp" {
 			t.Errorf("%s bound %s: got %v, %v; want %s", tc.flag, tc.bound, got, err, tc.want)
 		}
+	}
+}
+
+// TestReplicationIsNotPipelined pins raftMaxInFlight: the transport refuses
+// a pipeline, so Raft replicates with one AppendEntries at a time and never
+// enters hashicorp/raft's pipeline, whose decoder can stop reading while its
+// sender waits on it for good (a follower starved of entries, a leader whose
+// Shutdown hangs).
+func TestReplicationIsNotPipelined(t *testing.T) {
+	tr, _, err := newTransport(Config{NodeID: "n1", RaftAddr: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	p, err := tr.AppendEntriesPipeline("n2", "127.0.0.1:1")
+	if !errors.Is(err, raft.ErrPipelineReplicationNotSupported) {
+		if p != nil {
+			_ = p.Close()
+		}
+		t.Fatalf("AppendEntriesPipeline: %v, want ErrPipelineReplicationNotSupported", err)
 	}
 }
