@@ -348,6 +348,11 @@ func TestBlackBoxBadInput(t *testing.T) {
 		{"fractional timeout", "POST", "/v1/tools/call", `{"tool":"echo","timeout_ms":1.5}`, nil, 400, "INVALID_REQUEST", "timeout_ms"},
 		{"schema violation", "POST", "/v1/tools/call", `{"tool":"create_order","arguments":{"sku":5},"request_id":"s"}`, nil, 400, "INVALID_REQUEST", "arguments.sku"},
 		{"duplicate argument key", "POST", "/v1/tools/call", `{"tool":"echo","arguments":{"a":1,"a":2},"request_id":"d"}`, nil, 400, "INVALID_REQUEST", "arguments"},
+		// Without a request_id, as strictly (a tool that ran would take order number 2).
+		{"duplicate argument key, no request_id", "POST", "/v1/tools/call", `{"tool":"create_order","arguments":{"sku":"A","sku":"B"}}`, nil, 400, "INVALID_REQUEST", "arguments"},
+		{"lone surrogate, no request_id", "POST", "/v1/tools/call", `{"tool":"create_order","arguments":{"sku":"\ud800"}}`, nil, 400, "INVALID_REQUEST", "arguments"},
+		{"invalid UTF-8, no request_id", "POST", "/v1/tools/call", "{\"tool\":\"create_order\",\"arguments\":{\"sku\":\"\xff\"}}", nil, 400, "INVALID_REQUEST", "arguments"},
+		{"huge exponent, no request_id", "POST", "/v1/tools/call", `{"tool":"create_order","arguments":{"sku":"A"},"metadata":{"n":1e400}}`, nil, 400, "INVALID_REQUEST", "metadata"},
 		{"bad Idempotency-Key", "POST", "/v1/tools/call", `{"tool":"echo"}`, []string{"Idempotency-Key", long}, 400, "INVALID_REQUEST", "request_id"},
 		{"unknown tool", "POST", "/v1/tools/call", `{"tool":"nope","request_id":"u"}`, nil, 404, "UNKNOWN_TOOL", ""},
 		{"unknown route", "GET", "/v1/nothing", "", nil, 404, "NOT_FOUND", ""},
