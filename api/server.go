@@ -156,6 +156,7 @@ func New(rt Runtime, cfg Config) (*Server, error) {
 	if cfg.TLS != nil {
 		e.Pre(requireTLS)
 	}
+	e.Pre(strictQuery)
 	s.echo = e
 	s.routes()
 	s.clusterRoutes()
