@@ -259,6 +259,17 @@ func (c *checker) do(x exchange) reply {
 		t.Errorf("%s: error code %q, want %q; body %s", what, r.str("error", "code"), x.code, raw)
 	}
 
+	if r.status == http.StatusRequestHeaderFieldsTooLarge {
+		// Headers over the limit: answered on every path, before
+		// routing, as the HeaderFieldsTooLarge component says.
+		schema := c.d.doc.Components.Responses["HeaderFieldsTooLarge"].Value.Content.Get("application/json").Schema.Value
+		if !strings.HasPrefix(r.header.Get("Content-Type"), "application/json") || r.obj == nil {
+			t.Errorf("%s: 431 is not JSON: %q %s", what, r.header.Get("Content-Type"), raw)
+		} else if err := visit(schema, jsonValue(t, raw)); err != nil {
+			t.Errorf("%s: the 431 answer does not match HeaderFieldsTooLarge: %v; body %s", what, err, raw)
+		}
+		return r
+	}
 	if routeErr != nil {
 		// No operation: Echo's 404 (no such route) or 405 (wrong
 		// method), which the document describes with the envelope.
@@ -721,6 +732,12 @@ func TestOpenAPIConformance(t *testing.T) {
 	get(oasPlanner, "/v1/nope", 404, "NOT_FOUND", violates)
 	c.do(exchange{method: http.MethodPut, path: "/v1/tools", token: oasPlanner, status: 405, code: "METHOD_NOT_ALLOWED", req: violates})
 	c.do(exchange{method: http.MethodGet, path: call, token: oasPlanner, status: 405, code: "METHOD_NOT_ALLOWED", req: violates})
+	// Headers over the limit (64 KiB): refused by the API a little over
+	// it, by net/http (its answer replaced) far over it; both 431.
+	for _, pad := range []int{80 << 10, 200 << 10} {
+		c.do(exchange{method: http.MethodGet, path: "/v1/tools", token: oasPlanner, header: map[string]string{"X-Padding": strings.Repeat("p", pad)},
+			status: 431, code: "INVALID_REQUEST", req: unchecked})
+	}
 
 	c.exercised()
 }
@@ -915,11 +932,29 @@ func TestOpenAPIErrorCodes(t *testing.T) {
 			}
 		}
 	}
-	mna := d.doc.Components.Responses["MethodNotAllowed"]
-	if mna == nil {
-		t.Fatal("no MethodNotAllowed response component")
+	// The answers of every path, outside the operations.
+	for status, name := range map[int]string{http.StatusMethodNotAllowed: "MethodNotAllowed", http.StatusRequestHeaderFieldsTooLarge: "HeaderFieldsTooLarge"} {
+		resp := d.doc.Components.Responses[name]
+		if resp == nil {
+			t.Fatalf("no %s response component", name)
+		}
+		bodies[status] = append(bodies[status], resp.Value.Content.Get("application/json").Schema.Value)
 	}
-	bodies[http.StatusMethodNotAllowed] = append(bodies[http.StatusMethodNotAllowed], mna.Value.Content.Get("application/json").Schema.Value)
+	// The statuses beyond a code's: documented, each admitting its code
+	// and no other.
+	beyond := api.StatusBeyondCodes()
+	for status, code := range beyond {
+		if len(bodies[status]) == 0 {
+			t.Errorf("status %d (%s) is not documented", status, code)
+		}
+		for _, s := range bodies[status] {
+			for _, other := range codes {
+				if admitted := visit(s, envelope(other)) == nil; admitted != (other == code) {
+					t.Errorf("a documented %d answer admits %s: %v, want only %s", status, other, admitted, code)
+				}
+			}
+		}
+	}
 	for _, code := range codes {
 		admitted := false
 		for _, s := range bodies[statusOf[code]] {
@@ -929,7 +964,7 @@ func TestOpenAPIErrorCodes(t *testing.T) {
 			t.Errorf("%s: no documented %d answer admits it", code, statusOf[code])
 		}
 		for status, schemas := range bodies {
-			if status == statusOf[code] {
+			if status == statusOf[code] || beyond[status] == code {
 				continue
 			}
 			for _, s := range schemas {

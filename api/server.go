@@ -65,8 +65,10 @@ type Timeouts struct {
 	Write time.Duration
 	// Idle bounds a kept-alive connection between requests (default 2 min).
 	Idle time.Duration
-	// HeaderBytes bounds a request's headers (default 64 KiB); more is
-	// answered 431.
+	// HeaderBytes bounds a request's line and headers (default 64 KiB):
+	// more is answered 431 with the envelope, code INVALID_REQUEST
+	// (headers.go). carmy.Runtime.Serve serves with
+	// ServerMaxHeaderBytes.
 	HeaderBytes int
 }
 
@@ -152,6 +154,7 @@ func New(rt Runtime, cfg Config) (*Server, error) {
 	if cfg.RateLimit.PerSecond > 0 {
 		s.limits = newLimiters(cfg.RateLimit)
 	}
+	e.Pre(limitHeaders(cfg.Timeouts.WithDefaults().HeaderBytes))
 	e.Pre(boundWrite(cfg.Timeouts.WithDefaults().Write))
 	if cfg.TLS != nil {
 		e.Pre(requireTLS)
