@@ -47,6 +47,7 @@ func (r *Runtime) Serve(ctx context.Context, ln net.Listener, cfg api.Config) er
 	if err != nil {
 		return err
 	}
+	defer h.Close()
 	if err := r.Err(); err != nil {
 		return err
 	}

@@ -782,6 +782,43 @@ func TestOpenAPIConformanceLoneNode(t *testing.T) {
 	c.do(exchange{method: http.MethodGet, path: "/healthz", status: 200, req: conforms})
 }
 
+// TestOpenAPIConformanceAuthFailures drives a node whose /metrics needs a
+// token and whose limit on failed authentication is one a minute: the
+// 401, 403 and 429 of /metrics, and the 429 of an address over its
+// failures on every kind of route that needs a token.
+func TestOpenAPIConformanceAuthFailures(t *testing.T) {
+	d := loadOpenAPI(t)
+	const metricsToken = "oas-metrics-token"
+	auth := oasAuth()
+	auth.MetricsToken = metricsToken
+	_, base := startOASNode(t, api.Config{Auth: auth, Cluster: newOASCluster(), AuthFailures: api.AuthFailures{PerMinute: 1}})
+	c := newChecker(t, d, base)
+	get := func(token, path string, status int, code string, req reqWant) reply {
+		t.Helper()
+		return c.do(exchange{method: http.MethodGet, path: path, token: token, status: status, code: code, req: req})
+	}
+	get(metricsToken, "/metrics", 200, "", conforms)
+	get(oasAdmin, "/metrics", 200, "", conforms)
+	get("", "/metrics", 401, "UNAUTHORIZED", conforms) // the document cannot tell whether a token is configured
+	get(oasPlanner, "/metrics", 403, "FORBIDDEN", conforms)
+	// One failure, then this address is refused everywhere a token is
+	// needed, the right token included.
+	get("oas-wrong-token", "/v1/tools", 401, "UNAUTHORIZED", conforms)
+	for _, x := range []exchange{
+		{method: http.MethodGet, path: "/v1/tools", token: oasPlanner},
+		{method: http.MethodPost, path: "/v1/tools/call", token: oasPlanner, body: `{"tool":"echo"}`},
+		{method: http.MethodGet, path: "/v1/cluster", token: oasAdmin},
+		{method: http.MethodGet, path: "/debug/pprof/", token: oasAdmin},
+		{method: http.MethodGet, path: "/metrics", token: metricsToken},
+	} {
+		x.status, x.code, x.req = 429, "RATE_LIMITED", conforms
+		if r := c.do(x); r.str("error", "source") != "127.0.0.1" || r.header.Get("Retry-After") == "" {
+			t.Errorf("%s %s: %v %s", x.method, x.path, r.header, r.raw)
+		}
+	}
+	get("", "/healthz", 200, "", conforms)
+}
+
 // TestOpenAPIConformanceInternalError checks the INTERNAL answer of a
 // runtime that panics (a fake one: a real runtime has no such bug to show).
 func TestOpenAPIConformanceInternalError(t *testing.T) {
@@ -1041,6 +1078,10 @@ func TestOpenAPIValidatorRejectsWrongAnswers(t *testing.T) {
 		{"a bare error", call, 404, `{"code":"UNKNOWN_TOOL","message":"m"}`, nil, false},
 		{"EXECUTION_UNCERTAIN without execution_id", call, 409, `{"error":{"code":"EXECUTION_UNCERTAIN","message":"m","status":"running"}}`, nil, false},
 		{"EXECUTION_UNCERTAIN of a finished execution", call, 409, `{"error":{"code":"EXECUTION_UNCERTAIN","message":"m","execution_id":` + id + `,"status":"completed"}}`, nil, false},
+		{"control: a principal over its rate", call, 429, `{"error":{"code":"RATE_LIMITED","message":"m","principal":"p"}}`, []string{"Retry-After", "1"}, true},
+		{"control: an address over its failures", call, 429, `{"error":{"code":"RATE_LIMITED","message":"m","source":"127.0.0.1"}}`, []string{"Retry-After", "6"}, true},
+		{"RATE_LIMITED naming neither principal nor source", call, 429, `{"error":{"code":"RATE_LIMITED","message":"m"}}`, []string{"Retry-After", "1"}, false},
+		{"RATE_LIMITED without Retry-After", call, 429, `{"error":{"code":"RATE_LIMITED","message":"m","source":"127.0.0.1"}}`, nil, false},
 		{"503 without Retry-After", call, 503, `{"error":{"code":"UNAVAILABLE","message":"m"}}`, nil, false},
 		{"401 without WWW-Authenticate", call, 401, `{"error":{"code":"UNAUTHORIZED","message":"m"}}`, nil, false},
 		{"an undocumented status", call, 418, `{"error":{"code":"INTERNAL","message":"m"}}`, nil, false},

@@ -36,6 +36,9 @@ type Config struct {
 	// RateLimit bounds each principal's requests on this node (off when
 	// PerSecond is 0).
 	RateLimit RateLimit
+	// AuthFailures bounds and logs failed authentication per client
+	// address (on by default: DefaultAuthFailuresPerMinute).
+	AuthFailures AuthFailures
 	// TLS, when set, serves the API over HTTPS with it (carmy.Runtime.Serve
 	// applies it to the listener): a request that comes over plain HTTP is
 	// answered 400 INVALID_REQUEST, except under /internal/, which node
@@ -115,6 +118,7 @@ type Server struct {
 	metrics    *apiMetrics
 	auditCount *prometheus.CounterVec
 	limits     *limiters // nil: no rate limit
+	guard      *authGuard
 }
 
 // New returns a server for rt.
@@ -142,8 +146,12 @@ func New(rt Runtime, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("api: metrics: %w", err)
 	}
-	s := &Server{rt: rt, auth: newAuthenticator(cfg.Auth), limit: cfg.BodyLimit, log: cfg.Logger, clu: cfg.Cluster, metrics: m, auditCount: audit,
-		bodyTimeout: cfg.Timeouts.WithDefaults().Body}
+	guard, err := newAuthGuard(cfg.AuthFailures, cfg.Logger, cfg.Metrics)
+	if err != nil {
+		return nil, fmt.Errorf("api: metrics: %w", err)
+	}
+	s := &Server{rt: rt, auth: newAuthenticator(cfg.Auth, guard), limit: cfg.BodyLimit, log: cfg.Logger, clu: cfg.Cluster, metrics: m, auditCount: audit,
+		bodyTimeout: cfg.Timeouts.WithDefaults().Body, guard: guard}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
@@ -164,6 +172,7 @@ func New(rt Runtime, cfg Config) (*Server, error) {
 	s.routes()
 	s.clusterRoutes()
 	s.metricsRoutes(cfg.Metrics)
+	s.pprofRoutes()
 	if cfg.Internal != nil {
 		h := echo.WrapHandler(cfg.Internal)
 		e.Any("/internal/*", h)
@@ -191,6 +200,12 @@ func (s *Server) routes() {
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.ServeHTTP(w, r) }
+
+// Close stops the server's background work and logs the counts of failed
+// authentication not yet logged. Call it once the HTTP server serving s
+// has shut down (carmy.Runtime.Serve does); s still answers after it, but
+// logs no more pending counts. It is safe to call more than once.
+func (s *Server) Close() { s.guard.close() }
 
 // logPanic logs a recovered panic and turns it into an error without a
 // code, so that the answer is INTERNAL whatever the panic carried (a

@@ -138,6 +138,9 @@ Flags:
 		fmt.Fprint(out, `
 Without tokens in the config file every caller is "anonymous", which is
 allowed only when --http-addr is a loopback address (or with --dev).
+Tokens are read from the environment and must be at least 16 bytes:
+carmy keygen prints a random one (32 bytes, base64), for a token as for
+--gossip-key.
 
 Examples:
   carmy serve --dev

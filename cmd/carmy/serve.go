@@ -218,6 +218,7 @@ func apiConfig(cfg serveConfig, fc fileConfig, auth api.Auth, sec security, node
 	if sec.apiKeys != nil {
 		apiCfg.TLS = sec.apiKeys.ServerConfig()
 	}
+	apiCfg.AuthFailures = fc.Limits.authFailures()
 	return apiCfg
 }
 
