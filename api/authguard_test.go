@@ -28,6 +28,7 @@ func guardServer(t *testing.T, failures api.AuthFailures, logs io.Writer) (srv *
 	cfg.AuthFailures = failures
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	cfg.Auth.MetricsToken = metricsToken
+	cfg.Pprof = true
 	s, err := api.New(&fakeRuntime{tb: t,
 		call: func(_ context.Context, caller engine.Caller, _ engine.Request) (engine.Response, error) {
 			calls.set(caller)

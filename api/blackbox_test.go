@@ -357,6 +357,8 @@ func TestBlackBoxBadInput(t *testing.T) {
 		{"bad Idempotency-Key", "POST", "/v1/tools/call", `{"tool":"echo"}`, []string{"Idempotency-Key", long}, 400, "INVALID_REQUEST", "request_id"},
 		{"unknown tool", "POST", "/v1/tools/call", `{"tool":"nope","request_id":"u"}`, nil, 404, "UNKNOWN_TOOL", ""},
 		{"unknown route", "GET", "/v1/nothing", "", nil, 404, "NOT_FOUND", ""},
+		{"profiles, off by default", "GET", "/debug/pprof/cmdline", "", nil, 404, "NOT_FOUND", ""},
+		{"';' in the query", "GET", "/v1/executions?request_id=keep;session_id=x", "", nil, 400, "INVALID_REQUEST", "request_id"},
 		{"unknown execution", "GET", "/v1/executions/exec_nope", "", nil, 404, "NOT_FOUND", ""},
 		{"cancel of unknown execution", "POST", "/v1/executions/exec_nope/cancel", "", nil, 404, "NOT_FOUND", ""},
 		{"wrong method", "DELETE", "/v1/tools/call", "", nil, 405, "METHOD_NOT_ALLOWED", ""},
@@ -543,6 +545,28 @@ auth:
 	}
 	if !regexp.MustCompile(`msg="authentication failed" source=127\.0\.0\.1 failures=9 rate_limited=1 `).MatchString(node.Logs()) {
 		t.Errorf("no line with the 9 later failures and 1 refusal after the node stopped:\n%s", node.Logs())
+	}
+}
+
+// TestBlackBoxPprofFlag checks --pprof: the profiles are served, and a
+// node without auth says at WARN that anyone may read them.
+func TestBlackBoxPprofFlag(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the carmy binary")
+	}
+	bin := testutil.BuildCarmy(t)
+	n := startDev(t, bin, "--pprof")
+	resp, err := http.Get(n.URL + "/debug/pprof/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "--pprof") {
+		t.Fatalf("GET /debug/pprof/cmdline with --pprof: %d %q", resp.StatusCode, body)
+	}
+	if !regexp.MustCompile(`level=WARN msg="serving /debug/pprof/ without authentication`).MatchString(n.Logs()) {
+		t.Errorf("no warning that profiles are open:\n%s", n.Logs())
 	}
 }
 

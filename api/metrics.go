@@ -145,7 +145,7 @@ func (s *Server) metricsRoutes(g prometheus.Gatherer) {
 }
 
 // pprofRoutes serves the pprof profiles under /debug/pprof/ (admin token
-// when auth is on).
+// when auth is on), when Config.Pprof asks for them.
 func (s *Server) pprofRoutes() {
 	e := s.echo
 	admin := []echo.MiddlewareFunc{s.auth.authenticate, requireAdmin}

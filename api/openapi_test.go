@@ -464,7 +464,7 @@ func TestOpenAPIConformance(t *testing.T) {
 	var unblockOnce sync.Once
 	release := func() { unblockOnce.Do(func() { close(unblock) }) }
 	t.Cleanup(release)
-	app, base := startOASNode(t, api.Config{Auth: oasAuth(), Cluster: newOASCluster(), BodyLimit: 64 << 10},
+	app, base := startOASNode(t, api.Config{Auth: oasAuth(), Cluster: newOASCluster(), BodyLimit: 64 << 10, Pprof: true},
 		blockTool(started, unblock))
 	c := newChecker(t, d, base)
 	const call = "/v1/tools/call"
@@ -791,7 +791,7 @@ func TestOpenAPIConformanceAuthFailures(t *testing.T) {
 	const metricsToken = "oas-metrics-token"
 	auth := oasAuth()
 	auth.MetricsToken = metricsToken
-	_, base := startOASNode(t, api.Config{Auth: auth, Cluster: newOASCluster(), AuthFailures: api.AuthFailures{PerMinute: 1}})
+	_, base := startOASNode(t, api.Config{Auth: auth, Cluster: newOASCluster(), AuthFailures: api.AuthFailures{PerMinute: 1}, Pprof: true})
 	c := newChecker(t, d, base)
 	get := func(token, path string, status int, code string, req reqWant) reply {
 		t.Helper()
@@ -843,7 +843,7 @@ func echoPath(p string) string { return echoParam.ReplaceAllString(p, "{$1}") }
 func TestOpenAPICoversEveryRoute(t *testing.T) {
 	d := loadOpenAPI(t)
 	s, err := api.New(carmy.App(carmy.WithLogger(quietLogger())), api.Config{
-		Logger: quietLogger(), Cluster: newOASCluster(), Internal: http.NotFoundHandler(),
+		Logger: quietLogger(), Cluster: newOASCluster(), Internal: http.NotFoundHandler(), Pprof: true,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -39,6 +39,13 @@ type Config struct {
 	// AuthFailures bounds and logs failed authentication per client
 	// address (on by default: DefaultAuthFailuresPerMinute).
 	AuthFailures AuthFailures
+	// Pprof serves the Go runtime's profiles under /debug/pprof/: to the
+	// admin token when auth is on, to anyone who reaches the API when it
+	// is off (logged at WARN). Off by default, as in etcd
+	// (--enable-pprof), Consul and Nomad (enable_debug): a profile shows
+	// the command line, which may hold secrets, and costs CPU on demand.
+	// Off, /debug/pprof/ is no route (404 NOT_FOUND).
+	Pprof bool
 	// TLS, when set, serves the API over HTTPS with it (carmy.Runtime.Serve
 	// applies it to the listener): a request that comes over plain HTTP is
 	// answered 400 INVALID_REQUEST, except under /internal/, which node
@@ -172,7 +179,12 @@ func New(rt Runtime, cfg Config) (*Server, error) {
 	s.routes()
 	s.clusterRoutes()
 	s.metricsRoutes(cfg.Metrics)
-	s.pprofRoutes()
+	if cfg.Pprof {
+		s.pprofRoutes()
+		if !cfg.Auth.Enabled() {
+			s.log.Warn("serving /debug/pprof/ without authentication: anyone who reaches the API can read profiles and the command line")
+		}
+	}
 	if cfg.Internal != nil {
 		h := echo.WrapHandler(cfg.Internal)
 		e.Any("/internal/*", h)

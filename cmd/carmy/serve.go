@@ -219,6 +219,7 @@ func apiConfig(cfg serveConfig, fc fileConfig, auth api.Auth, sec security, node
 		apiCfg.TLS = sec.apiKeys.ServerConfig()
 	}
 	apiCfg.AuthFailures = fc.Limits.authFailures()
+	apiCfg.Pprof = cfg.Pprof
 	return apiCfg
 }
 
