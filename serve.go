@@ -29,6 +29,12 @@ const DefaultAddr = "127.0.0.1:8080"
 // node may wait for a leader) calls answer UNAVAILABLE, while /healthz,
 // /readyz and the internal endpoints work. cfg.Logger and cfg.Metrics
 // default to the runtime's logger and registry.
+//
+// Every error answer is SPEC §2.2's envelope, those net/http makes
+// itself included where it can be told: headers over
+// cfg.Timeouts.HeaderBytes are 431 with code INVALID_REQUEST, whether the
+// API refuses them or net/http does, past api.Timeouts.ServerMaxHeaderBytes
+// (envelopeListener).
 func (r *Runtime) Serve(ctx context.Context, ln net.Listener, cfg api.Config) error {
 	rc := r.Config()
 	if cfg.Logger == nil {
@@ -41,6 +47,7 @@ func (r *Runtime) Serve(ctx context.Context, ln net.Listener, cfg api.Config) er
 	if err != nil {
 		return err
 	}
+	defer h.Close()
 	if err := r.Err(); err != nil {
 		return err
 	}
@@ -50,10 +57,11 @@ func (r *Runtime) Serve(ctx context.Context, ln net.Listener, cfg api.Config) er
 		Handler:           h,
 		ReadHeaderTimeout: to.ReadHeader,
 		IdleTimeout:       to.Idle,
-		MaxHeaderBytes:    to.HeaderBytes,
+		MaxHeaderBytes:    to.ServerMaxHeaderBytes(),
 		ErrorLog:          slog.NewLogLogger(rc.Logger.Handler(), slog.LevelWarn),
 	}
 	ln, scheme := withTLS(ln, cfg, to.ReadHeader)
+	ln = envelopeListener(ln, api.OversizedHeadersAnswer(to.HeaderBytes), to.ReadHeader, rc.Logger)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	rc.Logger.Info("serving the API", slog.String("http_addr", ln.Addr().String()), slog.String("scheme", scheme),

@@ -91,21 +91,6 @@ func TestSlowBodyIsCutOffButNotALongCall(t *testing.T) {
 	}
 }
 
-func TestOversizedHeadersAre431(t *testing.T) {
-	app := newApp(t)
-	addr := testutil.Serve(t, app, api.Config{Timeouts: api.Timeouts{HeaderBytes: 4 << 10}})
-	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/healthz", nil)
-	req.Header.Set("X-Padding", strings.Repeat("a", 16<<10))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
-		t.Errorf("16 KiB of headers over a 4 KiB limit: %d, want 431", resp.StatusCode)
-	}
-}
-
 // TestAnswerNotReadIsCutOff checks the write timeout: a client that stops
 // reading a large answer is cut off (the handler returns and logs its
 // call), while the tool's run before the answer, longer than the timeout,

@@ -19,6 +19,14 @@ import (
 // AdminPrincipal is the principal of the admin token.
 const AdminPrincipal = "admin"
 
+// MinTokenBytes is the shortest token `carmy serve` accepts from its
+// config: 16 bytes, so that a token cannot be guessed within the failures
+// AuthFailures allows. Use random ones: `carmy keygen` prints 32 random
+// bytes in base64, which serve as a token as they are. Auth.Validate does
+// not enforce it (a library's tests may use short tokens), and a token
+// given as a SHA-256 cannot be measured.
+const MinTokenBytes = 16
+
 // Token maps a bearer token to a principal and the tools it may call.
 type Token struct {
 	Principal string
@@ -49,7 +57,17 @@ type Auth struct {
 	// no per-principal bound. It does not turn auth on. Negative is
 	// invalid.
 	MaxEntriesPerPrincipal int
+	// MetricsToken, or its SHA-256 in hex MetricsTokenSHA256, when set,
+	// is the bearer token GET /metrics needs (the admin token serves too);
+	// unset, /metrics is open, like /healthz, so that Prometheus scrapes
+	// it without configuration. It opens /metrics only, is no principal,
+	// and does not turn auth on: with auth off it still guards /metrics.
+	MetricsToken       string
+	MetricsTokenSHA256 string
 }
+
+// metricsPrincipal names the metrics token in errors and logs.
+const metricsPrincipal = "metrics"
 
 // Enabled reports whether callers must present a token.
 func (a Auth) Enabled() bool {
@@ -103,6 +121,11 @@ func (a Auth) Validate() error {
 			return err
 		}
 	}
+	if a.MetricsToken != "" || a.MetricsTokenSHA256 != "" {
+		if err := check(metricsPrincipal, a.MetricsToken, a.MetricsTokenSHA256); err != nil {
+			return err
+		}
+	}
 	for _, t := range a.Tokens {
 		switch {
 		case t.Principal == "":
@@ -128,13 +151,22 @@ type authenticator struct {
 	// byHash maps SHA-256(token) to its caller, so a lookup compares
 	// fixed-size digests rather than the secrets themselves.
 	byHash map[[sha256.Size]byte]*engine.Caller
+	// metrics is the metrics token's digest, nil when /metrics is open.
+	metrics *[sha256.Size]byte
+	// guard counts failures per client address.
+	guard *authGuard
 }
 
-func newAuthenticator(a Auth) *authenticator {
+func newAuthenticator(a Auth, guard *authGuard) *authenticator {
 	au := &authenticator{
 		enabled:   a.Enabled(),
 		anonymous: &engine.Caller{Principal: engine.AnonymousPrincipal, Admin: true, MaxEntries: a.MaxEntriesPerPrincipal},
 		byHash:    make(map[[sha256.Size]byte]*engine.Caller),
+		guard:     guard,
+	}
+	if a.MetricsToken != "" || a.MetricsTokenSHA256 != "" {
+		d, _ := digestOf(a.MetricsToken, a.MetricsTokenSHA256) // checked by Validate
+		au.metrics = &d
 	}
 	if a.AdminToken != "" || a.AdminTokenSHA256 != "" {
 		d, _ := digestOf(a.AdminToken, a.AdminTokenSHA256) // checked by Validate
@@ -160,21 +192,77 @@ func toolsOf(t Token) *engine.ToolSet {
 	return engine.NewToolSet(t.Tools...)
 }
 
-// identify returns the caller behind a request, or UNAUTHORIZED.
-func (au *authenticator) identify(r *http.Request) (*engine.Caller, error) {
+// Reasons a presented credential failed, as logged (never the token).
+const (
+	reasonNotBearer = "Authorization is not a bearer token"
+	reasonUnknown   = "unknown bearer token"
+)
+
+// errNoToken answers a request without credentials.
+func errNoToken() error {
+	return newError(store.CodeUnauthorized, "a bearer token is required (Authorization: Bearer <token>)")
+}
+
+// bearerDigest returns the SHA-256 of r's bearer token. presented is false
+// when r has no Authorization header (UNAUTHORIZED, no guess); otherwise
+// err is INVALID_REQUEST for two headers (which a proxy and this server
+// might read differently) or UNAUTHORIZED, with the reason to log, for one
+// that is not a bearer token.
+func bearerDigest(r *http.Request) (sum [sha256.Size]byte, presented bool, reason string, err error) {
+	values := r.Header.Values("Authorization")
+	switch len(values) {
+	case 0:
+		return sum, false, "", errNoToken()
+	case 1:
+	default:
+		return sum, true, "", invalidField("Authorization", "the Authorization header is given more than once: send one bearer token")
+	}
+	scheme, token, ok := strings.Cut(values[0], " ")
+	token = strings.TrimSpace(token)
+	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
+		return sum, true, reasonNotBearer, errNoToken()
+	}
+	return sha256.Sum256([]byte(token)), true, "", nil
+}
+
+// lookup returns the caller whose token has digest sum, comparing every
+// digest in constant time; nil for none.
+func (au *authenticator) lookup(sum [sha256.Size]byte) *engine.Caller {
+	var found *engine.Caller
+	for h, id := range au.byHash {
+		if subtle.ConstantTimeCompare(h[:], sum[:]) == 1 {
+			found = id
+		}
+	}
+	return found
+}
+
+// identify returns the caller behind a request: the anonymous caller with
+// auth off; else, in this order, RATE_LIMITED when the client's address is
+// over its failures (the token is not looked at), INVALID_REQUEST for two
+// Authorization headers, UNAUTHORIZED for none, one that is not a bearer
+// token or an unknown token (the last two count as failures of the
+// address).
+func (au *authenticator) identify(c echo.Context) (*engine.Caller, error) {
 	if !au.enabled {
 		return au.anonymous, nil
 	}
-	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
-		return nil, newError(store.CodeUnauthorized, "a bearer token is required (Authorization: Bearer <token>)")
+	r := c.Request()
+	src := sourceOf(r)
+	if err := au.guard.check(src, r.URL.Path, c.Response().Header()); err != nil {
+		return nil, err
 	}
-	sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
-	for h, id := range au.byHash {
-		if subtle.ConstantTimeCompare(h[:], sum[:]) == 1 {
-			return id, nil
+	sum, presented, reason, err := bearerDigest(r)
+	if err != nil {
+		if presented && reason != "" {
+			au.guard.fail(src, reason, r.URL.Path)
 		}
+		return nil, err
 	}
+	if id := au.lookup(sum); id != nil {
+		return id, nil
+	}
+	au.guard.fail(src, reasonUnknown, r.URL.Path)
 	return nil, newError(store.CodeUnauthorized, "unknown bearer token")
 }
 
@@ -183,12 +271,46 @@ const callerKey = "carmy.caller"
 // authenticate is middleware that stores the caller.
 func (au *authenticator) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		id, err := au.identify(c.Request())
+		id, err := au.identify(c)
 		if err != nil {
 			return err
 		}
 		c.Set(callerKey, id)
 		return next(c)
+	}
+}
+
+// authenticateMetrics is the middleware of GET /metrics: open without a
+// metrics token; with one, it or the admin token is needed, refused as
+// identify refuses (the same failures per address).
+func (au *authenticator) authenticateMetrics(next echo.HandlerFunc) echo.HandlerFunc {
+	if au.metrics == nil {
+		return next
+	}
+	return func(c echo.Context) error {
+		r := c.Request()
+		src := sourceOf(r)
+		if err := au.guard.check(src, r.URL.Path, c.Response().Header()); err != nil {
+			return err
+		}
+		sum, presented, reason, err := bearerDigest(r)
+		if err != nil {
+			if presented && reason != "" {
+				au.guard.fail(src, reason, r.URL.Path)
+			}
+			return err
+		}
+		if subtle.ConstantTimeCompare(au.metrics[:], sum[:]) == 1 {
+			return next(c)
+		}
+		switch id := au.lookup(sum); {
+		case id != nil && id.Principal == AdminPrincipal:
+			return next(c)
+		case id != nil:
+			return newError(store.CodeForbidden, "GET /metrics needs the metrics token or the admin token")
+		}
+		au.guard.fail(src, reasonUnknown, r.URL.Path)
+		return newError(store.CodeUnauthorized, "unknown bearer token")
 	}
 }
 

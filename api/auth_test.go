@@ -28,7 +28,11 @@ func authConfig() api.Config {
 			{Principal: "nothing", Secret: "tok-nothing-0123456789"},
 		},
 		AdminToken: adminToken,
-	}}
+	},
+		// The tests of this file fail on purpose, many times over; the
+		// limit on failures is tested in authguard_test.go.
+		AuthFailures: api.AuthFailures{PerMinute: -1},
+	}
 }
 
 var allTools = []engine.ToolInfo{{Name: "create_order"}, {Name: "echo"}, {Name: "sleep"}}
@@ -274,6 +278,9 @@ func TestAuthValidate(t *testing.T) {
 		{"empty principal", api.Auth{Tokens: []api.Token{{Principal: "", Secret: "s"}}}},
 		{"shared secret", api.Auth{Tokens: []api.Token{{Principal: "p", Secret: "s"}, {Principal: "q", Secret: "s"}}}},
 		{"admin's secret", api.Auth{AdminToken: "s", Tokens: []api.Token{{Principal: "p", Secret: "s"}}}},
+		{"metrics token is a principal's", api.Auth{MetricsToken: "s", Tokens: []api.Token{{Principal: "p", Secret: "s"}}}},
+		{"metrics token is the admin's", api.Auth{MetricsToken: "s", AdminTokenSHA256: "043a718774c572bd8a25adbeb1bfcd5c0256ae11cecf9f9c3f925d0e52beaf89"}},
+		{"metrics token as secret and SHA-256", api.Auth{MetricsToken: "s", MetricsTokenSHA256: "043a718774c572bd8a25adbeb1bfcd5c0256ae11cecf9f9c3f925d0e52beaf89"}},
 		{"principal admin", api.Auth{Tokens: []api.Token{{Principal: api.AdminPrincipal, Secret: "s"}}}},
 		{"principal anonymous", api.Auth{Tokens: []api.Token{{Principal: engine.AnonymousPrincipal, Secret: "s"}}}},
 	} {

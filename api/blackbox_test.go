@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -348,9 +349,16 @@ func TestBlackBoxBadInput(t *testing.T) {
 		{"fractional timeout", "POST", "/v1/tools/call", `{"tool":"echo","timeout_ms":1.5}`, nil, 400, "INVALID_REQUEST", "timeout_ms"},
 		{"schema violation", "POST", "/v1/tools/call", `{"tool":"create_order","arguments":{"sku":5},"request_id":"s"}`, nil, 400, "INVALID_REQUEST", "arguments.sku"},
 		{"duplicate argument key", "POST", "/v1/tools/call", `{"tool":"echo","arguments":{"a":1,"a":2},"request_id":"d"}`, nil, 400, "INVALID_REQUEST", "arguments"},
+		// Without a request_id, as strictly (a tool that ran would take order number 2).
+		{"duplicate argument key, no request_id", "POST", "/v1/tools/call", `{"tool":"create_order","arguments":{"sku":"A","sku":"B"}}`, nil, 400, "INVALID_REQUEST", "arguments"},
+		{"lone surrogate, no request_id", "POST", "/v1/tools/call", `{"tool":"create_order","arguments":{"sku":"\ud800"}}`, nil, 400, "INVALID_REQUEST", "arguments"},
+		{"invalid UTF-8, no request_id", "POST", "/v1/tools/call", "{\"tool\":\"create_order\",\"arguments\":{\"sku\":\"\xff\"}}", nil, 400, "INVALID_REQUEST", "arguments"},
+		{"huge exponent, no request_id", "POST", "/v1/tools/call", `{"tool":"create_order","arguments":{"sku":"A"},"metadata":{"n":1e400}}`, nil, 400, "INVALID_REQUEST", "metadata"},
 		{"bad Idempotency-Key", "POST", "/v1/tools/call", `{"tool":"echo"}`, []string{"Idempotency-Key", long}, 400, "INVALID_REQUEST", "request_id"},
 		{"unknown tool", "POST", "/v1/tools/call", `{"tool":"nope","request_id":"u"}`, nil, 404, "UNKNOWN_TOOL", ""},
 		{"unknown route", "GET", "/v1/nothing", "", nil, 404, "NOT_FOUND", ""},
+		{"profiles, off by default", "GET", "/debug/pprof/cmdline", "", nil, 404, "NOT_FOUND", ""},
+		{"';' in the query", "GET", "/v1/executions?request_id=keep;session_id=x", "", nil, 400, "INVALID_REQUEST", "request_id"},
 		{"unknown execution", "GET", "/v1/executions/exec_nope", "", nil, 404, "NOT_FOUND", ""},
 		{"cancel of unknown execution", "POST", "/v1/executions/exec_nope/cancel", "", nil, 404, "NOT_FOUND", ""},
 		{"wrong method", "DELETE", "/v1/tools/call", "", nil, 405, "METHOD_NOT_ALLOWED", ""},
@@ -420,35 +428,145 @@ auth:
 `
 	writeFile(t, dir+"/carmy.yaml", config)
 	node := testutil.StartCarmy(t, bin, testutil.StartOptions{
-		Env: []string{"PLANNER_TOKEN=planner-secret", "READER_TOKEN=reader-secret", "ADMIN_TOKEN=admin-secret"},
+		Env: []string{"PLANNER_TOKEN=planner-secret-0001", "READER_TOKEN=reader-secret-0001", "ADMIN_TOKEN=admin-secret-00001"},
 	}, "--config", dir+"/carmy.yaml", "--bootstrap")
 	node.WaitReady(t, 30*time.Second)
 	n := bbNode{node, t}
 
 	bbWant(t, "no token", n.call(`{"tool":"echo"}`), 401, "UNAUTHORIZED")
 	bbWant(t, "unknown token", n.call(`{"tool":"echo"}`, "Authorization", "Bearer nope"), 401, "UNAUTHORIZED")
-	bbWant(t, "not allowed tool", n.call(`{"tool":"create_order","arguments":{"sku":"A"}}`, "Authorization", "Bearer reader-secret"), 403, "FORBIDDEN")
-	tools := n.get("/v1/tools", "Authorization", "Bearer reader-secret")
+	bbWant(t, "not allowed tool", n.call(`{"tool":"create_order","arguments":{"sku":"A"}}`, "Authorization", "Bearer reader-secret-0001"), 403, "FORBIDDEN")
+	tools := n.get("/v1/tools", "Authorization", "Bearer reader-secret-0001")
 	if list, _ := tools.body["tools"].([]any); len(list) != 1 {
 		t.Fatalf("reader sees tools %s", tools.raw)
 	}
 
-	mine := n.call(`{"tool":"echo","request_id":"shared-id"}`, "Authorization", "Bearer planner-secret")
+	mine := n.call(`{"tool":"echo","request_id":"shared-id"}`, "Authorization", "Bearer planner-secret-0001")
 	id := mine.str("execution_id")
 	if mine.status != 200 {
 		t.Fatalf("planner call: %s", mine.raw)
 	}
 	// The same request_id from another principal is another identity.
-	theirs := n.call(`{"tool":"echo","request_id":"shared-id"}`, "Authorization", "Bearer reader-secret")
+	theirs := n.call(`{"tool":"echo","request_id":"shared-id"}`, "Authorization", "Bearer reader-secret-0001")
 	if theirs.status != 200 || theirs.body["replayed"] != false || theirs.str("execution_id") == id {
 		t.Fatalf("reader's call: %s", theirs.raw)
 	}
-	bbWant(t, "another principal's execution", n.get("/v1/executions/"+id, "Authorization", "Bearer reader-secret"), 404, "NOT_FOUND")
-	if a := n.get("/v1/executions/"+id, "Authorization", "Bearer admin-secret"); a.status != 200 || a.str("principal") != "planner" {
+	bbWant(t, "another principal's execution", n.get("/v1/executions/"+id, "Authorization", "Bearer reader-secret-0001"), 404, "NOT_FOUND")
+	if a := n.get("/v1/executions/"+id, "Authorization", "Bearer admin-secret-00001"); a.status != 200 || a.str("principal") != "planner" {
 		t.Fatalf("admin read: %s", a.raw)
 	}
 	if a := n.get("/healthz"); a.status != 200 {
 		t.Fatal("healthz needs no token")
+	}
+}
+
+// TestBlackBoxTokenGuessing checks issue 14 finding 6 against the binary:
+// tokens shorter than 16 bytes are refused at start, naming the variable
+// but not the value; two Authorization headers are 400; after 10 failed
+// authentications a minute (the default) from one address, its requests
+// are 429 RATE_LIMITED with Retry-After, the right token's included,
+// while another address is served; the failures are logged at WARN,
+// without any token; a configured metrics token guards /metrics.
+func TestBlackBoxTokenGuessing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the carmy binary")
+	}
+	bin := testutil.BuildCarmy(t)
+	dir := t.TempDir()
+	writeFile(t, dir+"/carmy.yaml", `demo_tools: true
+auth:
+  tokens:
+    - {principal: planner, token_env: PLANNER_TOKEN, tools: ["*"]}
+  admin_token_env: ADMIN_TOKEN
+  metrics_token_env: METRICS_TOKEN
+`)
+	const (
+		planner = "planner-token-0123456789"
+		admin   = "admin-token-0123456789"
+		metrics = "metrics-token-0123456789"
+	)
+	for _, short := range []string{"PLANNER_TOKEN=planner-short", "ADMIN_TOKEN=admin-short", "METRICS_TOKEN=metric-short"} {
+		env := []string{"PLANNER_TOKEN=" + planner, "ADMIN_TOKEN=" + admin, "METRICS_TOKEN=" + metrics, short}
+		_, err := testutil.Launch(t, bin, testutil.StartOptions{Env: env}, "--config", dir+"/carmy.yaml", "--bootstrap")
+		name, value, _ := strings.Cut(short, "=")
+		if err == nil || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "16 bytes") || strings.Contains(err.Error(), value) {
+			t.Fatalf("a node with %s: %v, want a refusal naming %s and 16 bytes, not the value", short, err, name)
+		}
+	}
+
+	node := testutil.StartCarmy(t, bin, testutil.StartOptions{
+		Env: []string{"PLANNER_TOKEN=" + planner, "ADMIN_TOKEN=" + admin, "METRICS_TOKEN=" + metrics},
+	}, "--config", dir+"/carmy.yaml", "--bootstrap")
+	node.WaitReady(t, 30*time.Second)
+	one, two := fromAddr("127.0.0.1"), fromAddr("127.0.0.2")
+	callURL := node.URL + "/v1/tools/call"
+	body := `{"tool":"echo","arguments":{"n":1}}`
+
+	a := doFrom(t, one, http.MethodPost, callURL, body, "Bearer "+planner, "Bearer "+planner)
+	if e := wantError(t, a, http.StatusBadRequest, "INVALID_REQUEST"); e["field"] != "Authorization" {
+		t.Fatalf("two Authorization headers: %s", a.body)
+	}
+	for token, status := range map[string]int{metrics: 200, admin: 200, planner: 403, "": 401} {
+		var auth []string
+		if token != "" {
+			auth = []string{"Bearer " + token}
+		}
+		if a := doFrom(t, two, http.MethodGet, node.URL+"/metrics", "", auth...); a.status != status {
+			t.Fatalf("GET /metrics with %q: %d, want %d", token, a.status, status)
+		}
+	}
+	wantJSON(t, doFrom(t, one, http.MethodPost, callURL, body, "Bearer "+planner), http.StatusOK)
+	guesses := make([]string, 10)
+	for i := range guesses {
+		guesses[i] = fmt.Sprintf("guess-%02d-0123456789abcdef", i)
+		wantError(t, doFrom(t, one, http.MethodPost, callURL, body, "Bearer "+guesses[i]), http.StatusUnauthorized, "UNAUTHORIZED")
+	}
+	a = doFrom(t, one, http.MethodPost, callURL, body, "Bearer "+planner)
+	if e := wantError(t, a, http.StatusTooManyRequests, "RATE_LIMITED"); e["source"] != "127.0.0.1" || a.header.Get("Retry-After") == "" {
+		t.Fatalf("the right token after 10 failures: %v %s", a.header, a.body)
+	}
+	wantJSON(t, doFrom(t, two, http.MethodPost, callURL, body, "Bearer "+planner), http.StatusOK)
+
+	logs := node.Logs()
+	if !regexp.MustCompile(`level=WARN msg="authentication failed" source=127\.0\.0\.1 failures=1 `).MatchString(logs) {
+		t.Fatalf("no WARN line for the first failure:\n%s", logs)
+	}
+	if n := strings.Count(logs, `msg="authentication failed"`); n != 1 {
+		t.Errorf("%d lines for the failures of one address within a minute, want 1:\n%s", n, logs)
+	}
+	for _, secret := range append(guesses, planner, admin, metrics) {
+		if strings.Contains(logs, secret) {
+			t.Errorf("the log holds the token %q", secret)
+		}
+	}
+	// The rest is counted and logged when the node stops.
+	if err := node.Stop(15 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`msg="authentication failed" source=127\.0\.0\.1 failures=9 rate_limited=1 `).MatchString(node.Logs()) {
+		t.Errorf("no line with the 9 later failures and 1 refusal after the node stopped:\n%s", node.Logs())
+	}
+}
+
+// TestBlackBoxPprofFlag checks --pprof: the profiles are served, and a
+// node without auth says at WARN that anyone may read them.
+func TestBlackBoxPprofFlag(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the carmy binary")
+	}
+	bin := testutil.BuildCarmy(t)
+	n := startDev(t, bin, "--pprof")
+	resp, err := http.Get(n.URL + "/debug/pprof/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "--pprof") {
+		t.Fatalf("GET /debug/pprof/cmdline with --pprof: %d %q", resp.StatusCode, body)
+	}
+	if !regexp.MustCompile(`level=WARN msg="serving /debug/pprof/ without authentication`).MatchString(n.Logs()) {
+		t.Errorf("no warning that profiles are open:\n%s", n.Logs())
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/store"
+	"github.com/carmyhq/carmy/store/jcs"
 )
 
 // callSeeds are bodies for FuzzDecodeCall: valid calls, one of each error
@@ -41,6 +42,18 @@ var callSeeds = []string{
 	// odd Unicode
 	`{"tool":"\u00e9cho","request_id":"caf\u00e9"}`, "{\"tool\":\"e\xffcho\"}", "\xef\xbb\xbf{\"tool\":\"echo\"}",
 	`{"tool":"\ud800"}`, "{\"tool\":\"echo\",\"arguments\":{\"\u202e\":\"\U0001F600\"}}", "{\"tool\":\"\x00\"}",
+	// not I-JSON (RFC 7493), in members encoding/json takes as they are:
+	// refused with or without a request_id
+	`{"tool":"echo","arguments":{"a":1,"a":2}}`, `{"tool":"echo","metadata":{"x":[{"b":1,"b":2}]}}`,
+	`{"tool":"echo","arguments":{"a":1,"\u0061":2}}`, "{\"tool\":\"echo\",\"arguments\":{\"a\":\"caf\xe9\"}}",
+	"{\"tool\":\"echo\",\"arguments\":{\"caf\xe9\":1}}", `{"tool":"echo","arguments":{"a":"\ud800"}}`,
+	`{"tool":"echo","arguments":{"a":"\udc00\ud800"}}`, `{"tool":"echo","session_id":"\udc00"}`,
+	`{"tool":"echo","arguments":{"n":1e400}}`, `{"tool":"echo","metadata":{"n":-1E+999}}`, `{"tool":"echo","timeout_ms":1e400}`,
+	`{"tool":"echo","arguments":` + strings.Repeat(`[`, 1001) + strings.Repeat(`]`, 1001) + `}`,
+	`{"tool":1,"arguments":{"a":1,"a":2}}`, `{"arguments":{"a":1,"a":2},"tool":"\ud800"}`,
+	// I-JSON at the edges: accepted
+	`{"tool":"echo","arguments":{"s":"\ud83d\ude00","n":1e-400,"m":-0,"big":1.7976931348623157e308}}`,
+	`{"tool":"echo","arguments":` + strings.Repeat(`[`, 1000) + strings.Repeat(`]`, 1000) + `}`,
 	// deep nesting
 	`{"tool":"echo","arguments":` + strings.Repeat(`{"a":`, 200) + `1` + strings.Repeat(`}`, 200) + `}`,
 	`{"tool":"echo","arguments":` + strings.Repeat(`[`, 10001) + strings.Repeat(`]`, 10001) + `}`,
@@ -89,12 +102,17 @@ func FuzzDecodeCall(f *testing.F) {
 		if err := json.Unmarshal(body, &members); err != nil || members == nil {
 			t.Fatalf("accepted a body that is not an object: %q (%v)", body, err)
 		}
-		// ... of known members, spelt exactly.
-		for name := range members {
+		// ... of known members, spelt exactly, each of them I-JSON as
+		// the fingerprint of a recorded call requires: a call without
+		// request_id is decoded as strictly as one with.
+		for name, raw := range members {
 			switch name {
 			case "tool", "arguments", "request_id", "session_id", "metadata", "timeout_ms":
 			default:
 				t.Fatalf("accepted unknown member %q in %q", name, body)
+			}
+			if _, err := jcs.Canonicalize(raw); err != nil {
+				t.Fatalf("accepted member %q that is not I-JSON in %q: %v", name, body, err)
 			}
 		}
 

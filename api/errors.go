@@ -31,6 +31,20 @@ var statusOf = map[string]int{
 	store.CodeInternal:             http.StatusInternalServerError,
 }
 
+// statusBeyondCode lists the statuses an error may answer with other than
+// its code's, each with the one code it carries: the code stays the
+// contract's (SPEC §2.2 has no code of its own for them), while the status
+// tells a client more. An *Error of this package sets one (its status
+// field); the error handler honours it only when it is listed here with
+// that code.
+//
+//   - 431 Request Header Fields Too Large (RFC 6585), INVALID_REQUEST:
+//     the request's headers are over the limit (headersTooLarge, and
+//     OversizedHeadersAnswer where net/http refuses them itself).
+var statusBeyondCode = map[int]string{
+	http.StatusRequestHeaderFieldsTooLarge: store.CodeInvalidRequest,
+}
+
 // Error is an error this package raises with a code, a message and extra
 // envelope fields.
 type Error struct {
@@ -38,6 +52,9 @@ type Error struct {
 	Message string
 	Extra   map[string]any
 	Err     error
+	// status, when set, is the answer's status instead of the code's: one
+	// of statusBeyondCode's, for its code.
+	status int
 }
 
 func (e *Error) Error() string {
@@ -79,6 +96,9 @@ func (s *Server) handleError(err error, c echo.Context) {
 	c.Set(outcomeKey, outcomeOfCode(code))
 	c.Set(codeKey, code)
 	status := statusOf[code]
+	if ae := (*Error)(nil); errors.As(err, &ae) && ae.status != 0 && statusBeyondCode[ae.status] == code {
+		status = ae.status
+	}
 	body := make(map[string]any, len(extra)+2)
 	for k, v := range extra {
 		body[k] = v

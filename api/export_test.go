@@ -13,3 +13,7 @@ func RoutesOf(s *Server) []*echo.Route { return s.echo.Routes() }
 // StatusOfCodes returns a copy of the table of every error code the server
 // answers with and its HTTP status.
 func StatusOfCodes() map[string]int { return maps.Clone(statusOf) }
+
+// StatusBeyondCodes returns a copy of the table of the statuses an error
+// may answer with other than its code's, each with its code.
+func StatusBeyondCodes() map[int]string { return maps.Clone(statusBeyondCode) }

@@ -194,6 +194,7 @@ func mustNew(tb testing.TB, rt api.Runtime, cfg api.Config) *api.Server {
 	if err != nil {
 		tb.Fatalf("api.New: %v", err)
 	}
+	tb.Cleanup(s.Close)
 	return s
 }
 

@@ -55,15 +55,6 @@ func objectMembers(body []byte) (members []member, ok bool) {
 	return members, true
 }
 
-// objectNames returns the member names of objectMembers.
-func objectNames(body []byte) (names [][]byte, ok bool) {
-	ms, ok := objectMembers(body)
-	for _, m := range ms {
-		names = append(names, m.name)
-	}
-	return names, ok
-}
-
 // plainASCII reports whether a name reads the same quoted and unquoted:
 // printable ASCII without escapes.
 func plainASCII(b []byte) bool {
@@ -129,10 +120,11 @@ func valueEnd(b []byte, i int) int {
 
 // checkNames refuses the first repeated name, or the first name that is
 // not exactly one of known (nil known: any name), as checkMembers does.
-func checkNames(names [][]byte, known map[string]bool) error {
-	for i, n := range names {
-		for _, prev := range names[:i] {
-			if bytes.Equal(prev, n) {
+func checkNames(ms []member, known map[string]bool) error {
+	for i, m := range ms {
+		n := m.name
+		for _, prev := range ms[:i] {
+			if bytes.Equal(prev.name, n) {
 				return invalidField(string(n), fmt.Sprintf("field %q appears more than once", n))
 			}
 		}
@@ -143,17 +135,15 @@ func checkNames(names [][]byte, known map[string]bool) error {
 	return nil
 }
 
-// fastCallBody decodes a call body without encoding/json when every
-// member is plain: known names once each, string members as strings of
-// printable ASCII without escapes (or null), any JSON for the others. body
-// must be valid JSON. ok is false for anything else, which the strict
-// decoder then handles, words the errors of, or decodes. What it returns
-// equals what json.Unmarshal would, except that the raw members alias body.
-func fastCallBody(body []byte) (b callBody, ok bool) {
-	ms, ok := objectMembers(body)
-	if !ok {
-		return b, false
-	}
+// fastCallBody decodes a call body from its members (objectMembers of a
+// valid body) without encoding/json when every member is plain: known
+// names once each, string members as strings of printable ASCII without
+// escapes (or null), any JSON for the others. ok is false for anything
+// else, which the strict decoder then handles, words the errors of, or
+// decodes. What it returns equals what json.Unmarshal would, except that
+// the raw members alias the body. It does not check that the values are
+// I-JSON: checkStrict does, as decodeStrict does after it decodes.
+func fastCallBody(ms []member) (b callBody, ok bool) {
 	var seen [6]bool
 	for _, m := range ms {
 		var slot int

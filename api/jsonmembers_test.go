@@ -16,6 +16,13 @@ func FuzzDecodeStrictPaths(f *testing.F) {
 	}
 	f.Add([]byte(`{"tool":"echo","arguments":{"a":[1,{"b":"}"}],"c":"\"{"},"metadata":{}}`))
 	f.Add([]byte(` { "tool" : "x" , "session_id" : "s" } `))
+	// Errors of two kinds in one body: each path words the same first one.
+	f.Add([]byte(`{"tool":"echo","arguments":{"a":1,"a":2},"tool":"x"}`))
+	f.Add([]byte(`{"metadata":{"a":"\ud800"},"arguments":{"b":1e999},"tool":"echo"}`))
+	f.Add([]byte(`{"tool":"e\u0063ho","arguments":{"k":1,"k":1}}`))
+	f.Add([]byte("{\"tool\":\"\xc3\x28\",\"timeout_ms\":7}"))
+	f.Add([]byte(`{"tool":"echo","timeout_ms":"1e400"}`))
+	f.Add([]byte(`null`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var fast, slow callBody
 		errFast := decodeStrict(body, &fast)
@@ -39,6 +46,15 @@ func FuzzDecodeStrictPaths(f *testing.F) {
 			t.Fatalf("body %q: fast path %s, slow path %s", body, fj, sj)
 		}
 	})
+}
+
+// objectNames returns the member names of objectMembers.
+func objectNames(body []byte) (names [][]byte, ok bool) {
+	ms, ok := objectMembers(body)
+	for _, m := range ms {
+		names = append(names, m.name)
+	}
+	return names, ok
 }
 
 func TestObjectNames(t *testing.T) {
@@ -78,13 +94,28 @@ func FuzzFastCallBody(f *testing.F) {
 		if !json.Valid(body) {
 			return
 		}
-		fast, ok := fastCallBody(body)
+		ms, isObject := objectMembers(body)
+		if !isObject {
+			return
+		}
+		fast, ok := fastCallBody(ms)
 		if !ok {
 			return
 		}
+		// Taken, it is as strict as the streaming decoder: it refuses
+		// what that one refuses, with the same code and field.
+		errFast := checkStrict(ms)
 		var slow callBody
-		if err := decodeStrictSlow(body, &slow); err != nil {
-			t.Fatalf("body %q: the fast path took it, the streaming decoder refused it: %v", body, err)
+		errSlow := decodeStrictSlow(body, &slow)
+		if (errFast == nil) != (errSlow == nil) {
+			t.Fatalf("body %q: fast path error %v, streaming decoder error %v", body, errFast, errSlow)
+		}
+		if errFast != nil {
+			var a, b *Error
+			if !errors.As(errFast, &a) || !errors.As(errSlow, &b) || a.Code != b.Code || a.Extra["field"] != b.Extra["field"] {
+				t.Fatalf("body %q: fast path %v, streaming decoder %v", body, errFast, errSlow)
+			}
+			return
 		}
 		if !reflect.DeepEqual(fast, slow) {
 			fj, _ := json.Marshal(fast)

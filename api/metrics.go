@@ -134,15 +134,20 @@ func (s *Server) meterCalls(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// metricsRoutes serves GET /metrics (open, like /healthz) and the pprof
-// profiles under /debug/pprof/ (admin token when auth is on).
+// metricsRoutes serves GET /metrics: open, like /healthz, unless
+// Auth.MetricsToken is set.
 func (s *Server) metricsRoutes(g prometheus.Gatherer) {
-	e := s.echo
-	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(g, promhttp.HandlerOpts{
+	s.echo.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(g, promhttp.HandlerOpts{
 		ErrorLog:          promLogger{s},
 		ErrorHandling:     promhttp.ContinueOnError,
 		EnableOpenMetrics: false,
-	})))
+	})), s.auth.authenticateMetrics)
+}
+
+// pprofRoutes serves the pprof profiles under /debug/pprof/ (admin token
+// when auth is on), when Config.Pprof asks for them.
+func (s *Server) pprofRoutes() {
+	e := s.echo
 	admin := []echo.MiddlewareFunc{s.auth.authenticate, requireAdmin}
 	e.GET("/debug/pprof/", echo.WrapHandler(http.HandlerFunc(pprof.Index)), admin...)
 	e.GET("/debug/pprof/cmdline", echo.WrapHandler(http.HandlerFunc(pprof.Cmdline)), admin...)

@@ -259,6 +259,17 @@ func (c *checker) do(x exchange) reply {
 		t.Errorf("%s: error code %q, want %q; body %s", what, r.str("error", "code"), x.code, raw)
 	}
 
+	if r.status == http.StatusRequestHeaderFieldsTooLarge {
+		// Headers over the limit: answered on every path, before
+		// routing, as the HeaderFieldsTooLarge component says.
+		schema := c.d.doc.Components.Responses["HeaderFieldsTooLarge"].Value.Content.Get("application/json").Schema.Value
+		if !strings.HasPrefix(r.header.Get("Content-Type"), "application/json") || r.obj == nil {
+			t.Errorf("%s: 431 is not JSON: %q %s", what, r.header.Get("Content-Type"), raw)
+		} else if err := visit(schema, jsonValue(t, raw)); err != nil {
+			t.Errorf("%s: the 431 answer does not match HeaderFieldsTooLarge: %v; body %s", what, err, raw)
+		}
+		return r
+	}
 	if routeErr != nil {
 		// No operation: Echo's 404 (no such route) or 405 (wrong
 		// method), which the document describes with the envelope.
@@ -453,7 +464,7 @@ func TestOpenAPIConformance(t *testing.T) {
 	var unblockOnce sync.Once
 	release := func() { unblockOnce.Do(func() { close(unblock) }) }
 	t.Cleanup(release)
-	app, base := startOASNode(t, api.Config{Auth: oasAuth(), Cluster: newOASCluster(), BodyLimit: 64 << 10},
+	app, base := startOASNode(t, api.Config{Auth: oasAuth(), Cluster: newOASCluster(), BodyLimit: 64 << 10, Pprof: true},
 		blockTool(started, unblock))
 	c := newChecker(t, d, base)
 	const call = "/v1/tools/call"
@@ -565,6 +576,12 @@ func TestOpenAPIConformance(t *testing.T) {
 	get("", "/v1/executions/"+execID, 401, "UNAUTHORIZED", violates)
 	get(oasPlanner, "/v1/executions?request_id=oas-1&session_id=oas-s", 200, "", conforms)
 	get(oasPlanner, "/v1/executions?request_id=oas-1", 404, "NOT_FOUND", conforms)
+	// A ';' would make net/http drop the pair (a lookup read as a listing):
+	// the document's validator reads the query as net/http does, so only
+	// the answer is checked.
+	if r := get(oasPlanner, "/v1/executions?request_id=oas-1;session_id=oas-s", 400, "INVALID_REQUEST", unchecked); r.str("error", "field") != "request_id" {
+		t.Errorf("';' in the query: %s", r.raw)
+	}
 	page := get(oasPlanner, "/v1/executions?session_id=oas-s&limit=2", 200, "", conforms)
 	cursor := page.str("next_cursor")
 	if execs, _ := page.obj["executions"].([]any); len(execs) != 2 || cursor == "" {
@@ -715,6 +732,12 @@ func TestOpenAPIConformance(t *testing.T) {
 	get(oasPlanner, "/v1/nope", 404, "NOT_FOUND", violates)
 	c.do(exchange{method: http.MethodPut, path: "/v1/tools", token: oasPlanner, status: 405, code: "METHOD_NOT_ALLOWED", req: violates})
 	c.do(exchange{method: http.MethodGet, path: call, token: oasPlanner, status: 405, code: "METHOD_NOT_ALLOWED", req: violates})
+	// Headers over the limit (64 KiB): refused by the API a little over
+	// it, by net/http (its answer replaced) far over it; both 431.
+	for _, pad := range []int{80 << 10, 200 << 10} {
+		c.do(exchange{method: http.MethodGet, path: "/v1/tools", token: oasPlanner, header: map[string]string{"X-Padding": strings.Repeat("p", pad)},
+			status: 431, code: "INVALID_REQUEST", req: unchecked})
+	}
 
 	c.exercised()
 }
@@ -759,6 +782,43 @@ func TestOpenAPIConformanceLoneNode(t *testing.T) {
 	c.do(exchange{method: http.MethodGet, path: "/healthz", status: 200, req: conforms})
 }
 
+// TestOpenAPIConformanceAuthFailures drives a node whose /metrics needs a
+// token and whose limit on failed authentication is one a minute: the
+// 401, 403 and 429 of /metrics, and the 429 of an address over its
+// failures on every kind of route that needs a token.
+func TestOpenAPIConformanceAuthFailures(t *testing.T) {
+	d := loadOpenAPI(t)
+	const metricsToken = "oas-metrics-token"
+	auth := oasAuth()
+	auth.MetricsToken = metricsToken
+	_, base := startOASNode(t, api.Config{Auth: auth, Cluster: newOASCluster(), AuthFailures: api.AuthFailures{PerMinute: 1}, Pprof: true})
+	c := newChecker(t, d, base)
+	get := func(token, path string, status int, code string, req reqWant) reply {
+		t.Helper()
+		return c.do(exchange{method: http.MethodGet, path: path, token: token, status: status, code: code, req: req})
+	}
+	get(metricsToken, "/metrics", 200, "", conforms)
+	get(oasAdmin, "/metrics", 200, "", conforms)
+	get("", "/metrics", 401, "UNAUTHORIZED", conforms) // the document cannot tell whether a token is configured
+	get(oasPlanner, "/metrics", 403, "FORBIDDEN", conforms)
+	// One failure, then this address is refused everywhere a token is
+	// needed, the right token included.
+	get("oas-wrong-token", "/v1/tools", 401, "UNAUTHORIZED", conforms)
+	for _, x := range []exchange{
+		{method: http.MethodGet, path: "/v1/tools", token: oasPlanner},
+		{method: http.MethodPost, path: "/v1/tools/call", token: oasPlanner, body: `{"tool":"echo"}`},
+		{method: http.MethodGet, path: "/v1/cluster", token: oasAdmin},
+		{method: http.MethodGet, path: "/debug/pprof/", token: oasAdmin},
+		{method: http.MethodGet, path: "/metrics", token: metricsToken},
+	} {
+		x.status, x.code, x.req = 429, "RATE_LIMITED", conforms
+		if r := c.do(x); r.str("error", "source") != "127.0.0.1" || r.header.Get("Retry-After") == "" {
+			t.Errorf("%s %s: %v %s", x.method, x.path, r.header, r.raw)
+		}
+	}
+	get("", "/healthz", 200, "", conforms)
+}
+
 // TestOpenAPIConformanceInternalError checks the INTERNAL answer of a
 // runtime that panics (a fake one: a real runtime has no such bug to show).
 func TestOpenAPIConformanceInternalError(t *testing.T) {
@@ -783,7 +843,7 @@ func echoPath(p string) string { return echoParam.ReplaceAllString(p, "{$1}") }
 func TestOpenAPICoversEveryRoute(t *testing.T) {
 	d := loadOpenAPI(t)
 	s, err := api.New(carmy.App(carmy.WithLogger(quietLogger())), api.Config{
-		Logger: quietLogger(), Cluster: newOASCluster(), Internal: http.NotFoundHandler(),
+		Logger: quietLogger(), Cluster: newOASCluster(), Internal: http.NotFoundHandler(), Pprof: true,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -909,11 +969,29 @@ func TestOpenAPIErrorCodes(t *testing.T) {
 			}
 		}
 	}
-	mna := d.doc.Components.Responses["MethodNotAllowed"]
-	if mna == nil {
-		t.Fatal("no MethodNotAllowed response component")
+	// The answers of every path, outside the operations.
+	for status, name := range map[int]string{http.StatusMethodNotAllowed: "MethodNotAllowed", http.StatusRequestHeaderFieldsTooLarge: "HeaderFieldsTooLarge"} {
+		resp := d.doc.Components.Responses[name]
+		if resp == nil {
+			t.Fatalf("no %s response component", name)
+		}
+		bodies[status] = append(bodies[status], resp.Value.Content.Get("application/json").Schema.Value)
 	}
-	bodies[http.StatusMethodNotAllowed] = append(bodies[http.StatusMethodNotAllowed], mna.Value.Content.Get("application/json").Schema.Value)
+	// The statuses beyond a code's: documented, each admitting its code
+	// and no other.
+	beyond := api.StatusBeyondCodes()
+	for status, code := range beyond {
+		if len(bodies[status]) == 0 {
+			t.Errorf("status %d (%s) is not documented", status, code)
+		}
+		for _, s := range bodies[status] {
+			for _, other := range codes {
+				if admitted := visit(s, envelope(other)) == nil; admitted != (other == code) {
+					t.Errorf("a documented %d answer admits %s: %v, want only %s", status, other, admitted, code)
+				}
+			}
+		}
+	}
 	for _, code := range codes {
 		admitted := false
 		for _, s := range bodies[statusOf[code]] {
@@ -923,7 +1001,7 @@ func TestOpenAPIErrorCodes(t *testing.T) {
 			t.Errorf("%s: no documented %d answer admits it", code, statusOf[code])
 		}
 		for status, schemas := range bodies {
-			if status == statusOf[code] {
+			if status == statusOf[code] || beyond[status] == code {
 				continue
 			}
 			for _, s := range schemas {
@@ -1000,6 +1078,10 @@ func TestOpenAPIValidatorRejectsWrongAnswers(t *testing.T) {
 		{"a bare error", call, 404, `{"code":"UNKNOWN_TOOL","message":"m"}`, nil, false},
 		{"EXECUTION_UNCERTAIN without execution_id", call, 409, `{"error":{"code":"EXECUTION_UNCERTAIN","message":"m","status":"running"}}`, nil, false},
 		{"EXECUTION_UNCERTAIN of a finished execution", call, 409, `{"error":{"code":"EXECUTION_UNCERTAIN","message":"m","execution_id":` + id + `,"status":"completed"}}`, nil, false},
+		{"control: a principal over its rate", call, 429, `{"error":{"code":"RATE_LIMITED","message":"m","principal":"p"}}`, []string{"Retry-After", "1"}, true},
+		{"control: an address over its failures", call, 429, `{"error":{"code":"RATE_LIMITED","message":"m","source":"127.0.0.1"}}`, []string{"Retry-After", "6"}, true},
+		{"RATE_LIMITED naming neither principal nor source", call, 429, `{"error":{"code":"RATE_LIMITED","message":"m"}}`, []string{"Retry-After", "1"}, false},
+		{"RATE_LIMITED without Retry-After", call, 429, `{"error":{"code":"RATE_LIMITED","message":"m","source":"127.0.0.1"}}`, nil, false},
 		{"503 without Retry-After", call, 503, `{"error":{"code":"UNAVAILABLE","message":"m"}}`, nil, false},
 		{"401 without WWW-Authenticate", call, 401, `{"error":{"code":"UNAUTHORIZED","message":"m"}}`, nil, false},
 		{"an undocumented status", call, 418, `{"error":{"code":"INTERNAL","message":"m"}}`, nil, false},

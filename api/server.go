@@ -36,6 +36,16 @@ type Config struct {
 	// RateLimit bounds each principal's requests on this node (off when
 	// PerSecond is 0).
 	RateLimit RateLimit
+	// AuthFailures bounds and logs failed authentication per client
+	// address (on by default: DefaultAuthFailuresPerMinute).
+	AuthFailures AuthFailures
+	// Pprof serves the Go runtime's profiles under /debug/pprof/: to the
+	// admin token when auth is on, to anyone who reaches the API when it
+	// is off (logged at WARN). Off by default, as in etcd
+	// (--enable-pprof), Consul and Nomad (enable_debug): a profile shows
+	// the command line, which may hold secrets, and costs CPU on demand.
+	// Off, /debug/pprof/ is no route (404 NOT_FOUND).
+	Pprof bool
 	// TLS, when set, serves the API over HTTPS with it (carmy.Runtime.Serve
 	// applies it to the listener): a request that comes over plain HTTP is
 	// answered 400 INVALID_REQUEST, except under /internal/, which node
@@ -65,8 +75,10 @@ type Timeouts struct {
 	Write time.Duration
 	// Idle bounds a kept-alive connection between requests (default 2 min).
 	Idle time.Duration
-	// HeaderBytes bounds a request's headers (default 64 KiB); more is
-	// answered 431.
+	// HeaderBytes bounds a request's line and headers (default 64 KiB):
+	// more is answered 431 with the envelope, code INVALID_REQUEST
+	// (headers.go). carmy.Runtime.Serve serves with
+	// ServerMaxHeaderBytes.
 	HeaderBytes int
 }
 
@@ -113,6 +125,7 @@ type Server struct {
 	metrics    *apiMetrics
 	auditCount *prometheus.CounterVec
 	limits     *limiters // nil: no rate limit
+	guard      *authGuard
 }
 
 // New returns a server for rt.
@@ -140,8 +153,12 @@ func New(rt Runtime, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("api: metrics: %w", err)
 	}
-	s := &Server{rt: rt, auth: newAuthenticator(cfg.Auth), limit: cfg.BodyLimit, log: cfg.Logger, clu: cfg.Cluster, metrics: m, auditCount: audit,
-		bodyTimeout: cfg.Timeouts.WithDefaults().Body}
+	guard, err := newAuthGuard(cfg.AuthFailures, cfg.Logger, cfg.Metrics)
+	if err != nil {
+		return nil, fmt.Errorf("api: metrics: %w", err)
+	}
+	s := &Server{rt: rt, auth: newAuthenticator(cfg.Auth, guard), limit: cfg.BodyLimit, log: cfg.Logger, clu: cfg.Cluster, metrics: m, auditCount: audit,
+		bodyTimeout: cfg.Timeouts.WithDefaults().Body, guard: guard}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
@@ -152,14 +169,22 @@ func New(rt Runtime, cfg Config) (*Server, error) {
 	if cfg.RateLimit.PerSecond > 0 {
 		s.limits = newLimiters(cfg.RateLimit)
 	}
+	e.Pre(limitHeaders(cfg.Timeouts.WithDefaults().HeaderBytes))
 	e.Pre(boundWrite(cfg.Timeouts.WithDefaults().Write))
 	if cfg.TLS != nil {
 		e.Pre(requireTLS)
 	}
+	e.Pre(strictQuery)
 	s.echo = e
 	s.routes()
 	s.clusterRoutes()
 	s.metricsRoutes(cfg.Metrics)
+	if cfg.Pprof {
+		s.pprofRoutes()
+		if !cfg.Auth.Enabled() {
+			s.log.Warn("serving /debug/pprof/ without authentication: anyone who reaches the API can read profiles and the command line")
+		}
+	}
 	if cfg.Internal != nil {
 		h := echo.WrapHandler(cfg.Internal)
 		e.Any("/internal/*", h)
@@ -187,6 +212,12 @@ func (s *Server) routes() {
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.ServeHTTP(w, r) }
+
+// Close stops the server's background work and logs the counts of failed
+// authentication not yet logged. Call it once the HTTP server serving s
+// has shut down (carmy.Runtime.Serve does); s still answers after it, but
+// logs no more pending counts. It is safe to call more than once.
+func (s *Server) Close() { s.guard.close() }
 
 // logPanic logs a recovered panic and turns it into an error without a
 // code, so that the answer is INTERNAL whatever the panic carried (a

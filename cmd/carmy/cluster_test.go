@@ -108,7 +108,7 @@ Entries: 3 of capacity 100000
 
 func TestClusterStatus(t *testing.T) {
 	f := newFakeAdmin(t, http.StatusOK, threeNodes)
-	stdout, stderr, err := runCluster(t, nil, "status", "--addr", f.addr(), "--token", "admin-secret")
+	stdout, stderr, err := runCluster(t, nil, "status", "--addr", f.addr(), "--token", "admin-secret-00001")
 	if err != nil {
 		t.Fatalf("cluster status: %v; stderr:\n%s", err, stderr)
 	}
@@ -116,8 +116,8 @@ func TestClusterStatus(t *testing.T) {
 	if r.Method != http.MethodGet || r.Path != "/v1/cluster" || r.Body != "" {
 		t.Errorf("request = %s %s %q, want GET /v1/cluster without a body", r.Method, r.Path, r.Body)
 	}
-	if r.Auth != "Bearer admin-secret" {
-		t.Errorf("Authorization = %q, want Bearer admin-secret", r.Auth)
+	if r.Auth != "Bearer admin-secret-00001" {
+		t.Errorf("Authorization = %q, want Bearer admin-secret-00001", r.Auth)
 	}
 	if stdout != threeNodesTable {
 		t.Errorf("stdout =\n%s\nwant\n%s", stdout, threeNodesTable)
@@ -512,8 +512,8 @@ func TestClusterAgainstANodeWithAuth(t *testing.T) {
 	clearCarmyEnv(t)
 	t.Setenv("CARMY_ADDR", "")
 	t.Setenv("CARMY_ADMIN_TOKEN", "")
-	t.Setenv("CARMY_TEST_PLANNER_TOKEN", "planner-secret")
-	t.Setenv("CARMY_TEST_ADMIN_TOKEN", "admin-secret")
+	t.Setenv("CARMY_TEST_PLANNER_TOKEN", "planner-secret-0001")
+	t.Setenv("CARMY_TEST_ADMIN_TOKEN", "admin-secret-00001")
 	path := writeConfig(t, `auth:
   tokens:
     - {principal: planner, token_env: CARMY_TEST_PLANNER_TOKEN}
@@ -525,14 +525,14 @@ func TestClusterAgainstANodeWithAuth(t *testing.T) {
 	for _, tt := range []struct {
 		token string
 		code  string
-	}{{"", "UNAUTHORIZED"}, {"planner-secret", "FORBIDDEN"}} {
+	}{{"", "UNAUTHORIZED"}, {"planner-secret-0001", "FORBIDDEN"}} {
 		var stderr bytes.Buffer
 		err := run(t.Context(), []string{"cluster", "status", "--addr", s.addr, "--token", tt.token}, io.Discard, io.Discard)
 		if code := exitCode(err, &stderr); code != 1 || !strings.HasPrefix(stderr.String(), "carmy: "+tt.code+": ") {
 			t.Errorf("cluster status with token %q: exit %d, stderr %q; want %s", tt.token, code, stderr.String(), tt.code)
 		}
 	}
-	t.Setenv("CARMY_ADMIN_TOKEN", "admin-secret")
+	t.Setenv("CARMY_ADMIN_TOKEN", "admin-secret-00001")
 	var stdout bytes.Buffer
 	if err := run(t.Context(), []string{"cluster", "status", "--addr", s.addr}, &stdout, io.Discard); err != nil {
 		t.Fatalf("cluster status with $CARMY_ADMIN_TOKEN: %v", err)

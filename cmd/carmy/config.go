@@ -72,6 +72,11 @@ type authConfig struct {
 	// AdminTokenSHA256 is the admin token's SHA-256 (hex), instead of
 	// admin_token_env: the file then holds no secret.
 	AdminTokenSHA256 string `yaml:"admin_token_sha256"`
+	// MetricsTokenEnv names the variable holding the token GET /metrics
+	// then needs (or the admin token); or MetricsTokenSHA256 gives its
+	// SHA-256. Neither: /metrics is open (api.Auth.MetricsToken).
+	MetricsTokenEnv    string `yaml:"metrics_token_env"`
+	MetricsTokenSHA256 string `yaml:"metrics_token_sha256"`
 }
 
 type tokenConfig struct {
@@ -101,6 +106,10 @@ type limitsConfig struct {
 	// no limit.
 	RatePerPrincipal float64 `yaml:"rate_per_principal"`
 	RateBurst        int     `yaml:"rate_burst"`
+	// AuthFailuresPerMinute bounds the failed authentications one client
+	// address may make per minute before its requests are 429
+	// RATE_LIMITED (default 10; see api.AuthFailures).
+	AuthFailuresPerMinute int `yaml:"auth_failures_per_minute"`
 	// EntriesPerPrincipal bounds the records each principal may hold
 	// cluster-wide (the admin and anonymous included), unless its token
 	// sets max_entries; a new identity beyond it answers 503
@@ -113,6 +122,11 @@ type limitsConfig struct {
 	BodyTimeout       time.Duration `yaml:"body_timeout"`
 	WriteTimeout      time.Duration `yaml:"write_timeout"`
 	IdleTimeout       time.Duration `yaml:"idle_timeout"`
+}
+
+// authFailures returns the API's bound on failed authentication.
+func (l limitsConfig) authFailures() api.AuthFailures {
+	return api.AuthFailures{PerMinute: l.AuthFailuresPerMinute}
 }
 
 // timeouts returns the API's bounds on slow clients.
@@ -137,7 +151,7 @@ func loadConfig(path string) (fileConfig, error) {
 		return fc, fmt.Errorf("config %s: %w", path, err)
 	}
 	if l := fc.Limits; l.BodyBytes < 0 || l.ResultBytes < 0 || l.HeaderBytes < 0 || l.MaxRunning < 0 ||
-		l.RatePerPrincipal < 0 || l.RateBurst < 0 || l.EntriesPerPrincipal < 0 ||
+		l.RatePerPrincipal < 0 || l.RateBurst < 0 || l.EntriesPerPrincipal < 0 || l.AuthFailuresPerMinute < 0 ||
 		l.ReadHeaderTimeout < 0 || l.BodyTimeout < 0 || l.WriteTimeout < 0 || l.IdleTimeout < 0 {
 		return fc, fmt.Errorf("config %s: limits must not be negative", path)
 	}
@@ -280,8 +294,23 @@ func expand(s string, getenv func(string) string) (string, error) {
 	return out, nil
 }
 
+// tokenFromEnv reads the token of where (how errors name it) from the
+// variable env: unset, or shorter than api.MinTokenBytes, is an error that
+// names the variable, never the value.
+func tokenFromEnv(where, key, env string, getenv func(string) string) (string, error) {
+	token := getenv(env)
+	switch {
+	case token == "":
+		return "", fmt.Errorf("config %s: %s %s is not set", where, key, env)
+	case len(token) < api.MinTokenBytes:
+		return "", fmt.Errorf("config %s: the token in %s is shorter than %d bytes: use a random one, such as `carmy keygen` prints", where, env, api.MinTokenBytes)
+	}
+	return token, nil
+}
+
 // auth resolves the configured tokens from the environment, with the
-// per-principal bounds on records.
+// per-principal bounds on records. A token read from the environment is
+// at least api.MinTokenBytes long.
 func (fc fileConfig) auth(getenv func(string) string) (api.Auth, error) {
 	a := api.Auth{MaxEntriesPerPrincipal: fc.Limits.EntriesPerPrincipal}
 	if fc.Auth.AdminTokenEnv != "" && fc.Auth.AdminTokenSHA256 != "" {
@@ -289,8 +318,19 @@ func (fc fileConfig) auth(getenv func(string) string) (api.Auth, error) {
 	}
 	a.AdminTokenSHA256 = fc.Auth.AdminTokenSHA256
 	if env := fc.Auth.AdminTokenEnv; env != "" {
-		if a.AdminToken = getenv(env); a.AdminToken == "" {
-			return a, fmt.Errorf("config auth: admin_token_env %s is not set", env)
+		var err error
+		if a.AdminToken, err = tokenFromEnv("auth (admin)", "admin_token_env", env, getenv); err != nil {
+			return a, err
+		}
+	}
+	if fc.Auth.MetricsTokenEnv != "" && fc.Auth.MetricsTokenSHA256 != "" {
+		return a, fmt.Errorf("config auth: metrics_token_env and metrics_token_sha256 exclude each other")
+	}
+	a.MetricsTokenSHA256 = fc.Auth.MetricsTokenSHA256
+	if env := fc.Auth.MetricsTokenEnv; env != "" {
+		var err error
+		if a.MetricsToken, err = tokenFromEnv("auth (metrics)", "metrics_token_env", env, getenv); err != nil {
+			return a, err
 		}
 	}
 	for i, t := range fc.Auth.Tokens {
@@ -301,8 +341,9 @@ func (fc fileConfig) auth(getenv func(string) string) (api.Auth, error) {
 		case t.TokenEnv == "" && t.TokenSHA256 == "":
 			return a, fmt.Errorf("config auth.tokens[%d] (%s): token_env or token_sha256 is required", i, t.Principal)
 		case t.TokenEnv != "":
-			if secret = getenv(t.TokenEnv); secret == "" {
-				return a, fmt.Errorf("config auth.tokens[%d] (%s): token_env %s is not set", i, t.Principal, t.TokenEnv)
+			var err error
+			if secret, err = tokenFromEnv(fmt.Sprintf("auth.tokens[%d] (%s)", i, t.Principal), "token_env", t.TokenEnv, getenv); err != nil {
+				return a, err
 			}
 		}
 		tools := t.Tools

@@ -63,8 +63,8 @@ auth:
 
 var specExampleEnv = map[string]string{
 	"ORDERS_TOKEN":      "orders-secret",
-	"PLANNER_TOKEN":     "planner-secret",
-	"CARMY_ADMIN_TOKEN": "admin-secret",
+	"PLANNER_TOKEN":     "planner-secret-0001",
+	"CARMY_ADMIN_TOKEN": "admin-secret-00001",
 }
 
 // quietApp returns a runtime that logs nowhere.
@@ -125,8 +125,8 @@ func TestLoadConfigSpecExample(t *testing.T) {
 		t.Fatalf("auth: %v", err)
 	}
 	wantAuth := api.Auth{
-		Tokens:     []api.Token{{Principal: "planner", Secret: "planner-secret", Tools: []string{"*"}}},
-		AdminToken: "admin-secret",
+		Tokens:     []api.Token{{Principal: "planner", Secret: "planner-secret-0001", Tools: []string{"*"}}},
+		AdminToken: "admin-secret-00001",
 	}
 	if !reflect.DeepEqual(a, wantAuth) {
 		t.Errorf("auth = %+v, want %+v", a, wantAuth)
@@ -500,14 +500,14 @@ func TestAuthTokens(t *testing.T) {
     - {principal: billing, token_env: BILLING_TOKEN, tools: [create_order, echo]}
     - {principal: nobody, token_env: NOBODY_TOKEN, tools: []}
 `)
-	a, err := fc.auth(fakeEnv(map[string]string{"PLANNER_TOKEN": "p-secret", "BILLING_TOKEN": "b-secret", "NOBODY_TOKEN": "n-secret"}))
+	a, err := fc.auth(fakeEnv(map[string]string{"PLANNER_TOKEN": "p-secret-000000001", "BILLING_TOKEN": "b-secret-000000001", "NOBODY_TOKEN": "n-secret-000000001"}))
 	if err != nil {
 		t.Fatalf("auth: %v", err)
 	}
 	want := api.Auth{Tokens: []api.Token{
-		{Principal: "planner", Secret: "p-secret", Tools: []string{"*"}}, // absent means every tool
-		{Principal: "billing", Secret: "b-secret", Tools: []string{"create_order", "echo"}},
-		{Principal: "nobody", Secret: "n-secret", Tools: []string{}}, // an explicit empty list allows none
+		{Principal: "planner", Secret: "p-secret-000000001", Tools: []string{"*"}}, // absent means every tool
+		{Principal: "billing", Secret: "b-secret-000000001", Tools: []string{"create_order", "echo"}},
+		{Principal: "nobody", Secret: "n-secret-000000001", Tools: []string{}}, // an explicit empty list allows none
 	}}
 	if !reflect.DeepEqual(a, want) {
 		t.Errorf("auth =\n%+v\nwant\n%+v", a, want)
@@ -530,13 +530,13 @@ func TestAuthErrors(t *testing.T) {
 		{"admin env unset", "auth:\n  admin_token_env: CARMY_ADMIN_TOKEN\n",
 			nil, "CARMY_ADMIN_TOKEN"},
 		{"shared secret", "auth:\n  tokens:\n    - {principal: a, token_env: A}\n    - {principal: b, token_env: B}\n",
-			map[string]string{"A": "same", "B": "same"}, "share"},
+			map[string]string{"A": "same-token-0000001", "B": "same-token-0000001"}, "share"},
 		{"env and hash", "auth:\n  tokens:\n    - {principal: a, token_env: A, token_sha256: " + sha256Hex("x") + "}\n",
 			map[string]string{"A": "x"}, "exclude"},
 		{"bad hash", "auth:\n  tokens:\n    - {principal: a, token_sha256: abc}\n", nil, "hex"},
 		{"upper-case hash", "auth:\n  tokens:\n    - {principal: a, token_sha256: " + strings.ToUpper(sha256Hex("x")) + "}\n", nil, "hex"},
-		{"same token as secret and hash", "auth:\n  tokens:\n    - {principal: a, token_env: A}\n    - {principal: b, token_sha256: " + sha256Hex("same") + "}\n",
-			map[string]string{"A": "same"}, "share"},
+		{"same token as secret and hash", "auth:\n  tokens:\n    - {principal: a, token_env: A}\n    - {principal: b, token_sha256: " + sha256Hex("same-token-0000001") + "}\n",
+			map[string]string{"A": "same-token-0000001"}, "share"},
 		{"admin env and hash", "auth:\n  admin_token_env: ADM\n  admin_token_sha256: " + sha256Hex("x") + "\n",
 			map[string]string{"ADM": "x"}, "exclude"},
 	}
@@ -553,11 +553,11 @@ func TestAuthErrors(t *testing.T) {
 
 func TestAuthAdminTokenOnly(t *testing.T) {
 	fc := mustLoadConfig(t, "auth:\n  admin_token_env: CARMY_ADMIN_TOKEN\n")
-	a, err := fc.auth(fakeEnv(map[string]string{"CARMY_ADMIN_TOKEN": "adm"}))
+	a, err := fc.auth(fakeEnv(map[string]string{"CARMY_ADMIN_TOKEN": "adm-token-00000001"}))
 	if err != nil {
 		t.Fatalf("auth: %v", err)
 	}
-	if a.AdminToken != "adm" || len(a.Tokens) != 0 || !a.Enabled() {
+	if a.AdminToken != "adm-token-00000001" || len(a.Tokens) != 0 || !a.Enabled() {
 		t.Errorf("auth = %+v, want the admin token alone, enabled", a)
 	}
 }
@@ -628,16 +628,16 @@ limits:
 	if fc.Limits.EntriesPerPrincipal != 100 || fc.Auth.Tokens[0].MaxEntries != 500 || fc.Auth.Tokens[1].MaxEntries != 0 {
 		t.Fatalf("config = %+v", fc)
 	}
-	a, err := fc.auth(fakeEnv(map[string]string{"PLANNER_TOKEN": "p", "REPORTER_TOKEN": "r", "CARMY_ADMIN_TOKEN": "adm"}))
+	a, err := fc.auth(fakeEnv(map[string]string{"PLANNER_TOKEN": "p-token-000000001", "REPORTER_TOKEN": "r-token-000000001", "CARMY_ADMIN_TOKEN": "adm-token-00000001"}))
 	if err != nil {
 		t.Fatalf("auth: %v", err)
 	}
 	want := api.Auth{
 		Tokens: []api.Token{
-			{Principal: "planner", Secret: "p", Tools: []string{"*"}, MaxEntries: 500},
-			{Principal: "reporter", Secret: "r", Tools: []string{"*"}},
+			{Principal: "planner", Secret: "p-token-000000001", Tools: []string{"*"}, MaxEntries: 500},
+			{Principal: "reporter", Secret: "r-token-000000001", Tools: []string{"*"}},
 		},
-		AdminToken:             "adm",
+		AdminToken:             "adm-token-00000001",
 		MaxEntriesPerPrincipal: 100,
 	}
 	if !reflect.DeepEqual(a, want) {
@@ -666,5 +666,74 @@ limits:
 		if _, err := loadConfig(writeConfig(t, text)); err == nil {
 			t.Errorf("loadConfig accepted %q", text)
 		}
+	}
+}
+
+// TestAuthRefusesShortTokens checks that a token shorter than
+// api.MinTokenBytes is a config error naming the variable and the
+// principal, never the token (issue 14 finding 6).
+func TestAuthRefusesShortTokens(t *testing.T) {
+	const short = "fifteen-bytes-x" // 15 bytes
+	for _, tc := range []struct {
+		name, text, env, mention string
+	}{
+		{"principal", "auth:\n  tokens:\n    - {principal: planner, token_env: PLANNER_TOKEN}\n", "PLANNER_TOKEN", "planner"},
+		{"admin", "auth:\n  admin_token_env: CARMY_ADMIN_TOKEN\n", "CARMY_ADMIN_TOKEN", "admin"},
+		{"metrics", "auth:\n  metrics_token_env: CARMY_METRICS_TOKEN\n", "CARMY_METRICS_TOKEN", "metrics"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fc := mustLoadConfig(t, tc.text)
+			_, err := fc.auth(fakeEnv(map[string]string{tc.env: short}))
+			if err == nil || !strings.Contains(err.Error(), tc.env) || !strings.Contains(err.Error(), tc.mention) ||
+				!strings.Contains(err.Error(), "16 bytes") || !strings.Contains(err.Error(), "carmy keygen") {
+				t.Fatalf("auth = %v, want an error naming %s, %s, 16 bytes and carmy keygen", err, tc.env, tc.mention)
+			}
+			if strings.Contains(err.Error(), short) {
+				t.Fatalf("the error holds the token: %v", err)
+			}
+			// 16 bytes are enough.
+			if _, err := fc.auth(fakeEnv(map[string]string{tc.env: short + "y"})); err != nil {
+				t.Fatalf("a 16-byte token: %v", err)
+			}
+		})
+	}
+}
+
+// TestAuthMetricsToken checks auth.metrics_token_env and
+// auth.metrics_token_sha256: the token GET /metrics then needs.
+func TestAuthMetricsToken(t *testing.T) {
+	a, err := mustLoadConfig(t, "auth:\n  metrics_token_env: CARMY_METRICS_TOKEN\n").auth(fakeEnv(map[string]string{"CARMY_METRICS_TOKEN": "metrics-token-0001"}))
+	if err != nil || a.MetricsToken != "metrics-token-0001" || a.Enabled() {
+		t.Fatalf("auth = %+v, %v; want the metrics token, auth off", a, err)
+	}
+	a, err = mustLoadConfig(t, "auth:\n  metrics_token_sha256: "+sha256Hex("metrics-token-0001")+"\n").auth(fakeEnv(nil))
+	if err != nil || a.MetricsTokenSHA256 != sha256Hex("metrics-token-0001") {
+		t.Fatalf("auth = %+v, %v; want the metrics token's digest", a, err)
+	}
+	for _, tc := range []struct{ text, mention string }{
+		{"auth:\n  metrics_token_env: CARMY_METRICS_TOKEN\n", "CARMY_METRICS_TOKEN"},
+		{"auth:\n  metrics_token_env: M\n  metrics_token_sha256: " + sha256Hex("x") + "\n", "exclude"},
+	} {
+		if _, err := mustLoadConfig(t, tc.text).auth(fakeEnv(map[string]string{"M": "metrics-token-0001"})); err == nil || !strings.Contains(err.Error(), tc.mention) {
+			t.Errorf("auth(%q) = %v, want an error mentioning %s", tc.text, err, tc.mention)
+		}
+	}
+	// The metrics token is no principal's.
+	_, err = mustLoadConfig(t, "auth:\n  metrics_token_env: M\n  admin_token_env: A\n").auth(fakeEnv(map[string]string{"M": "same-token-0000001", "A": "same-token-0000001"}))
+	if err == nil || !strings.Contains(err.Error(), "share") {
+		t.Errorf("a metrics token shared with the admin: %v", err)
+	}
+}
+
+// TestLimitsAuthFailures checks limits.auth_failures_per_minute.
+func TestLimitsAuthFailures(t *testing.T) {
+	if got := mustLoadConfig(t, "limits:\n  auth_failures_per_minute: 30\n").Limits.authFailures(); got.PerMinute != 30 {
+		t.Errorf("authFailures() = %+v, want 30 per minute", got)
+	}
+	if got := mustLoadConfig(t, "").Limits.authFailures(); got.PerMinute != 0 {
+		t.Errorf("authFailures() = %+v, want the API's default (0)", got)
+	}
+	if _, err := loadConfig(writeConfig(t, "limits:\n  auth_failures_per_minute: -1\n")); err == nil || !strings.Contains(err.Error(), "negative") {
+		t.Errorf("a negative auth_failures_per_minute: %v", err)
 	}
 }

@@ -45,6 +45,8 @@ type serveConfig struct {
 	SnapshotInterval  time.Duration
 	LogFormat         string
 	LogLevel          string
+	// Pprof serves /debug/pprof/ (api.Config.Pprof).
+	Pprof bool
 }
 
 // Defaults of SPEC §3.
@@ -82,6 +84,7 @@ var flagEnv = []struct{ flag, env string }{
 	{"snapshot-interval", "CARMY_SNAPSHOT_INTERVAL"},
 	{"log-format", "CARMY_LOG_FORMAT"},
 	{"log-level", "CARMY_LOG_LEVEL"},
+	{"pprof", "CARMY_PPROF"},
 }
 
 func serveFlags(cfg *serveConfig, out io.Writer) *flag.FlagSet {
@@ -112,6 +115,7 @@ func serveFlags(cfg *serveConfig, out io.Writer) *flag.FlagSet {
 	fs.DurationVar(&cfg.SnapshotInterval, "snapshot-interval", 2*time.Minute, "how often Raft checks whether to snapshot")
 	fs.StringVar(&cfg.LogFormat, "log-format", "text", "log format: text or json (one object per line)")
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.BoolVar(&cfg.Pprof, "pprof", false, "serve Go profiles under /debug/pprof/ (admin token when auth is on; anyone on loopback when off, logged as a warning)")
 	fs.Usage = func() {
 		fmt.Fprint(out, `Usage: carmy serve [flags]
 
@@ -138,6 +142,9 @@ Flags:
 		fmt.Fprint(out, `
 Without tokens in the config file every caller is "anonymous", which is
 allowed only when --http-addr is a loopback address (or with --dev).
+Tokens are read from the environment and must be at least 16 bytes:
+carmy keygen prints a random one (32 bytes, base64), for a token as for
+--gossip-key.
 
 Examples:
   carmy serve --dev

@@ -53,8 +53,8 @@ func TestParseServeDefaults(t *testing.T) {
 	if cfg != defaultServeConfig {
 		t.Errorf("defaults = %+v, want %+v", cfg, defaultServeConfig)
 	}
-	if cfg.Bootstrap || cfg.Join != "" || cfg.ClusterKey != "" || cfg.FastFailover || cfg.Dev {
-		t.Errorf("defaults = %+v: bootstrap, join, cluster key, fast failover and dev are off by default", cfg)
+	if cfg.Bootstrap || cfg.Join != "" || cfg.ClusterKey != "" || cfg.FastFailover || cfg.Dev || cfg.Pprof {
+		t.Errorf("defaults = %+v: bootstrap, join, cluster key, fast failover, dev and pprof are off by default", cfg)
 	}
 	if got := cfg.joinAddrs(); got != nil {
 		t.Errorf("joinAddrs() = %q, want none", got)
@@ -78,6 +78,7 @@ func TestParseServeEnvironment(t *testing.T) {
 		{"CARMY_RAFT_ADDR", "127.0.0.1:9300", func(c serveConfig) bool { return c.RaftAddr == "127.0.0.1:9300" }},
 		{"CARMY_GOSSIP_ADDR", "127.0.0.1:9301", func(c serveConfig) bool { return c.GossipAddr == "127.0.0.1:9301" }},
 		{"CARMY_BOOTSTRAP", "true", func(c serveConfig) bool { return c.Bootstrap }},
+		{"CARMY_PPROF", "true", func(c serveConfig) bool { return c.Pprof }},
 		{"CARMY_BOOTSTRAP_NODE", "carmy-0", func(c serveConfig) bool { return c.BootstrapNode == "carmy-0" }},
 		{"CARMY_JOIN", "127.0.0.1:8081,127.0.0.1:8082", func(c serveConfig) bool {
 			return c.Join == "127.0.0.1:8081,127.0.0.1:8082" && slices.Equal(c.joinAddrs(), []string{"127.0.0.1:8081", "127.0.0.1:8082"})

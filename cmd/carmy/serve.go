@@ -218,6 +218,8 @@ func apiConfig(cfg serveConfig, fc fileConfig, auth api.Auth, sec security, node
 	if sec.apiKeys != nil {
 		apiCfg.TLS = sec.apiKeys.ServerConfig()
 	}
+	apiCfg.AuthFailures = fc.Limits.authFailures()
+	apiCfg.Pprof = cfg.Pprof
 	return apiCfg
 }
 

@@ -400,7 +400,7 @@ func TestServeDevOnAllInterfaces(t *testing.T) {
 
 func TestServeWithConfig(t *testing.T) {
 	clearCarmyEnv(t)
-	t.Setenv("CARMY_TEST_PLANNER_TOKEN", "planner-secret")
+	t.Setenv("CARMY_TEST_PLANNER_TOKEN", "planner-secret-0001")
 	t.Setenv("CARMY_TEST_ORDERS_TOKEN", "orders-secret")
 	path := writeConfig(t, `tools:
   - name: create_order_http
@@ -430,7 +430,7 @@ limits:
 	if code, body := s.get(t, "/v1/tools", "wrong"); code != http.StatusUnauthorized {
 		t.Errorf("GET /v1/tools with a wrong token = %d %s, want 401", code, body)
 	}
-	code, body := s.get(t, "/v1/tools", "planner-secret")
+	code, body := s.get(t, "/v1/tools", "planner-secret-0001")
 	if code != http.StatusOK {
 		t.Fatalf("GET /v1/tools with the token = %d %s, want 200", code, body)
 	}
@@ -447,7 +447,7 @@ limits:
 
 func TestServeDevTurnsAuthOff(t *testing.T) {
 	clearCarmyEnv(t)
-	t.Setenv("CARMY_TEST_PLANNER_TOKEN", "planner-secret")
+	t.Setenv("CARMY_TEST_PLANNER_TOKEN", "planner-secret-0001")
 	path := writeConfig(t, "auth:\n  tokens:\n    - {principal: planner, token_env: CARMY_TEST_PLANNER_TOKEN}\n")
 	s := startServe(t, "--dev", "--config", path, "--http-addr", "127.0.0.1:0")
 	if code, body := s.get(t, "/v1/tools", ""); code != http.StatusOK {
@@ -552,7 +552,7 @@ func TestServeRefusesNonLoopbackWithoutClusterKey(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			clearCarmyEnv(t)
-			t.Setenv("CARMY_TEST_PLANNER_TOKEN", "planner-secret")
+			t.Setenv("CARMY_TEST_PLANNER_TOKEN", "planner-secret-0001")
 			for k, v := range tt.env {
 				t.Setenv(k, v)
 			}
@@ -683,7 +683,7 @@ func TestServeGossipKey(t *testing.T) {
 // refused before anything listens, unless --insecure, which warns.
 func TestServeRefusesInsecureNodeOffLoopback(t *testing.T) {
 	clearCarmyEnv(t)
-	t.Setenv("CARMY_TEST_PLANNER_TOKEN", "planner-secret")
+	t.Setenv("CARMY_TEST_PLANNER_TOKEN", "planner-secret-0001")
 	cfg := writeConfig(t, "auth:\n  tokens:\n    - {principal: planner, token_env: CARMY_TEST_PLANNER_TOKEN}\n")
 	// 192.0.2.1 (TEST-NET-1) is never this machine's: nothing can bind it,
 	// so the check must refuse before any listener is opened.
