@@ -183,6 +183,8 @@ func TestSnapshotInstallToLaggingNode(t *testing.T) {
 		t.Fatalf("read barrier on the node that installed a snapshot: %v", err)
 	}
 	mustReserve(t, back.Store(), key("s-7"), exec(back.ID()), store.Uncertain)
+	// The snapshot it installed is as private as one it took (finding 7).
+	assertPrivate(t, back.cfg.DataDir)
 }
 
 func TestMembership(t *testing.T) {

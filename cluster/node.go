@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -60,8 +59,8 @@ func Open(cfg Config) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("cluster: data dir: %w", err)
+	if err := makePrivate(cfg.DataDir, cfg.Logger.With(slog.String("node_id", cfg.NodeID))); err != nil {
+		return nil, err
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger.With(slog.String("node_id", cfg.NodeID)), fsm: fsm.New(), stop: make(chan struct{}), metrics: newNodeMetrics()}
 	n.bgCtx, n.bgCancel = context.WithCancel(context.Background())
@@ -88,7 +87,7 @@ func Open(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: opening raft.db: %w", err)
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(cfg.DataDir, "snapshots"), 2, newHCLog(cfg.Logger, "raft-snapshots"))
+	snaps, err := newPrivateSnapshots(cfg.DataDir, 2, cfg.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: snapshot store: %w", err)
 	}

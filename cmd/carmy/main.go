@@ -65,6 +65,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	switch cmd, rest := args[0], args[1:]; cmd {
 	case "serve":
+		privateUmask()
 		return serve(ctx, rest, stdout, stderr)
 	case "cluster":
 		return clusterCmd(ctx, rest, os.Getenv, stdout, stderr)
