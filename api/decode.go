@@ -301,17 +301,6 @@ type callBody struct {
 // timeout caps it further.
 const maxTimeout = 24 * time.Hour
 
-// idempotencyKey returns the Idempotency-Key header, "" when absent. A
-// header present but empty is refused, as an empty request_id is: it would
-// read as absent and silently call without idempotency. The runtime checks
-// the rules of the request_id the header gives.
-func idempotencyKey(h http.Header) (string, error) {
-	if v, present := h["Idempotency-Key"]; present && (len(v) == 0 || v[0] == "") {
-		return "", invalidField("request_id", "the Idempotency-Key header must not be empty; omit it to call without idempotency")
-	}
-	return h.Get("Idempotency-Key"), nil
-}
-
 // decodeCall decodes a call body and checks its shape: the members, their
 // JSON types, a tool, no empty request_id, timeout_ms a positive integer.
 // The runtime checks the rest (engine.Runtime.Call). idemKey is the

@@ -17,3 +17,6 @@ func StatusOfCodes() map[string]int { return maps.Clone(statusOf) }
 // StatusBeyondCodes returns a copy of the table of the statuses an error
 // may answer with other than its code's, each with its code.
 func StatusBeyondCodes() map[int]string { return maps.Clone(statusBeyondCode) }
+
+// ParseSFString exposes parseSFString to the fuzz test.
+func ParseSFString(s string) (string, bool) { return parseSFString(s) }
