@@ -31,7 +31,27 @@ func (h *hclogAdapter) Log(level hclog.Level, msg string, args ...any) {
 			}
 		}
 	}
-	h.l.Log(context.Background(), slogLevel(level), msg, args...)
+	lv := slogLevel(level)
+	if level == hclog.Warn && isFirstElection(msg, args) {
+		lv = slog.LevelInfo
+	}
+	h.l.Log(context.Background(), lv, msg, args...)
+}
+
+// isFirstElection reports whether msg is Raft's warning that it starts an
+// election while it has never known a leader: what every new node and
+// every restart does, not something for an operator to look at. Losing a
+// known leader (last-leader-id set) stays a warning.
+func isFirstElection(msg string, args []any) bool {
+	if msg != "heartbeat timeout reached, starting election" {
+		return false
+	}
+	for i := 0; i+1 < len(args); i += 2 {
+		if k, ok := args[i].(string); ok && k == "last-leader-id" {
+			return fmt.Sprint(args[i+1]) == ""
+		}
+	}
+	return false
 }
 
 func slogLevel(level hclog.Level) slog.Level {

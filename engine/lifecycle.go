@@ -102,16 +102,26 @@ func (r *Runtime) StartInBackground(ctx context.Context) {
 	go r.startLoop(ctx)
 }
 
+// startWarnAfter is how long a start may wait for its store before the
+// wait is worth a warning. A node of a cluster normally waits a moment
+// for an election and for the leader to set the capacity: that is logged
+// at INFO, once.
+const startWarnAfter = 10 * time.Second
+
 // startLoop runs Start until it succeeds or ctx ends.
 func (r *Runtime) startLoop(ctx context.Context) {
+	began := time.Now()
 	for attempt := 0; ; attempt++ {
 		err := r.Start(ctx)
 		if err == nil {
 			r.cfg.Logger.Info("started: taking calls", slog.String("node_id", r.cfg.NodeID))
 			return
 		}
-		if attempt%5 == 0 {
-			r.cfg.Logger.Warn("not started yet; retrying", slog.Any("err", err))
+		switch waited := time.Since(began); {
+		case attempt == 0:
+			r.cfg.Logger.Info("waiting for the store before taking calls", slog.Any("reason", err))
+		case waited >= startWarnAfter && attempt%5 == 0:
+			r.cfg.Logger.Warn("not started yet; retrying", slog.Any("err", err), slog.Duration("waited", waited.Round(time.Second)))
 		}
 		select {
 		case <-ctx.Done():
