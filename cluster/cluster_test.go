@@ -259,6 +259,11 @@ func TestMembership(t *testing.T) {
 	if !c.leader().RunnerGone("n3") {
 		t.Fatal("a removed node's runner is not gone")
 	}
+	// The removed node still runs, but it is no longer ready: it hears of
+	// no commit, so what it would serve goes stale.
+	waitFor(t, "the removed node to say it is not ready", 30*time.Second, func() bool {
+		return third.Ready(t.Context()) != nil
+	})
 	for _, n := range []*testNode{c.leader(), c.followers()[0]} {
 		err := n.RemoveNode(t.Context(), "nope")
 		if !errors.Is(err, store.ErrNotFound) || store.CodeOf(err) != "NOT_FOUND" || err.Error() != `no member "nope"` {

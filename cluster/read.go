@@ -82,8 +82,9 @@ func (n *Node) waitApplied(ctx context.Context, idx uint64, deadline time.Time) 
 }
 
 // Ready returns nil when the node knows a leader (and where to forward to
-// it) and has applied the log up to what it knows committed (SPEC §2.7
-// /readyz).
+// it), has applied the log up to what it knows committed (SPEC §2.7
+// /readyz), and is a member of the Raft configuration: a removed node that
+// still runs is not ready.
 func (n *Node) Ready(context.Context) error {
 	if id, addr := n.Leader(); id == "" {
 		return fmt.Errorf("%w: no known leader", store.ErrUnavailable)
@@ -95,6 +96,12 @@ func (n *Node) Ready(context.Context) error {
 	}
 	if !n.fsm.CapacitySet() {
 		return fmt.Errorf("%w: the leader has not set the cluster's capacity yet", store.ErrUnavailable)
+	}
+	if _, member := n.isVoter(n.cfg.NodeID); !member {
+		// Removed (or never added): it may still know the last leader
+		// and hold an applied log, but it takes no part in commits and
+		// hears of none, so what it would serve goes stale.
+		return fmt.Errorf("%w: this node is not a member of the cluster's configuration (removed?); add it again with POST /v1/cluster/nodes", store.ErrUnavailable)
 	}
 	return nil
 }

@@ -170,6 +170,9 @@ func clusterCmd(ctx context.Context, args []string, getenv func(string) string, 
 		done = fmt.Sprintf("Removed %s.", id)
 	}
 
+	if sub == "join" {
+		done = joinMessage(ctx, c, opts, done)
+	}
 	raw, err := c.do(ctx, method, path, body)
 	if opts.JSON && raw != nil {
 		stdout.Write(raw)
@@ -189,6 +192,38 @@ func clusterCmd(ctx context.Context, args []string, getenv func(string) string, 
 		fmt.Fprintln(stdout)
 	}
 	return printClusterStatus(stdout, st)
+}
+
+// joinMessage returns what join tells an operator: added (added), nothing
+// changed when the node is a member at these addresses already (the join
+// is then a no-op, SPEC §2.6), or its addresses updated. It asks the
+// cluster's status first; when that fails, the join itself will say why,
+// and added is returned.
+func joinMessage(ctx context.Context, c *adminClient, opts clusterOptions, added string) string {
+	raw, err := c.do(ctx, http.MethodGet, "/v1/cluster", nil)
+	if err != nil {
+		return added
+	}
+	var st clusterStatus
+	if json.Unmarshal(raw, &st) != nil {
+		return added
+	}
+	for _, m := range st.Nodes {
+		if m.ID != opts.ID {
+			continue
+		}
+		if m.RaftAddr == opts.RaftAddr && m.HTTPAddr == opts.HTTPAddr {
+			return fmt.Sprintf("%s is already a member at these addresses: nothing changed.", opts.ID)
+		}
+		was := func(a string) string {
+			if a == "" {
+				return "none"
+			}
+			return a
+		}
+		return fmt.Sprintf("Updated %s: raft %s (was %s), http %s (was %s).", opts.ID, opts.RaftAddr, was(m.RaftAddr), opts.HTTPAddr, was(m.HTTPAddr))
+	}
+	return added
 }
 
 // parseClusterFlags parses the flags of `carmy cluster sub`, which may come

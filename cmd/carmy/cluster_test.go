@@ -198,26 +198,42 @@ func TestClusterDefaultAddr(t *testing.T) {
 }
 
 func TestClusterJoin(t *testing.T) {
-	f := newFakeAdmin(t, http.StatusOK, threeNodes)
-	stdout, stderr, err := runCluster(t, map[string]string{"CARMY_ADMIN_TOKEN": "tok"},
-		"join", "--addr", f.addr(), "--id", "node3", "--raft-addr", "127.0.0.1:8303", "--http-addr", "127.0.0.1:8083")
-	if err != nil {
-		t.Fatalf("cluster join: %v; stderr:\n%s", err, stderr)
-	}
-	r := f.only(t)
-	if r.Method != http.MethodPost || r.Path != "/v1/cluster/nodes" || r.ContentType != "application/json" || r.Auth != "Bearer tok" {
-		t.Errorf("request = %+v, want POST /v1/cluster/nodes, JSON, with the token", r)
-	}
-	var body map[string]any
-	if err := json.Unmarshal([]byte(r.Body), &body); err != nil {
-		t.Fatalf("body %q: %v", r.Body, err)
-	}
-	want := map[string]any{"id": "node3", "raft_addr": "127.0.0.1:8303", "http_addr": "127.0.0.1:8083"}
-	if len(body) != len(want) || body["id"] != want["id"] || body["raft_addr"] != want["raft_addr"] || body["http_addr"] != want["http_addr"] {
-		t.Errorf("body = %v, want %v (no other field: the API refuses unknown ones)", body, want)
-	}
-	if wantOut := "Added node3 (raft 127.0.0.1:8303, http 127.0.0.1:8083).\n\n" + threeNodesTable; stdout != wantOut {
-		t.Errorf("stdout =\n%s\nwant\n%s", stdout, wantOut)
+	for _, tc := range []struct {
+		name, id, raft, http, wantFirst string
+	}{
+		{"a new node", "node4", "127.0.0.1:8304", "127.0.0.1:8084", "Added node4 (raft 127.0.0.1:8304, http 127.0.0.1:8084)."},
+		// SPEC §2.6: the same id and addresses again is a no-op; the
+		// operator is told so, not "Added" (issue 18, finding 9).
+		{"a member at the same addresses", "node1", "127.0.0.1:8301", "127.0.0.1:8081", "node1 is already a member at these addresses: nothing changed."},
+		{"a member at new addresses", "node3", "127.0.0.1:8303", "127.0.0.1:8083", "Updated node3: raft 127.0.0.1:8303 (was 127.0.0.1:8303), http 127.0.0.1:8083 (was none)."},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeAdmin(t, http.StatusOK, threeNodes)
+			stdout, stderr, err := runCluster(t, map[string]string{"CARMY_ADMIN_TOKEN": "tok"},
+				"join", "--addr", f.addr(), "--id", tc.id, "--raft-addr", tc.raft, "--http-addr", tc.http)
+			if err != nil {
+				t.Fatalf("cluster join: %v; stderr:\n%s", err, stderr)
+			}
+			reqs := f.requests()
+			if len(reqs) != 2 || reqs[0].Method != http.MethodGet || reqs[0].Path != "/v1/cluster" {
+				t.Fatalf("requests = %+v, want GET /v1/cluster then POST /v1/cluster/nodes", reqs)
+			}
+			r := reqs[1]
+			if r.Method != http.MethodPost || r.Path != "/v1/cluster/nodes" || r.ContentType != "application/json" || r.Auth != "Bearer tok" {
+				t.Errorf("request = %+v, want POST /v1/cluster/nodes, JSON, with the token", r)
+			}
+			var body map[string]any
+			if err := json.Unmarshal([]byte(r.Body), &body); err != nil {
+				t.Fatalf("body %q: %v", r.Body, err)
+			}
+			want := map[string]any{"id": tc.id, "raft_addr": tc.raft, "http_addr": tc.http}
+			if len(body) != len(want) || body["id"] != want["id"] || body["raft_addr"] != want["raft_addr"] || body["http_addr"] != want["http_addr"] {
+				t.Errorf("body = %v, want %v (no other field: the API refuses unknown ones)", body, want)
+			}
+			if wantOut := tc.wantFirst + "\n\n" + threeNodesTable; stdout != wantOut {
+				t.Errorf("stdout =\n%s\nwant\n%s", stdout, wantOut)
+			}
+		})
 	}
 }
 
