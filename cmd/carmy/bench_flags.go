@@ -30,7 +30,8 @@ Flags:
                         new     a fresh request_id per call: the tool runs every time
                         replay  seed --replay-pool calls first, then repeat them: every call is a replay
                         mixed   --retry-share of the calls repeat a finished one, --dup-share of the
-                                new ones are sent twice at once (both counted), the rest are new
+                                new ones are sent twice at once (both counted), the rest are new;
+                                the EXECUTION_UNCERTAIN a duplicate meets is counted, not an error
   --replay-pool n     calls seeded before a replay run (default 1000)
   --retry-share f     share of mixed calls that repeat a finished call (default 0.2)
   --dup-share f       share of new mixed calls sent twice at once (default 0.05)

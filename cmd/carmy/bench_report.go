@@ -61,7 +61,7 @@ func (d *benchDriver) result(clients []*benchClient, elapsed time.Duration, inte
 		for name, n := range c.outcomes {
 			res.Outcomes[name] += n
 			res.Calls += n
-			if !succeeded(name) {
+			if isError(o.Mode, name) {
 				res.Errors += n
 			}
 		}

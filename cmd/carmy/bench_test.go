@@ -100,8 +100,10 @@ func TestBenchAgainstARealNode(t *testing.T) {
 		if res.Outcomes["ran"] == 0 || res.Outcomes["replayed"] == 0 {
 			t.Errorf("outcomes = %v, want some calls that ran and some replays", res.Outcomes)
 		}
-		if res.Errors != res.Outcomes["EXECUTION_UNCERTAIN/running"] {
-			t.Errorf("errors = %d, want the EXECUTION_UNCERTAIN count of %v", res.Errors, res.Outcomes)
+		// The uncertain answers are what --dup-share provokes, not errors
+		// (issue 18, finding 7).
+		if res.Errors != 0 {
+			t.Errorf("errors = %d, want 0: outcomes %v", res.Errors, res.Outcomes)
 		}
 	})
 

@@ -86,6 +86,18 @@ func TestCompose(t *testing.T) {
 	three := []string{"n1", "n2", "n3"}
 	s.waitFormed(three)
 	lap("up, healthy and formed")
+	// The scale profile's nodes are off: nothing of theirs exists, not
+	// even a volume (Compose v1 made named volumes of services whose
+	// profile was off).
+	vols, err := s.docker("volume", "ls", "--format", "{{.Name}}", "--filter", "label=com.docker.compose.project="+s.project)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range strings.Fields(vols) {
+		if strings.Contains(v, "n4") || strings.Contains(v, "n5") {
+			t.Errorf("volume %s exists while the scale profile is off (volumes: %s)", v, vols)
+		}
+	}
 
 	// The posture: HTTPS only, tokens required. The image trusts the
 	// public CAs for HTTP tools (scripts/image copied the bundle in).
@@ -128,12 +140,8 @@ func TestCompose(t *testing.T) {
 	if code, body, err := s.do(http.MethodDelete, "n1", "/v1/cluster/nodes/n4", s.adminToken, nil); err != nil || code != http.StatusOK {
 		t.Fatalf("DELETE /v1/cluster/nodes/n4: %d %s %v", code, body, err)
 	}
+	// -v: their anonymous data volumes go with them, as README.md here says.
 	s.must("--profile", "scale", "rm", "--stop", "--force", "-v", "n4", "n5")
-	for _, v := range []string{"n4-data", "n5-data"} {
-		if _, err := s.docker("volume", "rm", s.project+"_"+v); err != nil {
-			t.Fatal(err)
-		}
-	}
 	s.waitFormed(three)
 	s.mustCall("n3", "compose-n2", true, first["n2"].ExecutionID)
 	lap("scaled back to three")
