@@ -75,8 +75,11 @@ func New(cfg Config) (*Handler, error) {
 		cfg.Logger = slog.Default()
 	}
 	h := &Handler{cfg: cfg, log: cfg.Logger}
+	// The SDK logs every request's session at INFO; Carmy's call log
+	// says what matters. Its warnings and errors are kept.
+	sdkLog := slog.New(warnings{cfg.Logger.Handler()})
 	h.server = sdk.NewServer(&sdk.Implementation{Name: "carmy", Title: "Carmy", Version: "v1"}, &sdk.ServerOptions{
-		Logger: cfg.Logger,
+		Logger: sdkLog,
 		// Tools only: no logging capability (the SDK's default), which a
 		// stateless server could not honour.
 		Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}},
@@ -95,7 +98,7 @@ func New(cfg Config) (*Handler, error) {
 		// One JSON answer per request: a tools/call has one result, and
 		// a stateless server sends no requests of its own.
 		JSONResponse:        true,
-		Logger:              cfg.Logger,
+		Logger:              sdkLog,
 		MaxRequestBodyBytes: cfg.BodyLimit,
 		// With auth on, a token guards every request; the SDK's check of
 		// the Host header (against DNS rebinding of a loopback server) is
@@ -165,3 +168,13 @@ func (h *Handler) observed(ctx context.Context, req *sdk.CallToolRequest, call f
 	}
 	return res, err
 }
+
+// warnings passes on the records of WARN and above.
+type warnings struct{ slog.Handler }
+
+func (w warnings) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn && w.Handler.Enabled(ctx, l)
+}
+
+func (w warnings) WithAttrs(as []slog.Attr) slog.Handler { return warnings{w.Handler.WithAttrs(as)} }
+func (w warnings) WithGroup(name string) slog.Handler    { return warnings{w.Handler.WithGroup(name)} }
