@@ -69,7 +69,8 @@ func (s *Server) audited(action string) echo.MiddlewareFunc {
 			s.log.Log(c.Request().Context(), level, "audit",
 				slog.String("action", act), slog.String("principal", principal),
 				slog.String("target", target), slog.String("outcome", outcome),
-				slog.Int("status", c.Response().Status), slog.String("remote", c.RealIP()))
+				slog.Int("status", c.Response().Status), slog.String("remote", c.RealIP()),
+				slog.String("transport", TransportHTTP))
 			return nil
 		}
 	}

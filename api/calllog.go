@@ -54,7 +54,7 @@ func (s *Server) logCall(c echo.Context, l *callLine, outcome string, took time.
 			status = string(st)
 		}
 	}
-	attrs := make([]slog.Attr, 0, 11)
+	attrs := make([]slog.Attr, 0, 12)
 	attrs = append(attrs,
 		slog.String("principal", principal), slog.String("tool", l.tool),
 		slog.String("request_id", l.requestID), slog.String("session_id", l.session),
@@ -65,7 +65,7 @@ func (s *Server) logCall(c echo.Context, l *callLine, outcome string, took time.
 	if code != "" {
 		attrs = append(attrs, slog.String("code", code))
 	}
-	attrs = append(attrs, slog.Int("http_status", c.Response().Status),
+	attrs = append(attrs, slog.String("transport", TransportHTTP), slog.Int("http_status", c.Response().Status),
 		slog.Float64("duration_ms", float64(took.Microseconds())/1000))
 	s.log.LogAttrs(ctx, slog.LevelInfo, "call", attrs...)
 }

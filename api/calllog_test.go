@@ -46,10 +46,10 @@ func TestOneLogLinePerCall(t *testing.T) {
 		t.Fatalf("%d call lines, want 4:\n%s", len(lines), logs.String())
 	}
 	want := []string{
-		`principal=planner tool=echo request_id=r-1 session_id=s-1 execution_id=` + rec.ExecutionID + ` outcome=ran status=completed http_status=200 duration_ms=`,
-		`principal=planner tool=echo request_id=r-1 session_id=s-1 execution_id=` + rec.ExecutionID + ` outcome=conflict code=IDEMPOTENCY_CONFLICT http_status=409 duration_ms=`,
-		`principal=planner tool=echo request_id=r-1 session_id=s-1 execution_id=` + rec.ExecutionID + ` outcome=replayed status=completed http_status=200 duration_ms=`,
-		`principal="" tool="" request_id="" session_id="" execution_id="" outcome=denied code=UNAUTHORIZED http_status=401 duration_ms=`,
+		`principal=planner tool=echo request_id=r-1 session_id=s-1 execution_id=` + rec.ExecutionID + ` outcome=ran status=completed transport=http http_status=200 duration_ms=`,
+		`principal=planner tool=echo request_id=r-1 session_id=s-1 execution_id=` + rec.ExecutionID + ` outcome=conflict code=IDEMPOTENCY_CONFLICT transport=http http_status=409 duration_ms=`,
+		`principal=planner tool=echo request_id=r-1 session_id=s-1 execution_id=` + rec.ExecutionID + ` outcome=replayed status=completed transport=http http_status=200 duration_ms=`,
+		`principal="" tool="" request_id="" session_id="" execution_id="" outcome=denied code=UNAUTHORIZED transport=http http_status=401 duration_ms=`,
 	}
 	for i, w := range want {
 		if !strings.Contains(lines[i], w) {

@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,6 +37,8 @@ type fakeRuntime struct {
 	cancel    func(ctx context.Context, caller engine.Caller, id string) (store.Record, error)
 	resolve   func(ctx context.Context, caller engine.Caller, id string, res engine.Resolution) (store.Record, error)
 	ready     func(ctx context.Context) error
+
+	gen atomic.Uint64
 }
 
 var _ api.Runtime = (*fakeRuntime)(nil)
@@ -63,6 +66,10 @@ func (f *fakeRuntime) Tools() []engine.ToolInfo {
 	}
 	return f.tools()
 }
+
+// ToolsGeneration changes at every read: the fake's tools may change
+// whenever its function field does.
+func (f *fakeRuntime) ToolsGeneration() uint64 { return f.gen.Add(1) }
 
 func (f *fakeRuntime) Execution(ctx context.Context, caller engine.Caller, id string) (store.Record, error) {
 	if f.execution == nil {

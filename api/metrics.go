@@ -16,7 +16,8 @@ import (
 	"github.com/carmyhq/carmy/store"
 )
 
-// Outcomes of POST /v1/tools/call, the label of carmy_calls_total.
+// Outcomes of a call, the label of carmy_calls_total (POST /v1/tools/call)
+// and of carmy_mcp_calls_total (tools/call at /mcp).
 const (
 	OutcomeRan         = "ran"          // the tool ran now (200)
 	OutcomeReplayed    = "replayed"     // a recorded outcome was replayed (200)
@@ -44,14 +45,20 @@ type outcomeSeries struct {
 }
 
 func newAPIMetrics(reg prometheus.Registerer) (*apiMetrics, error) {
+	return newCallMetrics(reg, "carmy_calls_total", "carmy_call_duration_seconds", "POST /v1/tools/call")
+}
+
+// newCallMetrics returns the counter and the histogram of the calls of
+// one transport, by outcome.
+func newCallMetrics(reg prometheus.Registerer, calls, duration, what string) (*apiMetrics, error) {
 	m := &apiMetrics{
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "carmy_calls_total",
-			Help: "Answers to POST /v1/tools/call by outcome: ran, replayed, conflict, uncertain, capacity, unavailable, invalid, denied, rate_limited, error.",
+			Name: calls,
+			Help: "Answers to " + what + " by outcome: ran, replayed, conflict, uncertain, capacity, unavailable, invalid, denied, rate_limited, error.",
 		}, []string{"outcome"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "carmy_call_duration_seconds",
-			Help:    "Time to answer POST /v1/tools/call, by outcome.",
+			Name:    duration,
+			Help:    "Time to answer " + what + ", by outcome.",
 			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5, 10, 30, 60},
 		}, []string{"outcome"}),
 	}

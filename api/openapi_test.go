@@ -698,6 +698,27 @@ func TestOpenAPIConformance(t *testing.T) {
 		t.Errorf("retry after release: %s", r.raw)
 	}
 
+	// MCP (SPEC §5.1): a JSON-RPC request, a notification, no token, a
+	// body that is not JSON-RPC; the metadata document.
+	mcpHeaders := map[string]string{"Accept": "application/json, text/event-stream"}
+	mcpPost := func(token, body string, status int, req reqWant) reply {
+		t.Helper()
+		return c.do(exchange{method: http.MethodPost, path: "/mcp", body: body, token: token, header: mcpHeaders, status: status, req: req})
+	}
+	mcpPost(oasPlanner, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"oas","version":"1"}}}`, 200, conforms)
+	mcpPost(oasPlanner, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, 202, conforms)
+	if r := mcpPost(oasLimited, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, 200, conforms); !bytes.Contains(r.raw, []byte(`"name":"echo"`)) || bytes.Contains(r.raw, []byte(`"name":"create_order"`)) {
+		t.Errorf("tools/list of limited: %s", r.raw)
+	}
+	if r := mcpPost("", `{"jsonrpc":"2.0","id":3,"method":"tools/list"}`, 401, violates); !strings.Contains(r.header.Get("WWW-Authenticate"), `resource_metadata="`+base+`/.well-known/oauth-protected-resource"`) {
+		t.Errorf("401 at /mcp: WWW-Authenticate %q", r.header.Get("WWW-Authenticate"))
+	}
+	mcpPost(oasPlanner, `{"jsonrpc":"2.0",`, 400, violates)
+	get("", "/.well-known/oauth-protected-resource", 200, "", conforms)
+	if r := get("", "/.well-known/oauth-protected-resource/mcp", 200, "", conforms); r.str("resource") != base+"/mcp" {
+		t.Errorf("metadata document: %s", r.raw)
+	}
+
 	// Cluster administration.
 	get(oasPlanner, "/v1/cluster", 403, "FORBIDDEN", conforms)
 	get("", "/v1/cluster", 401, "UNAUTHORIZED", violates)

@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"golang.org/x/time/rate"
 
+	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -57,19 +58,29 @@ func (s *Server) limitRate(next echo.HandlerFunc) echo.HandlerFunc {
 		return next
 	}
 	return func(c echo.Context) error {
-		caller := callerOf(c)
-		if caller == nil || caller.Admin && caller.Principal == AdminPrincipal {
-			return next(c)
-		}
-		now := time.Now()
-		r := s.limits.of(caller.Principal).ReserveN(now, 1)
-		if d := r.DelayFrom(now); d > 0 {
-			r.CancelAt(now)
-			c.Response().Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(d.Seconds()))))
-			return &Error{Code: store.CodeRateLimited, Message: fmt.Sprintf("principal %q is over its rate of %g requests per second (burst %d) on this node; retry after %s",
-				caller.Principal, s.limits.cfg.PerSecond, s.limits.cfg.Burst, d.Round(time.Millisecond)),
-				Extra: map[string]any{"principal": caller.Principal}}
+		if err, wait := s.overRate(callerOf(c)); err != nil {
+			c.Response().Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+			return err
 		}
 		return next(c)
 	}
+}
+
+// overRate takes one request from caller's bucket: nil when it may go
+// on, else RATE_LIMITED and the time until it may. The admin, a route
+// without a caller and a server without limits are not limited.
+func (s *Server) overRate(caller *engine.Caller) (*Error, time.Duration) {
+	if s.limits == nil || caller == nil || caller.Admin && caller.Principal == AdminPrincipal {
+		return nil, 0
+	}
+	now := time.Now()
+	r := s.limits.of(caller.Principal).ReserveN(now, 1)
+	d := r.DelayFrom(now)
+	if d <= 0 {
+		return nil, 0
+	}
+	r.CancelAt(now)
+	return &Error{Code: store.CodeRateLimited, Message: fmt.Sprintf("principal %q is over its rate of %g requests per second (burst %d) on this node; retry after %s",
+		caller.Principal, s.limits.cfg.PerSecond, s.limits.cfg.Burst, d.Round(time.Millisecond)),
+		Extra: map[string]any{"principal": caller.Principal}}, d
 }

@@ -15,6 +15,8 @@ type Runtime interface {
 	Call(ctx context.Context, caller engine.Caller, req engine.Request) (engine.Response, error)
 	// Tools lists the registered tools.
 	Tools() []engine.ToolInfo
+	// ToolsGeneration changes whenever Tools does (engine.Runtime's).
+	ToolsGeneration() uint64
 	// Execution returns an execution the caller may see, else
 	// store.ErrNotFound.
 	Execution(ctx context.Context, caller engine.Caller, id string) (store.Record, error)

@@ -123,6 +123,7 @@ type Server struct {
 	clu         Cluster
 
 	metrics    *apiMetrics
+	mcpMetrics *apiMetrics
 	auditCount *prometheus.CounterVec
 	limits     *limiters // nil: no rate limit
 	guard      *authGuard
@@ -153,11 +154,15 @@ func New(rt Runtime, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("api: metrics: %w", err)
 	}
+	mm, err := newMCPMetrics(cfg.Metrics)
+	if err != nil {
+		return nil, fmt.Errorf("api: metrics: %w", err)
+	}
 	guard, err := newAuthGuard(cfg.AuthFailures, cfg.Logger, cfg.Metrics)
 	if err != nil {
 		return nil, fmt.Errorf("api: metrics: %w", err)
 	}
-	s := &Server{rt: rt, auth: newAuthenticator(cfg.Auth, guard), limit: cfg.BodyLimit, log: cfg.Logger, clu: cfg.Cluster, metrics: m, auditCount: audit,
+	s := &Server{rt: rt, auth: newAuthenticator(cfg.Auth, guard), limit: cfg.BodyLimit, log: cfg.Logger, clu: cfg.Cluster, metrics: m, mcpMetrics: mm, auditCount: audit,
 		bodyTimeout: cfg.Timeouts.WithDefaults().Body, guard: guard}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
@@ -177,6 +182,9 @@ func New(rt Runtime, cfg Config) (*Server, error) {
 	e.Pre(strictQuery)
 	s.echo = e
 	s.routes()
+	if err := s.mcpRoutes(rt, cfg.BodyLimit); err != nil {
+		return nil, fmt.Errorf("api: mcp: %w", err)
+	}
 	s.clusterRoutes()
 	s.metricsRoutes(cfg.Metrics)
 	if cfg.Pprof {

@@ -17,6 +17,7 @@ func DemoTools() []ToolSpec {
 			Name:        "echo",
 			Description: "Returns its arguments.",
 			InputSchema: json.RawMessage(`{"type":"object"}`),
+			Annotations: json.RawMessage(`{"readOnlyHint":true,"openWorldHint":false}`),
 			Func: func(_ context.Context, c Call) (any, error) {
 				return c.Arguments, nil
 			},
@@ -25,6 +26,7 @@ func DemoTools() []ToolSpec {
 			Name:        "create_order",
 			Description: "Creates a (pretend) order and returns its number.",
 			InputSchema: json.RawMessage(`{"type":"object","required":["sku"],"properties":{"sku":{"type":"string","minLength":1}}}`),
+			Annotations: json.RawMessage(`{"readOnlyHint":false,"destructiveHint":false,"idempotentHint":false,"openWorldHint":false}`),
 			Func: func(_ context.Context, c Call) (any, error) {
 				var in struct {
 					SKU string `json:"sku"`
@@ -39,6 +41,7 @@ func DemoTools() []ToolSpec {
 			Name:        "sleep",
 			Description: "Sleeps for ms milliseconds; honours cancellation and timeouts.",
 			InputSchema: json.RawMessage(`{"type":"object","required":["ms"],"properties":{"ms":{"type":"integer","minimum":0}}}`),
+			Annotations: json.RawMessage(`{"readOnlyHint":true,"openWorldHint":false}`),
 			Timeout:     time.Minute,
 			Func: func(ctx context.Context, c Call) (any, error) {
 				var in struct {
@@ -61,6 +64,7 @@ func DemoTools() []ToolSpec {
 			Name:        "fail",
 			Description: "Fails with the given message (status failed, code TOOL_ERROR).",
 			InputSchema: json.RawMessage(`{"type":"object","properties":{"message":{"type":"string"}}}`),
+			Annotations: json.RawMessage(`{"readOnlyHint":true,"openWorldHint":false}`),
 			Func: func(_ context.Context, c Call) (any, error) {
 				var in struct {
 					Message string `json:"message"`

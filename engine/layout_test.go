@@ -43,6 +43,7 @@ func TestLayout(t *testing.T) {
 		"github.com/prometheus",
 		"github.com/hashicorp/raft",
 		"github.com/hashicorp/memberlist",
+		"github.com/modelcontextprotocol",
 		module + "/api",
 		module + "/cluster",
 		module + "/fsm",

@@ -19,8 +19,10 @@ import (
 type Runtime struct {
 	cfg Config
 
-	mu        sync.RWMutex
-	tools     map[string]*tool
+	mu    sync.RWMutex
+	tools map[string]*tool
+	// toolsGen counts changes of tools (ToolsGeneration).
+	toolsGen  atomic.Uint64
 	store     store.Store
 	setupErrs []error
 	liveness  Liveness
@@ -93,6 +95,7 @@ func (r *Runtime) AddTool(spec ToolSpec) error {
 		return fmt.Errorf("tool %q: registered twice", t.Name)
 	}
 	r.tools[t.Name] = t
+	r.toolsGen.Add(1)
 	return nil
 }
 
@@ -142,6 +145,11 @@ func (r *Runtime) Tools() []ToolInfo {
 	slices.SortFunc(out, func(a, b ToolInfo) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
+
+// ToolsGeneration changes whenever the set of tools does (a tool is
+// registered), so that a server mirroring Tools (the MCP endpoint)
+// re-reads them only then. It is cheap enough to call on every request.
+func (r *Runtime) ToolsGeneration() uint64 { return r.toolsGen.Load() }
 
 func (r *Runtime) tool(name string) (*tool, bool) {
 	r.mu.RLock()

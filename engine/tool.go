@@ -48,7 +48,12 @@ type ToolSpec struct {
 	Timeout time.Duration
 	// RequireRequestID refuses calls without a request_id.
 	RequireRequestID bool
-	Func             ToolFunc
+	// Annotations, when set, is a JSON object of hints about the tool's
+	// behaviour, in the Model Context Protocol's form (title, readOnlyHint,
+	// destructiveHint, idempotentHint, openWorldHint): what the MCP
+	// endpoint lists. The runtime does not read it.
+	Annotations json.RawMessage
+	Func        ToolFunc
 }
 
 // ToolInfo describes a registered tool.
@@ -57,6 +62,8 @@ type ToolInfo struct {
 	Description string
 	InputSchema json.RawMessage
 	Timeout     time.Duration
+	// Annotations is ToolSpec.Annotations (nil when unknown).
+	Annotations json.RawMessage
 }
 
 // ToolOption sets a field of a ToolSpec.
@@ -69,6 +76,9 @@ func Description(d string) ToolOption { return func(s *ToolSpec) { s.Description
 func InputSchema(schema json.RawMessage) ToolOption {
 	return func(s *ToolSpec) { s.InputSchema = schema }
 }
+
+// Annotations sets the tool's behaviour hints (ToolSpec.Annotations).
+func Annotations(a json.RawMessage) ToolOption { return func(s *ToolSpec) { s.Annotations = a } }
 
 // Timeout sets the tool's timeout.
 func Timeout(d time.Duration) ToolOption { return func(s *ToolSpec) { s.Timeout = d } }
@@ -95,6 +105,8 @@ func newTool(spec ToolSpec) (*tool, error) {
 		return nil, fmt.Errorf("tool %q: no function", spec.Name)
 	case spec.Timeout < 0:
 		return nil, fmt.Errorf("tool %q: negative timeout", spec.Name)
+	case len(spec.Annotations) > 0 && !isJSONObject(spec.Annotations):
+		return nil, fmt.Errorf("tool %q: annotations must be a JSON object", spec.Name)
 	}
 	if spec.Timeout == 0 {
 		spec.Timeout = DefaultToolTimeout
@@ -120,7 +132,7 @@ func (t *tool) checkArguments(args json.RawMessage) error {
 }
 
 func (t *tool) info() ToolInfo {
-	return ToolInfo{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema, Timeout: t.Timeout}
+	return ToolInfo{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema, Timeout: t.Timeout, Annotations: t.Annotations}
 }
 
 // callOf builds the tool's view of a call.

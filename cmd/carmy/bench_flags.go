@@ -36,6 +36,11 @@ Flags:
   --retry-share f     share of mixed calls that repeat a finished call (default 0.2)
   --dup-share f       share of new mixed calls sent twice at once (default 0.05)
   --tool name         the tool to call (default echo, a demo tool of carmy serve --dev)
+  --transport t       how calls are made (default http):
+                        http    POST /v1/tools/call
+                        mcp     tools/call at /mcp, one JSON-RPC request per call (stateless
+                                Streamable HTTP, as an MCP client sends it once connected),
+                                the request_id in _meta carmy/request_id
   --args-size n       bytes of random text in the arguments, {"payload":"…"} (default 64)
   --session id        session_id of every call (default bench-<run id>, new each run)
   --timeout d         bound on each request (default 10s)
@@ -94,6 +99,7 @@ type benchOptions struct {
 	RetryShare float64
 	DupShare   float64
 	Tool       string
+	Transport  string // http or mcp
 	ArgsSize   int
 	Session    string // "" until the run picks bench-<run id>
 	Timeout    time.Duration
@@ -110,7 +116,7 @@ type benchOptions struct {
 func parseBenchFlags(args []string, getenv func(string) string, stdout, stderr io.Writer) (benchOptions, error) {
 	opts := benchOptions{
 		Clients: 16, Duration: 10 * time.Second, Mode: modeNew, ReplayPool: 1000,
-		RetryShare: 0.2, DupShare: 0.05, Tool: "echo", ArgsSize: 64, Timeout: 10 * time.Second,
+		RetryShare: 0.2, DupShare: 0.05, Tool: "echo", Transport: transportHTTP, ArgsSize: 64, Timeout: 10 * time.Second,
 		Metrics: true, Progress: time.Second, Token: getenv(envBenchToken), CAFile: getenv(envCAFile),
 	}
 	targets := "127.0.0.1:8080"
@@ -133,6 +139,7 @@ func parseBenchFlags(args []string, getenv func(string) string, stdout, stderr i
 	fs.Float64Var(&opts.RetryShare, "retry-share", opts.RetryShare, "")
 	fs.Float64Var(&opts.DupShare, "dup-share", opts.DupShare, "")
 	fs.StringVar(&opts.Tool, "tool", opts.Tool, "")
+	fs.StringVar(&opts.Transport, "transport", opts.Transport, "")
 	fs.IntVar(&opts.ArgsSize, "args-size", opts.ArgsSize, "")
 	fs.StringVar(&opts.Session, "session", "", "")
 	fs.DurationVar(&opts.Timeout, "timeout", opts.Timeout, "")
@@ -178,6 +185,11 @@ func parseBenchFlags(args []string, getenv func(string) string, stdout, stderr i
 		if _, err := targetURL(t); err != nil {
 			return opts, usageErr("%v", err)
 		}
+	}
+	switch opts.Transport {
+	case transportHTTP, transportMCP:
+	default:
+		return opts, usageErr("--transport %q: want http or mcp", opts.Transport)
 	}
 	switch opts.Mode {
 	case modeNew, modeReplay, modeMixed:

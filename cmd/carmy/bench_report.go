@@ -24,6 +24,7 @@ type benchResult struct {
 	Targets           []string         `json:"targets"`
 	Mode              string           `json:"mode"`
 	Tool              string           `json:"tool"`
+	Transport         string           `json:"transport"`
 	ArgsSize          int              `json:"args_size"`
 	Clients           int              `json:"clients"`
 	DurationS         float64          `json:"duration_s"`
@@ -51,7 +52,7 @@ type benchLatencyMS struct {
 func (d *benchDriver) result(clients []*benchClient, elapsed time.Duration, interrupted bool) *benchResult {
 	o := d.opts
 	res := &benchResult{
-		Label: o.Label, Targets: o.Targets, Mode: o.Mode, Tool: o.Tool, ArgsSize: o.ArgsSize,
+		Label: o.Label, Targets: o.Targets, Mode: o.Mode, Tool: o.Tool, Transport: o.Transport, ArgsSize: o.ArgsSize,
 		Clients: o.Clients, DurationS: round(elapsed.Seconds(), 3), Outcomes: map[string]int64{},
 		Interrupted: interrupted,
 	}
@@ -95,6 +96,9 @@ func writeResultJSON(w io.Writer, res *benchResult) error {
 func printResult(w io.Writer, res *benchResult) error {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "%-10s%s\n", "targets", strings.Join(res.Targets, ","))
+	if res.Transport != "" && res.Transport != transportHTTP {
+		fmt.Fprintf(&b, "%-10s%s\n", "transport", res.Transport)
+	}
 	fmt.Fprintf(&b, "%-10s%s   clients %d   duration %.1fs   calls %d   errors %d", "mode",
 		res.Mode, res.Clients, res.DurationS, res.Calls, res.Errors)
 	if res.Interrupted {

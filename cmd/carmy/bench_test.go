@@ -75,6 +75,17 @@ func TestBenchAgainstARealNode(t *testing.T) {
 		}
 	})
 
+	t.Run("mcp", func(t *testing.T) {
+		res := benchJSON(t, "--targets", s.addr, "--transport", "mcp", "--calls", "100", "--clients", "4")
+		if res.Calls != 100 || res.Errors != 0 || len(res.Outcomes) != 1 || res.Outcomes["ran"] != 100 || res.Transport != "mcp" {
+			t.Errorf("calls %d, errors %d, outcomes %v, transport %q; want 100 MCP calls that all ran", res.Calls, res.Errors, res.Outcomes, res.Transport)
+		}
+		res = benchJSON(t, "--targets", s.addr, "--transport", "mcp", "--mode", "replay", "--replay-pool", "10", "--calls", "50", "--clients", "2")
+		if res.Calls != 50 || res.Errors != 0 || res.Outcomes["replayed"] != 50 {
+			t.Errorf("replay over MCP: calls %d, errors %d, outcomes %v; want 50 replays", res.Calls, res.Errors, res.Outcomes)
+		}
+	})
+
 	t.Run("replay", func(t *testing.T) {
 		res := benchJSON(t, "--targets", "http://"+s.addr+"/", "--mode", "replay", "--replay-pool", "20",
 			"--calls", "150", "--clients", "4", "--args-size", "1000")

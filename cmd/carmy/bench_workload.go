@@ -86,7 +86,11 @@ func newBenchDriver(opts benchOptions) (*benchDriver, error) {
 		if err != nil {
 			return nil, err
 		}
-		d.targets = append(d.targets, benchTarget{name: t, base: base, callURL: base + "/v1/tools/call"})
+		path := "/v1/tools/call"
+		if opts.Transport == transportMCP {
+			path = "/mcp"
+		}
+		d.targets = append(d.targets, benchTarget{name: t, base: base, callURL: base + path})
 	}
 	tr := &http.Transport{
 		// A benchmark goes straight to its targets, whatever $HTTP_PROXY says.
@@ -109,6 +113,12 @@ func newBenchDriver(opts benchOptions) (*benchDriver, error) {
 	}
 	if opts.Token != "" {
 		d.header["Authorization"] = []string{"Bearer " + opts.Token}
+	}
+	if opts.Transport == transportMCP {
+		d.header["Accept"] = []string{"application/json, text/event-stream"}
+		d.header["Mcp-Protocol-Version"] = []string{mcpBenchVersion}
+		d.head, d.tail = mcpBody(opts.Tool, opts.ArgsSize, d.opts.Session)
+		return d, nil
 	}
 
 	// {"tool":"…","arguments":{"payload":"…"},"session_id":"…","request_id":"<id>"}
@@ -393,6 +403,13 @@ func (d *benchDriver) call(ctx context.Context, t *benchTarget, body []byte, buf
 			outcome = outcomeTimeout
 		}
 		d.noteError(outcome, func() string { return fmt.Sprintf("%s: %v", t.name, err) })
+		return outcome, latency, true
+	}
+	if d.opts.Transport == transportMCP {
+		outcome, detail := classifyMCP(resp.StatusCode, *buf)
+		if !succeeded(outcome) {
+			d.noteError(outcome, func() string { return t.name + ": " + detail })
+		}
 		return outcome, latency, true
 	}
 	if resp.StatusCode == http.StatusOK {

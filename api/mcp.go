@@ -1,0 +1,179 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/carmyhq/carmy/api/mcp"
+	"github.com/carmyhq/carmy/engine"
+)
+
+// Transports a call comes by, as the call log names them.
+const (
+	TransportHTTP = "http" // POST /v1/tools/call
+	TransportMCP  = "mcp"  // tools/call at /mcp
+)
+
+// mcpRoutes serves the Model Context Protocol at /mcp (SPEC §5.1, package
+// api/mcp) and the RFC 9728 metadata document it points to. This server
+// lends the endpoint its tokens, the failures each client address may
+// make, the principals' rate limits, its metrics and its call log.
+func (s *Server) mcpRoutes(rt Runtime, limit int64) error {
+	cfg := mcp.Config{
+		Runtime:   rt,
+		BodyLimit: limit,
+		Logger:    s.log,
+		Admit:     s.admitMCP,
+		Observe:   s.observeMCP,
+	}
+	if s.auth.enabled {
+		cfg.Verify = s.auth.verifyMCP
+	} else {
+		cfg.Anonymous = s.auth.anonymous
+	}
+	h, err := mcp.New(cfg)
+	if err != nil {
+		return err
+	}
+	e := s.echo
+	// POST only: a stateless server offers no stream to GET and no
+	// session to DELETE; other methods are Echo's 405 (with Allow).
+	e.POST(mcp.Path, echo.WrapHandler(h), s.gateMCP)
+	meta := echo.WrapHandler(mcp.MetadataHandler())
+	e.GET(mcp.MetadataPath, meta)
+	e.GET(mcp.MetadataPath+mcp.Path, meta)
+	return nil
+}
+
+// gateMCP does for /mcp what identify does before it reads a token: a
+// client address over its failed authentications is answered 429
+// RATE_LIMITED, two Authorization headers 400, both as JSON-RPC errors
+// whose data is SPEC §2.2's error object; a credential that is not a
+// bearer token counts as a failure (the SDK's check answers it 401). It
+// also bounds the time the body may take to arrive.
+func (s *Server) gateMCP(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		if s.auth.enabled {
+			src := sourceOf(r)
+			err := s.auth.guard.check(src, r.URL.Path, c.Response().Header())
+			if err == nil {
+				switch values := r.Header.Values("Authorization"); {
+				case len(values) > 1:
+					err = invalidField("Authorization", "the Authorization header is given more than once: send one bearer token")
+				case len(values) == 1:
+					if scheme, token, ok := strings.Cut(values[0], " "); !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
+						s.auth.guard.fail(src, reasonNotBearer, r.URL.Path)
+					}
+				}
+			}
+			if err != nil {
+				s.mcpRefuse(c, err)
+				return nil
+			}
+		}
+		if r.Body != nil && r.Body != http.NoBody {
+			rc := http.NewResponseController(c.Response().Writer)
+			if rc.SetReadDeadline(time.Now().Add(s.bodyTimeout)) == nil {
+				r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+			}
+		}
+		return next(c)
+	}
+}
+
+// mcpRefuse answers a refusal at the HTTP level of /mcp as a JSON-RPC
+// error: the status of its code, and its envelope's error object as data.
+func (s *Server) mcpRefuse(c echo.Context, err error) {
+	code, msg, extra := s.classify(err, c)
+	body := make(map[string]any, len(extra)+2)
+	for k, v := range extra {
+		body[k] = v
+	}
+	body["code"], body["message"] = code, msg
+	mcp.WriteError(c.Response(), statusOf[code], jsonrpc.CodeInvalidRequest, msg, body)
+}
+
+// deadlineBody lifts the read deadline once the body is read, so that it
+// never cuts a call whose tool runs longer (see Server.readBody).
+type deadlineBody struct {
+	io.ReadCloser
+	rc *http.ResponseController
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if errors.Is(err, io.EOF) {
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
+}
+
+// verifyMCP is the token check of /mcp: the caller of a known token;
+// an unknown one counts as a failure of the client's address.
+func (au *authenticator) verifyMCP(r *http.Request, token string) (*engine.Caller, error) {
+	if id := au.lookup(sha256.Sum256([]byte(token))); id != nil {
+		return id, nil
+	}
+	au.guard.fail(sourceOf(r), reasonUnknown, r.URL.Path)
+	return nil, mcp.ErrInvalidToken
+}
+
+// admitMCP applies the principal's rate limit to a tools/call.
+func (s *Server) admitMCP(caller *engine.Caller) error {
+	if err, _ := s.overRate(caller); err != nil {
+		return err
+	}
+	return nil
+}
+
+// mcpMetrics count the tools/calls of /mcp, as carmy_calls_total and
+// carmy_call_duration_seconds count those of POST /v1/tools/call, with
+// the same outcomes.
+func newMCPMetrics(reg prometheus.Registerer) (*apiMetrics, error) {
+	return newCallMetrics(reg, "carmy_mcp_calls_total", "carmy_mcp_call_duration_seconds", "tools/call at /mcp")
+}
+
+// observeMCP counts and logs one tools/call of /mcp.
+func (s *Server) observeMCP(ctx context.Context, c mcp.CallInfo) {
+	outcome := OutcomeRan
+	switch {
+	case c.Code != "":
+		outcome = outcomeOfCode(c.Code)
+	case c.Replayed:
+		outcome = OutcomeReplayed
+	}
+	series, ok := s.mcpMetrics.byOutcome[outcome]
+	if !ok {
+		series = s.mcpMetrics.byOutcome[OutcomeError]
+	}
+	series.calls.Inc()
+	series.duration.Observe(c.Took.Seconds())
+	if !s.log.Enabled(ctx, slog.LevelInfo) {
+		return
+	}
+	attrs := make([]slog.Attr, 0, 11)
+	attrs = append(attrs,
+		slog.String("principal", c.Principal), slog.String("tool", c.Tool),
+		slog.String("request_id", c.RequestID), slog.String("session_id", c.SessionID),
+		slog.String("execution_id", c.ExecutionID), slog.String("outcome", outcome))
+	if c.Status != "" {
+		attrs = append(attrs, slog.String("status", c.Status))
+	}
+	if c.Code != "" {
+		attrs = append(attrs, slog.String("code", c.Code))
+	}
+	attrs = append(attrs, slog.String("transport", TransportMCP),
+		slog.Float64("duration_ms", float64(c.Took.Microseconds())/1000))
+	s.log.LogAttrs(ctx, slog.LevelInfo, "call", attrs...)
+}

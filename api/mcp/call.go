@@ -1,0 +1,57 @@
+package mcp
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/carmyhq/carmy/store"
+)
+
+// errNoCaller: a request reached a tool without an authenticated caller,
+// which authenticate prevents; answered -32603.
+var errNoCaller = errors.New("mcp: no authenticated caller")
+
+// callTool is the handler of every tool: it runs a tools/call through the
+// runtime, under the identity _meta and the token give it, and answers as
+// SPEC §5.1 says. middleware has checked the allow-list.
+//
+// The call runs under ctx, which the SDK ends when the request does; the
+// runtime does not let that cancel the tool (a dropped connection never
+// does), which runs to its own timeout and is recorded, for the next
+// retry to replay. notifications/cancelled cancels nothing either: over
+// stateless HTTP it cannot be tied to one execution.
+func (h *Handler) callTool(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+	info := callInfoOf(ctx)
+	if info == nil { // not through middleware: cannot happen, but stay safe
+		info = &CallInfo{Tool: req.Params.Name, caller: callerOf(req.Extra, h.cfg.Anonymous)}
+	}
+	caller := info.caller
+	if caller == nil {
+		info.Code = store.CodeInternal
+		return nil, errNoCaller
+	}
+	var header = headerOf(req.Extra)
+	call, err := requestOf(req.Params.Name, req.Params.Arguments, req.Params.Meta, header)
+	info.RequestID, info.SessionID = call.RequestID, call.SessionID
+	if err != nil {
+		return refusal(err, info), nil
+	}
+	if h.cfg.Admit != nil {
+		if err := h.cfg.Admit(caller); err != nil {
+			return answer(err, info)
+		}
+	}
+	resp, err := h.cfg.Runtime.Call(ctx, *caller, call)
+	if err != nil {
+		res, rpcErr := answer(err, info)
+		if info.Code == store.CodeInternal {
+			h.log.Error("mcp: tools/call failed", slog.String("tool", info.Tool), slog.String("principal", info.Principal), slog.Any("err", err))
+		}
+		return res, rpcErr
+	}
+	info.ExecutionID, info.Status, info.Replayed = resp.Record.ExecutionID, string(resp.Record.Status), resp.Replayed
+	return resultOf(resp), nil
+}

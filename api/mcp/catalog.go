@@ -1,0 +1,115 @@
+package mcp
+
+import (
+	"encoding/json"
+	"log/slog"
+	"sync"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/carmyhq/carmy/engine"
+)
+
+// catalog mirrors the runtime's tools into the SDK's server, so that
+// tools/list shows them with their own schemas and tools/call reaches
+// them. It re-reads the runtime only when ToolsGeneration changed: a
+// tool registered later (an upstream MCP server's, SPEC §5.2) is served
+// from the next request on.
+type catalog struct {
+	rt     Runtime
+	server *sdk.Server
+	call   sdk.ToolHandler
+	log    *slog.Logger
+
+	mu   sync.Mutex
+	gen  uint64
+	have map[string]bool
+	// primed is false until the first sync, which then runs whatever the
+	// generation (a runtime without tools is at generation 0).
+	primed bool
+}
+
+func newCatalog(rt Runtime, server *sdk.Server, call sdk.ToolHandler, log *slog.Logger) *catalog {
+	c := &catalog{rt: rt, server: server, call: call, log: log, have: make(map[string]bool)}
+	c.sync()
+	return c
+}
+
+// sync brings the server's tools up to the runtime's.
+func (c *catalog) sync() {
+	gen := c.rt.ToolsGeneration()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.primed && gen == c.gen {
+		return
+	}
+	tools := c.rt.Tools()
+	seen := make(map[string]bool, len(tools))
+	for _, t := range tools {
+		seen[t.Name] = true
+		c.server.AddTool(toolOf(t, c.log), c.call)
+	}
+	var gone []string
+	for name := range c.have {
+		if !seen[name] {
+			gone = append(gone, name)
+		}
+	}
+	if len(gone) > 0 {
+		c.server.RemoveTools(gone...)
+	}
+	c.have, c.gen, c.primed = seen, gen, true
+}
+
+// allowed returns the tools of list that caller may call: the same set as
+// GET /v1/tools.
+func (c *catalog) allowed(caller *engine.Caller, list []*sdk.Tool) []*sdk.Tool {
+	if caller == nil {
+		return []*sdk.Tool{}
+	}
+	if caller.Tools == nil {
+		return list
+	}
+	out := make([]*sdk.Tool, 0, len(list))
+	for _, t := range list {
+		if caller.MayCall(t.Name) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// toolOf describes t as MCP does. The input schema is the tool's own, as
+// GET /v1/tools shows it ({"type":"object"} when it has none); MCP needs
+// its type to be "object", which every call's arguments are anyway: a
+// schema that names no type is given that one.
+func toolOf(t engine.ToolInfo, log *slog.Logger) *sdk.Tool {
+	schema := json.RawMessage(`{"type":"object"}`)
+	if len(t.InputSchema) > 0 {
+		var m map[string]any
+		switch err := json.Unmarshal(t.InputSchema, &m); {
+		case err != nil:
+			log.Warn("mcp: a tool's input schema is not a JSON object; listing it as {\"type\":\"object\"}", slog.String("tool", t.Name))
+		case m["type"] == "object":
+			schema = t.InputSchema
+		default:
+			if m["type"] != nil {
+				log.Warn("mcp: a tool's input schema has a type other than \"object\"; listing it as an object", slog.String("tool", t.Name))
+			}
+			m["type"] = "object"
+			if b, err := json.Marshal(m); err == nil {
+				schema = b
+			}
+		}
+	}
+	out := &sdk.Tool{Name: t.Name, Description: t.Description, InputSchema: schema}
+	if len(t.Annotations) > 0 {
+		var a sdk.ToolAnnotations
+		if err := json.Unmarshal(t.Annotations, &a); err == nil {
+			out.Annotations = &a
+		} else {
+			log.Warn("mcp: a tool's annotations do not read as MCP's; not listing them", slog.String("tool", t.Name), slog.Any("err", err))
+		}
+	}
+	return out
+}

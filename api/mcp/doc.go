@@ -1,0 +1,26 @@
+// Package mcp serves the Model Context Protocol at /mcp (SPEC §5.1): the
+// Streamable HTTP transport, stateless, built on the official Go SDK
+// (github.com/modelcontextprotocol/go-sdk), so that any node answers any
+// request and every MCP client gets Carmy's guarantees without glue code.
+//
+// A tools/call is an ordinary call of the runtime: its identity comes from
+// the caller's bearer token and from params._meta (carmy/request_id,
+// carmy/session_id or the Carmy-Session-Id header), its fingerprint from
+// the tool, the arguments and carmy/metadata, exactly as for
+// POST /v1/tools/call. A call made over MCP and one made over HTTP with the
+// same identity are the same call: one replays the other.
+//
+// The files, one concept each: server.go builds the handler; catalog.go
+// mirrors the runtime's tools into the SDK's server and lists each
+// principal's own; meta.go reads Carmy's keys of _meta; call.go runs a
+// tools/call; result.go turns records and refusals into results;
+// auth.go checks bearer tokens and serves the RFC 9728 metadata document;
+// wire.go keeps the transport's own refusals in JSON-RPC's shape.
+//
+// Dependencies point one way: this package imports engine and store, and
+// package api imports it (and supplies what only it knows: the tokens, the
+// rate limits, the metrics and the call log, through Config's functions).
+// Tools the runtime gains later (an upstream MCP server's, SPEC §5.2) are
+// picked up without a restart: the catalog follows
+// engine.Runtime.ToolsGeneration.
+package mcp

@@ -1,0 +1,45 @@
+package mcp
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/carmyhq/carmy/engine"
+)
+
+// CallInfo is what Config.Observe is told of one tools/call: who called
+// which tool under which identity, which execution answered, and how.
+// Code is "" for a call answered with its record (Replayed says whether
+// it was a replay), else the SPEC §2.2 code of the refusal
+// (UNKNOWN_TOOL for the JSON-RPC error -32602, INTERNAL for -32603).
+type CallInfo struct {
+	Principal, Tool, RequestID, SessionID string
+	ExecutionID, Status                   string
+	Replayed                              bool
+	Code                                  string
+	Took                                  time.Duration
+
+	caller *engine.Caller
+}
+
+type callInfoKey struct{}
+
+func withCallInfo(ctx context.Context, info *CallInfo) context.Context {
+	return context.WithValue(ctx, callInfoKey{}, info)
+}
+
+func callInfoOf(ctx context.Context) *CallInfo {
+	info, _ := ctx.Value(callInfoKey{}).(*CallInfo)
+	return info
+}
+
+// headerOf returns the HTTP request's header, nil when there is none.
+func headerOf(extra *sdk.RequestExtra) http.Header {
+	if extra == nil {
+		return nil
+	}
+	return extra.Header
+}

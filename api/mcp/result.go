@@ -1,0 +1,154 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/carmyhq/carmy/engine"
+	"github.com/carmyhq/carmy/store"
+)
+
+// resultOf is the result of an answered call (SPEC §5.1): one text item
+// with the JSON of data (or of {"error": …}), structuredContent data when
+// it is an object, else {"value": data} (or the {"error": …} object), and
+// Carmy's keys in _meta. completed has isError false; failed, timed_out
+// and cancelled have isError true. The recorded bytes are used as they
+// are, not decoded and encoded again.
+func resultOf(resp engine.Response) *sdk.CallToolResult {
+	rec := resp.Record
+	meta := sdk.Meta{
+		MetaExecutionID: rec.ExecutionID,
+		MetaStatus:      string(rec.Status),
+		MetaReplayed:    resp.Replayed,
+	}
+	if rec.Key.RequestID != "" {
+		meta[MetaRequestID] = rec.Key.RequestID
+	}
+	if rec.Status == store.StatusCompleted {
+		data := rec.Data
+		if len(data) == 0 {
+			data = json.RawMessage("null")
+		}
+		structured := data
+		if !isObject(data) {
+			structured = wrap("value", data)
+		}
+		return &sdk.CallToolResult{Meta: meta, Content: textOf(data), StructuredContent: structured}
+	}
+	errObj := rec.Error
+	if !isObject(errObj) {
+		errObj = json.RawMessage(`{"code":"` + engine.CodeToolError + `","message":""}`)
+	}
+	body := wrap("error", errObj)
+	return &sdk.CallToolResult{Meta: meta, Content: textOf(body), StructuredContent: body, IsError: true}
+}
+
+// refusal is the result of a call Carmy refused (IDEMPOTENCY_CONFLICT,
+// EXECUTION_UNCERTAIN, IDEMPOTENCY_CAPACITY, UNAVAILABLE, INVALID_REQUEST,
+// FORBIDDEN, RATE_LIMITED): isError true, so that the model sees it and can
+// reconcile, structuredContent SPEC §2.2's envelope with the same extra
+// fields as over HTTP, and carmy/error_code in _meta. It records the code
+// in info.
+func refusal(err error, info *CallInfo) *sdk.CallToolResult {
+	code := store.CodeOf(err)
+	fields := map[string]any{}
+	var f interface{ Fields() map[string]any }
+	if errors.As(err, &f) {
+		for k, v := range f.Fields() {
+			fields[k] = v
+		}
+	}
+	fields["code"], fields["message"] = code, err.Error()
+	if id, ok := fields["execution_id"].(string); ok {
+		info.ExecutionID = id
+	}
+	if st, ok := fields["status"].(store.Status); ok {
+		info.Status = string(st)
+	}
+	info.Code = code
+	body, mErr := json.Marshal(map[string]any{"error": fields})
+	if mErr != nil { // a field that does not encode: the envelope without it
+		body, _ = json.Marshal(map[string]any{"error": map[string]any{"code": code, "message": err.Error()}})
+	}
+	return &sdk.CallToolResult{
+		Meta:              sdk.Meta{MetaErrorCode: code},
+		Content:           textOf(body),
+		StructuredContent: json.RawMessage(body),
+		IsError:           true,
+	}
+}
+
+// refusalCodes are the codes answered as refusals; any other error of a
+// call is answered as a JSON-RPC error (answer).
+var refusalCodes = map[string]bool{
+	store.CodeConflict:       true,
+	store.CodeUncertain:      true,
+	store.CodeCapacity:       true,
+	store.CodeUnavailable:    true,
+	store.CodeInvalidRequest: true,
+	store.CodeForbidden:      true,
+	store.CodeRateLimited:    true,
+}
+
+// answer turns the error of a call into what the client is told: a
+// refusal for Carmy's refusals; JSON-RPC error -32602 for an unknown tool,
+// as MCP requires; -32603 with a generic message for anything else (the
+// detail is for the log). A call whose context ended is UNAVAILABLE, as
+// over HTTP: nobody may be listening, and the tool, if it started, runs
+// on and is recorded.
+func answer(err error, info *CallInfo) (*sdk.CallToolResult, error) {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		err = store.NewError(store.CodeUnavailable, "the request ended before an answer: "+err.Error())
+	}
+	code := store.CodeOf(err)
+	switch {
+	case refusalCodes[code]:
+		return refusal(err, info), nil
+	case code == store.CodeUnknownTool:
+		info.Code = code
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", info.Tool)}
+	}
+	info.Code = store.CodeInternal
+	return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}
+}
+
+// codeOfRPCError returns the SPEC code of a tools/call the SDK answered
+// with a JSON-RPC error (an unknown tool: -32602), for the metrics.
+func codeOfRPCError(err error) string {
+	var je *jsonrpc.Error
+	if errors.As(err, &je) && je.Code == jsonrpc.CodeInvalidParams {
+		return store.CodeUnknownTool
+	}
+	return store.CodeInternal
+}
+
+// textOf is one text item holding raw JSON text.
+func textOf(raw []byte) []sdk.Content { return []sdk.Content{&sdk.TextContent{Text: string(raw)}} }
+
+// wrap returns {"<key>": raw}.
+func wrap(key string, raw json.RawMessage) json.RawMessage {
+	out := make([]byte, 0, len(key)+len(raw)+6)
+	out = append(out, `{"`...)
+	out = append(out, key...)
+	out = append(out, `":`...)
+	out = append(out, raw...)
+	return append(out, '}')
+}
+
+// isObject reports whether raw is a JSON object (recorded data is valid
+// JSON already).
+func isObject(raw []byte) bool {
+	for _, b := range raw {
+		switch b {
+		case ' ', '\t', '\n', '\r':
+			continue
+		}
+		return b == '{'
+	}
+	return false
+}

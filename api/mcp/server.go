@@ -1,0 +1,180 @@
+package mcp
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/carmyhq/carmy/engine"
+)
+
+// Path is where the endpoint is served.
+const Path = "/mcp"
+
+// SessionHeader names the session of a call whose _meta has no
+// carmy/session_id.
+const SessionHeader = "Carmy-Session-Id"
+
+// Runtime is what the endpoint calls of the tool runtime; *engine.Runtime
+// implements it. Errors carry SPEC §2.2 codes through store.Coded.
+type Runtime interface {
+	// Call runs a tool (SPEC §2.1).
+	Call(ctx context.Context, caller engine.Caller, req engine.Request) (engine.Response, error)
+	// Tools lists the registered tools.
+	Tools() []engine.ToolInfo
+	// ToolsGeneration changes whenever Tools does.
+	ToolsGeneration() uint64
+}
+
+// Config configures the endpoint. Runtime is required; the functions are
+// how the HTTP server lends its own policies.
+type Config struct {
+	Runtime Runtime
+	// Verify resolves a bearer token into its caller, or returns an error
+	// that matches ErrInvalidToken for a token it does not know. Nil Verify
+	// means auth is off: every request is Anonymous's, with or without a
+	// token.
+	Verify func(r *http.Request, token string) (*engine.Caller, error)
+	// Anonymous is every caller when Verify is nil.
+	Anonymous *engine.Caller
+	// Admit, when set, is asked before a tools/call runs, after the
+	// allow-list: an error (RATE_LIMITED, with its fields) refuses the call.
+	Admit func(caller *engine.Caller) error
+	// Observe, when set, is told how every tools/call ended, from the
+	// goroutine that answered it: for metrics and the call log.
+	Observe func(ctx context.Context, c CallInfo)
+	// BodyLimit bounds a request body in bytes (required).
+	BodyLimit int64
+	Logger    *slog.Logger
+}
+
+// Handler serves /mcp. It is an http.Handler, safe for concurrent use.
+type Handler struct {
+	cfg     Config
+	server  *sdk.Server
+	stream  *sdk.StreamableHTTPHandler
+	catalog *catalog
+	log     *slog.Logger
+}
+
+// New returns the endpoint for cfg.
+func New(cfg Config) (*Handler, error) {
+	switch {
+	case cfg.Runtime == nil:
+		return nil, errors.New("mcp: nil runtime")
+	case cfg.Verify == nil && cfg.Anonymous == nil:
+		return nil, errors.New("mcp: auth off, and no anonymous caller")
+	case cfg.BodyLimit <= 0:
+		return nil, errors.New("mcp: no body limit")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	h := &Handler{cfg: cfg, log: cfg.Logger}
+	// The SDK logs every request's session at INFO; Carmy's call log
+	// says what matters. Its warnings and errors are kept.
+	sdkLog := slog.New(warnings{cfg.Logger.Handler()})
+	h.server = sdk.NewServer(&sdk.Implementation{Name: "carmy", Title: "Carmy", Version: "v1"}, &sdk.ServerOptions{
+		Logger: sdkLog,
+		// Tools only: no logging capability (the SDK's default), which a
+		// stateless server could not honour.
+		Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}},
+		Instructions: "Carmy runs these tools at most once per identity. Pass a unique \"carmy/request_id\" in the _meta of each tools/call " +
+			"and the same one again when you retry it: a retry is answered with the recorded result instead of running the tool again.",
+		// tools/list is per principal (catalog.go): never cacheable across
+		// principals.
+		SetCacheable: func(_ context.Context, _ sdk.Request, c *sdk.Cacheable) {
+			c.TTLMs, c.CacheScope = 0, "private"
+		},
+	})
+	h.catalog = newCatalog(cfg.Runtime, h.server, h.callTool, cfg.Logger)
+	h.server.AddReceivingMiddleware(h.middleware)
+	h.stream = sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return h.server }, &sdk.StreamableHTTPOptions{
+		Stateless: true,
+		// One JSON answer per request: a tools/call has one result, and
+		// a stateless server sends no requests of its own.
+		JSONResponse:        true,
+		Logger:              sdkLog,
+		MaxRequestBodyBytes: cfg.BodyLimit,
+		// With auth on, a token guards every request; the SDK's check of
+		// the Host header (against DNS rebinding of a loopback server) is
+		// kept for a node without auth, where it is the only guard.
+		DisableLocalhostProtection: cfg.Verify != nil,
+	})
+	return h, nil
+}
+
+// ServeHTTP serves one request of the Streamable HTTP transport.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	sw := &wireWriter{ResponseWriter: w}
+	defer sw.finish()
+	h.authenticate(h.stream).ServeHTTP(sw, r)
+}
+
+// middleware sees every JSON-RPC request the server receives: it keeps
+// the catalog current, refuses a tool outside the caller's allow-list
+// (whether it exists or not, as POST /v1/tools/call does), lists the
+// caller's own tools, and observes every tools/call.
+func (h *Handler) middleware(next sdk.MethodHandler) sdk.MethodHandler {
+	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+		switch method {
+		case "tools/list":
+			h.catalog.sync()
+			res, err := next(ctx, method, req)
+			if lr, ok := res.(*sdk.ListToolsResult); ok && err == nil {
+				lr.Tools = h.catalog.allowed(callerOf(req.GetExtra(), h.cfg.Anonymous), lr.Tools)
+			}
+			return res, err
+		case "tools/call":
+			cr, ok := req.(*sdk.CallToolRequest)
+			if !ok || cr.Params == nil {
+				return next(ctx, method, req)
+			}
+			return h.observed(ctx, cr, func(ctx context.Context, info *CallInfo) (sdk.Result, error) {
+				caller := info.caller
+				if caller == nil {
+					return nil, errNoCaller
+				}
+				if !caller.MayCall(cr.Params.Name) {
+					return refusal(&engine.ForbiddenError{Principal: caller.Principal, Tool: cr.Params.Name}, info), nil
+				}
+				h.catalog.sync()
+				return next(ctx, method, req)
+			})
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// observed runs one tools/call with its CallInfo in ctx, and tells
+// Observe how it ended.
+func (h *Handler) observed(ctx context.Context, req *sdk.CallToolRequest, call func(context.Context, *CallInfo) (sdk.Result, error)) (sdk.Result, error) {
+	start := time.Now()
+	info := &CallInfo{Tool: req.Params.Name, caller: callerOf(req.Extra, h.cfg.Anonymous)}
+	if info.caller != nil {
+		info.Principal = info.caller.Principal
+	}
+	res, err := call(withCallInfo(ctx, info), info)
+	if err != nil && info.Code == "" {
+		info.Code = codeOfRPCError(err)
+	}
+	info.Took = time.Since(start)
+	if h.cfg.Observe != nil {
+		h.cfg.Observe(ctx, *info)
+	}
+	return res, err
+}
+
+// warnings passes on the records of WARN and above.
+type warnings struct{ slog.Handler }
+
+func (w warnings) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn && w.Handler.Enabled(ctx, l)
+}
+
+func (w warnings) WithAttrs(as []slog.Attr) slog.Handler { return warnings{w.Handler.WithAttrs(as)} }
+func (w warnings) WithGroup(name string) slog.Handler    { return warnings{w.Handler.WithGroup(name)} }

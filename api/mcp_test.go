@@ -1,0 +1,164 @@
+package api_test
+
+// Tests of /mcp through the API server (SPEC §5.1 with §2's policies): rate
+// limits and quotas hold for tools/call, the metrics count MCP calls apart
+// from HTTP ones, the call log names the transport, and a tool registered
+// while the node serves is listed and callable at once.
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/carmyhq/carmy"
+	"github.com/carmyhq/carmy/api"
+	"github.com/carmyhq/carmy/engine"
+	"github.com/carmyhq/carmy/internal/testutil"
+)
+
+// mcpPost sends one JSON-RPC message to base/mcp as token and returns the
+// status and the decoded answer.
+func mcpPost(t *testing.T, base, token, body string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, base+"/mcp", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatalf("POST /mcp: %d, not JSON: %q", resp.StatusCode, raw)
+	}
+	return resp.StatusCode, out
+}
+
+// mcpCallCode sends a tools/call and returns the carmy/error_code of its
+// result ("" for a call answered with its record).
+func mcpCallCode(t *testing.T, base, token, tool, args, requestID string) string {
+	t.Helper()
+	meta := ""
+	if requestID != "" {
+		meta = `,"_meta":{"carmy/request_id":"` + requestID + `"}`
+	}
+	status, msg := mcpPost(t, base, token, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"`+tool+`","arguments":`+args+meta+`}}`)
+	res, ok := msg["result"].(map[string]any)
+	if status != http.StatusOK || !ok {
+		t.Fatalf("tools/call %s: %d %v", tool, status, msg)
+	}
+	m, _ := res["_meta"].(map[string]any)
+	code, _ := m["carmy/error_code"].(string)
+	return code
+}
+
+func scrapeURL(t *testing.T, base string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return scrape(t, answer{status: resp.StatusCode, header: resp.Header, body: body})
+}
+
+func TestMCPRateLimitQuotaMetricsAndLog(t *testing.T) {
+	var logs syncBuffer
+	app := carmy.App(carmy.WithLogger(quietLogger()), carmy.WithDrainTimeout(time.Second))
+	if err := app.AddDemoTools(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := api.Config{Auth: oasAuth(), RateLimit: api.RateLimit{PerSecond: 0.001, Burst: 3},
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	base := "http://" + testutil.Serve(t, app, cfg)
+
+	// limited may hold one record: a second identity is over its quota.
+	if code := mcpCallCode(t, base, oasLimited, "echo", `{"a":1}`, "q-1"); code != "" {
+		t.Fatalf("first call: %s", code)
+	}
+	if code := mcpCallCode(t, base, oasLimited, "echo", `{"a":1}`, "q-2"); code != "IDEMPOTENCY_CAPACITY" {
+		t.Errorf("a second identity over the quota: %q, want IDEMPOTENCY_CAPACITY", code)
+	}
+	// Its burst of 3 is spent: the next tools/call is RATE_LIMITED.
+	if code := mcpCallCode(t, base, oasLimited, "echo", `{"a":1}`, "q-1"); code != "" {
+		t.Errorf("third call (a replay): %q", code)
+	}
+	if code := mcpCallCode(t, base, oasLimited, "echo", `{"a":1}`, "q-1"); code != "RATE_LIMITED" {
+		t.Errorf("fourth call: %q, want RATE_LIMITED", code)
+	}
+	// tools/list is not rate limited (only tools/call is).
+	if status, msg := mcpPost(t, base, oasLimited, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`); status != 200 || msg["result"] == nil {
+		t.Errorf("tools/list after the limit: %d %v", status, msg)
+	}
+	// The admin is never limited.
+	for i := range 4 {
+		if code := mcpCallCode(t, base, oasAdmin, "echo", `{}`, ""); code != "" {
+			t.Errorf("admin call %d: %q", i, code)
+		}
+	}
+
+	m := scrapeURL(t, base)
+	for outcome, want := range map[string]float64{"ran": 5, "replayed": 1, "capacity": 1, "rate_limited": 1, "conflict": 0} {
+		if got := m[`carmy_mcp_calls_total{outcome="`+outcome+`"}`]; got != want {
+			t.Errorf(`carmy_mcp_calls_total{outcome=%q} = %v, want %v`, outcome, got, want)
+		}
+		if got := m[`carmy_mcp_call_duration_seconds_count{outcome="`+outcome+`"}`]; got != want {
+			t.Errorf(`carmy_mcp_call_duration_seconds_count{outcome=%q} = %v, want %v`, outcome, got, want)
+		}
+	}
+	if got := m[`carmy_calls_total{outcome="ran"}`]; got != 0 {
+		t.Errorf(`carmy_calls_total{outcome="ran"} = %v: MCP calls counted as HTTP ones`, got)
+	}
+
+	wantLine := `msg=call principal=limited tool=echo request_id=q-2 session_id="" execution_id="" outcome=capacity code=IDEMPOTENCY_CAPACITY transport=mcp duration_ms=`
+	if !strings.Contains(logs.String(), wantLine) {
+		t.Errorf("no call line %q in:\n%s", wantLine, logs.String())
+	}
+	if strings.Contains(logs.String(), "server session") {
+		t.Errorf("the SDK's per-request lines are logged:\n%s", logs.String())
+	}
+}
+
+func TestMCPToolRegisteredWhileServing(t *testing.T) {
+	app, base := startOASNode(t, api.Config{})
+	list := func() string {
+		_, msg := mcpPost(t, base, "", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+		b, _ := json.Marshal(msg)
+		return string(b)
+	}
+	if strings.Contains(list(), `"late"`) {
+		t.Fatal("late listed before it is registered")
+	}
+	err := app.AddTool(engine.ToolSpec{Name: "late", Description: "Registered later.",
+		Func: func(context.Context, engine.Call) (any, error) { return "ok", nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(list(), `"name":"late"`) {
+		t.Errorf("late not listed once registered: %s", list())
+	}
+	// Its data is a string: structuredContent wraps it as {"value": …}.
+	_, msg := mcpPost(t, base, "", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"late"}}`)
+	res, _ := msg["result"].(map[string]any)
+	sc, _ := res["structuredContent"].(map[string]any)
+	content, _ := res["content"].([]any)
+	first, _ := content[0].(map[string]any)
+	if sc["value"] != "ok" || first["text"] != `"ok"` || res["isError"] == true {
+		t.Errorf("late's result: %v", msg)
+	}
+}
