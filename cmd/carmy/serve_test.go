@@ -718,7 +718,7 @@ func TestNormalStartLogsNoWarning(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			// A data dir the node makes itself (a fresh one it finds
 			// readable by others is worth the warning it gets).
-			s := startServe(t, append(tc.args, "--data-dir", filepath.Join(t.TempDir(), "data"))...)
+			s := startServe(t, append(tc.args, "--http-addr", "127.0.0.1:0", "--data-dir", filepath.Join(t.TempDir(), "data"))...)
 			s.waitReady(t)
 			waitFor(t, 15*time.Second, "the node to log that it takes calls", func() (bool, string) {
 				return strings.Contains(s.logs.String(), "started: taking calls"), s.logs.String()
