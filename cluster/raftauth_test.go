@@ -11,15 +11,19 @@ import (
 	"encoding/pem"
 	"errors"
 	"io"
+	"log/slog"
 	"math/big"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
 	"github.com/carmyhq/carmy/cluster"
@@ -209,5 +213,138 @@ func TestGossipKeyDerivedFromClusterKey(t *testing.T) {
 	})
 	if slices.Contains(a.GossipMembers(), b.ID()) || len(b.GossipMembers()) > 1 {
 		t.Errorf("nodes with different cluster keys see each other: %v and %v", a.GossipMembers(), b.GossipMembers())
+	}
+}
+
+// TestRaftHandshakeNeedsTheSameKey checks the handshake from a node's side:
+// a dialer with another cluster key is refused before any RPC is answered
+// (and the node's term does not move), while one with the node's key gets
+// its RPC answered.
+func TestRaftHandshakeNeedsTheSameKey(t *testing.T) {
+	c := newCluster(t, 1, func(cfg *cluster.Config) { cfg.TLS, cfg.Fast = nil, false })
+	n := c.nodes[0]
+	marker := key("before-wrong-key")
+	mustReserve(t, n.Store(), marker, exec(n.ID()), store.Reserved)
+	appendWith := func(k string) error {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		tr := raft.NewNetworkTransportWithLogger(cluster.NewTestKeyStream(ln, k), 1, 5*time.Second, hclog.New(&hclog.LoggerOptions{Output: io.Discard}))
+		defer tr.Close()
+		var resp raft.AppendEntriesResponse
+		// A heartbeat of an older term: harmless when answered (the
+		// node refuses it), so only the handshake decides.
+		return tr.AppendEntries(raft.ServerID(n.ID()), raft.ServerAddress(n.RaftAddr()), &raft.AppendEntriesRequest{
+			RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("other"), Addr: []byte(ln.Addr().String())},
+			Term:      0,
+		}, &resp)
+	}
+	if err := appendWith("another-cluster-key-0123456789"); err == nil {
+		t.Error("a dialer with another cluster key got its RPC answered")
+	} else {
+		t.Logf("another key: %v", err)
+	}
+	if err := appendWith(testClusterKey); err != nil {
+		t.Errorf("a dialer with the node's key: %v", err)
+	}
+	checkNotForged(t, n, marker)
+}
+
+// blockingCloseStream is a Raft stream layer whose Close does not return
+// until release is closed: a transport that hangs on shutdown.
+type blockingCloseStream struct {
+	raft.StreamLayer
+	release chan struct{}
+}
+
+func (s *blockingCloseStream) Close() error {
+	<-s.release
+	return s.StreamLayer.Close()
+}
+
+// TestCloseIsBounded checks that a node whose transport does not close
+// still returns from Close, by ShutdownTimeout, with ErrShutdownTimeout.
+func TestCloseIsBounded(t *testing.T) {
+	release := make(chan struct{})
+	n := startNode(t, "n1", t.TempDir(), true, nil, func(cfg *cluster.Config) {
+		cfg.ShutdownTimeout = time.Second
+		cfg.Hooks.RaftStream = func(s raft.StreamLayer) raft.StreamLayer {
+			return &blockingCloseStream{StreamLayer: s, release: release}
+		}
+	})
+	// Runs first: the shutdown left in the background then ends before
+	// the data dir is removed.
+	t.Cleanup(func() { close(release) })
+	waitFor(t, "n1 to lead", 30*time.Second, func() bool { return n.IsLeader() })
+	err := n.Close()
+	if !errors.Is(err, cluster.ErrShutdownTimeout) {
+		t.Fatalf("Close with a hung transport = %v, want ErrShutdownTimeout", err)
+	}
+}
+
+// lockedBuffer is a log destination safe for concurrent writers.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestInternalWritesAreAudited checks the audit line of a forwarded batch:
+// one INFO line on the leader naming the caller, the batch and its
+// outcome.
+func TestInternalWritesAreAudited(t *testing.T) {
+	logs := map[string]*lockedBuffer{}
+	var mu sync.Mutex
+	c := newCluster(t, 2, func(cfg *cluster.Config) {
+		b := &lockedBuffer{}
+		mu.Lock()
+		logs[cfg.NodeID] = b
+		mu.Unlock()
+		cfg.Logger = slog.New(slog.NewTextHandler(b, nil))
+	})
+	f := c.followers()[0]
+	mustReserve(t, f.Store(), key("audited"), exec(f.ID()), store.Reserved)
+	leader := c.leader()
+	mu.Lock()
+	b := logs[leader.ID()]
+	mu.Unlock()
+	var line string
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(b.String())
+		}
+	})
+	waitFor(t, "the audit line", 10*time.Second, func() bool {
+		for _, l := range strings.Split(b.String(), "\n") {
+			if strings.Contains(l, `msg="internal write"`) && strings.Contains(l, " op=apply ") && strings.Contains(l, "caller="+f.ID()) && strings.Contains(l, "reserve=1\"") {
+				line = l
+				return true
+			}
+		}
+		return false
+	})
+	for _, want := range []string{"level=INFO", "remote_addr=127.0.0.1:", "commands=", "outcome=done", "ok="} {
+		if !strings.Contains(line, want) {
+			t.Errorf("the audit line lacks %q: %s", want, line)
+		}
+	}
+	mu.Lock()
+	first := logs["n1"] // n2 joined through n1
+	mu.Unlock()
+	if !strings.Contains(first.String(), " op=join ") || !strings.Contains(first.String(), "target=n2") {
+		t.Errorf("the join was not audited:\n%s", first.String())
 	}
 }
