@@ -612,7 +612,7 @@ func TestServeClusterKey(t *testing.T) {
 		if !strings.Contains(s.logs.String(), "generated a cluster key") || strings.Contains(s.logs.String(), strings.TrimSpace(string(first))) {
 			t.Errorf("want the generation logged, without the key; logs:\n%s", s.logs)
 		}
-		again := startServe(t, "--dev", "--data-dir", dataDir)
+		again := startServe(t, "--dev", "--http-addr", "127.0.0.1:0", "--data-dir", dataDir)
 		again.waitReady(t)
 		if err := again.stop(t); err != nil {
 			t.Errorf("serve returned %v, want nil", err)
