@@ -315,7 +315,7 @@ func TestCancelIsDeliveredToTheRunner(t *testing.T) {
 }
 
 func TestInternalEndpointsNeedTheClusterKey(t *testing.T) {
-	c := newCluster(t, 1, func(cfg *cluster.Config) { cfg.ClusterKey, cfg.TLS = "s3cret", nil })
+	c := newCluster(t, 1, func(cfg *cluster.Config) { cfg.ClusterKey, cfg.TLS = "s3cret-s3cret-s3cret", nil })
 	n := c.nodes[0]
 	for _, path := range []string{"/internal/v1/apply", "/internal/v1/join", "/internal/v1/remove", "/internal/v1/readindex"} {
 		for _, k := range []string{"", "wrong"} {
@@ -337,7 +337,7 @@ func TestInternalEndpointsNeedTheClusterKey(t *testing.T) {
 		t.Fatalf("refused calls changed the configuration: %+v", st.Nodes)
 	}
 	req, _ := http.NewRequest(http.MethodPost, "http://"+n.HTTPAddr()+"/internal/v1/apply", bytes.NewReader([]byte(`{"commands":[]}`)))
-	req.Header.Set("Carmy-Cluster-Key", "s3cret")
+	req.Header.Set("Carmy-Cluster-Key", "s3cret-s3cret-s3cret")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -349,16 +349,27 @@ func TestInternalEndpointsNeedTheClusterKey(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	base := cluster.Config{NodeID: "n", DataDir: "d", RaftAddr: "127.0.0.1:1", GossipAddr: "127.0.0.1:2", HTTPAddr: "127.0.0.1:3"}
+	base := cluster.Config{NodeID: "n", DataDir: "d", RaftAddr: "127.0.0.1:1", GossipAddr: "127.0.0.1:2", HTTPAddr: "127.0.0.1:3",
+		ClusterKey: "0123456789abcdef"}
 	if err := base.Validate(); err != nil {
 		t.Fatal(err)
 	}
+	// Node-to-node calls are never trusted for their address: without
+	// a key or node TLS, even an all-loopback node is refused.
+	for _, addr := range []string{"127.0.0.1:3", "0.0.0.0:3"} {
+		keyless := base
+		keyless.HTTPAddr, keyless.ClusterKey = addr, ""
+		if err := keyless.Validate(); err == nil || !strings.Contains(err.Error(), "cluster key or node TLS") {
+			t.Fatalf("a node on %s without a cluster key or node TLS: %v", addr, err)
+		}
+	}
+	short := base
+	short.ClusterKey = "0123456789abcde" // 15 bytes
+	if err := short.Validate(); err == nil {
+		t.Fatal("a 15-byte cluster key was accepted")
+	}
 	open := base
 	open.HTTPAddr = "0.0.0.0:3"
-	if err := open.Validate(); err == nil {
-		t.Fatal("a non-loopback listener without a cluster key was accepted")
-	}
-	open.ClusterKey = "k"
 	if err := open.Validate(); err != nil {
 		t.Fatal(err)
 	}

@@ -11,8 +11,6 @@ import (
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/carmyhq/carmy/internal/netaddr"
 )
 
 // Config configures a Node.
@@ -43,13 +41,21 @@ type Config struct {
 	// its data founding a second cluster. While some address does not
 	// answer, the node waits. Exclusive with Bootstrap.
 	BootstrapUnlessCluster bool
-	// ClusterKey is the secret every node-to-node HTTP call carries. Empty
-	// is allowed with TLS, or when every listener is on loopback.
+	// ClusterKey is the secret shared by the nodes of a cluster, at least
+	// MinClusterKeyBytes long. Every node-to-node HTTP call carries it
+	// (compared in constant time), and without TLS every Raft connection
+	// proves it holds it (a challenge-response handshake) before a Raft
+	// byte is read. Node-to-node calls are never trusted for their source
+	// address: a node needs a ClusterKey, or TLS, or both (then both are
+	// checked).
 	ClusterKey string
 	// GossipKeys, when set, encrypt and authenticate gossip (memberlist's
 	// AES-GCM keyring): the first key encrypts, any of them decrypts (so a
 	// key can be rotated by rolling restarts), and a packet under no key is
-	// dropped. Each key is 16, 24 or 32 bytes. Empty: gossip in the clear.
+	// dropped. Each key is 16, 24 or 32 bytes. Empty with a ClusterKey: one
+	// 32-byte key derived from the cluster key (HKDF-SHA256, info
+	// "carmy gossip key v1"), so gossip is encrypted by default. Empty
+	// without one: gossip in the clear.
 	GossipKeys [][]byte
 	// TLS, when set, runs every Raft connection and every node-to-node
 	// HTTP call over mutual TLS against the cluster's CA (NodeTLS). The
@@ -80,7 +86,15 @@ type Config struct {
 	// Hooks wrap the node's network connections, for tests that inject
 	// faults. Production leaves them unset.
 	Hooks Hooks
+	// ShutdownTimeout bounds Close (default DefaultShutdownTimeout): when
+	// the node's parts (Raft, its transport) have not stopped by then,
+	// Close returns an error matching ErrShutdownTimeout and leaves them
+	// to finish in the background.
+	ShutdownTimeout time.Duration
 }
+
+// MinClusterKeyBytes is the shortest cluster key a node accepts.
+const MinClusterKeyBytes = 16
 
 // DialFunc dials like net.Dialer.DialContext.
 type DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -108,6 +122,7 @@ const (
 	DefaultDeadGrace         = 10 * time.Second
 	DefaultSnapshotThreshold = 8192
 	DefaultSnapshotInterval  = 2 * time.Minute
+	DefaultShutdownTimeout   = 10 * time.Second
 )
 
 func (c *Config) setDefaults() {
@@ -125,6 +140,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.ShutdownTimeout <= 0 {
+		c.ShutdownTimeout = DefaultShutdownTimeout
 	}
 }
 
@@ -152,12 +170,14 @@ func (c Config) Validate() error {
 			return fmt.Errorf("cluster: %s address %q: %w", name, addr, err)
 		}
 	}
-	if c.ClusterKey == "" && c.TLS == nil {
-		for name, addr := range map[string]string{"raft": c.RaftAddr, "gossip": c.GossipAddr, "http": c.HTTPAddr} {
-			if !netaddr.IsLoopback(addr) {
-				return fmt.Errorf("cluster: the %s address %s is not loopback: node TLS or a cluster key is required (--node-tls-*, --cluster-key)", name, addr)
-			}
-		}
+	switch {
+	case c.ClusterKey == "" && c.TLS == nil:
+		// Not even on loopback: any local process could otherwise post
+		// commands to the log, or speak Raft to it.
+		return errors.New("cluster: a cluster key or node TLS is required: node-to-node calls are never trusted for their address " +
+			"(set Config.ClusterKey, at least 16 bytes shared by every node, or Config.TLS; carmy serve generates a key in the data dir)")
+	case c.ClusterKey != "" && len(c.ClusterKey) < MinClusterKeyBytes:
+		return fmt.Errorf("cluster: the cluster key is %d bytes: want at least %d (carmy keygen makes one)", len(c.ClusterKey), MinClusterKeyBytes)
 	}
 	return nil
 }

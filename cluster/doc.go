@@ -30,6 +30,16 @@
 // (both ends of those calls), membership.go (join, removal, the member
 // table's NodeInfo), store.go (store.Store).
 //
+// Nodes authenticate each other by a key or a certificate, never by their
+// address: with node TLS (tls.go), mutual TLS with certificates of the
+// cluster CA that carry the node role; otherwise the cluster key, carried
+// by every internal HTTP call and proven on every Raft connection by a
+// challenge-response handshake (raftauth.go). Gossip is encrypted under a
+// key derived from the cluster key unless one is given (gossip.go).
+// Refused peers are logged at a bounded rate (refusal.go), and every write
+// through the internal endpoints is audited, one line per request
+// (audit.go).
+//
 // The API names its own types (NodeInfo, Status, StateDigest); Config.Hooks
 // lets tests wrap the node's network (HTTP dials, the Raft stream layer,
 // the gossip transport) to inject faults without the package knowing of

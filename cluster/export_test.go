@@ -21,3 +21,11 @@ func NewTestStream(ln net.Listener, files *NodeTLS) (raft.StreamLayer, error) {
 	}
 	return &identityStream{StreamLayer: s, self: "intruder"}, nil
 }
+
+// NewTestKeyStream returns a plain-TCP Raft stream layer on ln as a node
+// without TLS builds it: authenticated by key, with the preamble. Tests
+// play a node that holds another key with it.
+func NewTestKeyStream(ln net.Listener, key string) raft.StreamLayer {
+	s := newKeyStream(&tcpStream{Listener: ln, advertise: ln.Addr()}, key, nil)
+	return &identityStream{StreamLayer: s, self: "intruder"}
+}

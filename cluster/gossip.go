@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"crypto/hkdf"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -143,8 +145,12 @@ func (n *Node) startGossip() error {
 	if err != nil {
 		return err
 	}
-	if len(n.cfg.GossipKeys) > 0 {
-		kr, err := memberlist.NewKeyring(n.cfg.GossipKeys[1:], n.cfg.GossipKeys[0])
+	keys, err := gossipKeys(n.cfg)
+	if err != nil {
+		return err
+	}
+	if len(keys) > 0 {
+		kr, err := memberlist.NewKeyring(keys[1:], keys[0])
 		if err != nil {
 			return fmt.Errorf("cluster: gossip keys: %w", err)
 		}
@@ -198,6 +204,27 @@ func hookedGossipTransport(cfg Config, mc *memberlist.Config) (memberlist.NodeAw
 		mc.AdvertisePort = mc.BindPort
 	}
 	return cfg.Hooks.Gossip(nt), nil
+}
+
+// gossipKeyInfo is the HKDF info of the gossip key derived from the
+// cluster key: a key of its own for each use, and a version should the
+// derivation ever change.
+const gossipKeyInfo = "carmy gossip key v1"
+
+// gossipKeys returns the keys gossip runs under: cfg.GossipKeys when given;
+// else, with a cluster key, one 32-byte key derived from it
+// (HKDF-SHA256, no salt, info gossipKeyInfo), so that nodes sharing a
+// cluster key gossip encrypted and authenticated with no more setup, and
+// nodes of another cluster cannot join; else none.
+func gossipKeys(cfg Config) ([][]byte, error) {
+	if len(cfg.GossipKeys) > 0 || cfg.ClusterKey == "" {
+		return cfg.GossipKeys, nil
+	}
+	k, err := hkdf.Key(sha256.New, []byte(cfg.ClusterKey), nil, gossipKeyInfo, 32)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: deriving the gossip key: %w", err)
+	}
+	return [][]byte{k}, nil
 }
 
 // GossipAddr returns the address memberlist advertises.

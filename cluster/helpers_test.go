@@ -67,6 +67,10 @@ func testTLSFiles(tb testing.TB, id string) cluster.NodeTLS {
 	return f
 }
 
+// testClusterKey is the cluster key of every test node, unless a test's
+// tune function gives another (or TLS instead).
+const testClusterKey = "test-cluster-key-0123456789abcdef"
+
 // testNode is a node with the HTTP server that carries its internal
 // endpoints, all on 127.0.0.1 ports the kernel chose.
 type testNode struct {
@@ -112,6 +116,9 @@ func startNode(tb testing.TB, id, dir string, bootstrap bool, join []string, tun
 		NodeID: id, DataDir: dir, RaftAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0",
 		HTTPAddr: ln.Addr().String(), Bootstrap: bootstrap, Join: join,
 		Fast: true, LeaderWait: 5 * time.Second, DeadGrace: time.Second, Logger: testLogger(tb),
+		// Node-to-node calls and Raft are authenticated by a key (or node
+		// TLS), never by address: every test node shares this one.
+		ClusterKey: testClusterKey,
 	}
 	if testTLS() {
 		f := testTLSFiles(tb, id)

@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -96,6 +97,12 @@ func (c *checkedConn) checkPreamble() error {
 	for {
 		if _, err := c.Conn.Read(b); err != nil {
 			_ = c.Conn.Close()
+			if err == io.EOF && len(line) == 0 {
+				// Closed before a byte: a peer that hung up, or one
+				// refused at the handshake (logged there). Raft drops
+				// the connection quietly on a bare io.EOF.
+				return io.EOF
+			}
 			return fmt.Errorf("cluster: raft preamble: %w", err)
 		}
 		if b[0] == '\n' {

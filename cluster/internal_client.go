@@ -20,6 +20,7 @@ import (
 // connections.
 type internalClient struct {
 	key    string
+	self   string // this node's id, sent in nodeIDHeader
 	scheme string // "https" with node TLS
 	hc     *http.Client
 }
@@ -40,7 +41,7 @@ func newInternalClient(cfg Config, t *nodeTLS) *internalClient {
 		IdleConnTimeout:     90 * time.Second,
 		TLSHandshakeTimeout: 5 * time.Second,
 	}
-	c := &internalClient{key: cfg.ClusterKey, scheme: "http", hc: &http.Client{Transport: tr}}
+	c := &internalClient{key: cfg.ClusterKey, self: cfg.NodeID, scheme: "http", hc: &http.Client{Transport: tr}}
 	if t != nil {
 		tc := t.clientConfig()
 		tc.ServerName = tlsmux.NodeServerName
@@ -94,6 +95,7 @@ func (c *internalClient) do(ctx context.Context, method, addr, path string, body
 	if c.key != "" {
 		req.Header.Set(keyHeader, c.key)
 	}
+	req.Header.Set(nodeIDHeader, c.self)
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		if !gotConn.Load() {

@@ -33,6 +33,7 @@ type Node struct {
 	fwd       *forwarder
 	client    *internalClient
 	tls       *nodeTLS // nil without node TLS
+	refusals  *refusalLog
 	metrics   *nodeMetrics
 	proposer  *proposer
 
@@ -46,6 +47,11 @@ type Node struct {
 	stop     chan struct{}
 	stopOnce sync.Once
 	wg       sync.WaitGroup
+	// closeOnce starts the one shutdown; closed is closed when it is
+	// over, with its error in closeErr.
+	closeOnce sync.Once
+	closed    chan struct{}
+	closeErr  error
 	// bgCtx bounds the background work's calls; Close cancels it so that
 	// stopping never waits for a write or a join in progress.
 	bgCtx    context.Context
@@ -62,7 +68,9 @@ func Open(cfg Config) (*Node, error) {
 	if err := makePrivate(cfg.DataDir, cfg.Logger.With(slog.String("node_id", cfg.NodeID))); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger.With(slog.String("node_id", cfg.NodeID)), fsm: fsm.New(), stop: make(chan struct{}), metrics: newNodeMetrics()}
+	n := &Node{cfg: cfg, log: cfg.Logger.With(slog.String("node_id", cfg.NodeID)), fsm: fsm.New(), stop: make(chan struct{}),
+		closed: make(chan struct{}), metrics: newNodeMetrics()}
+	n.refusals = newRefusalLog(n.log)
 	n.bgCtx, n.bgCancel = context.WithCancel(context.Background())
 	n.fsm.Observe(n.observe, fsm.TypeNode, fsm.TypeNodeRemoved, fsm.TypeCancel)
 	n.cache = newMembersCache(cfg.DataDir, n.log)
@@ -71,6 +79,7 @@ func Open(cfg Config) (*Node, error) {
 		if err != nil {
 			return nil, err
 		}
+		t.refusals = n.refusals
 		n.tls = t
 	}
 	n.client = newInternalClient(cfg, n.tls)
@@ -92,7 +101,7 @@ func Open(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cluster: snapshot store: %w", err)
 	}
 	var ident *identityStream
-	n.transport, ident, err = newTransport(cfg, n.tls)
+	n.transport, ident, err = newTransport(cfg, n.tls, n.refusals)
 	if err != nil {
 		return nil, err
 	}
@@ -250,9 +259,42 @@ func (n *Node) HandOff() {
 	n.log.Info("handed leadership over")
 }
 
+// ErrShutdownTimeout is returned (wrapped) by Close and CloseContext when
+// the node did not stop in time: its parts (Raft, its transport, the
+// log store) finish stopping in the background, and the data dir stays
+// locked by this process until they have.
+var ErrShutdownTimeout = errors.New("cluster: the node did not shut down in time")
+
 // Close stops the node: it hands leadership over, leaves the gossip pool
-// and shuts Raft down. The node stays in the Raft configuration.
-func (n *Node) Close() error {
+// and shuts Raft down. The node stays in the Raft configuration. It takes
+// at most Config.ShutdownTimeout: past it, it returns an error matching
+// ErrShutdownTimeout. Calls after the first wait for the same shutdown.
+func (n *Node) Close() error { return n.CloseContext(context.Background()) }
+
+// CloseContext is Close, bounded also by ctx: it returns when the node has
+// stopped, or with an error matching ErrShutdownTimeout when
+// Config.ShutdownTimeout passes or ctx ends first.
+func (n *Node) CloseContext(ctx context.Context) error {
+	n.closeOnce.Do(func() {
+		go func() {
+			n.closeErr = n.close()
+			close(n.closed)
+		}()
+	})
+	t := time.NewTimer(n.cfg.ShutdownTimeout)
+	defer t.Stop()
+	select {
+	case <-n.closed:
+		return n.closeErr
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	n.log.Error("the node did not shut down in time; its parts keep stopping in the background",
+		slog.Duration("shutdown_timeout", n.cfg.ShutdownTimeout))
+	return fmt.Errorf("%w (within %s)", ErrShutdownTimeout, n.cfg.ShutdownTimeout)
+}
+
+func (n *Node) close() error {
 	n.HandOff()
 	n.stopOnce.Do(func() { close(n.stop) })
 	n.bgCancel()

@@ -17,6 +17,9 @@ import (
 
 // soloLeader starts a one-node cluster serving its internal endpoints on
 // loopback without TLS, and waits until it leads and is ready.
+// soloKey is soloLeader's cluster key.
+const soloKey = "solo-test-cluster-key"
+
 func soloLeader(t *testing.T) *Node {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -25,7 +28,7 @@ func soloLeader(t *testing.T) *Node {
 	}
 	n, err := Open(Config{
 		NodeID: "n1", DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0",
-		HTTPAddr: ln.Addr().String(), Bootstrap: true, Fast: true,
+		HTTPAddr: ln.Addr().String(), Bootstrap: true, Fast: true, ClusterKey: soloKey,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
@@ -81,7 +84,13 @@ func TestCompletionAnswerLeavesTheResultOut(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp, err := http.Post("http://"+n.HTTPAddr()+pathApply, "application/json", bytes.NewReader(body))
+		hreq, err := http.NewRequest(http.MethodPost, "http://"+n.HTTPAddr()+pathApply, bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hreq.Header.Set("Content-Type", "application/json")
+		hreq.Header.Set(keyHeader, soloKey)
+		resp, err := http.DefaultClient.Do(hreq)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/carmyhq/carmy/internal/certs"
 	"github.com/carmyhq/carmy/internal/tlsmux"
 )
 
@@ -30,6 +31,8 @@ type NodeTLS struct {
 // nodeTLS holds the loaded material, read again when its files change.
 type nodeTLS struct {
 	w *tlsmux.Watched[nodeMaterial]
+	// refusals logs refused peers (nil: not logged).
+	refusals *refusalLog
 }
 
 // nodeMaterial is the node's certificate and the cluster CA's pool.
@@ -45,7 +48,7 @@ func loadNodeTLS(files NodeTLS, log *slog.Logger) (*nodeTLS, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &nodeTLS{w: w}, nil
+	return &nodeTLS{w: w, refusals: newRefusalLog(log)}, nil
 }
 
 // load reads the CA and the node's pair, and checks that the pair chains
@@ -80,9 +83,9 @@ func (t *nodeTLS) current() (*tls.Certificate, *x509.CertPool) {
 	return m.cert, m.pool
 }
 
-// verifyPeer checks that a peer's certificate chains to the CA. Names are
-// not checked: peers dial addresses, and the connection preamble names
-// the server meant.
+// verifyPeer checks that a peer's certificate chains to the CA and carries
+// the node role (certs.NodeRoleURI). Names are not checked: peers dial
+// addresses, and the connection preamble names the server meant.
 func (t *nodeTLS) verifyPeer(rawCerts [][]byte, usage x509.ExtKeyUsage) error {
 	if len(rawCerts) == 0 {
 		return errors.New("cluster: the peer presented no certificate")
@@ -98,9 +101,23 @@ func (t *nodeTLS) verifyPeer(rawCerts [][]byte, usage x509.ExtKeyUsage) error {
 			inter.AddCert(c)
 		}
 	}
-	_, err = leaf.Verify(x509.VerifyOptions{Roots: pool, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{usage}})
-	return err
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{usage}}); err != nil {
+		return err
+	}
+	if !certs.HasNodeRole(leaf) {
+		// A certificate of the CA made for another use (an API server's)
+		// must not make its holder a node.
+		err := fmt.Errorf("%w: %q (serial %s) lacks the URI SAN %s; node certificates are made by carmy tls cert (without --role api)",
+			errNoNodeRole, leaf.Subject.CommonName, leaf.SerialNumber, certs.NodeRoleURI)
+		t.refusals.refused("certificate without the node role", "", err)
+		return err
+	}
+	return nil
 }
+
+// errNoNodeRole is the error of a peer certificate of the cluster's CA
+// that lacks the node role.
+var errNoNodeRole = errors.New("cluster: the peer's certificate lacks the node role")
 
 func (t *nodeTLS) serverConfig() *tls.Config {
 	return &tls.Config{
@@ -141,21 +158,29 @@ func (t *nodeTLS) clientConfig() *tls.Config {
 type tlsStream struct {
 	raft.StreamLayer
 	server, client *tls.Config
+	refusals       *refusalLog
 }
 
 func newTLSStream(inner raft.StreamLayer, t *nodeTLS) *tlsStream {
-	return &tlsStream{StreamLayer: inner, server: t.serverConfig(), client: t.clientConfig()}
+	return &tlsStream{StreamLayer: inner, server: t.serverConfig(), client: t.clientConfig(), refusals: t.refusals}
 }
 
 // Accept returns the next connection as a TLS server connection; its
-// handshake happens on the first read, so a peer without a valid
-// certificate fails there and is closed.
+// handshake happens on the first Read or Write (guardedConn: never in the
+// accept loop), within raftAuthTimeout, so a peer without a valid node
+// certificate fails there and is closed, and is logged in the refusal
+// log.
 func (s *tlsStream) Accept() (net.Conn, error) {
 	conn, err := s.StreamLayer.Accept()
 	if err != nil {
 		return nil, err
 	}
-	return tls.Server(conn, s.server), nil
+	tc := tls.Server(conn, s.server)
+	return newGuardedConn(tc, "raft connection without a node certificate of the cluster CA", s.refusals, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), raftAuthTimeout)
+		defer cancel()
+		return tc.HandshakeContext(ctx)
+	}), nil
 }
 
 // Dial connects and completes the TLS handshake within timeout.

@@ -161,7 +161,7 @@ func TestInternalHTTPOverMutualTLS(t *testing.T) {
 	files := writeTLS(t, t.TempDir(), "n1", "n2", "n3")
 	c := newCluster(t, 3, func(cfg *cluster.Config) {
 		f := files[cfg.NodeID]
-		cfg.TLS, cfg.ClusterKey = &f, "s3cret"
+		cfg.TLS, cfg.ClusterKey = &f, "s3cret-s3cret-s3cret"
 		cfg.Fast = false // not about failover
 	})
 	leader := c.leader()
@@ -191,7 +191,7 @@ func TestInternalHTTPOverMutualTLS(t *testing.T) {
 		{"plain HTTP", nil, true},
 	} {
 		for _, p := range []struct{ path, body string }{{"/internal/v1/apply", forged}, {"/internal/v1/join", join}} {
-			status, err := internalPost(t, leader.HTTPAddr(), p.path, p.body, "s3cret", tc.files, tc.plain)
+			status, err := internalPost(t, leader.HTTPAddr(), p.path, p.body, "s3cret-s3cret-s3cret", tc.files, tc.plain)
 			t.Logf("%s %s: status %d, err %v", tc.name, p.path, status, err)
 			switch {
 			case tc.plain && status != http.StatusForbidden:
@@ -210,7 +210,7 @@ func TestInternalHTTPOverMutualTLS(t *testing.T) {
 	// A node certificate of the cluster's CA is let through (with the
 	// key, which is still checked).
 	own := files["n2"]
-	if status, err := internalPost(t, leader.HTTPAddr(), "/internal/v1/readindex", `{}`, "s3cret", &own, false); err != nil || status != http.StatusOK {
+	if status, err := internalPost(t, leader.HTTPAddr(), "/internal/v1/readindex", `{}`, "s3cret-s3cret-s3cret", &own, false); err != nil || status != http.StatusOK {
 		t.Fatalf("a member's certificate: status %d, err %v", status, err)
 	}
 	if status, err := internalPost(t, leader.HTTPAddr(), "/internal/v1/readindex", `{}`, "wrong", &own, false); err != nil || status != http.StatusForbidden {
@@ -218,7 +218,7 @@ func TestInternalHTTPOverMutualTLS(t *testing.T) {
 	}
 	// The same forged body, from a member, is applied: the refusals above
 	// were the handshake's and the endpoint's, not the body's.
-	if status, err := internalPost(t, leader.HTTPAddr(), "/internal/v1/apply", forged, "s3cret", &own, false); err != nil || status != http.StatusOK {
+	if status, err := internalPost(t, leader.HTTPAddr(), "/internal/v1/apply", forged, "s3cret-s3cret-s3cret", &own, false); err != nil || status != http.StatusOK {
 		t.Fatalf("the body from a member: status %d, err %v", status, err)
 	}
 	if _, err := leader.Store().Lookup(t.Context(), key("forged")); err != nil {

@@ -27,10 +27,11 @@ const (
 )
 
 // newTransport listens on cfg.RaftAddr and returns the Raft transport,
-// through cfg.Hooks.RaftStream when set and over mutual TLS when t is set, and its
+// through cfg.Hooks.RaftStream when set, over mutual TLS when t is set and
+// else authenticated by the cluster key (keyStream), and its
 // identity layer (whose lookup the node sets once Raft runs). The node
 // advertises raftAdvertise's address.
-func newTransport(cfg Config, t *nodeTLS) (*raft.NetworkTransport, *identityStream, error) {
+func newTransport(cfg Config, t *nodeTLS, refusals *refusalLog) (*raft.NetworkTransport, *identityStream, error) {
 	ln, err := net.Listen("tcp", cfg.RaftAddr)
 	if err != nil {
 		return nil, nil, fmt.Errorf("cluster: raft transport on %s: %w", cfg.RaftAddr, err)
@@ -44,8 +45,13 @@ func newTransport(cfg Config, t *nodeTLS) (*raft.NetworkTransport, *identityStre
 	if cfg.Hooks.RaftStream != nil {
 		stream = cfg.Hooks.RaftStream(stream)
 	}
+	// Every connection is authenticated before a Raft byte is read: by
+	// mutual TLS with node certificates, or else by the cluster key
+	// (Validate requires one of them). Never by its source address.
 	if t != nil {
 		stream = newTLSStream(stream, t)
+	} else {
+		stream = newKeyStream(stream, cfg.ClusterKey, refusals)
 	}
 	ident := &identityStream{StreamLayer: stream, self: cfg.NodeID}
 	tr := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{

@@ -43,7 +43,7 @@ func TestRaftAdvertise(t *testing.T) {
 // sender waits on it for good (a follower starved of entries, a leader whose
 // Shutdown hangs).
 func TestReplicationIsNotPipelined(t *testing.T) {
-	tr, _, err := newTransport(Config{NodeID: "n1", RaftAddr: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler)}, nil)
+	tr, _, err := newTransport(Config{NodeID: "n1", RaftAddr: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler), ClusterKey: "test-cluster-key-0123456789"}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

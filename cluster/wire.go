@@ -11,8 +11,9 @@ import (
 )
 
 // The internal endpoints, served under the node's HTTP address. Only
-// cluster members may call them: over mutual TLS with node TLS, with the
-// cluster key when one is set, and from loopback when neither is.
+// cluster members may call them: over mutual TLS with a node certificate
+// with node TLS, with the cluster key when one is set (both when both
+// are); never on the strength of their address.
 const (
 	pathApply     = "/internal/v1/apply"
 	pathReadIndex = "/internal/v1/readindex"
@@ -22,6 +23,9 @@ const (
 	// InternalPrefix is the path prefix the internal handler serves.
 	InternalPrefix = "/internal/"
 	keyHeader      = "Carmy-Cluster-Key"
+	// nodeIDHeader names the calling node (for the audit log; a claim,
+	// not a credential).
+	nodeIDHeader = "Carmy-Node-Id"
 )
 
 // Size bounds of the node-to-node wire.

@@ -29,6 +29,9 @@ func TestBootstrapNodeOneCommandLine(t *testing.T) {
 		t.Skip("starts three nodes")
 	}
 	clearCarmyEnv(t)
+	// One command line, one key: each node would otherwise generate its
+	// own, and none would let the others in.
+	t.Setenv("CARMY_CLUSTER_KEY", "one-line-cluster-key")
 	addrs := freeAddrs(t, 3)
 	join := strings.Join(addrs, ",")
 	var nodes []*runningServe

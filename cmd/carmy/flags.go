@@ -33,7 +33,9 @@ type serveConfig struct {
 	MaxEntries        int
 	Retention         string
 	ClusterKey        string
+	ClusterKeyFile    string
 	GossipKey         string
+	GossipKeyFile     string
 	NodeTLSCA         string
 	NodeTLSCert       string
 	NodeTLSKey        string
@@ -72,7 +74,9 @@ var flagEnv = []struct{ flag, env string }{
 	{"max-entries", "CARMY_MAX_ENTRIES"},
 	{"retention", "CARMY_RETENTION"},
 	{"cluster-key", "CARMY_CLUSTER_KEY"},
+	{"cluster-key-file", "CARMY_CLUSTER_KEY_FILE"},
 	{"gossip-key", "CARMY_GOSSIP_KEY"},
+	{"gossip-key-file", "CARMY_GOSSIP_KEY_FILE"},
 	{"node-tls-ca", "CARMY_NODE_TLS_CA"},
 	{"node-tls-cert", "CARMY_NODE_TLS_CERT"},
 	{"node-tls-key", "CARMY_NODE_TLS_KEY"},
@@ -102,8 +106,10 @@ func serveFlags(cfg *serveConfig, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&cfg.Dev, "dev", false, "try-it-out mode: demo tools on, auth off, and --bootstrap unless --join is given")
 	fs.IntVar(&cfg.MaxEntries, "max-entries", defaultMaxEntries, "capacity of the replicated store, in records (the leader's value applies)")
 	fs.StringVar(&cfg.Retention, "retention", "off", "`age` after which finished records are removed, e.g. 72h or 30d; off keeps them")
-	fs.StringVar(&cfg.ClusterKey, "cluster-key", "", "shared `secret` every node-to-node HTTP call carries; required unless node TLS is on or all listeners are on loopback")
-	fs.StringVar(&cfg.GossipKey, "gossip-key", "", "base64 `keys` (16, 24 or 32 bytes; carmy keygen makes one) that encrypt gossip; the first encrypts, any decrypts (comma-separated, for rotation)")
+	fs.StringVar(&cfg.ClusterKey, "cluster-key", "", "shared `secret` of 16 bytes or more that authenticates every node-to-node call and, without node TLS, every Raft connection; the same on every node. With none and no node TLS, the node generates one in <data-dir>/cluster-key, and other nodes join with --cluster-key-file and a copy of it")
+	fs.StringVar(&cfg.ClusterKeyFile, "cluster-key-file", "", "`file` holding the cluster key: its text, surrounding whitespace trimmed; instead of --cluster-key")
+	fs.StringVar(&cfg.GossipKey, "gossip-key", "", "base64 `keys` (16, 24 or 32 bytes; carmy keygen makes one) that encrypt gossip; the first encrypts, any decrypts (comma-separated, for rotation). Without one, gossip is encrypted with a key derived from the cluster key")
+	fs.StringVar(&cfg.GossipKeyFile, "gossip-key-file", "", "`file` holding the value of --gossip-key, surrounding whitespace trimmed; instead of --gossip-key")
 	fs.StringVar(&cfg.NodeTLSCA, "node-tls-ca", "", "PEM `file` of the cluster CA: Raft and node-to-node HTTP are mutual TLS, and a peer whose certificate does not chain to it is refused (carmy tls makes one)")
 	fs.StringVar(&cfg.NodeTLSCert, "node-tls-cert", "", "PEM `file` of this node's certificate (with --node-tls-ca); reloaded when it changes")
 	fs.StringVar(&cfg.NodeTLSKey, "node-tls-key", "", "PEM `file` of this node's key (with --node-tls-ca)")
@@ -131,7 +137,9 @@ Flags:
 				line += " " + name
 			}
 			fmt.Fprintf(out, "%-28s %s", line, usage)
-			if f.DefValue != "" && f.DefValue != "false" {
+			if def, ok := shownDefaults[f.Name]; ok {
+				fmt.Fprintf(out, " (default %s)", def)
+			} else if f.DefValue != "" && f.DefValue != "false" {
 				fmt.Fprintf(out, " (default %s)", f.DefValue)
 			}
 			if env := envOf(f.Name); env != "" {
@@ -153,6 +161,10 @@ Examples:
 	}
 	return fs
 }
+
+// shownDefaults are defaults the help shows for flags whose zero value
+// means something computed at start.
+var shownDefaults = map[string]string{"cluster-key": "generated"}
 
 func envOf(flagName string) string {
 	for _, fe := range flagEnv {
@@ -215,6 +227,12 @@ func (c serveConfig) validate() error {
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return err
+	}
+	if c.ClusterKey != "" && c.ClusterKeyFile != "" {
+		return fmt.Errorf("--cluster-key and --cluster-key-file exclude each other: give the key one way")
+	}
+	if c.GossipKey != "" && c.GossipKeyFile != "" {
+		return fmt.Errorf("--gossip-key and --gossip-key-file exclude each other: give the keys one way")
 	}
 	if _, err := parseGossipKeys(c.GossipKey); err != nil {
 		return err

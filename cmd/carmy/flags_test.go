@@ -87,6 +87,8 @@ func TestParseServeEnvironment(t *testing.T) {
 		{"CARMY_MAX_ENTRIES", "42", func(c serveConfig) bool { return c.MaxEntries == 42 }},
 		{"CARMY_RETENTION", "30d", func(c serveConfig) bool { return c.Retention == "30d" }},
 		{"CARMY_CLUSTER_KEY", "s3cret", func(c serveConfig) bool { return c.ClusterKey == "s3cret" }},
+		{"CARMY_CLUSTER_KEY_FILE", "/etc/carmy/cluster-key", func(c serveConfig) bool { return c.ClusterKeyFile == "/etc/carmy/cluster-key" }},
+		{"CARMY_GOSSIP_KEY_FILE", "/etc/carmy/gossip-key", func(c serveConfig) bool { return c.GossipKeyFile == "/etc/carmy/gossip-key" }},
 		{"CARMY_NODE_TLS_CA", "/tls/ca.pem", func(c serveConfig) bool { return c.NodeTLSCA == "/tls/ca.pem" }},
 		{"CARMY_NODE_TLS_CERT", "/tls/n1.pem", func(c serveConfig) bool { return c.NodeTLSCert == "/tls/n1.pem" }},
 		{"CARMY_NODE_TLS_KEY", "/tls/n1-key.pem", func(c serveConfig) bool { return c.NodeTLSKey == "/tls/n1-key.pem" }},

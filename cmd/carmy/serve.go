@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/carmyhq/carmy"
@@ -126,23 +127,39 @@ func buildRuntime(cfg serveConfig, fc fileConfig, log *slog.Logger) (*carmy.Runt
 // security is what protects the node's listeners, as the flags give it.
 type security struct {
 	retention  time.Duration
+	clusterKey string
 	gossipKeys [][]byte
 	nodeTLS    *cluster.NodeTLS
 	apiKeys    *tlsmux.KeyPair
 }
 
-// loadSecurity reads the gossip keys, node TLS and API TLS files, and
-// refuses (or, with --insecure, warns of) Raft or gossip off loopback
-// without node TLS and a gossip key; it warns of a plain-HTTP API off
-// loopback.
+// loadSecurity reads the cluster key (generating one in the data dir when
+// none is given and there is no node TLS), the gossip keys, node TLS and
+// API TLS files, and refuses (or, with --insecure, warns of) Raft or
+// gossip off loopback without node TLS and a gossip key (one derived from
+// the cluster key counts); it warns of a plain-HTTP API off loopback.
 func loadSecurity(cfg serveConfig, log *slog.Logger) (security, error) {
 	retention, _ := parseRetention(cfg.Retention)
 	gossipKeys, _ := parseGossipKeys(cfg.GossipKey)
+	if cfg.GossipKeyFile != "" {
+		text, err := readKeyFile("gossip-key-file", cfg.GossipKeyFile)
+		if err != nil {
+			return security{}, err
+		}
+		if gossipKeys, err = parseGossipKeys(text); err != nil {
+			return security{}, fmt.Errorf("--gossip-key-file %s: %w", cfg.GossipKeyFile, err)
+		}
+	}
 	nodeTLS, err := cfg.nodeTLS()
 	if err != nil {
 		return security{}, err
 	}
-	if err := checkNodeSecurity(cfg, nodeTLS != nil, len(gossipKeys) > 0, log); err != nil {
+	clusterKey, err := resolveClusterKey(cfg, nodeTLS != nil, log)
+	if err != nil {
+		return security{}, err
+	}
+	// Without a gossip key, the cluster derives one from the cluster key.
+	if err := checkNodeSecurity(cfg, nodeTLS != nil, len(gossipKeys) > 0 || clusterKey != "", log); err != nil {
 		return security{}, err
 	}
 	apiKeys, err := cfg.apiTLS(log)
@@ -153,7 +170,7 @@ func loadSecurity(cfg serveConfig, log *slog.Logger) (security, error) {
 		log.Warn("the API is plain HTTP off loopback: tokens and results cross the network in the clear; give --tls-cert and --tls-key",
 			slog.String("http_addr", cfg.HTTPAddr))
 	}
-	return security{retention: retention, gossipKeys: gossipKeys, nodeTLS: nodeTLS, apiKeys: apiKeys}, nil
+	return security{retention: retention, clusterKey: clusterKey, gossipKeys: gossipKeys, nodeTLS: nodeTLS, apiKeys: apiKeys}, nil
 }
 
 // listen binds the API's address, once the node's names resolve. The
@@ -185,7 +202,7 @@ func startCluster(cfg serveConfig, sec security, ln net.Listener, faults *faultn
 		// The named founder waits until its peers answer; others join.
 		BootstrapUnlessCluster: cfg.BootstrapNode != "" && cfg.BootstrapNode == cfg.NodeID,
 		Join:                   cfg.joinAddrs(),
-		ClusterKey:             cfg.ClusterKey,
+		ClusterKey:             sec.clusterKey,
 		GossipKeys:             gossipKeys,
 		TLS:                    nodeTLS,
 		MaxEntries:             cfg.MaxEntries,
@@ -212,7 +229,7 @@ func apiConfig(cfg serveConfig, fc fileConfig, auth api.Auth, sec security, node
 	apiCfg := api.Config{
 		Auth: auth, BodyLimit: fc.Limits.BodyBytes, Timeouts: fc.Limits.timeouts(), Logger: log,
 		RateLimit: api.RateLimit{PerSecond: fc.Limits.RatePerPrincipal, Burst: fc.Limits.RateBurst},
-		Cluster:   clusterAdmin{node}, Internal: withFaultControl(node.InternalHandler(), faults, cfg.ClusterKey),
+		Cluster:   clusterAdmin{node}, Internal: withFaultControl(node.InternalHandler(), faults, sec.clusterKey),
 		NodeTLS: node.ServerTLSConfig(),
 	}
 	if sec.apiKeys != nil {
@@ -229,16 +246,29 @@ func apiConfig(cfg serveConfig, fc fileConfig, auth api.Auth, sec security, node
 func serveUntilDone(ctx context.Context, app *carmy.Runtime, node *cluster.Node, ln net.Listener, apiCfg api.Config, log *slog.Logger) error {
 	serveCtx, stopServing := context.WithCancel(context.Background())
 	defer stopServing()
+	var stopAt atomic.Pointer[time.Time] // when ctx ended
 	go func() {
 		select {
 		case <-ctx.Done():
+			now := time.Now()
+			stopAt.Store(&now)
 			node.HandOff()
 			stopServing()
 		case <-serveCtx.Done(): // Serve returned on its own (an error)
 		}
 	}()
 	serveErr := app.Serve(serveCtx, ln, apiCfg)
-	if err := node.Close(); err != nil {
+	// The node's shutdown is bounded by its ShutdownTimeout and, after a
+	// signal, by what is left of SPEC's 15 s.
+	closeCtx := context.Background()
+	if at := stopAt.Load(); at != nil {
+		var cancel context.CancelFunc
+		closeCtx, cancel = context.WithDeadline(closeCtx, at.Add(stopBudget))
+		defer cancel()
+	}
+	if err := node.CloseContext(closeCtx); errors.Is(err, cluster.ErrShutdownTimeout) {
+		return fmt.Errorf("stopping: %w", err)
+	} else if err != nil {
 		log.Warn("closing the node", slog.Any("err", err))
 	}
 	if serveErr != nil {
@@ -247,6 +277,10 @@ func serveUntilDone(ctx context.Context, app *carmy.Runtime, node *cluster.Node,
 	log.Info("stopped")
 	return nil
 }
+
+// stopBudget is how long after a signal carmy serve may take to exit:
+// SPEC §3's 15 s, less a margin for the process's own exit.
+const stopBudget = 14 * time.Second
 
 // faultsPath is where a node with the test fault layer serves its control.
 const faultsPath = "/internal/v1/faults"
@@ -300,7 +334,7 @@ func checkNodeSecurity(cfg serveConfig, tls, gossipKey bool, log *slog.Logger) e
 		missing = append(missing, "node TLS (--node-tls-ca, --node-tls-cert, --node-tls-key; carmy tls makes them)")
 	}
 	if !gossipKey {
-		missing = append(missing, "a gossip key (--gossip-key; carmy keygen makes one)")
+		missing = append(missing, "a gossip key (--gossip-key, or a --cluster-key it is derived from; carmy keygen makes one)")
 	}
 	if !cfg.Insecure {
 		return fmt.Errorf("refusing to start: Raft (%s) or gossip (%s) listens off loopback without %s: "+

@@ -280,7 +280,7 @@ func TestServeRefusesPublicRaftOrGossipWithoutTokens(t *testing.T) {
 	clearCarmyEnv(t)
 	for _, flag := range []string{"--raft-addr", "--gossip-addr"} {
 		t.Run(flag, func(t *testing.T) {
-			err := serve(t.Context(), append(nodeArgs(t), "--http-addr", "127.0.0.1:0", flag, "0.0.0.0:0", "--cluster-key", "k"), io.Discard, newLogBuffer())
+			err := serve(t.Context(), append(nodeArgs(t), "--http-addr", "127.0.0.1:0", flag, "0.0.0.0:0", "--cluster-key", "0123456789abcdef"), io.Discard, newLogBuffer())
 			if err == nil || !strings.Contains(err.Error(), flag+" 0.0.0.0:0 is not a loopback address") {
 				t.Fatalf("serve with %s off loopback and no tokens: %v", flag, err)
 			}
@@ -533,49 +533,56 @@ func TestServeHelp(t *testing.T) {
 	checkServeUsage(t, fmt.Sprint(stdout.String(), logs.String()))
 }
 
-func TestServeRefusesNonLoopbackWithoutClusterKey(t *testing.T) {
-	// SPEC §3: --cluster-key is required unless every listener is on
-	// loopback. 192.0.2.1 (TEST-NET-1) is never bound: the node refuses
-	// before it opens anything.
-	tests := []struct {
-		name     string
-		args     []string
-		env      map[string]string
-		listener string
-	}{
-		{name: "http on all interfaces", args: []string{"--dev", "--http-addr", "0.0.0.0:0"}, listener: "http"},
-		{name: "http on all interfaces with tokens", args: []string{"--http-addr", "0.0.0.0:0", "--config", "TOKENS"}, listener: "http"},
-		{name: "raft off loopback", args: []string{"--dev", "--raft-addr", "192.0.2.1:0"}, listener: "raft"},
-		{name: "gossip off loopback", args: []string{"--dev", "--gossip-addr", "192.0.2.1:0"}, listener: "gossip"},
-		{name: "gossip from the environment", args: []string{"--dev"}, env: map[string]string{"CARMY_GOSSIP_ADDR": "192.0.2.1:0"}, listener: "gossip"},
+// TestServeClusterKey checks how a node gets its cluster key (SPEC §3):
+// with none and no node TLS it generates one in its data dir, on or off
+// loopback; a key shorter than 16 bytes, both --cluster-key and
+// --cluster-key-file, or a key file that is missing or empty are refused
+// before the node opens anything; a key from the flag, the environment or
+// a file is taken (off loopback too).
+func TestServeClusterKey(t *testing.T) {
+	keyFile := func(t *testing.T, text string) string {
+		p := filepath.Join(t.TempDir(), "key")
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
 	}
-	for _, tt := range tests {
+	refusals := []struct {
+		name string
+		args func(t *testing.T) []string
+		env  map[string]string
+		want string
+	}{
+		{name: "short key", args: func(*testing.T) []string { return []string{"--cluster-key", "0123456789abcde"} }, want: "at least 16"},
+		{name: "short key from the environment", env: map[string]string{"CARMY_CLUSTER_KEY": "short"}, want: "at least 16"},
+		{name: "short key file", args: func(t *testing.T) []string { return []string{"--cluster-key-file", keyFile(t, "  short\n")} }, want: "at least 16"},
+		{name: "empty key file", args: func(t *testing.T) []string { return []string{"--cluster-key-file", keyFile(t, " \n")} }, want: "empty"},
+		{name: "missing key file", args: func(t *testing.T) []string { return []string{"--cluster-key-file", filepath.Join(t.TempDir(), "none")} }, want: "cluster-key-file"},
+		{name: "key and key file", args: func(t *testing.T) []string {
+			return []string{"--cluster-key", "0123456789abcdef", "--cluster-key-file", keyFile(t, "0123456789abcdef")}
+		}, want: "exclude each other"},
+		{name: "gossip key and gossip key file", args: func(t *testing.T) []string {
+			return []string{"--gossip-key", "AAAAAAAAAAAAAAAAAAAAAA==", "--gossip-key-file", keyFile(t, "AAAAAAAAAAAAAAAAAAAAAA==")}
+		}, want: "exclude each other"},
+		{name: "bad gossip key file", args: func(t *testing.T) []string { return []string{"--gossip-key-file", keyFile(t, "not base64!")} }, want: "gossip-key-file"},
+	}
+	for _, tt := range refusals {
 		t.Run(tt.name, func(t *testing.T) {
 			clearCarmyEnv(t)
-			t.Setenv("CARMY_TEST_PLANNER_TOKEN", "planner-secret-0001")
 			for k, v := range tt.env {
 				t.Setenv(k, v)
 			}
 			dataDir := filepath.Join(t.TempDir(), "data")
-			args := append(nodeArgs(t), "--data-dir", dataDir)
-			if tt.env["CARMY_GOSSIP_ADDR"] != "" {
-				args = []string{"--raft-addr", "127.0.0.1:0", "--data-dir", dataDir}
-			}
-			for _, a := range tt.args {
-				if a == "TOKENS" {
-					a = writeConfig(t, "auth:\n  tokens:\n    - {principal: planner, token_env: CARMY_TEST_PLANNER_TOKEN}\n")
-				}
-				args = append(args, a)
+			args := append(nodeArgs(t), "--dev", "--http-addr", "127.0.0.1:0", "--data-dir", dataDir)
+			if tt.args != nil {
+				args = append(args, tt.args(t)...)
 			}
 			logs := newLogBuffer()
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 			defer cancel()
 			err := serve(ctx, args, io.Discard, logs)
-			if err == nil {
-				t.Fatalf("serve(%q) started without a cluster key", args)
-			}
-			if !strings.Contains(err.Error(), "cluster key") || !strings.Contains(err.Error(), tt.listener) {
-				t.Errorf("err = %q, want it to say the %s listener needs a cluster key", err, tt.listener)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("serve(%q) = %v, want an error saying %q", args, err, tt.want)
 			}
 			if strings.Contains(logs.String(), "serving the API") {
 				t.Errorf("it served anyway; logs:\n%s", logs)
@@ -586,26 +593,60 @@ func TestServeRefusesNonLoopbackWithoutClusterKey(t *testing.T) {
 		})
 	}
 
-	// With the key (from the flag or the environment), the same node starts.
-	t.Run("with the key", func(t *testing.T) {
+	t.Run("generated off loopback, kept across restarts", func(t *testing.T) {
 		clearCarmyEnv(t)
-		s := startServe(t, "--dev", "--http-addr", "0.0.0.0:0", "--cluster-key", "k3y")
+		dataDir := filepath.Join(t.TempDir(), "fresh", "data") // made 0700
+		s := startServe(t, "--dev", "--http-addr", "0.0.0.0:0", "--data-dir", dataDir)
 		s.waitReady(t)
 		if err := s.stop(t); err != nil {
 			t.Errorf("serve returned %v, want nil", err)
 		}
-	})
-	t.Run("with the key from the environment", func(t *testing.T) {
-		clearCarmyEnv(t)
-		t.Setenv("CARMY_CLUSTER_KEY", "k3y")
-		s := startServe(t, "--dev", "--http-addr", "0.0.0.0:0")
-		if code, body := s.get(t, "/healthz", ""); code != http.StatusOK {
-			t.Errorf("GET /healthz = %d %s, want 200", code, body)
+		st, err := os.Stat(filepath.Join(dataDir, "cluster-key"))
+		if err != nil || st.Mode().Perm() != 0o600 {
+			t.Fatalf("the generated key: %v, %v; want a 0600 file", st, err)
 		}
-		if err := s.stop(t); err != nil {
+		if dst, err := os.Stat(dataDir); err != nil || dst.Mode().Perm() != 0o700 {
+			t.Errorf("the data dir made for the key: %v, %v; want 0700", dst, err)
+		}
+		first, _ := os.ReadFile(filepath.Join(dataDir, "cluster-key"))
+		if !strings.Contains(s.logs.String(), "generated a cluster key") || strings.Contains(s.logs.String(), strings.TrimSpace(string(first))) {
+			t.Errorf("want the generation logged, without the key; logs:\n%s", s.logs)
+		}
+		again := startServe(t, "--dev", "--http-addr", "127.0.0.1:0", "--data-dir", dataDir)
+		again.waitReady(t)
+		if err := again.stop(t); err != nil {
 			t.Errorf("serve returned %v, want nil", err)
 		}
+		second, _ := os.ReadFile(filepath.Join(dataDir, "cluster-key"))
+		if string(first) != string(second) || !strings.Contains(again.logs.String(), "using the cluster key kept in the data dir") {
+			t.Errorf("the restarted node did not keep its key; logs:\n%s", again.logs)
+		}
 	})
+	// With a key (from the flag, the environment or a file), the node
+	// starts off loopback and generates none.
+	for _, how := range []string{"flag", "environment", "file"} {
+		t.Run("with the key from the "+how, func(t *testing.T) {
+			clearCarmyEnv(t)
+			dataDir := t.TempDir()
+			args := []string{"--dev", "--http-addr", "0.0.0.0:0", "--data-dir", dataDir}
+			switch how {
+			case "flag":
+				args = append(args, "--cluster-key", "0123456789abcdef")
+			case "environment":
+				t.Setenv("CARMY_CLUSTER_KEY_FILE", keyFile(t, "\n  0123456789abcdef  \n"))
+			case "file":
+				args = append(args, "--cluster-key-file", keyFile(t, "0123456789abcdef\n"))
+			}
+			s := startServe(t, args...)
+			s.waitReady(t)
+			if err := s.stop(t); err != nil {
+				t.Errorf("serve returned %v, want nil", err)
+			}
+			if _, err := os.Stat(filepath.Join(dataDir, "cluster-key")); err == nil {
+				t.Error("a node given a key generated one")
+			}
+		})
+	}
 }
 
 func TestServeRestartKeepsRecords(t *testing.T) {
@@ -651,6 +692,9 @@ func TestServeGossipKey(t *testing.T) {
 	}
 	clearCarmyEnv(t)
 	key := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{5}, 32))
+	// One cluster key (they join each other); g2 gossips under the key
+	// derived from it, g1 and g3 under the explicit one, which wins.
+	t.Setenv("CARMY_CLUSTER_KEY", "gossip-test-cluster-key")
 	n1 := startServe(t, "--dev", "--http-addr", "127.0.0.1:0", "--node-id", "g1", "--gossip-key", key)
 	n1.waitReady(t)
 	startServe(t, "--dev", "--http-addr", "127.0.0.1:0", "--node-id", "g2", "--join", n1.addr)
@@ -687,7 +731,7 @@ func TestServeRefusesInsecureNodeOffLoopback(t *testing.T) {
 	cfg := writeConfig(t, "auth:\n  tokens:\n    - {principal: planner, token_env: CARMY_TEST_PLANNER_TOKEN}\n")
 	// 192.0.2.1 (TEST-NET-1) is never this machine's: nothing can bind it,
 	// so the check must refuse before any listener is opened.
-	args := append(nodeArgs(t), "--config", cfg, "--http-addr", "127.0.0.1:0", "--raft-addr", "192.0.2.1:8300", "--cluster-key", "k")
+	args := append(nodeArgs(t), "--config", cfg, "--http-addr", "127.0.0.1:0", "--raft-addr", "192.0.2.1:8300", "--cluster-key", "0123456789abcdef")
 	err := serve(t.Context(), args, io.Discard, newLogBuffer())
 	if err == nil || !strings.Contains(err.Error(), "refusing to start") || !strings.Contains(err.Error(), "--insecure") {
 		t.Fatalf("Raft off loopback without TLS or a gossip key: %v, want a refusal naming --insecure", err)

@@ -21,15 +21,26 @@ Makes the cluster CA and the node certificates of mutual TLS between nodes
 
 Commands:
   ca                     write carmy-ca.pem and carmy-ca-key.pem (a CA for 5 years)
-  cert --node-id ID      write ID.pem and ID-key.pem, signed by the CA (for 1 year)
+  cert --node-id ID      write ID.pem and ID-key.pem, signed by the CA (for 1 year): a
+                         node certificate, with the node role (URI SAN urn:carmy:role:node)
+  cert --role api --name NAMES
+                         write api.pem and api-key.pem, signed by the CA: a server
+                         certificate for the API (--tls-cert), without the node role
 
 Flags:
   --dir dir              where the files are read and written (default .)
-  --days n               lifetime in days (default 1825 for the CA, 365 for a node)
+  --days n               lifetime in days (default 1825 for the CA, 365 for a certificate)
 cert flags:
+  --role node|api        what the certificate is for (default node)
   --node-id ID           the node's --node-id (also a DNS name of the certificate)
   --dns names            more DNS names, comma-separated
-  --ip addresses         IP addresses, comma-separated (127.0.0.1 and ::1 are always in)
+  --ip addresses         IP addresses, comma-separated (127.0.0.1 and ::1 are always in
+                         a node certificate)
+  --name names           with --role api: its DNS names and IP addresses, comma-separated
+
+Nodes refuse, on Raft and on their internal endpoints, a peer whose certificate of
+the CA lacks the node role: an API certificate cannot make its holder a node.
+Certificates made before the role existed must be made again (carmy tls cert).
 
 Keep carmy-ca-key.pem off the nodes: a node needs carmy-ca.pem, its certificate
 and its key. Renew a certificate by writing new files over the old ones; nodes
@@ -38,6 +49,7 @@ read them again within seconds, without a restart.
 Examples:
   carmy tls ca --dir /etc/carmy/tls
   carmy tls cert --dir /etc/carmy/tls --node-id n1 --ip 10.0.0.1 --dns n1.carmy.internal
+  carmy tls cert --dir /etc/carmy/tls --role api --name carmy.example.com,10.0.0.1
 `
 
 // tlsCmd runs `carmy tls ca|cert`.
@@ -56,6 +68,8 @@ func tlsCmd(args []string, now time.Time, stdout, stderr io.Writer) error {
 	nodeID := fs.String("node-id", "", "")
 	dns := fs.String("dns", "", "")
 	ips := fs.String("ip", "", "")
+	role := fs.String("role", "node", "")
+	names := fs.String("name", "", "")
 	fs.Usage = func() {}
 	if err := fs.Parse(args[1:]); errors.Is(err, flag.ErrHelp) {
 		fmt.Fprint(stdout, tlsUsage)
@@ -92,6 +106,16 @@ func tlsCmd(args []string, now time.Time, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "wrote %s and %s\n", caCert, caKey)
 		return nil
 	case "cert":
+		switch {
+		case *role == "api":
+			return apiCert(*dir, caCert, caKey, *names, *dns, *ips, *nodeID, *days, now, stdout)
+		case *role != "node":
+			fmt.Fprintf(stderr, "carmy tls cert: --role %q: want node or api\n\n%s", *role, tlsUsage)
+			return errUsage
+		case *names != "":
+			fmt.Fprintf(stderr, "carmy tls cert: --name goes with --role api (a node certificate takes --node-id, --dns and --ip)\n\n%s", tlsUsage)
+			return errUsage
+		}
 		if *nodeID == "" {
 			fmt.Fprintf(stderr, "carmy tls cert: --node-id is required\n\n%s", tlsUsage)
 			return errUsage
@@ -135,6 +159,59 @@ func tlsCmd(args []string, now time.Time, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stderr, "carmy tls: unknown command %q\n\n%s", args[0], tlsUsage)
 	return errUsage
+}
+
+// apiCert writes api.pem and api-key.pem (0600) into dir: a server
+// certificate of the CA for the API, named by names (DNS names and IPs,
+// comma-separated) plus dns and ips, without the node role.
+func apiCert(dir, caCert, caKey, names, dns, ips, nodeID string, days int, now time.Time, stdout io.Writer) error {
+	if nodeID != "" {
+		return fmt.Errorf("carmy tls cert --role api: --node-id names a node; give the API's names with --name")
+	}
+	var dnsNames []string
+	var addrs []net.IP
+	for _, n := range append(splitList(names), splitList(dns)...) {
+		if ip := net.ParseIP(n); ip != nil {
+			addrs = append(addrs, ip)
+		} else {
+			dnsNames = append(dnsNames, n)
+		}
+	}
+	for _, s := range splitList(ips) {
+		ip := net.ParseIP(s)
+		if ip == nil {
+			return fmt.Errorf("carmy tls cert: --ip %q is not an IP address", s)
+		}
+		addrs = append(addrs, ip)
+	}
+	if len(dnsNames) == 0 && len(addrs) == 0 {
+		return fmt.Errorf("carmy tls cert --role api: --name is required (the API's DNS names and IP addresses, comma-separated)")
+	}
+	cp, err := os.ReadFile(caCert)
+	if err != nil {
+		return fmt.Errorf("carmy tls cert: the CA (carmy tls ca makes one): %w", err)
+	}
+	kp, err := os.ReadFile(caKey)
+	if err != nil {
+		return fmt.Errorf("carmy tls cert: the CA key: %w", err)
+	}
+	life := certs.NodeLifetime
+	if days > 0 {
+		life = time.Duration(days) * 24 * time.Hour
+	}
+	c, k, err := certs.NewAPICert(cp, kp, dnsNames, addrs, life, now)
+	if err != nil {
+		return err
+	}
+	certFile, keyFile := filepath.Join(dir, "api.pem"), filepath.Join(dir, "api-key.pem")
+	if err := replaceFile(keyFile, k, 0o600); err != nil {
+		return err
+	}
+	if err := replaceFile(certFile, c, 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s and %s (an API certificate: no node role)\n", certFile, keyFile)
+	return nil
 }
 
 // writeNew writes a file that must not exist yet (a CA is never

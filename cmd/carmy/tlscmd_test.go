@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/carmyhq/carmy/internal/certs"
 )
 
 func TestTLSCommands(t *testing.T) {
@@ -49,6 +51,40 @@ func TestTLSCommands(t *testing.T) {
 	}
 	if st, _ := os.Stat(filepath.Join(dir, "n1-key.pem")); st.Mode().Perm() != 0o600 {
 		t.Errorf("the key is %v, want 0600", st.Mode().Perm())
+	}
+	if !certs.HasNodeRole(leaf) || fmt.Sprint(leaf.URIs) != "[urn:carmy:role:node]" {
+		t.Errorf("the node certificate's URIs = %v, want the node role", leaf.URIs)
+	}
+	// An API certificate: the names given, server auth, no node role.
+	if err := tlsCmd([]string{"cert", "--dir", dir, "--role", "api", "--name", "carmy.example.com,10.0.0.9"}, now, &out, &errOut); err != nil {
+		t.Fatalf("tls cert --role api: %v (%s)", err, errOut.String())
+	}
+	apiPair, err := tls.LoadX509KeyPair(filepath.Join(dir, "api.pem"), filepath.Join(dir, "api-key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, _ := x509.ParseCertificate(apiPair.Certificate[0])
+	if certs.HasNodeRole(api) || len(api.URIs) != 0 {
+		t.Errorf("the API certificate carries URIs %v, want no node role", api.URIs)
+	}
+	if got := fmt.Sprint(api.DNSNames, api.IPAddresses); got != "[carmy.example.com] [10.0.0.9]" {
+		t.Errorf("API names = %s", got)
+	}
+	if _, err := api.Verify(x509.VerifyOptions{Roots: pool, CurrentTime: now, DNSName: "carmy.example.com", KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+		t.Errorf("the API certificate does not chain to the CA: %v", err)
+	}
+	if st, _ := os.Stat(filepath.Join(dir, "api-key.pem")); st.Mode().Perm() != 0o600 {
+		t.Errorf("the API key is %v, want 0600", st.Mode().Perm())
+	}
+	for _, args := range [][]string{
+		{"cert", "--dir", dir, "--role", "api"},
+		{"cert", "--dir", dir, "--role", "api", "--node-id", "n1", "--name", "x"},
+		{"cert", "--dir", dir, "--role", "admin", "--node-id", "n1"},
+		{"cert", "--dir", dir, "--node-id", "n1", "--name", "x"},
+	} {
+		if err := tlsCmd(args, now, &out, &errOut); err == nil {
+			t.Errorf("tls %q succeeded", args)
+		}
 	}
 	for _, args := range [][]string{{"cert", "--dir", dir}, {"cert", "--dir", dir, "--node-id", "n2", "--ip", "nope"}, {"bogus"}, {}} {
 		if err := tlsCmd(args, now, &out, &errOut); err == nil {

@@ -14,8 +14,25 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"net/url"
 	"time"
 )
+
+// NodeRoleURI is the URI SAN that makes a certificate of the cluster's CA
+// a node's: nodes refuse, on Raft and on the internal endpoints, a peer
+// whose certificate lacks it (an API server's certificate of the same CA,
+// say).
+const NodeRoleURI = "urn:carmy:role:node"
+
+// HasNodeRole reports whether cert carries NodeRoleURI.
+func HasNodeRole(cert *x509.Certificate) bool {
+	for _, u := range cert.URIs {
+		if u.String() == NodeRoleURI {
+			return true
+		}
+	}
+	return false
+}
 
 // Default lifetimes: a CA for 5 years, a node certificate for 1 year.
 const (
@@ -47,8 +64,8 @@ func NewCA(commonName string, lifetime time.Duration, now time.Time) (certPEM, k
 }
 
 // NewNodeCert returns a certificate for nodeID signed by the CA, for
-// both ends of a connection (server and client auth), and its key, in
-// PEM. Its names are nodeID, localhost, 127.0.0.1 and ::1, and the given
+// both ends of a connection (server and client auth), with the node role
+// (NodeRoleURI), and its key, in PEM. Its names are nodeID, localhost, 127.0.0.1 and ::1, and the given
 // DNS names and IPs.
 func NewNodeCert(caCertPEM, caKeyPEM []byte, nodeID string, dnsNames []string, ips []net.IP, lifetime time.Duration, now time.Time) (certPEM, keyPEM []byte, err error) {
 	ca, caKey, err := parseCA(caCertPEM, caKeyPEM)
@@ -74,10 +91,61 @@ func NewNodeCert(caCertPEM, caKeyPEM []byte, nodeID string, dnsNames []string, i
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 		DNSNames:     append([]string{nodeID, "localhost"}, dnsNames...),
 		IPAddresses:  append([]net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}, ips...),
+		URIs:         []*url.URL{nodeRole()},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 	if err != nil {
 		return nil, nil, fmt.Errorf("certs: node certificate: %w", err)
+	}
+	return encode(der, key)
+}
+
+func nodeRole() *url.URL {
+	u, err := url.Parse(NodeRoleURI)
+	if err != nil {
+		panic(err)
+	}
+	return u
+}
+
+// NewAPICert returns a server certificate for an API (carmy serve
+// --tls-cert) signed by the CA, and its key, in PEM: server auth only,
+// without the node role, so that it cannot serve as a node's. Its names
+// are the given DNS names and IPs (at least one).
+func NewAPICert(caCertPEM, caKeyPEM []byte, dnsNames []string, ips []net.IP, lifetime time.Duration, now time.Time) (certPEM, keyPEM []byte, err error) {
+	ca, caKey, err := parseCA(caCertPEM, caKeyPEM)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(dnsNames) == 0 && len(ips) == 0 {
+		return nil, nil, errors.New("certs: an API certificate needs at least one name")
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, fmt.Errorf("certs: API key: %w", err)
+	}
+	if now.Add(lifetime).After(ca.NotAfter) {
+		lifetime = ca.NotAfter.Sub(now)
+	}
+	cn := ""
+	if len(dnsNames) > 0 {
+		cn = dnsNames[0]
+	} else {
+		cn = ips[0].String()
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(),
+		Subject:      pkix.Name{CommonName: cn, Organization: []string{"Carmy"}},
+		NotBefore:    now.Add(-time.Minute),
+		NotAfter:     now.Add(lifetime),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:     dnsNames,
+		IPAddresses:  ips,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return nil, nil, fmt.Errorf("certs: API certificate: %w", err)
 	}
 	return encode(der, key)
 }

@@ -40,7 +40,8 @@ func startFaultNode(t *testing.T, i int, join []string) *faultNode {
 		NodeID: fmt.Sprintf("n%d", i), DataDir: t.TempDir(),
 		RaftAddr: net.JoinHostPort(ip, "0"), GossipAddr: net.JoinHostPort(ip, "0"), HTTPAddr: ln.Addr().String(),
 		Bootstrap: join == nil, Join: join, Fast: true, DeadGrace: time.Second, Logger: log.With("node", i),
-		Hooks: cluster.Hooks{Dial: f.DialContext, RaftStream: f.StreamLayer, Gossip: f.Memberlist},
+		ClusterKey: "faultnet-test-cluster-key",
+		Hooks:      cluster.Hooks{Dial: f.DialContext, RaftStream: f.StreamLayer, Gossip: f.Memberlist},
 	})
 	if err != nil {
 		ln.Close()

@@ -260,6 +260,10 @@ func WaitFor(tb testing.TB, timeout time.Duration, what string, cond func() erro
 	}
 }
 
+// ClusterKey is the --cluster-key StartCluster and Cluster.Add give every
+// node, unless its arguments or environment give a key or node TLS.
+const ClusterKey = "testutil-cluster-key-0123456789"
+
 // Cluster is a set of carmy processes on loopback, started together by
 // StartCluster. The processes live as long as the test that started the
 // cluster, even when a subtest restarts or adds one. Its methods may be
@@ -306,6 +310,12 @@ func (c *Cluster) Add(t testing.TB, id string, args ...string) *Node {
 	t.Helper()
 	dataDir := filepath.Join(c.owner.TempDir(), id)
 	full := append([]string{"--node-id", id, "--data-dir", dataDir}, args...)
+	if !hasFlag(args, "--cluster-key") && !hasFlag(args, "--cluster-key-file") && !hasFlag(args, "--node-tls-ca") && !TestTLS() &&
+		!slices.ContainsFunc(c.opts.Env, func(e string) bool { return strings.HasPrefix(e, "CARMY_CLUSTER_KEY") }) {
+		// The nodes of a cluster share a key (each would otherwise
+		// generate its own, and none could join another).
+		full = append(full, "--cluster-key", ClusterKey)
+	}
 	n, err := launch(c.owner, c.bin, c.opts, full)
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,67 @@
+package cluster
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Every write through the internal endpoints (a forwarded batch, a join,
+// a removal) is logged once at INFO: who called (its address, the node id
+// it names and, with node TLS, its certificate's name), what (the batch's
+// size and command kinds, or the join's or removal's target) and the
+// outcome. One line per request, never one per command.
+
+// callerOf names the caller of an internal request: the node id it sends
+// (nodeIDHeader; a claim, made by a caller that passed authenticate), and
+// with node TLS its certificate's common name.
+func callerOf(r *http.Request) []any {
+	attrs := []any{slog.String("remote_addr", r.RemoteAddr), slog.String("caller", r.Header.Get(nodeIDHeader))}
+	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
+		attrs = append(attrs, slog.String("caller_cert", r.TLS.PeerCertificates[0].Subject.CommonName))
+	}
+	return attrs
+}
+
+// encodedTypePrefix is how every command fsm.Encode writes begins; the
+// type follows it.
+const encodedTypePrefix = `{"v":1,"type":"`
+
+// commandKinds summarises a batch's command types, "complete=2 reserve=3",
+// read from each command's first bytes (where fsm.Encode puts the type)
+// without decoding it; a command of another shape counts as "other". The
+// FSM decodes each command and decides; this is only the log's summary.
+func commandKinds(cmds []json.RawMessage) string {
+	counts := map[string]int{}
+	for _, raw := range cmds {
+		kind := "other"
+		if rest, ok := bytes.CutPrefix(raw, []byte(encodedTypePrefix)); ok {
+			if i := bytes.IndexByte(rest, '"'); i > 0 && i <= 32 {
+				kind = string(rest[:i])
+			}
+		}
+		counts[kind]++
+	}
+	kinds := make([]string, 0, len(counts))
+	for k := range counts {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	var b strings.Builder
+	for i, k := range kinds {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(k + "=" + strconv.Itoa(counts[k]))
+	}
+	return b.String()
+}
+
+// audit logs one internal write.
+func (n *Node) audit(r *http.Request, op string, attrs ...any) {
+	n.log.Info("internal write", append(append([]any{slog.String("op", op)}, callerOf(r)...), attrs...)...)
+}

@@ -1,0 +1,47 @@
+package cluster
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+)
+
+// TestRefusalLogIsRateLimited checks that refusals made as fast as a
+// stranger can connect give one line per interval, which counts the rest.
+func TestRefusalLogIsRateLimited(t *testing.T) {
+	var buf bytes.Buffer
+	r := newRefusalLog(slog.New(slog.NewTextHandler(&buf, nil)))
+	for range 100 {
+		r.refused("raft connection without the cluster key", "127.0.0.1:1234", errRaftAuth)
+	}
+	if n := strings.Count(buf.String(), "refused a peer"); n != 1 {
+		t.Fatalf("100 refusals logged %d lines, want 1:\n%s", n, buf.String())
+	}
+	// The next line, once the interval has passed, counts those skipped.
+	r.mu.Lock()
+	r.last = r.last.Add(-refusalLogEvery)
+	r.mu.Unlock()
+	r.refused("raft connection without the cluster key", "127.0.0.1:1234", errors.New("again"))
+	if !strings.Contains(buf.String(), "refusals_not_logged=99") {
+		t.Fatalf("the second line does not count the 99 skipped:\n%s", buf.String())
+	}
+	var nilLog *refusalLog
+	nilLog.refused("nothing", "", nil) // a nil log logs nothing, and does not panic
+}
+
+// TestCommandKinds checks the audit summary of a batch.
+func TestCommandKinds(t *testing.T) {
+	var cmds []json.RawMessage
+	for _, s := range []string{
+		`{"v":1,"type":"reserve","key":{}}`, `{"v":1,"type":"complete"}`, `{"v":1,"type":"reserve"}`,
+		`{"type":"expire","v":1}`, `not json`,
+	} {
+		cmds = append(cmds, json.RawMessage(s))
+	}
+	if got := commandKinds(cmds); got != "complete=1 other=2 reserve=2" {
+		t.Fatalf("commandKinds = %q", got)
+	}
+}
