@@ -92,7 +92,7 @@ func TestGossipKeyKeepsStrangersOut(t *testing.T) {
 	}
 }
 
-// TestGossipKeyRotation checks the rolling rotation the README gives: a
+// TestGossipKeyRotation checks the rolling rotation docs/security.md gives: a
 // node that encrypts with a new key and still accepts the old one talks
 // with nodes on the old key.
 func TestGossipKeyRotation(t *testing.T) {

@@ -18,7 +18,7 @@ import (
 // commands at a time, as soon as each write ends; a round instead carries
 // everything that arrived during the previous one. On 3 nodes on 2 cores,
 // with 64 concurrent callers, this halved the log writes per call and
-// raised throughput by a fifth (README, Performance). A command waits at
+// raised throughput by a fifth (docs/performance.md). A command waits at
 // most for the round in flight.
 type proposer struct {
 	r       *raft.Raft
