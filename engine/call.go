@@ -83,9 +83,9 @@ func (r *Runtime) Call(ctx context.Context, caller Caller, req Request) (Respons
 
 	// Register before proposing, so a cancel that commits right after the
 	// reservation reaches the tool.
-	rn, ok := r.runs.startWithin(exec.ID, r.cfg.MaxRunning)
-	if !ok {
-		return Response{}, r.busy()
+	rn, why := r.runs.start(exec.ID, caller, r.runLimits())
+	if why != refusedNone {
+		return Response{}, r.busy(why, caller)
 	}
 	wctx, cancel := r.storeContext(ctx)
 	start := time.Now()
@@ -140,9 +140,9 @@ func (r *Runtime) runUnrecorded(ctx context.Context, p *pending) (Response, erro
 		StartedAt:   now,
 		Status:      store.StatusRunning,
 	}
-	rn, ok := r.runs.startWithin(rec.ExecutionID, r.cfg.MaxRunning)
-	if !ok {
-		return Response{}, r.busy()
+	rn, why := r.runs.start(rec.ExecutionID, p.caller, r.runLimits())
+	if why != refusedNone {
+		return Response{}, r.busy(why, p.caller)
 	}
 	done := make(chan store.Record, 1)
 	go func() {
@@ -159,14 +159,27 @@ func (r *Runtime) runUnrecorded(ctx context.Context, p *pending) (Response, erro
 	}
 }
 
-// busy is the answer to a call that would run more tools at once than
-// MaxRunning allows, or that comes after shutdown closed the running set:
-// nothing was reserved and the tool did not run.
-func (r *Runtime) busy() error {
-	if r.isClosing() {
-		// The set refused because shutdown closed it.
-		return ErrClosed
+// runLimits returns the bounds of the running set.
+func (r *Runtime) runLimits() runLimits {
+	return runLimits{total: r.cfg.MaxRunning, share: r.cfg.MaxRunningPerPrincipal}
+}
+
+// busy is the answer to a call that the running set refused (why): it
+// would run more tools at once than MaxRunning allows, or than the
+// caller's share (MaxRunningPerPrincipal), or it would take a slot kept
+// for admins; or it comes after shutdown closed the running set. Nothing
+// was reserved and the tool did not run.
+func (r *Runtime) busy(why refusal, caller Caller) error {
+	if ro, ok := r.obs.(RefusalObserver); ok && why != refusedClosed {
+		ro.Refused(why.reason())
 	}
-	return store.NewError(store.CodeUnavailable, fmt.Sprintf("this node already runs %d tools, its limit (limits.max_running); "+
-		"the tool did not run and nothing was reserved: retry later or on another node", r.cfg.MaxRunning))
+	switch why {
+	case refusedClosed:
+		return ErrClosed
+	case refusedShare:
+		return &BusyError{Principal: caller.Principal, Limit: LimitMaxRunningPerPrincipal, N: r.cfg.MaxRunningPerPrincipal}
+	case refusedAdminReserve:
+		return &BusyError{Principal: caller.Principal, Limit: LimitAdminReserve, N: r.cfg.MaxRunning - adminReserve(r.cfg.MaxRunning, r.cfg.MaxRunningPerPrincipal)}
+	}
+	return &BusyError{Limit: LimitMaxRunning, N: r.cfg.MaxRunning}
 }
