@@ -65,7 +65,7 @@ func byteQuotaLog() []fsm.Command {
 		fsm.Reserve(key("a2"), fp, withQuota("e-a2")),
 		fsm.Reserve(key("a3"), fp, withQuota("e-a3")),
 		fsm.Complete(key("a2"), fp, *res(completed("e-a2", big, tDone))), // over alice's quota: a bounded failure
-		fsm.Reserve(key("a4"), fp, withQuota("e-a4")),                 // refused for bytes, or not, alike everywhere
+		fsm.Reserve(key("a4"), fp, withQuota("e-a4")),                    // refused for bytes, or not, alike everywhere
 		fsm.Reserve(bobKey("b1"), fp, withQuota("e-b1")),
 		fsm.Complete(bobKey("b1"), fp, *res(completed("e-b1", big, tDone))), // within bob's quota
 		fsm.Reserve(bobKey("b2"), fp, withQuota("e-b2")),
