@@ -92,6 +92,14 @@ func (m *runtimeMetrics) register(reg *prometheus.Registry, r *engine.Runtime) {
 			Help: "The bound on records (--max-entries); calls answer IDEMPOTENCY_CAPACITY when it is reached.",
 		}, stat(func(s store.Stats) int { return s.Capacity })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "carmy_store_bytes",
+			Help: "Bytes of the records in the store (store.RecordSize summed: keys, ids, fingerprints, result data and errors), as this node has applied them.",
+		}, stat(func(s store.Stats) int { return int(s.Bytes) })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "carmy_store_max_bytes",
+			Help: "The bound on carmy_store_bytes (--max-bytes; 0: none); calls answer IDEMPOTENCY_CAPACITY when a new record would not fit.",
+		}, stat(func(s store.Stats) int { return int(s.MaxBytes) })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "carmy_executions_running",
 			Help: "Tools running on this node now.",
 		}, func() float64 { return float64(r.Running()) }),

@@ -45,8 +45,12 @@ type Response struct {
 // outside caller.Tools), ErrUnknownTool, *store.FieldError
 // (INVALID_REQUEST), *store.ConflictError, *store.UncertainError,
 // store.ErrCapacity (a *store.QuotaError when caller.MaxEntries > 0 and the
-// principal holds that many records: a new identity is refused, a held one
-// is answered as ever), store.ErrUnavailable (the tool did not run, or ran
+// principal holds that many records, or when caller.MaxBytes > 0 and the
+// new record and MaxResultBytes do not fit in what it has left; a
+// *store.CapacityError when they do not fit in the store's bound on
+// bytes: a new identity is refused, a held one is answered as ever),
+// *BusyError (UNAVAILABLE: this node runs its limit of tools, or the
+// caller its share), store.ErrUnavailable (the tool did not run, or ran
 // but its outcome is not yet recorded: the message says which). When ctx
 // ends first, Call returns ctx's error while the tool runs on and its
 // outcome is recorded.
@@ -77,9 +81,14 @@ func (r *Runtime) Call(ctx context.Context, caller Caller, req Request) (Respons
 		}
 	}
 	now := r.now()
-	// The caller's quota travels with the reservation, so every replica
-	// applies this node's bound alike.
-	exec := store.Execution{ID: NewExecutionID(now), Tool: req.Tool, NodeID: r.cfg.NodeID, StartedAt: now, Quota: caller.MaxEntries}
+	// The caller's quotas travel with the reservation, so every replica
+	// applies this node's bounds alike. The headroom asks for room for the
+	// largest result this node records, so that an accepted reservation
+	// normally has room for its outcome.
+	exec := store.Execution{
+		ID: NewExecutionID(now), Tool: req.Tool, NodeID: r.cfg.NodeID, StartedAt: now,
+		Quota: caller.MaxEntries, ByteQuota: caller.MaxBytes, Headroom: int64(r.cfg.MaxResultBytes),
+	}
 
 	// Register before proposing, so a cancel that commits right after the
 	// reservation reaches the tool.

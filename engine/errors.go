@@ -133,10 +133,15 @@ func (e *BusyError) ErrorCode() string { return store.CodeUnavailable }
 // Is makes errors.Is(err, store.ErrUnavailable) true: nothing was applied.
 func (e *BusyError) Is(target error) bool { return target == store.ErrUnavailable }
 
-// Fields returns the envelope's extra members: the limit reached, and the
-// principal when the limit is its own.
+// ResourceRunning is the resource a *BusyError names in the envelope:
+// the tools running at once on a node.
+const ResourceRunning = "running"
+
+// Fields returns the envelope's extra members, named as a capacity error's
+// are: "resource" ("running"), "limit" (N), and the principal when the
+// bound is its own (its share, or the admin's reserve).
 func (e *BusyError) Fields() map[string]any {
-	f := map[string]any{"limit": e.Limit}
+	f := map[string]any{"resource": ResourceRunning, "limit": e.N}
 	if e.Principal != "" {
 		f["principal"] = e.Principal
 	}

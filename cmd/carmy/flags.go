@@ -20,17 +20,19 @@ import (
 // serveConfig is everything `carmy serve` is told by flags and the
 // environment.
 type serveConfig struct {
-	NodeID            string
-	DataDir           string
-	HTTPAddr          string
-	RaftAddr          string
-	GossipAddr        string
-	Bootstrap         bool
-	BootstrapNode     string
-	Join              string
-	ConfigPath        string
-	Dev               bool
-	MaxEntries        int
+	NodeID        string
+	DataDir       string
+	HTTPAddr      string
+	RaftAddr      string
+	GossipAddr    string
+	Bootstrap     bool
+	BootstrapNode string
+	Join          string
+	ConfigPath    string
+	Dev           bool
+	MaxEntries    int
+	// MaxBytes is --max-bytes; 0: limits.max_bytes, else defaultMaxBytes.
+	MaxBytes          int64
 	Retention         string
 	ClusterKey        string
 	GossipKey         string
@@ -70,6 +72,7 @@ var flagEnv = []struct{ flag, env string }{
 	{"join", "CARMY_JOIN"},
 	{"config", "CARMY_CONFIG"},
 	{"max-entries", "CARMY_MAX_ENTRIES"},
+	{"max-bytes", "CARMY_MAX_BYTES"},
 	{"retention", "CARMY_RETENTION"},
 	{"cluster-key", "CARMY_CLUSTER_KEY"},
 	{"gossip-key", "CARMY_GOSSIP_KEY"},
@@ -101,6 +104,7 @@ func serveFlags(cfg *serveConfig, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&cfg.ConfigPath, "config", "", "YAML `file` declaring tools, auth tokens and limits")
 	fs.BoolVar(&cfg.Dev, "dev", false, "try-it-out mode: demo tools on, auth off, and --bootstrap unless --join is given")
 	fs.IntVar(&cfg.MaxEntries, "max-entries", defaultMaxEntries, "capacity of the replicated store, in records (the leader's value applies)")
+	fs.Int64Var(&cfg.MaxBytes, "max-bytes", 0, "bound on the bytes of the replicated store's records (keys, ids, fingerprints, results; the leader's value applies); 0: limits.max_bytes, else 1 GiB")
 	fs.StringVar(&cfg.Retention, "retention", "off", "`age` after which finished records are removed, e.g. 72h or 30d; off keeps them")
 	fs.StringVar(&cfg.ClusterKey, "cluster-key", "", "shared `secret` every node-to-node HTTP call carries; required unless node TLS is on or all listeners are on loopback")
 	fs.StringVar(&cfg.GossipKey, "gossip-key", "", "base64 `keys` (16, 24 or 32 bytes; carmy keygen makes one) that encrypt gossip; the first encrypts, any decrypts (comma-separated, for rotation)")
@@ -200,6 +204,8 @@ func (c serveConfig) validate() error {
 		return fmt.Errorf("--node-id %q: must be non-empty, without spaces or slashes", c.NodeID)
 	case c.MaxEntries <= 0:
 		return fmt.Errorf("--max-entries %d: must be positive", c.MaxEntries)
+	case c.MaxBytes < 0:
+		return fmt.Errorf("--max-bytes %d: must not be negative", c.MaxBytes)
 	case c.Bootstrap && c.BootstrapNode != "":
 		return fmt.Errorf("--bootstrap and --bootstrap-node exclude each other: --bootstrap-node names the founder for every node")
 	case c.BootstrapNode != "" && strings.ContainsAny(c.BootstrapNode, " \t\r\n/"):

@@ -85,6 +85,7 @@ func TestParseServeEnvironment(t *testing.T) {
 		}},
 		{"CARMY_CONFIG", "/etc/carmy/carmy.yaml", func(c serveConfig) bool { return c.ConfigPath == "/etc/carmy/carmy.yaml" }},
 		{"CARMY_MAX_ENTRIES", "42", func(c serveConfig) bool { return c.MaxEntries == 42 }},
+		{"CARMY_MAX_BYTES", "1073741824", func(c serveConfig) bool { return c.MaxBytes == 1<<30 }},
 		{"CARMY_RETENTION", "30d", func(c serveConfig) bool { return c.Retention == "30d" }},
 		{"CARMY_CLUSTER_KEY", "s3cret", func(c serveConfig) bool { return c.ClusterKey == "s3cret" }},
 		{"CARMY_NODE_TLS_CA", "/tls/ca.pem", func(c serveConfig) bool { return c.NodeTLSCA == "/tls/ca.pem" }},
