@@ -45,12 +45,39 @@ type overflowBody struct {
 	Bytes  int64  `json:"outcome_bytes"`
 }
 
-// overflowResult returns the failed result recorded instead of res when
-// res would take its record over a bound: principal's
-// quota of limit bytes, or the store's bound (principal ""). It is small
+// Overflow decides whether growing a record of principal by delta bytes
+// fits: it does not when the principal would then hold more than
+// byteQuota (> 0) bytes, and then over names the principal; or when the
+// store would hold more than maxBytes (> 0), and then over is "". limit
+// is the bound exceeded. A record that does not grow always fits. Every
+// store decides with this one function, so that they agree on what fits.
+func Overflow(principal string, delta, principalBytes, byteQuota, storeBytes, maxBytes int64) (over string, limit int64, exceeded bool) {
+	switch {
+	case delta <= 0:
+		return "", 0, false
+	case byteQuota > 0 && principalBytes+delta > byteQuota:
+		return principal, byteQuota, true
+	case maxBytes > 0 && storeBytes+delta > maxBytes:
+		return "", maxBytes, true
+	}
+	return "", 0, false
+}
+
+// OverflowError is the refusal of a write that does not fit, as Overflow
+// named it: a *QuotaError for a principal's quota, else a *CapacityError.
+func OverflowError(over string, limit int64) error {
+	if over != "" {
+		return &QuotaError{Principal: over, Bytes: limit}
+	}
+	return &CapacityError{Resource: ResourceBytes, Limit: limit}
+}
+
+// OverflowResult returns the failed result a store records instead of res
+// when res does not fit (Overflow): principal is the one whose quota of
+// limit bytes it would exceed, or "" for the store's bound. It is small
 // and bounded whatever res holds, and depends on its arguments alone, so
-// every replica records the same bytes.
-func overflowResult(res Result, principal string, limit int64) Result {
+// every replica and back end records the same bytes.
+func OverflowResult(res Result, principal string, limit int64) Result {
 	b := overflowBody{Code: CodeCapacity, Resource: ResourceBytes, Limit: limit, Status: res.Status, Bytes: int64(len(res.Data) + len(res.Error))}
 	if principal != "" {
 		b.Principal = principal

@@ -157,30 +157,21 @@ func (s *State) Complete(key Key, fingerprint string, res Result) (Record, error
 	case r.ExecutionID != res.ExecutionID || !r.Status.Open():
 		return Record{}, &StateError{Op: "complete", Record: *r}
 	}
-	if principal, limit, over := s.overflows(r, res); over {
-		res = overflowResult(res, principal, limit)
+	if over, limit, exceeded := s.overflows(r, res); exceeded {
+		res = OverflowResult(res, over, limit)
 	}
 	s.settle(r, res)
 	return *r, nil
 }
 
-// overflows reports whether recording res in r would take r's principal
-// over res.ByteQuota (principal named) or the State over MaxBytes
-// (principal ""), and that bound. An outcome that does not grow the record
-// always fits.
-func (s *State) overflows(r *Record, res Result) (principal string, limit int64, over bool) {
+// overflows decides (Overflow) whether recording res in r fits in r's
+// principal's res.ByteQuota and in MaxBytes.
+func (s *State) overflows(r *Record, res Result) (over string, limit int64, exceeded bool) {
 	grown := *r
-	grown.Data, grown.Error, grown.Status = res.Data, res.Error, res.Status
+	grown.Data, grown.Error = res.Data, res.Error
 	delta := RecordSize(grown) - RecordSize(*r)
-	switch {
-	case delta <= 0:
-		return "", 0, false
-	case res.ByteQuota > 0 && s.principalBytes[r.Key.Principal]+delta > res.ByteQuota:
-		return r.Key.Principal, res.ByteQuota, true
-	case s.maxBytes > 0 && s.bytes+delta > s.maxBytes:
-		return "", s.maxBytes, true
-	}
-	return "", 0, false
+	p := r.Key.Principal
+	return Overflow(p, delta, s.principalBytes[p], res.ByteQuota, s.bytes, s.maxBytes)
 }
 
 // settle applies res to r and accounts for its new size.
@@ -282,11 +273,8 @@ func (s *State) Resolve(executionID string, rs Resolution) (Record, error) {
 	}
 	// An outcome established by an operator is refused, not replaced, when
 	// it does not fit: nothing ran, and a smaller one (or release) will do.
-	switch principal, limit, over := s.overflows(r, rs.Result); {
-	case over && principal != "":
-		return Record{}, &QuotaError{Principal: principal, Bytes: limit}
-	case over:
-		return Record{}, &CapacityError{Resource: ResourceBytes, Limit: limit}
+	if over, limit, exceeded := s.overflows(r, rs.Result); exceeded {
+		return Record{}, OverflowError(over, limit)
 	}
 	s.settle(r, rs.Result)
 	r.Resolved = true
