@@ -31,8 +31,11 @@ type serveConfig struct {
 	ConfigPath    string
 	Dev           bool
 	MaxEntries    int
-	// MaxBytes is --max-bytes; 0: limits.max_bytes, else defaultMaxBytes.
+	// MaxBytes is --max-bytes (default defaultMaxBytes); MaxBytesSet says
+	// whether the flag or its variable set it, so that limits.max_bytes
+	// applies otherwise.
 	MaxBytes          int64
+	MaxBytesSet       bool
 	Retention         string
 	ClusterKey        string
 	GossipKey         string
@@ -104,7 +107,7 @@ func serveFlags(cfg *serveConfig, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&cfg.ConfigPath, "config", "", "YAML `file` declaring tools, auth tokens and limits")
 	fs.BoolVar(&cfg.Dev, "dev", false, "try-it-out mode: demo tools on, auth off, and --bootstrap unless --join is given")
 	fs.IntVar(&cfg.MaxEntries, "max-entries", defaultMaxEntries, "capacity of the replicated store, in records (the leader's value applies)")
-	fs.Int64Var(&cfg.MaxBytes, "max-bytes", 0, "bound on the bytes of the replicated store's records (keys, ids, fingerprints, results; the leader's value applies); 0: limits.max_bytes, else 1 GiB")
+	fs.Int64Var(&cfg.MaxBytes, "max-bytes", defaultMaxBytes, "bound on the bytes of the replicated store's records (keys, ids, fingerprints, results; the leader's value applies); unset, limits.max_bytes applies when the config file sets it")
 	fs.StringVar(&cfg.Retention, "retention", "off", "`age` after which finished records are removed, e.g. 72h or 30d; off keeps them")
 	fs.StringVar(&cfg.ClusterKey, "cluster-key", "", "shared `secret` every node-to-node HTTP call carries; required unless node TLS is on or all listeners are on loopback")
 	fs.StringVar(&cfg.GossipKey, "gossip-key", "", "base64 `keys` (16, 24 or 32 bytes; carmy keygen makes one) that encrypt gossip; the first encrypts, any decrypts (comma-separated, for rotation)")
@@ -184,6 +187,7 @@ func parseServe(args []string, getenv func(string) string, out io.Writer) (serve
 		}
 		return cfg, errUsage
 	}
+	fs.Visit(func(f *flag.Flag) { cfg.MaxBytesSet = cfg.MaxBytesSet || f.Name == "max-bytes" })
 	if fs.NArg() > 0 {
 		fmt.Fprintf(out, "carmy serve: unexpected argument %q\n", fs.Arg(0))
 		return cfg, errUsage
@@ -204,8 +208,8 @@ func (c serveConfig) validate() error {
 		return fmt.Errorf("--node-id %q: must be non-empty, without spaces or slashes", c.NodeID)
 	case c.MaxEntries <= 0:
 		return fmt.Errorf("--max-entries %d: must be positive", c.MaxEntries)
-	case c.MaxBytes < 0:
-		return fmt.Errorf("--max-bytes %d: must not be negative", c.MaxBytes)
+	case c.MaxBytes <= 0:
+		return fmt.Errorf("--max-bytes %d: must be positive", c.MaxBytes)
 	case c.Bootstrap && c.BootstrapNode != "":
 		return fmt.Errorf("--bootstrap and --bootstrap-node exclude each other: --bootstrap-node names the founder for every node")
 	case c.BootstrapNode != "" && strings.ContainsAny(c.BootstrapNode, " \t\r\n/"):

@@ -50,16 +50,16 @@ type limits struct {
 // which a reservation asks for: a smaller one could never reserve.
 func resolveLimits(cfg serveConfig, fc fileConfig) (limits, error) {
 	l := limits{
-		maxBytes:            cfg.MaxBytes,
+		maxBytes:            defaultMaxBytes,
 		runningShare:        fc.Limits.MaxRunningPerPrincipal,
 		entriesPerPrincipal: fc.Limits.EntriesPerPrincipal,
 		bytesPerPrincipal:   fc.Limits.BytesPerPrincipal,
 	}
-	if l.maxBytes == 0 {
+	switch {
+	case cfg.MaxBytesSet:
+		l.maxBytes = cfg.MaxBytes
+	case fc.Limits.MaxBytes > 0:
 		l.maxBytes = fc.Limits.MaxBytes
-	}
-	if l.maxBytes == 0 {
-		l.maxBytes = defaultMaxBytes
 	}
 	tokens := 0
 	if !cfg.Dev {

@@ -32,7 +32,7 @@ func TestResolveLimits(t *testing.T) {
 		{"small max_running", cfg, fileConfig{Auth: tokens(1), Limits: limitsConfig{MaxRunning: 3}}, limits{maxBytes: 1 << 30, runningShare: 1}},
 		{"limits.max_bytes", cfg, fileConfig{Auth: tokens(2), Limits: limitsConfig{MaxBytes: 400 << 20}},
 			limits{maxBytes: 400 << 20, runningShare: 256, entriesPerPrincipal: 25000, bytesPerPrincipal: 100 << 20}},
-		{"--max-bytes wins", serveConfig{MaxEntries: 100000, MaxBytes: 40 << 20}, fileConfig{Limits: limitsConfig{MaxBytes: 400 << 20}},
+		{"--max-bytes wins", serveConfig{MaxEntries: 100000, MaxBytes: 40 << 20, MaxBytesSet: true}, fileConfig{Limits: limitsConfig{MaxBytes: 400 << 20}},
 			limits{maxBytes: 40 << 20}},
 		{"explicit", cfg, fileConfig{Auth: tokens(3), Limits: limitsConfig{MaxRunningPerPrincipal: 7, EntriesPerPrincipal: 9, BytesPerPrincipal: 5 << 20}},
 			limits{maxBytes: 1 << 30, runningShare: 7, entriesPerPrincipal: 9, bytesPerPrincipal: 5 << 20}},
