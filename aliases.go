@@ -95,6 +95,11 @@ func WithDrainTimeout(d time.Duration) Option { return engine.WithDrainTimeout(d
 // bound).
 func WithMaxRunning(n int) Option { return engine.WithMaxRunning(n) }
 
+// WithMaxRunningPerPrincipal sets each non-admin principal's share of the
+// tools running at once on this node (0: no share); the admin is never
+// starved by the others (engine.Config.MaxRunningPerPrincipal).
+func WithMaxRunningPerPrincipal(n int) Option { return engine.WithMaxRunningPerPrincipal(n) }
+
 // Description sets a tool's description.
 func Description(d string) ToolOption { return engine.Description(d) }
 

@@ -16,9 +16,13 @@ import (
 type runtimeMetrics struct {
 	toolDuration  *prometheus.HistogramVec
 	storeDuration *prometheus.HistogramVec
+	refused       *prometheus.CounterVec
 }
 
-var _ engine.Observer = (*runtimeMetrics)(nil)
+var (
+	_ engine.Observer        = (*runtimeMetrics)(nil)
+	_ engine.RefusalObserver = (*runtimeMetrics)(nil)
+)
 
 // durationBuckets suit tools and store writes alike: 0.2 ms to 60 s.
 var durationBuckets = []float64{.0002, .0005, .001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5, 10, 30, 60}
@@ -37,8 +41,16 @@ func newRuntimeMetrics() *runtimeMetrics {
 				"a replay of a finished record is answered locally.",
 			Buckets: durationBuckets,
 		}, []string{"op", "outcome"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "carmy_calls_refused_total",
+			Help: "Calls this node refused before reserving anything because it runs too many tools, by the limit reached: " +
+				"max_running, max_running_per_principal, admin_reserve.",
+		}, []string{"reason"}),
 	}
 }
+
+// Refused implements engine.RefusalObserver: carmy_calls_refused_total.
+func (m *runtimeMetrics) Refused(reason string) { m.refused.WithLabelValues(reason).Inc() }
 
 // ToolFinished implements engine.Observer: carmy_tool_duration_seconds.
 func (m *runtimeMetrics) ToolFinished(tool string, status store.Status, took time.Duration) {
@@ -64,9 +76,13 @@ func (m *runtimeMetrics) register(reg *prometheus.Registry, r *engine.Runtime) {
 			return float64(f(s))
 		}
 	}
+	for _, reason := range []string{engine.LimitMaxRunning, engine.LimitMaxRunningPerPrincipal, engine.LimitAdminReserve} {
+		m.refused.WithLabelValues(reason)
+	}
 	reg.MustRegister(
 		m.toolDuration,
 		m.storeDuration,
+		m.refused,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "carmy_store_entries",
 			Help: "Records in the store (running, interrupted and finished), as this node has applied them.",
@@ -75,6 +91,14 @@ func (m *runtimeMetrics) register(reg *prometheus.Registry, r *engine.Runtime) {
 			Name: "carmy_store_capacity",
 			Help: "The bound on records (--max-entries); calls answer IDEMPOTENCY_CAPACITY when it is reached.",
 		}, stat(func(s store.Stats) int { return s.Capacity })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "carmy_store_bytes",
+			Help: "Bytes of the records in the store (store.RecordSize summed: keys, ids, fingerprints, result data and errors), as this node has applied them.",
+		}, stat(func(s store.Stats) int { return int(s.Bytes) })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "carmy_store_max_bytes",
+			Help: "The bound on carmy_store_bytes (--max-bytes; 0: none); calls answer IDEMPOTENCY_CAPACITY when a new record would not fit.",
+		}, stat(func(s store.Stats) int { return int(s.MaxBytes) })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "carmy_executions_running",
 			Help: "Tools running on this node now.",

@@ -41,6 +41,10 @@ type Token struct {
 	// Caller.MaxEntries); 0 means Auth.MaxEntriesPerPrincipal applies.
 	// Negative is invalid.
 	MaxEntries int
+	// MaxBytes is the most bytes the principal may hold (see
+	// Caller.MaxBytes); 0 means Auth.MaxBytesPerPrincipal applies.
+	// Negative is invalid.
+	MaxBytes int64
 }
 
 // Auth configures authentication. It is on when any token is set; off,
@@ -57,6 +61,10 @@ type Auth struct {
 	// no per-principal bound. It does not turn auth on. Negative is
 	// invalid.
 	MaxEntriesPerPrincipal int
+	// MaxBytesPerPrincipal is the default of Caller.MaxBytes, as
+	// MaxEntriesPerPrincipal is of MaxEntries: 0 means no per-principal
+	// bound on bytes.
+	MaxBytesPerPrincipal int64
 	// MetricsToken, or its SHA-256 in hex MetricsTokenSHA256, when set,
 	// is the bearer token GET /metrics needs (the admin token serves too);
 	// unset, /metrics is open, like /healthz, so that Prometheus scrapes
@@ -96,6 +104,9 @@ func (a Auth) Validate() error {
 	if a.MaxEntriesPerPrincipal < 0 {
 		return fmt.Errorf("auth: negative MaxEntriesPerPrincipal %d", a.MaxEntriesPerPrincipal)
 	}
+	if a.MaxBytesPerPrincipal < 0 {
+		return fmt.Errorf("auth: negative MaxBytesPerPrincipal %d", a.MaxBytesPerPrincipal)
+	}
 	seen := make(map[[sha256.Size]byte]string)
 	check := func(principal, secret, hexDigest string) error {
 		switch {
@@ -134,6 +145,8 @@ func (a Auth) Validate() error {
 			return fmt.Errorf("auth: principal name %q is reserved", t.Principal)
 		case t.MaxEntries < 0:
 			return fmt.Errorf("auth: negative MaxEntries %d of %q", t.MaxEntries, t.Principal)
+		case t.MaxBytes < 0:
+			return fmt.Errorf("auth: negative MaxBytes %d of %q", t.MaxBytes, t.Principal)
 		}
 		if err := check(t.Principal, t.Secret, t.SecretSHA256); err != nil {
 			return err
@@ -160,7 +173,7 @@ type authenticator struct {
 func newAuthenticator(a Auth, guard *authGuard) *authenticator {
 	au := &authenticator{
 		enabled:   a.Enabled(),
-		anonymous: &engine.Caller{Principal: engine.AnonymousPrincipal, Admin: true, MaxEntries: a.MaxEntriesPerPrincipal},
+		anonymous: &engine.Caller{Principal: engine.AnonymousPrincipal, Admin: true, MaxEntries: a.MaxEntriesPerPrincipal, MaxBytes: a.MaxBytesPerPrincipal},
 		byHash:    make(map[[sha256.Size]byte]*engine.Caller),
 		guard:     guard,
 	}
@@ -170,15 +183,19 @@ func newAuthenticator(a Auth, guard *authGuard) *authenticator {
 	}
 	if a.AdminToken != "" || a.AdminTokenSHA256 != "" {
 		d, _ := digestOf(a.AdminToken, a.AdminTokenSHA256) // checked by Validate
-		au.byHash[d] = &engine.Caller{Principal: AdminPrincipal, Admin: true, MaxEntries: a.MaxEntriesPerPrincipal}
+		au.byHash[d] = &engine.Caller{Principal: AdminPrincipal, Admin: true, MaxEntries: a.MaxEntriesPerPrincipal, MaxBytes: a.MaxBytesPerPrincipal}
 	}
 	for _, t := range a.Tokens {
 		maxEntries := t.MaxEntries
 		if maxEntries == 0 {
 			maxEntries = a.MaxEntriesPerPrincipal
 		}
+		maxBytes := t.MaxBytes
+		if maxBytes == 0 {
+			maxBytes = a.MaxBytesPerPrincipal
+		}
 		d, _ := digestOf(t.Secret, t.SecretSHA256) // checked by Validate
-		au.byHash[d] = &engine.Caller{Principal: t.Principal, MaxEntries: maxEntries, Tools: toolsOf(t)}
+		au.byHash[d] = &engine.Caller{Principal: t.Principal, MaxEntries: maxEntries, MaxBytes: maxBytes, Tools: toolsOf(t)}
 	}
 	return au
 }

@@ -66,6 +66,9 @@ type Config struct {
 	// MaxEntries is the cluster-wide bound on records (the leader's value
 	// applies).
 	MaxEntries int
+	// MaxBytes is the cluster-wide bound on bytes (store.RecordSize summed
+	// over every record; the leader's value applies); 0: none.
+	MaxBytes int64
 	// Retention is the age after which finished records are removed; 0
 	// keeps them.
 	Retention time.Duration
@@ -155,6 +158,8 @@ func (c Config) Validate() error {
 		return errors.New("cluster: empty data dir")
 	case c.MaxEntries < 0:
 		return errors.New("cluster: negative max entries")
+	case c.MaxBytes < 0:
+		return errors.New("cluster: negative max bytes")
 	case c.Retention < 0:
 		return errors.New("cluster: negative retention")
 	case c.BootstrapUnlessCluster && c.Bootstrap:

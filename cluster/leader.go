@@ -78,10 +78,10 @@ func (n *Node) becomeReady() bool {
 	if want <= 0 {
 		want = fsm.DefaultCapacity
 	}
-	if !n.fsm.CapacitySet() || n.fsm.Stats().Capacity != want {
+	if st := n.fsm.Stats(); !n.fsm.CapacitySet() || st.Capacity != want || st.MaxBytes != n.cfg.MaxBytes {
 		ctx, cancel := context.WithTimeout(n.bgCtx, n.cfg.LeaderWait)
 		defer cancel()
-		if _, err := n.Apply(ctx, fsm.SetCapacity(want)); err != nil {
+		if _, err := n.Apply(ctx, fsm.SetLimits(want, n.cfg.MaxBytes)); err != nil {
 			n.log.Warn("setting the capacity failed", slog.Any("err", err))
 		}
 	}

@@ -45,8 +45,12 @@ type Response struct {
 // outside caller.Tools), ErrUnknownTool, *store.FieldError
 // (INVALID_REQUEST), *store.ConflictError, *store.UncertainError,
 // store.ErrCapacity (a *store.QuotaError when caller.MaxEntries > 0 and the
-// principal holds that many records: a new identity is refused, a held one
-// is answered as ever), store.ErrUnavailable (the tool did not run, or ran
+// principal holds that many records, or when caller.MaxBytes > 0 and the
+// new record and MaxResultBytes do not fit in what it has left; a
+// *store.CapacityError when they do not fit in the store's bound on
+// bytes: a new identity is refused, a held one is answered as ever),
+// *BusyError (UNAVAILABLE: this node runs its limit of tools, or the
+// caller its share), store.ErrUnavailable (the tool did not run, or ran
 // but its outcome is not yet recorded: the message says which). When ctx
 // ends first, Call returns ctx's error while the tool runs on and its
 // outcome is recorded.
@@ -77,15 +81,20 @@ func (r *Runtime) Call(ctx context.Context, caller Caller, req Request) (Respons
 		}
 	}
 	now := r.now()
-	// The caller's quota travels with the reservation, so every replica
-	// applies this node's bound alike.
-	exec := store.Execution{ID: NewExecutionID(now), Tool: req.Tool, NodeID: r.cfg.NodeID, StartedAt: now, Quota: caller.MaxEntries}
+	// The caller's quotas travel with the reservation, so every replica
+	// applies this node's bounds alike. The headroom asks for room for the
+	// largest result this node records, so that an accepted reservation
+	// normally has room for its outcome.
+	exec := store.Execution{
+		ID: NewExecutionID(now), Tool: req.Tool, NodeID: r.cfg.NodeID, StartedAt: now,
+		Quota: caller.MaxEntries, ByteQuota: caller.MaxBytes, Headroom: int64(r.cfg.MaxResultBytes),
+	}
 
 	// Register before proposing, so a cancel that commits right after the
 	// reservation reaches the tool.
-	rn, ok := r.runs.startWithin(exec.ID, r.cfg.MaxRunning)
-	if !ok {
-		return Response{}, r.busy()
+	rn, why := r.runs.start(exec.ID, caller, r.runLimits())
+	if why != refusedNone {
+		return Response{}, r.busy(why, caller)
 	}
 	wctx, cancel := r.storeContext(ctx)
 	start := time.Now()
@@ -140,9 +149,9 @@ func (r *Runtime) runUnrecorded(ctx context.Context, p *pending) (Response, erro
 		StartedAt:   now,
 		Status:      store.StatusRunning,
 	}
-	rn, ok := r.runs.startWithin(rec.ExecutionID, r.cfg.MaxRunning)
-	if !ok {
-		return Response{}, r.busy()
+	rn, why := r.runs.start(rec.ExecutionID, p.caller, r.runLimits())
+	if why != refusedNone {
+		return Response{}, r.busy(why, p.caller)
 	}
 	done := make(chan store.Record, 1)
 	go func() {
@@ -159,14 +168,27 @@ func (r *Runtime) runUnrecorded(ctx context.Context, p *pending) (Response, erro
 	}
 }
 
-// busy is the answer to a call that would run more tools at once than
-// MaxRunning allows, or that comes after shutdown closed the running set:
-// nothing was reserved and the tool did not run.
-func (r *Runtime) busy() error {
-	if r.isClosing() {
-		// The set refused because shutdown closed it.
-		return ErrClosed
+// runLimits returns the bounds of the running set.
+func (r *Runtime) runLimits() runLimits {
+	return runLimits{total: r.cfg.MaxRunning, share: r.cfg.MaxRunningPerPrincipal}
+}
+
+// busy is the answer to a call that the running set refused (why): it
+// would run more tools at once than MaxRunning allows, or than the
+// caller's share (MaxRunningPerPrincipal), or it would take a slot kept
+// for admins; or it comes after shutdown closed the running set. Nothing
+// was reserved and the tool did not run.
+func (r *Runtime) busy(why refusal, caller Caller) error {
+	if ro, ok := r.obs.(RefusalObserver); ok && why != refusedClosed {
+		ro.Refused(why.reason())
 	}
-	return store.NewError(store.CodeUnavailable, fmt.Sprintf("this node already runs %d tools, its limit (limits.max_running); "+
-		"the tool did not run and nothing was reserved: retry later or on another node", r.cfg.MaxRunning))
+	switch why {
+	case refusedClosed:
+		return ErrClosed
+	case refusedShare:
+		return &BusyError{Principal: caller.Principal, Limit: LimitMaxRunningPerPrincipal, N: r.cfg.MaxRunningPerPrincipal}
+	case refusedAdminReserve:
+		return &BusyError{Principal: caller.Principal, Limit: LimitAdminReserve, N: r.cfg.MaxRunning - adminReserve(r.cfg.MaxRunning, r.cfg.MaxRunningPerPrincipal)}
+	}
+	return &BusyError{Limit: LimitMaxRunning, N: r.cfg.MaxRunning}
 }

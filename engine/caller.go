@@ -15,6 +15,15 @@ type Caller struct {
 	// IDEMPOTENCY_CAPACITY (a *store.QuotaError). 0 means no per-principal
 	// bound (the store's capacity still applies).
 	MaxEntries int
+	// MaxBytes is the most bytes (store.RecordSize summed over its
+	// records) this principal may hold cluster-wide. A call of a new
+	// identity is refused with IDEMPOTENCY_CAPACITY (a *store.QuotaError
+	// with Bytes) unless its record and the largest result the runtime
+	// records (Config.MaxResultBytes) fit; an outcome that no longer fits
+	// when the tool returns is recorded as a bounded failure (code
+	// IDEMPOTENCY_CAPACITY, no data: see store.Store.Complete). 0 means no
+	// per-principal bound (the store's bound on bytes still applies).
+	MaxBytes int64
 	// Tools, when not nil, holds the only tools the caller may call: a
 	// call of another is FORBIDDEN (a *ForbiddenError), and an execution
 	// of another reads as absent (store.ErrNotFound) to Execution, Lookup,

@@ -88,3 +88,73 @@ func (e *releasedError) Is(target error) bool { return target == store.ErrInvali
 func (e *releasedError) Fields() map[string]any {
 	return map[string]any{"execution_id": e.rec.ExecutionID, "status": "released"}
 }
+
+// The limits of the running set a *BusyError names.
+const (
+	// LimitMaxRunning: the node runs MaxRunning tools already.
+	LimitMaxRunning = "max_running"
+	// LimitMaxRunningPerPrincipal: the principal runs its share of the
+	// node's tools already (MaxRunningPerPrincipal).
+	LimitMaxRunningPerPrincipal = "max_running_per_principal"
+	// LimitAdminReserve: the principals other than the admin run all the
+	// slots they may take together; the ones left are kept for the admin.
+	LimitAdminReserve = "admin_reserve"
+)
+
+// BusyError answers a call that would run more tools at once on this node
+// than a limit allows (Limit, at N). It is refused before anything is
+// reserved: the tool did not run, and a retry (later, or on another node,
+// whose running set is its own) may succeed. It carries UNAVAILABLE, like
+// every refusal of the node's capacity to run tools, and the envelope
+// names the principal when the bound is the principal's own (its share, or
+// the admin's reserve).
+type BusyError struct {
+	Principal string
+	Limit     string
+	N         int
+}
+
+func (e *BusyError) Error() string {
+	switch e.Limit {
+	case LimitMaxRunningPerPrincipal:
+		return fmt.Sprintf("principal %q already runs %d tools on this node, its share (limits.max_running_per_principal); "+
+			"the tool did not run and nothing was reserved: retry later or on another node", e.Principal, e.N)
+	case LimitAdminReserve:
+		return fmt.Sprintf("the principals other than the admin already run %d tools on this node, all they may run together "+
+			"(limits.max_running less the admin's reserve); the tool did not run and nothing was reserved: retry later or on another node", e.N)
+	}
+	return fmt.Sprintf("this node already runs %d tools, its limit (limits.max_running); "+
+		"the tool did not run and nothing was reserved: retry later or on another node", e.N)
+}
+
+// ErrorCode implements store.Coded.
+func (e *BusyError) ErrorCode() string { return store.CodeUnavailable }
+
+// Is makes errors.Is(err, store.ErrUnavailable) true: nothing was applied.
+func (e *BusyError) Is(target error) bool { return target == store.ErrUnavailable }
+
+// ResourceRunning is the resource a *BusyError names in the envelope:
+// the tools running at once on a node.
+const ResourceRunning = "running"
+
+// Fields returns the envelope's extra members, named as a capacity error's
+// are: "resource" ("running"), "limit" (N), and the principal when the
+// bound is its own (its share, or the admin's reserve).
+func (e *BusyError) Fields() map[string]any {
+	f := map[string]any{"resource": ResourceRunning, "limit": e.N}
+	if e.Principal != "" {
+		f["principal"] = e.Principal
+	}
+	return f
+}
+
+// reason names the refusal for a RefusalObserver.
+func (why refusal) reason() string {
+	switch why {
+	case refusedShare:
+		return LimitMaxRunningPerPrincipal
+	case refusedAdminReserve:
+		return LimitAdminReserve
+	}
+	return LimitMaxRunning
+}

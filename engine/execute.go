@@ -21,6 +21,9 @@ func (r *Runtime) execute(ctx context.Context, p *pending, rn *run, rec store.Re
 	go func() {
 		defer r.runs.finish(rec.ExecutionID)
 		res := r.invoke(rn, p, rec)
+		// The principal's byte quota applies to the outcome too; one that
+		// does not fit is recorded as a bounded failure by the store.
+		res.ByteQuota = p.caller.MaxBytes
 		r.record(rec, res, answer)
 	}()
 	select {

@@ -20,6 +20,15 @@ type Observer interface {
 	StoreWrite(op, outcome string, took time.Duration)
 }
 
+// RefusalObserver is implemented by Observers that also count the calls
+// the runtime refused before reserving anything, by reason: the Limit of
+// the *BusyError (LimitMaxRunning, LimitMaxRunningPerPrincipal,
+// LimitAdminReserve). Refused is called on the path of calls, as the
+// Observer's methods are.
+type RefusalObserver interface {
+	Refused(reason string)
+}
+
 // The store writes of a call, as StoreWrite names them.
 const (
 	StoreReserve  = "reserve"
@@ -32,6 +41,14 @@ type observers []Observer
 func (all observers) ToolFinished(tool string, status store.Status, took time.Duration) {
 	for _, o := range all {
 		o.ToolFinished(tool, status, took)
+	}
+}
+
+func (all observers) Refused(reason string) {
+	for _, o := range all {
+		if ro, ok := o.(RefusalObserver); ok {
+			ro.Refused(reason)
+		}
 	}
 }
 

@@ -24,7 +24,16 @@ type Config struct {
 	// that would start one more answers UNAVAILABLE before anything is
 	// reserved (the tool does not run). 0 means no bound.
 	MaxRunning int
-	Logger     *slog.Logger
+	// MaxRunningPerPrincipal, when positive, is each principal's share of
+	// the tools running at once on this node: a call of a non-admin
+	// principal that already runs that many answers UNAVAILABLE (a
+	// *BusyError naming the principal) before anything is reserved. The
+	// admin's calls (Caller.Admin) count against MaxRunning only, and the
+	// non-admin principals together never take the last MaxRunning/8
+	// slots (at least 1, when MaxRunning >= 2), which stay free for the
+	// admin. 0 (the default) means no share.
+	MaxRunningPerPrincipal int
+	Logger                 *slog.Logger
 	// Observer is told what the runtime does, for metrics (nil: nothing
 	// is observed).
 	Observer Observer
@@ -63,6 +72,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("config: negative drain timeout")
 	case c.MaxRunning < 0:
 		return fmt.Errorf("config: negative max running")
+	case c.MaxRunningPerPrincipal < 0:
+		return fmt.Errorf("config: negative max running per principal")
 	case c.Logger == nil:
 		return fmt.Errorf("config: no logger")
 	}
@@ -90,6 +101,13 @@ func WithDrainTimeout(d time.Duration) Option { return func(c *Config) { c.Drain
 // WithMaxRunning bounds the tools running at once on this node (0: no
 // bound).
 func WithMaxRunning(n int) Option { return func(c *Config) { c.MaxRunning = n } }
+
+// WithMaxRunningPerPrincipal sets each non-admin principal's share of the
+// tools running at once on this node (0: no share); see
+// Config.MaxRunningPerPrincipal.
+func WithMaxRunningPerPrincipal(n int) Option {
+	return func(c *Config) { c.MaxRunningPerPrincipal = n }
+}
 
 // WithObserver adds o to the observers the runtime tells what it does;
 // several are told in the order they were added.

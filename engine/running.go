@@ -20,6 +20,11 @@ type runningSet struct {
 	runs   map[string]*run
 	closed bool // set by close: nothing more is registered
 	busy   inflight
+	// perPrincipal counts the registered executions of each principal
+	// that is bound by a share (absent: none); tenants is their sum.
+	// Executions of admins are in runs only.
+	perPrincipal map[string]int
+	tenants      int
 }
 
 // run is one running execution. ctx is cancelled by the cancel
@@ -27,6 +32,9 @@ type runningSet struct {
 type run struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+	// tenant: the run counts against principal's share.
+	tenant    bool
+	principal string
 }
 
 // errCancelled and errShutdown are the causes a run's context is cancelled
@@ -36,27 +44,71 @@ var (
 	errShutdown  = store.NewError(CodeCancelled, "cancelled: the node is shutting down")
 )
 
-func newRunningSet() *runningSet { return &runningSet{runs: make(map[string]*run)} }
+func newRunningSet() *runningSet {
+	return &runningSet{runs: make(map[string]*run), perPrincipal: make(map[string]int)}
+}
 
-// startWithin registers an execution, under a context detached from any
-// caller, unless limit (> 0) executions are registered already or the set
-// is closed: then it returns false and registers nothing.
-func (s *runningSet) startWithin(id string, limit int) (*run, bool) {
+// runLimits bounds the running set: total executions at once (0: no
+// bound), and, when share > 0, each non-admin principal's executions
+// (share) and all non-admin principals' together (total − the admin
+// reserve, see adminReserve).
+type runLimits struct{ total, share int }
+
+// adminReserve returns how many of total slots only admins may take when
+// tenants are bound by share: total/8, at least 1, and none when shares
+// are off or total < 2 (a single slot cannot be split).
+func adminReserve(total, share int) int {
+	if share <= 0 || total < 2 {
+		return 0
+	}
+	return max(1, total/8)
+}
+
+// refusal says why start registered nothing.
+type refusal int
+
+const (
+	refusedNone         refusal = iota
+	refusedClosed               // the set is closed (shutdown)
+	refusedTotal                // limits.max_running
+	refusedShare                // the principal's limits.max_running_per_principal
+	refusedAdminReserve         // the slots left are the admin's
+)
+
+// start registers an execution of caller, under a context detached from
+// any caller, unless a bound of lim refuses it: then it registers nothing
+// and says which bound. An admin's execution counts against lim.total
+// only; a tenant's (any other caller) also against its share and the
+// tenants' total, when lim.share > 0.
+func (s *runningSet) start(id string, caller Caller, lim runLimits) (*run, refusal) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed || limit > 0 && len(s.runs) >= limit {
-		return nil, false
+	tenant := lim.share > 0 && !caller.Admin
+	switch {
+	case s.closed:
+		return nil, refusedClosed
+	case lim.total > 0 && len(s.runs) >= lim.total:
+		return nil, refusedTotal
+	case tenant && s.perPrincipal[caller.Principal] >= lim.share:
+		return nil, refusedShare
+	case tenant && lim.total > 0 && s.tenants >= lim.total-adminReserve(lim.total, lim.share):
+		return nil, refusedAdminReserve
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	rn := &run{ctx: ctx, cancel: cancel}
+	if tenant {
+		rn.tenant, rn.principal = true, caller.Principal
+		s.perPrincipal[caller.Principal]++
+		s.tenants++
+	}
 	s.runs[id] = rn
 	// Counted under the lock, so that a wait that follows close sees
 	// every execution registered before it.
 	s.busy.add()
-	return rn, true
+	return rn, refusedNone
 }
 
-// close makes every later startWithin fail. Shutdown closes the set before
+// close makes every later start fail. Shutdown closes the set before
 // it waits, so a call that passed the runtime's gate just before shutdown
 // began cannot register a tool after the drain has counted none.
 func (s *runningSet) close() {
@@ -77,6 +129,12 @@ func (s *runningSet) finish(id string) {
 	s.mu.Lock()
 	rn, ok := s.runs[id]
 	delete(s.runs, id)
+	if ok && rn.tenant {
+		s.tenants--
+		if s.perPrincipal[rn.principal]--; s.perPrincipal[rn.principal] <= 0 {
+			delete(s.perPrincipal, rn.principal)
+		}
+	}
 	s.mu.Unlock()
 	if ok {
 		rn.cancel(context.Canceled)

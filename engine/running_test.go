@@ -11,7 +11,8 @@ import (
 // a tool after the drain has counted none running.
 func TestNoRegistrationAfterShutdownBegins(t *testing.T) {
 	r := New()
-	rn, ok := r.runs.startWithin("exec_before", 0)
+	rn, why := r.runs.start("exec_before", Caller{Principal: "alice"}, r.runLimits())
+	ok := why == refusedNone
 	if !ok || rn == nil {
 		t.Fatal("registration before shutdown refused")
 	}
@@ -19,10 +20,11 @@ func TestNoRegistrationAfterShutdownBegins(t *testing.T) {
 	if err := r.Shutdown(context.Background()); err != nil {
 		t.Fatalf("Shutdown: %v", err)
 	}
-	if _, ok := r.runs.startWithin("exec_after", 0); ok {
+	_, why = r.runs.start("exec_after", Caller{Principal: "alice"}, r.runLimits())
+	if why == refusedNone {
 		t.Fatal("an execution registered after Shutdown had drained the running set")
 	}
-	if err := r.busy(); !errors.Is(err, ErrClosed) {
+	if err := r.busy(why, Caller{Principal: "alice"}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("the answer to a refused registration after shutdown: %v, want ErrClosed", err)
 	}
 	if n := r.Running(); n != 0 {

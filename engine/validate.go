@@ -30,8 +30,8 @@ func (r *Runtime) validate(caller Caller, req Request) (*pending, error) {
 	if caller.Principal == "" {
 		return nil, invalid("principal", "empty principal")
 	}
-	if caller.MaxEntries < 0 {
-		return nil, invalid("principal", "negative MaxEntries %d", caller.MaxEntries)
+	if caller.MaxEntries < 0 || caller.MaxBytes < 0 {
+		return nil, invalid("principal", "negative MaxEntries %d or MaxBytes %d", caller.MaxEntries, caller.MaxBytes)
 	}
 	if req.Tool == "" {
 		return nil, invalid("tool", "required")

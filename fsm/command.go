@@ -45,6 +45,7 @@ type Command struct {
 	NodeID       string            `json:"node_id,omitempty"`
 	Cutoff       time.Time         `json:"cutoff,omitzero"`
 	Capacity     int               `json:"capacity,omitempty"`
+	MaxBytes     int64             `json:"max_bytes,omitempty"`
 	Node         *NodeInfo         `json:"node,omitempty"`
 	Resolution   *store.Resolution `json:"resolution,omitempty"`
 }
@@ -94,9 +95,18 @@ func Expire(cutoff time.Time) Command {
 	return Command{V: Version, Type: TypeExpire, Cutoff: cutoff}
 }
 
-// SetCapacity sets the cluster-wide bound on records.
+// SetCapacity sets the cluster-wide bound on records, and no bound on
+// bytes.
 func SetCapacity(n int) Command {
 	return Command{V: Version, Type: TypeCapacity, Capacity: n}
+}
+
+// SetLimits sets the cluster-wide bounds: on records (entries, positive)
+// and on bytes (store.RecordSize summed over every record; 0: none). A
+// capacity command of a build before byte bounds carries no max_bytes,
+// and so sets none, on every replica alike.
+func SetLimits(entries int, maxBytes int64) Command {
+	return Command{V: Version, Type: TypeCapacity, Capacity: entries, MaxBytes: maxBytes}
 }
 
 // SetNode records (or replaces) a member's addresses.

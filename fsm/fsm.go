@@ -201,11 +201,12 @@ func (f *FSM) List(q store.ListQuery) store.Page {
 	return f.p.st.List(q)
 }
 
-// Stats returns the number of records and the capacity.
+// Stats returns the number of records and the capacity, and the bytes
+// held and their bound.
 func (f *FSM) Stats() store.Stats {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return store.Stats{Entries: f.p.st.Len(), Capacity: f.p.st.Capacity()}
+	return store.Stats{Entries: f.p.st.Len(), Capacity: f.p.st.Capacity(), Bytes: f.p.st.Bytes(), MaxBytes: f.p.st.MaxBytes()}
 }
 
 // CapacitySet reports whether the cluster's capacity has been set.

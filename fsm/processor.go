@@ -57,10 +57,11 @@ func (p *Processor) Apply(index uint64, c Command) Response {
 	case TypeExpire:
 		return Response{Count: p.st.Expire(c.Cutoff)}
 	case TypeCapacity:
-		if c.Capacity <= 0 {
-			return invalidResponse("capacity must be positive")
+		if c.Capacity <= 0 || c.MaxBytes < 0 {
+			return invalidResponse("capacity must be positive and max bytes not negative")
 		}
 		p.st.SetCapacity(c.Capacity)
+		p.st.SetMaxBytes(c.MaxBytes)
 		p.capacitySet = true
 		return Response{}
 	case TypeNode:

@@ -32,6 +32,13 @@ type Response struct {
 	// Principal the error is store.ErrCapacity itself.
 	Principal string
 	Quota     int
+	// Bytes is the byte quota a *store.QuotaError reached (0: it was
+	// Quota). Resource and Limit name the bound of a *store.CapacityError
+	// (the store's bound on bytes); without them and a Principal the
+	// error is store.ErrCapacity itself.
+	Bytes    int64
+	Resource string
+	Limit    int64
 }
 
 // responseOf builds the Response of an application that returned rec and
@@ -44,6 +51,7 @@ func responseOf(rec store.Record, err error) Response {
 		se *store.StateError
 		ce *store.ConflictError
 		qe *store.QuotaError
+		cp *store.CapacityError
 	)
 	switch {
 	case errors.As(err, &se):
@@ -51,7 +59,9 @@ func responseOf(rec store.Record, err error) Response {
 	case errors.As(err, &ce):
 		return Response{Code: store.CodeConflict, Record: ce.Record}
 	case errors.As(err, &qe):
-		return Response{Code: store.CodeCapacity, Principal: qe.Principal, Quota: qe.Quota}
+		return Response{Code: store.CodeCapacity, Principal: qe.Principal, Quota: qe.Quota, Bytes: qe.Bytes}
+	case errors.As(err, &cp):
+		return Response{Code: store.CodeCapacity, Resource: cp.Resource, Limit: cp.Limit}
 	case errors.Is(err, store.ErrCapacity):
 		return Response{Code: store.CodeCapacity}
 	case errors.Is(err, store.ErrNotFound):
@@ -76,7 +86,10 @@ func (r Response) Err() error {
 		return nil
 	case store.CodeCapacity:
 		if r.Principal != "" {
-			return &store.QuotaError{Principal: r.Principal, Quota: r.Quota}
+			return &store.QuotaError{Principal: r.Principal, Quota: r.Quota, Bytes: r.Bytes}
+		}
+		if r.Resource != "" {
+			return &store.CapacityError{Resource: r.Resource, Limit: r.Limit}
 		}
 		return store.ErrCapacity
 	case store.CodeNotFound:
@@ -116,6 +129,9 @@ type responseJSON struct {
 	Op        string        `json:"op,omitempty"`
 	Principal string        `json:"principal,omitempty"`
 	Quota     int           `json:"quota,omitempty"`
+	Bytes     int64         `json:"bytes,omitempty"`
+	Resource  string        `json:"resource,omitempty"`
+	Limit     int64         `json:"limit,omitempty"`
 	Legacy    string        `json:"error,omitempty"`
 }
 
@@ -134,6 +150,7 @@ func (r Response) MarshalJSON() ([]byte, error) {
 	w := responseJSON{
 		Outcome: r.Outcome, Record: r.Record, Count: r.Count,
 		Code: r.Code, Message: r.Message, Op: r.Op, Principal: r.Principal, Quota: r.Quota,
+		Bytes: r.Bytes, Resource: r.Resource, Limit: r.Limit,
 	}
 	switch r.Code {
 	case "":
@@ -160,6 +177,7 @@ func (r *Response) UnmarshalJSON(b []byte) error {
 	*r = Response{
 		Outcome: w.Outcome, Record: w.Record, Count: w.Count,
 		Code: w.Code, Message: w.Message, Op: w.Op, Principal: w.Principal, Quota: w.Quota,
+		Bytes: w.Bytes, Resource: w.Resource, Limit: w.Limit,
 	}
 	if w.Code != "" || w.Legacy == "" {
 		return nil

@@ -16,12 +16,15 @@ const SnapshotVersion = 1
 // ordered (records by Seq, nodes by id) so that equal states give equal
 // bytes.
 type snapshotData struct {
-	Version     int            `json:"version"`
-	Capacity    int            `json:"capacity"`
-	CapacitySet bool           `json:"capacity_set"`
-	LastSeq     uint64         `json:"last_seq"`
-	Records     []store.Record `json:"records"`
-	Nodes       []NodeInfo     `json:"nodes"`
+	Version     int  `json:"version"`
+	Capacity    int  `json:"capacity"`
+	CapacitySet bool `json:"capacity_set"`
+	// MaxBytes is the bound on bytes (absent: none). The bytes held are
+	// not in the snapshot: restore recomputes them from the records.
+	MaxBytes int64          `json:"max_bytes,omitempty"`
+	LastSeq  uint64         `json:"last_seq"`
+	Records  []store.Record `json:"records"`
+	Nodes    []NodeInfo     `json:"nodes"`
 	// Index is the last entry the FSM had applied when the snapshot was
 	// taken (absent in hashes, which compare states, not positions).
 	Index uint64 `json:"index,omitempty"`
@@ -34,6 +37,7 @@ func (p *Processor) snapshot() snapshotData {
 		Version:     SnapshotVersion,
 		Capacity:    p.st.Capacity(),
 		CapacitySet: p.capacitySet,
+		MaxBytes:    p.st.MaxBytes(),
 		LastSeq:     p.st.LastSeq(),
 		Records:     p.st.Records(),
 		Nodes:       p.Nodes(),
@@ -67,7 +71,11 @@ func (p *Processor) RestoreSnapshot(r io.Reader) error {
 	if d.Capacity <= 0 {
 		return fmt.Errorf("fsm: snapshot capacity %d", d.Capacity)
 	}
+	if d.MaxBytes < 0 {
+		return fmt.Errorf("fsm: snapshot max bytes %d", d.MaxBytes)
+	}
 	st := store.NewState(d.Capacity)
+	st.SetMaxBytes(d.MaxBytes)
 	if err := st.Restore(d.Records, d.LastSeq); err != nil {
 		return fmt.Errorf("fsm: snapshot: %w", err)
 	}
@@ -85,5 +93,5 @@ func (p *Processor) RestoreSnapshot(r io.Reader) error {
 
 // Equal reports whether two processors hold the same state.
 func (p *Processor) Equal(o *Processor) bool {
-	return p.st.Equal(o.st) && p.st.Capacity() == o.st.Capacity() && p.capacitySet == o.capacitySet && maps.Equal(p.nodes, o.nodes)
+	return p.st.Equal(o.st) && p.st.AccountingEqual(o.st) && p.st.Capacity() == o.st.Capacity() && p.st.MaxBytes() == o.st.MaxBytes() && p.capacitySet == o.capacitySet && maps.Equal(p.nodes, o.nodes)
 }

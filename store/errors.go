@@ -101,18 +101,40 @@ func (e *UncertainError) Fields() map[string]any {
 	return map[string]any{"execution_id": e.Record.ExecutionID, "status": e.Record.Status}
 }
 
+// The resources a store bounds, as QuotaError and CapacityError name them
+// (the envelope's "resource").
+const (
+	ResourceEntries = "entries"
+	ResourceBytes   = "bytes"
+)
+
 // QuotaError says that a reservation of a new identity was refused because
-// its principal already holds its quota of records (Execution.Quota).
-// Nothing was reserved and nothing is evicted. It matches ErrCapacity and
-// carries its code, IDEMPOTENCY_CAPACITY, so capacity handling applies to
-// it as it is; the envelope adds the principal.
+// its principal already holds its quota of records (Execution.Quota), or
+// of bytes (Execution.ByteQuota, when Bytes > 0). Nothing was reserved and
+// nothing is evicted. It matches ErrCapacity and carries its code,
+// IDEMPOTENCY_CAPACITY, so capacity handling applies to it as it is; the
+// envelope adds the principal, the resource and the limit.
 type QuotaError struct {
 	Principal string
 	Quota     int
+	// Bytes, when positive, is the byte quota that refused the
+	// reservation; Quota is then not the reason.
+	Bytes int64
 }
 
 func (e *QuotaError) Error() string {
+	if e.Bytes > 0 {
+		return fmt.Sprintf("principal %q holds its quota of %d bytes (no room for one more record and its result)", e.Principal, e.Bytes)
+	}
 	return fmt.Sprintf("principal %q holds its quota of %d records", e.Principal, e.Quota)
+}
+
+// Resource returns the quota reached: ResourceEntries or ResourceBytes.
+func (e *QuotaError) Resource() string {
+	if e.Bytes > 0 {
+		return ResourceBytes
+	}
+	return ResourceEntries
 }
 
 // ErrorCode implements Coded.
@@ -123,7 +145,37 @@ func (e *QuotaError) Is(target error) bool { return target == ErrCapacity }
 
 // Fields returns the envelope's extra members.
 func (e *QuotaError) Fields() map[string]any {
-	return map[string]any{"principal": e.Principal}
+	limit := int64(e.Quota)
+	if e.Bytes > 0 {
+		limit = e.Bytes
+	}
+	return map[string]any{"principal": e.Principal, "resource": e.Resource(), "limit": limit}
+}
+
+// CapacityError says that a reservation was refused because the store
+// holds its bound on bytes (Limit): the record and its headroom would not
+// fit. Nothing was reserved and nothing is evicted. It matches ErrCapacity
+// and carries IDEMPOTENCY_CAPACITY; the envelope names the resource and
+// the limit, and no principal (the bound is the store's). A store full of
+// records (its bound on entries) answers ErrCapacity itself.
+type CapacityError struct {
+	Resource string
+	Limit    int64
+}
+
+func (e *CapacityError) Error() string {
+	return fmt.Sprintf("%s: it holds its bound of %d %s", ErrCapacity.msg, e.Limit, e.Resource)
+}
+
+// ErrorCode implements Coded.
+func (e *CapacityError) ErrorCode() string { return ErrCapacity.code }
+
+// Is makes errors.Is(err, ErrCapacity) true.
+func (e *CapacityError) Is(target error) bool { return target == ErrCapacity }
+
+// Fields returns the envelope's extra members.
+func (e *CapacityError) Fields() map[string]any {
+	return map[string]any{"resource": e.Resource, "limit": e.Limit}
 }
 
 // CodeOf returns the SPEC error code carried by err, or "" when it carries none.

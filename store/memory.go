@@ -32,6 +32,15 @@ func NewMemory(capacity int) *Memory {
 	return &Memory{st: NewState(capacity)}
 }
 
+// SetMaxBytes bounds the bytes the store holds (RecordSize summed over its
+// records; 0: no bound, the default). A reservation that does not fit is
+// refused with a *CapacityError; see Store.Reserve and Store.Complete.
+func (m *Memory) SetMaxBytes(n int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.st.SetMaxBytes(n)
+}
+
 // Reserve implements Store.
 func (m *Memory) Reserve(ctx context.Context, key Key, fingerprint string, exec Execution) (Reservation, error) {
 	if err := ctx.Err(); err != nil {
@@ -135,5 +144,5 @@ func (m *Memory) Expire(ctx context.Context, cutoff time.Time) (int, error) {
 func (m *Memory) Stats(context.Context) (Stats, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return Stats{Entries: m.st.Len(), Capacity: m.st.Capacity()}, nil
+	return Stats{Entries: m.st.Len(), Capacity: m.st.Capacity(), Bytes: m.st.Bytes(), MaxBytes: m.st.MaxBytes()}, nil
 }

@@ -247,7 +247,7 @@ func TestQuotaError(t *testing.T) {
 		t.Errorf("code %q, want %q", store.CodeOf(err), store.CodeOf(store.ErrCapacity))
 	}
 	f, ok := err.(interface{ Fields() map[string]any })
-	if !ok || f.Fields()["principal"] != "alice" || len(f.Fields()) != 1 {
-		t.Errorf("fields = %v, want the principal", f)
+	if !ok || f.Fields()["principal"] != "alice" || f.Fields()["resource"] != "entries" || f.Fields()["limit"] != int64(3) || len(f.Fields()) != 3 {
+		t.Errorf("fields = %v, want the principal, the resource and the limit", f)
 	}
 }

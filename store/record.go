@@ -54,6 +54,21 @@ type Execution struct {
 	// proposer's, whatever each node's own configuration says. It does not
 	// affect identities the principal already holds.
 	Quota int `json:"quota,omitempty"`
+	// ByteQuota is the most bytes (RecordSize summed over its records) the
+	// principal may hold when this execution is reserved; 0 means no
+	// bound. Like Quota it travels with the reservation. A reservation is
+	// refused with a *QuotaError (ErrCapacity) when the principal's bytes,
+	// the new record's and Headroom together would exceed it.
+	ByteQuota int64 `json:"byte_quota,omitempty"`
+	// Headroom is room the reservation must leave for the result: the
+	// largest result (data or error) the runner will record, as its
+	// bound on one result says. A reservation is refused unless its record
+	// plus Headroom fits in the principal's ByteQuota and in the store's
+	// bound on bytes, so that an accepted reservation normally has room
+	// for its outcome. It is checked, not held: concurrent reservations
+	// may still fill the room, and then Complete records the overflow
+	// bounded (see Store.Complete). 0 checks the record alone.
+	Headroom int64 `json:"headroom,omitempty"`
 }
 
 // Result is the outcome of an execution. Completed carries Data, any JSON
@@ -65,6 +80,11 @@ type Result struct {
 	Data        json.RawMessage `json:"data,omitempty"`
 	Error       json.RawMessage `json:"error,omitempty"`
 	FinishedAt  time.Time       `json:"finished_at"`
+	// ByteQuota is the byte quota of the record's principal that applies
+	// when this result is recorded (see Execution.ByteQuota); 0 means
+	// none. It travels with the completion, so every replica applies the
+	// same bound. It is not part of the record.
+	ByteQuota int64 `json:"byte_quota,omitempty"`
 }
 
 // Validate reports whether r is a well-formed final result.
@@ -80,6 +100,8 @@ func (r Result) Validate() error {
 		return invalidf("%s result needs a JSON object error", r.Status)
 	case r.FinishedAt.IsZero():
 		return invalidf("result has no finish time")
+	case r.ByteQuota < 0:
+		return invalidf("result has a negative byte quota %d", r.ByteQuota)
 	}
 	return nil
 }

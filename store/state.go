@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"cmp"
+	"maps"
 	"slices"
 	"time"
 )
@@ -24,6 +25,13 @@ type State struct {
 	// perPrincipal counts each principal's records (absent: none). insert
 	// and remove keep it, so it is derived from byKey alone.
 	perPrincipal map[string]int
+	// maxBytes bounds bytes (0: no bound). bytes is RecordSize summed
+	// over every record, principalBytes over each principal's (absent:
+	// none); insert, remove and resize keep both, so they too are derived
+	// from byKey alone, and a restored State recomputes them.
+	maxBytes       int64
+	bytes          int64
+	principalBytes map[string]int64
 }
 
 type sessionKey struct{ principal, session string }
@@ -31,13 +39,28 @@ type sessionKey struct{ principal, session string }
 // NewState returns an empty State holding at most capacity records.
 func NewState(capacity int) *State {
 	return &State{
-		capacity:     capacity,
-		byKey:        make(map[Key]*Record),
-		byID:         make(map[string]Key),
-		sessions:     make(map[sessionKey]map[string]struct{}),
-		perPrincipal: make(map[string]int),
+		capacity:       capacity,
+		byKey:          make(map[Key]*Record),
+		byID:           make(map[string]Key),
+		sessions:       make(map[sessionKey]map[string]struct{}),
+		perPrincipal:   make(map[string]int),
+		principalBytes: make(map[string]int64),
 	}
 }
+
+// MaxBytes returns the bound on bytes (0: none).
+func (s *State) MaxBytes() int64 { return s.maxBytes }
+
+// SetMaxBytes changes the bound on bytes, the sum of RecordSize over
+// every record (0 or less: no bound). Like SetCapacity it evicts nothing:
+// new identities are refused until there is room again.
+func (s *State) SetMaxBytes(n int64) { s.maxBytes = max(n, 0) }
+
+// Bytes returns RecordSize summed over every record.
+func (s *State) Bytes() int64 { return s.bytes }
+
+// PrincipalBytes returns RecordSize summed over principal's records.
+func (s *State) PrincipalBytes(principal string) int64 { return s.principalBytes[principal] }
 
 // Capacity returns the bound on records.
 func (s *State) Capacity() int { return s.capacity }
@@ -58,9 +81,12 @@ func (s *State) LastSeq() uint64 { return s.lastSeq }
 
 // Reserve implements Store.Reserve with seq as the new record's Seq; seq
 // must be greater than LastSeq. A new identity is refused with ErrCapacity
-// when the State is full, and with a *QuotaError when exec.Quota > 0 and
-// key.Principal already holds exec.Quota records or more; an identity the
-// State holds is answered (replay, conflict, uncertain) whatever the bounds.
+// when the State is full, with a *QuotaError when exec.Quota > 0 and
+// key.Principal already holds exec.Quota records or more, with a
+// *CapacityError when the new record and exec.Headroom do not fit in
+// MaxBytes, and with a *QuotaError (Bytes set) when they do not fit in
+// exec.ByteQuota; an identity the State holds is answered (replay,
+// conflict, uncertain) whatever the bounds.
 func (s *State) Reserve(key Key, fingerprint string, exec Execution, seq uint64) (Reservation, error) {
 	switch {
 	case key.RequestID == "":
@@ -71,8 +97,8 @@ func (s *State) Reserve(key Key, fingerprint string, exec Execution, seq uint64)
 		return Reservation{}, invalidf("reserve: empty execution id")
 	case seq <= s.lastSeq:
 		return Reservation{}, invalidf("reserve: seq %d not above %d", seq, s.lastSeq)
-	case exec.Quota < 0:
-		return Reservation{}, invalidf("reserve: negative quota %d", exec.Quota)
+	case exec.Quota < 0 || exec.ByteQuota < 0 || exec.Headroom < 0:
+		return Reservation{}, invalidf("reserve: negative quota %d, byte quota %d or headroom %d", exec.Quota, exec.ByteQuota, exec.Headroom)
 	}
 	if r, ok := s.byKey[key]; ok {
 		switch {
@@ -103,12 +129,21 @@ func (s *State) Reserve(key Key, fingerprint string, exec Execution, seq uint64)
 		StartedAt:   exec.StartedAt,
 		Seq:         seq,
 	}
+	need := RecordSize(*r) + exec.Headroom
+	if s.maxBytes > 0 && s.bytes+need > s.maxBytes {
+		return Reservation{}, &CapacityError{Resource: ResourceBytes, Limit: s.maxBytes}
+	}
+	if exec.ByteQuota > 0 && s.principalBytes[key.Principal]+need > exec.ByteQuota {
+		return Reservation{}, &QuotaError{Principal: key.Principal, Quota: exec.Quota, Bytes: exec.ByteQuota}
+	}
 	s.lastSeq = seq
 	s.insert(r)
 	return Reservation{Outcome: Reserved, Record: *r}, nil
 }
 
-// Complete implements Store.Complete.
+// Complete implements Store.Complete. An outcome whose record would not
+// fit (it grows the record over res.ByteQuota or MaxBytes) is recorded as
+// the bounded failure of overflowResult instead.
 func (s *State) Complete(key Key, fingerprint string, res Result) (Record, error) {
 	if err := res.Validate(); err != nil {
 		return Record{}, err
@@ -122,8 +157,36 @@ func (s *State) Complete(key Key, fingerprint string, res Result) (Record, error
 	case r.ExecutionID != res.ExecutionID || !r.Status.Open():
 		return Record{}, &StateError{Op: "complete", Record: *r}
 	}
-	r.apply(res)
+	if over, limit, exceeded := s.overflows(r, res); exceeded {
+		res = OverflowResult(res, over, limit)
+	}
+	s.settle(r, res)
 	return *r, nil
+}
+
+// overflows decides (Overflow) whether recording res in r fits in r's
+// principal's res.ByteQuota and in MaxBytes.
+func (s *State) overflows(r *Record, res Result) (over string, limit int64, exceeded bool) {
+	grown := *r
+	grown.Data, grown.Error = res.Data, res.Error
+	delta := RecordSize(grown) - RecordSize(*r)
+	p := r.Key.Principal
+	return Overflow(p, delta, s.principalBytes[p], res.ByteQuota, s.bytes, s.maxBytes)
+}
+
+// settle applies res to r and accounts for its new size.
+func (s *State) settle(r *Record, res Result) {
+	before := RecordSize(*r)
+	r.apply(res)
+	s.account(r.Key.Principal, RecordSize(*r)-before)
+}
+
+// account adds delta bytes to principal's and the State's.
+func (s *State) account(principal string, delta int64) {
+	s.bytes += delta
+	if s.principalBytes[principal] += delta; s.principalBytes[principal] <= 0 {
+		delete(s.principalBytes, principal)
+	}
 }
 
 // Get implements Store.Get.
@@ -191,7 +254,8 @@ func (s *State) Cancel(executionID string, res Result) (Record, error) {
 	if err != nil {
 		return Record{}, err
 	}
-	r.apply(res)
+	// A cancellation's small error is recorded whatever the byte bounds.
+	s.settle(r, res)
 	return *r, nil
 }
 
@@ -207,7 +271,12 @@ func (s *State) Resolve(executionID string, rs Resolution) (Record, error) {
 	if err != nil {
 		return Record{}, err
 	}
-	r.apply(rs.Result)
+	// An outcome established by an operator is refused, not replaced, when
+	// it does not fit: nothing ran, and a smaller one (or release) will do.
+	if over, limit, exceeded := s.overflows(r, rs.Result); exceeded {
+		return Record{}, OverflowError(over, limit)
+	}
+	s.settle(r, rs.Result)
 	r.Resolved = true
 	return *r, nil
 }
@@ -260,9 +329,12 @@ func (s *State) Records() []Record {
 // and lastSeq. It fails without changing anything when recs hold a
 // duplicate identity, execution id or Seq, or a Seq outside 1..lastSeq:
 // Reserve never makes such a State, and in one Records' order (and so a
-// snapshot's bytes) would depend on map iteration.
+// snapshot's bytes) would depend on map iteration. The bounds (Capacity,
+// MaxBytes) stay; the per-principal counts and the bytes are recomputed
+// from recs, so they need not be in a snapshot.
 func (s *State) Restore(recs []Record, lastSeq uint64) error {
 	fresh := NewState(s.capacity)
+	fresh.maxBytes = s.maxBytes
 	fresh.lastSeq = lastSeq
 	seqs := make(map[uint64]struct{}, len(recs))
 	for i := range recs {
@@ -285,7 +357,8 @@ func (s *State) Restore(recs []Record, lastSeq uint64) error {
 }
 
 // Equal reports whether two States hold the same records and LastSeq. The
-// per-principal counts are derived from the records and not compared.
+// per-principal counts and the bytes are derived from the records and not
+// compared (AccountingEqual does).
 func (s *State) Equal(o *State) bool {
 	if s.lastSeq != o.lastSeq || len(s.byKey) != len(o.byKey) {
 		return false
@@ -297,6 +370,13 @@ func (s *State) Equal(o *State) bool {
 		}
 	}
 	return true
+}
+
+// AccountingEqual reports whether two States account alike: the same
+// bytes in all and for every principal, and the same records per
+// principal.
+func (s *State) AccountingEqual(o *State) bool {
+	return s.bytes == o.bytes && maps.Equal(s.principalBytes, o.principalBytes) && maps.Equal(s.perPrincipal, o.perPrincipal)
 }
 
 func recordsEqual(a, b Record) bool {
@@ -340,6 +420,7 @@ func (s *State) insert(r *Record) {
 	}
 	ids[r.ExecutionID] = struct{}{}
 	s.perPrincipal[r.Key.Principal]++
+	s.account(r.Key.Principal, RecordSize(*r))
 }
 
 func (s *State) remove(r *Record) {
@@ -353,4 +434,5 @@ func (s *State) remove(r *Record) {
 	if s.perPrincipal[r.Key.Principal]--; s.perPrincipal[r.Key.Principal] <= 0 {
 		delete(s.perPrincipal, r.Key.Principal)
 	}
+	s.account(r.Key.Principal, -RecordSize(*r))
 }

@@ -88,6 +88,10 @@ type Stats struct {
 	Entries int
 	// Capacity is the bound on Entries.
 	Capacity int
+	// Bytes is RecordSize summed over every record, and MaxBytes its bound
+	// (0: none, or a store that does not account bytes).
+	Bytes    int64
+	MaxBytes int64
 }
 
 // Store records reservations and outcomes of tool calls. Implementations
@@ -107,6 +111,13 @@ type Store interface {
 	// (ErrCapacity too) and reserves nothing. Either way it still answers
 	// Replay, Conflict and Uncertain for identities it holds. A store that
 	// ignores Quota fails storetest's PrincipalQuota case.
+	//
+	// Bytes are bounded alike, by RecordSize: a new identity whose record
+	// plus exec.Headroom would not fit in the store's bound on bytes is
+	// refused with a *CapacityError, and one that would not fit in
+	// exec.ByteQuota (the principal's bytes) with a *QuotaError whose
+	// Bytes is set; both match ErrCapacity and reserve nothing (storetest's
+	// ByteQuota case).
 	Reserve(ctx context.Context, key Key, fingerprint string, exec Execution) (Reservation, error)
 
 	// Complete records res for the identity. It applies only when the
@@ -115,6 +126,16 @@ type Store interface {
 	// carrying the record as it stands. A different fingerprint is
 	// ErrConflict; no record is ErrNotFound. The result is durable before
 	// Complete returns.
+	//
+	// The tool has run by then, so a result that does not fit is not
+	// refused: when recording it would take the principal over
+	// res.ByteQuota, or the store over its bound on bytes, Complete
+	// records instead a failed outcome with a small error object (code
+	// IDEMPOTENCY_CAPACITY; "principal" when the quota was the principal's,
+	// "resource": "bytes", "limit", and the status and size of the outcome
+	// that was not kept) and returns that record. The fact that the tool
+	// ran is never lost and the record never stays running; the bounds are
+	// exceeded at most by these small errors (and cancellations').
 	Complete(ctx context.Context, key Key, fingerprint string, res Result) (Record, error)
 
 	// Get returns the record of an execution, or ErrNotFound.
@@ -132,7 +153,9 @@ type Store interface {
 
 	// Resolve records an outcome (completed or failed) for an interrupted
 	// execution, or a running one when r.AllowRunning, and marks it
-	// resolved; any other status is a *StateError.
+	// resolved; any other status is a *StateError. An outcome that does
+	// not fit in r.ByteQuota or the store's bound on bytes is refused (a
+	// *QuotaError or *CapacityError) and nothing changes.
 	Resolve(ctx context.Context, executionID string, r Resolution) (Record, error)
 
 	// Release removes the reservation of an interrupted execution, or of a

@@ -89,6 +89,10 @@ type tokenConfig struct {
 	// MaxEntries bounds the records the principal may hold cluster-wide,
 	// instead of limits.entries_per_principal (0: that default applies).
 	MaxEntries int `yaml:"max_entries"`
+	// MaxBytes bounds the bytes (store.RecordSize) the principal may hold
+	// cluster-wide, instead of limits.bytes_per_principal (0: that default
+	// applies).
+	MaxBytes int64 `yaml:"max_bytes"`
 }
 
 type limitsConfig struct {
@@ -101,6 +105,29 @@ type limitsConfig struct {
 	// MaxRunning bounds the tools running at once on this node (default
 	// carmy.DefaultMaxRunning).
 	MaxRunning int `yaml:"max_running"`
+	// MaxRunningPerPrincipal bounds the tools each principal but the admin
+	// runs at once on this node; over it a call answers 503 UNAVAILABLE
+	// naming the principal, before anything is reserved. The admin counts
+	// against max_running only, and the others together never take the
+	// last max_running/8 slots (at least 1), kept for the admin. Default:
+	// max_running/4 (at least 1) when auth names a token principal; none
+	// with auth off.
+	MaxRunningPerPrincipal int `yaml:"max_running_per_principal"`
+	// MaxBytes bounds the bytes of the replicated store (store.RecordSize
+	// summed over every record: keys, ids, fingerprint, result data and
+	// error; arguments are not stored), like --max-bytes, which wins when
+	// set. Default 1 GiB. The leader's value applies.
+	MaxBytes int64 `yaml:"max_bytes"`
+	// BytesPerPrincipal bounds the bytes each principal may hold
+	// cluster-wide (the admin and anonymous included), unless its token
+	// sets max_bytes. A new identity whose record and one result of
+	// result_bytes would not fit answers 503 IDEMPOTENCY_CAPACITY naming
+	// the principal and "resource": "bytes"; a result that no longer fits
+	// when the tool returns is recorded as a failure with code
+	// IDEMPOTENCY_CAPACITY and no data (replayed as such). Default: a
+	// quarter of max_bytes when auth names two or more token principals;
+	// none otherwise.
+	BytesPerPrincipal int64 `yaml:"bytes_per_principal"`
 	// RatePerPrincipal bounds each principal's requests per second on this
 	// node, with bursts of RateBurst (default: the rate, at least 1). 0:
 	// no limit.
@@ -113,7 +140,9 @@ type limitsConfig struct {
 	// EntriesPerPrincipal bounds the records each principal may hold
 	// cluster-wide (the admin and anonymous included), unless its token
 	// sets max_entries; a new identity beyond it answers 503
-	// IDEMPOTENCY_CAPACITY naming the principal. 0: no per-principal bound.
+	// IDEMPOTENCY_CAPACITY naming the principal. Default: a quarter of
+	// --max-entries when auth names two or more token principals; none
+	// otherwise (a single tenant may use the whole store).
 	EntriesPerPrincipal int `yaml:"entries_per_principal"`
 	// ReadHeaderTimeout, BodyTimeout, WriteTimeout and IdleTimeout bound
 	// slow clients (Go durations; defaults 10s, 60s, 30s, 2m): see
@@ -152,12 +181,13 @@ func loadConfig(path string) (fileConfig, error) {
 	}
 	if l := fc.Limits; l.BodyBytes < 0 || l.ResultBytes < 0 || l.HeaderBytes < 0 || l.MaxRunning < 0 ||
 		l.RatePerPrincipal < 0 || l.RateBurst < 0 || l.EntriesPerPrincipal < 0 || l.AuthFailuresPerMinute < 0 ||
+		l.MaxRunningPerPrincipal < 0 || l.MaxBytes < 0 || l.BytesPerPrincipal < 0 ||
 		l.ReadHeaderTimeout < 0 || l.BodyTimeout < 0 || l.WriteTimeout < 0 || l.IdleTimeout < 0 {
 		return fc, fmt.Errorf("config %s: limits must not be negative", path)
 	}
 	for i, t := range fc.Auth.Tokens {
-		if t.MaxEntries < 0 {
-			return fc, fmt.Errorf("config %s: auth.tokens[%d] (%s): max_entries must not be negative", path, i, t.Principal)
+		if t.MaxEntries < 0 || t.MaxBytes < 0 {
+			return fc, fmt.Errorf("config %s: auth.tokens[%d] (%s): max_entries and max_bytes must not be negative", path, i, t.Principal)
 		}
 	}
 	if _, err := parseNetworks("egress.allow", fc.Egress.Allow); err != nil {
@@ -351,7 +381,7 @@ func (fc fileConfig) auth(getenv func(string) string) (api.Auth, error) {
 			tools = []string{"*"}
 		}
 		a.Tokens = append(a.Tokens, api.Token{
-			Principal: t.Principal, Secret: secret, SecretSHA256: t.TokenSHA256, Tools: tools, MaxEntries: t.MaxEntries,
+			Principal: t.Principal, Secret: secret, SecretSHA256: t.TokenSHA256, Tools: tools, MaxEntries: t.MaxEntries, MaxBytes: t.MaxBytes,
 		})
 	}
 	return a, a.Validate()

@@ -20,17 +20,22 @@ import (
 // serveConfig is everything `carmy serve` is told by flags and the
 // environment.
 type serveConfig struct {
-	NodeID            string
-	DataDir           string
-	HTTPAddr          string
-	RaftAddr          string
-	GossipAddr        string
-	Bootstrap         bool
-	BootstrapNode     string
-	Join              string
-	ConfigPath        string
-	Dev               bool
-	MaxEntries        int
+	NodeID        string
+	DataDir       string
+	HTTPAddr      string
+	RaftAddr      string
+	GossipAddr    string
+	Bootstrap     bool
+	BootstrapNode string
+	Join          string
+	ConfigPath    string
+	Dev           bool
+	MaxEntries    int
+	// MaxBytes is --max-bytes (default defaultMaxBytes); MaxBytesSet says
+	// whether the flag or its variable set it, so that limits.max_bytes
+	// applies otherwise.
+	MaxBytes          int64
+	MaxBytesSet       bool
 	Retention         string
 	ClusterKey        string
 	ClusterKeyFile    string
@@ -72,6 +77,7 @@ var flagEnv = []struct{ flag, env string }{
 	{"join", "CARMY_JOIN"},
 	{"config", "CARMY_CONFIG"},
 	{"max-entries", "CARMY_MAX_ENTRIES"},
+	{"max-bytes", "CARMY_MAX_BYTES"},
 	{"retention", "CARMY_RETENTION"},
 	{"cluster-key", "CARMY_CLUSTER_KEY"},
 	{"cluster-key-file", "CARMY_CLUSTER_KEY_FILE"},
@@ -105,6 +111,7 @@ func serveFlags(cfg *serveConfig, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&cfg.ConfigPath, "config", "", "YAML `file` declaring tools, auth tokens and limits")
 	fs.BoolVar(&cfg.Dev, "dev", false, "try-it-out mode: demo tools on, auth off, and --bootstrap unless --join is given")
 	fs.IntVar(&cfg.MaxEntries, "max-entries", defaultMaxEntries, "capacity of the replicated store, in records (the leader's value applies)")
+	fs.Int64Var(&cfg.MaxBytes, "max-bytes", defaultMaxBytes, "bound on the bytes of the replicated store's records (keys, ids, fingerprints, results; the leader's value applies); unset, limits.max_bytes applies when the config file sets it")
 	fs.StringVar(&cfg.Retention, "retention", "off", "`age` after which finished records are removed, e.g. 72h or 30d; off keeps them")
 	fs.StringVar(&cfg.ClusterKey, "cluster-key", "", "shared `secret` of 16 bytes or more that authenticates every node-to-node call and, without node TLS, every Raft connection; the same on every node. With none and no node TLS, the node generates one in <data-dir>/cluster-key, and other nodes join with --cluster-key-file and a copy of it")
 	fs.StringVar(&cfg.ClusterKeyFile, "cluster-key-file", "", "`file` holding the cluster key: its text, surrounding whitespace trimmed; instead of --cluster-key")
@@ -192,6 +199,7 @@ func parseServe(args []string, getenv func(string) string, out io.Writer) (serve
 		}
 		return cfg, errUsage
 	}
+	fs.Visit(func(f *flag.Flag) { cfg.MaxBytesSet = cfg.MaxBytesSet || f.Name == "max-bytes" })
 	if fs.NArg() > 0 {
 		fmt.Fprintf(out, "carmy serve: unexpected argument %q\n", fs.Arg(0))
 		return cfg, errUsage
@@ -212,6 +220,8 @@ func (c serveConfig) validate() error {
 		return fmt.Errorf("--node-id %q: must be non-empty, without spaces or slashes", c.NodeID)
 	case c.MaxEntries <= 0:
 		return fmt.Errorf("--max-entries %d: must be positive", c.MaxEntries)
+	case c.MaxBytes <= 0:
+		return fmt.Errorf("--max-bytes %d: must be positive", c.MaxBytes)
 	case c.Bootstrap && c.BootstrapNode != "":
 		return fmt.Errorf("--bootstrap and --bootstrap-node exclude each other: --bootstrap-node names the founder for every node")
 	case c.BootstrapNode != "" && strings.ContainsAny(c.BootstrapNode, " \t\r\n/"):

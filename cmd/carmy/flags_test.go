@@ -37,6 +37,7 @@ var defaultServeConfig = serveConfig{
 	RaftAddr:          "127.0.0.1:8300",
 	GossipAddr:        "127.0.0.1:8301",
 	MaxEntries:        100000,
+	MaxBytes:          1 << 30,
 	Retention:         "off",
 	SnapshotThreshold: 8192,
 	SnapshotInterval:  2 * time.Minute,
@@ -85,6 +86,7 @@ func TestParseServeEnvironment(t *testing.T) {
 		}},
 		{"CARMY_CONFIG", "/etc/carmy/carmy.yaml", func(c serveConfig) bool { return c.ConfigPath == "/etc/carmy/carmy.yaml" }},
 		{"CARMY_MAX_ENTRIES", "42", func(c serveConfig) bool { return c.MaxEntries == 42 }},
+		{"CARMY_MAX_BYTES", "2147483648", func(c serveConfig) bool { return c.MaxBytes == 2<<30 && c.MaxBytesSet }},
 		{"CARMY_RETENTION", "30d", func(c serveConfig) bool { return c.Retention == "30d" }},
 		{"CARMY_CLUSTER_KEY", "s3cret", func(c serveConfig) bool { return c.ClusterKey == "s3cret" }},
 		{"CARMY_CLUSTER_KEY_FILE", "/etc/carmy/cluster-key", func(c serveConfig) bool { return c.ClusterKeyFile == "/etc/carmy/cluster-key" }},
@@ -178,7 +180,7 @@ func TestParseServeFlagBeatsEnvironment(t *testing.T) {
 	}
 	want := serveConfig{
 		NodeID: "from-flag", DataDir: "/env/data", HTTPAddr: "127.0.0.1:2222", RaftAddr: "127.0.0.1:2300",
-		GossipAddr: "127.0.0.1:1301", Join: "127.0.0.1:2,127.0.0.1:3", MaxEntries: 7, Retention: "30d",
+		GossipAddr: "127.0.0.1:1301", Join: "127.0.0.1:2,127.0.0.1:3", MaxEntries: 7, MaxBytes: 1 << 30, Retention: "30d",
 		ClusterKey: "flag-key", SnapshotThreshold: 20, SnapshotInterval: 10 * time.Second,
 		LogFormat: "text", LogLevel: "debug",
 	}

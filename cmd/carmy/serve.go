@@ -38,7 +38,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	app, err := buildRuntime(cfg, fc, log)
+	lim, err := resolveLimits(cfg, fc)
+	if err != nil {
+		return err
+	}
+	auth.MaxEntriesPerPrincipal, auth.MaxBytesPerPrincipal = lim.entriesPerPrincipal, lim.bytesPerPrincipal
+	app, err := buildRuntime(cfg, fc, lim, log)
 	if err != nil {
 		return err
 	}
@@ -55,14 +60,16 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if faults != nil {
 		ln = faults.Listener(ln)
 	}
-	node, err := startCluster(cfg, sec, ln, faults, app, log)
+	node, err := startCluster(cfg, lim, sec, ln, faults, app, log)
 	if err != nil {
 		return err
 	}
 	log.Info("starting carmy", slog.String("version", version), slog.String("node_id", cfg.NodeID),
 		slog.Int("tools", len(app.Tools())), slog.Bool("auth", auth.Enabled()), slog.Bool("gossip_encrypted", len(sec.gossipKeys) > 0),
 		slog.Bool("node_tls", sec.nodeTLS != nil), slog.Bool("api_tls", sec.apiKeys != nil),
-		slog.Int("max_entries", cfg.MaxEntries),
+		slog.Int("max_entries", cfg.MaxEntries), slog.Int64("max_bytes", lim.maxBytes),
+		slog.Int("max_running_per_principal", lim.runningShare), slog.Int("entries_per_principal", lim.entriesPerPrincipal),
+		slog.Int64("bytes_per_principal", lim.bytesPerPrincipal),
 		slog.String("data_dir", cfg.DataDir))
 	return serveUntilDone(ctx, app, node, ln, apiConfig(cfg, fc, auth, sec, node, faults, log), log)
 }
@@ -98,13 +105,16 @@ func loadConfigAndAuth(cfg serveConfig, log *slog.Logger) (fileConfig, api.Auth,
 // buildRuntime returns the runtime with the limits of the config file and
 // its tools: the demo tools with --dev or demo_tools, and the HTTP tools
 // it declares.
-func buildRuntime(cfg serveConfig, fc fileConfig, log *slog.Logger) (*carmy.Runtime, error) {
+func buildRuntime(cfg serveConfig, fc fileConfig, lim limits, log *slog.Logger) (*carmy.Runtime, error) {
 	opts := []carmy.Option{carmy.WithNodeID(cfg.NodeID), carmy.WithLogger(log)}
 	if fc.Limits.ResultBytes > 0 {
 		opts = append(opts, carmy.WithMaxResultBytes(fc.Limits.ResultBytes))
 	}
 	if fc.Limits.MaxRunning > 0 {
 		opts = append(opts, carmy.WithMaxRunning(fc.Limits.MaxRunning))
+	}
+	if lim.runningShare > 0 {
+		opts = append(opts, carmy.WithMaxRunningPerPrincipal(lim.runningShare))
 	}
 	app := carmy.App(opts...)
 	if cfg.Dev || fc.DemoTools {
@@ -190,7 +200,7 @@ func listen(ctx context.Context, cfg serveConfig, log *slog.Logger) (net.Listene
 
 // startCluster opens this node's cluster member and makes its replicated
 // store the runtime's, with the cluster's view of which runners are gone.
-func startCluster(cfg serveConfig, sec security, ln net.Listener, faults *faultnet.Filter, app *carmy.Runtime, log *slog.Logger) (*cluster.Node, error) {
+func startCluster(cfg serveConfig, lim limits, sec security, ln net.Listener, faults *faultnet.Filter, app *carmy.Runtime, log *slog.Logger) (*cluster.Node, error) {
 	nodeTLS, gossipKeys, retention := sec.nodeTLS, sec.gossipKeys, sec.retention
 	node, err := cluster.Open(cluster.Config{
 		NodeID:     cfg.NodeID,
@@ -206,6 +216,7 @@ func startCluster(cfg serveConfig, sec security, ln net.Listener, faults *faultn
 		GossipKeys:             gossipKeys,
 		TLS:                    nodeTLS,
 		MaxEntries:             cfg.MaxEntries,
+		MaxBytes:               lim.maxBytes,
 		Retention:              retention,
 		SnapshotThreshold:      cfg.SnapshotThreshold,
 		SnapshotInterval:       cfg.SnapshotInterval,

@@ -23,6 +23,11 @@ type Config struct {
 	// given the same Capacity. A lowered bound evicts nothing; new
 	// identities are refused until the count drops below it.
 	Capacity int
+	// MaxBytes bounds the bytes the store holds (store.RecordSize summed
+	// over its records, counted in the tables); 0 means none. Like
+	// Capacity it is checked by the process that writes, against the count
+	// every process shares. See store.Store.Reserve and Complete.
+	MaxBytes int64
 	// Schema is the PostgreSQL schema that holds the tables; it is created
 	// when missing. "" means the current schema of the connection (the
 	// first existing schema of its search_path), which is not created.
@@ -62,6 +67,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.Capacity < 0:
 		return fmt.Errorf("postgres: negative capacity %d", c.Capacity)
+	case c.MaxBytes < 0:
+		return fmt.Errorf("postgres: negative max bytes %d", c.MaxBytes)
 	case !validName(c.Schema):
 		return fmt.Errorf("postgres: schema %q must be valid UTF-8 without NUL, at most %d bytes", c.Schema, maxIdentifier)
 	case !validName(c.TablePrefix + longestTable):

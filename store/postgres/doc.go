@@ -12,7 +12,8 @@
 // It passes store/storetest, the conformance suite of every store, and
 // keeps the in-memory store's semantics: Reserve answers a held identity
 // (replay, conflict, uncertain) whatever the bounds, reserves a vacant one
-// or fails closed (store.ErrCapacity, *store.QuotaError), and never evicts;
+// or fails closed (store.ErrCapacity, *store.QuotaError, *store.CapacityError
+// for bytes), and never evicts;
 // Complete, Cancel, Resolve and Release apply only from the statuses they
 // name, and otherwise return a *store.StateError carrying the record as it
 // stands. Finished records are removed only by Expire (store.Expirer), which
@@ -32,9 +33,12 @@
 //     request_id), execution_id unique, seq unique. data and error are
 //     bytea: a result is replayed byte for byte as it was recorded (jsonb
 //     would re-encode it). Times are timestamptz, kept to the microsecond.
-//   - meta: one row, the number of records (entries) and the last seq;
-//     its row lock serialises every change to the set of records.
-//   - principals: the number of records of each principal.
+//   - meta: one row, the number of records (entries), their bytes
+//     (store.RecordSize summed, kept by every write that changes a record's
+//     size) and the last seq; its row lock serialises every change to the
+//     set of records and to the counts.
+//   - principals: the number of records of each principal, and their
+//     bytes.
 //
 // # Isolation and locking
 //
@@ -52,8 +56,9 @@
 // row no other transaction can insert or delete a record or change a
 // counter (every one that does takes the row first), so each statement's
 // snapshot is the current state: it checks that the identity is vacant,
-// the execution id unused, entries below Capacity and the principal's
-// count below the execution's Quota, and then inserts the record with the
+// the execution id unused, entries below Capacity, the principal's count
+// below the execution's Quota, and the record and the execution's Headroom
+// within Config.MaxBytes and the execution's ByteQuota, and then inserts the record with the
 // next seq and increments the counters, or writes nothing and says which
 // check failed, or returns the identity's record when it is held.
 //
@@ -73,8 +78,14 @@
 // one at a time, each paying a WAL flush. To pay it once for many, a Store
 // gathers the reservations that arrive while a round is in flight into the
 // next round (rounds.go), and pipelines each round's statements. Replays,
-// conflicts and uncertain answers take no lock; Complete, Cancel, Resolve
-// and MarkInterrupted are single UPDATEs that lock one record each.
+// conflicts and uncertain answers take no lock; MarkInterrupted is a single
+// UPDATE. Complete, Cancel and Resolve add bytes to the counts, so each is
+// a transaction that takes the meta row first (as reservations do, so no
+// two writers wait for each other in opposite orders), reads the counts,
+// decides whether the outcome fits (store.Overflow: a result that does not
+// is recorded as store.OverflowResult, a resolution refused), updates the
+// record and the counts, and commits: they queue behind reservation rounds
+// for that row.
 //
 // # Failures
 //
@@ -87,8 +98,8 @@
 //
 //   - before the commit was sent (no connection, BEGIN, a statement of a
 //     transaction that then rolls back): store.ErrUnavailable;
-//   - at the commit (COMMIT, or the single UPDATE of Complete, Cancel,
-//     Resolve, MarkInterrupted): store.ErrUnavailable only when the server
+//   - at the commit (COMMIT, or the single UPDATE of MarkInterrupted):
+//     store.ErrUnavailable only when the server
 //     surely did not commit (nothing was sent, or it answered with an
 //     ERROR); a lost connection, an ended context or a FATAL from a server
 //     shutting down is store.ErrCommitUnknown.

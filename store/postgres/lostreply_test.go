@@ -30,9 +30,10 @@ func wantDropped(t *testing.T, p *pgtest.Proxy) {
 	}
 }
 
-// TestCompleteCommittedReplyLost loses the server's answer to Complete's
-// UPDATE, which committed: Complete reports the outcome unknown (never a
-// refusal), the result is recorded, and a retry finds it recorded.
+// TestCompleteCommittedReplyLost loses the server's answer to the COMMIT
+// of Complete's transaction, which committed: Complete reports the outcome
+// unknown (never a refusal), the result is recorded, and a retry finds it
+// recorded.
 func TestCompleteCommittedReplyLost(t *testing.T) {
 	t.Parallel()
 	s, p := proxied(t)
@@ -42,7 +43,7 @@ func TestCompleteCommittedReplyLost(t *testing.T) {
 	mustReserve(t, s, k, "fp", ex, store.Reserved)
 	res := completedResult(ex.ID, `{"order":"ord_3"}`)
 
-	p.DropReplyTo([]byte(ex.ID))
+	p.DropReplyTo([]byte("commit\x00"))
 	_, err := s.Complete(ctx, k, "fp", res)
 	wantDropped(t, p)
 	if !errors.Is(err, store.ErrCommitUnknown) || errors.Is(err, store.ErrUnavailable) {

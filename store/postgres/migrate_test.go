@@ -35,6 +35,16 @@ func versions(t *testing.T, pool *pgxpool.Pool, s *postgres.Store) []int {
 	return out
 }
 
+// allVersions is every version a new store's schema_version records: a
+// new store applies each migration in turn.
+func allVersions() []int {
+	var vs []int
+	for v := 1; v <= postgres.SchemaVersion; v++ {
+		vs = append(vs, v)
+	}
+	return vs
+}
+
 // TestConcurrentOpens opens one new schema from many processes at once:
 // every Open succeeds, the schema is created and each version applied
 // once, and the stores share their records.
@@ -67,8 +77,8 @@ func TestConcurrentOpens(t *testing.T) {
 		t.Cleanup(stores[i].Close)
 	}
 	admin := adminPool(t, srv)
-	if got := versions(t, admin, stores[0]); !slices.Equal(got, []int{postgres.SchemaVersion}) {
-		t.Fatalf("schema_version holds %v, want [%d]", got, postgres.SchemaVersion)
+	if got := versions(t, admin, stores[0]); !slices.Equal(got, allVersions()) {
+		t.Fatalf("schema_version holds %v, want %v", got, allVersions())
 	}
 	ex := newExecution("mig")
 	mustReserve(t, stores[0], key("shared"), "fp", ex, store.Reserved)
@@ -93,8 +103,8 @@ func TestReopen(t *testing.T) {
 		t.Fatalf("Lookup after reopening = %+v, %v", rec, err)
 	}
 	admin := adminPool(t, srv)
-	if got := versions(t, admin, again); !slices.Equal(got, []int{postgres.SchemaVersion}) {
-		t.Fatalf("schema_version holds %v after reopening", got)
+	if got := versions(t, admin, again); !slices.Equal(got, allVersions()) {
+		t.Fatalf("schema_version holds %v after reopening, want %v", got, allVersions())
 	}
 	rec := mustReserve(t, again, key("next"), "fp", newExecution("reopen"), store.Reserved)
 	if rec.Seq != 2 {
@@ -136,4 +146,60 @@ func TestOpenUnreachable(t *testing.T) {
 	if s.Schema() != "public" || s.Capacity() != store.DefaultCapacity {
 		t.Fatalf("default store: schema %q, capacity %d", s.Schema(), s.Capacity())
 	}
+}
+
+// TestMigrateToByteAccounting opens tables at version 1 (made by a build
+// before byte accounting, here by undoing version 2) that hold records of
+// two principals: version 2 computes the store's and each principal's
+// bytes from the records, equal to store.RecordSize summed over them, and
+// later writes keep them so.
+func TestMigrateToByteAccounting(t *testing.T) {
+	t.Parallel()
+	srv := needServer(t)
+	ctx := context.Background()
+	cfg := postgres.Config{Schema: freshSchema(), Logger: quiet}
+	s := openStore(t, srv.DSN("postgres"), cfg)
+	bob := store.Key{Principal: "bob", Session: "s", RequestID: "b"}
+	exA, exB := newExecution("mig"), newExecution("mig")
+	mustReserve(t, s, key("a"), "fp", exA, store.Reserved)
+	mustReserve(t, s, bob, "fp", exB, store.Reserved)
+	if _, err := s.Complete(ctx, key("a"), "fp", completedResult(exA.ID, `{"order":"ord_1"}`)); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	admin := adminPool(t, srv)
+	for _, sql := range []string{
+		"ALTER TABLE " + table(s, "meta") + " DROP COLUMN bytes",
+		"ALTER TABLE " + table(s, "principals") + " DROP COLUMN bytes",
+		"DELETE FROM " + table(s, "schema_version") + " WHERE version >= 2",
+	} {
+		if _, err := admin.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+
+	again := openStore(t, srv.DSN("postgres"), cfg)
+	var want int64
+	for _, k := range []store.Key{key("a"), bob} {
+		rec, err := again.Lookup(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want += store.RecordSize(rec)
+	}
+	if st, err := again.Stats(ctx); err != nil || st.Bytes != want || st.Entries != 2 {
+		t.Fatalf("Stats after the migration = %+v, %v; want %d bytes in 2 entries", st, err, want)
+	}
+	// bob's bytes were computed too: a quota of exactly his record and
+	// one byte of headroom more is refused, his record's size is not.
+	recB, _ := again.Lookup(ctx, bob)
+	ex := newExecution("mig")
+	next := store.Key{Principal: "bob", Session: "s", RequestID: "b2"}
+	size := store.RecordSize(store.Record{Key: next, ExecutionID: ex.ID, Tool: ex.Tool, Fingerprint: "fp", NodeID: ex.NodeID})
+	ex.ByteQuota, ex.Headroom = store.RecordSize(recB)+size, 1
+	if _, err := again.Reserve(ctx, next, "fp", ex); !errors.Is(err, store.ErrCapacity) {
+		t.Fatalf("a reservation one byte over bob's quota: %v, want IDEMPOTENCY_CAPACITY", err)
+	}
+	ex.Headroom = 0
+	mustReserve(t, again, next, "fp", ex, store.Reserved)
 }

@@ -1,5 +1,7 @@
 package postgres
 
+import "strings"
+
 // queries holds a Store's statements, with its tables' names in them. The
 // statements are fixed per Store, so pgx prepares each once per
 // connection.
@@ -11,7 +13,18 @@ type queries struct {
 	complete, cancel, resolve, markInterrupted string
 
 	lockMeta, release, expire, prunePrincipals string
+
+	// bytesOf reads, under the meta row's lock, the store's bytes and one
+	// principal's; addBytes adds to both.
+	bytesOf, addBytes string
 }
+
+// recordSizeDSQL is recordSizeSQL of the deleted row d.
+var recordSizeDSQL = strings.NewReplacer(
+	"(principal", "(d.principal", "(session_id", "(d.session_id", "(request_id", "(d.request_id",
+	"(execution_id", "(d.execution_id", "(tool", "(d.tool", "(fingerprint", "(d.fingerprint",
+	"(node_id", "(d.node_id", "(data", "(d.data", "(error", "(d.error",
+).Replace(recordSizeSQL)
 
 func newQueries(n names) queries {
 	x := func(sql string) string { return n.expand(sql) }
@@ -20,7 +33,7 @@ func newQueries(n names) queries {
 		lookup:  x(`SELECT ` + recordColumns + ` FROM {records} WHERE principal = $1 AND session_id = $2 AND request_id = $3`),
 		list:    x(`SELECT ` + recordColumns + ` FROM {records} WHERE principal = $1 AND session_id = $2 AND seq < $3 ORDER BY seq DESC LIMIT $4`),
 		listAll: x(`SELECT ` + recordColumns + ` FROM {records} WHERE session_id = $1 AND seq < $2 ORDER BY seq DESC LIMIT $3`),
-		stats:   x(`SELECT entries FROM {meta} WHERE singleton`),
+		stats:   x(`SELECT entries, bytes FROM {meta} WHERE singleton`),
 
 		// One reservation, all or nothing, in a transaction that already
 		// holds the meta row (lockMeta): no other transaction can then
@@ -29,7 +42,11 @@ func newQueries(n names) queries {
 		// returns one row: the checks, the new record's seq (NULL unless it
 		// reserved), and the identity's record when it is held.
 		// $1 capacity, $2-$4 the key, $5 execution id, $6 tool,
-		// $7 fingerprint, $8 node id, $9 started at, $10 quota.
+		// $7 fingerprint, $8 node id, $9 started at, $10 quota,
+		// $11 byte quota, $12 the room asked (the record's size and the
+		// headroom), $13 the store's bound on bytes (0: none), $14 the
+		// record's size. The checks are those of store.State.Reserve, in
+		// its order.
 		reserve: x(`WITH cur AS (
 	SELECT ` + recordColumns + ` FROM {records}
 	WHERE principal = $2::text AND session_id = $3::text AND request_id = $4::text
@@ -38,28 +55,33 @@ func newQueries(n names) queries {
 		NOT EXISTS (SELECT 1 FROM {records} WHERE execution_id = $5::text) AS fresh_id,
 		mt.entries < $1::bigint AS room,
 		($10::bigint = 0 OR coalesce((SELECT entries FROM {principals} WHERE principal = $2::text), 0) < $10::bigint) AS under_quota,
+		($13::bigint = 0 OR mt.bytes + $12::bigint <= $13::bigint) AS room_bytes,
+		($11::bigint = 0 OR coalesce((SELECT bytes FROM {principals} WHERE principal = $2::text), 0) + $12::bigint <= $11::bigint) AS under_byte_quota,
 		mt.last_seq + 1 AS seq
 	FROM {meta} mt WHERE mt.singleton
 ), ins AS (
 	INSERT INTO {records} (principal, session_id, request_id, execution_id, seq, tool, fingerprint, status, node_id, started_at)
 	SELECT $2::text, $3::text, $4::text, $5::text, cond.seq, $6::text, $7::text, 'running', $8::text, $9::timestamptz FROM cond
-	WHERE cond.vacant AND cond.fresh_id AND cond.room AND cond.under_quota
+	WHERE cond.vacant AND cond.fresh_id AND cond.room AND cond.under_quota AND cond.room_bytes AND cond.under_byte_quota
 	ON CONFLICT (principal, session_id, request_id) DO NOTHING
 	RETURNING seq, started_at
 ), m AS (
-	UPDATE {meta} SET entries = entries + 1, last_seq = ins.seq FROM ins WHERE singleton
+	UPDATE {meta} SET entries = entries + 1, bytes = bytes + $14::bigint, last_seq = ins.seq FROM ins WHERE singleton
 ), p AS (
-	INSERT INTO {principals} AS pr (principal, entries) SELECT $2::text, 1 FROM ins
-	ON CONFLICT (principal) DO UPDATE SET entries = pr.entries + 1
+	INSERT INTO {principals} AS pr (principal, entries, bytes) SELECT $2::text, 1, $14::bigint FROM ins
+	ON CONFLICT (principal) DO UPDATE SET entries = pr.entries + 1, bytes = pr.bytes + $14::bigint
 )
-SELECT cond.fresh_id, cond.room, cond.under_quota, ins.seq, ins.started_at,
+SELECT cond.fresh_id, cond.room, cond.under_quota, cond.room_bytes, cond.under_byte_quota, ins.seq, ins.started_at,
 	cur.execution_id, cur.seq, cur.tool, cur.fingerprint, cur.status, cur.node_id, cur.started_at,
 	cur.finished_at, cur.data, cur.error, cur.resolved
 FROM cond LEFT JOIN ins ON true LEFT JOIN cur ON true`),
 
 		// The conditional writes: each applies only to a record its WHERE
 		// admits, and returns it; no row means refused (the caller reads
-		// the record to say why).
+		// the record to say why). complete, cancel and resolve run in a
+		// transaction that holds the meta row, and add the bytes of the
+		// outcome (addBytes) when they applied: an open record holds no
+		// data and no error, so that is how much the record grew.
 		complete: x(`UPDATE {records} SET status = $5, data = $6, error = $7, finished_at = $8
 WHERE principal = $1 AND session_id = $2 AND request_id = $3 AND fingerprint = $4 AND execution_id = $9
 	AND status IN ('running', 'interrupted')
@@ -81,23 +103,31 @@ RETURNING ` + recordColumns),
 	WHERE execution_id = $1 AND (status = 'interrupted' OR (status = 'running' AND $2::boolean))
 	RETURNING ` + recordColumns + `
 ), m AS (
-	UPDATE {meta} SET entries = entries - 1 WHERE singleton AND EXISTS (SELECT 1 FROM d)
+	UPDATE {meta} SET entries = entries - 1, bytes = bytes - (SELECT sum(` + recordSizeSQL + `) FROM d)
+	WHERE singleton AND EXISTS (SELECT 1 FROM d)
 ), p AS (
-	UPDATE {principals} AS pr SET entries = pr.entries - 1 FROM d WHERE pr.principal = d.principal
+	UPDATE {principals} AS pr SET entries = pr.entries - 1, bytes = pr.bytes - ` + recordSizeDSQL + ` FROM d WHERE pr.principal = d.principal
 )
 SELECT ` + recordColumns + ` FROM d`),
 		expire: x(`WITH d AS (
 	DELETE FROM {records}
 	WHERE finished_at < $1 AND status IN ('completed', 'failed', 'timed_out', 'cancelled')
-	RETURNING principal
+	RETURNING principal, ` + recordSizeSQL + ` AS size
 ), c AS (
-	SELECT principal, count(*) AS n FROM d GROUP BY principal
+	SELECT principal, count(*) AS n, sum(size) AS size FROM d GROUP BY principal
 ), p AS (
-	UPDATE {principals} AS pr SET entries = pr.entries - c.n FROM c WHERE pr.principal = c.principal
+	UPDATE {principals} AS pr SET entries = pr.entries - c.n, bytes = pr.bytes - c.size FROM c WHERE pr.principal = c.principal
 ), m AS (
-	UPDATE {meta} SET entries = entries - (SELECT count(*) FROM d) WHERE singleton AND EXISTS (SELECT 1 FROM d)
+	UPDATE {meta} SET entries = entries - (SELECT count(*) FROM d), bytes = bytes - (SELECT sum(size) FROM d)
+	WHERE singleton AND EXISTS (SELECT 1 FROM d)
 )
 SELECT count(*) FROM d`),
 		prunePrincipals: x(`DELETE FROM {principals} WHERE entries = 0`),
+
+		bytesOf: x(`SELECT mt.bytes, coalesce((SELECT bytes FROM {principals} WHERE principal = $1), 0) FROM {meta} mt WHERE mt.singleton`),
+		addBytes: x(`WITH m AS (
+	UPDATE {meta} SET bytes = bytes + $2 WHERE singleton
+)
+UPDATE {principals} SET bytes = bytes + $2 WHERE principal = $1`),
 	}
 }

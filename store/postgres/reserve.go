@@ -43,7 +43,7 @@ func (s *Store) Reserve(ctx context.Context, key store.Key, fingerprint string, 
 	if err := ctx.Err(); err != nil {
 		return store.Reservation{}, notApplied("reserve", err)
 	}
-	return s.rounds.submit(ctx, &reservation{ctx: ctx, key: key, fingerprint: fingerprint, exec: exec})
+	return s.rounds.submit(ctx, &reservation{ctx: ctx, key: key, fingerprint: fingerprint, exec: exec, maxBytes: s.maxBytes.Load()})
 }
 
 func checkReserve(key store.Key, fingerprint string, exec store.Execution) error {
@@ -54,8 +54,8 @@ func checkReserve(key store.Key, fingerprint string, exec store.Execution) error
 		return invalidf("reserve: empty fingerprint")
 	case exec.ID == "":
 		return invalidf("reserve: empty execution id")
-	case exec.Quota < 0:
-		return invalidf("reserve: negative quota %d", exec.Quota)
+	case exec.Quota < 0 || exec.ByteQuota < 0 || exec.Headroom < 0:
+		return invalidf("reserve: negative quota %d, byte quota %d or headroom %d", exec.Quota, exec.ByteQuota, exec.Headroom)
 	case !validKey(key) || !validText(fingerprint) || !validText(exec.ID) || !validText(exec.Tool) || !validText(exec.NodeID):
 		return invalidf("reserve: the key, fingerprint, execution id, tool and node id must be valid UTF-8 without NUL")
 	}
@@ -76,7 +76,7 @@ func answer(rec store.Record, fingerprint string) store.Reservation {
 
 // reserveRow is the row of queries.reserve.
 type reserveRow struct {
-	freshID, room, underQuota bool
+	freshID, room, underQuota, roomBytes, underByteQuota bool
 	// seq and startedAt are set when the statement reserved.
 	seq       *int64
 	startedAt *time.Time
@@ -89,7 +89,7 @@ type reserveRow struct {
 }
 
 func (r *reserveRow) scan(row pgx.Row) error {
-	return row.Scan(&r.freshID, &r.room, &r.underQuota, &r.seq, &r.startedAt,
+	return row.Scan(&r.freshID, &r.room, &r.underQuota, &r.roomBytes, &r.underByteQuota, &r.seq, &r.startedAt,
 		&r.executionID, &r.heldSeq, &r.tool, &r.fingerprint, &r.status, &r.nodeID, &r.heldStarted,
 		&r.heldFinished, &r.data, &r.errBody, &r.resolved)
 }
@@ -148,6 +148,10 @@ func decide(it *reservation, row *reserveRow) (reserveResult, decision) {
 		return reserveResult{err: store.ErrCapacity}, decidedRefused
 	case !row.underQuota:
 		return reserveResult{err: &store.QuotaError{Principal: it.key.Principal, Quota: it.exec.Quota}}, decidedRefused
+	case !row.roomBytes:
+		return reserveResult{err: &store.CapacityError{Resource: store.ResourceBytes, Limit: it.maxBytes}}, decidedRefused
+	case !row.underByteQuota:
+		return reserveResult{err: &store.QuotaError{Principal: it.key.Principal, Quota: it.exec.Quota, Bytes: it.exec.ByteQuota}}, decidedRefused
 	}
 	// Vacant, within bounds, and yet not inserted: a row was inserted
 	// without the meta row's lock, by something other than this package.

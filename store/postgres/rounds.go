@@ -46,6 +46,7 @@ type reservation struct {
 	key         store.Key
 	fingerprint string
 	exec        store.Execution
+	maxBytes    int64              // the store's bound on bytes when submitted (0: none)
 	taken       bool               // in a round; under rounds.mu
 	done        chan reserveResult // receives the answer; buffered
 }
@@ -164,8 +165,10 @@ func (s *Store) round(batch []*reservation) {
 	b.BeginTx(readCommitted)
 	b.Queue(s.q.lockMeta)
 	for _, it := range batch {
+		size := store.RecordSize(store.Record{Key: it.key, ExecutionID: it.exec.ID, Tool: it.exec.Tool, Fingerprint: it.fingerprint, NodeID: it.exec.NodeID})
 		b.Queue(s.q.reserve, s.cfg.Capacity, it.key.Principal, it.key.Session, it.key.RequestID,
-			it.exec.ID, it.exec.Tool, it.fingerprint, it.exec.NodeID, it.exec.StartedAt, it.exec.Quota)
+			it.exec.ID, it.exec.Tool, it.fingerprint, it.exec.NodeID, it.exec.StartedAt, it.exec.Quota,
+			it.exec.ByteQuota, size+it.exec.Headroom, it.maxBytes, size)
 	}
 	br := s.pool.SendBatch(ctx, b)
 	tx := br.Tx()

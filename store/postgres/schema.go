@@ -10,12 +10,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/carmyhq/carmy/store"
 )
 
 // SchemaVersion is the version of the tables this package creates and
 // uses. A database whose tables are at a later version (made by a newer
 // build) is refused by Open rather than written with an older layout.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // migrations[v-1] takes the tables from version v-1 to v. Each runs in the
 // migrating transaction, so a version is applied whole or not at all.
@@ -69,7 +71,23 @@ CREATE TABLE {principals} (
 	CONSTRAINT {princ_pkey} PRIMARY KEY (principal),
 	CONSTRAINT {princ_entries} CHECK (entries >= 0)
 );`,
+	// 2: byte accounting. The store's and each principal's bytes
+	// (store.RecordSize summed over their records, see recordSizeSQL),
+	// kept beside the counts by every write that changes a record's size,
+	// under the meta row's lock; computed here from the records a version
+	// 1 store holds.
+	`ALTER TABLE {meta} ADD COLUMN bytes bigint NOT NULL DEFAULT 0;
+ALTER TABLE {principals} ADD COLUMN bytes bigint NOT NULL DEFAULT 0;
+UPDATE {meta} SET bytes = (SELECT coalesce(sum(` + recordSizeSQL + `), 0) FROM {records}) WHERE singleton;
+UPDATE {principals} AS pr SET bytes = (SELECT coalesce(sum(` + recordSizeSQL + `), 0) FROM {records} r WHERE r.principal = pr.principal);`,
 }
+
+// recordSizeSQL is store.RecordSize of a row of {records}, in SQL: the
+// same fields' lengths in bytes (octet_length of text is its UTF-8
+// length, as len of a Go string) plus store.RecordOverhead.
+var recordSizeSQL = fmt.Sprintf(`(%d + octet_length(principal) + octet_length(session_id) + octet_length(request_id)
+	+ octet_length(execution_id) + octet_length(tool) + octet_length(fingerprint) + octet_length(node_id)
+	+ coalesce(octet_length(data), 0) + coalesce(octet_length(error), 0))`, store.RecordOverhead)
 
 // names names a store's tables: a schema and a table prefix.
 type names struct {

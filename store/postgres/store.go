@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -18,14 +19,16 @@ import (
 // database: every decision is taken by the server, under the locks the
 // package documentation describes.
 type Store struct {
-	pool   *pgxpool.Pool
-	owned  bool // Close closes pool
-	cfg    Config
-	names  names
-	q      queries
-	rounds rounds
-	ctx    context.Context // ends at Close: rounds in flight stop
-	stop   context.CancelFunc
+	pool  *pgxpool.Pool
+	owned bool // Close closes pool
+	cfg   Config
+	// maxBytes is the bound on bytes (Config.MaxBytes, SetMaxBytes).
+	maxBytes atomic.Int64
+	names    names
+	q        queries
+	rounds   rounds
+	ctx      context.Context // ends at Close: rounds in flight stop
+	stop     context.CancelFunc
 }
 
 var (
@@ -77,6 +80,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{pool: pool, cfg: cfg, names: n, q: newQueries(n)}
+	s.maxBytes.Store(cfg.MaxBytes)
 	s.rounds.s = s
 	s.ctx, s.stop = context.WithCancel(context.Background())
 	return s, nil
@@ -154,15 +158,19 @@ func (s *Store) List(ctx context.Context, q store.ListQuery) (store.Page, error)
 	return p, nil
 }
 
-// Stats implements store.Store. Entries is the shared count every
-// reservation checks, not an estimate.
+// Stats implements store.Store. Entries and Bytes are the shared counts
+// every reservation checks, not estimates.
 func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
-	var n int64
-	if err := s.pool.QueryRow(ctx, s.q.stats).Scan(&n); err != nil {
+	var n, b int64
+	if err := s.pool.QueryRow(ctx, s.q.stats).Scan(&n, &b); err != nil {
 		return store.Stats{}, readErr("stats", err)
 	}
-	return store.Stats{Entries: int(n), Capacity: s.cfg.Capacity}, nil
+	return store.Stats{Entries: int(n), Capacity: s.cfg.Capacity, Bytes: b, MaxBytes: s.maxBytes.Load()}, nil
 }
+
+// SetMaxBytes changes the bound on bytes this Store applies (0 or less:
+// none); see Config.MaxBytes.
+func (s *Store) SetMaxBytes(n int64) { s.maxBytes.Store(max(n, 0)) }
 
 // one reads the record a query selects, or store.ErrNotFound.
 func (s *Store) one(ctx context.Context, op, sql string, args ...any) (store.Record, error) {

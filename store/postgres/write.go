@@ -11,12 +11,15 @@ import (
 )
 
 // Complete implements store.Store: one UPDATE that applies only while the
-// record belongs to res.ExecutionID and is running or interrupted, and
-// commits on its own. When it applies to nothing, the record is read to
-// say why (store.ErrNotFound, a *store.ConflictError, a *store.StateError
+// record belongs to res.ExecutionID and is running or interrupted, in a
+// transaction that holds the meta row, so that the bytes it adds are
+// checked against the counts every writer shares (store.Overflow; an
+// outcome that does not fit is recorded as store.OverflowResult) and
+// added to them. When it applies to nothing, the record is read to say
+// why (store.ErrNotFound, a *store.ConflictError, a *store.StateError
 // carrying the record as it stands).
 //
-// Errors: store.ErrCommitUnknown means the UPDATE was sent and its answer
+// Errors: store.ErrCommitUnknown means the COMMIT was sent and its answer
 // lost (the connection or the server went away, ctx ended): the result may
 // or may not be recorded, and a retry of Complete tells which (it succeeds,
 // or returns a *store.StateError with this execution's finished record).
@@ -31,8 +34,17 @@ func (s *Store) Complete(ctx context.Context, key store.Key, fingerprint string,
 	if !validText(fingerprint) || !validText(res.ExecutionID) {
 		return store.Record{}, invalidf("complete: the fingerprint and execution id must be valid UTF-8 without NUL")
 	}
-	rec, ok, err := s.writeOne(ctx, "complete", s.q.complete, key.Principal, key.Session, key.RequestID, fingerprint,
-		string(res.Status), []byte(res.Data), []byte(res.Error), res.FinishedAt, res.ExecutionID)
+	rec, ok, err := s.settle(ctx, "complete", func(tx pgx.Tx) (pgx.Rows, error) {
+		storeBytes, principalBytes, err := s.bytesOf(ctx, tx, key.Principal)
+		if err != nil {
+			return nil, err
+		}
+		if over, limit, exceeded := store.Overflow(key.Principal, outcomeBytes(res), principalBytes, res.ByteQuota, storeBytes, s.maxBytes.Load()); exceeded {
+			res = store.OverflowResult(res, over, limit)
+		}
+		return tx.Query(ctx, s.q.complete, key.Principal, key.Session, key.RequestID, fingerprint,
+			string(res.Status), []byte(res.Data), []byte(res.Error), res.FinishedAt, res.ExecutionID)
+	}, nil)
 	if err != nil || ok {
 		return rec, err
 	}
@@ -46,7 +58,9 @@ func (s *Store) Complete(ctx context.Context, key store.Key, fingerprint string,
 	return store.Record{}, &store.StateError{Op: "complete", Record: rec}
 }
 
-// Cancel implements store.Store: one conditional UPDATE, as Complete.
+// Cancel implements store.Store: one conditional UPDATE in a transaction
+// that holds the meta row, as Complete; the cancellation's bytes are
+// counted whatever the bounds (they are few).
 func (s *Store) Cancel(ctx context.Context, executionID string, res store.Result) (store.Record, error) {
 	if err := res.Validate(); err != nil {
 		return store.Record{}, err
@@ -57,14 +71,19 @@ func (s *Store) Cancel(ctx context.Context, executionID string, res store.Result
 	if !validText(executionID) {
 		return store.Record{}, store.ErrNotFound
 	}
-	rec, ok, err := s.writeOne(ctx, "cancel", s.q.cancel, executionID, []byte(res.Data), []byte(res.Error), res.FinishedAt)
+	rec, ok, err := s.settle(ctx, "cancel", func(tx pgx.Tx) (pgx.Rows, error) {
+		return tx.Query(ctx, s.q.cancel, executionID, []byte(res.Data), []byte(res.Error), res.FinishedAt)
+	}, nil)
 	if err != nil || ok {
 		return rec, err
 	}
 	return s.refused(ctx, "cancel", executionID)
 }
 
-// Resolve implements store.Store: one conditional UPDATE, as Complete.
+// Resolve implements store.Store: one conditional UPDATE in a transaction
+// that holds the meta row, as Complete; an outcome that does not fit
+// (store.Overflow) rolls it back and is refused with a *store.QuotaError
+// or *store.CapacityError.
 func (s *Store) Resolve(ctx context.Context, executionID string, r store.Resolution) (store.Record, error) {
 	if err := r.Validate(); err != nil {
 		return store.Record{}, err
@@ -75,8 +94,19 @@ func (s *Store) Resolve(ctx context.Context, executionID string, r store.Resolut
 	if !validText(executionID) {
 		return store.Record{}, store.ErrNotFound
 	}
-	rec, ok, err := s.writeOne(ctx, "resolve", s.q.resolve, executionID, string(r.Status),
-		[]byte(r.Data), []byte(r.Error), r.FinishedAt, r.AllowRunning)
+	rec, ok, err := s.settle(ctx, "resolve", func(tx pgx.Tx) (pgx.Rows, error) {
+		return tx.Query(ctx, s.q.resolve, executionID, string(r.Status), []byte(r.Data), []byte(r.Error), r.FinishedAt, r.AllowRunning)
+	}, func(tx pgx.Tx, rec store.Record) (error, error) {
+		// An outcome that does not fit is refused, as store.State does.
+		storeBytes, principalBytes, err := s.bytesOf(ctx, tx, rec.Key.Principal)
+		if err != nil {
+			return nil, err
+		}
+		if over, limit, exceeded := store.Overflow(rec.Key.Principal, outcomeBytes(r.Result), principalBytes, r.ByteQuota, storeBytes, s.maxBytes.Load()); exceeded {
+			return store.OverflowError(over, limit), nil
+		}
+		return nil, nil
+	})
 	if err != nil || ok {
 		return rec, err
 	}
@@ -152,28 +182,60 @@ func (s *Store) Expire(ctx context.Context, cutoff time.Time) (int, error) {
 	return int(n), nil
 }
 
-// writeOne runs sql, a write that commits on its own (one statement
-// outside a transaction) and returns at most one record. ok is false when
-// it returned none: the write applied to nothing.
-func (s *Store) writeOne(ctx context.Context, op, sql string, args ...any) (rec store.Record, ok bool, err error) {
-	// A connection that cannot be had means nothing was sent.
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return rec, false, notApplied(op, err)
-	}
-	defer conn.Release()
-	rows, err := conn.Query(ctx, sql, args...)
-	if err != nil {
-		return rec, false, atCommit(op, err)
-	}
-	rec, err = pgx.CollectExactlyOneRow(rows, scanRecord)
+// outcomeBytes is how much a result grows an open record (which holds no
+// data and no error): the lengths of its data and error.
+func outcomeBytes(res store.Result) int64 { return int64(len(res.Data) + len(res.Error)) }
+
+// bytesOf reads the store's bytes and principal's, in a transaction that
+// holds the meta row (every writer of the counts does).
+func (s *Store) bytesOf(ctx context.Context, tx pgx.Tx, principal string) (storeBytes, principalBytes int64, err error) {
+	err = tx.QueryRow(ctx, s.q.bytesOf, principal).Scan(&storeBytes, &principalBytes)
+	return storeBytes, principalBytes, err
+}
+
+// settle records an outcome: write, a conditional UPDATE returning at most
+// one record, runs in a transaction that holds the meta row (inTx). When
+// it applied, check (when not nil) may refuse it: the transaction rolls
+// back and settle returns the refusal as its error. Otherwise the
+// outcome's bytes are added to the store's and the record principal's,
+// and the transaction commits. ok is false, with no error, when write
+// applied to nothing: the caller reads the record to say why.
+//
+// Errors: as inTx's. An error before COMMIT means nothing was recorded;
+// store.ErrCommitUnknown means the COMMIT was sent and its answer lost.
+func (s *Store) settle(ctx context.Context, op string, write func(pgx.Tx) (pgx.Rows, error),
+	check func(pgx.Tx, store.Record) (refusal, err error)) (rec store.Record, ok bool, err error) {
+	var refusal error
+	err = s.inTx(ctx, op, func(tx pgx.Tx) (bool, error) {
+		rows, err := write(tx)
+		if err != nil {
+			return false, err
+		}
+		rec, err = pgx.CollectExactlyOneRow(rows, scanRecord)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return false, nil
+		case err != nil:
+			return false, err
+		}
+		if check != nil {
+			if refusal, err = check(tx, rec); err != nil || refusal != nil {
+				return false, err
+			}
+		}
+		if _, err := tx.Exec(ctx, s.q.addBytes, rec.Key.Principal, int64(len(rec.Data)+len(rec.Error))); err != nil {
+			return false, err
+		}
+		ok = true
+		return true, nil
+	})
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return rec, false, nil
 	case err != nil:
-		return rec, false, atCommit(op, err)
+		return store.Record{}, false, err
+	case refusal != nil:
+		return store.Record{}, false, refusal
 	}
-	return rec, true, nil
+	return rec, ok, nil
 }
 
 // readCommitted is the isolation of every transaction of the store, set

@@ -30,6 +30,8 @@ func Run(t *testing.T, newStore Factory) {
 		{"CompleteRejectsMalformed", testCompleteRejectsMalformed},
 		{"CapacityFailsClosed", testCapacityFailsClosed},
 		{"PrincipalQuota", testPrincipalQuota},
+		{"ByteQuota", testByteQuota},
+		{"StoreBytes", testStoreBytes},
 		{"Cancel", testCancel},
 		{"Resolve", testResolve},
 		{"Release", testRelease},

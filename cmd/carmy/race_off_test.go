@@ -1,0 +1,6 @@
+//go:build !race
+
+package main
+
+// raceScale: see race_on_test.go.
+const raceScale = 1
