@@ -93,6 +93,7 @@ const DefaultToolTimeout = 30 * time.Second
 type tool struct {
 	ToolSpec
 	schema *schema
+	group  string // the tool group it belongs to ("" for none; group.go)
 }
 
 var toolName = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,128}$`)

@@ -3,7 +3,6 @@ package engine
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/carmyhq/carmy/store"
@@ -41,9 +40,9 @@ func (r *Runtime) validate(caller Caller, req Request) (*pending, error) {
 		// allow-list is refused alike whether it exists or not.
 		return nil, &ForbiddenError{Principal: caller.Principal, Tool: req.Tool}
 	}
-	t, ok := r.tool(req.Tool)
-	if !ok {
-		return nil, fmt.Errorf("%w: %q", ErrUnknownTool, req.Tool)
+	t, err := r.lookup(req.Tool)
+	if err != nil {
+		return nil, err
 	}
 	if req.RequestID != "" {
 		if err := checkRequestID(req.RequestID); err != nil {
