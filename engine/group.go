@@ -135,3 +135,12 @@ func (r *Runtime) lookup(name string) (*tool, error) {
 	}
 	return nil, fmt.Errorf("%w: %q", ErrUnknownTool, name)
 }
+
+// CheckTool reports what AddTool or SetToolGroup would refuse in spec
+// alone (its name, timeout, annotations, a schema that does not compile),
+// so that a source of many tools can leave out the one that is wrong
+// rather than lose them all.
+func CheckTool(spec ToolSpec) error {
+	_, err := newTool(spec)
+	return err
+}
