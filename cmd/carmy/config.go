@@ -23,6 +23,9 @@ import (
 // fileConfig is the YAML config file (SPEC §3.1).
 type fileConfig struct {
 	Tools     []toolConfig `yaml:"tools"`
+	// MCPServers are upstream MCP servers whose tools Carmy serves as
+	// <name>.<tool> (SPEC §5.2; package mcpgateway).
+	MCPServers []mcpServerConfig `yaml:"mcp_servers"`
 	DemoTools bool         `yaml:"demo_tools"`
 	Auth      authConfig   `yaml:"auth"`
 	Limits    limitsConfig `yaml:"limits"`
@@ -63,6 +66,22 @@ type httpConfig struct {
 	// AllowNetworks, when set, lists the only networks this tool may
 	// connect to, instead of egress.allow; with egress.allow set, each one
 	// must lie within it.
+	AllowNetworks []string `yaml:"allow_networks"`
+}
+
+// mcpServerConfig is an upstream MCP server: url (Streamable HTTP) or
+// command (stdio, one child process per node).
+type mcpServerConfig struct {
+	Name    string            `yaml:"name"`
+	URL     string            `yaml:"url"`
+	Command []string          `yaml:"command"`
+	Headers map[string]string `yaml:"headers"`
+	// Tools, when set, lists the only upstream tools served.
+	Tools            []string `yaml:"tools"`
+	Timeout          string   `yaml:"timeout"`
+	RequireRequestID bool     `yaml:"require_request_id"`
+	// AllowNetworks narrows where url may connect, as a tool's
+	// http.allow_networks does (within egress.allow when that is set).
 	AllowNetworks []string `yaml:"allow_networks"`
 }
 
@@ -168,6 +187,11 @@ func loadConfig(path string) (fileConfig, error) {
 			return fc, fmt.Errorf("config %s: %w", path, err)
 		}
 	}
+	for i, m := range fc.MCPServers {
+		if _, err := fc.networksWithin(fmt.Sprintf("mcp_servers[%d] (%s): allow_networks", i, m.Name), m.AllowNetworks); err != nil {
+			return fc, fmt.Errorf("config %s: %w", path, err)
+		}
+	}
 	return fc, nil
 }
 
@@ -183,8 +207,17 @@ func (fc fileConfig) allowNetworks(i int) ([]netip.Prefix, error) {
 	if tc.HTTP == nil || tc.HTTP.AllowNetworks == nil {
 		return global, nil
 	}
-	where := fmt.Sprintf("tools[%d] (%s): http.allow_networks", i, tc.Name)
-	own, err := parseNetworks(where, tc.HTTP.AllowNetworks)
+	return fc.networksWithin(fmt.Sprintf("tools[%d] (%s): http.allow_networks", i, tc.Name), tc.HTTP.AllowNetworks)
+}
+
+// networksWithin parses the networks at where, each of which must lie
+// within egress.allow when that is set; absent (nil), egress.allow.
+func (fc fileConfig) networksWithin(where string, entries []string) ([]netip.Prefix, error) {
+	global, err := parseNetworks("egress.allow", fc.Egress.Allow)
+	if err != nil || entries == nil {
+		return global, err
+	}
+	own, err := parseNetworks(where, entries)
 	if err != nil {
 		return nil, err
 	}
