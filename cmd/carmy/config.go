@@ -22,14 +22,14 @@ import (
 
 // fileConfig is the YAML config file (SPEC §3.1).
 type fileConfig struct {
-	Tools     []toolConfig `yaml:"tools"`
+	Tools []toolConfig `yaml:"tools"`
 	// MCPServers are upstream MCP servers whose tools Carmy serves as
 	// <name>.<tool> (SPEC §5.2; package mcpgateway).
 	MCPServers []mcpServerConfig `yaml:"mcp_servers"`
-	DemoTools bool         `yaml:"demo_tools"`
-	Auth      authConfig   `yaml:"auth"`
-	Limits    limitsConfig `yaml:"limits"`
-	Egress    egressConfig `yaml:"egress"`
+	DemoTools  bool              `yaml:"demo_tools"`
+	Auth       authConfig        `yaml:"auth"`
+	Limits     limitsConfig      `yaml:"limits"`
+	Egress     egressConfig      `yaml:"egress"`
 }
 
 // egressConfig bounds where HTTP tools may connect (package
