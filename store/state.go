@@ -60,7 +60,9 @@ func (s *State) LastSeq() uint64 { return s.lastSeq }
 // must be greater than LastSeq. A new identity is refused with ErrCapacity
 // when the State is full, and with a *QuotaError when exec.Quota > 0 and
 // key.Principal already holds exec.Quota records or more; an identity the
-// State holds is answered (replay, conflict, uncertain) whatever the bounds.
+// State holds is answered (replay, conflict, uncertain) whatever the bounds,
+// except a finished record exec.DedupeWindow has expired (Execution.Expired),
+// which the new execution replaces.
 func (s *State) Reserve(key Key, fingerprint string, exec Execution, seq uint64) (Reservation, error) {
 	switch {
 	case key.RequestID == "":
@@ -73,6 +75,17 @@ func (s *State) Reserve(key Key, fingerprint string, exec Execution, seq uint64)
 		return Reservation{}, invalidf("reserve: seq %d not above %d", seq, s.lastSeq)
 	case exec.Quota < 0:
 		return Reservation{}, invalidf("reserve: negative quota %d", exec.Quota)
+	case exec.DedupeWindow < 0:
+		return Reservation{}, invalidf("reserve: negative dedupe window %s", exec.DedupeWindow)
+	}
+	if r, ok := s.byKey[key]; ok && r.Fingerprint == fingerprint && exec.Expired(*r) {
+		// Past the dedupe window: a fresh execution replaces the record
+		// (its count and the principal's stay as they are).
+		if _, dup := s.byID[exec.ID]; dup {
+			return Reservation{}, invalidf("reserve: execution id %s already in use", exec.ID)
+		}
+		s.remove(r)
+		return s.reserve(key, fingerprint, exec, seq), nil
 	}
 	if r, ok := s.byKey[key]; ok {
 		switch {
@@ -93,6 +106,11 @@ func (s *State) Reserve(key Key, fingerprint string, exec Execution, seq uint64)
 	if exec.Quota > 0 && s.perPrincipal[key.Principal] >= exec.Quota {
 		return Reservation{}, &QuotaError{Principal: key.Principal, Quota: exec.Quota}
 	}
+	return s.reserve(key, fingerprint, exec, seq), nil
+}
+
+// reserve inserts the new record of a reservation checked by Reserve.
+func (s *State) reserve(key Key, fingerprint string, exec Execution, seq uint64) Reservation {
 	r := &Record{
 		ExecutionID: exec.ID,
 		Key:         key,
@@ -105,7 +123,7 @@ func (s *State) Reserve(key Key, fingerprint string, exec Execution, seq uint64)
 	}
 	s.lastSeq = seq
 	s.insert(r)
-	return Reservation{Outcome: Reserved, Record: *r}, nil
+	return Reservation{Outcome: Reserved, Record: *r}
 }
 
 // Complete implements Store.Complete.

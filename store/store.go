@@ -106,7 +106,12 @@ type Store interface {
 	// already holds that many records, it returns a *QuotaError
 	// (ErrCapacity too) and reserves nothing. Either way it still answers
 	// Replay, Conflict and Uncertain for identities it holds. A store that
-	// ignores Quota fails storetest's PrincipalQuota case.
+	// ignores Quota fails storetest's PrincipalQuota case. When
+	// exec.DedupeWindow > 0, a finished record of the identity with the
+	// same fingerprint that started DedupeWindow or more before
+	// exec.StartedAt (Execution.Expired) is replaced by the new
+	// reservation, Reserved, counted as before (SPEC §5.3); a store that
+	// ignores it fails storetest's DedupeWindow case.
 	Reserve(ctx context.Context, key Key, fingerprint string, exec Execution) (Reservation, error)
 
 	// Complete records res for the identity. It applies only when the

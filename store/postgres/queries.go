@@ -29,17 +29,29 @@ func newQueries(n names) queries {
 		// returns one row: the checks, the new record's seq (NULL unless it
 		// reserved), and the identity's record when it is held.
 		// $1 capacity, $2-$4 the key, $5 execution id, $6 tool,
-		// $7 fingerprint, $8 node id, $9 started at, $10 quota.
+		// $7 fingerprint, $8 node id, $9 started at, $10 quota, $11 dedupe
+		// window (microseconds; 0: none). A finished record of the same
+		// fingerprint that the window has expired (store.Execution.Expired)
+		// is replaced in place (upd): the counts stay, last_seq moves.
 		reserve: x(`WITH cur AS (
 	SELECT ` + recordColumns + ` FROM {records}
 	WHERE principal = $2::text AND session_id = $3::text AND request_id = $4::text
 ), cond AS (
 	SELECT NOT EXISTS (SELECT 1 FROM cur) AS vacant,
+		EXISTS (SELECT 1 FROM cur WHERE $11::bigint > 0 AND cur.fingerprint = $7::text
+			AND cur.status IN ('completed', 'failed', 'timed_out', 'cancelled')
+			AND cur.started_at <= $9::timestamptz - $11::bigint * interval '1 microsecond') AS stale,
 		NOT EXISTS (SELECT 1 FROM {records} WHERE execution_id = $5::text) AS fresh_id,
 		mt.entries < $1::bigint AS room,
 		($10::bigint = 0 OR coalesce((SELECT entries FROM {principals} WHERE principal = $2::text), 0) < $10::bigint) AS under_quota,
 		mt.last_seq + 1 AS seq
 	FROM {meta} mt WHERE mt.singleton
+), upd AS (
+	UPDATE {records} AS r SET execution_id = $5::text, seq = cond.seq, tool = $6::text, status = 'running',
+		node_id = $8::text, started_at = $9::timestamptz, finished_at = NULL, data = NULL, error = NULL, resolved = false
+	FROM cond
+	WHERE cond.stale AND cond.fresh_id AND r.principal = $2::text AND r.session_id = $3::text AND r.request_id = $4::text
+	RETURNING r.seq, r.started_at
 ), ins AS (
 	INSERT INTO {records} (principal, session_id, request_id, execution_id, seq, tool, fingerprint, status, node_id, started_at)
 	SELECT $2::text, $3::text, $4::text, $5::text, cond.seq, $6::text, $7::text, 'running', $8::text, $9::timestamptz FROM cond
@@ -47,15 +59,16 @@ func newQueries(n names) queries {
 	ON CONFLICT (principal, session_id, request_id) DO NOTHING
 	RETURNING seq, started_at
 ), m AS (
-	UPDATE {meta} SET entries = entries + 1, last_seq = ins.seq FROM ins WHERE singleton
+	UPDATE {meta} SET entries = entries + (SELECT count(*) FROM ins), last_seq = x.seq
+	FROM (SELECT seq FROM ins UNION ALL SELECT seq FROM upd) x WHERE singleton
 ), p AS (
 	INSERT INTO {principals} AS pr (principal, entries) SELECT $2::text, 1 FROM ins
 	ON CONFLICT (principal) DO UPDATE SET entries = pr.entries + 1
 )
-SELECT cond.fresh_id, cond.room, cond.under_quota, ins.seq, ins.started_at,
+SELECT cond.fresh_id, cond.room, cond.under_quota, coalesce(ins.seq, upd.seq), coalesce(ins.started_at, upd.started_at),
 	cur.execution_id, cur.seq, cur.tool, cur.fingerprint, cur.status, cur.node_id, cur.started_at,
 	cur.finished_at, cur.data, cur.error, cur.resolved
-FROM cond LEFT JOIN ins ON true LEFT JOIN cur ON true`),
+FROM cond LEFT JOIN ins ON true LEFT JOIN upd ON true LEFT JOIN cur ON true`),
 
 		// The conditional writes: each applies only to a record its WHERE
 		// admits, and returns it; no row means refused (the caller reads

@@ -35,8 +35,11 @@ func (s *Store) Reserve(ctx context.Context, key store.Key, fingerprint string, 
 	}
 	rec, err := s.Lookup(ctx, key)
 	switch {
-	case err == nil:
+	case err == nil && !(rec.Fingerprint == fingerprint && exec.Expired(rec)):
 		return answer(rec, fingerprint), nil
+	case err == nil:
+		// Past the dedupe window: the round's statement decides, under
+		// the lock, whether it replaces the record.
 	case !errors.Is(err, store.ErrNotFound):
 		return store.Reservation{}, err
 	}
@@ -56,6 +59,8 @@ func checkReserve(key store.Key, fingerprint string, exec store.Execution) error
 		return invalidf("reserve: empty execution id")
 	case exec.Quota < 0:
 		return invalidf("reserve: negative quota %d", exec.Quota)
+	case exec.DedupeWindow < 0:
+		return invalidf("reserve: negative dedupe window %s", exec.DedupeWindow)
 	case !validKey(key) || !validText(fingerprint) || !validText(exec.ID) || !validText(exec.Tool) || !validText(exec.NodeID):
 		return invalidf("reserve: the key, fingerprint, execution id, tool and node id must be valid UTF-8 without NUL")
 	}
@@ -127,10 +132,12 @@ const (
 
 // decide reads the statement's row for it.
 func decide(it *reservation, row *reserveRow) (reserveResult, decision) {
-	if rec, ok := row.held(it.key); ok {
-		return reserveResult{res: answer(rec, it.fingerprint)}, decidedAnswer
-	}
+	// Reserved first: a reservation that replaced an expired record (its
+	// dedupe window) also finds the identity held.
+	rec, held := row.held(it.key)
 	switch {
+	case row.seq == nil && held:
+		return reserveResult{res: answer(rec, it.fingerprint)}, decidedAnswer
 	case row.seq != nil:
 		return reserveResult{res: store.Reservation{Outcome: store.Reserved, Record: store.Record{
 			ExecutionID: it.exec.ID,

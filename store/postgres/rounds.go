@@ -165,7 +165,7 @@ func (s *Store) round(batch []*reservation) {
 	b.Queue(s.q.lockMeta)
 	for _, it := range batch {
 		b.Queue(s.q.reserve, s.cfg.Capacity, it.key.Principal, it.key.Session, it.key.RequestID,
-			it.exec.ID, it.exec.Tool, it.fingerprint, it.exec.NodeID, it.exec.StartedAt, it.exec.Quota)
+			it.exec.ID, it.exec.Tool, it.fingerprint, it.exec.NodeID, it.exec.StartedAt, it.exec.Quota, it.exec.DedupeWindow.Microseconds())
 	}
 	br := s.pool.SendBatch(ctx, b)
 	tx := br.Tx()
