@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/carmyhq/carmy/store"
@@ -47,6 +48,9 @@ func (r *Runtime) validate(caller Caller, req Request) (*pending, error) {
 	if req.RequestID != "" {
 		if err := checkRequestID(req.RequestID); err != nil {
 			return nil, err
+		}
+		if strings.HasPrefix(req.RequestID, DerivedRequestPrefix) {
+			return nil, invalid("request_id", "a request_id may not begin with %q: that prefix names the identities of a dedupe window", DerivedRequestPrefix)
 		}
 	}
 	if err := checkSessionID(req.SessionID); err != nil {
