@@ -34,6 +34,7 @@ func (u *Upstream) spec(t *mcp.Tool) (engine.ToolSpec, error) {
 		Description:      t.Description,
 		Timeout:          u.cfg.Timeout,
 		RequireRequestID: u.cfg.RequireRequestID,
+		DedupeWindow:     u.cfg.DedupeWindow,
 		Func:             u.callFunc(t.Name),
 	}
 	if t.InputSchema != nil {

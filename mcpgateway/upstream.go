@@ -43,6 +43,9 @@ type Config struct {
 	Timeout time.Duration
 	// RequireRequestID refuses calls without a request_id.
 	RequireRequestID bool
+	// DedupeWindow makes calls without a request_id idempotent for that
+	// long (engine.ToolSpec.DedupeWindow); RequireRequestID wins.
+	DedupeWindow time.Duration
 	// RefreshInterval is how often the tools are listed again besides on
 	// notifications/tools/list_changed (DefaultRefreshInterval when zero).
 	RefreshInterval time.Duration
@@ -107,7 +110,7 @@ func New(reg Registry, cfg Config) (*Upstream, error) {
 		return nil, fmt.Errorf("%s: the name must be 1-64 characters of A-Z a-z 0-9 _ -", where)
 	case (cfg.URL == "") == (len(cfg.Command) == 0):
 		return nil, fmt.Errorf("%s: give exactly one of url and command", where)
-	case cfg.Timeout < 0 || cfg.RefreshInterval < 0 || cfg.MaxBackoff < 0:
+	case cfg.Timeout < 0 || cfg.RefreshInterval < 0 || cfg.MaxBackoff < 0 || cfg.DedupeWindow < 0:
 		return nil, fmt.Errorf("%s: negative duration", where)
 	case len(cfg.Command) > 0 && (len(cfg.Headers) > 0 || cfg.AllowNetworks != nil):
 		return nil, fmt.Errorf("%s: headers and allow_networks apply to a url, not to a command", where)

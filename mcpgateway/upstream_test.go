@@ -426,3 +426,27 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestUpstreamDedupeWindow: an upstream's dedupe_window makes a call
+// without request_id idempotent: the upstream runs it once, and sees the
+// derived request_id in _meta.
+func TestUpstreamDedupeWindow(t *testing.T) {
+	f := newFakeUpstream(t)
+	rt := newRuntime(t)
+	cfg := httpConfig(f)
+	cfg.DedupeWindow = time.Hour
+	startUpstream(t, rt, cfg)
+	waitTool(t, rt, "tickets.create")
+	req := engine.Request{Tool: "tickets.create", Arguments: json.RawMessage(`{"sku":"W"}`)}
+	first := mustCall(t, rt, req)
+	id := first.Record.Key.RequestID
+	if !strings.HasPrefix(id, "~") || first.Replayed {
+		t.Fatalf("first: %+v", first.Record)
+	}
+	if again := mustCall(t, rt, req); !again.Replayed || again.Record.ExecutionID != first.Record.ExecutionID {
+		t.Fatalf("the same call again: %+v", again)
+	}
+	if n := f.runsOf("create", id); n != 1 {
+		t.Fatalf("the upstream ran it %d times under %s", n, id)
+	}
+}

@@ -46,12 +46,16 @@ type egressConfig struct {
 }
 
 type toolConfig struct {
-	Name             string      `yaml:"name"`
-	Description      string      `yaml:"description"`
-	InputSchema      any         `yaml:"input_schema"`
-	Timeout          string      `yaml:"timeout"`
-	RequireRequestID bool        `yaml:"require_request_id"`
-	HTTP             *httpConfig `yaml:"http"`
+	Name             string `yaml:"name"`
+	Description      string `yaml:"description"`
+	InputSchema      any    `yaml:"input_schema"`
+	Timeout          string `yaml:"timeout"`
+	RequireRequestID bool   `yaml:"require_request_id"`
+	// DedupeWindow (a Go duration such as 10m) makes calls without a
+	// request_id idempotent for that long (SPEC §5.3); require_request_id
+	// wins.
+	DedupeWindow string      `yaml:"dedupe_window"`
+	HTTP         *httpConfig `yaml:"http"`
 }
 
 type httpConfig struct {
@@ -80,6 +84,8 @@ type mcpServerConfig struct {
 	Tools            []string `yaml:"tools"`
 	Timeout          string   `yaml:"timeout"`
 	RequireRequestID bool     `yaml:"require_request_id"`
+	// DedupeWindow is as a tool's (SPEC §5.3).
+	DedupeWindow string `yaml:"dedupe_window"`
 	// AllowNetworks narrows where url may connect, as a tool's
 	// http.allow_networks does (within egress.allow when that is set).
 	AllowNetworks []string `yaml:"allow_networks"`
@@ -275,6 +281,11 @@ func (fc fileConfig) toolSpecsLogging(getenv func(string) string, log *slog.Logg
 			}
 			spec.Timeout = d
 		}
+		window, err := parseWindow(tc.DedupeWindow)
+		if err != nil {
+			return nil, fmt.Errorf("config %s: %w", where, err)
+		}
+		spec.DedupeWindow = window
 		if tc.InputSchema != nil {
 			schema, err := json.Marshal(tc.InputSchema)
 			if err != nil {
@@ -325,6 +336,18 @@ func expand(s string, getenv func(string) string) (string, error) {
 		return "", fmt.Errorf("environment variable %s is not set", missing[0])
 	}
 	return out, nil
+}
+
+// parseWindow parses a dedupe_window: "" is none.
+func parseWindow(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("dedupe_window %q: want a positive duration such as 10m", s)
+	}
+	return d, nil
 }
 
 // tokenFromEnv reads the token of where (how errors name it) from the

@@ -42,6 +42,9 @@ func (fc fileConfig) mcpUpstreams(reg mcpgateway.Registry, getenv func(string) s
 			cfg.Timeout = d
 		}
 		var err error
+		if cfg.DedupeWindow, err = parseWindow(mc.DedupeWindow); err != nil {
+			return nil, fmt.Errorf("config %s: %w", where, err)
+		}
 		if cfg.URL, err = expand(mc.URL, getenv); err != nil {
 			return nil, fmt.Errorf("config %s: url: %w", where, err)
 		}

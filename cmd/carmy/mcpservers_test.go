@@ -4,10 +4,10 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 )
 
-// specMCPExample is the mcp_servers example of SPEC §5.2 (without the
-// dedupe_window, which comes with §5.3).
+// specMCPExample is the mcp_servers example of SPEC §5.2, and a stdio one.
 const specMCPExample = `mcp_servers:
   - name: tickets                      # tools appear as tickets.<upstream tool name>
     url: https://tickets.internal/mcp  # Streamable HTTP; or, instead:
@@ -15,6 +15,7 @@ const specMCPExample = `mcp_servers:
     headers: {Authorization: "Bearer ${TICKETS_TOKEN}"}
     tools: [create_ticket, close_ticket]   # optional allow-list; default: every upstream tool
     timeout: 30s
+    dedupe_window: 10m                 # or require_request_id: true (which then wins)
   - name: local
     command: ["/usr/local/bin/tickets-mcp", "--stdio"]
     require_request_id: true
@@ -44,6 +45,7 @@ func TestMCPServersConfigRefused(t *testing.T) {
 		"neither":       "mcp_servers:\n  - {name: a}\n",
 		"dotted name":   "mcp_servers:\n  - {name: a.b, url: http://127.0.0.1:1/mcp}\n",
 		"twice":         "mcp_servers:\n  - {name: a, url: http://127.0.0.1:1/mcp}\n  - {name: a, command: [x]}\n",
+		"bad window":    "mcp_servers:\n  - {name: a, url: http://127.0.0.1:1/mcp, dedupe_window: -1m}\n",
 		"bad timeout":   "mcp_servers:\n  - {name: a, url: http://127.0.0.1:1/mcp, timeout: soon}\n",
 		"empty tools":   "mcp_servers:\n  - {name: a, url: http://127.0.0.1:1/mcp, tools: []}\n",
 		"not a URL":     "mcp_servers:\n  - {name: a, url: \"ftp://h/x?token=SECRET\"}\n",
@@ -62,5 +64,21 @@ func TestMCPServersConfigRefused(t *testing.T) {
 				t.Fatalf("the error names a secret: %v", err)
 			}
 		})
+	}
+}
+
+// TestToolSpecsDedupeWindow: an HTTP tool's dedupe_window reaches its
+// ToolSpec; a bad one is refused.
+func TestToolSpecsDedupeWindow(t *testing.T) {
+	fc := mustLoadConfig(t, "tools:\n  - {name: a, dedupe_window: 10m, http: {url: http://127.0.0.1:1/}}\n")
+	specs, err := fc.toolSpecs(func(string) string { return "" })
+	if err != nil || len(specs) != 1 || specs[0].DedupeWindow != 10*time.Minute {
+		t.Fatalf("specs %+v, %v", specs, err)
+	}
+	for _, w := range []string{"soon", "0s", "-1m"} {
+		fc := mustLoadConfig(t, "tools:\n  - {name: a, dedupe_window: "+w+", http: {url: http://127.0.0.1:1/}}\n")
+		if _, err := fc.toolSpecs(func(string) string { return "" }); err == nil {
+			t.Errorf("dedupe_window %s accepted", w)
+		}
 	}
 }
