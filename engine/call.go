@@ -14,7 +14,7 @@ import (
 // without one takes under its tool's dedupe window (SPEC §5.3), followed
 // by the first 32 hex digits of the call's fingerprint. A caller's own
 // request_id may not begin with it.
-const DerivedRequestPrefix = "~"
+const DerivedRequestPrefix = store.DerivedPrefix
 
 // derivedHexDigits is how much of the fingerprint a derived request_id
 // holds: 128 bits.

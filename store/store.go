@@ -156,7 +156,8 @@ type Store interface {
 
 // Peeker is implemented by stores that can tell at once, from state they
 // hold locally, the finished record of an identity. A finished record
-// never changes, so the runtime answers a retry of it (a replay or a
+// never changes (but for a derived identity's, which a dedupe window may
+// replace: a replicated store's replica answers none of those), so the runtime answers a retry of it (a replay or a
 // conflict) from PeekFinished without preparing an execution or writing.
 // ok is false when the identity has no finished record here (none, or not
 // yet known to this node, or running): the call then goes through Reserve.
