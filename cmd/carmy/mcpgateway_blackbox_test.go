@@ -17,8 +17,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -142,7 +144,7 @@ func TestBlackBoxMCPGateway(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build stdioserver: %v\n%s", err, out)
 	}
-	countFile := filepath.Join(t.TempDir(), "count")
+	countFile, pidFile := filepath.Join(t.TempDir(), "count"), filepath.Join(t.TempDir(), "pid")
 	remote := newGWUpstream(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -156,14 +158,14 @@ func TestBlackBoxMCPGateway(t *testing.T) {
     url: %s/mcp?token=%s
     headers: {Authorization: "Bearer ${CARMY_BB_MCP_TOKEN}"}
   - name: local
-    command: [%q, "-count", %q]
+    command: [%q, "-count", %q, "-pid", %q]
     tools: [create, block]
   - name: down
     url: http://%s/mcp
 auth:
   tokens:
     - {principal: planner, token_env: CARMY_BB_CALLER, tools: ["*"]}
-`, remote.URL, gwQuerySecret, stdioBin, countFile, closed)
+`, remote.URL, gwQuerySecret, stdioBin, countFile, pidFile, closed)
 	path := filepath.Join(t.TempDir(), "carmy.yaml")
 	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
@@ -233,8 +235,10 @@ auth:
 		}
 		return nil
 	})
+	child := readPID(t, pidFile)
 	n.Kill()
 	wg.Wait()
+	waitGone(t, child, "the stdio child of a node killed with -9")
 	n = n.Restart(t)
 	n.WaitReady(t, 30*time.Second)
 	gwWaitTools(t, n.URL, "remote.block", "local.block")
@@ -250,9 +254,43 @@ auth:
 	if got := lineSet(t, countFile); !slices.Equal(got, []string{"block k-local.block", "create r-local.create"}) {
 		t.Errorf("the stdio upstream's executions: %q", got)
 	}
+	child = readPID(t, pidFile)
 	if err := n.Stop(15 * time.Second); err != nil {
 		t.Errorf("SIGTERM: %v", err)
 	}
+	waitGone(t, child, "the stdio child of a node stopped with SIGTERM")
+}
+
+// readPID reads the process id the stdio server wrote.
+func readPID(t *testing.T, path string) int {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(string(raw))
+	if err != nil {
+		t.Fatalf("pid file: %q", raw)
+	}
+	return pid
+}
+
+// waitGone waits until the process pid has exited.
+func waitGone(t *testing.T, pid int, what string) {
+	t.Helper()
+	testutil.WaitFor(t, 15*time.Second, what+" exits", func() error {
+		if err := syscall.Kill(pid, 0); err != nil {
+			return nil
+		}
+		// An exited child nobody has reaped yet (its parent was killed)
+		// is a zombie: gone too.
+		if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+			if _, after, ok := strings.Cut(string(stat), ") "); ok && strings.HasPrefix(after, "Z") {
+				return nil
+			}
+		}
+		return fmt.Errorf("process %d still runs", pid)
+	})
 }
 
 // gwCallNoCheck posts a call and ignores the answer.
