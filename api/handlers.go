@@ -41,6 +41,9 @@ func (s *Server) callTool(c echo.Context) error {
 		return err
 	}
 	line.executionID, line.status = resp.Record.ExecutionID, string(resp.Record.Status)
+	if req.RequestID == "" {
+		line.requestID = resp.Record.Key.RequestID // derived under a dedupe window, or ""
+	}
 	if resp.Replayed {
 		c.Response().Header().Set("Idempotent-Replayed", "true")
 		c.Set(outcomeKey, OutcomeReplayed)

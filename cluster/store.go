@@ -37,6 +37,10 @@ func (s *Store) apply(ctx context.Context, c fsm.Command) (fsm.Response, error) 
 
 // PeekFinished implements store.Peeker from this node's applied state.
 func (s *Store) PeekFinished(key store.Key) (store.Record, bool) {
+	if key.Derived() {
+		// A dedupe window may have replaced it on the leader already.
+		return store.Record{}, false
+	}
 	rec, err := s.n.fsm.Lookup(key)
 	return rec, err == nil && rec.Status.Finished()
 }
@@ -62,9 +66,10 @@ func (s *Store) Complete(ctx context.Context, key store.Key, fingerprint string,
 }
 
 // read answers from local state: at once when get finds a finished
-// record, else after a ReadBarrier.
+// record (not of a derived identity, which a dedupe window may have
+// replaced), else after a ReadBarrier.
 func (s *Store) read(ctx context.Context, get func() (store.Record, error)) (store.Record, error) {
-	if rec, err := get(); err == nil && rec.Status.Finished() {
+	if rec, err := get(); err == nil && rec.Status.Finished() && !rec.Key.Derived() {
 		return rec, nil
 	}
 	if err := s.n.ReadBarrier(ctx); err != nil {

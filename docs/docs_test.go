@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -86,7 +87,7 @@ func TestDocs(t *testing.T) {
 		t.Parallel()
 		needPorts(t, 8081, 8082, 8083, 8084, 8311, 8312, 8313, 8314, 8411, 8412, 8413, 8414)
 		steps := stepsOf(t, filepath.Join(root, "docs", "cluster.md"), "cluster")
-		e := append(env, "CARMY_CLUSTER_DIR="+t.TempDir())
+		e := append(slices.Clip(env), "CARMY_CLUSTER_DIR="+t.TempDir()) // a copy: subtests run in parallel
 		runSteps(t, root, e, steps, `[ -n "${NODE4:-}" ] && kill $NODE4 2>/dev/null; scripts/cluster clean`)
 	})
 	for _, ex := range []struct {
@@ -100,7 +101,7 @@ func TestDocs(t *testing.T) {
 			t.Parallel()
 			needPorts(t, ex.ports...)
 			steps := stepsOf(t, filepath.Join(root, "examples", "README.md"), ex.name)
-			e := append(env, "CARMY_EXAMPLE_DIR="+t.TempDir(), "CARMY_BIN="+bin)
+			e := append(slices.Clip(env), "CARMY_EXAMPLE_DIR="+t.TempDir(), "CARMY_BIN="+bin) // a copy
 			runSteps(t, root, e, steps, "examples/"+ex.name+"/cluster clean")
 		})
 	}

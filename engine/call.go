@@ -10,6 +10,16 @@ import (
 	"github.com/carmyhq/carmy/store"
 )
 
+// DerivedRequestPrefix begins the request_id of the identity a call
+// without one takes under its tool's dedupe window (SPEC §5.3), followed
+// by the first 32 hex digits of the call's fingerprint. A caller's own
+// request_id may not begin with it.
+const DerivedRequestPrefix = store.DerivedPrefix
+
+// derivedHexDigits is how much of the fingerprint a derived request_id
+// holds: 128 bits.
+const derivedHexDigits = 32
+
 // Request is one call of a tool.
 type Request struct {
 	Tool string
@@ -62,33 +72,46 @@ func (r *Runtime) Call(ctx context.Context, caller Caller, req Request) (Respons
 	if err := r.gate(); err != nil {
 		return Response{}, err
 	}
+	var window time.Duration // the dedupe window of a call without request_id
 	if req.RequestID == "" {
-		return r.runUnrecorded(ctx, p)
+		if p.tool.DedupeWindow <= 0 {
+			return r.runUnrecorded(ctx, p)
+		}
+		window = p.tool.DedupeWindow
 	}
 	fp, err := store.Fingerprint(req.Tool, p.args, p.meta)
 	if err != nil {
 		return Response{}, err
 	}
+	if window > 0 {
+		// The derived identity (SPEC §5.3); the tool sees it, and the
+		// answer carries it.
+		req.RequestID = DerivedRequestPrefix + fp[:derivedHexDigits]
+		p.req.RequestID = req.RequestID
+	}
 	key := store.Key{Principal: caller.Principal, Session: req.SessionID, RequestID: req.RequestID}
 	st := r.Store()
-	// The one replay pre-check before the store decides.
+	now := r.now()
+	// The caller's quotas travel with the reservation, so every replica
+	// applies this node's bounds alike. The headroom asks for room for the
+	// largest result this node records, so that an accepted reservation
+	// normally has room for its outcome. So does the dedupe window,
+	// decided from now, stamped here, against the record's stamped start.
+	exec := store.Execution{
+		Tool: req.Tool, NodeID: r.cfg.NodeID, StartedAt: now, DedupeWindow: window,
+		Quota: caller.MaxEntries, ByteQuota: caller.MaxBytes, Headroom: int64(r.cfg.MaxResultBytes),
+	}
+	// The one replay pre-check before the store decides. A record the
+	// window has expired goes to the store, which replaces it.
 	if pk, ok := st.(store.Peeker); ok {
-		if rec, ok := pk.PeekFinished(key); ok {
+		if rec, ok := pk.PeekFinished(key); ok && !(rec.Fingerprint == fp && exec.Expired(rec)) {
 			if rec.Fingerprint == fp {
 				return Response{Record: rec, Replayed: true}, nil
 			}
 			return Response{}, &store.ConflictError{Record: rec}
 		}
 	}
-	now := r.now()
-	// The caller's quotas travel with the reservation, so every replica
-	// applies this node's bounds alike. The headroom asks for room for the
-	// largest result this node records, so that an accepted reservation
-	// normally has room for its outcome.
-	exec := store.Execution{
-		ID: NewExecutionID(now), Tool: req.Tool, NodeID: r.cfg.NodeID, StartedAt: now,
-		Quota: caller.MaxEntries, ByteQuota: caller.MaxBytes, Headroom: int64(r.cfg.MaxResultBytes),
-	}
+	exec.ID = NewExecutionID(now)
 
 	// Register before proposing, so a cancel that commits right after the
 	// reservation reaches the tool.

@@ -38,6 +38,10 @@ const (
 	// CodeEgressDenied: the egress policy refused every address of the
 	// upstream before connecting; nothing was sent.
 	CodeEgressDenied = "EGRESS_DENIED"
+	// CodeUpstreamToolError: an upstream MCP server answered the call with
+	// a tool error (isError: true) or a JSON-RPC error (SPEC §5.2); the
+	// message holds its text.
+	CodeUpstreamToolError = "UPSTREAM_TOOL_ERROR"
 )
 
 // HTTPTool configures a tool that calls an upstream over HTTP (SPEC §3.1).

@@ -23,6 +23,7 @@ type Runtime struct {
 	tools map[string]*tool
 	// toolsGen counts changes of tools (ToolsGeneration).
 	toolsGen  atomic.Uint64
+	groups    map[string]*toolGroup // tool groups by prefix (group.go)
 	store     store.Store
 	setupErrs []error
 	liveness  Liveness
@@ -94,6 +95,9 @@ func (r *Runtime) AddTool(spec ToolSpec) error {
 	if _, dup := r.tools[t.Name]; dup {
 		return fmt.Errorf("tool %q: registered twice", t.Name)
 	}
+	if _, ok := r.groups[groupOf(t.Name)]; ok {
+		return fmt.Errorf("tool %q: its prefix names a tool group", t.Name)
+	}
 	r.tools[t.Name] = t
 	r.toolsGen.Add(1)
 	return nil
@@ -147,16 +151,10 @@ func (r *Runtime) Tools() []ToolInfo {
 }
 
 // ToolsGeneration changes whenever the set of tools does (a tool is
-// registered), so that a server mirroring Tools (the MCP endpoint)
-// re-reads them only then. It is cheap enough to call on every request.
+// registered, or a tool group's tools are replaced), so that a server
+// mirroring Tools (the MCP endpoint) re-reads them only then. It is cheap
+// enough to call on every request.
 func (r *Runtime) ToolsGeneration() uint64 { return r.toolsGen.Load() }
-
-func (r *Runtime) tool(name string) (*tool, bool) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	t, ok := r.tools[name]
-	return t, ok
-}
 
 func (r *Runtime) isClosing() bool {
 	select {

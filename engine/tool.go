@@ -48,6 +48,14 @@ type ToolSpec struct {
 	Timeout time.Duration
 	// RequireRequestID refuses calls without a request_id.
 	RequireRequestID bool
+	// DedupeWindow, when positive, makes a call without a request_id
+	// idempotent for that long (SPEC §5.3): it takes the identity
+	// (principal, session, DerivedRequestPrefix + the first 32 hex digits
+	// of its fingerprint), so the same call again within the window after
+	// that identity's reservation committed is replayed (or uncertain while
+	// it runs), and after the window runs afresh, replacing the record.
+	// RequireRequestID wins: with it, the window never applies.
+	DedupeWindow time.Duration
 	// Annotations, when set, is a JSON object of hints about the tool's
 	// behaviour, in the Model Context Protocol's form (title, readOnlyHint,
 	// destructiveHint, idempotentHint, openWorldHint): what the MCP
@@ -83,6 +91,10 @@ func Annotations(a json.RawMessage) ToolOption { return func(s *ToolSpec) { s.An
 // Timeout sets the tool's timeout.
 func Timeout(d time.Duration) ToolOption { return func(s *ToolSpec) { s.Timeout = d } }
 
+// DedupeWindow sets the tool's dedupe window for calls without a
+// request_id.
+func DedupeWindow(d time.Duration) ToolOption { return func(s *ToolSpec) { s.DedupeWindow = d } }
+
 // RequireRequestID makes calls without a request_id invalid.
 func RequireRequestID() ToolOption { return func(s *ToolSpec) { s.RequireRequestID = true } }
 
@@ -93,6 +105,7 @@ const DefaultToolTimeout = 30 * time.Second
 type tool struct {
 	ToolSpec
 	schema *schema
+	group  string // the tool group it belongs to ("" for none; group.go)
 }
 
 var toolName = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,128}$`)
@@ -105,6 +118,8 @@ func newTool(spec ToolSpec) (*tool, error) {
 		return nil, fmt.Errorf("tool %q: no function", spec.Name)
 	case spec.Timeout < 0:
 		return nil, fmt.Errorf("tool %q: negative timeout", spec.Name)
+	case spec.DedupeWindow < 0:
+		return nil, fmt.Errorf("tool %q: negative dedupe window", spec.Name)
 	case len(spec.Annotations) > 0 && !isJSONObject(spec.Annotations):
 		return nil, fmt.Errorf("tool %q: annotations must be a JSON object", spec.Name)
 	}

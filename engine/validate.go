@@ -3,7 +3,7 @@ package engine
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
+	"strings"
 	"time"
 
 	"github.com/carmyhq/carmy/store"
@@ -41,13 +41,16 @@ func (r *Runtime) validate(caller Caller, req Request) (*pending, error) {
 		// allow-list is refused alike whether it exists or not.
 		return nil, &ForbiddenError{Principal: caller.Principal, Tool: req.Tool}
 	}
-	t, ok := r.tool(req.Tool)
-	if !ok {
-		return nil, fmt.Errorf("%w: %q", ErrUnknownTool, req.Tool)
+	t, err := r.lookup(req.Tool)
+	if err != nil {
+		return nil, err
 	}
 	if req.RequestID != "" {
 		if err := checkRequestID(req.RequestID); err != nil {
 			return nil, err
+		}
+		if strings.HasPrefix(req.RequestID, DerivedRequestPrefix) {
+			return nil, invalid("request_id", "a request_id may not begin with %q: that prefix names the identities of a dedupe window", DerivedRequestPrefix)
 		}
 	}
 	if err := checkSessionID(req.SessionID); err != nil {

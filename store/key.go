@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strings"
 )
 
 // MaxIDLen is the longest request_id or session_id, in bytes.
@@ -34,6 +35,18 @@ func (k Key) IdempotencyKey() string {
 	}
 	return "carmy_" + hex.EncodeToString(h.Sum(nil))
 }
+
+// DerivedPrefix begins the request_id of an identity derived from a call
+// without one under its tool's dedupe window (SPEC §5.3); a client's own
+// request_id never begins with it.
+const DerivedPrefix = "~"
+
+// Derived reports whether k is a derived identity (its request_id begins
+// with DerivedPrefix). Its finished record is not immutable: a reservation
+// past its dedupe window replaces it (Execution.DedupeWindow), so a
+// replicated store does not answer it from a replica's local state
+// without a read barrier.
+func (k Key) Derived() bool { return strings.HasPrefix(k.RequestID, DerivedPrefix) }
 
 // ValidRequestID reports whether id is a valid request_id: 1 to MaxIDLen
 // bytes, each a visible ASCII character (0x21 to 0x7E).

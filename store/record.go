@@ -69,6 +69,21 @@ type Execution struct {
 	// may still fill the room, and then Complete records the overflow
 	// bounded (see Store.Complete). 0 checks the record alone.
 	Headroom int64 `json:"headroom,omitempty"`
+	// DedupeWindow, when positive, lets this execution replace the
+	// identity's finished record (same fingerprint) whose StartedAt is
+	// DedupeWindow or more before this StartedAt (SPEC §5.3): the
+	// reservation is then Reserved, the old record gone (not kept beside
+	// it), the counts unchanged. Within the window the record is answered
+	// as ever (Replay); a running or interrupted record is never replaced.
+	// Both times travel in the commands (in a replicated store, stamped by
+	// the proposer), so every replica decides alike.
+	DedupeWindow time.Duration `json:"dedupe_window,omitempty"`
+}
+
+// Expired reports whether exec may replace rec under its DedupeWindow: rec
+// is finished and started DedupeWindow or more before exec.
+func (exec Execution) Expired(rec Record) bool {
+	return exec.DedupeWindow > 0 && rec.Status.Finished() && !exec.StartedAt.Before(rec.StartedAt.Add(exec.DedupeWindow))
 }
 
 // Result is the outcome of an execution. Completed carries Data, any JSON

@@ -86,7 +86,9 @@ func (s *State) LastSeq() uint64 { return s.lastSeq }
 // *CapacityError when the new record and exec.Headroom do not fit in
 // MaxBytes, and with a *QuotaError (Bytes set) when they do not fit in
 // exec.ByteQuota; an identity the State holds is answered (replay,
-// conflict, uncertain) whatever the bounds.
+// conflict, uncertain) whatever the bounds, except a finished record
+// exec.DedupeWindow has expired (Execution.Expired), which the new
+// execution replaces when the bounds allow the new one in its place.
 func (s *State) Reserve(key Key, fingerprint string, exec Execution, seq uint64) (Reservation, error) {
 	switch {
 	case key.RequestID == "":
@@ -99,6 +101,25 @@ func (s *State) Reserve(key Key, fingerprint string, exec Execution, seq uint64)
 		return Reservation{}, invalidf("reserve: seq %d not above %d", seq, s.lastSeq)
 	case exec.Quota < 0 || exec.ByteQuota < 0 || exec.Headroom < 0:
 		return Reservation{}, invalidf("reserve: negative quota %d, byte quota %d or headroom %d", exec.Quota, exec.ByteQuota, exec.Headroom)
+	case exec.DedupeWindow < 0:
+		return Reservation{}, invalidf("reserve: negative dedupe window %s", exec.DedupeWindow)
+	}
+	if r, ok := s.byKey[key]; ok && r.Fingerprint == fingerprint && exec.Expired(*r) {
+		// Past the dedupe window: a fresh execution replaces the record
+		// (its count and the principal's stay as they are). The bounds on
+		// bytes are checked with the old record's bytes given back, and
+		// before it goes, so a refusal leaves it in place.
+		if _, dup := s.byID[exec.ID]; dup {
+			return Reservation{}, invalidf("reserve: execution id %s already in use", exec.ID)
+		}
+		fresh := s.newRecord(key, fingerprint, exec, seq)
+		if err := s.fits(key, fresh, exec, RecordSize(*r)); err != nil {
+			return Reservation{}, err
+		}
+		s.remove(r)
+		s.lastSeq = seq
+		s.insert(fresh)
+		return Reservation{Outcome: Reserved, Record: *fresh}, nil
 	}
 	if r, ok := s.byKey[key]; ok {
 		switch {
@@ -119,7 +140,18 @@ func (s *State) Reserve(key Key, fingerprint string, exec Execution, seq uint64)
 	if exec.Quota > 0 && s.perPrincipal[key.Principal] >= exec.Quota {
 		return Reservation{}, &QuotaError{Principal: key.Principal, Quota: exec.Quota}
 	}
-	r := &Record{
+	r := s.newRecord(key, fingerprint, exec, seq)
+	if err := s.fits(key, r, exec, 0); err != nil {
+		return Reservation{}, err
+	}
+	s.lastSeq = seq
+	s.insert(r)
+	return Reservation{Outcome: Reserved, Record: *r}, nil
+}
+
+// newRecord is the running record a reservation inserts.
+func (s *State) newRecord(key Key, fingerprint string, exec Execution, seq uint64) *Record {
+	return &Record{
 		ExecutionID: exec.ID,
 		Key:         key,
 		Tool:        exec.Tool,
@@ -129,16 +161,21 @@ func (s *State) Reserve(key Key, fingerprint string, exec Execution, seq uint64)
 		StartedAt:   exec.StartedAt,
 		Seq:         seq,
 	}
-	need := RecordSize(*r) + exec.Headroom
+}
+
+// fits checks the bounds on bytes for r, a new record of key's principal,
+// with exec.Headroom for its result, once freed bytes (of a record r
+// replaces) are given back: a *CapacityError over MaxBytes, a *QuotaError
+// (Bytes set) over exec.ByteQuota.
+func (s *State) fits(key Key, r *Record, exec Execution, freed int64) error {
+	need := RecordSize(*r) + exec.Headroom - freed
 	if s.maxBytes > 0 && s.bytes+need > s.maxBytes {
-		return Reservation{}, &CapacityError{Resource: ResourceBytes, Limit: s.maxBytes}
+		return &CapacityError{Resource: ResourceBytes, Limit: s.maxBytes}
 	}
 	if exec.ByteQuota > 0 && s.principalBytes[key.Principal]+need > exec.ByteQuota {
-		return Reservation{}, &QuotaError{Principal: key.Principal, Quota: exec.Quota, Bytes: exec.ByteQuota}
+		return &QuotaError{Principal: key.Principal, Quota: exec.Quota, Bytes: exec.ByteQuota}
 	}
-	s.lastSeq = seq
-	s.insert(r)
-	return Reservation{Outcome: Reserved, Record: *r}, nil
+	return nil
 }
 
 // Complete implements Store.Complete. An outcome whose record would not

@@ -118,6 +118,12 @@ type Store interface {
 	// exec.ByteQuota (the principal's bytes) with a *QuotaError whose
 	// Bytes is set; both match ErrCapacity and reserve nothing (storetest's
 	// ByteQuota case).
+	//
+	// When exec.DedupeWindow > 0, a finished record of the identity with
+	// the same fingerprint that started DedupeWindow or more before
+	// exec.StartedAt (Execution.Expired) is replaced by the new
+	// reservation, Reserved, counted as before (SPEC §5.3); a store that
+	// ignores it fails storetest's DedupeWindow case.
 	Reserve(ctx context.Context, key Key, fingerprint string, exec Execution) (Reservation, error)
 
 	// Complete records res for the identity. It applies only when the
@@ -174,7 +180,8 @@ type Store interface {
 
 // Peeker is implemented by stores that can tell at once, from state they
 // hold locally, the finished record of an identity. A finished record
-// never changes, so the runtime answers a retry of it (a replay or a
+// never changes (but for a derived identity's, which a dedupe window may
+// replace: a replicated store's replica answers none of those), so the runtime answers a retry of it (a replay or a
 // conflict) from PeekFinished without preparing an execution or writing.
 // ok is false when the identity has no finished record here (none, or not
 // yet known to this node, or running): the call then goes through Reserve.

@@ -22,11 +22,14 @@ import (
 
 // fileConfig is the YAML config file (SPEC §3.1).
 type fileConfig struct {
-	Tools     []toolConfig `yaml:"tools"`
-	DemoTools bool         `yaml:"demo_tools"`
-	Auth      authConfig   `yaml:"auth"`
-	Limits    limitsConfig `yaml:"limits"`
-	Egress    egressConfig `yaml:"egress"`
+	Tools []toolConfig `yaml:"tools"`
+	// MCPServers are upstream MCP servers whose tools Carmy serves as
+	// <name>.<tool> (SPEC §5.2; package mcpgateway).
+	MCPServers []mcpServerConfig `yaml:"mcp_servers"`
+	DemoTools  bool              `yaml:"demo_tools"`
+	Auth       authConfig        `yaml:"auth"`
+	Limits     limitsConfig      `yaml:"limits"`
+	Egress     egressConfig      `yaml:"egress"`
 }
 
 // egressConfig bounds where HTTP tools may connect (package
@@ -43,12 +46,16 @@ type egressConfig struct {
 }
 
 type toolConfig struct {
-	Name             string      `yaml:"name"`
-	Description      string      `yaml:"description"`
-	InputSchema      any         `yaml:"input_schema"`
-	Timeout          string      `yaml:"timeout"`
-	RequireRequestID bool        `yaml:"require_request_id"`
-	HTTP             *httpConfig `yaml:"http"`
+	Name             string `yaml:"name"`
+	Description      string `yaml:"description"`
+	InputSchema      any    `yaml:"input_schema"`
+	Timeout          string `yaml:"timeout"`
+	RequireRequestID bool   `yaml:"require_request_id"`
+	// DedupeWindow (a Go duration such as 10m) makes calls without a
+	// request_id idempotent for that long (SPEC §5.3); require_request_id
+	// wins.
+	DedupeWindow string      `yaml:"dedupe_window"`
+	HTTP         *httpConfig `yaml:"http"`
 }
 
 type httpConfig struct {
@@ -63,6 +70,24 @@ type httpConfig struct {
 	// AllowNetworks, when set, lists the only networks this tool may
 	// connect to, instead of egress.allow; with egress.allow set, each one
 	// must lie within it.
+	AllowNetworks []string `yaml:"allow_networks"`
+}
+
+// mcpServerConfig is an upstream MCP server: url (Streamable HTTP) or
+// command (stdio, one child process per node).
+type mcpServerConfig struct {
+	Name    string            `yaml:"name"`
+	URL     string            `yaml:"url"`
+	Command []string          `yaml:"command"`
+	Headers map[string]string `yaml:"headers"`
+	// Tools, when set, lists the only upstream tools served.
+	Tools            []string `yaml:"tools"`
+	Timeout          string   `yaml:"timeout"`
+	RequireRequestID bool     `yaml:"require_request_id"`
+	// DedupeWindow is as a tool's (SPEC §5.3).
+	DedupeWindow string `yaml:"dedupe_window"`
+	// AllowNetworks narrows where url may connect, as a tool's
+	// http.allow_networks does (within egress.allow when that is set).
 	AllowNetworks []string `yaml:"allow_networks"`
 }
 
@@ -198,6 +223,11 @@ func loadConfig(path string) (fileConfig, error) {
 			return fc, fmt.Errorf("config %s: %w", path, err)
 		}
 	}
+	for i, m := range fc.MCPServers {
+		if _, err := fc.networksWithin(fmt.Sprintf("mcp_servers[%d] (%s): allow_networks", i, m.Name), m.AllowNetworks); err != nil {
+			return fc, fmt.Errorf("config %s: %w", path, err)
+		}
+	}
 	return fc, nil
 }
 
@@ -213,8 +243,17 @@ func (fc fileConfig) allowNetworks(i int) ([]netip.Prefix, error) {
 	if tc.HTTP == nil || tc.HTTP.AllowNetworks == nil {
 		return global, nil
 	}
-	where := fmt.Sprintf("tools[%d] (%s): http.allow_networks", i, tc.Name)
-	own, err := parseNetworks(where, tc.HTTP.AllowNetworks)
+	return fc.networksWithin(fmt.Sprintf("tools[%d] (%s): http.allow_networks", i, tc.Name), tc.HTTP.AllowNetworks)
+}
+
+// networksWithin parses the networks at where, each of which must lie
+// within egress.allow when that is set; absent (nil), egress.allow.
+func (fc fileConfig) networksWithin(where string, entries []string) ([]netip.Prefix, error) {
+	global, err := parseNetworks("egress.allow", fc.Egress.Allow)
+	if err != nil || entries == nil {
+		return global, err
+	}
+	own, err := parseNetworks(where, entries)
 	if err != nil {
 		return nil, err
 	}
@@ -272,6 +311,11 @@ func (fc fileConfig) toolSpecsLogging(getenv func(string) string, log *slog.Logg
 			}
 			spec.Timeout = d
 		}
+		window, err := parseWindow(tc.DedupeWindow)
+		if err != nil {
+			return nil, fmt.Errorf("config %s: %w", where, err)
+		}
+		spec.DedupeWindow = window
 		if tc.InputSchema != nil {
 			schema, err := json.Marshal(tc.InputSchema)
 			if err != nil {
@@ -322,6 +366,18 @@ func expand(s string, getenv func(string) string) (string, error) {
 		return "", fmt.Errorf("environment variable %s is not set", missing[0])
 	}
 	return out, nil
+}
+
+// parseWindow parses a dedupe_window: "" is none.
+func parseWindow(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("dedupe_window %q: want a positive duration such as 10m", s)
+	}
+	return d, nil
 }
 
 // tokenFromEnv reads the token of where (how errors name it) from the

@@ -47,6 +47,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	ups, err := fc.mcpUpstreams(app, os.Getenv, log)
+	if err != nil {
+		return err
+	}
 	sec, err := loadSecurity(cfg, log)
 	if err != nil {
 		return err
@@ -64,8 +68,16 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// Deferred after the listener's Close: runs once serving (and the
+	// runtime's drain) is over.
+	closeUpstreams, err := startUpstreams(ctx, ups)
+	if err != nil {
+		node.Close()
+		return err
+	}
+	defer closeUpstreams()
 	log.Info("starting carmy", slog.String("version", version), slog.String("node_id", cfg.NodeID),
-		slog.Int("tools", len(app.Tools())), slog.Bool("auth", auth.Enabled()), slog.Bool("gossip_encrypted", len(sec.gossipKeys) > 0),
+		slog.Int("tools", len(app.Tools())), slog.Int("mcp_servers", len(ups)), slog.Bool("auth", auth.Enabled()), slog.Bool("gossip_encrypted", len(sec.gossipKeys) > 0),
 		slog.Bool("node_tls", sec.nodeTLS != nil), slog.Bool("api_tls", sec.apiKeys != nil),
 		slog.Int("max_entries", cfg.MaxEntries), slog.Int64("max_bytes", lim.maxBytes),
 		slog.Int("max_running_per_principal", lim.runningShare), slog.Int("entries_per_principal", lim.entriesPerPrincipal),

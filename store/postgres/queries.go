@@ -45,20 +45,41 @@ func newQueries(n names) queries {
 		// $7 fingerprint, $8 node id, $9 started at, $10 quota,
 		// $11 byte quota, $12 the room asked (the record's size and the
 		// headroom), $13 the store's bound on bytes (0: none), $14 the
-		// record's size. The checks are those of store.State.Reserve, in
-		// its order.
+		// record's size, $15 the dedupe window (microseconds; 0: none).
+		// The checks are those of store.State.Reserve, in its order. A
+		// finished record of the same fingerprint that the window has
+		// expired (store.Execution.Expired) is replaced in place (upd):
+		// the counts stay, its bytes are given back, last_seq moves.
 		reserve: x(`WITH cur AS (
 	SELECT ` + recordColumns + ` FROM {records}
 	WHERE principal = $2::text AND session_id = $3::text AND request_id = $4::text
-), cond AS (
+), base AS (
 	SELECT NOT EXISTS (SELECT 1 FROM cur) AS vacant,
+		EXISTS (SELECT 1 FROM cur WHERE $15::bigint > 0 AND cur.fingerprint = $7::text
+			AND cur.status IN ('completed', 'failed', 'timed_out', 'cancelled')
+			AND cur.started_at <= $9::timestamptz - $15::bigint * interval '1 microsecond') AS stale,
+		coalesce((SELECT ` + recordSizeSQL + ` FROM {records}
+			WHERE principal = $2::text AND session_id = $3::text AND request_id = $4::text), 0) AS held_size,
 		NOT EXISTS (SELECT 1 FROM {records} WHERE execution_id = $5::text) AS fresh_id,
 		mt.entries < $1::bigint AS room,
 		($10::bigint = 0 OR coalesce((SELECT entries FROM {principals} WHERE principal = $2::text), 0) < $10::bigint) AS under_quota,
-		($13::bigint = 0 OR mt.bytes + $12::bigint <= $13::bigint) AS room_bytes,
-		($11::bigint = 0 OR coalesce((SELECT bytes FROM {principals} WHERE principal = $2::text), 0) + $12::bigint <= $11::bigint) AS under_byte_quota,
+		mt.bytes AS bytes,
+		coalesce((SELECT bytes FROM {principals} WHERE principal = $2::text), 0) AS principal_bytes,
 		mt.last_seq + 1 AS seq
 	FROM {meta} mt WHERE mt.singleton
+), cond AS (
+	SELECT base.*,
+		CASE WHEN base.stale THEN base.held_size ELSE 0 END AS freed,
+		($13::bigint = 0 OR base.bytes + $12::bigint - CASE WHEN base.stale THEN base.held_size ELSE 0 END <= $13::bigint) AS room_bytes,
+		($11::bigint = 0 OR base.principal_bytes + $12::bigint - CASE WHEN base.stale THEN base.held_size ELSE 0 END <= $11::bigint) AS under_byte_quota
+	FROM base
+), upd AS (
+	UPDATE {records} AS r SET execution_id = $5::text, seq = cond.seq, tool = $6::text, status = 'running',
+		node_id = $8::text, started_at = $9::timestamptz, finished_at = NULL, data = NULL, error = NULL, resolved = false
+	FROM cond
+	WHERE cond.stale AND cond.fresh_id AND cond.room_bytes AND cond.under_byte_quota
+		AND r.principal = $2::text AND r.session_id = $3::text AND r.request_id = $4::text
+	RETURNING r.seq, r.started_at
 ), ins AS (
 	INSERT INTO {records} (principal, session_id, request_id, execution_id, seq, tool, fingerprint, status, node_id, started_at)
 	SELECT $2::text, $3::text, $4::text, $5::text, cond.seq, $6::text, $7::text, 'running', $8::text, $9::timestamptz FROM cond
@@ -66,15 +87,22 @@ func newQueries(n names) queries {
 	ON CONFLICT (principal, session_id, request_id) DO NOTHING
 	RETURNING seq, started_at
 ), m AS (
-	UPDATE {meta} SET entries = entries + 1, bytes = bytes + $14::bigint, last_seq = ins.seq FROM ins WHERE singleton
+	UPDATE {meta} SET entries = entries + (SELECT count(*) FROM ins),
+		bytes = bytes + $14::bigint - (SELECT CASE WHEN EXISTS (SELECT 1 FROM upd) THEN cond.freed ELSE 0 END FROM cond),
+		last_seq = x.seq
+	FROM (SELECT seq FROM ins UNION ALL SELECT seq FROM upd) x WHERE singleton
 ), p AS (
 	INSERT INTO {principals} AS pr (principal, entries, bytes) SELECT $2::text, 1, $14::bigint FROM ins
 	ON CONFLICT (principal) DO UPDATE SET entries = pr.entries + 1, bytes = pr.bytes + $14::bigint
+), pu AS (
+	UPDATE {principals} AS pr SET bytes = pr.bytes + $14::bigint - cond.freed
+	FROM cond, upd WHERE pr.principal = $2::text
 )
-SELECT cond.fresh_id, cond.room, cond.under_quota, cond.room_bytes, cond.under_byte_quota, ins.seq, ins.started_at,
+SELECT cond.fresh_id, cond.room, cond.under_quota, cond.room_bytes, cond.under_byte_quota, cond.stale,
+	coalesce(ins.seq, upd.seq), coalesce(ins.started_at, upd.started_at),
 	cur.execution_id, cur.seq, cur.tool, cur.fingerprint, cur.status, cur.node_id, cur.started_at,
 	cur.finished_at, cur.data, cur.error, cur.resolved
-FROM cond LEFT JOIN ins ON true LEFT JOIN cur ON true`),
+FROM cond LEFT JOIN ins ON true LEFT JOIN upd ON true LEFT JOIN cur ON true`),
 
 		// The conditional writes: each applies only to a record its WHERE
 		// admits, and returns it; no row means refused (the caller reads

@@ -35,8 +35,11 @@ func (s *Store) Reserve(ctx context.Context, key store.Key, fingerprint string, 
 	}
 	rec, err := s.Lookup(ctx, key)
 	switch {
-	case err == nil:
+	case err == nil && !(rec.Fingerprint == fingerprint && exec.Expired(rec)):
 		return answer(rec, fingerprint), nil
+	case err == nil:
+		// Past the dedupe window: the round's statement decides, under
+		// the lock, whether it replaces the record.
 	case !errors.Is(err, store.ErrNotFound):
 		return store.Reservation{}, err
 	}
@@ -56,6 +59,8 @@ func checkReserve(key store.Key, fingerprint string, exec store.Execution) error
 		return invalidf("reserve: empty execution id")
 	case exec.Quota < 0 || exec.ByteQuota < 0 || exec.Headroom < 0:
 		return invalidf("reserve: negative quota %d, byte quota %d or headroom %d", exec.Quota, exec.ByteQuota, exec.Headroom)
+	case exec.DedupeWindow < 0:
+		return invalidf("reserve: negative dedupe window %s", exec.DedupeWindow)
 	case !validKey(key) || !validText(fingerprint) || !validText(exec.ID) || !validText(exec.Tool) || !validText(exec.NodeID):
 		return invalidf("reserve: the key, fingerprint, execution id, tool and node id must be valid UTF-8 without NUL")
 	}
@@ -77,6 +82,9 @@ func answer(rec store.Record, fingerprint string) store.Reservation {
 // reserveRow is the row of queries.reserve.
 type reserveRow struct {
 	freshID, room, underQuota, roomBytes, underByteQuota bool
+	// stale: the identity's record is finished and past the dedupe window,
+	// so the reservation replaces it when the bounds on bytes allow.
+	stale bool
 	// seq and startedAt are set when the statement reserved.
 	seq       *int64
 	startedAt *time.Time
@@ -89,7 +97,7 @@ type reserveRow struct {
 }
 
 func (r *reserveRow) scan(row pgx.Row) error {
-	return row.Scan(&r.freshID, &r.room, &r.underQuota, &r.roomBytes, &r.underByteQuota, &r.seq, &r.startedAt,
+	return row.Scan(&r.freshID, &r.room, &r.underQuota, &r.roomBytes, &r.underByteQuota, &r.stale, &r.seq, &r.startedAt,
 		&r.executionID, &r.heldSeq, &r.tool, &r.fingerprint, &r.status, &r.nodeID, &r.heldStarted,
 		&r.heldFinished, &r.data, &r.errBody, &r.resolved)
 }
@@ -127,10 +135,19 @@ const (
 
 // decide reads the statement's row for it.
 func decide(it *reservation, row *reserveRow) (reserveResult, decision) {
-	if rec, ok := row.held(it.key); ok {
-		return reserveResult{res: answer(rec, it.fingerprint)}, decidedAnswer
-	}
+	// Reserved first: a reservation that replaced an expired record (its
+	// dedupe window) also finds the identity held.
+	rec, held := row.held(it.key)
 	switch {
+	case row.seq == nil && held && row.stale && row.freshID && (!row.roomBytes || !row.underByteQuota):
+		// An expired record whose replacement does not fit: refused, as
+		// store.State refuses it, the old record left in place.
+		if !row.roomBytes {
+			return reserveResult{err: &store.CapacityError{Resource: store.ResourceBytes, Limit: it.maxBytes}}, decidedRefused
+		}
+		return reserveResult{err: &store.QuotaError{Principal: it.key.Principal, Quota: it.exec.Quota, Bytes: it.exec.ByteQuota}}, decidedRefused
+	case row.seq == nil && held:
+		return reserveResult{res: answer(rec, it.fingerprint)}, decidedAnswer
 	case row.seq != nil:
 		return reserveResult{res: store.Reservation{Outcome: store.Reserved, Record: store.Record{
 			ExecutionID: it.exec.ID,

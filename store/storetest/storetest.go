@@ -32,6 +32,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"PrincipalQuota", testPrincipalQuota},
 		{"ByteQuota", testByteQuota},
 		{"StoreBytes", testStoreBytes},
+		{"DedupeWindow", testDedupeWindow},
 		{"Cancel", testCancel},
 		{"Resolve", testResolve},
 		{"Release", testRelease},
@@ -590,4 +591,68 @@ func testConcurrentReserve(t *testing.T, newStore Factory) {
 			t.Fatalf("%s holds %s, but %s won", k, rec.ExecutionID, w[0])
 		}
 	}
+}
+
+// testDedupeWindow checks Execution.DedupeWindow (SPEC §5.3): within the
+// window a finished record replays and an open one is uncertain; from the
+// window's end on a finished record with the same fingerprint is replaced
+// by the new reservation (a new execution id and seq, the old record
+// gone, the count unchanged, even when the store or the principal is
+// full), never an open one, never a different fingerprint's; and an
+// execution without a window never replaces.
+func testDedupeWindow(t *testing.T, newStore Factory) {
+	s := newStore(t, 2)
+	ctx := context.Background()
+	const window = 10 * time.Minute
+	at := func(d time.Duration) store.Execution {
+		ex := newExec("t")
+		ex.StartedAt = epoch.Add(d)
+		ex.DedupeWindow = window
+		ex.Quota = 2
+		return ex
+	}
+	k := key("~0123456789abcdef0123456789abcdef")
+	first := at(0)
+	mustReserve(t, s, k, "fp", first, store.Reserved)
+	// Open: uncertain, even past the window.
+	mustReserve(t, s, k, "fp", at(window+time.Minute), store.Uncertain)
+	mustComplete(t, s, k, "fp", completed(first.ID, `1`))
+	// Within the window: the replay.
+	if rec := mustReserve(t, s, k, "fp", at(window-time.Millisecond), store.Replay); rec.ExecutionID != first.ID {
+		t.Fatalf("replay of %s, want %s", rec.ExecutionID, first.ID)
+	}
+	// Another fingerprint: a conflict, whatever the time.
+	mustReserve(t, s, k, "other", at(2*window), store.Conflict)
+	// Without a window: the replay, whatever the time.
+	plain := newExec("t")
+	plain.StartedAt = epoch.Add(time.Hour)
+	mustReserve(t, s, k, "fp", plain, store.Replay)
+	// Fill the store (and the principal's quota of 2).
+	mustReserve(t, s, key("other"), "fp", newExec("t"), store.Reserved)
+
+	// At the window's end: replaced, though the store is full.
+	second := at(window)
+	rec := mustReserve(t, s, k, "fp", second, store.Reserved)
+	if rec.ExecutionID != second.ID || rec.Status != store.StatusRunning || !rec.StartedAt.Equal(second.StartedAt) {
+		t.Fatalf("the replacement: %+v", rec)
+	}
+	if _, err := s.Get(ctx, first.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the replaced record is still there: %v", err)
+	}
+	if got := mustLookup(t, s, k); got.ExecutionID != second.ID {
+		t.Fatalf("Lookup after the replacement: %+v", got)
+	}
+	if st, err := s.Stats(ctx); err != nil || st.Entries != 2 {
+		t.Fatalf("Stats = %+v, %v; want 2 entries", st, err)
+	}
+	// The new record is an ordinary one: completed, replayed, and
+	// replaced again only a window after its own start.
+	mustComplete(t, s, k, "fp", completed(second.ID, `2`))
+	mustReserve(t, s, k, "fp", at(2*window-time.Millisecond), store.Replay)
+	third := at(2 * window)
+	mustReserve(t, s, k, "fp", third, store.Reserved)
+	if _, err := s.Complete(ctx, k, "fp", completed(second.ID, `2`)); err == nil {
+		t.Fatal("a replaced execution's completion was accepted")
+	}
+	mustComplete(t, s, k, "fp", completed(third.ID, `3`))
 }

@@ -1,0 +1,146 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Tool groups: the tools of one source that the runtime learns at run time
+// (an upstream MCP server's, SPEC §5.2), registered and replaced together
+// under one prefix. A group is named by its prefix; its tools are named
+// prefix + "." + something. While a group is unavailable (its source cannot
+// be listed), every call of a name under its prefix answers the group's
+// error before anything is reserved, instead of UNKNOWN_TOOL: the caller
+// retries later, and no identity is spent on a call that could not run.
+//
+// A group's tools are ordinary tools otherwise: they take the same path
+// (validate, reserve, run, record), appear in Tools, and a call already
+// past validation when the group changes runs the tool it validated.
+
+// toolGroup is the state of one group.
+type toolGroup struct {
+	names []string
+	// down, when not nil, answers every call under the prefix.
+	down error
+}
+
+// groupOf returns the group prefix of a tool name: the part before its
+// first ".", or "" when it has none.
+func groupOf(name string) string {
+	prefix, _, ok := strings.Cut(name, ".")
+	if !ok {
+		return ""
+	}
+	return prefix
+}
+
+// SetToolGroup replaces the tools of the group prefix with specs, and makes
+// the group available (calls of a name under prefix that specs does not
+// hold answer UNKNOWN_TOOL). Every spec's name must be prefix + "." + a
+// non-empty rest, and must not be a tool registered otherwise (AddTool).
+// On an error nothing changes. Safe for concurrent use, at any time.
+func (r *Runtime) SetToolGroup(prefix string, specs []ToolSpec) error {
+	if err := checkGroupPrefix(prefix); err != nil {
+		return err
+	}
+	tools := make([]*tool, 0, len(specs))
+	seen := make(map[string]bool, len(specs))
+	for _, spec := range specs {
+		if groupOf(spec.Name) != prefix || len(spec.Name) == len(prefix)+1 {
+			return fmt.Errorf("tool group %q: tool %q is not named %s.<name>", prefix, spec.Name, prefix)
+		}
+		if seen[spec.Name] {
+			return fmt.Errorf("tool group %q: tool %q twice", prefix, spec.Name)
+		}
+		seen[spec.Name] = true
+		t, err := newTool(spec)
+		if err != nil {
+			return err
+		}
+		t.group = prefix
+		tools = append(tools, t)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, t := range tools {
+		if old, ok := r.tools[t.Name]; ok && old.group != prefix {
+			return fmt.Errorf("tool group %q: tool %q is registered already", prefix, t.Name)
+		}
+	}
+	if r.groups == nil {
+		r.groups = make(map[string]*toolGroup)
+	}
+	g := r.groups[prefix]
+	if g == nil {
+		g = &toolGroup{}
+		r.groups[prefix] = g
+	}
+	for _, name := range g.names {
+		delete(r.tools, name)
+	}
+	g.names, g.down = g.names[:0], nil
+	for _, t := range tools {
+		r.tools[t.Name] = t
+		g.names = append(g.names, t.Name)
+	}
+	r.toolsGen.Add(1)
+	return nil
+}
+
+// SetToolGroupUnavailable makes the group prefix unavailable: until the
+// next SetToolGroup, a call of any name under prefix answers err, before
+// anything is reserved. err must carry the UNAVAILABLE code (a
+// *store.Error of store.CodeUnavailable, say), so that the API answers
+// 503 with Retry-After. The group's tools, when it had any, stay listed
+// by Tools. A group unknown until now is declared (with no tools).
+func (r *Runtime) SetToolGroupUnavailable(prefix string, err error) error {
+	if err == nil {
+		return errors.New("tool group: SetToolGroupUnavailable needs an error")
+	}
+	if err := checkGroupPrefix(prefix); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.groups == nil {
+		r.groups = make(map[string]*toolGroup)
+	}
+	g := r.groups[prefix]
+	if g == nil {
+		g = &toolGroup{}
+		r.groups[prefix] = g
+	}
+	g.down = err
+	return nil
+}
+
+func checkGroupPrefix(prefix string) error {
+	if prefix == "" || strings.Contains(prefix, ".") || !toolName.MatchString(prefix) {
+		return fmt.Errorf("tool group %q: a prefix is 1-128 characters of A-Z a-z 0-9 _ : - (no \".\")", prefix)
+	}
+	return nil
+}
+
+// lookup returns the tool called name, or why there is none: its group's
+// error while the group is unavailable, else ErrUnknownTool.
+func (r *Runtime) lookup(name string) (*tool, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if g := r.groups[groupOf(name)]; g != nil && g.down != nil {
+		return nil, g.down
+	}
+	if t, ok := r.tools[name]; ok {
+		return t, nil
+	}
+	return nil, fmt.Errorf("%w: %q", ErrUnknownTool, name)
+}
+
+// CheckTool reports what AddTool or SetToolGroup would refuse in spec
+// alone (its name, timeout, annotations, a schema that does not compile),
+// so that a source of many tools can leave out the one that is wrong
+// rather than lose them all.
+func CheckTool(spec ToolSpec) error {
+	_, err := newTool(spec)
+	return err
+}

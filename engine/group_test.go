@@ -1,0 +1,121 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/carmyhq/carmy/engine"
+	"github.com/carmyhq/carmy/store"
+)
+
+func groupSpec(name string, c *counter) engine.ToolSpec {
+	return engine.ToolSpec{Name: name, Func: c.fn, Annotations: json.RawMessage(`{"readOnlyHint":true}`)}
+}
+
+// TestToolGroupUnavailableThenListed: a declared group that cannot be
+// listed answers UNAVAILABLE for every name under its prefix (not
+// UNKNOWN_TOOL), reserving nothing; once set, its tools run, a name it
+// does not hold is UNKNOWN_TOOL, and a replacement drops the old tools.
+func TestToolGroupUnavailableThenListed(t *testing.T) {
+	app := newApp(t)
+	down := store.NewError(store.CodeUnavailable, "upstream tickets cannot be listed")
+	if err := app.SetToolGroupUnavailable("tickets", down); err != nil {
+		t.Fatal(err)
+	}
+	_, err := app.Call(t.Context(), alice, engine.Request{Tool: "tickets.create", RequestID: "r1"})
+	if !errors.Is(err, down) || store.CodeOf(err) != store.CodeUnavailable {
+		t.Fatalf("call while unavailable: %v, want %v", err, down)
+	}
+	if _, err := app.Store().Lookup(t.Context(), store.Key{Principal: alice.Principal, RequestID: "r1"}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a refused call left a record: %v", err)
+	}
+	// Another prefix is unaffected.
+	if _, err := app.Call(t.Context(), alice, engine.Request{Tool: "other.x"}); !errors.Is(err, engine.ErrUnknownTool) {
+		t.Fatalf("other.x: %v, want UNKNOWN_TOOL", err)
+	}
+
+	var c counter
+	gen := app.ToolsGeneration()
+	if err := app.SetToolGroup("tickets", []engine.ToolSpec{groupSpec("tickets.create", &c), groupSpec("tickets.close", &c)}); err != nil {
+		t.Fatal(err)
+	}
+	if app.ToolsGeneration() == gen {
+		t.Fatal("ToolsGeneration did not change when the group's tools were set")
+	}
+	call(t, app, engine.Request{Tool: "tickets.create", RequestID: "r1"})
+	if resp := call(t, app, engine.Request{Tool: "tickets.create", RequestID: "r1"}); !resp.Replayed || c.runs.Load() != 1 {
+		t.Fatalf("retry: replayed %v, runs %d", resp.Replayed, c.runs.Load())
+	}
+	if _, err := app.Call(t.Context(), alice, engine.Request{Tool: "tickets.nope"}); !errors.Is(err, engine.ErrUnknownTool) {
+		t.Fatalf("tickets.nope: %v, want UNKNOWN_TOOL", err)
+	}
+	var names []string
+	for _, ti := range app.Tools() {
+		names = append(names, ti.Name)
+		if string(ti.Annotations) != `{"readOnlyHint":true}` {
+			t.Errorf("%s: annotations %s", ti.Name, ti.Annotations)
+		}
+	}
+	if len(names) != 2 || names[0] != "tickets.close" || names[1] != "tickets.create" {
+		t.Fatalf("tools %v", names)
+	}
+
+	// Unavailable again: the tools stay listed, calls answer UNAVAILABLE.
+	if err := app.SetToolGroupUnavailable("tickets", down); err != nil {
+		t.Fatal(err)
+	}
+	if len(app.Tools()) != 2 {
+		t.Fatalf("tools while unavailable: %v", app.Tools())
+	}
+	if _, err := app.Call(t.Context(), alice, engine.Request{Tool: "tickets.create", RequestID: "r1"}); !errors.Is(err, down) {
+		t.Fatalf("replay while unavailable: %v", err)
+	}
+
+	// A replacement drops what it does not hold.
+	if err := app.SetToolGroup("tickets", []engine.ToolSpec{groupSpec("tickets.close", &c)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := app.Call(t.Context(), alice, engine.Request{Tool: "tickets.create"}); !errors.Is(err, engine.ErrUnknownTool) {
+		t.Fatalf("a dropped tool: %v, want UNKNOWN_TOOL", err)
+	}
+	if len(app.Tools()) != 1 {
+		t.Fatalf("tools after the replacement: %v", app.Tools())
+	}
+}
+
+// TestToolGroupRefusesForeignNames: a group's tools are named under its
+// prefix and never shadow a tool registered otherwise; a failed
+// replacement changes nothing.
+func TestToolGroupRefusesForeignNames(t *testing.T) {
+	app := newApp(t)
+	var c counter
+	mustAdd(t, app, engine.ToolSpec{Name: "tickets.static", Func: c.fn})
+	for _, specs := range [][]engine.ToolSpec{
+		{groupSpec("other.create", &c)},
+		{groupSpec("tickets.", &c)},
+		{groupSpec("tickets.static", &c)},
+		{groupSpec("tickets.a", &c), groupSpec("tickets.a", &c)},
+		{{Name: "tickets.bad", Func: c.fn, Annotations: json.RawMessage(`[1]`)}},
+	} {
+		if err := app.SetToolGroup("tickets", specs); err == nil {
+			t.Errorf("SetToolGroup(%s…) succeeded", specs[0].Name)
+		}
+	}
+	if err := app.SetToolGroup("bad.prefix", nil); err == nil {
+		t.Error("a prefix with a dot was accepted")
+	}
+	if err := app.SetToolGroup("g", []engine.ToolSpec{groupSpec("g.a", &c)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := app.AddTool(engine.ToolSpec{Name: "g.b", Func: c.fn}); err == nil {
+		t.Error("AddTool under a group's prefix succeeded")
+	}
+	if err := app.SetToolGroup("g", []engine.ToolSpec{groupSpec("g.b", &c), groupSpec("elsewhere.c", &c)}); err == nil {
+		t.Fatal("a bad replacement succeeded")
+	}
+	if _, err := app.Call(context.Background(), alice, engine.Request{Tool: "g.a"}); err != nil {
+		t.Fatalf("g.a after a failed replacement: %v", err)
+	}
+}

@@ -1,0 +1,147 @@
+package mcpgateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/carmyhq/carmy/engine"
+	"github.com/carmyhq/carmy/internal/egress"
+)
+
+// The _meta keys of an upstream tools/call (SPEC §5.2).
+const (
+	MetaExecutionID    = "carmy/execution_id"
+	MetaRequestID      = "carmy/request_id"
+	MetaIdempotencyKey = "carmy/idempotency_key"
+	MetaFencingToken   = "carmy/fencing_token"
+)
+
+// maxErrorText bounds the upstream text kept in a failed result's message.
+const maxErrorText = 4 << 10
+
+// spec returns the engine tool of an upstream tool.
+func (u *Upstream) spec(t *mcp.Tool) (engine.ToolSpec, error) {
+	spec := engine.ToolSpec{
+		Name:             u.cfg.Name + "." + t.Name,
+		Description:      t.Description,
+		Timeout:          u.cfg.Timeout,
+		RequireRequestID: u.cfg.RequireRequestID,
+		DedupeWindow:     u.cfg.DedupeWindow,
+		Func:             u.callFunc(t.Name),
+	}
+	if t.InputSchema != nil {
+		raw, err := json.Marshal(t.InputSchema)
+		if err != nil {
+			return spec, fmt.Errorf("input schema: %w", err)
+		}
+		spec.InputSchema = raw
+	}
+	if t.Annotations != nil {
+		raw, err := json.Marshal(t.Annotations)
+		if err != nil {
+			return spec, fmt.Errorf("annotations: %w", err)
+		}
+		spec.Annotations = raw
+	}
+	return spec, engine.CheckTool(spec)
+}
+
+// callFunc returns the tool body that calls the upstream tool name.
+func (u *Upstream) callFunc(name string) engine.ToolFunc {
+	return func(ctx context.Context, c engine.Call) (any, error) {
+		cs := u.current()
+		if cs == nil {
+			return nil, &engine.ToolError{Code: engine.CodeUpstreamUnreachable,
+				Message: fmt.Sprintf("tool %s: the upstream MCP server is not connected", c.Tool)}
+		}
+		meta := mcp.Meta{MetaExecutionID: c.ExecutionID}
+		if c.RequestID != "" {
+			meta[MetaRequestID] = c.RequestID
+			meta[MetaIdempotencyKey] = c.IdempotencyKey
+			meta[MetaFencingToken] = c.FencingToken
+		}
+		res, err := cs.CallTool(withCall(ctx, c), &mcp.CallToolParams{
+			Name: name, Arguments: json.RawMessage(c.Arguments), Meta: meta,
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, u.failed(c, err)
+		}
+		if res.IsError {
+			return nil, &engine.ToolError{Code: engine.CodeUpstreamToolError, Message: u.errorText(res.Content)}
+		}
+		if res.StructuredContent != nil {
+			return res.StructuredContent, nil
+		}
+		content := res.Content
+		if content == nil {
+			content = []mcp.Content{}
+		}
+		return map[string]any{"content": content}, nil
+	}
+}
+
+// failed turns a tools/call that got no result into the recorded error,
+// and logs its detail.
+func (u *Upstream) failed(c engine.Call, err error) *engine.ToolError {
+	var we *jsonrpc.Error
+	if errors.As(err, &we) && !localCode(we.Code) {
+		// The upstream answered with a JSON-RPC error: it was reached.
+		u.log.Warn("mcp server: the call was refused", slog.String("tool", c.Tool), slog.String("execution_id", c.ExecutionID),
+			slog.Int64("rpc_code", we.Code), slog.String("err", u.redactor.Redact(we.Message)))
+		return &engine.ToolError{Code: engine.CodeUpstreamToolError,
+			Message: clip(u.redactor.Redact(we.Message)), Details: map[string]any{"rpc_code": we.Code}}
+	}
+	kind := egress.Describe(err)
+	u.log.Warn("mcp server: the upstream could not be reached", slog.String("tool", c.Tool), slog.String("execution_id", c.ExecutionID),
+		slog.String("target", u.target), slog.String("err", egress.Detail(err, u.redactor)))
+	return &engine.ToolError{Code: engine.CodeUpstreamUnreachable,
+		Message: fmt.Sprintf("tool %s: the upstream MCP server could not be reached: %s", c.Tool, kind)}
+}
+
+// localCode reports whether a JSON-RPC error code is one the client side
+// makes up (a closing connection, a rejected write) rather than the
+// upstream's answer.
+func localCode(code int64) bool {
+	switch code {
+	case -32003, -32004, -32005: // client closing, server closing, rejected by the transport
+		return true
+	}
+	return false
+}
+
+// errorText returns the text content of a tool error, redacted and cut.
+func (u *Upstream) errorText(content []mcp.Content) string {
+	var parts []string
+	for _, c := range content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, t.Text)
+		}
+	}
+	if len(parts) == 0 {
+		return "the upstream tool failed (its answer has no text)"
+	}
+	return clip(u.redactor.Redact(strings.Join(parts, "\n")))
+}
+
+// clip cuts s to maxErrorText bytes, at a rune boundary.
+func clip(s string) string {
+	if len(s) <= maxErrorText {
+		return s
+	}
+	b := []byte(s[:maxErrorText])
+	for len(b) > 0 && !utf8.Valid(b) {
+		b = b[:len(b)-1]
+	}
+	return string(b) + "…"
+}

@@ -1,0 +1,37 @@
+// Package mcpgateway puts upstream MCP servers behind Carmy (SPEC §5.2):
+// their tools become ordinary tools of an engine.Runtime, named
+// <name>.<upstream tool>, so every call of them takes Carmy's reservation
+// path and runs at most once per identity, cluster-wide.
+//
+// An Upstream is one MCP server, reached over Streamable HTTP (URL) or
+// stdio (Command: one child process per node, stopped by Close). Start
+// connects in the background and lists the server's tools, registering
+// them as the runtime's tool group <name> (engine.Runtime.SetToolGroup),
+// with their input schema, description and annotations, optionally
+// narrowed by an allow-list. The list is read again on
+// notifications/tools/list_changed and every RefreshInterval. While the
+// server cannot be listed (not yet connected, the connection lost, a
+// listing failed), the group is unavailable: every call of <name>.*
+// answers UNAVAILABLE (503 with Retry-After) before anything is reserved,
+// and the upstream keeps reconnecting with a growing pause.
+//
+// A call's tools/call carries, in _meta, carmy/execution_id and, for a
+// call with an identity, carmy/request_id, carmy/idempotency_key and
+// carmy/fencing_token; over HTTP the request also carries the headers of
+// an HTTP tool (Idempotency-Key, Carmy-Execution-Id, Carmy-Request-Id,
+// Carmy-Fencing-Token) beside the configured ones. The caller's own
+// credentials never reach the upstream: a tool sees only engine.Call.
+//
+// The upstream's answer becomes the recorded result: isError false is
+// completed, with structuredContent as data when present, else
+// {"content": [...]}; isError true is failed with UPSTREAM_TOOL_ERROR and
+// the text content as its message (a JSON-RPC error answer too, with its
+// message); no answer (a refused connection, a dead child, a lost
+// session) is failed with UPSTREAM_UNREACHABLE; the tool's timeout is
+// timed_out. Messages never hold the URL or a configured header value:
+// the detail goes to the log, redacted.
+//
+// HTTP upstreams follow the rules of HTTP tools: the egress policy of
+// package internal/egress applies to every connection, and no redirect is
+// followed (the request fails instead).
+package mcpgateway

@@ -1,0 +1,76 @@
+// Command stdioserver is an MCP server over stdio for the tests of package
+// mcpgateway and of the carmy binary: it appends one line per execution
+// (the tool and the _meta carmy/request_id) to the file of -count, and its
+// process id to the file of -pid.
+//
+// Tools: create {sku} (structuredContent {"n", "sku"}), block (counts,
+// then waits until the connection ends), echo_meta (structuredContent:
+// the _meta it got).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"strconv"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+func main() {
+	countPath := flag.String("count", "", "file to append one line per execution to")
+	pidPath := flag.String("pid", "", "file to write the process id to")
+	flag.Parse()
+	if *pidPath != "" {
+		if err := os.WriteFile(*pidPath, []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
+			log.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	n := 0
+	count := func(tool string, meta mcp.Meta) int {
+		mu.Lock()
+		defer mu.Unlock()
+		n++
+		if *countPath != "" {
+			f, err := os.OpenFile(*countPath, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+			if err != nil {
+				log.Fatal(err)
+			}
+			fmt.Fprintf(f, "%s %v\n", tool, meta["carmy/request_id"])
+			if err := f.Close(); err != nil {
+				log.Fatal(err)
+			}
+		}
+		return n
+	}
+	object := json.RawMessage(`{"type":"object"}`)
+	s := mcp.NewServer(&mcp.Implementation{Name: "stdioserver", Version: "v1"}, nil)
+	s.AddTool(&mcp.Tool{Name: "create", Description: "Create a thing",
+		InputSchema: json.RawMessage(`{"type":"object","required":["sku"],"properties":{"sku":{"type":"string"}}}`),
+		Annotations: &mcp.ToolAnnotations{IdempotentHint: false, Title: "Create"}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var args struct{ Sku string }
+			json.Unmarshal(req.Params.Arguments, &args)
+			k := count("create", req.Params.Meta)
+			return &mcp.CallToolResult{StructuredContent: map[string]any{"n": k, "sku": args.Sku},
+				Content: []mcp.Content{&mcp.TextContent{Text: "created"}}}, nil
+		})
+	s.AddTool(&mcp.Tool{Name: "block", InputSchema: object},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			count("block", req.Params.Meta)
+			<-ctx.Done()
+			return nil, ctx.Err()
+		})
+	s.AddTool(&mcp.Tool{Name: "echo_meta", InputSchema: object},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{StructuredContent: map[string]any{"meta": req.Params.Meta}}, nil
+		})
+	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+		log.Print(err)
+	}
+}

@@ -1,0 +1,333 @@
+package mcpgateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"net/url"
+	"regexp"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/carmyhq/carmy/engine"
+	"github.com/carmyhq/carmy/internal/egress"
+	"github.com/carmyhq/carmy/store"
+)
+
+// Config declares one upstream MCP server. Exactly one of URL and Command
+// is set.
+type Config struct {
+	// Name prefixes the upstream's tools: <Name>.<tool>. 1-64 characters
+	// of A-Z a-z 0-9 _ - (no ".").
+	Name string
+	// URL is the server's Streamable HTTP endpoint (http or https).
+	URL string
+	// Headers are sent with every HTTP request to URL (credentials, say).
+	// They never appear in a record, an answer or a log line.
+	Headers map[string]string
+	// AllowNetworks narrows the addresses URL may resolve to, as
+	// engine.HTTPTool's does; the egress deny list applies either way.
+	AllowNetworks []netip.Prefix
+	// Command runs the server as a child process speaking MCP over its
+	// stdin and stdout (one child per node); its stderr goes to the log.
+	Command []string
+	// Tools, when not nil, lists the only upstream tools (by their
+	// upstream names) to register.
+	Tools []string
+	// Timeout bounds one call (engine.DefaultToolTimeout when zero).
+	Timeout time.Duration
+	// RequireRequestID refuses calls without a request_id.
+	RequireRequestID bool
+	// DedupeWindow makes calls without a request_id idempotent for that
+	// long (engine.ToolSpec.DedupeWindow); RequireRequestID wins.
+	DedupeWindow time.Duration
+	// RefreshInterval is how often the tools are listed again besides on
+	// notifications/tools/list_changed (DefaultRefreshInterval when zero).
+	RefreshInterval time.Duration
+	// MaxBackoff bounds the pause between attempts to reconnect
+	// (DefaultMaxBackoff when zero); the first pause is MinBackoff.
+	MaxBackoff time.Duration
+	// Logger receives connections, listings and the detail of failures,
+	// redacted (nil: slog.Default()).
+	Logger *slog.Logger
+}
+
+// Defaults of Config.
+const (
+	DefaultRefreshInterval = 5 * time.Minute
+	DefaultMaxBackoff      = 30 * time.Second
+	MinBackoff             = 250 * time.Millisecond
+)
+
+// ProtocolVersion is the MCP version the gateway asks upstreams for; a
+// server that does not speak it negotiates an older one.
+const ProtocolVersion = "2025-11-25"
+
+// listTimeout bounds one connection's handshake and one listing.
+const listTimeout = 30 * time.Second
+
+// Registry is where an Upstream registers its tools: an *engine.Runtime.
+type Registry interface {
+	SetToolGroup(prefix string, specs []engine.ToolSpec) error
+	SetToolGroupUnavailable(prefix string, err error) error
+}
+
+var _ Registry = (*engine.Runtime)(nil)
+
+var upstreamName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// Upstream is one upstream MCP server whose tools it keeps registered.
+// Build it with New, then Start it; Close stops it. Safe for concurrent
+// use.
+type Upstream struct {
+	cfg      Config
+	reg      Registry
+	log      *slog.Logger
+	redactor *egress.Redactor
+	target   string // the URL (redacted) or the command's name, for the log
+	// newTransport returns a transport for one connection.
+	newTransport func() mcp.Transport
+	client       *mcp.Client
+	changed      chan struct{} // a list_changed arrived
+
+	mu      sync.Mutex
+	session *mcp.ClientSession // nil while not connected
+	stop    context.CancelFunc
+	done    chan struct{}
+}
+
+// New checks cfg and returns its Upstream, not yet connected. An error
+// names what is wrong without repeating the URL or a header's value.
+func New(reg Registry, cfg Config) (*Upstream, error) {
+	where := fmt.Sprintf("mcp server %q", cfg.Name)
+	switch {
+	case !upstreamName.MatchString(cfg.Name):
+		return nil, fmt.Errorf("%s: the name must be 1-64 characters of A-Z a-z 0-9 _ -", where)
+	case (cfg.URL == "") == (len(cfg.Command) == 0):
+		return nil, fmt.Errorf("%s: give exactly one of url and command", where)
+	case cfg.Timeout < 0 || cfg.RefreshInterval < 0 || cfg.MaxBackoff < 0 || cfg.DedupeWindow < 0:
+		return nil, fmt.Errorf("%s: negative duration", where)
+	case len(cfg.Command) > 0 && (len(cfg.Headers) > 0 || cfg.AllowNetworks != nil):
+		return nil, fmt.Errorf("%s: headers and allow_networks apply to a url, not to a command", where)
+	case len(cfg.Command) > 0 && cfg.Command[0] == "":
+		return nil, fmt.Errorf("%s: an empty command", where)
+	}
+	if cfg.RefreshInterval == 0 {
+		cfg.RefreshInterval = DefaultRefreshInterval
+	}
+	if cfg.MaxBackoff == 0 {
+		cfg.MaxBackoff = DefaultMaxBackoff
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	cfg.Tools = slices.Clone(cfg.Tools)
+	u := &Upstream{
+		cfg:     cfg,
+		reg:     reg,
+		log:     cfg.Logger.With(slog.String("mcp_server", cfg.Name)),
+		changed: make(chan struct{}, 1),
+	}
+	if cfg.URL != "" {
+		parsed, err := url.Parse(cfg.URL)
+		if err != nil || (parsed.Scheme != "http" && parsed.Scheme != "https") || parsed.Host == "" {
+			// Neither the URL nor url.Parse's error, which quotes it.
+			return nil, fmt.Errorf("%s: the url is not an absolute http or https URL", where)
+		}
+		client, err := httpClient(cfg.Headers, cfg.AllowNetworks)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
+		u.redactor = egress.NewRedactor(parsed, cfg.Headers)
+		u.target = egress.RedactURL(parsed)
+		u.newTransport = func() mcp.Transport {
+			return &mcp.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: client, MaxRetries: 2}
+		}
+	} else {
+		u.target = cfg.Command[0]
+		u.newTransport = func() mcp.Transport { return u.command() }
+	}
+	u.client = mcp.NewClient(&mcp.Implementation{Name: "carmy", Version: "v1"}, &mcp.ClientOptions{
+		Logger: u.log,
+		// No roots, sampling or elicitation: the gateway only lists and
+		// calls tools.
+		Capabilities: &mcp.ClientCapabilities{},
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			select {
+			case u.changed <- struct{}{}:
+			default: // a listing is due already
+			}
+		},
+	})
+	return u, nil
+}
+
+// Name returns the upstream's name, its tools' prefix.
+func (u *Upstream) Name() string { return u.cfg.Name }
+
+// Start declares the upstream's tool group unavailable and connects in
+// the background, listing and registering its tools once connected, until
+// Close (or ctx ends). It returns at once; calling it again does nothing.
+func (u *Upstream) Start(ctx context.Context) error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.done != nil {
+		return nil
+	}
+	if err := u.reg.SetToolGroupUnavailable(u.cfg.Name, u.unavailable("it has not been listed yet")); err != nil {
+		return err
+	}
+	ctx, u.stop = context.WithCancel(ctx)
+	u.done = make(chan struct{})
+	go u.run(ctx)
+	return nil
+}
+
+// Close stops reconnecting and closes the connection (a stdio child is
+// asked to stop: its stdin is closed, then it is sent SIGTERM and, if it
+// lingers, killed). Calls still running fail with UPSTREAM_UNREACHABLE:
+// close an Upstream after the runtime has drained.
+func (u *Upstream) Close() error {
+	u.mu.Lock()
+	stop, done := u.stop, u.done
+	u.mu.Unlock()
+	if stop == nil {
+		return nil
+	}
+	stop()
+	<-done
+	return nil
+}
+
+// unavailable is the error calls of the group answer while it cannot be
+// listed.
+func (u *Upstream) unavailable(why string) error {
+	return store.NewError(store.CodeUnavailable, fmt.Sprintf(
+		"the tools of MCP server %q are unavailable: %s; the call did not run and nothing was reserved: retry later", u.cfg.Name, why))
+}
+
+// current returns the connected session, or nil.
+func (u *Upstream) current() *mcp.ClientSession {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.session
+}
+
+func (u *Upstream) setSession(cs *mcp.ClientSession) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.session = cs
+}
+
+// run connects, lists and serves until ctx ends, reconnecting with a
+// growing pause whenever the connection is lost or a listing fails.
+func (u *Upstream) run(ctx context.Context) {
+	defer close(u.done)
+	for attempt := 0; ; attempt++ {
+		listed, err := u.connectAndServe(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if listed {
+			attempt = 0
+		}
+		why := "its connection was lost"
+		if !listed {
+			why = "it cannot be reached or listed"
+		}
+		if err := u.reg.SetToolGroupUnavailable(u.cfg.Name, u.unavailable(why)); err != nil {
+			u.log.Error("mcp server: marking its tools unavailable", slog.Any("err", err))
+		}
+		pause := backoff(attempt, u.cfg.MaxBackoff)
+		u.log.Warn("mcp server: unavailable; reconnecting", slog.String("target", u.target),
+			slog.String("err", egress.Detail(err, u.redactor)), slog.Duration("retry_in", pause))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(pause):
+		}
+	}
+}
+
+// backoff returns the pause before attempt+1: MinBackoff doubling to max.
+func backoff(attempt int, max time.Duration) time.Duration {
+	return min(MinBackoff<<min(attempt, 10), max)
+}
+
+// connectAndServe makes one connection, lists the tools, and keeps them
+// listed until the connection ends, a listing fails or ctx ends. listed
+// tells whether a listing succeeded.
+func (u *Upstream) connectAndServe(ctx context.Context) (listed bool, err error) {
+	cctx, cancel := context.WithTimeout(ctx, listTimeout)
+	cs, err := u.client.Connect(cctx, u.newTransport(), &mcp.ClientSessionOptions{ProtocolVersion: ProtocolVersion})
+	cancel()
+	if err != nil {
+		return false, fmt.Errorf("connecting: %w", err)
+	}
+	ended := make(chan struct{})
+	go func() {
+		cs.Wait()
+		close(ended)
+	}()
+	defer func() {
+		if ctx.Err() == nil {
+			// Refuse calls before the session goes: a call that found
+			// no session would be recorded as UPSTREAM_UNREACHABLE.
+			u.reg.SetToolGroupUnavailable(u.cfg.Name, u.unavailable("its connection was lost"))
+		}
+		u.setSession(nil)
+		cs.Close()
+	}()
+	u.setSession(cs)
+	if err := u.refresh(ctx, cs); err != nil {
+		return false, err
+	}
+	u.log.Info("mcp server: connected", slog.String("target", u.target))
+	tick := time.NewTicker(u.cfg.RefreshInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return true, ctx.Err()
+		case <-ended:
+			return true, errors.New("the connection ended")
+		case <-u.changed:
+		case <-tick.C:
+		}
+		if err := u.refresh(ctx, cs); err != nil {
+			return true, err
+		}
+	}
+}
+
+// refresh lists the upstream's tools and registers them, replacing those
+// registered before.
+func (u *Upstream) refresh(ctx context.Context, cs *mcp.ClientSession) error {
+	lctx, cancel := context.WithTimeout(ctx, listTimeout)
+	defer cancel()
+	var specs []engine.ToolSpec
+	for t, err := range cs.Tools(lctx, nil) {
+		if err != nil {
+			return fmt.Errorf("listing tools: %w", err)
+		}
+		if u.cfg.Tools != nil && !slices.Contains(u.cfg.Tools, t.Name) {
+			continue
+		}
+		spec, err := u.spec(t)
+		if err != nil {
+			u.log.Warn("mcp server: a tool is left out", slog.String("tool", t.Name), slog.Any("err", err))
+			continue
+		}
+		specs = append(specs, spec)
+	}
+	if err := u.reg.SetToolGroup(u.cfg.Name, specs); err != nil {
+		return fmt.Errorf("registering tools: %w", err)
+	}
+	u.log.Debug("mcp server: tools listed", slog.Int("tools", len(specs)))
+	return nil
+}
