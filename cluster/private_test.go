@@ -34,6 +34,13 @@ func assertPrivate(t *testing.T, dir string) []string {
 			return err
 		}
 		rel, _ := filepath.Rel(dir, path)
+		if strings.HasSuffix(filepath.Dir(rel), ".tmp") || strings.HasSuffix(rel, ".tmp") {
+			// A snapshot being written: hashicorp/raft creates it with
+			// the process's umask (this test's is not 077, carmy serve's
+			// is) and it is made private when it closes; the 0700 data
+			// dir keeps it from others meanwhile.
+			return nil
+		}
 		seen = append(seen, rel)
 		if perm := info.Mode().Perm(); perm&0o077 != 0 {
 			t.Errorf("%s is mode %v: others may read it", rel, perm)
