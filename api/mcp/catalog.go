@@ -61,6 +61,13 @@ func (c *catalog) sync() {
 	c.have, c.gen, c.primed = seen, gen, true
 }
 
+// has reports whether the server holds the tool name, as of the last sync.
+func (c *catalog) has(name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.have[name]
+}
+
 // allowed returns the tools of list that caller may call: the same set as
 // GET /v1/tools.
 func (c *catalog) allowed(caller *engine.Caller, list []*sdk.Tool) []*sdk.Tool {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -59,6 +60,14 @@ type Handler struct {
 	stream  *sdk.StreamableHTTPHandler
 	catalog *catalog
 	log     *slog.Logger
+	// disableLocalhostProtection is the SDK's option of that name, as
+	// set: the fast path (fast.go) checks what the SDK checks.
+	disableLocalhostProtection bool
+	// noFastPath sends every request through the SDK (for the tests that
+	// compare the two paths).
+	noFastPath bool
+	// fastServed counts the requests the fast path answered.
+	fastServed atomic.Int64
 }
 
 // New returns the endpoint for cfg.
@@ -93,6 +102,7 @@ func New(cfg Config) (*Handler, error) {
 	})
 	h.catalog = newCatalog(cfg.Runtime, h.server, h.callTool, cfg.Logger)
 	h.server.AddReceivingMiddleware(h.middleware)
+	h.disableLocalhostProtection = cfg.Verify != nil
 	h.stream = sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return h.server }, &sdk.StreamableHTTPOptions{
 		Stateless: true,
 		// One JSON answer per request: a tools/call has one result, and
@@ -103,7 +113,7 @@ func New(cfg Config) (*Handler, error) {
 		// With auth on, a token guards every request; the SDK's check of
 		// the Host header (against DNS rebinding of a loopback server) is
 		// kept for a node without auth, where it is the only guard.
-		DisableLocalhostProtection: cfg.Verify != nil,
+		DisableLocalhostProtection: h.disableLocalhostProtection,
 	})
 	return h, nil
 }
@@ -112,7 +122,7 @@ func New(cfg Config) (*Handler, error) {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sw := &wireWriter{ResponseWriter: w}
 	defer sw.finish()
-	h.authenticate(h.stream).ServeHTTP(sw, r)
+	h.authenticate(http.HandlerFunc(h.serveMCP)).ServeHTTP(sw, r)
 }
 
 // middleware sees every JSON-RPC request the server receives: it keeps

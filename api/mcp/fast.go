@@ -1,0 +1,469 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/netip"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The fast path of tools/call.
+//
+// The SDK's stateless Streamable HTTP handler serves each request with a
+// server session of its own (a jsonrpc2 connection, its goroutines and
+// channels) and decodes the body five times over (as a batch, as a
+// message twice, its _meta twice, its params), each time through a
+// decoder that allocates a fresh 32 KiB buffer: about 330 KB and 270
+// allocations a tools/call, several times the cost of POST /v1/tools/call
+// (BenchmarkMCPCall and BenchmarkHTTPCall in package api).
+//
+// The fast path answers the one request that matters for throughput, a
+// single tools/call of a protocol version before 2026-07-28, itself, and
+// hands every other request, unchanged, to the SDK. It answers only a
+// request the SDK would serve exactly so, and answers it as the SDK does:
+//
+//   - it serves only a request that passes every check the SDK's handler
+//     makes before it reaches the method (the Host of a loopback node
+//     without auth, the Mcp-Protocol-Version header, the method,
+//     Content-Type, Accept, Last-Event-ID, the body's size), with the
+//     SDK's own rules (copied below), and only versions 2025-06-18 and
+//     2025-11-25, for which the SDK checks no Mcp-Method or Mcp-Name
+//     header and reads no _meta of its own;
+//   - it serves only a body in a plain subset of JSON, on which any JSON
+//     decoder agrees: one object, valid UTF-8, no escaped surrogate, no
+//     number with an exponent or over 15 characters, nesting at most 64
+//     deep, no duplicate member, no member beyond jsonrpc, id, method and
+//     params (and name, arguments and _meta in params), jsonrpc "2.0",
+//     method "tools/call", an id that is a string or an integer, a
+//     string name, params and _meta objects, and no _meta key of the
+//     protocol's own (io.modelcontextprotocol/…);
+//   - it runs the call through the same middleware and tool handler as
+//     the SDK does (the allow-list, the catalog, Observe, callTool),
+//     with the request the SDK would have built, and looks the tool up
+//     in the same registry, answering an unknown one as Server.callTool
+//     does;
+//   - it encodes the answer with the SDK's own JSON-RPC encoder and
+//     headers (Content-Type application/json, Cache-Control).
+//
+// TestFastPathMatchesSDK and FuzzFastPathMatchesSDK send requests through
+// both paths and compare the answers byte for byte.
+
+// fastVersions are the protocol versions the fast path serves.
+var fastVersions = map[string]bool{"2025-06-18": true, "2025-11-25": true}
+
+// methodCallTool is the method the fast path serves.
+const methodCallTool = "tools/call"
+
+// Limits of the plain JSON the fast path reads.
+const (
+	fastMaxDepth  = 64
+	fastMaxNumber = 15 // characters: every such integer is exact as a float64
+)
+
+// protocolMetaPrefix begins the _meta keys the SDK reads itself.
+const protocolMetaPrefix = "io.modelcontextprotocol/"
+
+// serveMCP serves a request that authenticate let through: on the fast
+// path when it can, else through the SDK.
+func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) {
+	if !h.noFastPath && h.serveFast(w, r) {
+		return
+	}
+	h.stream.ServeHTTP(w, r)
+}
+
+// serveFast answers r and returns true, or returns false having answered
+// nothing and left r as it found it (its body restored).
+func (h *Handler) serveFast(w http.ResponseWriter, r *http.Request) bool {
+	if !h.fastEligible(r) {
+		return false
+	}
+	body, ok := h.readBody(r)
+	if !ok {
+		return false
+	}
+	call, ok := parseFastCall(body)
+	if !ok {
+		r.Body = restoredBody(body, nil, r.Body)
+		return false
+	}
+	h.fastServed.Add(1)
+	ctx := r.Context()
+	req := &sdk.CallToolRequest{
+		Params: &sdk.CallToolParamsRaw{Name: call.name, Arguments: call.args, Meta: call.meta},
+		Extra:  &sdk.RequestExtra{TokenInfo: auth.TokenInfoFromContext(ctx), Header: r.Header},
+	}
+	res, err := h.middleware(h.runTool)(ctx, methodCallTool, req)
+	resp := &jsonrpc.Response{ID: call.id, Error: err}
+	if err == nil {
+		raw, mErr := marshalNoEscape(res)
+		if mErr != nil {
+			// The SDK logs this and answers nothing; a result Carmy
+			// builds always encodes.
+			h.log.Error("mcp: a tools/call result does not encode", "err", mErr)
+			resp.Error = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}
+		} else {
+			resp.Result = raw
+		}
+	}
+	data, err := jsonrpc.EncodeMessage(resp)
+	if err != nil {
+		h.log.Error("mcp: a tools/call answer does not encode", "err", err)
+		data = []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"internal error"}}`)
+	}
+	w.Header().Set("Cache-Control", "no-cache, no-transform")
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(data)
+	return true
+}
+
+// runTool is the SDK's Server.callTool: the tool of the registry the
+// catalog keeps, or the SDK's -32602 for a name it does not hold.
+func (h *Handler) runTool(ctx context.Context, _ string, req sdk.Request) (sdk.Result, error) {
+	cr := req.(*sdk.CallToolRequest)
+	if !h.catalog.has(cr.Params.Name) {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", cr.Params.Name)}
+	}
+	res, err := h.callTool(ctx, cr)
+	if err != nil {
+		return nil, err
+	}
+	if res != nil && res.Content == nil {
+		res.Content = []sdk.Content{} // as the SDK does: never "null"
+	}
+	return res, nil
+}
+
+// fastEligible reports whether r passes the checks the SDK's handler
+// makes before it reads the body, with the SDK's own rules, for a
+// version the fast path serves.
+func (h *Handler) fastEligible(r *http.Request) bool {
+	if !h.disableLocalhostProtection {
+		if local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && local != nil &&
+			isLoopback(local.String()) && !isLoopback(r.Host) {
+			return false
+		}
+	}
+	if !fastVersions[r.Header.Get("Mcp-Protocol-Version")] || r.Method != http.MethodPost {
+		return false
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		return false
+	}
+	if jsonOK, streamOK := accepts(r.Header.Values("Accept")); !jsonOK || !streamOK {
+		return false
+	}
+	return len(r.Header.Values("Last-Event-ID")) == 0 && r.Body != nil
+}
+
+// readBody reads r's body if it is within the limit. Otherwise, or on an
+// error, it puts back what it read in front of the rest (or of the
+// error), for the SDK to read and refuse as it does.
+func (h *Handler) readBody(r *http.Request) ([]byte, bool) {
+	orig := r.Body
+	body, err := io.ReadAll(io.LimitReader(orig, h.cfg.BodyLimit+1))
+	if err != nil || int64(len(body)) > h.cfg.BodyLimit || len(body) == 0 {
+		r.Body = restoredBody(body, err, orig)
+		return nil, false
+	}
+	return body, true
+}
+
+// restoredBody reads read, then err when there was one, else the rest of
+// orig; it closes orig.
+func restoredBody(read []byte, err error, orig io.ReadCloser) io.ReadCloser {
+	rest := io.Reader(orig)
+	if err != nil {
+		rest = errReader{err}
+	}
+	return struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(read), rest), orig}
+}
+
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
+
+// accepts is the SDK's streamableAccepts: whether Accept admits JSON and
+// an event stream.
+func accepts(values []string) (jsonOK, streamOK bool) {
+	for _, value := range values {
+		for _, raw := range strings.Split(value, ",") {
+			base, _, _ := strings.Cut(strings.TrimSpace(raw), ";")
+			switch strings.ToLower(strings.TrimSpace(base)) {
+			case "application/json", "application/*":
+				jsonOK = true
+			case "text/event-stream", "text/*":
+				streamOK = true
+			case "*/*":
+				jsonOK, streamOK = true, true
+			}
+		}
+	}
+	return jsonOK, streamOK
+}
+
+// isLoopback is the SDK's check of a loopback address or Host.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = strings.Trim(addr, "[]")
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// fastCall is a tools/call the fast path serves.
+type fastCall struct {
+	id   jsonrpc.ID
+	name string
+	args json.RawMessage
+	meta sdk.Meta // nil when params has no _meta
+}
+
+// integerID is an id the fast path reads as a number.
+var integerID = regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`)
+
+// parseFastCall reads body as a tools/call of the plain JSON the fast
+// path serves (see the top of this file), or returns false.
+func parseFastCall(body []byte) (fastCall, bool) {
+	var c fastCall
+	if !json.Valid(body) || !plainJSON(body) {
+		return c, false
+	}
+	var have [4]bool // jsonrpc, id, method, params
+	var params json.RawMessage
+	ok := members(body, func(key string, v json.RawMessage) bool {
+		switch key {
+		case "jsonrpc":
+			have[0] = string(v) == `"2.0"`
+			return have[0]
+		case "id":
+			id, ok := idOf(v)
+			c.id, have[1] = id, ok
+			return ok
+		case "method":
+			have[2] = string(v) == `"`+methodCallTool+`"`
+			return have[2]
+		case "params":
+			params, have[3] = v, len(v) > 0 && v[0] == '{'
+			return have[3]
+		}
+		return false
+	})
+	if !ok || have != [4]bool{true, true, true, true} {
+		return c, false
+	}
+	var named bool
+	ok = members(params, func(key string, v json.RawMessage) bool {
+		switch key {
+		case "name":
+			named = len(v) > 0 && v[0] == '"' && json.Unmarshal(v, &c.name) == nil
+			return named
+		case "arguments":
+			c.args = v
+			return true
+		case "_meta":
+			if len(v) == 0 || v[0] != '{' {
+				return false
+			}
+			c.meta = sdk.Meta{}
+			return members(v, func(key string, v json.RawMessage) bool {
+				if strings.HasPrefix(key, protocolMetaPrefix) {
+					return false
+				}
+				var val any
+				if json.Unmarshal(v, &val) != nil {
+					return false
+				}
+				c.meta[key] = val
+				return true
+			})
+		}
+		return false
+	})
+	return c, ok && named
+}
+
+// idOf reads a JSON-RPC id the fast path serves: a string, or an integer
+// (which the SDK reads through a float64, exact at this length).
+func idOf(v json.RawMessage) (jsonrpc.ID, bool) {
+	if len(v) > 0 && v[0] == '"' {
+		var s string
+		if json.Unmarshal(v, &s) != nil {
+			return jsonrpc.ID{}, false
+		}
+		id, err := jsonrpc.MakeID(s)
+		return id, err == nil
+	}
+	if !integerID.Match(v) {
+		return jsonrpc.ID{}, false
+	}
+	n, err := strconv.ParseInt(string(v), 10, 64)
+	if err != nil {
+		return jsonrpc.ID{}, false
+	}
+	id, err := jsonrpc.MakeID(float64(n))
+	return id, err == nil
+}
+
+// members calls fn with each member of the JSON object raw, in order, and
+// reports whether raw is one object (and nothing after it), with no key
+// twice, whose every member fn accepted. raw must be valid JSON (see
+// parseFastCall): members finds the members' bounds, it does not check
+// their syntax.
+func members(raw []byte, fn func(key string, v json.RawMessage) bool) bool {
+	i := skipSpace(raw, 0)
+	if i == len(raw) || raw[i] != '{' {
+		return false
+	}
+	var seen []string
+	for i = skipSpace(raw, i+1); i < len(raw) && raw[i] != '}'; {
+		if raw[i] != '"' {
+			return false
+		}
+		end := skipValue(raw, i)
+		var key string
+		if bytes.IndexByte(raw[i:end], '\\') < 0 {
+			key = string(raw[i+1 : end-1])
+		} else if json.Unmarshal(raw[i:end], &key) != nil {
+			return false
+		}
+		if slices.Contains(seen, key) {
+			return false
+		}
+		seen = append(seen, key)
+		if i = skipSpace(raw, end); i == len(raw) || raw[i] != ':' {
+			return false
+		}
+		i = skipSpace(raw, i+1)
+		end = skipValue(raw, i)
+		if !fn(key, raw[i:end]) {
+			return false
+		}
+		if i = skipSpace(raw, end); i < len(raw) && raw[i] == ',' {
+			i = skipSpace(raw, i+1)
+		}
+	}
+	return i < len(raw) && skipSpace(raw, i+1) == len(raw)
+}
+
+// skipSpace returns the index of the first byte of raw from i on that is
+// not JSON whitespace.
+func skipSpace(raw []byte, i int) int {
+	for i < len(raw) && (raw[i] == ' ' || raw[i] == '\t' || raw[i] == '\n' || raw[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipValue returns the index just past the JSON value that begins at
+// raw[i], which is valid JSON.
+func skipValue(raw []byte, i int) int {
+	depth := 0
+	for ; i < len(raw); i++ {
+		switch raw[i] {
+		case '"':
+			for i++; i < len(raw) && raw[i] != '"'; i++ {
+				if raw[i] == '\\' {
+					i++
+				}
+			}
+			if depth == 0 {
+				return i + 1
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 { // the end of the object a scalar is in
+				return i
+			}
+			if depth--; depth == 0 {
+				return i + 1
+			}
+		case ',', ' ', '\t', '\n', '\r', ':':
+			if depth == 0 {
+				return i
+			}
+		}
+	}
+	return i
+}
+
+// plainJSON reports whether body keeps to the plain JSON on which decoders
+// agree: valid UTF-8, no escaped surrogate, no number with an exponent or
+// longer than fastMaxNumber, nesting at most fastMaxDepth. It does not
+// check the syntax (members does).
+func plainJSON(body []byte) bool {
+	if !utf8.Valid(body) {
+		return false
+	}
+	depth, number := 0, 0
+	for i := 0; i < len(body); i++ {
+		b := body[i]
+		if b == '"' {
+			number = 0
+			for i++; i < len(body) && body[i] != '"'; i++ {
+				if body[i] != '\\' {
+					continue
+				}
+				i++
+				if i < len(body) && body[i] == 'u' && i+2 < len(body) &&
+					(body[i+1] == 'd' || body[i+1] == 'D') && strings.IndexByte("89abcdefABCDEF", body[i+2]) >= 0 {
+					return false
+				}
+			}
+			continue
+		}
+		switch {
+		case b == '{' || b == '[':
+			if depth++; depth > fastMaxDepth {
+				return false
+			}
+		case b == '}' || b == ']':
+			depth--
+		case b == 'e' || b == 'E':
+			if number > 0 {
+				return false
+			}
+		case b == '-' || b == '+' || b == '.' || (b >= '0' && b <= '9'):
+			if number++; number > fastMaxNumber {
+				return false
+			}
+			continue
+		}
+		number = 0
+	}
+	return true
+}
+
+// marshalNoEscape is the SDK's encoding of a result: JSON without HTML
+// escaping.
+func marshalNoEscape(v any) (json.RawMessage, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
