@@ -170,13 +170,22 @@ func checkLedger(entries []ledgerapi.Entry, done []completedAnswer, final map[st
 }
 
 // checkReplays checks that every 200 answer of an identity names the same
-// execution and carries the same result.
+// execution and carries the same result, over either transport, and that
+// its HTTP answers, which carry the record's timestamps, carry the same.
 func checkReplays(ops []Op) []string {
 	var anomalies []string
-	first := map[string]Op{}
+	first, firstStamped := map[string]Op{}, map[string]Op{}
 	for _, op := range ops {
 		if op.Kind != KindOK {
 			continue
+		}
+		if op.Stamps != "" {
+			if f, seen := firstStamped[op.Key]; !seen {
+				firstStamped[op.Key] = op
+			} else if f.Stamps != op.Stamps {
+				anomalies = append(anomalies, fmt.Sprintf("%s: %s answered %s with timestamps %s, %s answered %s with %s",
+					op.Key, f.Node, f.ExecutionID, f.Stamps, op.Node, op.ExecutionID, op.Stamps))
+			}
 		}
 		f, seen := first[op.Key]
 		if !seen {
@@ -184,8 +193,8 @@ func checkReplays(ops []Op) []string {
 			continue
 		}
 		if f.ExecutionID != op.ExecutionID || f.Result != op.Result {
-			anomalies = append(anomalies, fmt.Sprintf("%s: %s answered %s %q, %s answered %s %q",
-				op.Key, f.Node, f.ExecutionID, f.Result, op.Node, op.ExecutionID, op.Result))
+			anomalies = append(anomalies, fmt.Sprintf("%s: %s (%s) answered %s %q, %s (%s) answered %s %q",
+				op.Key, f.Node, f.Transport, f.ExecutionID, f.Result, op.Node, op.Transport, op.ExecutionID, op.Result))
 		}
 	}
 	return anomalies

@@ -105,7 +105,71 @@ func TestClassify(t *testing.T) {
 	if !a.hasData || a.data.Seq != 3 || a.result != b.result {
 		t.Fatalf("a replay differing only in white space must encode alike: %q vs %q", a.result, b.result)
 	}
-	if a.result == c.result {
-		t.Fatal("a replay with another finished_at must encode differently")
+	if a.stamps == c.stamps || a.stamps != b.stamps {
+		t.Fatalf("timestamps %q, %q, %q: a replay with another finished_at must differ", a.stamps, b.stamps, c.stamps)
+	}
+	op := func(o outcome) Op {
+		return Op{Key: "k", Kind: o.kind, ExecutionID: o.executionID, Status: o.status, Result: o.result, Stamps: o.stamps}
+	}
+	if got := checkReplays([]Op{op(a), op(b)}); len(got) != 0 {
+		t.Errorf("equal replays over HTTP: %q", got)
+	}
+	if got := checkReplays([]Op{op(a), op(c)}); len(got) != 1 || !strings.Contains(got[0], "timestamps") {
+		t.Errorf("a replay with another finished_at: %q, want one anomaly", got)
+	}
+}
+
+// TestClassifyMCP: an answer of /mcp is classified as the HTTP answer of
+// the same record or refusal is, with the same result encoding (so that
+// the model and the replay check compare answers across transports), and
+// what fits no kind of the contract is an anomaly.
+func TestClassifyMCP(t *testing.T) {
+	result := func(meta, content, structured string, isError bool) string {
+		return `{"jsonrpc":"2.0","id":1,"result":{"_meta":` + meta + `,"content":[{"type":"text","text":` + content + `}],"structuredContent":` + structured +
+			map[bool]string{true: `,"isError":true`, false: ``}[isError] + `}}`
+	}
+	data := `{"seq":3,"execution_id":"e1","value":"v"}`
+	completed := result(`{"carmy/execution_id":"e1","carmy/request_id":"k","carmy/status":"completed","carmy/replayed":true}`,
+		`"{\"seq\":3,\"execution_id\":\"e1\",\"value\":\"v\"}"`, data, false)
+	timedOut := result(`{"carmy/execution_id":"e1","carmy/request_id":"k","carmy/status":"timed_out","carmy/replayed":false}`,
+		`"{\"error\":{\"code\":\"TIMEOUT\",\"message\":\"m\"}}"`, `{"error":{"code":"TIMEOUT","message":"m"}}`, true)
+	refusal := func(code, extra string) string {
+		return result(`{"carmy/error_code":"`+code+`"}`, `"x"`, `{"error":{"code":"`+code+`","message":"m"`+extra+`}}`, true)
+	}
+	for _, tc := range []struct {
+		status int
+		body   string
+		kind   Kind
+		bad    bool
+	}{
+		{200, completed, KindOK, false},
+		{200, timedOut, KindOK, false},
+		{200, refusal("IDEMPOTENCY_CONFLICT", `,"execution_id":"e1"`), KindConflict, false},
+		{200, refusal("EXECUTION_UNCERTAIN", `,"execution_id":"e1","status":"interrupted"`), KindUncertain, false},
+		{200, refusal("EXECUTION_UNCERTAIN", `,"execution_id":"e1","status":"completed"`), KindUnknown, true},
+		{200, refusal("UNAVAILABLE", ``), KindUnavailable, false},
+		{200, refusal("IDEMPOTENCY_CAPACITY", ``), KindUnknown, true},
+		{200, strings.Replace(completed, `"carmy/request_id":"k"`, `"carmy/request_id":"other"`, 1), KindUnknown, true},
+		{200, strings.Replace(completed, `"carmy/replayed":true`, `"carmy/replayed":true,"x":1`, 1) + "x", KindUnknown, true},
+		{200, strings.Replace(timedOut, `,"isError":true`, ``, 1), KindUnknown, true},
+		{200, `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"internal error"}}`, KindUnknown, true},
+		{401, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"no token"}}`, KindUnknown, true},
+		{502, `<html>`, KindUnknown, true},
+	} {
+		o := classifyMCP(tc.status, "k", []byte(tc.body))
+		if o.kind != tc.kind || (o.detail != "") != tc.bad {
+			t.Errorf("%d %s: kind %v detail %q; want kind %v, outside the contract %v", tc.status, tc.body, o.kind, o.detail, tc.kind, tc.bad)
+		}
+	}
+	overMCP := classifyMCP(200, "k", []byte(completed))
+	overHTTP := classify(200, http.Header{"Idempotent-Replayed": []string{"true"}},
+		[]byte(`{"execution_id":"e1","status":"completed","data":`+data+`,"replayed":true,"started_at":"s","finished_at":"f"}`))
+	if overMCP.result != overHTTP.result || !overMCP.hasData || overMCP.data != overHTTP.data || !overMCP.replayed || overMCP.stamps != "" {
+		t.Errorf("the same record over MCP %+v and over HTTP %+v", overMCP, overHTTP)
+	}
+	failedMCP := classifyMCP(200, "k", []byte(timedOut))
+	failedHTTP := classify(200, nil, []byte(`{"execution_id":"e1","status":"timed_out","error":{"message":"m","code":"TIMEOUT"},"replayed":false}`))
+	if failedMCP.result != failedHTTP.result || failedMCP.hasData {
+		t.Errorf("a timed_out record over MCP %q and over HTTP %q", failedMCP.result, failedHTTP.result)
 	}
 }

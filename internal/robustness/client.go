@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -59,7 +60,8 @@ type outcome struct {
 	executionID string
 	status      string
 	replayed    bool
-	result      string // KindOK: canonical encoding of the recorded outcome
+	result      string // KindOK: canonical encoding of the recorded outcome (status, data, error), the same over either transport
+	stamps      string // KindOK over HTTP: the record's timestamps (MCP answers carry none)
 	data        ledgerapi.Result
 	hasData     bool
 	httpStatus  int
@@ -71,6 +73,8 @@ type outcome struct {
 type nodeClient struct {
 	hc  *http.Client
 	key string
+	// rpcID numbers the JSON-RPC requests of /mcp (never an identity).
+	rpcID atomic.Int64
 	// ihc calls the internal endpoints as a node would: mutual TLS under
 	// tlsmux.NodeServerName with the harness's certificate.
 	ihc *http.Client
@@ -110,6 +114,27 @@ func newNodeClient(t testing.TB, key, tlsDir string) *nodeClient {
 	}
 }
 
+// Transports of the workload's calls: POST /v1/tools/call, or tools/call
+// at /mcp (SPEC §5.1) at one of the protocol versions below.
+const (
+	transportHTTP = "http"
+	transportMCP  = "mcp"
+)
+
+// mcpVersions are the protocol versions of the workload's MCP calls:
+// 2025-11-25, which Carmy's own fast path serves, and 2026-07-28 (with
+// its _meta triple and Mcp-Method and Mcp-Name headers), which the SDK
+// serves.
+var mcpVersions = []string{"2025-11-25", "2026-07-28"}
+
+// callVia sends one tool call over transport ("http", or "mcp/<version>").
+func (c *nodeClient) callVia(ctx context.Context, transport, baseURL, requestID string, args ledgerapi.Args) outcome {
+	if version, ok := strings.CutPrefix(transport, transportMCP+"/"); ok {
+		return c.callMCP(ctx, baseURL, version, requestID, args)
+	}
+	return c.call(ctx, baseURL, requestID, args)
+}
+
 // call sends one tool call to baseURL and classifies the answer. An answer
 // that fits no kind of the contract is KindUnknown with detail set.
 func (c *nodeClient) call(ctx context.Context, baseURL, requestID string, args ledgerapi.Args) outcome {
@@ -147,7 +172,7 @@ func classify(status int, h http.Header, raw []byte) outcome {
 			return o
 		}
 		o.kind, o.executionID, o.status, o.replayed = KindOK, a.ExecutionID, a.Status, a.Replayed
-		o.result = canonicalResult(a)
+		o.result, o.stamps = canonicalResult(a.Status, a.Data, a.Err), a.StartedAt+"|"+a.FinishedAt
 		if a.Status == "completed" && json.Unmarshal(a.Data, &o.data) == nil {
 			o.hasData = true
 		}
@@ -175,20 +200,157 @@ func classify(status int, h http.Header, raw []byte) outcome {
 	return o
 }
 
-// canonicalResult encodes everything a replay must repeat: status, data or
-// error, and the timestamps.
-func canonicalResult(a answer) string {
+// canonicalResult encodes what every answer of an identity must repeat,
+// over either transport: the status and the data or error (as JSON with
+// sorted keys). The timestamps, which only HTTP answers carry, are
+// compared apart (checkReplays).
+func canonicalResult(status string, data, errObj json.RawMessage) string {
 	var b strings.Builder
-	b.WriteString(a.Status)
-	for _, part := range []json.RawMessage{a.Data, a.Err} {
+	b.WriteString(status)
+	for _, part := range []json.RawMessage{data, errObj} {
 		b.WriteByte('|')
-		var buf bytes.Buffer
-		if len(part) > 0 && json.Compact(&buf, part) == nil {
-			b.Write(buf.Bytes())
+		var v any
+		if len(part) == 0 || json.Unmarshal(part, &v) != nil {
+			continue
+		}
+		if out, err := json.Marshal(v); err == nil {
+			b.Write(out)
 		}
 	}
-	b.WriteString("|" + a.StartedAt + "|" + a.FinishedAt)
 	return b.String()
+}
+
+// mcpAnswer is what classifyMCP reads of an answer of /mcp.
+type mcpAnswer struct {
+	Result *struct {
+		Meta struct {
+			ExecutionID string `json:"carmy/execution_id"`
+			Status      string `json:"carmy/status"`
+			Replayed    *bool  `json:"carmy/replayed"`
+			RequestID   string `json:"carmy/request_id"`
+			ErrorCode   string `json:"carmy/error_code"`
+		} `json:"_meta"`
+		Content []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"content"`
+		Structured json.RawMessage `json:"structuredContent"`
+		IsError    bool            `json:"isError"`
+	} `json:"result"`
+	Error *struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// callMCP sends one tool call to baseURL's /mcp as a stateless MCP client
+// of version does (no initialize: SPEC §5.1), with the identity in _meta,
+// and classifies the answer as call does.
+func (c *nodeClient) callMCP(ctx context.Context, baseURL, version, requestID string, args ledgerapi.Args) outcome {
+	meta := map[string]any{"carmy/request_id": requestID, "carmy/session_id": session}
+	header := http.Header{
+		"Content-Type":         {"application/json"},
+		"Accept":               {"application/json, text/event-stream"},
+		"Mcp-Protocol-Version": {version},
+	}
+	if version >= "2026-07-28" {
+		meta["io.modelcontextprotocol/protocolVersion"] = version
+		meta["io.modelcontextprotocol/clientCapabilities"] = map[string]any{}
+		header["Mcp-Method"] = []string{"tools/call"}
+		header["Mcp-Name"] = []string{toolName}
+	}
+	body, _ := json.Marshal(map[string]any{
+		"jsonrpc": "2.0", "id": c.rpcID.Add(1), "method": "tools/call",
+		"params": map[string]any{"name": toolName, "arguments": args, "_meta": meta},
+	})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, baseURL+"/mcp", bytes.NewReader(body))
+	if err != nil {
+		return outcome{kind: KindUnknown, detail: err.Error()}
+	}
+	req.Header = header
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return outcome{kind: KindUnknown} // no answer: it may or may not have happened
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return outcome{kind: KindUnknown, httpStatus: resp.StatusCode}
+	}
+	return classifyMCP(resp.StatusCode, requestID, raw)
+}
+
+// classifyMCP turns an answer of /mcp into an outcome, as classify does
+// an HTTP answer: a result with Carmy's record is KindOK (its data is the
+// text item, the JSON text of the recorded data; its error the
+// structuredContent's); a refusal (isError with carmy/error_code) is
+// classified by its code and SPEC §2.2 envelope; anything else (a
+// JSON-RPC error, an HTTP error) fits no kind of the contract.
+func classifyMCP(status int, requestID string, raw []byte) outcome {
+	o := outcome{kind: KindUnknown, httpStatus: status}
+	var a mcpAnswer
+	if status != http.StatusOK || json.Unmarshal(raw, &a) != nil || (a.Result == nil && a.Error == nil) {
+		o.detail = fmt.Sprintf("MCP: HTTP %d without a JSON-RPC answer: %q", status, raw)
+		return o
+	}
+	if a.Error != nil {
+		o.detail = fmt.Sprintf("MCP: JSON-RPC error %d: %s", a.Error.Code, a.Error.Message)
+		return o
+	}
+	r := a.Result
+	if code := r.Meta.ErrorCode; code != "" {
+		var e errorBody
+		if err := json.Unmarshal(r.Structured, &e); err != nil || e.Error.Code != code || !r.IsError {
+			o.detail = fmt.Sprintf("MCP: refusal %s without its envelope in structuredContent (isError %v): %s", code, r.IsError, raw)
+			return o
+		}
+		o.code = code
+		switch code {
+		case "IDEMPOTENCY_CONFLICT":
+			o.kind, o.executionID = KindConflict, e.Error.ExecutionID
+		case "EXECUTION_UNCERTAIN":
+			o.kind, o.executionID, o.status = KindUncertain, e.Error.ExecutionID, e.Error.Status
+			if o.status != statusRunning && o.status != statusInterrupted {
+				o.kind, o.detail = KindUnknown, fmt.Sprintf("MCP: EXECUTION_UNCERTAIN with status %q", o.status)
+			}
+		case "UNAVAILABLE":
+			o.kind = KindUnavailable
+		default:
+			o.detail = fmt.Sprintf("MCP: unexpected refusal %s: %s", code, e.Error.Message)
+		}
+		return o
+	}
+	m := r.Meta
+	switch {
+	case m.ExecutionID == "" || !finalStatuses[m.Status] || m.Replayed == nil || m.RequestID != requestID:
+		o.detail = fmt.Sprintf("MCP: a result without Carmy's record in _meta: %s", raw)
+		return o
+	case r.IsError != (m.Status != "completed"):
+		o.detail = fmt.Sprintf("MCP: isError %v for status %s: %s", r.IsError, m.Status, raw)
+		return o
+	case len(r.Content) != 1 || r.Content[0].Type != "text":
+		o.detail = fmt.Sprintf("MCP: content is not one text item: %s", raw)
+		return o
+	}
+	var data, errObj json.RawMessage
+	if m.Status == "completed" {
+		data = json.RawMessage(r.Content[0].Text)
+	} else {
+		var wrapped struct {
+			Error json.RawMessage `json:"error"`
+		}
+		if json.Unmarshal(r.Structured, &wrapped) != nil || len(wrapped.Error) == 0 {
+			o.detail = fmt.Sprintf("MCP: a %s result without its error in structuredContent: %s", m.Status, raw)
+			return o
+		}
+		errObj = wrapped.Error
+	}
+	o.kind, o.executionID, o.status, o.replayed = KindOK, m.ExecutionID, m.Status, *m.Replayed
+	o.result = canonicalResult(m.Status, data, errObj)
+	if m.Status == "completed" && json.Unmarshal(data, &o.data) == nil {
+		o.hasData = true
+	}
+	return o
 }
 
 // record is the part of GET /v1/executions?request_id=… the checks read.

@@ -14,7 +14,14 @@
 // on random nodes. Each call has a request_id; 20 % of new identities are
 // sent twice at once to two nodes; 15 % of calls revisit an earlier
 // identity, 40 % of those with different arguments (a conflict); 3 % ask
-// the tool to outlive its 2 s timeout. An agent retries an identity after
+// the tool to outlive its 2 s timeout. A third of the calls, chosen anew
+// for every attempt, go through the MCP endpoint (a stateless tools/call
+// at /mcp with the identity in _meta, at protocol version 2025-11-25 or
+// 2026-07-28) instead of POST /v1/tools/call, so that an identity's calls
+// and retries mix the transports; both are classified into the same
+// outcomes, and an MCP answer's result (status, data or error) must equal
+// the HTTP answers' (which alone carry the record's timestamps, compared
+// among HTTP answers). An agent retries an identity after
 // no answer, UNAVAILABLE or EXECUTION_UNCERTAIN, with backoff, as an agent
 // would. The tool's upstream is the ledger container: every execution of
 // the tool body is recorded there, outside the cluster, before the tool

@@ -41,8 +41,10 @@ type Op struct {
 	ExecutionID string // from the answer (OK, Conflict, Uncertain); "" when absent
 	Status      string // OK: completed|failed|timed_out|cancelled; Uncertain: running|interrupted
 	Replayed    bool   // OK only
-	Result      string // OK only: a canonical encoding of the recorded outcome (data or error); equal outcomes have equal strings
+	Result      string // OK only: a canonical encoding of the recorded outcome (status, data or error), the same over either transport; equal outcomes have equal strings
+	Stamps      string // OK over HTTP only: the record's started_at|finished_at (an MCP answer carries none)
 	Node        string // which node answered (for descriptions)
+	Transport   string // "http", or "mcp/<protocol version>"
 }
 
 // Record statuses of the contract (SPEC §1).

@@ -214,10 +214,10 @@ func newModel() porcupine.Model {
 }
 
 // describeOp is a short text for the visualisation, such as
-// "c3 n2 new completed exec_ab12… =R fp=a".
+// "c3 n2 mcp/2025-11-25 new completed exec_ab12… =R fp=a".
 func describeOp(op Op) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "c%d %s ", op.Client, op.Node)
+	fmt.Fprintf(&b, "c%d %s %s ", op.Client, op.Node, op.Transport)
 	switch op.Kind {
 	case KindOK:
 		what := "new"

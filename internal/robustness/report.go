@@ -15,6 +15,7 @@ type report struct {
 	Duration       time.Duration
 	Ops            int
 	ByKind         map[Kind]int
+	ByTransport    map[string]int // operations by transport ("http", "mcp/<version>")
 	Uncertain      map[string]int // EXECUTION_UNCERTAIN answers by status
 	Identities     int
 	Executions     int // ledger entries
@@ -56,6 +57,11 @@ func (r report) String() string {
 	for _, k := range []Kind{KindOK, KindConflict, KindUncertain, KindUnavailable, KindUnknown} {
 		fmt.Fprintf(&b, "    %-12s %d\n", k, r.ByKind[k])
 	}
+	b.WriteString("  by transport   ")
+	for _, t := range slices.Sorted(maps.Keys(r.ByTransport)) {
+		fmt.Fprintf(&b, " %s=%d", t, r.ByTransport[t])
+	}
+	b.WriteString("\n")
 	fmt.Fprintf(&b, "  uncertain answers %d (EXECUTION_UNCERTAIN: %d running, %d interrupted), unknown outcomes %d\n",
 		r.ByKind[KindUncertain], r.Uncertain[statusRunning], r.Uncertain[statusInterrupted], r.ByKind[KindUnknown])
 	fmt.Fprintf(&b, "  unavailable seconds %d\n", r.UnavailableSec)

@@ -40,7 +40,7 @@ func run(t *testing.T, cfg runConfig) report {
 	w.run(ctx, cfg.Clients)
 	<-nemesisDone
 
-	r := report{Nodes: cfg.Nodes, Clients: cfg.Clients, Seed: cfg.Seed, Duration: cfg.Duration, ByKind: map[Kind]int{}}
+	r := report{Nodes: cfg.Nodes, Clients: cfg.Clients, Seed: cfg.Seed, Duration: cfg.Duration, ByKind: map[Kind]int{}, ByTransport: map[string]int{}}
 	ops, anomalies := w.history()
 	r.Anomalies = append(r.Anomalies, anomalies...)
 	nm.mu.Lock()
@@ -62,6 +62,7 @@ func run(t *testing.T, cfg runConfig) report {
 	r.Uncertain = map[string]int{}
 	for _, op := range ops {
 		r.ByKind[op.Kind]++
+		r.ByTransport[op.Transport]++
 		if op.Kind == KindUncertain {
 			r.Uncertain[op.Status]++
 		}

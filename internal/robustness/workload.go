@@ -17,6 +17,7 @@ const (
 	pctRevisit   = 15 // a call revisits an earlier identity instead of a new one
 	pctConflict  = 40 // of the revisits: with different arguments
 	pctSlow      = 3  // the tool outlives its 2 s timeout (a timed_out record)
+	pctMCP       = 33 // a call goes through /mcp instead of POST /v1/tools/call
 	maxAttempts  = 8  // an agent gives up on an identity after this many calls
 )
 
@@ -133,14 +134,16 @@ func (w *workload) agent(ctx context.Context, rng *rand.Rand, client int, key st
 			}
 			continue
 		}
+		transport := pickTransport(rng)
 		call := w.now()
 		// The call is not bound to ctx: a call in flight when the run
 		// ends gets its answer (or its client timeout).
-		o := w.nc.call(context.Background(), url, key, args)
+		o := w.nc.callVia(context.Background(), transport, url, key, args)
 		ret := w.now()
 		w.record(Op{
 			Client: client, Key: key, Fingerprint: fp, Call: call, Return: ret, Kind: o.kind,
-			ExecutionID: o.executionID, Status: o.status, Replayed: o.replayed, Result: o.result, Node: node,
+			ExecutionID: o.executionID, Status: o.status, Replayed: o.replayed, Result: o.result, Stamps: o.stamps,
+			Node: node, Transport: transport,
 		}, o)
 		switch {
 		case o.kind == KindOK, o.kind == KindConflict:
@@ -155,13 +158,23 @@ func (w *workload) agent(ctx context.Context, rng *rand.Rand, client int, key st
 	}
 }
 
+// pickTransport chooses how a call is made: over MCP (pctMCP of calls, at
+// one of mcpVersions), else over HTTP. Every attempt chooses anew, so an
+// identity's calls and retries mix the transports.
+func pickTransport(rng *rand.Rand) string {
+	if rng.IntN(100) < pctMCP {
+		return transportMCP + "/" + mcpVersions[rng.IntN(len(mcpVersions))]
+	}
+	return transportHTTP
+}
+
 // record appends an op to the history, with what was unexpected about it.
 func (w *workload) record(op Op, o outcome) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.ops = append(w.ops, op)
 	if o.detail != "" {
-		w.anomaly = append(w.anomaly, fmt.Sprintf("%s on %s: %s", op.Key, op.Node, o.detail))
+		w.anomaly = append(w.anomaly, fmt.Sprintf("%s on %s (%s): %s", op.Key, op.Node, op.Transport, o.detail))
 	}
 	if o.kind == KindOK && o.status == "completed" {
 		w.done = append(w.done, completedAnswer{key: op.Key, executionID: o.executionID, node: op.Node, data: o.data, hasData: o.hasData})
