@@ -518,3 +518,71 @@ func mcpRawChecks(t *testing.T, n mcpNode) {
 		t.Errorf("after the bad input: %v", err)
 	}
 }
+
+// TestMCPThreeNodes: one identity on a cluster of three processes, over
+// both transports (SPEC §5.1: a call made over MCP and one made over HTTP
+// with the same identity are the same call). create_order is called over
+// MCP on a follower (the go-sdk client, 2025-11-25), retried over HTTP on
+// the leader and over MCP on the other follower (mcp-go at 2025-06-18,
+// then go-sdk at 2026-07-28, which the SDK serves without Carmy's fast
+// path): it runs once. create_order's order id is the reservation's
+// fencing token, unique cluster-wide, so a second execution anywhere
+// would show as another order id, as well as another execution id.
+func TestMCPThreeNodes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the carmy binary and runs a cluster of three processes")
+	}
+	bin := testutil.BuildCarmy(t)
+	// --dev: the demo tools, auth off (the cluster helpers read
+	// GET /v1/cluster without a token), every caller anonymous; the
+	// clients' token is ignored.
+	c := testutil.StartCluster(t, bin, 3, testutil.StartOptions{}, "--dev", "--fast-failover")
+	leader := c.Leader(t, 30*time.Second)
+	followers := c.Followers(leader)
+	if len(followers) != 2 {
+		t.Fatalf("%d followers of %s, want 2", len(followers), leader.ID())
+	}
+	a, b, cn := mcpNode{followers[0], t}, mcpNode{leader, t}, mcpNode{followers[1], t}
+
+	const rid, session = "order-3n-1", "s-3n"
+	meta := map[string]any{"carmy/request_id": rid, "carmy/session_id": session, "carmy/metadata": map[string]any{"agent": "planner"}}
+	args := map[string]any{"sku": "KB-01"}
+
+	first := newSDKClient(t, a, mcpPlanner, "2025-11-25").call("create_order", args, meta)
+	execID, _ := first.meta["carmy/execution_id"].(string)
+	orderID := first.structured["order_id"]
+	if _, isNumber := orderID.(float64); first.isError || first.meta["carmy/replayed"] != false || first.meta["carmy/status"] != "completed" ||
+		!strings.HasPrefix(execID, "exec_") || !isNumber {
+		t.Fatalf("MCP on %s: %+v, want a first run creating an order", a.ID(), first)
+	}
+
+	status, body := b.httpCall(mcpPlanner, fmt.Sprintf(`{"tool":"create_order","arguments":{"sku":"KB-01"},"request_id":%q,"session_id":%q,"metadata":{"agent":"planner"}}`, rid, session))
+	data, _ := body["data"].(map[string]any)
+	if status != 200 || body["replayed"] != true || body["execution_id"] != execID || data["order_id"] != orderID {
+		t.Errorf("HTTP retry on %s: %d %v, want a replay of %s (order %v)", b.ID(), status, body, execID, orderID)
+	}
+
+	for _, retry := range []struct {
+		impl    string
+		version string
+		client  func(*testing.T, mcpNode, string, string) mcpClient
+	}{{"mcp-go", "2025-06-18", newM3Client}, {"go-sdk", "2026-07-28", newSDKClient}} {
+		again := retry.client(t, cn, mcpPlanner, retry.version).call("create_order", args, meta)
+		if again.isError || again.meta["carmy/replayed"] != true || again.meta["carmy/execution_id"] != execID ||
+			again.meta["carmy/status"] != "completed" || again.structured["order_id"] != orderID {
+			t.Errorf("MCP retry on %s (%s %s): %+v, want a replay of %s (order %v)", cn.ID(), retry.impl, retry.version, again, execID, orderID)
+		}
+	}
+
+	// One execution: the record, read on any node, is A's, completed.
+	for _, n := range []mcpNode{a, b, cn} {
+		_, _, raw := n.raw(http.MethodGet, "/v1/executions?session_id="+session+"&request_id="+rid, "", map[string]string{"Authorization": "Bearer " + mcpPlanner})
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(raw), &rec); err != nil {
+			t.Fatalf("%s: lookup: %v: %s", n.ID(), err, raw)
+		}
+		if rec["execution_id"] != execID || rec["status"] != "completed" || rec["node_id"] != a.ID() {
+			t.Errorf("%s: the record is %s, want %s, completed on %s", n.ID(), raw, execID, a.ID())
+		}
+	}
+}
