@@ -1,0 +1,47 @@
+package mcp
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+// BenchmarkToolsCall measures one tools/call through the endpoint alone
+// (over detRuntime, which answers at once), on the fast path and with
+// every request through the SDK:
+//
+//	go test ./api/mcp -run '^$' -bench ToolsCall -benchmem
+func BenchmarkToolsCall(b *testing.B) {
+	for _, path := range []string{"fast", "sdk"} {
+		b.Run(path, func(b *testing.B) {
+			p := newPathPair(b, true)
+			h := p.fast
+			if path == "sdk" {
+				h = p.sdk
+			}
+			h.cfg.Observe = nil // nothing to collect
+			var n atomic.Int64
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					id := strconv.FormatInt(n.Add(1), 10)
+					body := `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"echo","arguments":{"payload":"0123456789abcdef0123456789abcdef"},"_meta":{"carmy/session_id":"bench","carmy/request_id":"r-` + id + `"}}}`
+					r := httptest.NewRequest(http.MethodPost, Path, strings.NewReader(body))
+					r.Header.Set("Content-Type", "application/json")
+					r.Header.Set("Accept", "application/json, text/event-stream")
+					r.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+					r.Header.Set("Authorization", "Bearer tok-all")
+					w := httptest.NewRecorder()
+					h.ServeHTTP(w, r)
+					if w.Code != http.StatusOK {
+						b.Errorf("%d %s", w.Code, w.Body.String())
+						return
+					}
+				}
+			})
+		})
+	}
+}
