@@ -354,6 +354,10 @@ func fastCases() []fastCase {
 		withHeader(ok("wildcard accept", callBody("1", echo)), "Accept", "*/*"),
 		withHeader(ok("accept with parameters", callBody("1", echo)), "Accept", "text/event-stream;q=0.5, Application/JSON"),
 		withHeader(ok("version 2025-06-18", callBody("1", echo)), "Mcp-Protocol-Version", "2025-06-18"),
+		// A stateless server ignores a session id, as the SDK does.
+		withHeader(ok("Mcp-Session-Id", callBody("1", echo)), "Mcp-Session-Id", "some-session"),
+		// Mcp-Method and Mcp-Name are read from 2026-07-28 on only.
+		withHeader(ok("Mcp-Method of another method", callBody("1", echo)), "Mcp-Method", "tools/list", "Mcp-Name", "other"),
 	)
 	return cases
 }
