@@ -16,6 +16,7 @@ type report struct {
 	Ops            int
 	ByKind         map[Kind]int
 	ByTransport    map[string]int // operations by transport ("http", "mcp/<version>")
+	Mixed          int            // identities answered with a result over both HTTP and MCP
 	Uncertain      map[string]int // EXECUTION_UNCERTAIN answers by status
 	Identities     int
 	Executions     int // ledger entries
@@ -61,7 +62,7 @@ func (r report) String() string {
 	for _, t := range slices.Sorted(maps.Keys(r.ByTransport)) {
 		fmt.Fprintf(&b, " %s=%d", t, r.ByTransport[t])
 	}
-	b.WriteString("\n")
+	fmt.Fprintf(&b, "; %d identities answered with a result over both\n", r.Mixed)
 	fmt.Fprintf(&b, "  uncertain answers %d (EXECUTION_UNCERTAIN: %d running, %d interrupted), unknown outcomes %d\n",
 		r.ByKind[KindUncertain], r.Uncertain[statusRunning], r.Uncertain[statusInterrupted], r.ByKind[KindUnknown])
 	fmt.Fprintf(&b, "  unavailable seconds %d\n", r.UnavailableSec)

@@ -60,15 +60,27 @@ func run(t *testing.T, cfg runConfig) report {
 	}
 	keys := map[string]bool{}
 	r.Uncertain = map[string]int{}
+	answeredOver := map[string]map[bool]bool{} // identity → over MCP? → answered with a result
 	for _, op := range ops {
 		r.ByKind[op.Kind]++
 		r.ByTransport[op.Transport]++
+		if op.Kind == KindOK {
+			if answeredOver[op.Key] == nil {
+				answeredOver[op.Key] = map[bool]bool{}
+			}
+			answeredOver[op.Key][op.Transport != transportHTTP] = true
+		}
 		if op.Kind == KindUncertain {
 			r.Uncertain[op.Status]++
 		}
 		keys[op.Key] = true
 	}
 	r.Ops, r.Identities = len(ops), len(keys)
+	for _, over := range answeredOver {
+		if len(over) == 2 {
+			r.Mixed++
+		}
+	}
 	r.UnavailableSec = unavailableSeconds(ops)
 	var keyList []string
 	for k := range sortedPairs(keys) {
