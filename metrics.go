@@ -100,6 +100,22 @@ func (m *runtimeMetrics) register(reg *prometheus.Registry, r *engine.Runtime) {
 			Help: "The bound on carmy_store_bytes (--max-bytes; 0: none); calls answer IDEMPOTENCY_CAPACITY when a new record would not fit.",
 		}, stat(func(s store.Stats) int { return int(s.MaxBytes) })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "carmy_executions_interrupted",
+			Help: "Interrupted executions (their runner died) in the store, as this node has applied them: each answers EXECUTION_UNCERTAIN until an operator resolves it. 0 for a store that cannot count them; -1 when the count failed.",
+		}, func() float64 {
+			ic, ok := r.Store().(store.InterruptedCounter)
+			if !ok {
+				return 0
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			n, err := ic.Interrupted(ctx)
+			if err != nil {
+				return -1
+			}
+			return float64(n)
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "carmy_executions_running",
 			Help: "Tools running on this node now.",
 		}, func() float64 { return float64(r.Running()) }),

@@ -96,6 +96,11 @@ func newNodeMetrics() *nodeMetrics {
 // memberlist and BoltDB metrics (routed from go-metrics) to reg.
 func (n *Node) registerMetrics(reg prometheus.Registerer) error {
 	m := n.metrics
+	// Every kind at 0 from the start, so that rate() and alerts see the
+	// series before the first error.
+	for _, kind := range []string{"not_sent", "not_leader", "commit_unknown", "other"} {
+		m.fwdErrors.WithLabelValues(kind)
+	}
 	cs := []prometheus.Collector{
 		m.logWrites, m.logEntries, m.applies, m.applyDuration,
 		m.fwdBatches, m.fwdCommands, m.fwdErrors, m.fwdDuration, m.fwdBatchSize,

@@ -129,6 +129,10 @@ func (s *Store) Expire(ctx context.Context, cutoff time.Time) (int, error) {
 // Stats implements store.Store: this node's applied state.
 func (s *Store) Stats(context.Context) (store.Stats, error) { return s.n.fsm.Stats(), nil }
 
+// Interrupted implements store.InterruptedCounter, from this node's
+// applied state.
+func (s *Store) Interrupted(context.Context) (int, error) { return s.n.fsm.Interrupted(), nil }
+
 // Ready reports whether the node can serve (carmy.Readier).
 func (s *Store) Ready(ctx context.Context) error { return s.n.Ready(ctx) }
 

@@ -209,6 +209,13 @@ func (f *FSM) Stats() store.Stats {
 	return store.Stats{Entries: f.p.st.Len(), Capacity: f.p.st.Capacity(), Bytes: f.p.st.Bytes(), MaxBytes: f.p.st.MaxBytes()}
 }
 
+// Interrupted counts the interrupted records this replica has applied.
+func (f *FSM) Interrupted() int {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.p.st.Interrupted()
+}
+
 // CapacitySet reports whether the cluster's capacity has been set.
 func (f *FSM) CapacitySet() bool {
 	f.mu.RLock()

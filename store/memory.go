@@ -146,3 +146,10 @@ func (m *Memory) Stats(context.Context) (Stats, error) {
 	defer m.mu.Unlock()
 	return Stats{Entries: m.st.Len(), Capacity: m.st.Capacity(), Bytes: m.st.Bytes(), MaxBytes: m.st.MaxBytes()}, nil
 }
+
+// Interrupted implements InterruptedCounter.
+func (m *Memory) Interrupted(context.Context) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.st.Interrupted(), nil
+}

@@ -72,6 +72,19 @@ func (s *State) SetCapacity(n int) { s.capacity = n }
 // Len returns the number of records.
 func (s *State) Len() int { return len(s.byKey) }
 
+// Interrupted counts the interrupted records: executions whose runner died
+// and that answer EXECUTION_UNCERTAIN until someone resolves them. It
+// looks at every record, so it is for gauges, not for every call.
+func (s *State) Interrupted() int {
+	n := 0
+	for _, r := range s.byKey {
+		if r.Status == StatusInterrupted {
+			n++
+		}
+	}
+	return n
+}
+
 // PrincipalEntries returns the number of records principal holds: running,
 // interrupted and finished.
 func (s *State) PrincipalEntries(principal string) int { return s.perPrincipal[principal] }

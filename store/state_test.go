@@ -52,3 +52,25 @@ func TestStateReserveNeedsGrowingSeq(t *testing.T) {
 		t.Fatal("Reserve accepted a seq that does not grow")
 	}
 }
+
+// TestStateInterrupted: the count of interrupted records follows marking
+// and settling (the carmy_executions_interrupted gauge).
+func TestStateInterrupted(t *testing.T) {
+	s := store.NewState(10)
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	for i, id := range []string{"a", "b", "c"} {
+		k := store.Key{Principal: "p", RequestID: id}
+		if _, err := s.Reserve(k, "fp", store.Execution{ID: "e-" + id, Tool: "t", NodeID: "n1", StartedAt: t0}, uint64(i+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := s.Interrupted(); n != 0 {
+		t.Fatalf("Interrupted() = %d before any, want 0", n)
+	}
+	if n := s.MarkInterrupted("n1"); n != 3 {
+		t.Fatalf("MarkInterrupted = %d, want 3", n)
+	}
+	if n := s.Interrupted(); n != 3 {
+		t.Fatalf("Interrupted() = %d, want 3", n)
+	}
+}

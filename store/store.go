@@ -94,6 +94,13 @@ type Stats struct {
 	MaxBytes int64
 }
 
+// InterruptedCounter is implemented by stores that can count their
+// interrupted records (the carmy_executions_interrupted gauge): the
+// executions waiting for an operator to reconcile them.
+type InterruptedCounter interface {
+	Interrupted(ctx context.Context) (int, error)
+}
+
 // Store records reservations and outcomes of tool calls. Implementations
 // must be safe for concurrent use, and every write must be durable (to the
 // degree the implementation promises) before it returns.

@@ -6,7 +6,7 @@ import "strings"
 // statements are fixed per Store, so pgx prepares each once per
 // connection.
 type queries struct {
-	get, lookup, list, listAll, stats string
+	get, lookup, list, listAll, stats, interrupted string
 
 	reserve string
 
@@ -34,6 +34,8 @@ func newQueries(n names) queries {
 		list:    x(`SELECT ` + recordColumns + ` FROM {records} WHERE principal = $1 AND session_id = $2 AND seq < $3 ORDER BY seq DESC LIMIT $4`),
 		listAll: x(`SELECT ` + recordColumns + ` FROM {records} WHERE session_id = $1 AND seq < $2 ORDER BY seq DESC LIMIT $3`),
 		stats:   x(`SELECT entries, bytes FROM {meta} WHERE singleton`),
+		// interrupted scans the records (for a gauge, not for calls).
+		interrupted: x(`SELECT count(*) FROM {records} WHERE status = 'interrupted'`),
 
 		// One reservation, all or nothing, in a transaction that already
 		// holds the meta row (lockMeta): no other transaction can then

@@ -172,6 +172,15 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 // none); see Config.MaxBytes.
 func (s *Store) SetMaxBytes(n int64) { s.maxBytes.Store(max(n, 0)) }
 
+// Interrupted implements store.InterruptedCounter.
+func (s *Store) Interrupted(ctx context.Context) (int, error) {
+	var n int64
+	if err := s.pool.QueryRow(ctx, s.q.interrupted).Scan(&n); err != nil {
+		return 0, readErr("count interrupted", err)
+	}
+	return int(n), nil
+}
+
 // one reads the record a query selects, or store.ErrNotFound.
 func (s *Store) one(ctx context.Context, op, sql string, args ...any) (store.Record, error) {
 	rows, err := s.pool.Query(ctx, sql, args...)
