@@ -120,38 +120,21 @@ func tlsCmd(args []string, now time.Time, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stderr, "carmy tls cert: --node-id is required\n\n%s", tlsUsage)
 			return errUsage
 		}
-		var addrs []net.IP
-		for _, s := range splitList(*ips) {
-			ip := net.ParseIP(s)
-			if ip == nil {
-				return fmt.Errorf("carmy tls cert: --ip %q is not an IP address", s)
-			}
-			addrs = append(addrs, ip)
-		}
-		cp, err := os.ReadFile(caCert)
+		addrs, err := parseIPs(*ips)
 		if err != nil {
-			return fmt.Errorf("carmy tls cert: the CA (carmy tls ca makes one): %w", err)
+			return err
 		}
-		kp, err := os.ReadFile(caKey)
+		cp, kp, err := readCA(caCert, caKey)
 		if err != nil {
-			return fmt.Errorf("carmy tls cert: the CA key: %w", err)
+			return err
 		}
-		life := certs.NodeLifetime
-		if *days > 0 {
-			life = time.Duration(*days) * 24 * time.Hour
-		}
-		c, k, err := certs.NewNodeCert(cp, kp, *nodeID, splitList(*dns), addrs, life, now)
+		c, k, err := certs.NewNodeCert(cp, kp, *nodeID, splitList(*dns), addrs, lifetime(*days), now)
 		if err != nil {
 			return err
 		}
 		certFile, keyFile := filepath.Join(*dir, *nodeID+".pem"), filepath.Join(*dir, *nodeID+"-key.pem")
 		// A node certificate may be renewed in place: nodes reload it.
-		// Each file is replaced whole (a node never reads half of one),
-		// and a key is 0600 whatever the file it replaces was.
-		if err := replaceFile(keyFile, k, 0o600); err != nil {
-			return err
-		}
-		if err := replaceFile(certFile, c, 0o644); err != nil {
+		if err := writePair(certFile, keyFile, c, k); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "wrote %s and %s\n", certFile, keyFile)
@@ -177,41 +160,70 @@ func apiCert(dir, caCert, caKey, names, dns, ips, nodeID string, days int, now t
 			dnsNames = append(dnsNames, n)
 		}
 	}
-	for _, s := range splitList(ips) {
-		ip := net.ParseIP(s)
-		if ip == nil {
-			return fmt.Errorf("carmy tls cert: --ip %q is not an IP address", s)
-		}
-		addrs = append(addrs, ip)
+	more, err := parseIPs(ips)
+	if err != nil {
+		return err
 	}
+	addrs = append(addrs, more...)
 	if len(dnsNames) == 0 && len(addrs) == 0 {
 		return fmt.Errorf("carmy tls cert --role api: --name is required (the API's DNS names and IP addresses, comma-separated)")
 	}
-	cp, err := os.ReadFile(caCert)
+	cp, kp, err := readCA(caCert, caKey)
 	if err != nil {
-		return fmt.Errorf("carmy tls cert: the CA (carmy tls ca makes one): %w", err)
+		return err
 	}
-	kp, err := os.ReadFile(caKey)
-	if err != nil {
-		return fmt.Errorf("carmy tls cert: the CA key: %w", err)
-	}
-	life := certs.NodeLifetime
-	if days > 0 {
-		life = time.Duration(days) * 24 * time.Hour
-	}
-	c, k, err := certs.NewAPICert(cp, kp, dnsNames, addrs, life, now)
+	c, k, err := certs.NewAPICert(cp, kp, dnsNames, addrs, lifetime(days), now)
 	if err != nil {
 		return err
 	}
 	certFile, keyFile := filepath.Join(dir, "api.pem"), filepath.Join(dir, "api-key.pem")
-	if err := replaceFile(keyFile, k, 0o600); err != nil {
-		return err
-	}
-	if err := replaceFile(certFile, c, 0o644); err != nil {
+	if err := writePair(certFile, keyFile, c, k); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "wrote %s and %s (an API certificate: no node role)\n", certFile, keyFile)
 	return nil
+}
+
+// parseIPs reads --ip: comma-separated IP addresses.
+func parseIPs(list string) ([]net.IP, error) {
+	var addrs []net.IP
+	for _, s := range splitList(list) {
+		ip := net.ParseIP(s)
+		if ip == nil {
+			return nil, fmt.Errorf("carmy tls cert: --ip %q is not an IP address", s)
+		}
+		addrs = append(addrs, ip)
+	}
+	return addrs, nil
+}
+
+// readCA reads the CA's certificate and key that sign a certificate.
+func readCA(certPath, keyPath string) (cert, key []byte, err error) {
+	if cert, err = os.ReadFile(certPath); err != nil {
+		return nil, nil, fmt.Errorf("carmy tls cert: the CA (carmy tls ca makes one): %w", err)
+	}
+	if key, err = os.ReadFile(keyPath); err != nil {
+		return nil, nil, fmt.Errorf("carmy tls cert: the CA key: %w", err)
+	}
+	return cert, key, nil
+}
+
+// lifetime is --days as a duration, or a node certificate's default.
+func lifetime(days int) time.Duration {
+	if days > 0 {
+		return time.Duration(days) * 24 * time.Hour
+	}
+	return certs.NodeLifetime
+}
+
+// writePair writes a certificate (0644) and its key (0600), each replaced
+// whole (a node reloading them never reads half of one), the key 0600
+// whatever the file it replaces was.
+func writePair(certFile, keyFile string, cert, key []byte) error {
+	if err := replaceFile(keyFile, key, 0o600); err != nil {
+		return err
+	}
+	return replaceFile(certFile, cert, 0o644)
 }
 
 // writeNew writes a file that must not exist yet (a CA is never
