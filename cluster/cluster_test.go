@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/cluster"
+	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -184,7 +185,7 @@ func TestSnapshotInstallToLaggingNode(t *testing.T) {
 	}
 	mustReserve(t, back.Store(), key("s-7"), exec(back.ID()), store.Uncertain)
 	// The snapshot it installed is as private as one it took (finding 7).
-	assertPrivate(t, back.cfg.DataDir)
+	testutil.AssertPrivate(t, back.cfg.DataDir)
 }
 
 func TestMembership(t *testing.T) {

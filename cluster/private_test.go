@@ -2,7 +2,6 @@ package cluster_test
 
 import (
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,48 +9,9 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/cluster"
+	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/store"
 )
-
-// assertPrivate fails the test unless every directory under dir is 0700
-// and every file 0600 or tighter (issue 14, finding 7). It returns the
-// paths it checked, relative to dir.
-func assertPrivate(t *testing.T, dir string) []string {
-	t.Helper()
-	var seen []string
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if os.IsNotExist(err) { // a snapshot reaped while walking
-				return nil
-			}
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			if os.IsNotExist(err) {
-				return nil
-			}
-			return err
-		}
-		rel, _ := filepath.Rel(dir, path)
-		if strings.HasSuffix(filepath.Dir(rel), ".tmp") || strings.HasSuffix(rel, ".tmp") {
-			// A snapshot being written: hashicorp/raft creates it with
-			// the process's umask (this test's is not 077, carmy serve's
-			// is) and it is made private when it closes; the 0700 data
-			// dir keeps it from others meanwhile.
-			return nil
-		}
-		seen = append(seen, rel)
-		if perm := info.Mode().Perm(); perm&0o077 != 0 {
-			t.Errorf("%s is mode %v: others may read it", rel, perm)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return seen
-}
 
 // TestDataDirIsPrivate: a data dir left readable by others (0755, with a
 // 0644 file in it, as an operator's mkdir and an old release left it) is
@@ -79,7 +39,7 @@ func TestDataDirIsPrivate(t *testing.T) {
 	waitFor(t, "a snapshot", 30*time.Second, func() bool {
 		return n.Raft().Stats()["last_snapshot_index"] != "0"
 	})
-	seen := assertPrivate(t, dir)
+	seen := testutil.AssertPrivate(t, dir)
 	var snapFiles int
 	for _, p := range seen {
 		if strings.HasPrefix(p, "snapshots"+string(filepath.Separator)) && strings.HasSuffix(p, "state.bin") {

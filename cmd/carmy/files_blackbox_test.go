@@ -62,31 +62,7 @@ func TestBlackBoxDataDirIsPrivate(t *testing.T) {
 		}
 		return nil
 	})
-	var checked []string
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if os.IsNotExist(err) { // reaped while walking
-				return nil
-			}
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			if os.IsNotExist(err) {
-				return nil
-			}
-			return err
-		}
-		rel, _ := filepath.Rel(dir, path)
-		checked = append(checked, rel)
-		if perm := info.Mode().Perm(); perm&0o077 != 0 {
-			t.Errorf("%s is mode %v: other users may read it", rel, perm)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	checked := testutil.AssertPrivate(t, dir)
 	if !strings.Contains(strings.Join(checked, " "), "raft.db") {
 		t.Fatalf("raft.db not among the checked paths %v", checked)
 	}

@@ -77,7 +77,7 @@ func TestBlackBoxMCPGatewayThreeNodes(t *testing.T) {
 		gwWaitTools(t, n.URL, "remote.create", "remote.block", "local.create", "local.block")
 	}
 	localRuns := func(line string) int {
-		return len(slices.DeleteFunc(readLines(t, countFile), func(l string) bool { return l != line }))
+		return len(slices.DeleteFunc(lineSet(t, countFile), func(l string) bool { return l != line }))
 	}
 
 	// The same identity through the three nodes at once, then again on
@@ -116,7 +116,7 @@ func TestBlackBoxMCPGatewayThreeNodes(t *testing.T) {
 		t.Errorf("the HTTP upstream ran create %d times", r)
 	}
 	if r := localRuns("create r3-local.create"); r != 1 {
-		t.Errorf("the stdio upstreams ran create %d times: %q", r, readLines(t, countFile))
+		t.Errorf("the stdio upstreams ran create %d times: %q", r, lineSet(t, countFile))
 	}
 
 	// A follower runs the blocking tools and is killed with -9: the other
@@ -132,7 +132,7 @@ func TestBlackBoxMCPGatewayThreeNodes(t *testing.T) {
 	}
 	testutil.WaitFor(t, 30*time.Second, "both blocking tools started on "+victim.ID(), func() error {
 		if remote.runsOf("block k3-remote.block") != 1 || localRuns("block k3-local.block") != 1 {
-			return fmt.Errorf("remote %d, local %q", remote.runsOf("block k3-remote.block"), readLines(t, countFile))
+			return fmt.Errorf("remote %d, local %q", remote.runsOf("block k3-remote.block"), lineSet(t, countFile))
 		}
 		return nil
 	})
@@ -158,20 +158,6 @@ func TestBlackBoxMCPGatewayThreeNodes(t *testing.T) {
 		t.Errorf("remote.block ran %d times", r)
 	}
 	if r := localRuns("block k3-local.block"); r != 1 {
-		t.Errorf("local.block ran %d times: %q", r, readLines(t, countFile))
+		t.Errorf("local.block ran %d times: %q", r, lineSet(t, countFile))
 	}
-}
-
-// readLines returns the lines of path ("" lines dropped; none when it does
-// not exist yet).
-func readLines(t *testing.T, path string) []string {
-	t.Helper()
-	raw, err := os.ReadFile(path)
-	if os.IsNotExist(err) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return slices.DeleteFunc(strings.Split(string(raw), "\n"), func(s string) bool { return s == "" })
 }
