@@ -80,6 +80,20 @@ type Execution struct {
 	DedupeWindow time.Duration `json:"dedupe_window,omitempty"`
 }
 
+// Validate checks what every store requires of a reservation's execution:
+// an id, no negative bound, no negative window.
+func (exec Execution) Validate() error {
+	switch {
+	case exec.ID == "":
+		return invalidf("reserve: empty execution id")
+	case exec.Quota < 0 || exec.ByteQuota < 0 || exec.Headroom < 0:
+		return invalidf("reserve: negative quota %d, byte quota %d or headroom %d", exec.Quota, exec.ByteQuota, exec.Headroom)
+	case exec.DedupeWindow < 0:
+		return invalidf("reserve: negative dedupe window %s", exec.DedupeWindow)
+	}
+	return nil
+}
+
 // Expired reports whether exec may replace rec under its DedupeWindow: rec
 // is finished and started DedupeWindow or more before exec.
 func (exec Execution) Expired(rec Record) bool {

@@ -108,14 +108,11 @@ func (s *State) Reserve(key Key, fingerprint string, exec Execution, seq uint64)
 		return Reservation{}, invalidf("reserve: empty request_id")
 	case fingerprint == "":
 		return Reservation{}, invalidf("reserve: empty fingerprint")
-	case exec.ID == "":
-		return Reservation{}, invalidf("reserve: empty execution id")
 	case seq <= s.lastSeq:
 		return Reservation{}, invalidf("reserve: seq %d not above %d", seq, s.lastSeq)
-	case exec.Quota < 0 || exec.ByteQuota < 0 || exec.Headroom < 0:
-		return Reservation{}, invalidf("reserve: negative quota %d, byte quota %d or headroom %d", exec.Quota, exec.ByteQuota, exec.Headroom)
-	case exec.DedupeWindow < 0:
-		return Reservation{}, invalidf("reserve: negative dedupe window %s", exec.DedupeWindow)
+	}
+	if err := exec.Validate(); err != nil {
+		return Reservation{}, err
 	}
 	if r, ok := s.byKey[key]; ok && r.Fingerprint == fingerprint && exec.Expired(*r) {
 		// Past the dedupe window: a fresh execution replaces the record

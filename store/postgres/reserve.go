@@ -55,16 +55,10 @@ func checkReserve(key store.Key, fingerprint string, exec store.Execution) error
 		return invalidf("reserve: empty request_id")
 	case fingerprint == "":
 		return invalidf("reserve: empty fingerprint")
-	case exec.ID == "":
-		return invalidf("reserve: empty execution id")
-	case exec.Quota < 0 || exec.ByteQuota < 0 || exec.Headroom < 0:
-		return invalidf("reserve: negative quota %d, byte quota %d or headroom %d", exec.Quota, exec.ByteQuota, exec.Headroom)
-	case exec.DedupeWindow < 0:
-		return invalidf("reserve: negative dedupe window %s", exec.DedupeWindow)
 	case !validKey(key) || !validText(fingerprint) || !validText(exec.ID) || !validText(exec.Tool) || !validText(exec.NodeID):
 		return invalidf("reserve: the key, fingerprint, execution id, tool and node id must be valid UTF-8 without NUL")
 	}
-	return nil
+	return exec.Validate()
 }
 
 // answer is Reserve's answer for an identity that rec holds.
