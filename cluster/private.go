@@ -126,14 +126,16 @@ type privateSink struct {
 }
 
 // Close finishes the snapshot (Raft then considers it durable) and makes
-// the store private. A failure to change modes is logged, not returned:
+// it private. A failure to change modes is logged, not returned:
 // the snapshot itself is good, and failing it would make Raft keep a
 // longer log for no gain in privacy (the data dir is 0700).
 func (p *privateSink) Close() error {
 	if err := p.SnapshotSink.Close(); err != nil {
 		return err
 	}
-	if err := makePrivate(p.store.dir, nil); err != nil && p.store.log != nil {
+	// Only this snapshot: the older ones were made private when they
+	// closed. hashicorp/raft keeps them under <dir>/snapshots/<id>.
+	if err := makePrivate(filepath.Join(p.store.dir, "snapshots", p.ID()), nil); err != nil && p.store.log != nil {
 		p.store.log.Warn("a snapshot could not be made private", slog.String("snapshot", p.ID()), slog.Any("error", err))
 	}
 	return nil

@@ -2,7 +2,6 @@ package main
 
 import (
 	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -71,19 +70,17 @@ func generatedClusterKey(dataDir string, log *slog.Logger) (string, error) {
 		if len(key) < cluster.MinClusterKeyBytes {
 			return "", fmt.Errorf("refusing to start: %s holds %d bytes, want at least %d: remove it to generate a new key", path, len(key), cluster.MinClusterKeyBytes)
 		}
-		if st, err := os.Stat(path); err == nil && st.Mode().Perm()&0o077 != 0 {
-			log.Warn("the cluster key file is readable by others than its owner: chmod 600 it", slog.String("path", path), slog.String("mode", st.Mode().Perm().String()))
-		}
+		// A file left readable by others is made 0600, with a warning,
+		// when the node makes its data dir private (cluster.Open).
 		log.Info("using the cluster key kept in the data dir; "+join, slog.String("path", path))
 		return key, nil
 	case !errors.Is(err, fs.ErrNotExist):
 		return "", fmt.Errorf("the cluster key in the data dir: %w", err)
 	}
-	raw := make([]byte, keygenBytes)
-	if _, err := rand.Read(raw); err != nil {
+	key, err := newKey(rand.Reader)
+	if err != nil {
 		return "", fmt.Errorf("generating a cluster key: %w", err)
 	}
-	key := base64.StdEncoding.EncodeToString(raw)
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return "", fmt.Errorf("data dir: %w", err)
 	}

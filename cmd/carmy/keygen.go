@@ -16,10 +16,20 @@ func keygen(args []string, random io.Reader, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "carmy keygen: unexpected argument %q\n\nUsage: carmy keygen\n", args[0])
 		return errUsage
 	}
+	key, err := newKey(random)
+	if err != nil {
+		return fmt.Errorf("keygen: %w", err)
+	}
+	_, err = fmt.Fprintln(stdout, key)
+	return err
+}
+
+// newKey returns keygenBytes random bytes from random in standard base64:
+// a gossip key, a cluster key or a token.
+func newKey(random io.Reader) (string, error) {
 	key := make([]byte, keygenBytes)
 	if _, err := io.ReadFull(random, key); err != nil {
-		return fmt.Errorf("keygen: reading random bytes: %w", err)
+		return "", fmt.Errorf("reading random bytes: %w", err)
 	}
-	_, err := fmt.Fprintln(stdout, base64.StdEncoding.EncodeToString(key))
-	return err
+	return base64.StdEncoding.EncodeToString(key), nil
 }
