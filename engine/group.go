@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -76,6 +77,7 @@ func (r *Runtime) SetToolGroup(prefix string, specs []ToolSpec) error {
 		g = &toolGroup{}
 		r.groups[prefix] = g
 	}
+	same := r.sameListingLocked(g, tools)
 	for _, name := range g.names {
 		delete(r.tools, name)
 	}
@@ -84,8 +86,31 @@ func (r *Runtime) SetToolGroup(prefix string, specs []ToolSpec) error {
 		r.tools[t.Name] = t
 		g.names = append(g.names, t.Name)
 	}
-	r.toolsGen.Add(1)
+	if !same {
+		// Readers of the tool list (the MCP catalog) rebuild only when it
+		// changed, not on every periodic refresh of an upstream.
+		r.toolsGen.Add(1)
+	}
 	return nil
+}
+
+// sameListingLocked reports whether tools list exactly as the group's
+// tools do now (names in order, descriptions, schemas, timeouts,
+// annotations, request id rule, dedupe window): replacing one by the other
+// changes what a caller sees of them nowhere. r.mu is held.
+func (r *Runtime) sameListingLocked(g *toolGroup, tools []*tool) bool {
+	if len(g.names) != len(tools) {
+		return false
+	}
+	for i, t := range tools {
+		old, ok := r.tools[g.names[i]]
+		if !ok || old.Name != t.Name || old.Description != t.Description || old.Timeout != t.Timeout ||
+			old.RequireRequestID != t.RequireRequestID || old.DedupeWindow != t.DedupeWindow ||
+			!bytes.Equal(old.InputSchema, t.InputSchema) || !bytes.Equal(old.Annotations, t.Annotations) {
+			return false
+		}
+	}
+	return true
 }
 
 // SetToolGroupUnavailable makes the group prefix unavailable: until the

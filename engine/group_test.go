@@ -44,6 +44,23 @@ func TestToolGroupUnavailableThenListed(t *testing.T) {
 	if app.ToolsGeneration() == gen {
 		t.Fatal("ToolsGeneration did not change when the group's tools were set")
 	}
+	// The same tools again (an upstream's periodic refresh): the listing
+	// did not change, so readers of the tool list need not rebuild.
+	gen = app.ToolsGeneration()
+	if err := app.SetToolGroup("tickets", []engine.ToolSpec{groupSpec("tickets.create", &c), groupSpec("tickets.close", &c)}); err != nil {
+		t.Fatal(err)
+	}
+	if app.ToolsGeneration() != gen {
+		t.Fatal("ToolsGeneration changed when the group was set to the tools it had")
+	}
+	changed := groupSpec("tickets.close", &c)
+	changed.Description = "close it, now described otherwise"
+	if err := app.SetToolGroup("tickets", []engine.ToolSpec{groupSpec("tickets.create", &c), changed}); err != nil {
+		t.Fatal(err)
+	}
+	if app.ToolsGeneration() == gen {
+		t.Fatal("ToolsGeneration did not change when a tool's description did")
+	}
 	call(t, app, engine.Request{Tool: "tickets.create", RequestID: "r1"})
 	if resp := call(t, app, engine.Request{Tool: "tickets.create", RequestID: "r1"}); !resp.Replayed || c.runs.Load() != 1 {
 		t.Fatalf("retry: replayed %v, runs %d", resp.Replayed, c.runs.Load())
