@@ -133,7 +133,11 @@ func decide(it *reservation, row *reserveRow) (reserveResult, decision) {
 	// dedupe window) also finds the identity held.
 	rec, held := row.held(it.key)
 	switch {
-	case row.seq == nil && held && row.stale && row.freshID && (!row.roomBytes || !row.underByteQuota):
+	case row.seq == nil && held && row.stale && !row.freshID:
+		// An expired record, to be replaced under an execution id in
+		// use: refused, as store.State refuses it.
+		return reserveResult{err: invalidf("reserve: execution id %s already in use", it.exec.ID)}, decidedAnswer
+	case row.seq == nil && held && row.stale && (!row.roomBytes || !row.underByteQuota):
 		// An expired record whose replacement does not fit: refused, as
 		// store.State refuses it, the old record left in place.
 		if !row.roomBytes {

@@ -33,6 +33,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"ByteQuota", testByteQuota},
 		{"StoreBytes", testStoreBytes},
 		{"DedupeWindow", testDedupeWindow},
+		{"DedupeWindowRefused", testDedupeWindowRefused},
 		{"Cancel", testCancel},
 		{"Resolve", testResolve},
 		{"Release", testRelease},
@@ -655,4 +656,54 @@ func testDedupeWindow(t *testing.T, newStore Factory) {
 		t.Fatal("a replaced execution's completion was accepted")
 	}
 	mustComplete(t, s, k, "fp", completed(third.ID, `3`))
+}
+
+// testDedupeWindowRefused: a replacement past the window that the bounds
+// refuse leaves the old record in place — answered, counted, its bytes
+// kept — whatever the refusal: the principal's bytes, or an execution id
+// already in use.
+func testDedupeWindowRefused(t *testing.T, newStore Factory) {
+	s := newStore(t, 10)
+	ctx := context.Background()
+	const window = time.Minute
+	k := key("~fedcba9876543210fedcba9876543210")
+	first := newExec("t")
+	first.StartedAt, first.DedupeWindow = epoch, window
+	mustReserve(t, s, k, "fp", first, store.Reserved)
+	mustComplete(t, s, k, "fp", completed(first.ID, `"done"`))
+	other := newExec("t")
+	mustReserve(t, s, key("other"), "fp", other, store.Reserved)
+	before, err := s.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unchanged := func(what string) {
+		t.Helper()
+		if got := mustLookup(t, s, k); got.ExecutionID != first.ID || got.Status != store.StatusCompleted {
+			t.Fatalf("after %s: Lookup = %+v, want %s completed", what, got, first.ID)
+		}
+		if st, err := s.Stats(ctx); err != nil || st.Entries != before.Entries || (before.Bytes != 0 && st.Bytes != before.Bytes) {
+			t.Fatalf("after %s: Stats = %+v, %v; want %+v", what, st, err, before)
+		}
+	}
+
+	// Past the window, but the new record and room for its result do not
+	// fit in the principal's bytes, even with the old record's given back.
+	tight := newExec("t")
+	tight.StartedAt, tight.DedupeWindow = epoch.Add(window), window
+	tight.ByteQuota, tight.Headroom = 1000, 100_000
+	_, err = s.Reserve(ctx, k, "fp", tight)
+	var qe *store.QuotaError
+	if !errors.As(err, &qe) || qe.Bytes == 0 || !errors.Is(err, store.ErrCapacity) {
+		t.Fatalf("a replacement over the byte quota: %v, want a *QuotaError on bytes", err)
+	}
+	unchanged("a replacement refused for bytes")
+
+	// Past the window, under an execution id another record holds.
+	dup := newExec("t")
+	dup.ID, dup.StartedAt, dup.DedupeWindow = other.ID, epoch.Add(window), window
+	if _, err := s.Reserve(ctx, k, "fp", dup); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("a replacement under an execution id in use: %v, want ErrInvalid", err)
+	}
+	unchanged("a replacement under a used execution id")
 }
