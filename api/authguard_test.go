@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
@@ -251,4 +252,72 @@ func TestMetricsToken(t *testing.T) {
 		t.Errorf("GET /metrics with the metrics token, auth off: %d", a.status)
 	}
 	wantJSON(t, get(t, open, "/v1/tools"), http.StatusOK)
+}
+
+// mcpFrom posts a JSON-RPC tools/call to /mcp from client with the given
+// Authorization headers, as an MCP client sends it.
+func mcpFrom(t *testing.T, client *http.Client, url string, authorization ...string) (int, http.Header, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url+"/mcp", strings.NewReader(
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	if len(authorization) > 0 {
+		req.Header["Authorization"] = authorization
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatalf("POST /mcp answered %d with a body that is not JSON: %v", resp.StatusCode, err)
+	}
+	return resp.StatusCode, resp.Header, body
+}
+
+// rpcErrorCode returns the SPEC §2.2 code a JSON-RPC error carries in its
+// data ("" for none).
+func rpcErrorCode(body map[string]any) string {
+	e, _ := body["error"].(map[string]any)
+	data, _ := e["data"].(map[string]any)
+	code, _ := data["code"].(string)
+	return code
+}
+
+// TestMCPAuthGate: /mcp counts failed authentications with the API's
+// limiter — an unknown bearer token and a Basic credential are failures,
+// no token is not — and, once the address is over its limit, answers 429
+// RATE_LIMITED with Retry-After as a JSON-RPC error, the right token
+// included; two Authorization headers are 400 there too.
+func TestMCPAuthGate(t *testing.T) {
+	srv, calls, _ := guardServer(t, api.AuthFailures{PerMinute: 2, LogEvery: time.Hour}, io.Discard)
+	one := fromAddr("127.0.0.1")
+	for range 3 {
+		if status, _, _ := mcpFrom(t, one, srv.URL); status != http.StatusUnauthorized {
+			t.Fatalf("no token: %d, want 401", status)
+		}
+	}
+	for _, g := range []string{"Bearer guess-number-one", "Basic c2VjcmV0LWd1ZXNz"} {
+		if status, _, _ := mcpFrom(t, one, srv.URL, g); status != http.StatusUnauthorized {
+			t.Fatalf("%s: %d, want 401", g, status)
+		}
+	}
+	status, hdr, body := mcpFrom(t, one, srv.URL, "Bearer "+plannerToken)
+	if status != http.StatusTooManyRequests || rpcErrorCode(body) != store.CodeRateLimited || hdr.Get("Retry-After") == "" {
+		t.Fatalf("the right token from a limited address: %d %v %v, want 429 RATE_LIMITED with Retry-After", status, hdr, body)
+	}
+	two := fromAddr("127.0.0.2")
+	status, _, body = mcpFrom(t, two, srv.URL, "Bearer "+plannerToken, "Bearer "+plannerToken)
+	if status != http.StatusBadRequest || rpcErrorCode(body) != store.CodeInvalidRequest {
+		t.Fatalf("two Authorization headers: %d %v, want 400 INVALID_REQUEST", status, body)
+	}
+	if _, n := calls.get(); n != 0 {
+		t.Fatalf("the runtime saw %d calls", n)
+	}
 }

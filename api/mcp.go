@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -68,12 +67,14 @@ func (s *Server) gateMCP(next echo.HandlerFunc) echo.HandlerFunc {
 			src := sourceOf(r)
 			err := s.auth.guard.check(src, r.URL.Path, c.Response().Header())
 			if err == nil {
-				switch values := r.Header.Values("Authorization"); {
-				case len(values) > 1:
-					err = invalidField("Authorization", "the Authorization header is given more than once: send one bearer token")
-				case len(values) == 1:
-					if scheme, token, ok := strings.Cut(values[0], " "); !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
-						s.auth.guard.fail(src, reasonNotBearer, r.URL.Path)
+				// The header read as the API reads it; no token at all
+				// is left to the SDK's 401.
+				if _, presented, reason, e := bearerDigest(r); presented {
+					switch {
+					case reason != "":
+						s.auth.guard.fail(src, reason, r.URL.Path)
+					case e != nil:
+						err = e
 					}
 				}
 			}
