@@ -17,7 +17,7 @@ func NewTestStream(ln net.Listener, files *NodeTLS) (raft.StreamLayer, error) {
 		if err != nil {
 			return nil, err
 		}
-		s = newTLSStream(s, t)
+		s = newTLSStream(s, t, nil)
 	}
 	return &identityStream{StreamLayer: s, self: "intruder"}, nil
 }

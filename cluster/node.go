@@ -79,7 +79,6 @@ func Open(cfg Config) (*Node, error) {
 		if err != nil {
 			return nil, err
 		}
-		t.refusals = n.refusals
 		n.tls = t
 	}
 	n.client = newInternalClient(cfg, n.tls)

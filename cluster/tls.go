@@ -31,8 +31,6 @@ type NodeTLS struct {
 // nodeTLS holds the loaded material, read again when its files change.
 type nodeTLS struct {
 	w *tlsmux.Watched[nodeMaterial]
-	// refusals logs refused peers (nil: not logged).
-	refusals *refusalLog
 }
 
 // nodeMaterial is the node's certificate and the cluster CA's pool.
@@ -48,7 +46,7 @@ func loadNodeTLS(files NodeTLS, log *slog.Logger) (*nodeTLS, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &nodeTLS{w: w, refusals: newRefusalLog(log)}, nil
+	return &nodeTLS{w: w}, nil
 }
 
 // load reads the CA and the node's pair, and checks that the pair chains
@@ -109,7 +107,8 @@ func (t *nodeTLS) verifyPeer(rawCerts [][]byte, usage x509.ExtKeyUsage) error {
 		// must not make its holder a node.
 		err := fmt.Errorf("%w: %q (serial %s) lacks the URI SAN %s; node certificates are made by carmy tls cert (without --role api)",
 			errNoNodeRole, leaf.Subject.CommonName, leaf.SerialNumber, certs.NodeRoleURI)
-		t.refusals.refused("certificate without the node role", "", err)
+		// Logged where the handshake fails, with the peer's address: the
+		// Raft stream's refusal log, the HTTP server's error log.
 		return err
 	}
 	return nil
@@ -161,8 +160,8 @@ type tlsStream struct {
 	refusals       *refusalLog
 }
 
-func newTLSStream(inner raft.StreamLayer, t *nodeTLS) *tlsStream {
-	return &tlsStream{StreamLayer: inner, server: t.serverConfig(), client: t.clientConfig(), refusals: t.refusals}
+func newTLSStream(inner raft.StreamLayer, t *nodeTLS, refusals *refusalLog) *tlsStream {
+	return &tlsStream{StreamLayer: inner, server: t.serverConfig(), client: t.clientConfig(), refusals: refusals}
 }
 
 // Accept returns the next connection as a TLS server connection; its

@@ -49,7 +49,7 @@ func newTransport(cfg Config, t *nodeTLS, refusals *refusalLog) (*raft.NetworkTr
 	// mutual TLS with node certificates, or else by the cluster key
 	// (Validate requires one of them). Never by its source address.
 	if t != nil {
-		stream = newTLSStream(stream, t)
+		stream = newTLSStream(stream, t, refusals)
 	} else {
 		stream = newKeyStream(stream, cfg.ClusterKey, refusals)
 	}
