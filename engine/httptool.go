@@ -254,13 +254,21 @@ func (t *httpTool) header(c Call, configured bool) http.Header {
 			h.Set(k, v)
 		}
 	}
+	SetCallHeaders(h, c)
+	return h
+}
+
+// SetCallHeaders sets the headers an upstream gets with a call so that it
+// can deduplicate and fence too (SPEC §3.1): Idempotency-Key,
+// Carmy-Request-Id and Carmy-Fencing-Token for a recorded call, and
+// Carmy-Execution-Id. HTTP tools and HTTP MCP upstreams both send them.
+func SetCallHeaders(h http.Header, c Call) {
 	if c.RequestID != "" {
 		h.Set("Idempotency-Key", c.IdempotencyKey)
 		h.Set("Carmy-Request-Id", c.RequestID)
 		h.Set("Carmy-Fencing-Token", strconv.FormatUint(c.FencingToken, 10))
 	}
 	h.Set("Carmy-Execution-Id", c.ExecutionID)
-	return h
 }
 
 // refuseRedirect returns why the redirect to next is not followed, or ""

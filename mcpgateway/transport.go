@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/netip"
 	"os/exec"
-	"strconv"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -62,12 +61,7 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if c, ok := req.Context().Value(callKey{}).(engine.Call); ok {
 		// As an HTTP tool sends them (SPEC §3.1); nothing overrides them.
-		if c.RequestID != "" {
-			req.Header.Set("Idempotency-Key", c.IdempotencyKey)
-			req.Header.Set("Carmy-Request-Id", c.RequestID)
-			req.Header.Set("Carmy-Fencing-Token", strconv.FormatUint(c.FencingToken, 10))
-		}
-		req.Header.Set("Carmy-Execution-Id", c.ExecutionID)
+		engine.SetCallHeaders(req.Header, c)
 	}
 	return t.base.RoundTrip(req)
 }
