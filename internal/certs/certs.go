@@ -68,34 +68,40 @@ func NewCA(commonName string, lifetime time.Duration, now time.Time) (certPEM, k
 // (NodeRoleURI), and its key, in PEM. Its names are nodeID, localhost, 127.0.0.1 and ::1, and the given
 // DNS names and IPs.
 func NewNodeCert(caCertPEM, caKeyPEM []byte, nodeID string, dnsNames []string, ips []net.IP, lifetime time.Duration, now time.Time) (certPEM, keyPEM []byte, err error) {
+	if nodeID == "" {
+		return nil, nil, errors.New("certs: empty node id")
+	}
+	return issue(caCertPEM, caKeyPEM, "node", &x509.Certificate{
+		Subject:     pkix.Name{CommonName: nodeID, Organization: []string{"Carmy"}},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		DNSNames:    append([]string{nodeID, "localhost"}, dnsNames...),
+		IPAddresses: append([]net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}, ips...),
+		URIs:        []*url.URL{nodeRole()},
+	}, lifetime, now)
+}
+
+// issue signs tmpl (its names, usages and role) with the CA for a new P-256
+// key: a serial, a validity from a minute before now for lifetime (cut to
+// the CA's own), digital-signature key usage. what names the certificate
+// in errors.
+func issue(caCertPEM, caKeyPEM []byte, what string, tmpl *x509.Certificate, lifetime time.Duration, now time.Time) (certPEM, keyPEM []byte, err error) {
 	ca, caKey, err := parseCA(caCertPEM, caKeyPEM)
 	if err != nil {
 		return nil, nil, err
 	}
-	if nodeID == "" {
-		return nil, nil, errors.New("certs: empty node id")
-	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return nil, nil, fmt.Errorf("certs: node key: %w", err)
+		return nil, nil, fmt.Errorf("certs: %s key: %w", what, err)
 	}
 	if now.Add(lifetime).After(ca.NotAfter) {
 		lifetime = ca.NotAfter.Sub(now)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial(),
-		Subject:      pkix.Name{CommonName: nodeID, Organization: []string{"Carmy"}},
-		NotBefore:    now.Add(-time.Minute),
-		NotAfter:     now.Add(lifetime),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		DNSNames:     append([]string{nodeID, "localhost"}, dnsNames...),
-		IPAddresses:  append([]net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}, ips...),
-		URIs:         []*url.URL{nodeRole()},
-	}
+	tmpl.SerialNumber = serial()
+	tmpl.NotBefore, tmpl.NotAfter = now.Add(-time.Minute), now.Add(lifetime)
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 	if err != nil {
-		return nil, nil, fmt.Errorf("certs: node certificate: %w", err)
+		return nil, nil, fmt.Errorf("certs: %s certificate: %w", what, err)
 	}
 	return encode(der, key)
 }
@@ -113,19 +119,8 @@ func nodeRole() *url.URL {
 // without the node role, so that it cannot serve as a node's. Its names
 // are the given DNS names and IPs (at least one).
 func NewAPICert(caCertPEM, caKeyPEM []byte, dnsNames []string, ips []net.IP, lifetime time.Duration, now time.Time) (certPEM, keyPEM []byte, err error) {
-	ca, caKey, err := parseCA(caCertPEM, caKeyPEM)
-	if err != nil {
-		return nil, nil, err
-	}
 	if len(dnsNames) == 0 && len(ips) == 0 {
 		return nil, nil, errors.New("certs: an API certificate needs at least one name")
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, fmt.Errorf("certs: API key: %w", err)
-	}
-	if now.Add(lifetime).After(ca.NotAfter) {
-		lifetime = ca.NotAfter.Sub(now)
 	}
 	cn := ""
 	if len(dnsNames) > 0 {
@@ -133,21 +128,12 @@ func NewAPICert(caCertPEM, caKeyPEM []byte, dnsNames []string, ips []net.IP, lif
 	} else {
 		cn = ips[0].String()
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial(),
-		Subject:      pkix.Name{CommonName: cn, Organization: []string{"Carmy"}},
-		NotBefore:    now.Add(-time.Minute),
-		NotAfter:     now.Add(lifetime),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames:     dnsNames,
-		IPAddresses:  ips,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		return nil, nil, fmt.Errorf("certs: API certificate: %w", err)
-	}
-	return encode(der, key)
+	return issue(caCertPEM, caKeyPEM, "API", &x509.Certificate{
+		Subject:     pkix.Name{CommonName: cn, Organization: []string{"Carmy"}},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:    dnsNames,
+		IPAddresses: ips,
+	}, lifetime, now)
 }
 
 func parseCA(certPEM, keyPEM []byte) (*x509.Certificate, any, error) {
