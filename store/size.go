@@ -27,10 +27,14 @@ const RecordOverhead = 64
 // not of the memory it takes: see the README's sizing section for that.
 func RecordSize(r Record) int64 {
 	n := RecordOverhead + len(r.Key.Principal) + len(r.Key.Session) + len(r.Key.RequestID) +
-		len(r.ExecutionID) + len(r.Tool) + len(r.Fingerprint) + len(r.NodeID) +
-		len(r.Data) + len(r.Error)
-	return int64(n)
+		len(r.ExecutionID) + len(r.Tool) + len(r.Fingerprint) + len(r.NodeID)
+	return int64(n) + OutcomeSize(r.Data, r.Error)
 }
+
+// OutcomeSize is the part of RecordSize an outcome brings: its data and
+// error bytes. What settling an outcome adds to a record is the new
+// OutcomeSize less the old.
+func OutcomeSize(data, errBody []byte) int64 { return int64(len(data) + len(errBody)) }
 
 // overflowBody is the error recorded instead of an outcome that would not
 // fit in its principal's byte quota or the store's bound on bytes.

@@ -214,9 +214,7 @@ func (s *State) Complete(key Key, fingerprint string, res Result) (Record, error
 // overflows decides (Overflow) whether recording res in r fits in r's
 // principal's res.ByteQuota and in MaxBytes.
 func (s *State) overflows(r *Record, res Result) (over string, limit int64, exceeded bool) {
-	grown := *r
-	grown.Data, grown.Error = res.Data, res.Error
-	delta := RecordSize(grown) - RecordSize(*r)
+	delta := OutcomeSize(res.Data, res.Error) - OutcomeSize(r.Data, r.Error)
 	p := r.Key.Principal
 	return Overflow(p, delta, s.principalBytes[p], res.ByteQuota, s.bytes, s.maxBytes)
 }

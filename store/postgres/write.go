@@ -39,7 +39,7 @@ func (s *Store) Complete(ctx context.Context, key store.Key, fingerprint string,
 		if err != nil {
 			return nil, err
 		}
-		if over, limit, exceeded := store.Overflow(key.Principal, outcomeBytes(res), principalBytes, res.ByteQuota, storeBytes, s.maxBytes.Load()); exceeded {
+		if over, limit, exceeded := store.Overflow(key.Principal, store.OutcomeSize(res.Data, res.Error), principalBytes, res.ByteQuota, storeBytes, s.maxBytes.Load()); exceeded {
 			res = store.OverflowResult(res, over, limit)
 		}
 		return tx.Query(ctx, s.q.complete, key.Principal, key.Session, key.RequestID, fingerprint,
@@ -102,7 +102,7 @@ func (s *Store) Resolve(ctx context.Context, executionID string, r store.Resolut
 		if err != nil {
 			return nil, err
 		}
-		if over, limit, exceeded := store.Overflow(rec.Key.Principal, outcomeBytes(r.Result), principalBytes, r.ByteQuota, storeBytes, s.maxBytes.Load()); exceeded {
+		if over, limit, exceeded := store.Overflow(rec.Key.Principal, store.OutcomeSize(r.Result.Data, r.Result.Error), principalBytes, r.ByteQuota, storeBytes, s.maxBytes.Load()); exceeded {
 			return store.OverflowError(over, limit), nil
 		}
 		return nil, nil
@@ -182,10 +182,6 @@ func (s *Store) Expire(ctx context.Context, cutoff time.Time) (int, error) {
 	return int(n), nil
 }
 
-// outcomeBytes is how much a result grows an open record (which holds no
-// data and no error): the lengths of its data and error.
-func outcomeBytes(res store.Result) int64 { return int64(len(res.Data) + len(res.Error)) }
-
 // bytesOf reads the store's bytes and principal's, in a transaction that
 // holds the meta row (every writer of the counts does).
 func (s *Store) bytesOf(ctx context.Context, tx pgx.Tx, principal string) (storeBytes, principalBytes int64, err error) {
@@ -223,7 +219,7 @@ func (s *Store) settle(ctx context.Context, op string, write func(pgx.Tx) (pgx.R
 				return false, err
 			}
 		}
-		if _, err := tx.Exec(ctx, s.q.addBytes, rec.Key.Principal, int64(len(rec.Data)+len(rec.Error))); err != nil {
+		if _, err := tx.Exec(ctx, s.q.addBytes, rec.Key.Principal, store.OutcomeSize(rec.Data, rec.Error)); err != nil {
 			return false, err
 		}
 		ok = true
