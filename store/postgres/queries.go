@@ -60,8 +60,7 @@ func newQueries(n names) queries {
 		EXISTS (SELECT 1 FROM cur WHERE $15::bigint > 0 AND cur.fingerprint = $7::text
 			AND cur.status IN ('completed', 'failed', 'timed_out', 'cancelled')
 			AND cur.started_at <= $9::timestamptz - $15::bigint * interval '1 microsecond') AS stale,
-		coalesce((SELECT ` + recordSizeSQL + ` FROM {records}
-			WHERE principal = $2::text AND session_id = $3::text AND request_id = $4::text), 0) AS held_size,
+		coalesce((SELECT ` + recordSizeSQL + ` FROM cur), 0) AS held_size,
 		NOT EXISTS (SELECT 1 FROM {records} WHERE execution_id = $5::text) AS fresh_id,
 		mt.entries < $1::bigint AS room,
 		($10::bigint = 0 OR coalesce((SELECT entries FROM {principals} WHERE principal = $2::text), 0) < $10::bigint) AS under_quota,
@@ -69,12 +68,13 @@ func newQueries(n names) queries {
 		coalesce((SELECT bytes FROM {principals} WHERE principal = $2::text), 0) AS principal_bytes,
 		mt.last_seq + 1 AS seq
 	FROM {meta} mt WHERE mt.singleton
+), freeing AS (
+	SELECT base.*, CASE WHEN base.stale THEN base.held_size ELSE 0 END AS freed FROM base
 ), cond AS (
-	SELECT base.*,
-		CASE WHEN base.stale THEN base.held_size ELSE 0 END AS freed,
-		($13::bigint = 0 OR base.bytes + $12::bigint - CASE WHEN base.stale THEN base.held_size ELSE 0 END <= $13::bigint) AS room_bytes,
-		($11::bigint = 0 OR base.principal_bytes + $12::bigint - CASE WHEN base.stale THEN base.held_size ELSE 0 END <= $11::bigint) AS under_byte_quota
-	FROM base
+	SELECT freeing.*,
+		($13::bigint = 0 OR freeing.bytes + $12::bigint - freeing.freed <= $13::bigint) AS room_bytes,
+		($11::bigint = 0 OR freeing.principal_bytes + $12::bigint - freeing.freed <= $11::bigint) AS under_byte_quota
+	FROM freeing
 ), upd AS (
 	UPDATE {records} AS r SET execution_id = $5::text, seq = cond.seq, tool = $6::text, status = 'running',
 		node_id = $8::text, started_at = $9::timestamptz, finished_at = NULL, data = NULL, error = NULL, resolved = false
