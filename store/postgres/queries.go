@@ -1,7 +1,5 @@
 package postgres
 
-import "strings"
-
 // queries holds a Store's statements, with its tables' names in them. The
 // statements are fixed per Store, so pgx prepares each once per
 // connection.
@@ -18,13 +16,6 @@ type queries struct {
 	// principal's; addBytes adds to both.
 	bytesOf, addBytes string
 }
-
-// recordSizeDSQL is recordSizeSQL of the deleted row d.
-var recordSizeDSQL = strings.NewReplacer(
-	"(principal", "(d.principal", "(session_id", "(d.session_id", "(request_id", "(d.request_id",
-	"(execution_id", "(d.execution_id", "(tool", "(d.tool", "(fingerprint", "(d.fingerprint",
-	"(node_id", "(d.node_id", "(data", "(d.data", "(error", "(d.error",
-).Replace(recordSizeSQL)
 
 func newQueries(n names) queries {
 	x := func(sql string) string { return n.expand(sql) }
@@ -131,12 +122,12 @@ RETURNING ` + recordColumns),
 		release: x(`WITH d AS (
 	DELETE FROM {records}
 	WHERE execution_id = $1 AND (status = 'interrupted' OR (status = 'running' AND $2::boolean))
-	RETURNING ` + recordColumns + `
+	RETURNING ` + recordColumns + `, ` + recordSizeSQL + ` AS size
 ), m AS (
-	UPDATE {meta} SET entries = entries - 1, bytes = bytes - (SELECT sum(` + recordSizeSQL + `) FROM d)
+	UPDATE {meta} SET entries = entries - 1, bytes = bytes - (SELECT sum(size) FROM d)
 	WHERE singleton AND EXISTS (SELECT 1 FROM d)
 ), p AS (
-	UPDATE {principals} AS pr SET entries = pr.entries - 1, bytes = pr.bytes - ` + recordSizeDSQL + ` FROM d WHERE pr.principal = d.principal
+	UPDATE {principals} AS pr SET entries = pr.entries - 1, bytes = pr.bytes - d.size FROM d WHERE pr.principal = d.principal
 )
 SELECT ` + recordColumns + ` FROM d`),
 		expire: x(`WITH d AS (
