@@ -114,45 +114,42 @@ func (s *State) Reserve(key Key, fingerprint string, exec Execution, seq uint64)
 	if err := exec.Validate(); err != nil {
 		return Reservation{}, err
 	}
-	if r, ok := s.byKey[key]; ok && r.Fingerprint == fingerprint && exec.Expired(*r) {
-		// Past the dedupe window: a fresh execution replaces the record
-		// (its count and the principal's stay as they are). The bounds on
-		// bytes are checked with the old record's bytes given back, and
-		// before it goes, so a refusal leaves it in place.
-		if _, dup := s.byID[exec.ID]; dup {
-			return Reservation{}, invalidf("reserve: execution id %s already in use", exec.ID)
-		}
-		fresh := s.newRecord(key, fingerprint, exec, seq)
-		if err := s.fits(key, fresh, exec, RecordSize(*r)); err != nil {
-			return Reservation{}, err
-		}
-		s.remove(r)
-		s.lastSeq = seq
-		s.insert(fresh)
-		return Reservation{Outcome: Reserved, Record: *fresh}, nil
-	}
-	if r, ok := s.byKey[key]; ok {
+	held, ok := s.byKey[key]
+	// Past its dedupe window, a finished record of the same fingerprint is
+	// replaced by a fresh execution: its count and the principal's stay,
+	// its bytes are given back (checked before it goes, so a refusal
+	// leaves it in place). Any other held record is answered.
+	replace := ok && held.Fingerprint == fingerprint && exec.Expired(*held)
+	if ok && !replace {
 		switch {
-		case r.Fingerprint != fingerprint:
-			return Reservation{Outcome: Conflict, Record: *r}, nil
-		case r.Status.Finished():
-			return Reservation{Outcome: Replay, Record: *r}, nil
+		case held.Fingerprint != fingerprint:
+			return Reservation{Outcome: Conflict, Record: *held}, nil
+		case held.Status.Finished():
+			return Reservation{Outcome: Replay, Record: *held}, nil
 		default:
-			return Reservation{Outcome: Uncertain, Record: *r}, nil
+			return Reservation{Outcome: Uncertain, Record: *held}, nil
 		}
 	}
 	if _, dup := s.byID[exec.ID]; dup {
 		return Reservation{}, invalidf("reserve: execution id %s already in use", exec.ID)
 	}
-	if len(s.byKey) >= s.capacity {
-		return Reservation{}, ErrCapacity
-	}
-	if exec.Quota > 0 && s.perPrincipal[key.Principal] >= exec.Quota {
-		return Reservation{}, &QuotaError{Principal: key.Principal, Quota: exec.Quota}
+	var freed int64
+	if replace {
+		freed = RecordSize(*held)
+	} else {
+		if len(s.byKey) >= s.capacity {
+			return Reservation{}, ErrCapacity
+		}
+		if exec.Quota > 0 && s.perPrincipal[key.Principal] >= exec.Quota {
+			return Reservation{}, &QuotaError{Principal: key.Principal, Quota: exec.Quota}
+		}
 	}
 	r := s.newRecord(key, fingerprint, exec, seq)
-	if err := s.fits(key, r, exec, 0); err != nil {
+	if err := s.fits(key, r, exec, freed); err != nil {
 		return Reservation{}, err
+	}
+	if replace {
+		s.remove(held)
 	}
 	s.lastSeq = seq
 	s.insert(r)
