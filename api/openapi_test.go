@@ -42,7 +42,9 @@ import (
 // /internal/* is node-to-node (forwarded writes and reads, joins):
 // authenticated by the cluster key or node TLS rather than bearer tokens,
 // spoken only by Carmy nodes, and not part of the public API (SPEC §2).
-var undocumentedRoutes = map[string]bool{"/internal/*": true}
+// /ui and /ui/* are the console's page and its static assets (SPEC §6),
+// not API operations.
+var undocumentedRoutes = map[string]bool{"/internal/*": true, "/ui": true, "/ui/*": true}
 
 // Tokens of the test nodes.
 const (

@@ -186,6 +186,7 @@ func New(rt Runtime, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("api: mcp: %w", err)
 	}
 	s.clusterRoutes()
+	s.consoleRoutes()
 	s.metricsRoutes(cfg.Metrics)
 	if cfg.Pprof {
 		s.pprofRoutes()

@@ -1,0 +1,69 @@
+// Dialogs: native modal <dialog>s (the page behind is inert while one is
+// open, so the keyboard stays in it; Escape closes it), with the focus
+// given back to what opened them.
+
+import { $ } from './dom.js';
+
+// open shows dialog modally, focuses focus (or its first field), and
+// gives the focus back to returnTo (by default what had it) on close.
+export function open(dialog, { focus, returnTo } = {}) {
+  const back = returnTo || document.activeElement;
+  dialog.addEventListener('close', () => {
+    if (back && back.isConnected && typeof back.focus === 'function') back.focus();
+  }, { once: true });
+  dialog.showModal();
+  const first = focus || dialog.querySelector('input:not([type=radio]), textarea, select, input:checked, button.primary');
+  if (first) first.focus();
+}
+
+// Every dialog's "Back"/"Not now" button closes it.
+export function wireCloseButtons() {
+  for (const b of document.querySelectorAll('dialog button.close')) {
+    b.addEventListener('click', () => b.closest('dialog').close());
+  }
+}
+
+export function showError(id, text) {
+  const el = $(id);
+  el.textContent = text || '';
+  el.hidden = !text;
+}
+
+// confirm asks before an action: title and text say what will happen,
+// label names the button. On confirmation it awaits run(); a refusal is
+// shown in the dialog (its code and message), which stays open, so the
+// person can read it, retry or go back. It resolves to run's result, or
+// undefined when the person went back.
+export function confirm({ title, text, label, danger = true, run, returnTo }) {
+  const dialog = $('confirm-dialog');
+  const form = $('confirm-form');
+  const ok = $('confirm-ok');
+  $('confirm-h').textContent = title;
+  $('confirm-text').textContent = text;
+  ok.textContent = label;
+  ok.className = danger ? 'danger' : 'primary';
+  ok.disabled = false;
+  showError('confirm-error', '');
+  return new Promise((resolve) => {
+    let result;
+    const submit = async (ev) => {
+      ev.preventDefault();
+      if (ok.disabled) return;
+      ok.disabled = true;
+      showError('confirm-error', '');
+      try {
+        result = await run();
+        dialog.close();
+      } catch (e) {
+        showError('confirm-error', `${label} was refused. ${e.describe ? e.describe() : e.message}`);
+        ok.disabled = false;
+      }
+    };
+    form.addEventListener('submit', submit);
+    dialog.addEventListener('close', () => {
+      form.removeEventListener('submit', submit);
+      resolve(result);
+    }, { once: true });
+    open(dialog, { focus: $('confirm-dialog').querySelector('button.close'), returnTo });
+  });
+}

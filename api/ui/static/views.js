@@ -1,0 +1,143 @@
+// What the panels show, built from API answers. These functions only
+// build elements; app.js owns the state, the requests and the actions.
+
+import { h, time, duration, badge, json } from './dom.js';
+
+// --- Cluster ---------------------------------------------------------------
+
+// cluster renders GET /v1/cluster; onRemove(node, button) is offered per
+// member (the cluster routes are the admin's, so whoever sees this may).
+export function cluster(c, onRemove) {
+  const leader = c.leader ? c.leader.id : null;
+  const used = c.capacity ? c.entries / c.capacity : 0;
+  const facts = h('dl', { class: 'facts' },
+    h('dt', {}, 'Leader'),
+    h('dd', { id: 'leader' }, leader ? h('strong', {}, leader) : h('span', { class: 'warn' }, 'none known'),
+      c.leader && c.leader.http_addr ? h('span', { class: 'muted' }, ` at ${c.leader.http_addr}`) : null),
+    h('dt', {}, 'Commit index'), h('dd', {}, String(c.commit_index)),
+    h('dt', {}, 'Applied index'), h('dd', {}, String(c.applied_index),
+      c.applied_index < c.commit_index ? h('span', { class: 'muted' }, ` (${c.commit_index - c.applied_index} behind)`) : null),
+    h('dt', {}, 'Records'), h('dd', {},
+      h('meter', { min: 0, max: c.capacity || 1, value: c.entries, high: (c.capacity || 1) * 0.8, 'aria-label': 'records against capacity' }),
+      ` ${c.entries.toLocaleString()} of ${c.capacity.toLocaleString()} (${(used * 100).toFixed(1)} %)`));
+
+  const rows = (c.nodes || []).map((n) => h('tr', {},
+    h('th', { scope: 'row' }, n.id, n.id === leader ? h('span', { class: 'tag' }, 'leader') : null),
+    h('td', {}, n.suffrage),
+    h('td', {}, h('span', { class: `badge gossip-${n.gossip}` }, n.gossip)),
+    h('td', { class: 'mono' }, n.raft_addr),
+    h('td', { class: 'mono' }, n.http_addr),
+    h('td', {}, h('button', {
+      type: 'button', class: 'small', 'data-key': `remove-${n.id}`,
+      'aria-label': `Remove node ${n.id}`, onclick: (ev) => onRemove(n, ev.currentTarget),
+    }, 'Remove…'))));
+  const table = scroller('Cluster members', h('table', {},
+    h('caption', {}, `Members (${rows.length})`),
+    h('thead', {}, h('tr', {}, ['Node', 'Suffrage', 'Gossip', 'Raft address', 'HTTP address', ''].map((t) => h('th', { scope: 'col' }, t)))),
+    h('tbody', {}, rows)));
+  return [facts, table];
+}
+
+// --- Executions --------------------------------------------------------------
+
+// table renders records newest first; onOpen(record, button) opens one.
+// admin adds the principal column.
+export function executions(records, { admin, caption, onOpen, emptyText }) {
+  if (!records.length) return h('p', { class: 'muted' }, emptyText);
+  const cols = ['Request', 'Status', 'Tool', 'Session', admin ? 'Principal' : null, 'Node', 'Started', 'Took'].filter(Boolean);
+  const rows = records.map((r) => h('tr', {},
+    h('th', { scope: 'row' }, h('button', {
+      type: 'button', class: 'link', 'data-key': `open-${r.execution_id}`,
+      title: r.execution_id, onclick: (ev) => onOpen(r, ev.currentTarget),
+    }, r.request_id || r.execution_id)),
+    h('td', {}, badge(r.status), r.resolved ? h('span', { class: 'tag' }, 'resolved') : null),
+    h('td', {}, r.tool),
+    h('td', { class: 'mono' }, r.session_id || h('span', { class: 'muted' }, '""')),
+    admin ? h('td', {}, r.principal || '') : null,
+    h('td', {}, r.node_id || ''),
+    h('td', {}, time(r.started_at)),
+    h('td', {}, took(r))));
+  return scroller(caption, h('table', {},
+    h('caption', { class: 'visually-hidden' }, caption),
+    h('thead', {}, h('tr', {}, cols.map((t) => h('th', { scope: 'col' }, t)))),
+    h('tbody', {}, rows)));
+}
+
+function took(r) {
+  const start = Date.parse(r.started_at);
+  if (r.finished_at) return duration(Date.parse(r.finished_at) - start);
+  if (r.status === 'running') return h('span', { class: 'muted' }, `${duration(Date.now() - start)} so far`);
+  return '';
+}
+
+// A wide table scrolls sideways on its own on a narrow screen; the
+// scrolling region is focusable so a keyboard can scroll it too.
+function scroller(label, table) {
+  return h('div', { class: 'scroll', role: 'region', 'aria-label': label, tabindex: 0 }, table);
+}
+
+// --- One execution -------------------------------------------------------------
+
+// The fields of a record, in the order they are shown; any other field the
+// node sends is shown after them.
+const FIELDS = ['execution_id', 'request_id', 'session_id', 'principal', 'tool', 'status', 'resolved',
+  'node_id', 'started_at', 'finished_at', 'fingerprint', 'data', 'error'];
+
+// detail renders a record: every field, its timeline and what may be done
+// with it. actions: {cancel, resolve} functions or null when not offered,
+// and nodeState, what the cluster says of the record's node.
+export function detail(r, { cancel, resolve, nodeState }) {
+  const keys = [...FIELDS.filter((k) => k in r), ...Object.keys(r).filter((k) => !FIELDS.includes(k))];
+  const fields = h('dl', { class: 'fields' }, keys.map((k) => [
+    h('dt', {}, k),
+    h('dd', { 'data-field': k }, value(k, r[k])),
+  ]));
+  const actions = h('div', { class: 'actions' },
+    cancel ? h('button', { type: 'button', class: 'danger', id: 'do-cancel', onclick: (ev) => cancel(ev.currentTarget) }, 'Cancel execution…') : null,
+    resolve ? h('button', { type: 'button', class: 'primary', id: 'do-resolve', onclick: (ev) => resolve(ev.currentTarget) }, 'Resolve…') : null,
+    !cancel && !resolve ? h('p', { class: 'muted' }, nothingToDo(r)) : null);
+  return [
+    h('div', { class: 'detail-grid' },
+      h('div', {}, h('h3', {}, 'Timeline'), timeline(r, nodeState), actions),
+      h('div', {}, h('h3', {}, 'Fields'), fields)),
+  ];
+}
+
+function value(k, v) {
+  if (k === 'status') return badge(v);
+  if (k.endsWith('_at')) return h('span', {}, time(v), h('span', { class: 'muted mono' }, ` ${v}`));
+  if (v !== null && typeof v === 'object') return json(v);
+  if (k === 'data') return json(v);
+  return h('span', { class: 'mono' }, v === '' ? '""' : String(v));
+}
+
+function nothingToDo(r) {
+  if (r.status === 'running') return 'Running: it may be cancelled by whoever may see it.';
+  if (r.status === 'interrupted') return '';
+  return `Finished (${r.status}): its result is replayed to every retry; nothing is left to do.`;
+}
+
+// timeline lists what the record tells of the execution's life, with
+// times: reserved and started; then finished or resolved, or still
+// running, or interrupted.
+export function timeline(r, nodeState) {
+  const start = Date.parse(r.started_at);
+  const items = [step('started', r.started_at, `reserved and started on ${r.node_id || 'a node'}`)];
+  if (r.finished_at) {
+    const what = r.resolved ? `resolved as ${r.status}` : r.status;
+    items.push(step(r.resolved ? 'resolved' : 'finished', r.finished_at,
+      `${what}, ${duration(Date.parse(r.finished_at) - start)} after it started`));
+  } else if (r.status === 'running') {
+    const gone = nodeState === 'dead' || nodeState === 'gone';
+    items.push(step('running', null, gone
+      ? `still marked running, but its node ${r.node_id} is ${nodeState === 'gone' ? 'no longer a member' : 'dead'}: it may be resolved`
+      : `running for ${duration(Date.now() - start)} so far`));
+  } else if (r.status === 'interrupted') {
+    items.push(step('interrupted', null, `its runner, ${r.node_id}, died or restarted before it finished: whether the tool's effect happened is unknown`));
+  }
+  return h('ol', { class: 'timeline' }, items);
+}
+
+function step(label, at, text) {
+  return h('li', { class: `tl-${label}` }, h('strong', {}, label), ' ', at ? time(at) : null, h('br'), h('span', { class: 'muted' }, text));
+}
