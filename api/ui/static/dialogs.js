@@ -5,11 +5,18 @@
 import { $ } from './dom.js';
 
 // open shows dialog modally, focuses focus (or its first field), and
-// gives the focus back to returnTo (by default what had it) on close.
+// gives the focus back to returnTo (by default what had it) on close: to
+// that element, or, if a refresh has redrawn it meanwhile, to its
+// successor with the same id or data-key.
 export function open(dialog, { focus, returnTo } = {}) {
   const back = returnTo || document.activeElement;
   dialog.addEventListener('close', () => {
-    if (back && back.isConnected && typeof back.focus === 'function') back.focus();
+    let el = back;
+    if (el && !el.isConnected) {
+      el = (el.id && document.getElementById(el.id))
+        || (el.dataset && el.dataset.key && document.querySelector(`[data-key="${CSS.escape(el.dataset.key)}"]`));
+    }
+    if (el && typeof el.focus === 'function') el.focus();
   }, { once: true });
   dialog.showModal();
   const first = focus || dialog.querySelector('input:not([type=radio]), textarea, select, input:checked, button.primary');
