@@ -463,6 +463,13 @@ func TestConsoleBrowser(t *testing.T) {
 		// gives the focus back.
 		p.do("focus Add a node", chromedp.Focus(chromedp.CSS("#add-node")), chromedp.KeyEvent(kb.Enter))
 		p.waitFor("the add dialog", `document.querySelector('#node-dialog').open && document.activeElement.id === 'node-id'`)
+		// Tab past its last button: the focus stays in the dialog.
+		for i := range 7 {
+			p.do("tab", chromedp.KeyEvent(kb.Tab))
+			if in := p.eval(`String(document.querySelector('#node-dialog').contains(document.activeElement))`); in != "true" {
+				t.Fatalf("after %d tabs the focus left the dialog for %s", i+1, p.eval(`document.activeElement.outerHTML.slice(0, 80)`))
+			}
+		}
 		p.do("escape", chromedp.KeyEvent(kb.Escape))
 		p.waitFor("the focus back on Add a node", `!document.querySelector('#node-dialog').open && document.activeElement.id === 'add-node'`)
 
@@ -514,7 +521,16 @@ func TestConsoleBrowser(t *testing.T) {
 	t.Run("phone", func(t *testing.T) {
 		p.t = t
 		p.do("a phone's screen", chromedp.EmulateViewport(390, 844))
-		p.waitFor("no sideways scrolling of the page", `document.documentElement.scrollWidth <= window.innerWidth + 1`)
+		testutil.WaitFor(t, 5*time.Second, "the page to fit a phone's width", func() error {
+			if p.eval(`String(document.documentElement.scrollWidth <= innerWidth + 1)`) == "true" {
+				return nil
+			}
+			return fmt.Errorf("the page is %s px wide on a screen of %s; wider than the screen: %s",
+				p.eval(`String(document.documentElement.scrollWidth)`), p.eval(`String(innerWidth)`),
+				p.eval(`[...document.querySelectorAll('body *')]
+				.filter((e) => e.getBoundingClientRect().right > innerWidth + 1)
+				.map((e) => e.tagName + '#' + e.id + '.' + e.className + ':' + Math.round(e.getBoundingClientRect().right)).slice(0, 10).join(', ')`))
+		})
 		p.shot("phone")
 		p.do("a laptop's screen", chromedp.EmulateViewport(1280, 900))
 	})

@@ -556,7 +556,7 @@ function start() {
   $('token-dialog').addEventListener('close', () => {
     if (state.needToken) status('Not signed in: choose “Sign in” to give a token.');
   });
-  dialogs.wireCloseButtons();
+  dialogs.wire();
   document.addEventListener('visibilitychange', () => {
     if (!document.hidden && !state.paused && !state.needToken) refresh();
   });

@@ -23,10 +23,30 @@ export function open(dialog, { focus, returnTo } = {}) {
   if (first) first.focus();
 }
 
-// Every dialog's "Back"/"Not now" button closes it.
-export function wireCloseButtons() {
+const FOCUSABLE = 'button:not([disabled]), input:not([disabled]), select:not([disabled]), textarea:not([disabled]), a[href]';
+
+// wire sets every dialog up: its "Back"/"Not now" button closes it, and
+// Tab and Shift+Tab cycle through its controls (a modal dialog makes the
+// page behind it inert, but would let the focus leave for the browser).
+export function wire() {
   for (const b of document.querySelectorAll('dialog button.close')) {
     b.addEventListener('click', () => b.closest('dialog').close());
+  }
+  for (const d of document.querySelectorAll('dialog')) {
+    d.addEventListener('keydown', (ev) => {
+      if (ev.key !== 'Tab') return;
+      const all = [...d.querySelectorAll(FOCUSABLE)].filter((el) => el.offsetParent !== null);
+      if (!all.length) return;
+      const first = all[0];
+      const last = all[all.length - 1];
+      if (ev.shiftKey && document.activeElement === first) {
+        ev.preventDefault();
+        last.focus();
+      } else if (!ev.shiftKey && document.activeElement === last) {
+        ev.preventDefault();
+        first.focus();
+      }
+    });
   }
 }
 

@@ -21,19 +21,20 @@ export function cluster(c, onRemove) {
       h('meter', { min: 0, max: c.capacity || 1, value: c.entries, high: (c.capacity || 1) * 0.8, 'aria-label': 'records against capacity' }),
       ` ${c.entries.toLocaleString()} of ${c.capacity.toLocaleString()} (${(used * 100).toFixed(1)} %)`));
 
-  const rows = (c.nodes || []).map((n) => h('tr', {},
+  const nodes = [...(c.nodes || [])].sort((a, b) => a.id.localeCompare(b.id, undefined, { numeric: true }));
+  const rows = nodes.map((n) => h('tr', {},
     h('th', { scope: 'row' }, n.id, n.id === leader ? h('span', { class: 'tag' }, 'leader') : null),
     h('td', {}, n.suffrage),
     h('td', {}, h('span', { class: `badge gossip-${n.gossip}` }, n.gossip)),
-    h('td', { class: 'mono' }, n.raft_addr),
-    h('td', { class: 'mono' }, n.http_addr),
+    h('td', { class: 'mono addrs' }, h('span', {}, `raft ${n.raft_addr}`), h('span', {}, `http ${n.http_addr}`)),
     h('td', {}, h('button', {
       type: 'button', class: 'small', 'data-key': `remove-${n.id}`,
       'aria-label': `Remove node ${n.id}`, onclick: (ev) => onRemove(n, ev.currentTarget),
     }, 'Remove…'))));
   const table = scroller('Cluster members', h('table', {},
     h('caption', {}, `Members (${rows.length})`),
-    h('thead', {}, h('tr', {}, ['Node', 'Suffrage', 'Gossip', 'Raft address', 'HTTP address', ''].map((t) => h('th', { scope: 'col' }, t)))),
+    h('thead', {}, h('tr', {}, ['Node', 'Suffrage', 'Gossip', 'Addresses'].map((t) => h('th', { scope: 'col' }, t)),
+      h('th', { scope: 'col' }, h('span', { class: 'visually-hidden' }, 'Actions')))),
     h('tbody', {}, rows)));
   return [facts, table];
 }
