@@ -59,6 +59,9 @@ async function refresh() {
       state.failures = 0;
       status(`Updated ${new Date().toLocaleTimeString([], { hour12: false })}${state.paused ? ' (refresh paused)' : ''}.`);
     }
+  } catch (e) { // a fault of the page itself, not an answer of the API
+    alert(`The console failed to show the node's state: ${e.message}`);
+    console.error(e);
   } finally {
     state.busy = false;
     if (state.again) {
@@ -153,7 +156,7 @@ async function loadAttention() {
     $('attention-count').textContent = page.next_cursor ? `${n}+` : String(n);
     $('attention-count').classList.toggle('hot', n > 0);
     replace('attention-body', views.executions(state.attention, {
-      admin: isAdmin(), caption: 'Executions that need attention', onOpen: openDetail,
+      admin: isAdmin(), caption: 'Executions that need attention', onOpen: openDetail, nodeNote,
       emptyText: 'Nothing needs attention.',
     }));
     learnPrincipal(state.attention);
@@ -205,7 +208,7 @@ async function loadMore() {
 
 function renderExecutions() {
   replace('executions-body', views.executions(state.executions, {
-    admin: isAdmin(), caption: 'Executions, newest first', onOpen: openDetail,
+    admin: isAdmin(), caption: 'Executions, newest first', onOpen: openDetail, nodeNote,
     emptyText: 'No executions match.',
   }));
   $('more').hidden = !state.next;
@@ -261,6 +264,15 @@ function askToken(err) {
   $('sign-in').hidden = false;
   $('sign-out').hidden = !api.token();
   $('who').textContent = 'Not signed in.';
+  // What the last token could see is not left on the screen.
+  for (const id of ['cluster-body', 'activity-body', 'attention-body', 'executions-body']) {
+    replace(id, h('p', { class: 'muted' }, 'Sign in to see this.'));
+  }
+  $('attention-count').textContent = '0';
+  $('attention-count').classList.remove('hot');
+  $('add-node').hidden = true;
+  $('more').hidden = true;
+  $('detail').hidden = true;
   status('This node needs a token.');
   dialogs.showError('token-error', api.token() ? `That token was refused: ${err.describe()}` : '');
   const d = $('token-dialog');
@@ -285,8 +297,6 @@ function signIn(ev) {
 function signOut() {
   api.clearToken();
   reset();
-  for (const id of ['cluster-body', 'activity-body', 'attention-body', 'executions-body']) replace(id, h('p', { class: 'muted' }, 'Signed out.'));
-  $('attention-count').textContent = '0';
   loadTools();
   refresh();
 }
@@ -311,6 +321,13 @@ function nodeState(id) {
   if (!state.cluster || !id) return '';
   const n = state.cluster.nodes.find((m) => m.id === id);
   return n ? n.gossip : 'gone';
+}
+
+// nodeNote says when a running record's node is dead or gone.
+function nodeNote(r) {
+  if (r.status !== 'running') return null;
+  const ns = nodeState(r.node_id);
+  return ns === 'dead' ? 'node dead' : ns === 'gone' ? 'node gone' : null;
 }
 
 // resolvable: interrupted, or running on a node that is dead or gone (the

@@ -42,8 +42,9 @@ export function cluster(c, onRemove) {
 // --- Executions --------------------------------------------------------------
 
 // table renders records newest first; onOpen(record, button) opens one.
-// admin adds the principal column.
-export function executions(records, { admin, caption, onOpen, emptyText }) {
+// admin adds the principal column; nodeNote(record) may add a word on the
+// record's node (a running record whose node is dead, say).
+export function executions(records, { admin, caption, onOpen, emptyText, nodeNote = () => null }) {
   if (!records.length) return h('p', { class: 'muted' }, emptyText);
   const cols = ['Request', 'Status', 'Tool', 'Session', admin ? 'Principal' : null, 'Node', 'Started', 'Took'].filter(Boolean);
   const rows = records.map((r) => h('tr', {},
@@ -55,7 +56,7 @@ export function executions(records, { admin, caption, onOpen, emptyText }) {
     h('td', {}, r.tool),
     h('td', { class: 'mono' }, r.session_id || h('span', { class: 'muted' }, '""')),
     admin ? h('td', {}, r.principal || '') : null,
-    h('td', {}, r.node_id || ''),
+    h('td', {}, r.node_id || '', nodeNote(r) ? h('span', { class: 'tag warn' }, nodeNote(r)) : null),
     h('td', {}, time(r.started_at)),
     h('td', {}, took(r))));
   return scroller(caption, h('table', {},
