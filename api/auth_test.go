@@ -58,7 +58,7 @@ func authServer(t *testing.T, cfg api.Config) (*httptest.Server, *last[engine.Ca
 			callers.set(caller)
 			return completedRecord(), nil
 		},
-		list: func(_ context.Context, caller engine.Caller, _ string, _ int, _ uint64) (store.Page, error) {
+		list: func(_ context.Context, caller engine.Caller, _ engine.ListRequest) (store.Page, error) {
 			callers.set(caller)
 			return store.Page{}, nil
 		},

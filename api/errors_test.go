@@ -161,7 +161,7 @@ func TestRuntimeErrorsOnOtherEndpoints(t *testing.T) {
 				lookup: func(context.Context, engine.Caller, string, string) (store.Record, error) {
 					return store.Record{}, tc.err
 				},
-				list: func(context.Context, engine.Caller, string, int, uint64) (store.Page, error) {
+				list: func(context.Context, engine.Caller, engine.ListRequest) (store.Page, error) {
 					return store.Page{}, tc.err
 				},
 				resolve: func(context.Context, engine.Caller, string, engine.Resolution) (store.Record, error) {

@@ -2,6 +2,7 @@ package api
 
 import (
 	"maps"
+	"time"
 
 	"github.com/labstack/echo/v4"
 )
@@ -20,3 +21,6 @@ func StatusBeyondCodes() map[int]string { return maps.Clone(statusBeyondCode) }
 
 // ParseSFString exposes parseSFString to the fuzz test.
 func ParseSFString(s string) (string, bool) { return parseSFString(s) }
+
+// SetActivityClock replaces the clock of s's activity counters.
+func SetActivityClock(s *Server, now func() time.Time) { s.activity.now = now }

@@ -33,7 +33,7 @@ type fakeRuntime struct {
 	tools     func() []engine.ToolInfo
 	execution func(ctx context.Context, caller engine.Caller, id string) (store.Record, error)
 	lookup    func(ctx context.Context, caller engine.Caller, session, requestID string) (store.Record, error)
-	list      func(ctx context.Context, caller engine.Caller, session string, limit int, before uint64) (store.Page, error)
+	list      func(ctx context.Context, caller engine.Caller, req engine.ListRequest) (store.Page, error)
 	cancel    func(ctx context.Context, caller engine.Caller, id string) (store.Record, error)
 	resolve   func(ctx context.Context, caller engine.Caller, id string, res engine.Resolution) (store.Record, error)
 	ready     func(ctx context.Context) error
@@ -85,11 +85,11 @@ func (f *fakeRuntime) Lookup(ctx context.Context, caller engine.Caller, session,
 	return f.lookup(ctx, caller, session, requestID)
 }
 
-func (f *fakeRuntime) List(ctx context.Context, caller engine.Caller, session string, limit int, before uint64) (store.Page, error) {
+func (f *fakeRuntime) List(ctx context.Context, caller engine.Caller, req engine.ListRequest) (store.Page, error) {
 	if f.list == nil {
 		return store.Page{}, f.unset("List")
 	}
-	return f.list(ctx, caller, session, limit, before)
+	return f.list(ctx, caller, req)
 }
 
 func (f *fakeRuntime) Cancel(ctx context.Context, caller engine.Caller, id string) (store.Record, error) {

@@ -75,56 +75,6 @@ func (s *Server) getExecution(c echo.Context) error {
 	return writeRecord(c, http.StatusOK, &v)
 }
 
-// findExecutions serves GET /v1/executions: a lookup by identity with
-// request_id, else a listing of one session.
-func (s *Server) findExecutions(c echo.Context) error {
-	q := c.Request().URL.Query()
-	if err := onlyParams(q, "request_id", "session_id", "limit", "cursor"); err != nil {
-		return err
-	}
-	caller := *callerOf(c)
-	session := q.Get("session_id")
-	if q.Has("request_id") {
-		if q.Has("limit") || q.Has("cursor") {
-			return invalidField("request_id", "a lookup by request_id takes no limit or cursor")
-		}
-		rec, err := s.rt.Lookup(c.Request().Context(), caller, session, q.Get("request_id"))
-		if err != nil {
-			return err
-		}
-		v := executionView(rec)
-		return writeRecord(c, http.StatusOK, &v)
-	}
-	limit := 0
-	if q.Has("limit") {
-		n, err := strconv.Atoi(q.Get("limit"))
-		if err != nil || n < 1 || n > store.MaxListLimit {
-			return invalidField("limit", "limit must be an integer from 1 to "+strconv.Itoa(store.MaxListLimit))
-		}
-		limit = n
-	}
-	var before uint64
-	if q.Has("cursor") {
-		n, err := strconv.ParseUint(q.Get("cursor"), 10, 64)
-		if err != nil || n == 0 {
-			return invalidField("cursor", "cursor must be the next_cursor of an earlier page")
-		}
-		before = n
-	}
-	page, err := s.rt.List(c.Request().Context(), caller, session, limit, before)
-	if err != nil {
-		return err
-	}
-	out := listView{Executions: make([]recordView, 0, len(page.Records))}
-	for _, r := range page.Records {
-		out.Executions = append(out.Executions, executionView(r))
-	}
-	if page.Next != 0 {
-		out.NextCursor = strconv.FormatUint(page.Next, 10)
-	}
-	return c.JSON(http.StatusOK, out)
-}
-
 // onlyParams refuses query parameters other than allowed, so a typo never
 // silently changes what is asked.
 func onlyParams(q url.Values, allowed ...string) error {

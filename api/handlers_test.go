@@ -257,6 +257,7 @@ func TestListExecutions(t *testing.T) {
 		session string
 		limit   int
 		before  uint64
+		all     bool
 	}
 	var seen last[listArgs]
 	page := store.Page{Next: 5}
@@ -265,16 +266,16 @@ func TestListExecutions(t *testing.T) {
 		rec.ExecutionID = id
 		page.Records = append(page.Records, rec)
 	}
-	srv := newTestServer(t, &fakeRuntime{tb: t, list: func(_ context.Context, _ engine.Caller, session string, limit int, before uint64) (store.Page, error) {
-		seen.set(listArgs{session, limit, before})
-		if session == "empty" {
+	srv := newTestServer(t, &fakeRuntime{tb: t, list: func(_ context.Context, _ engine.Caller, req engine.ListRequest) (store.Page, error) {
+		seen.set(listArgs{req.Session, req.Limit, req.Before, req.AllSessions})
+		if req.Session == "empty" {
 			return store.Page{}, nil
 		}
 		return page, nil
 	}}, api.Config{})
 
 	m := wantJSON(t, get(t, srv, "/v1/executions?session_id=s&limit=2&cursor=17"), http.StatusOK)
-	if got := seen.mustGet(t); got != (listArgs{"s", 2, 17}) {
+	if got := seen.mustGet(t); got != (listArgs{"s", 2, 17, false}) {
 		t.Errorf("List(%+v), want {s 2 17}", got)
 	}
 	if m["next_cursor"] != "5" {
@@ -292,8 +293,9 @@ func TestListExecutions(t *testing.T) {
 	}
 
 	wantJSON(t, get(t, srv, "/v1/executions"), http.StatusOK)
-	if got := seen.mustGet(t); got != (listArgs{"", 0, 0}) {
-		t.Errorf("List(%+v), want the defaults {\"\" 0 0}", got)
+	// Without auth the caller is an admin: no session_id is every session.
+	if got := seen.mustGet(t); got != (listArgs{"", 0, 0, true}) {
+		t.Errorf("List(%+v), want the defaults {\"\" 0 0 true}", got)
 	}
 	wantJSON(t, get(t, srv, "/v1/executions?limit=500"), http.StatusOK)
 	if got := seen.mustGet(t); got.limit != 500 {

@@ -160,6 +160,7 @@ func (s *Server) observeMCP(ctx context.Context, c mcp.CallInfo) {
 	}
 	series.calls.Inc()
 	series.duration.Observe(c.Took.Seconds())
+	s.activity.record(outcome)
 	if !s.log.Enabled(ctx, slog.LevelInfo) {
 		return
 	}

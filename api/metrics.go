@@ -136,6 +136,7 @@ func (s *Server) meterCalls(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		series.calls.Inc()
 		series.duration.Observe(took.Seconds())
+		s.activity.record(outcome)
 		s.logCall(c, line, outcome, took)
 		return nil
 	}

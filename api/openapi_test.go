@@ -599,6 +599,35 @@ func TestOpenAPIConformance(t *testing.T) {
 	if r := get(oasPlanner, "/v1/executions?requestId=oas-1", 400, "INVALID_REQUEST", unchecked); r.str("error", "field") != "requestId" {
 		t.Errorf("unknown query parameter: %s", r.raw)
 	}
+	// The listing's filters: every session, statuses, a tool, a principal,
+	// attention; an admin without session_id lists every session.
+	if r := get(oasPlanner, "/v1/executions?all_sessions=true&status=completed,failed&tool=fail", 200, "", conforms); !bytes.Contains(r.raw, []byte(`"oas-fail"`)) || bytes.Contains(r.raw, []byte(`"oas-1"`)) {
+		t.Errorf("status and tool filters: %s", r.raw)
+	}
+	get(oasPlanner, "/v1/executions?all_sessions=true&principal=planner&attention=false&status=running", 200, "", conforms)
+	get(oasPlanner, "/v1/executions?session_id=oas-s&all_sessions=false&limit=1", 200, "", conforms)
+	get(oasAdmin, "/v1/executions?principal=planner&attention=true&limit=1", 200, "", conforms)
+	if r := get(oasAdmin, "/v1/executions?principal=planner&tool=create_order", 200, "", conforms); !bytes.Contains(r.raw, []byte(`"oas-1"`)) {
+		t.Errorf("the admin without session_id lists every session: %s", r.raw)
+	}
+	if r := get(oasPlanner, "/v1/executions?status=completed,bogus", 400, "INVALID_REQUEST", violates); r.str("error", "field") != "status" || !strings.Contains(r.str("error", "message"), "bogus") {
+		t.Errorf("unknown status: %s", r.raw)
+	}
+	get(oasPlanner, "/v1/executions?principal=limited", 403, "FORBIDDEN", conforms)
+	get(oasPlanner, "/v1/executions?attention=1", 400, "INVALID_REQUEST", violates)
+	get(oasPlanner, "/v1/executions?tool=", 400, "INVALID_REQUEST", violates)
+	if r := get(oasPlanner, "/v1/executions?all_sessions=true&session_id=oas-s", 400, "INVALID_REQUEST", unchecked); r.str("error", "field") != "all_sessions" {
+		t.Errorf("all_sessions with session_id: %s", r.raw)
+	}
+	get(oasPlanner, "/v1/executions?request_id=oas-1&status=completed", 400, "INVALID_REQUEST", unchecked)
+
+	// This node's activity (admin): the calls above are in its last steps.
+	get(oasPlanner, "/v1/activity", 403, "FORBIDDEN", conforms)
+	get("", "/v1/activity", 401, "UNAUTHORIZED", violates)
+	if r := get(oasAdmin, "/v1/activity", 200, "", conforms); !bytes.Contains(r.raw, []byte(`"fresh":`)) {
+		t.Errorf("activity: %s", r.raw)
+	}
+	get(oasAdmin, "/v1/activity?window=60", 400, "INVALID_REQUEST", unchecked)
 
 	// A running execution: uncertain to a retry, then cancelled.
 	blockCall := func(rid, args string) exchange {

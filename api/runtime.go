@@ -22,8 +22,9 @@ type Runtime interface {
 	Execution(ctx context.Context, caller engine.Caller, id string) (store.Record, error)
 	// Lookup returns the caller's record of an identity.
 	Lookup(ctx context.Context, caller engine.Caller, session, requestID string) (store.Record, error)
-	// List returns the caller's records in a session, newest first.
-	List(ctx context.Context, caller engine.Caller, session string, limit int, before uint64) (store.Page, error)
+	// List returns a page of the records the caller may see that req
+	// selects, newest first.
+	List(ctx context.Context, caller engine.Caller, req engine.ListRequest) (store.Page, error)
 	// Cancel cancels a running execution.
 	Cancel(ctx context.Context, caller engine.Caller, id string) (store.Record, error)
 	// Resolve settles an interrupted execution.

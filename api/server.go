@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -55,6 +56,9 @@ type Config struct {
 	// tlsmux.NodeServerName: other nodes, over mutual TLS (see
 	// cluster.Node.ServerTLSConfig). The internal handler checks them.
 	NodeTLS *tls.Config
+	// NodeID names this node in GET /v1/activity; when empty, the
+	// runtime's (Config().NodeID), if it tells one.
+	NodeID string
 }
 
 // Timeouts bound what a client may take. Zero fields take the defaults.
@@ -127,6 +131,9 @@ type Server struct {
 	auditCount *prometheus.CounterVec
 	limits     *limiters // nil: no rate limit
 	guard      *authGuard
+	// activity counts the calls answered, for GET /v1/activity.
+	activity *activity
+	nodeID   string
 }
 
 // New returns a server for rt.
@@ -163,7 +170,10 @@ func New(rt Runtime, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("api: metrics: %w", err)
 	}
 	s := &Server{rt: rt, auth: newAuthenticator(cfg.Auth, guard), limit: cfg.BodyLimit, log: cfg.Logger, clu: cfg.Cluster, metrics: m, mcpMetrics: mm, auditCount: audit,
-		bodyTimeout: cfg.Timeouts.WithDefaults().Body, guard: guard}
+		bodyTimeout: cfg.Timeouts.WithDefaults().Body, guard: guard, activity: newActivity(time.Now), nodeID: cfg.NodeID}
+	if rc, ok := rt.(interface{ Config() engine.Config }); ok && s.nodeID == "" {
+		s.nodeID = rc.Config().NodeID
+	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
@@ -217,6 +227,7 @@ func (s *Server) routes() {
 	e.GET("/v1/executions/:id", s.getExecution, auth, limit)
 	e.POST("/v1/executions/:id/cancel", s.cancelExecution, s.audited(ActionCancel), auth, limit)
 	e.POST("/v1/executions/:id/resolve", s.resolveExecution, s.audited(ActionResolve), auth, limit)
+	e.GET("/v1/activity", s.getActivity, auth, requireAdmin)
 }
 
 // ServeHTTP implements http.Handler.

@@ -96,6 +96,15 @@ func (s *Store) List(ctx context.Context, q store.ListQuery) (store.Page, error)
 	return s.n.fsm.List(q), nil
 }
 
+// RunningNodes implements store.RunningNodeLister, after a read barrier
+// as List, so that the answer is as fresh as the listing it serves.
+func (s *Store) RunningNodes(ctx context.Context) ([]string, error) {
+	if err := s.n.ReadBarrier(ctx); err != nil {
+		return nil, err
+	}
+	return s.n.fsm.RunningNodes(), nil
+}
+
 // Cancel implements store.Store.
 func (s *Store) Cancel(ctx context.Context, executionID string, res store.Result) (store.Record, error) {
 	resp, err := s.apply(ctx, fsm.Cancel(executionID, res))

@@ -94,7 +94,7 @@ func TestAllowListReachesExecutions(t *testing.T) {
 	if rec, err := app.Store().Get(ctx, hidden.ExecutionID); err != nil || rec.Status != store.StatusRunning {
 		t.Fatalf("the hidden execution is now %+v, %v; want it running, untouched", rec, err)
 	}
-	page, err := app.List(ctx, restricted, "", 0, 0)
+	page, err := app.List(ctx, restricted, engine.ListRequest{})
 	if err != nil || len(page.Records) != 1 || page.Records[0].ExecutionID != shown.ExecutionID {
 		t.Fatalf("List = %+v, %v; want only the allowed tool's execution", page.Records, err)
 	}
@@ -109,7 +109,7 @@ func TestAllowListReachesExecutions(t *testing.T) {
 	if _, err := app.Execution(ctx, alice, hidden.ExecutionID); err != nil {
 		t.Errorf("Execution by a caller allowed every tool: %v", err)
 	}
-	if page, err := app.List(ctx, alice, "", 0, 0); err != nil || len(page.Records) != 2 {
+	if page, err := app.List(ctx, alice, engine.ListRequest{}); err != nil || len(page.Records) != 2 {
 		t.Errorf("List by a caller allowed every tool: %d records, %v; want 2", len(page.Records), err)
 	}
 }

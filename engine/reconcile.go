@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/carmyhq/carmy/store"
@@ -43,27 +42,6 @@ func (r *Runtime) Lookup(ctx context.Context, caller Caller, session, requestID 
 		return store.Record{}, store.ErrNotFound
 	}
 	return rec, nil
-}
-
-// List returns the caller's records in a session, newest first (every
-// principal's for an admin), of the tools it may call. before is the Next
-// of the previous page, 0 for the first; a page may hold fewer than limit
-// records when some were of other tools.
-func (r *Runtime) List(ctx context.Context, caller Caller, session string, limit int, before uint64) (store.Page, error) {
-	if err := checkSessionID(session); err != nil {
-		return store.Page{}, err
-	}
-	if limit < 0 || limit > store.MaxListLimit {
-		return store.Page{}, invalid("limit", "must be 1-%d", store.MaxListLimit)
-	}
-	page, err := r.Store().List(ctx, store.ListQuery{
-		Principal: caller.Principal, AllPrincipals: caller.Admin, Session: session, Limit: limit, Before: before,
-	})
-	if err != nil || caller.Tools == nil {
-		return page, err
-	}
-	page.Records = slices.DeleteFunc(page.Records, func(rec store.Record) bool { return !caller.MayCall(rec.Tool) })
-	return page, nil
 }
 
 // Cancel records cancelled for a running execution the caller may see
@@ -145,10 +123,21 @@ func (r *Runtime) runnerGone(rec store.Record) bool {
 	if rec.NodeID == r.cfg.NodeID {
 		return !r.runs.has(rec.ExecutionID)
 	}
+	return r.nodeGone(rec.NodeID)
+}
+
+// nodeGone reports whether the runner of another node is known to be
+// gone, as the cluster's Liveness says (never, without one). This node's
+// runner is not gone: whether one of its executions still runs is
+// runnerGone's question.
+func (r *Runtime) nodeGone(nodeID string) bool {
+	if nodeID == r.cfg.NodeID {
+		return false
+	}
 	r.mu.RLock()
 	l := r.liveness
 	r.mu.RUnlock()
-	return l != nil && l.RunnerGone(rec.NodeID)
+	return l != nil && l.RunnerGone(nodeID)
 }
 
 // releaseInBackground releases this node's reservation for exec, whose tool

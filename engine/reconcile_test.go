@@ -201,13 +201,13 @@ func TestPrincipalsSeeOnlyTheirOwn(t *testing.T) {
 	if _, err := app.Lookup(ctx, bob, "", "mine"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("bob looked up alice's identity: %v", err)
 	}
-	if page, err := app.List(ctx, bob, "", 0, 0); err != nil || len(page.Records) != 0 {
+	if page, err := app.List(ctx, bob, engine.ListRequest{}); err != nil || len(page.Records) != 0 {
 		t.Fatalf("bob listed %d of alice's records, %v", len(page.Records), err)
 	}
 	if _, err := app.Execution(ctx, admin, rec.ExecutionID); err != nil {
 		t.Fatalf("admin cannot read: %v", err)
 	}
-	if page, err := app.List(ctx, admin, "", 0, 0); err != nil || len(page.Records) != 1 {
+	if page, err := app.List(ctx, admin, engine.ListRequest{}); err != nil || len(page.Records) != 1 {
 		t.Fatalf("admin listed %d records, %v", len(page.Records), err)
 	}
 	if got, err := app.Lookup(ctx, alice, "", "mine"); err != nil || got.ExecutionID != rec.ExecutionID {
@@ -215,7 +215,7 @@ func TestPrincipalsSeeOnlyTheirOwn(t *testing.T) {
 	}
 	_, err := app.Lookup(ctx, alice, "", "")
 	wantField(t, err, "request_id")
-	_, err = app.List(ctx, alice, "", store.MaxListLimit+1, 0)
+	_, err = app.List(ctx, alice, engine.ListRequest{Limit: store.MaxListLimit + 1})
 	wantField(t, err, "limit")
 }
 

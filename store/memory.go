@@ -18,6 +18,8 @@ type Memory struct {
 	st *State
 }
 
+var _ RunningNodeLister = (*Memory)(nil)
+
 var (
 	_ Store   = (*Memory)(nil)
 	_ Expirer = (*Memory)(nil)
@@ -88,6 +90,13 @@ func (m *Memory) List(_ context.Context, q ListQuery) (Page, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.st.List(q), nil
+}
+
+// RunningNodes implements RunningNodeLister.
+func (m *Memory) RunningNodes(_ context.Context) ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.st.RunningNodes(), nil
 }
 
 // Cancel implements Store.

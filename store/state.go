@@ -249,41 +249,6 @@ func (s *State) Lookup(key Key) (Record, error) {
 	return *r, nil
 }
 
-// List implements Store.List.
-func (s *State) List(q ListQuery) Page {
-	limit := q.Limit
-	if limit <= 0 {
-		limit = DefaultListLimit
-	}
-	limit = min(limit, MaxListLimit)
-	var out []Record
-	collect := func(ids map[string]struct{}) {
-		for id := range ids {
-			r := s.byKey[s.byID[id]]
-			if q.Before == 0 || r.Seq < q.Before {
-				out = append(out, *r)
-			}
-		}
-	}
-	if q.AllPrincipals {
-		for sk, ids := range s.sessions {
-			if sk.session == q.Session {
-				collect(ids)
-			}
-		}
-	} else {
-		collect(s.sessions[sessionKey{q.Principal, q.Session}])
-	}
-	slices.SortFunc(out, func(a, b Record) int { return cmp.Compare(b.Seq, a.Seq) })
-	var p Page
-	if len(out) > limit {
-		out = out[:limit]
-		p.Next = out[limit-1].Seq
-	}
-	p.Records = out
-	return p
-}
-
 // Cancel implements Store.Cancel.
 func (s *State) Cancel(executionID string, res Result) (Record, error) {
 	if err := res.Validate(); err != nil {

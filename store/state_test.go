@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -73,4 +74,33 @@ func TestStateInterrupted(t *testing.T) {
 	if n := s.Interrupted(); n != 3 {
 		t.Fatalf("Interrupted() = %d, want 3", n)
 	}
+}
+
+// TestListCopiesOnlyThePage lists every session of a State of many
+// records: the records are visited by pointer, and only the page is
+// copied, so the allocations do not grow with the State.
+func TestListCopiesOnlyThePage(t *testing.T) {
+	small, large := listState(t, 100), listState(t, 5000)
+	q := store.ListQuery{AllPrincipals: true, AllSessions: true, Tool: "t", Limit: 10}
+	a := testing.AllocsPerRun(5, func() { small.List(q) })
+	b := testing.AllocsPerRun(5, func() { large.List(q) })
+	if b > a+2 {
+		t.Fatalf("listing a page of 5000 records allocates %v times, of 100 records %v: the listing copies the table", b, a)
+	}
+	if p := large.List(q); len(p.Records) != 10 || p.Next == 0 {
+		t.Fatalf("List = %d records, next %d; want a full page and more", len(p.Records), p.Next)
+	}
+}
+
+func listState(t *testing.T, n int) *store.State {
+	t.Helper()
+	st := store.NewState(n)
+	for i := range n {
+		k := store.Key{Principal: fmt.Sprintf("p%d", i%5), Session: fmt.Sprintf("s%d", i%50), RequestID: fmt.Sprintf("r%d", i)}
+		ex := store.Execution{ID: fmt.Sprintf("e%d", i), Tool: "t", NodeID: "n", StartedAt: time.Unix(1, 0)}
+		if _, err := st.Reserve(k, "fp", ex, uint64(i+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return st
 }

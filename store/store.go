@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"slices"
 	"time"
 )
 
@@ -54,19 +55,65 @@ type Resolution struct {
 	AllowRunning bool
 }
 
-// ListQuery selects records for listing.
+// ListQuery selects records for listing. Its filters are applied by the
+// store before Limit, and combine by AND: a page holds Limit matching
+// records whenever that many exist before Before.
 type ListQuery struct {
 	// Principal restricts the listing to one principal unless
 	// AllPrincipals is set.
 	Principal     string
 	AllPrincipals bool
-	// Session selects one session ("" is a session too).
-	Session string
+	// Session selects one session ("" is a session too), unless
+	// AllSessions is set.
+	Session     string
+	AllSessions bool
+	// Statuses, when not empty, keeps only the records whose status is
+	// one of them (a status that is not Valid matches nothing).
+	Statuses []Status
+	// Tool, when not "", keeps only the records of that tool.
+	Tool string
+	// Attention keeps only the records that need a person: the
+	// interrupted ones, and the running ones whose NodeID is in
+	// GoneNodes (nodes whose runner is known to be gone, as the caller
+	// established it: see RunningNodeLister).
+	Attention bool
+	GoneNodes []string
 	// Limit is the page size; 0 or less means DefaultListLimit.
 	Limit int
 	// Before continues a listing: only records with Seq < Before. 0 starts
 	// from the newest.
 	Before uint64
+}
+
+// Match reports whether r is selected by q's principal, session, status,
+// tool, attention and Before. Stores that filter in memory use it, so
+// that every one of them selects alike.
+func (q *ListQuery) Match(r *Record) bool {
+	switch {
+	case q.Before != 0 && r.Seq >= q.Before:
+		return false
+	case !q.AllPrincipals && r.Key.Principal != q.Principal:
+		return false
+	case !q.AllSessions && r.Key.Session != q.Session:
+		return false
+	case q.Tool != "" && r.Tool != q.Tool:
+		return false
+	case len(q.Statuses) > 0 && !slices.Contains(q.Statuses, r.Status):
+		return false
+	case q.Attention:
+		return r.Status == StatusInterrupted || (r.Status == StatusRunning && slices.Contains(q.GoneNodes, r.NodeID))
+	}
+	return true
+}
+
+// RunningNodeLister is implemented by stores that can name the nodes
+// holding running records: the only nodes whose liveness matters to a
+// listing with ListQuery.Attention. A runtime asks it, decides which of
+// those nodes are gone, and passes them as ListQuery.GoneNodes.
+type RunningNodeLister interface {
+	// RunningNodes returns the distinct NodeIDs of the running records,
+	// sorted.
+	RunningNodes(ctx context.Context) ([]string, error)
 }
 
 // DefaultListLimit and MaxListLimit bound a page of List.
@@ -157,7 +204,8 @@ type Store interface {
 	// Lookup returns the record of an identity, or ErrNotFound.
 	Lookup(ctx context.Context, key Key) (Record, error)
 
-	// List returns records of one session, newest first.
+	// List returns one page of the records q selects, newest first
+	// (by Seq), filtered before the page is cut (ListQuery.Match).
 	List(ctx context.Context, q ListQuery) (Page, error)
 
 	// Cancel records res (status cancelled) for a running execution and

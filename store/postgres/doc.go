@@ -33,6 +33,10 @@
 //     request_id), execution_id unique, seq unique. data and error are
 //     bytea: a result is replayed byte for byte as it was recorded (jsonb
 //     would re-encode it). Times are timestamptz, kept to the microsecond.
+//     Its indexes serve the listings (Store.List): one session of a
+//     principal, one session of every principal, every session of a
+//     principal (principal, seq), the open records (seq, partial:
+//     running and interrupted), and seq alone, newest first.
 //   - meta: one row, the number of records (entries), their bytes
 //     (store.RecordSize summed, kept by every write that changes a record's
 //     size) and the last seq; its row lock serialises every change to the

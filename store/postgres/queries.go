@@ -4,7 +4,11 @@ package postgres
 // statements are fixed per Store, so pgx prepares each once per
 // connection.
 type queries struct {
-	get, lookup, list, listAll, stats, interrupted string
+	get, lookup, stats, interrupted string
+
+	// runningNodes names the nodes of the running records (their partial
+	// index holds exactly those).
+	runningNodes string
 
 	reserve string
 
@@ -20,11 +24,10 @@ type queries struct {
 func newQueries(n names) queries {
 	x := func(sql string) string { return n.expand(sql) }
 	return queries{
-		get:     x(`SELECT ` + recordColumns + ` FROM {records} WHERE execution_id = $1`),
-		lookup:  x(`SELECT ` + recordColumns + ` FROM {records} WHERE principal = $1 AND session_id = $2 AND request_id = $3`),
-		list:    x(`SELECT ` + recordColumns + ` FROM {records} WHERE principal = $1 AND session_id = $2 AND seq < $3 ORDER BY seq DESC LIMIT $4`),
-		listAll: x(`SELECT ` + recordColumns + ` FROM {records} WHERE session_id = $1 AND seq < $2 ORDER BY seq DESC LIMIT $3`),
-		stats:   x(`SELECT entries, bytes FROM {meta} WHERE singleton`),
+		get:          x(`SELECT ` + recordColumns + ` FROM {records} WHERE execution_id = $1`),
+		lookup:       x(`SELECT ` + recordColumns + ` FROM {records} WHERE principal = $1 AND session_id = $2 AND request_id = $3`),
+		stats:        x(`SELECT entries, bytes FROM {meta} WHERE singleton`),
+		runningNodes: x(`SELECT DISTINCT node_id FROM {records} WHERE status = 'running' ORDER BY node_id`),
 		// interrupted scans the records (for a gauge, not for calls).
 		interrupted: x(`SELECT count(*) FROM {records} WHERE status = 'interrupted'`),
 

@@ -17,7 +17,7 @@ import (
 // SchemaVersion is the version of the tables this package creates and
 // uses. A database whose tables are at a later version (made by a newer
 // build) is refused by Open rather than written with an older layout.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // migrations[v-1] takes the tables from version v-1 to v. Each runs in the
 // migrating transaction, so a version is applied whole or not at all.
@@ -80,6 +80,13 @@ CREATE TABLE {principals} (
 ALTER TABLE {principals} ADD COLUMN bytes bigint NOT NULL DEFAULT 0;
 UPDATE {meta} SET bytes = (SELECT coalesce(sum(` + recordSizeSQL + `), 0) FROM {records}) WHERE singleton;
 UPDATE {principals} AS pr SET bytes = (SELECT coalesce(sum(` + recordSizeSQL + `), 0) FROM {records} r WHERE r.principal = pr.principal);`,
+	// 3: the indexes of the console's listings (see List): every session
+	// of one principal, newest first, and the open records (running and
+	// interrupted, a small part of the table), newest first, for the
+	// listing of those that need attention. IF NOT EXISTS: a version 2
+	// store rebuilt by hand may have them already.
+	`CREATE INDEX IF NOT EXISTS {rec_pseq} ON {records} (principal, seq);
+CREATE INDEX IF NOT EXISTS {rec_open} ON {records} (seq) WHERE status IN ('running', 'interrupted');`,
 }
 
 // recordSizeSQL is store.RecordSize of a row of {records}, in SQL: the

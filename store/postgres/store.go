@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sync/atomic"
 	"time"
 
@@ -115,47 +114,6 @@ func (s *Store) Lookup(ctx context.Context, key store.Key) (store.Record, error)
 		return store.Record{}, store.ErrNotFound
 	}
 	return s.one(ctx, "lookup", s.q.lookup, key.Principal, key.Session, key.RequestID)
-}
-
-// List implements store.Store: newest first (by Seq), at most
-// store.MaxListLimit records a page.
-func (s *Store) List(ctx context.Context, q store.ListQuery) (store.Page, error) {
-	limit := q.Limit
-	if limit <= 0 {
-		limit = store.DefaultListLimit
-	}
-	limit = min(limit, store.MaxListLimit)
-	before := int64(math.MaxInt64)
-	if q.Before != 0 && q.Before < math.MaxInt64 {
-		before = int64(q.Before)
-	}
-	if !validText(q.Session) || (!q.AllPrincipals && !validText(q.Principal)) {
-		return store.Page{}, nil
-	}
-	var (
-		rows pgx.Rows
-		err  error
-	)
-	// One more than the page tells whether another page follows.
-	if q.AllPrincipals {
-		rows, err = s.pool.Query(ctx, s.q.listAll, q.Session, before, limit+1)
-	} else {
-		rows, err = s.pool.Query(ctx, s.q.list, q.Principal, q.Session, before, limit+1)
-	}
-	if err != nil {
-		return store.Page{}, readErr("list", err)
-	}
-	recs, err := pgx.CollectRows(rows, scanRecord)
-	if err != nil {
-		return store.Page{}, readErr("list", err)
-	}
-	var p store.Page
-	if len(recs) > limit {
-		recs = recs[:limit]
-		p.Next = recs[limit-1].Seq
-	}
-	p.Records = recs
-	return p, nil
 }
 
 // Stats implements store.Store. Entries and Bytes are the shared counts

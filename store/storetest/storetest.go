@@ -40,6 +40,9 @@ func Run(t *testing.T, newStore Factory) {
 		{"IdentitiesAreDistinct", testIdentitiesAreDistinct},
 		{"GetAndLookup", testGetAndLookup},
 		{"ListSession", testListSession},
+		{"ListFilters", testListFilters},
+		{"ListFilteredPages", testListFilteredPages},
+		{"RunningNodes", testRunningNodes},
 		{"ConcurrentReserve", testConcurrentReserve},
 	}
 	for _, c := range cases {
