@@ -423,7 +423,7 @@ func TestConsoleBrowser(t *testing.T) {
 		p.shot("resolve-confirm")
 		p.do("confirm", chromedp.Click(chromedp.CSS("#confirm-ok")))
 		p.waitFor("the confirmation to close", `!document.querySelector('#confirm-dialog').open`)
-		p.waitText("#detail-body", "resolved")
+		p.waitText("#detail-body .timeline", "resolved as completed")
 		status, out := uiAPI(t, http.MethodGet, base+"/v1/executions/"+lost, "", "")
 		data, _ := json.Marshal(out["data"])
 		if status != http.StatusOK || out["status"] != "completed" || out["resolved"] != true || string(data) != `{"order_id":42}` {
@@ -454,7 +454,7 @@ func TestConsoleBrowser(t *testing.T) {
 		p.shot("cancel-refused")
 		p.do("escape", chromedp.KeyEvent(kb.Escape))
 		p.waitFor("Escape to close the dialog", `!document.querySelector('#confirm-dialog').open`)
-		p.waitText("#detail-body", "cancelled")
+		p.waitText("#detail-body [data-field=status]", "cancelled")
 	})
 
 	t.Run("nodes", func(t *testing.T) {

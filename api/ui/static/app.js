@@ -376,6 +376,7 @@ function cancelExecution(button) {
       + 'and whatever it returns afterwards is discarded. An effect it already made is not undone.',
     label: 'Cancel execution',
     returnTo: button,
+    onRefused: refresh, // the page then shows the state that refused it
     run: () => api.post(`v1/executions/${encodeURIComponent(r.execution_id)}/cancel`),
   }).then((rec) => done(rec, `Cancelled ${r.request_id || r.execution_id}.`));
 }
@@ -446,6 +447,7 @@ function continueResolve(ev) {
     label: `Resolve as ${o}`,
     danger: o === 'released',
     returnTo: resolveOpener,
+    onRefused: refresh, // the page then shows the state that refused it
     run: () => api.postText(`v1/executions/${encodeURIComponent(r.execution_id)}/resolve`, body),
   }).then((rec) => done(rec, `Resolved ${r.request_id || r.execution_id} as ${o}.`));
 }
@@ -489,6 +491,7 @@ function continueAddNode(ev) {
     label: 'Add node',
     danger: false,
     returnTo: $('add-node'),
+    onRefused: refresh, // the page then shows the state that refused it
     run: () => api.post('v1/cluster/nodes', spec),
   }).then((c) => {
     if (c === undefined) return;
@@ -507,6 +510,7 @@ function removeNode(n, button) {
       + 'its interrupted or running executions stay recorded and may be resolved.',
     label: 'Remove node',
     returnTo: button,
+    onRefused: refresh, // the page then shows the state that refused it
     run: () => api.del(`v1/cluster/nodes/${encodeURIComponent(n.id)}`),
   }).then((c) => {
     if (c === undefined) return;

@@ -49,10 +49,13 @@ export function render(act) {
     return d ? s('path', { class: `line out-${o}`, d, 'data-outcome': o, fill: 'none' }) : null;
   });
 
-  const latest = points.length ? points[points.length - 1] : {};
+  // The legend gives each outcome's mean over the last minute (the last
+  // point is the step under way, too short to read alone).
+  const lastMinute = points.slice(-Math.max(1, Math.round(60 / (act.step_seconds || 5))));
+  const recent = (o) => lastMinute.reduce((sum, p) => sum + (Number(p[o]) || 0), 0) / (lastMinute.length || 1);
   const summary = outcomes.map((o) => {
     const max = Math.max(0, ...points.map((p) => Number(p[o]) || 0));
-    return `${o}: now ${fmtRate(Number(latest[o]) || 0)}/s, peak ${fmtRate(max)}/s`;
+    return `${o}: ${fmtRate(recent(o))}/s over the last minute, peak ${fmtRate(max)}/s`;
   }).join('; ');
 
   const svg = s('svg', {
@@ -62,9 +65,9 @@ export function render(act) {
   s('desc', { id: 'chart-desc' }, points.length ? summary : 'No data yet.'),
   grid, ticks, lines);
 
-  const legend = h('ul', { class: 'legend' }, outcomes.map((o) => h('li', {},
+  const legend = h('ul', { class: 'legend', 'aria-label': 'Outcomes, with their rate over the last minute' }, outcomes.map((o) => h('li', {},
     s('svg', { class: 'key', viewBox: '0 0 24 8', 'aria-hidden': 'true' },
       s('line', { class: `line out-${o}`, x1: 0, x2: 24, y1: 4, y2: 4 })),
-    ` ${o} `, h('span', { class: 'muted' }, `${fmtRate(Number(latest[o]) || 0)}/s`))));
-  return [svg, legend];
+    ` ${o} `, h('span', { class: 'muted' }, `${fmtRate(recent(o))}/s`))));
+  return [svg, legend, h('p', { class: 'muted small' }, 'Rates beside the outcomes: the mean over the last minute.')];
 }

@@ -60,8 +60,9 @@ export function showError(id, text) {
 // label names the button. On confirmation it awaits run(); a refusal is
 // shown in the dialog (its code and message), which stays open, so the
 // person can read it, retry or go back. It resolves to run's result, or
-// undefined when the person went back.
-export function confirm({ title, text, label, danger = true, run, returnTo }) {
+// undefined when the person went back. onRefused(error) runs after a
+// refusal (to show the state that refused it, say).
+export function confirm({ title, text, label, danger = true, run, returnTo, onRefused }) {
   const dialog = $('confirm-dialog');
   const form = $('confirm-form');
   const ok = $('confirm-ok');
@@ -84,6 +85,7 @@ export function confirm({ title, text, label, danger = true, run, returnTo }) {
       } catch (e) {
         showError('confirm-error', `${label} was refused. ${e.describe ? e.describe() : e.message}`);
         ok.disabled = false;
+        if (onRefused) onRefused(e);
       }
     };
     form.addEventListener('submit', submit);

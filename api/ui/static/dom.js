@@ -9,7 +9,7 @@ export const $ = (id) => document.getElementById(id);
 export function h(tag, attrs, ...children) {
   const el = document.createElement(tag);
   setAll(el, attrs);
-  el.append(...children.flat().filter((c) => c !== null && c !== undefined && c !== false));
+  el.append(...children.flat(Infinity).filter((c) => c !== null && c !== undefined && c !== false));
   return el;
 }
 
@@ -19,7 +19,7 @@ const SVG = 'http://www.w3.org/2000/svg';
 export function s(tag, attrs, ...children) {
   const el = document.createElementNS(SVG, tag);
   setAll(el, attrs);
-  el.append(...children.flat().filter((c) => c !== null && c !== undefined && c !== false));
+  el.append(...children.flat(Infinity).filter((c) => c !== null && c !== undefined && c !== false));
   return el;
 }
 
@@ -38,7 +38,7 @@ export function replace(id, ...nodes) {
   const host = $(id);
   const active = document.activeElement;
   const key = active && host.contains(active) ? active.dataset.key : undefined;
-  host.replaceChildren(...nodes.flat().filter(Boolean));
+  host.replaceChildren(...nodes.flat(Infinity).filter(Boolean));
   if (key) {
     const again = host.querySelector(`[data-key="${CSS.escape(key)}"]`);
     if (again) again.focus();
