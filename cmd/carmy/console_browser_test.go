@@ -186,6 +186,25 @@ func set(sel, value string) chromedp.Action[chromedp.Void] {
 	})()`, sel, value))
 }
 
+// click clicks the element sel (CSS) with the mouse, as a person would. A
+// refresh may redraw the element between finding it and clicking it; the
+// click is then tried again on the redrawn one.
+func (p *consolePage) click(what, sel string) {
+	p.t.Helper()
+	deadline := time.Now().Add(uiWait)
+	for {
+		ctx, cancel := context.WithTimeout(p.ctx, uiWait)
+		err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(sel)))
+		cancel()
+		if err == nil {
+			return
+		}
+		if !strings.Contains(err.Error(), "Could not find node") && !strings.Contains(err.Error(), "No node with given id") || time.Now().After(deadline) {
+			p.fail("%s: %v", what, err)
+		}
+	}
+}
+
 // text returns the text a person sees in the element sel (CSS).
 func (p *consolePage) text(sel string) string {
 	p.t.Helper()
@@ -377,13 +396,13 @@ func TestConsoleBrowser(t *testing.T) {
 			const t = document.querySelector('#executions-body').innerText;
 			return t.includes('ui-failed') && t.includes('ui-done') && !t.includes('ui-order');
 		})()`)
-		p.do("clear the filters", chromedp.Click(chromedp.CSS("#filters button[type=reset]")))
+		p.click("clear the filters", "#filters button[type=reset]")
 		p.waitText("#executions-body", "ui-order-5")
 	})
 
 	t.Run("detail", func(t *testing.T) {
 		p.t = t
-		p.do("open ui-done", chromedp.Click(chromedp.CSS(`#executions-body [data-key="open-`+done+`"]`)))
+		p.click("open ui-done", `#executions-body [data-key="open-`+done+`"]`)
 		p.waitText("#detail-h", "ui-done")
 		for _, want := range []string{done, "s-ui", "echo", "completed", "console", leader.ID(), "fingerprint", "started_at", "finished_at"} {
 			p.waitText("#detail-body", want)
@@ -401,9 +420,9 @@ func TestConsoleBrowser(t *testing.T) {
 		p.waitText("#attention-body", "ui-lost")
 		p.waitFor("an attention count", `Number(document.querySelector('#attention-count').textContent) >= 1`)
 		p.shot("attention")
-		p.do("open ui-lost", chromedp.Click(chromedp.CSS(`#attention-body [data-key="open-`+lost+`"]`)))
+		p.click("open ui-lost", `#attention-body [data-key="open-`+lost+`"]`)
 		p.waitText("#detail-h", "ui-lost")
-		p.do("resolve", chromedp.Click(chromedp.CSS("#do-resolve")))
+		p.click("resolve", "#do-resolve")
 		p.waitFor("the resolve dialog", `document.querySelector('#resolve-dialog').open`)
 		// JSON that does not parse is refused in the page.
 		p.do("give bad JSON",
@@ -421,7 +440,7 @@ func TestConsoleBrowser(t *testing.T) {
 		p.waitText("#confirm-text", "replayed to every retry")
 		p.waitText("#confirm-ok", "Resolve as completed")
 		p.shot("resolve-confirm")
-		p.do("confirm", chromedp.Click(chromedp.CSS("#confirm-ok")))
+		p.click("confirm", "#confirm-ok")
 		p.waitFor("the confirmation to close", `!document.querySelector('#confirm-dialog').open`)
 		p.waitText("#detail-body .timeline", "resolved as completed")
 		status, out := uiAPI(t, http.MethodGet, base+"/v1/executions/"+lost, "", "")
@@ -439,16 +458,16 @@ func TestConsoleBrowser(t *testing.T) {
 			set("#f-status", "running"),
 			chromedp.Click(chromedp.CSS("#filters button[type=submit]")))
 		p.waitText("#executions-body", "ui-running")
-		p.do("open ui-running", chromedp.Click(chromedp.CSS(`#executions-body [data-key="open-`+running+`"]`)))
+		p.click("open ui-running", `#executions-body [data-key="open-`+running+`"]`)
 		p.waitText("#detail-h", "ui-running")
-		p.do("cancel", chromedp.Click(chromedp.CSS("#do-cancel")))
+		p.click("cancel", "#do-cancel")
 		p.waitFor("the confirmation", `document.querySelector('#confirm-dialog').open`)
 		p.waitText("#confirm-text", "cancelled is recorded at once")
 		// Someone else cancels it first: the page's cancel is refused.
 		if status, out := uiAPI(t, http.MethodPost, base+"/v1/executions/"+running+"/cancel", "", ""); status != http.StatusOK {
 			t.Fatalf("cancel through the API: %d %v", status, out)
 		}
-		p.do("confirm", chromedp.Click(chromedp.CSS("#confirm-ok")))
+		p.click("confirm", "#confirm-ok")
 		p.waitText("#confirm-error", "INVALID_STATE (409)")
 		p.waitText("#confirm-error", running) // the API's message names the execution
 		p.shot("cancel-refused")
@@ -482,14 +501,14 @@ func TestConsoleBrowser(t *testing.T) {
 			chromedp.Click(chromedp.CSS("#node-form button[type=submit]")))
 		p.waitText("#confirm-text", "becomes a voter")
 		p.shot("add-node-confirm")
-		p.do("confirm", chromedp.Click(chromedp.CSS("#confirm-ok")))
+		p.click("confirm", "#confirm-ok")
 		p.waitFor("the confirmation to close", `!document.querySelector('#confirm-dialog').open`)
 		p.waitText("#cluster-body", fourth.RaftAddr())
 
-		p.do("remove the dead node", chromedp.Click(chromedp.CSS(`[data-key="remove-`+victim.ID()+`"]`)))
+		p.click("remove the dead node", `[data-key="remove-`+victim.ID()+`"]`)
 		p.waitText("#confirm-text", "removed from the Raft configuration")
 		p.shot("remove-node-confirm")
-		p.do("confirm", chromedp.Click(chromedp.CSS("#confirm-ok")))
+		p.click("confirm", "#confirm-ok")
 		p.waitFor("the confirmation to close", `!document.querySelector('#confirm-dialog').open`)
 		p.waitFor(victim.ID()+" to leave the members", fmt.Sprintf(`!document.querySelector('#cluster-body').innerText.includes(%q)`, victim.RaftAddr()))
 		st, err := leader.ClusterStatus(t.Context())
@@ -586,7 +605,7 @@ func TestConsoleBrowserAuth(t *testing.T) {
 	}
 	p.shot("planner")
 
-	p.do("sign out", chromedp.Click(chromedp.CSS("#sign-out")))
+	p.click("sign out", "#sign-out")
 	p.waitFor("the token dialog again", `document.querySelector('#token-dialog').open`)
 	if got := p.eval(`String(sessionStorage.getItem('carmy.token'))`); got != "null" {
 		t.Errorf("after sign-out, session storage holds %q", got)

@@ -38,12 +38,13 @@ export function clearToken() {
 
 // request sends method path (relative to the API's base, e.g.
 // "v1/cluster") with body, a JSON text or undefined, and returns the
-// answer's JSON. It throws an ApiError for a refusal or no answer.
-export async function request(method, path, body) {
+// answer's JSON. It throws an ApiError for a refusal or no answer (with
+// aborted set when signal, an AbortSignal, ended it).
+export async function request(method, path, body, signal) {
   const headers = { Accept: 'application/json' };
   const t = token();
   if (t) headers.Authorization = `Bearer ${t}`;
-  const init = { method, headers, credentials: 'omit', cache: 'no-store' };
+  const init = { method, headers, credentials: 'omit', cache: 'no-store', signal };
   if (body !== undefined) {
     headers['Content-Type'] = 'application/json';
     init.body = body;
@@ -52,7 +53,9 @@ export async function request(method, path, body) {
   try {
     resp = await fetch(new URL(path, base), init);
   } catch (e) {
-    throw new ApiError(0, 'NO_ANSWER', `the node did not answer (${e.message})`);
+    const err = new ApiError(0, 'NO_ANSWER', `the node did not answer (${e.message})`);
+    err.aborted = Boolean(signal && signal.aborted);
+    throw err;
   }
   const text = await resp.text();
   let json = null;
@@ -69,7 +72,7 @@ export async function request(method, path, body) {
   return json;
 }
 
-export const get = (path) => request('GET', path);
+export const get = (path, signal) => request('GET', path, undefined, signal);
 export const post = (path, value) => request('POST', path, value === undefined ? undefined : JSON.stringify(value));
 export const postText = (path, text) => request('POST', path, text);
 export const del = (path) => request('DELETE', path);

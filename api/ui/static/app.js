@@ -42,8 +42,11 @@ async function refresh() {
   }
   clearTimeout(state.timer);
   state.busy = true;
+  const ctl = new AbortController(); // a new token aborts what the old one asked
+  state.ctl = ctl;
   try {
-    const errors = await loadAll();
+    const errors = await loadAll(ctl.signal);
+    if (ctl.signal.aborted) return;
     const auth = errors.find((e) => e.status === 401);
     if (auth) {
       askToken(auth);
@@ -88,11 +91,11 @@ function schedule() {
 
 // loadAll requests every panel's data together and renders each as it
 // can; it returns the errors that are not a panel's to show.
-async function loadAll() {
+async function loadAll(signal) {
   // The cluster first: whether it answers tells what the token may do,
   // which the other panels show (the principal column, say).
-  const first = await Promise.allSettled([loadCluster()]);
-  const results = await Promise.allSettled([loadActivity(), loadAttention(), loadExecutions(), loadDetail()]);
+  const first = await Promise.allSettled([loadCluster(signal)]);
+  const results = await Promise.allSettled([loadActivity(signal), loadAttention(signal), loadExecutions(signal), loadDetail(signal)]);
   const errors = [...first, ...results].filter((r) => r.status === 'rejected').map((r) => r.reason);
   for (const e of errors) if (!(e instanceof api.ApiError)) throw e;
   return errors;
@@ -111,13 +114,14 @@ function panelError(panel, e) {
   replace(panel, h('p', { class: 'error' }, e.describe ? e.describe() : String(e)));
 }
 
-async function loadCluster() {
+async function loadCluster(signal) {
   try {
-    state.cluster = await api.get('v1/cluster');
+    state.cluster = await api.get('v1/cluster', signal);
     setAccess(api.token() ? 'admin' : 'off');
     replace('cluster-body', views.cluster(state.cluster, removeNode));
     $('add-node').hidden = false;
   } catch (e) {
+    if (e.aborted) throw e;
     state.cluster = null;
     $('add-node').hidden = true;
     if (e.status === 401) throw e;
@@ -135,22 +139,22 @@ async function loadCluster() {
   }
 }
 
-async function loadActivity() {
+async function loadActivity(signal) {
   try {
-    const act = await api.get('v1/activity');
+    const act = await api.get('v1/activity', signal);
     $('node').textContent = act.node_id ? `Node ${act.node_id}` : '';
     replace('activity-body', chart.render(act));
   } catch (e) {
-    if (e.status === 401) throw e;
+    if (e.aborted || e.status === 401) throw e;
     if (forbidden('activity-body', e, 'this token may not see the node\'s activity')) return;
     panelError('activity-body', e);
     throw e;
   }
 }
 
-async function loadAttention() {
+async function loadAttention(signal) {
   try {
-    const page = await api.get('v1/executions' + api.query({ attention: true, all_sessions: true, limit: 500 }));
+    const page = await api.get('v1/executions' + api.query({ attention: true, all_sessions: true, limit: 500 }), signal);
     state.attention = page.executions || [];
     const n = state.attention.length;
     $('attention-count').textContent = page.next_cursor ? `${n}+` : String(n);
@@ -161,7 +165,7 @@ async function loadAttention() {
     }));
     learnPrincipal(state.attention);
   } catch (e) {
-    if (e.status === 401) throw e;
+    if (e.aborted || e.status === 401) throw e;
     panelError('attention-body', e);
     throw e;
   }
@@ -180,15 +184,15 @@ function filters() {
   };
 }
 
-async function loadExecutions() {
+async function loadExecutions(signal) {
   try {
-    const page = await api.get('v1/executions' + api.query({ ...filters(), limit: Math.min(state.shown, 500) }));
+    const page = await api.get('v1/executions' + api.query({ ...filters(), limit: Math.min(state.shown, 500) }), signal);
     state.executions = page.executions || [];
     state.next = page.next_cursor || '';
     renderExecutions();
     learnPrincipal(state.executions);
   } catch (e) {
-    if (e.status === 401) throw e;
+    if (e.aborted || e.status === 401) throw e;
     panelError('executions-body', e);
     throw e;
   }
@@ -214,12 +218,14 @@ function renderExecutions() {
   $('more').hidden = !state.next;
 }
 
-async function loadDetail() {
+async function loadDetail(signal) {
   if (!state.selected) return;
   try {
-    state.selected = await api.get(`v1/executions/${encodeURIComponent(state.selected.execution_id)}`);
+    const r = await api.get(`v1/executions/${encodeURIComponent(state.selected.execution_id)}`, signal);
+    if (!state.selected || state.selected.execution_id !== r.execution_id) return; // closed or another opened meanwhile
+    state.selected = r;
   } catch (e) {
-    if (e.status === 401) throw e;
+    if (e.aborted || e.status === 401) throw e;
     if (e.status === 404) { // released, or removed by retention
       replace('detail-body', h('p', { class: 'muted' }, `This execution is no longer recorded. ${e.describe()}`));
       return;
@@ -301,8 +307,10 @@ function signOut() {
   refresh();
 }
 
-// reset forgets what the previous token could see.
+// reset forgets what the previous token could see, and drops what it
+// asked that has not answered yet.
 function reset() {
+  if (state.ctl) state.ctl.abort();
   Object.assign(state, {
     access: null, principal: '', cluster: null, attention: [], executions: [], next: '', selected: null,
     failures: 0, needToken: false,

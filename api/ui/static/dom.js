@@ -34,11 +34,18 @@ function setAll(el, attrs) {
 // replace swaps the children of the element with id for nodes, keeping
 // the keyboard focus on the element with the same data-key if it had it
 // (a refresh must not throw the focus back to the top of the page).
+//
+// Content that has not changed is left as it is, so a refresh does not
+// churn the page under a pointer or a screen reader. (Event handlers are
+// not compared: a view's handlers depend on its data alone.)
 export function replace(id, ...nodes) {
   const host = $(id);
+  const fresh = nodes.flat(Infinity).filter(Boolean);
+  const before = [...host.childNodes];
+  if (before.length === fresh.length && before.every((n, i) => n.isEqualNode(fresh[i]))) return;
   const active = document.activeElement;
   const key = active && host.contains(active) ? active.dataset.key : undefined;
-  host.replaceChildren(...nodes.flat(Infinity).filter(Boolean));
+  host.replaceChildren(...fresh);
   if (key) {
     const again = host.querySelector(`[data-key="${CSS.escape(key)}"]`);
     if (again) again.focus();
