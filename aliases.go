@@ -24,6 +24,9 @@ type (
 	// Resolution is an outcome a caller established for an interrupted
 	// execution.
 	Resolution = engine.Resolution
+	// ListRequest is what a caller asks of List: a session or every
+	// session, and the filters (status, tool, principal, attention).
+	ListRequest = engine.ListRequest
 	// ToolFunc is a tool's body.
 	ToolFunc = engine.ToolFunc
 	// ToolSpec declares a tool.
@@ -74,6 +77,9 @@ var (
 	ErrUnknownTool = engine.ErrUnknownTool
 	// ErrClosed: the runtime is shutting down and takes no new calls.
 	ErrClosed = engine.ErrClosed
+	// ErrPrincipalForbidden: a caller that is not an admin listed another
+	// principal's executions.
+	ErrPrincipalForbidden = engine.ErrPrincipalForbidden
 )
 
 // WithNodeID sets the node id.

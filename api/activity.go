@@ -70,7 +70,7 @@ type activitySlot struct {
 func newActivity(now func() time.Time) *activity {
 	a := &activity{now: now}
 	for i := range a.slots {
-		a.slots[i].step = -1
+		a.slots[i].step = math.MinInt64 // no step: every slot starts empty
 	}
 	return a
 }
@@ -78,13 +78,22 @@ func newActivity(now func() time.Time) *activity {
 // stepOf returns the number of t's step.
 func stepOf(t time.Time) int64 { return t.UnixNano() / int64(ActivityStep) }
 
+// slot returns the slot that counts step.
+func (a *activity) slot(step int64) *activitySlot {
+	i := step % ActivitySteps
+	if i < 0 {
+		i += ActivitySteps
+	}
+	return &a.slots[i]
+}
+
 // record counts one answered call of the given outcome (OutcomeRan, …)
 // in the current step.
 func (a *activity) record(outcome string) {
 	step := stepOf(a.now())
 	i := activityIndex(outcome)
 	a.mu.Lock()
-	slot := &a.slots[step%ActivitySteps]
+	slot := a.slot(step)
 	if slot.step != step {
 		*slot = activitySlot{step: step}
 	}
@@ -124,10 +133,7 @@ func (a *activity) series() []activityPoint {
 	a.mu.Lock()
 	for k := range ActivitySteps {
 		step := cur - int64(ActivitySteps-1-k)
-		if step < 0 {
-			continue
-		}
-		if slot := &a.slots[step%ActivitySteps]; slot.step == step {
+		if slot := a.slot(step); slot.step == step {
 			counts[k] = slot.counts
 		}
 	}

@@ -21,7 +21,9 @@ type State struct {
 	lastSeq  uint64
 	byKey    map[Key]*Record
 	byID     map[string]Key
-	sessions map[sessionKey]map[string]struct{}
+	// sessions indexes the records of each principal's session by
+	// execution id, for List: the same records as byKey, by pointer.
+	sessions map[sessionKey]map[string]*Record
 	// perPrincipal counts each principal's records (absent: none). insert
 	// and remove keep it, so it is derived from byKey alone.
 	perPrincipal map[string]int
@@ -42,7 +44,7 @@ func NewState(capacity int) *State {
 		capacity:       capacity,
 		byKey:          make(map[Key]*Record),
 		byID:           make(map[string]Key),
-		sessions:       make(map[sessionKey]map[string]struct{}),
+		sessions:       make(map[sessionKey]map[string]*Record),
 		perPrincipal:   make(map[string]int),
 		principalBytes: make(map[string]int64),
 	}
@@ -420,12 +422,12 @@ func (s *State) insert(r *Record) {
 	s.byKey[r.Key] = r
 	s.byID[r.ExecutionID] = r.Key
 	sk := sessionKey{r.Key.Principal, r.Key.Session}
-	ids := s.sessions[sk]
-	if ids == nil {
-		ids = make(map[string]struct{})
-		s.sessions[sk] = ids
+	recs := s.sessions[sk]
+	if recs == nil {
+		recs = make(map[string]*Record)
+		s.sessions[sk] = recs
 	}
-	ids[r.ExecutionID] = struct{}{}
+	recs[r.ExecutionID] = r
 	s.perPrincipal[r.Key.Principal]++
 	s.account(r.Key.Principal, RecordSize(*r))
 }

@@ -92,7 +92,7 @@ func TestListCopiesOnlyThePage(t *testing.T) {
 	}
 }
 
-func listState(t *testing.T, n int) *store.State {
+func listState(t testing.TB, n int) *store.State {
 	t.Helper()
 	st := store.NewState(n)
 	for i := range n {

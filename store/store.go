@@ -205,7 +205,9 @@ type Store interface {
 	Lookup(ctx context.Context, key Key) (Record, error)
 
 	// List returns one page of the records q selects, newest first
-	// (by Seq), filtered before the page is cut (ListQuery.Match).
+	// (by Seq), filtered before the page is cut (ListQuery.Match). A
+	// store that filters a page after cutting it, or ignores a filter,
+	// fails storetest's ListFilters and ListFilteredPages cases.
 	List(ctx context.Context, q ListQuery) (Page, error)
 
 	// Cancel records res (status cancelled) for a running execution and

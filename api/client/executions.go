@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 )
 
 // GetExecution returns an execution's record (GET /v1/executions/{id}).
@@ -43,12 +44,28 @@ func (c *Client) Lookup(ctx context.Context, requestID, session string) (*Execut
 	return c.execution(ctx, &request{method: http.MethodGet, path: "/v1/executions?" + q.Encode(), idempotent: true})
 }
 
-// ListOptions pages through a session's executions.
+// ListOptions pages through a session's executions, and narrows the
+// listing. The filters combine by AND; the node applies them before it
+// cuts the page.
 type ListOptions struct {
 	// Limit is the most records in one page (0: the node's default).
 	Limit int
 	// Cursor is the NextCursor of the previous page ("" for the first).
 	Cursor string
+	// AllSessions lists every session the caller may see instead of one
+	// (all_sessions=true); the session must then be "".
+	AllSessions bool
+	// Statuses keeps only records of these statuses (status=…).
+	Statuses []Status
+	// Tool keeps only records of this tool (tool=…).
+	Tool string
+	// Principal keeps only this principal's records (principal=…): the
+	// admin's filter; any other token may name only its own principal,
+	// another is ErrForbidden.
+	Principal string
+	// Attention keeps only the records that need a person (attention=true):
+	// interrupted ones, and running ones whose node is gone.
+	Attention bool
 }
 
 // ExecutionPage is one page of a session's executions, newest first.
@@ -58,7 +75,8 @@ type ExecutionPage struct {
 	NextCursor string
 }
 
-// ListExecutions returns the caller's executions in session, newest first
+// ListExecutions returns the caller's executions in session (or, with
+// opts.AllSessions, in every session), newest first, that opts select
 // (GET /v1/executions?session_id=…): how an agent that restarted finds
 // where it was.
 func (c *Client) ListExecutions(ctx context.Context, session string, opts ListOptions) (*ExecutionPage, error) {
@@ -66,8 +84,30 @@ func (c *Client) ListExecutions(ctx context.Context, session string, opts ListOp
 		return nil, usage("negative limit %d", opts.Limit)
 	}
 	q := url.Values{"session_id": {session}}
+	if opts.AllSessions {
+		if session != "" {
+			return nil, usage("a session %q with AllSessions", session)
+		}
+		q = url.Values{"all_sessions": {"true"}}
+	}
 	if opts.Limit > 0 {
 		q.Set("limit", strconv.Itoa(opts.Limit))
+	}
+	if len(opts.Statuses) > 0 {
+		statuses := make([]string, len(opts.Statuses))
+		for i, st := range opts.Statuses {
+			statuses[i] = string(st)
+		}
+		q.Set("status", strings.Join(statuses, ","))
+	}
+	if opts.Tool != "" {
+		q.Set("tool", opts.Tool)
+	}
+	if opts.Principal != "" {
+		q.Set("principal", opts.Principal)
+	}
+	if opts.Attention {
+		q.Set("attention", "true")
 	}
 	if opts.Cursor != "" {
 		q.Set("cursor", opts.Cursor)

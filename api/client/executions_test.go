@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -204,5 +205,53 @@ func TestTools(t *testing.T) {
 	}
 	if err := c.Ready(t.Context()); err != nil {
 		t.Fatalf("Ready: %v", err)
+	}
+}
+
+// TestListFilters narrows a listing: every session, a tool, statuses, a
+// principal, attention; a session with AllSessions is a usage error.
+func TestListFilters(t *testing.T) {
+	base := startNode(t) // auth off: the caller is the admin
+	c, _ := newClient(t, base)
+	ctx := t.Context()
+	for i, sess := range []string{"", "s1", "s2"} {
+		if _, err := c.Call(ctx, "echo", map[string]int{"i": i}, client.Session(sess), client.RequestID(fmt.Sprintf("f-%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Call(ctx, "fail", map[string]string{"message": "no"}, client.Session("s2"), client.RequestID("f-fail")); err != nil {
+		t.Fatal(err)
+	}
+	count := func(session string, opts client.ListOptions) int {
+		t.Helper()
+		page, err := c.ListExecutions(ctx, session, opts)
+		if err != nil {
+			t.Fatalf("ListExecutions(%q, %+v): %v", session, opts, err)
+		}
+		return len(page.Executions)
+	}
+	for _, tc := range []struct {
+		name    string
+		session string
+		opts    client.ListOptions
+		want    int
+	}{
+		{"one session", "s2", client.ListOptions{}, 2},
+		{"every session", "", client.ListOptions{AllSessions: true}, 4},
+		{"a tool", "", client.ListOptions{AllSessions: true, Tool: "echo"}, 3},
+		{"statuses", "", client.ListOptions{AllSessions: true, Statuses: []client.Status{client.StatusFailed, client.StatusRunning}}, 1},
+		{"a principal", "", client.ListOptions{AllSessions: true, Principal: engine.AnonymousPrincipal}, 4},
+		{"another principal", "", client.ListOptions{AllSessions: true, Principal: "nobody"}, 0},
+		{"attention", "", client.ListOptions{AllSessions: true, Attention: true}, 0},
+	} {
+		if got := count(tc.session, tc.opts); got != tc.want {
+			t.Errorf("%s: %d executions, want %d", tc.name, got, tc.want)
+		}
+	}
+	if _, err := c.ListExecutions(ctx, "s1", client.ListOptions{AllSessions: true}); err == nil {
+		t.Fatal("a session with AllSessions: no error")
+	}
+	if _, err := c.ListExecutions(ctx, "", client.ListOptions{Statuses: []client.Status{"bogus"}}); !errors.Is(err, client.ErrInvalid) {
+		t.Fatalf("an unknown status: %v, want ErrInvalid", err)
 	}
 }
