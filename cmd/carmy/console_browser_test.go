@@ -373,6 +373,11 @@ func TestConsoleBrowser(t *testing.T) {
 		p.waitText("#cluster-body", "Records")
 		p.waitText("#cluster-body", leader.Addr)
 		p.shot("cluster")
+		p.click("pause the refresh", "#refresh-toggle")
+		p.waitText("#refresh-toggle", "Resume refresh")
+		p.waitText("#status", "Refresh paused.")
+		p.click("resume the refresh", "#refresh-toggle")
+		p.waitText("#refresh-toggle", "Pause refresh")
 	})
 
 	t.Run("executions and filters", func(t *testing.T) {

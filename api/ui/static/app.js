@@ -60,7 +60,8 @@ async function refresh() {
     } else {
       if (state.failures) alert('');
       state.failures = 0;
-      status(`Updated ${new Date().toLocaleTimeString([], { hour12: false })}${state.paused ? ' (refresh paused)' : ''}.`);
+      // Not in the live region: a screen reader is not told every 5 s.
+      $('updated').textContent = `Updated ${new Date().toLocaleTimeString([], { hour12: false })}${state.paused ? ' (refresh paused)' : ''}.`;
     }
   } catch (e) { // a fault of the page itself, not an answer of the API
     alert(`The console failed to show the node's state: ${e.message}`);
@@ -556,7 +557,7 @@ async function loadTools() {
 function togglePause() {
   state.paused = !state.paused;
   const b = $('refresh-toggle');
-  b.setAttribute('aria-pressed', String(state.paused));
+  b.classList.toggle('paused', state.paused);
   b.textContent = state.paused ? 'Resume refresh' : 'Pause refresh';
   status(state.paused ? 'Refresh paused.' : 'Refresh resumed.');
   if (state.paused) clearTimeout(state.timer);
