@@ -28,6 +28,8 @@ const state = {
   busy: false,
   again: false,
   needToken: false,
+  toolsLoaded: false, // the tool filter is filled
+  ctl: null, // aborts the refresh under way
 };
 
 // --- Refresh -------------------------------------------------------------------
@@ -52,7 +54,8 @@ async function refresh() {
       askToken(auth);
       return;
     }
-    const failed = errors.filter((e) => e.status === 0 || e.status >= 500);
+    // No answer, a server's failure, or "too many requests": wait longer.
+    const failed = errors.filter((e) => e.status === 0 || e.status === 429 || e.status >= 500);
     if (failed.length) {
       state.failures++;
       const wait = backoff();
@@ -96,7 +99,14 @@ async function loadAll(signal) {
   // The cluster first: whether it answers tells what the token may do,
   // which the other panels show (the principal column, say).
   const first = await Promise.allSettled([loadCluster(signal)]);
-  const results = await Promise.allSettled([loadActivity(signal), loadAttention(signal), loadExecutions(signal), loadDetail(signal)]);
+  const refused = first[0].status === 'rejected' ? first[0].reason : null;
+  // A refused token is sent once, not once per panel: the node counts
+  // failed authentications per address and stops listening to an
+  // address that makes too many.
+  if (refused && (refused.status === 401 || refused.aborted)) return [refused];
+  const loads = [loadActivity(signal), loadAttention(signal), loadExecutions(signal), loadDetail(signal)];
+  if (!state.toolsLoaded) loads.push(loadTools(signal));
+  const results = await Promise.allSettled(loads);
   const errors = [...first, ...results].filter((r) => r.status === 'rejected').map((r) => r.reason);
   for (const e of errors) if (!(e instanceof api.ApiError)) throw e;
   return errors;
@@ -283,6 +293,7 @@ function askToken(err) {
   status('This node needs a token.');
   dialogs.showError('token-error', api.token() ? `That token was refused: ${err.describe()}` : '');
   const d = $('token-dialog');
+  d.dataset.asked = String(Number(d.dataset.asked || 0) + 1); // how many times it asked (tests wait on it)
   if (!d.open) dialogs.open(d, { focus: $('token-input') });
 }
 
@@ -297,14 +308,12 @@ function signIn(ev) {
   $('token-input').value = '';
   $('token-dialog').close();
   reset();
-  loadTools();
   refresh();
 }
 
 function signOut() {
   api.clearToken();
   reset();
-  loadTools();
   refresh();
 }
 
@@ -314,7 +323,7 @@ function reset() {
   if (state.ctl) state.ctl.abort();
   Object.assign(state, {
     access: null, principal: '', cluster: null, attention: [], executions: [], next: '', selected: null,
-    failures: 0, needToken: false,
+    failures: 0, needToken: false, toolsLoaded: false,
   });
   $('detail').hidden = true;
   $('who').textContent = '';
@@ -542,15 +551,18 @@ function alert(text) {
 
 // --- Start -----------------------------------------------------------------------------
 
-async function loadTools() {
+// loadTools fills the tool filter with the tools the token may call.
+async function loadTools(signal) {
   try {
-    const { tools } = await api.get('v1/tools');
+    const { tools } = await api.get('v1/tools', signal);
     const select = $('f-tool');
     const chosen = select.value;
     select.replaceChildren(h('option', { value: '' }, 'any'), ...tools.map((t) => h('option', {}, t.name)));
     select.value = chosen;
+    state.toolsLoaded = true;
   } catch {
-    // the filter keeps "any"; the other panels report the error
+    // the filter keeps "any" and the next refresh tries again; the
+    // other panels report the error
   }
 }
 
@@ -569,7 +581,7 @@ function start() {
   $('sign-in').addEventListener('click', () => askToken(new api.ApiError(401, 'UNAUTHORIZED', 'a token is needed')));
   $('sign-out').addEventListener('click', signOut);
   $('refresh-toggle').addEventListener('click', togglePause);
-  $('refresh-now').addEventListener('click', () => { state.failures = 0; loadTools(); refresh(); });
+  $('refresh-now').addEventListener('click', () => { state.failures = 0; state.toolsLoaded = false; refresh(); });
   $('alert-close').addEventListener('click', () => alert(''));
   $('filters').addEventListener('submit', (ev) => {
     ev.preventDefault();
@@ -590,7 +602,6 @@ function start() {
   document.addEventListener('visibilitychange', () => {
     if (!document.hidden && !state.paused && !state.needToken) refresh();
   });
-  loadTools();
   refresh();
 }
 
