@@ -58,6 +58,9 @@ func (r *Runtime) List(ctx context.Context, caller Caller, req ListRequest) (sto
 	if err != nil {
 		return store.Page{}, err
 	}
+	if req.Tool != "" && !caller.MayCall(req.Tool) {
+		return store.Page{}, nil // every record it selects would be dropped
+	}
 	page, err := r.Store().List(ctx, q)
 	if err != nil || caller.Tools == nil {
 		return page, err

@@ -152,3 +152,15 @@ func TestListAttentionStoreFailure(t *testing.T) {
 		t.Fatalf("List with a failing store: %v, want UNAVAILABLE", err)
 	}
 }
+
+// TestListToolOutsideAllowList: a caller restricted to some tools that
+// filters by another lists nothing, as it would after dropping them.
+func TestListToolOutsideAllowList(t *testing.T) {
+	app := newApp(t)
+	seeded(t, app, "alice", "", "a", "a", engine.DefaultNodeID)
+	b := seeded(t, app, "alice", "", "b", "b", engine.DefaultNodeID)
+	restricted := engine.Caller{Principal: "alice", Tools: engine.NewToolSet("b")}
+	wantIDs(t, "a tool outside the allow-list", listIDs(t, app, restricted, engine.ListRequest{Tool: "a"}))
+	wantIDs(t, "a tool inside it", listIDs(t, app, restricted, engine.ListRequest{Tool: "b"}), b)
+	wantIDs(t, "no tool", listIDs(t, app, restricted, engine.ListRequest{}), b)
+}
