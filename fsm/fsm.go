@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -123,16 +124,17 @@ func (f *FSM) applyOne(index, token uint64, data []byte, seen *[]observed) Respo
 	return r
 }
 
-// Snapshot implements raft.FSM. The state is encoded under the read lock
-// (records are copied, their payloads immutable) and written out later.
+// Snapshot implements raft.FSM. Under the read lock it only copies the
+// records' structs (their payloads are immutable and shared); Persist
+// writes them out one by one while the FSM goes on applying, so neither
+// the apply goroutine waits for the encoding nor is the snapshot ever held
+// in memory as a whole.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.RLock()
-	b, err := f.p.marshalSnapshotAt(f.applied.Load())
+	d := f.p.snapshot()
+	d.Index = f.applied.Load()
 	f.mu.RUnlock()
-	if err != nil {
-		return nil, fmt.Errorf("fsm: snapshot: %w", err)
-	}
-	return &fsmSnapshot{data: b}, nil
+	return &fsmSnapshot{data: d}, nil
 }
 
 // Restore implements raft.FSM: the state is decoded aside and swapped in
@@ -151,10 +153,10 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	return nil
 }
 
-type fsmSnapshot struct{ data []byte }
+type fsmSnapshot struct{ data snapshotData }
 
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
-	if _, err := sink.Write(s.data); err != nil {
+	if err := s.data.writeTo(sink); err != nil {
 		_ = sink.Cancel()
 		return fmt.Errorf("fsm: persist snapshot: %w", err)
 	}
@@ -281,6 +283,12 @@ func (f *FSM) Hash() (string, error) {
 // and tools).
 func (f *FSM) SnapshotBytes() ([]byte, error) {
 	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return f.p.marshalSnapshotAt(f.applied.Load())
+	d := f.p.snapshot()
+	d.Index = f.applied.Load()
+	f.mu.RUnlock()
+	var b bytes.Buffer
+	if err := d.writeTo(&b); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
 }

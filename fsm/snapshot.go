@@ -1,6 +1,8 @@
 package fsm
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -31,7 +33,8 @@ type snapshotData struct {
 }
 
 // snapshot captures the processor's state. The copy shares no mutable
-// memory with the processor (record payloads are immutable).
+// memory with the processor (records are copied, their payloads
+// immutable), so it can be written out while the processor goes on.
 func (p *Processor) snapshot() snapshotData {
 	return snapshotData{
 		Version:     SnapshotVersion,
@@ -46,15 +49,68 @@ func (p *Processor) snapshot() snapshotData {
 
 // MarshalSnapshot returns the processor's snapshot bytes.
 func (p *Processor) MarshalSnapshot() ([]byte, error) {
-	return json.Marshal(p.snapshot())
+	var b bytes.Buffer
+	if err := p.snapshot().writeTo(&b); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
 }
 
-// marshalSnapshotAt returns the snapshot bytes recording that the FSM had
-// applied the log up to index.
-func (p *Processor) marshalSnapshotAt(index uint64) ([]byte, error) {
-	d := p.snapshot()
-	d.Index = index
-	return json.Marshal(d)
+// writeTo writes d as the JSON of snapshotData, the bytes json.Marshal
+// would give, one record at a time: a snapshot of a full store is never
+// held in memory as a whole, only its records' structs (their payloads
+// shared with the state) and one record's JSON at a time.
+func (d snapshotData) writeTo(w io.Writer) error {
+	bw := bufio.NewWriterSize(w, 256<<10)
+	hb, err := json.Marshal(struct {
+		Version     int    `json:"version"`
+		Capacity    int    `json:"capacity"`
+		CapacitySet bool   `json:"capacity_set"`
+		MaxBytes    int64  `json:"max_bytes,omitempty"`
+		LastSeq     uint64 `json:"last_seq"`
+	}{d.Version, d.Capacity, d.CapacitySet, d.MaxBytes, d.LastSeq})
+	if err != nil {
+		return fmt.Errorf("fsm: snapshot: %w", err)
+	}
+	bw.Write(hb[:len(hb)-1]) // without its closing brace
+	if err := writeArray(bw, `,"records":`, d.Records); err != nil {
+		return err
+	}
+	if err := writeArray(bw, `,"nodes":`, d.Nodes); err != nil {
+		return err
+	}
+	if d.Index != 0 {
+		fmt.Fprintf(bw, `,"index":%d`, d.Index)
+	}
+	bw.WriteByte('}')
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("fsm: snapshot: %w", err)
+	}
+	return nil
+}
+
+// writeArray writes name and the JSON array of items (null for nil, as
+// json.Marshal writes a nil slice), one item at a time. Write errors are
+// left to the caller's Flush, which reports the first.
+func writeArray[T any](bw *bufio.Writer, name string, items []T) error {
+	bw.WriteString(name)
+	if items == nil {
+		bw.WriteString("null")
+		return nil
+	}
+	bw.WriteByte('[')
+	for i := range items {
+		if i > 0 {
+			bw.WriteByte(',')
+		}
+		b, err := json.Marshal(&items[i])
+		if err != nil {
+			return fmt.Errorf("fsm: snapshot: %w", err)
+		}
+		bw.Write(b)
+	}
+	bw.WriteByte(']')
+	return nil
 }
 
 // RestoreSnapshot replaces the processor's state with a snapshot's. On
