@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -115,25 +116,94 @@ func writeArray[T any](bw *bufio.Writer, name string, items []T) error {
 
 // RestoreSnapshot replaces the processor's state with a snapshot's. On
 // error the processor is unchanged.
+//
+// The snapshot is read as a stream: each record is decoded and added to
+// the new state in turn, so a snapshot is never held in memory as a
+// whole, nor its records twice. Its settings (version, capacity, bounds,
+// last_seq) must come before its records, as every build writes them.
+// Unknown members are skipped.
 func (p *Processor) RestoreSnapshot(r io.Reader) error {
-	var d snapshotData
-	dec := json.NewDecoder(r)
-	if err := dec.Decode(&d); err != nil {
-		return fmt.Errorf("fsm: snapshot: %w", err)
+	dec := json.NewDecoder(bufio.NewReaderSize(r, 256<<10))
+	fail := func(err error) error { return fmt.Errorf("fsm: snapshot: %w", err) }
+	if err := expectDelim(dec, '{'); err != nil {
+		return fail(err)
 	}
-	if d.Version != SnapshotVersion {
-		return fmt.Errorf("fsm: snapshot version %d, want %d", d.Version, SnapshotVersion)
+	var (
+		d    snapshotData
+		st   *store.State
+		rest *store.Restorer
+	)
+	// start checks the settings read so far and begins the new state.
+	start := func() error {
+		if d.Version != SnapshotVersion {
+			return fmt.Errorf("fsm: snapshot version %d, want %d", d.Version, SnapshotVersion)
+		}
+		if d.Capacity <= 0 {
+			return fmt.Errorf("fsm: snapshot capacity %d", d.Capacity)
+		}
+		if d.MaxBytes < 0 {
+			return fmt.Errorf("fsm: snapshot max bytes %d", d.MaxBytes)
+		}
+		st = store.NewState(d.Capacity)
+		st.SetMaxBytes(d.MaxBytes)
+		rest = st.Restorer(d.LastSeq)
+		return nil
 	}
-	if d.Capacity <= 0 {
-		return fmt.Errorf("fsm: snapshot capacity %d", d.Capacity)
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return fail(err)
+		}
+		name, _ := tok.(string)
+		var field any
+		switch name {
+		case "version":
+			field = &d.Version
+		case "capacity":
+			field = &d.Capacity
+		case "capacity_set":
+			field = &d.CapacitySet
+		case "max_bytes":
+			field = &d.MaxBytes
+		case "last_seq":
+			field = &d.LastSeq
+		case "index":
+			field = &d.Index
+		case "nodes":
+			field = &d.Nodes
+		case "records":
+			if rest != nil {
+				return fail(errors.New("records twice"))
+			}
+			if err := start(); err != nil {
+				return err
+			}
+			if err := restoreRecords(dec, rest); err != nil {
+				return fail(err)
+			}
+			continue
+		default:
+			field = new(json.RawMessage) // skipped
+		}
+		switch name {
+		case "version", "capacity", "max_bytes", "last_seq":
+			if rest != nil {
+				// The records were checked against the settings
+				// read before them.
+				return fail(fmt.Errorf("%q after the records", name))
+			}
+		}
+		if err := dec.Decode(field); err != nil {
+			return fail(fmt.Errorf("%s: %w", name, err))
+		}
 	}
-	if d.MaxBytes < 0 {
-		return fmt.Errorf("fsm: snapshot max bytes %d", d.MaxBytes)
+	if err := expectDelim(dec, '}'); err != nil {
+		return fail(err)
 	}
-	st := store.NewState(d.Capacity)
-	st.SetMaxBytes(d.MaxBytes)
-	if err := st.Restore(d.Records, d.LastSeq); err != nil {
-		return fmt.Errorf("fsm: snapshot: %w", err)
+	if rest == nil {
+		if err := start(); err != nil {
+			return err
+		}
 	}
 	nodes := make(map[string]NodeInfo, len(d.Nodes))
 	for _, n := range d.Nodes {
@@ -142,8 +212,46 @@ func (p *Processor) RestoreSnapshot(r io.Reader) error {
 		}
 		nodes[n.ID] = n
 	}
+	rest.Finish()
 	p.st, p.nodes, p.capacitySet = st, nodes, d.CapacitySet
 	p.restoredIndex = d.Index
+	return nil
+}
+
+// restoreRecords reads the records array (or null) and adds each record
+// to rest as it is decoded.
+func restoreRecords(dec *json.Decoder, rest *store.Restorer) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return fmt.Errorf("records: %w", err)
+	}
+	if tok == nil {
+		return nil // null: no records
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '[' {
+		return fmt.Errorf("records: %v, want an array", tok)
+	}
+	for dec.More() {
+		var rec store.Record
+		if err := dec.Decode(&rec); err != nil {
+			return fmt.Errorf("records: %w", err)
+		}
+		if err := rest.Add(rec); err != nil {
+			return err
+		}
+	}
+	return expectDelim(dec, ']')
+}
+
+// expectDelim reads the next token, which must be want.
+func expectDelim(dec *json.Decoder, want json.Delim) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if d, ok := tok.(json.Delim); !ok || d != want {
+		return fmt.Errorf("%v, want %v", tok, want)
+	}
 	return nil
 }
 
