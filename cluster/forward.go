@@ -47,7 +47,7 @@ type forwarder struct {
 const (
 	maxBatch      = 512
 	maxBatchBytes = 4 << 20
-	maxInFlight   = 2
+	maxInFlight   = 8
 )
 
 type fwdItem struct {
