@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hashicorp/raft"
-
 	"github.com/carmyhq/carmy/fsm"
 	"github.com/carmyhq/carmy/store"
 )
@@ -139,9 +137,9 @@ func (n *Node) applyLocal(data []byte, timeout time.Duration) (fsm.Response, err
 	start := time.Now()
 	it := newProposal(data, max(timeout, 10*time.Millisecond))
 	n.proposer.propose(it)
-	resp, err := n.waitApply(<-it.done)
-	n.observeApply(originLocal, start, err)
-	return resp, err
+	r := <-it.done
+	n.observeApply(originLocal, start, r.err)
+	return r.resp, r.err
 }
 
 // Origins of the commands a leader applies, for carmy_raft_applies_total.
@@ -166,28 +164,6 @@ func (n *Node) observeApply(origin string, start time.Time, err error) {
 	if err == nil {
 		n.metrics.applyDuration.Observe(time.Since(start).Seconds())
 	}
-}
-
-// waitApply waits for an apply future and classifies its error by whether
-// the entry may have been committed.
-func (n *Node) waitApply(f raft.ApplyFuture) (fsm.Response, error) {
-	if err := f.Error(); err != nil {
-		switch {
-		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
-			return fsm.Response{}, errNotLeader
-		case errors.Is(err, raft.ErrEnqueueTimeout):
-			return fsm.Response{}, fmt.Errorf("%w: raft is overloaded", store.ErrUnavailable)
-		}
-		// ErrLeadershipLost, ErrRaftShutdown, ErrAbortedByRestore: the
-		// entry may be in the log of the next leader.
-		return fsm.Response{}, fmt.Errorf("%w: %w", store.ErrCommitUnknown, err)
-	}
-	resp, ok := f.Response().(fsm.Response)
-	if !ok {
-		// Applied, but its outcome cannot be read.
-		return fsm.Response{}, fmt.Errorf("%w: unexpected apply response %T", store.ErrCommitUnknown, f.Response())
-	}
-	return resp, nil
 }
 
 // leaderHTTP returns the leader's HTTP address, when a leader other than

@@ -1,13 +1,13 @@
 package cluster
 
 import (
-	"bytes"
-	"encoding/json"
 	"log/slog"
 	"net/http"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/carmyhq/carmy/fsm"
 )
 
 // Every write through the internal endpoints (a forwarded batch, a join,
@@ -27,22 +27,16 @@ func callerOf(r *http.Request) []any {
 	return attrs
 }
 
-// encodedTypePrefix is how every command fsm.Encode writes begins; the
-// type follows it.
-const encodedTypePrefix = `{"v":1,"type":"`
-
 // commandKinds summarises a batch's command types, "complete=2 reserve=3",
-// read from each command's first bytes (where fsm.Encode puts the type)
-// without decoding it; a command of another shape counts as "other". The
-// FSM decodes each command and decides; this is only the log's summary.
-func commandKinds(cmds []json.RawMessage) string {
+// read from each command's first bytes (fsm.PeekType) without decoding
+// it; a command of another shape counts as "other". The FSM decodes each
+// command and decides; this is only the log's summary.
+func commandKinds(cmds [][]byte) string {
 	counts := map[string]int{}
 	for _, raw := range cmds {
 		kind := "other"
-		if rest, ok := bytes.CutPrefix(raw, []byte(encodedTypePrefix)); ok {
-			if i := bytes.IndexByte(rest, '"'); i > 0 && i <= 32 {
-				kind = string(rest[:i])
-			}
+		if t, ok := fsm.PeekType(raw); ok {
+			kind = string(t)
 		}
 		counts[kind]++
 	}

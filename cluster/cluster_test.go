@@ -337,7 +337,7 @@ func TestInternalEndpointsNeedTheClusterKey(t *testing.T) {
 	if st, _ := n.Status(t.Context()); len(st.Nodes) != 1 || st.Nodes[0].RaftAddr != n.RaftAddr() {
 		t.Fatalf("refused calls changed the configuration: %+v", st.Nodes)
 	}
-	req, _ := http.NewRequest(http.MethodPost, "http://"+n.HTTPAddr()+"/internal/v1/apply", bytes.NewReader([]byte(`{"commands":[]}`)))
+	req, _ := http.NewRequest(http.MethodPost, "http://"+n.HTTPAddr()+"/internal/v1/apply", bytes.NewReader([]byte(`{"cmds":[]}`)))
 	req.Header.Set("Carmy-Cluster-Key", "s3cret-s3cret-s3cret")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -161,7 +160,7 @@ func batchLen(q []*fwdItem) int {
 
 // newApplyRequest is the request that carries batch.
 func newApplyRequest(batch []*fwdItem) applyRequest {
-	req := applyRequest{Commands: make([]json.RawMessage, len(batch))}
+	req := applyRequest{Commands: make([][]byte, len(batch))}
 	for i, it := range batch {
 		req.Commands[i] = it.data
 		if it.omitResult {

@@ -128,7 +128,8 @@ func (n *Node) serveApply(w http.ResponseWriter, r *http.Request) {
 		if it == nil {
 			continue
 		}
-		resp, err := n.waitApply(<-it.done)
+		out := <-it.done
+		resp, err := out.resp, out.err
 		n.observeApply(originForwarded, start, err)
 		if err != nil {
 			ans.Results[i] = applyResult{wireError: wireErrorOf(err)}

@@ -82,7 +82,7 @@ func newNodeMetrics() *nodeMetrics {
 		}),
 		roundCommands: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "carmy_raft_round_commands",
-			Help:    "Commands per group-commit round on the leader; Raft writes a round (up to 256 entries at a time) with one log write on every node.",
+			Help:    "Commands per group-commit round on the leader; a round is one log entry (a batch), written with one log write on every node.",
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024},
 		}),
 		leaderChanges: prometheus.NewCounter(prometheus.CounterOpts{

@@ -113,7 +113,7 @@ func TestCompletionAnswerLeavesTheResultOut(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	ans, size := post(applyRequest{Commands: []json.RawMessage{complete("lean"), complete("whole"), complete("refused")}, OmitResult: []int{0, 2}})
+	ans, size := post(applyRequest{Commands: [][]byte{complete("lean"), complete("whole"), complete("refused")}, OmitResult: []int{0, 2}})
 	lean, whole, refused := ans.Results[0], ans.Results[1], ans.Results[2]
 	if lean.isError() || lean.Response.Code != "" || lean.Response.Record.Status != store.StatusCompleted ||
 		lean.Response.Record.Data != nil || lean.Response.Record.Error != nil || lean.Response.Record.ExecutionID != "exec_lean" {

@@ -12,10 +12,11 @@ import (
 	"github.com/carmyhq/carmy/store"
 )
 
-// TestGroupCommit checks that concurrent writes share log writes: 256
-// reservations at once, half on the leader and half forwarded by a
-// follower, take far fewer BoltDB transactions than commands on every
-// node, and all of them succeed.
+// TestGroupCommit checks that concurrent writes share log writes and log
+// entries: 256 reservations at once, half on the leader and half
+// forwarded by a follower, take far fewer BoltDB transactions than
+// commands on every node, and as many log entries as the leader had
+// rounds (one batch entry per round), and all of them succeed.
 func TestGroupCommit(t *testing.T) {
 	regs := map[string]*prometheus.Registry{}
 	c := newCluster(t, 3, func(cfg *cluster.Config) {
@@ -28,9 +29,10 @@ func TestGroupCommit(t *testing.T) {
 	})
 	leader, follower := c.leader(), c.followers()[0]
 	c.waitReady()
-	before := map[string]float64{}
+	before, beforeEntries := map[string]float64{}, map[string]float64{}
 	for id, reg := range regs {
 		before[id] = gather(t, reg)["carmy_raft_log_writes_total"]
+		beforeEntries[id] = gather(t, reg)["carmy_raft_log_entries_total"]
 	}
 
 	const n = 256
@@ -65,6 +67,12 @@ func TestGroupCommit(t *testing.T) {
 		writes := gather(t, reg)["carmy_raft_log_writes_total"] - before[id]
 		if writes > n/4 {
 			t.Errorf("%s: %v log writes for %d commands, want at most %d", id, writes, n, n/4)
+		}
+		// One entry per round; a few more may be Raft's own (a
+		// configuration change, a no-op on election).
+		entries := gather(t, reg)["carmy_raft_log_entries_total"] - beforeEntries[id]
+		if entries > lm["carmy_raft_round_commands"]+4 {
+			t.Errorf("%s: %v log entries for %v rounds of %d commands, want one entry per round", id, entries, lm["carmy_raft_round_commands"], n)
 		}
 	}
 }

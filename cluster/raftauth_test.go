@@ -7,7 +7,6 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"io"
@@ -176,11 +175,7 @@ func TestNodeTLSRefusesCertificateWithoutNodeRole(t *testing.T) {
 	} else {
 		t.Logf("raft: %v", err)
 	}
-	cmd, err := json.Marshal(fsm.Reserve(key("forged-by-api-cert"), "fp", exec("intruder")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	status, err := internalPost(t, n.HTTPAddr(), "/internal/v1/apply", `{"commands":[`+string(cmd)+`]}`, "", &api, false)
+	status, err := internalPost(t, n.HTTPAddr(), "/internal/v1/apply", applyBody(t, fsm.Reserve(key("forged-by-api-cert"), "fp", exec("intruder"))), "", &api, false)
 	t.Logf("internal: status %d, err %v", status, err)
 	if err == nil && status != http.StatusForbidden {
 		t.Errorf("the internal API answered %d to a certificate without the node role", status)

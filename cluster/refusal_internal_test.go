@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"strings"
@@ -34,14 +33,14 @@ func TestRefusalLogIsRateLimited(t *testing.T) {
 
 // TestCommandKinds checks the audit summary of a batch.
 func TestCommandKinds(t *testing.T) {
-	var cmds []json.RawMessage
+	var cmds [][]byte
 	for _, s := range []string{
 		`{"v":1,"type":"reserve","key":{}}`, `{"v":1,"type":"complete"}`, `{"v":1,"type":"reserve"}`,
-		`{"type":"expire","v":1}`, `not json`,
+		`{"type":"expire","v":1}`, `not json`, "\xC1\x02", "\xC1\x63",
 	} {
-		cmds = append(cmds, json.RawMessage(s))
+		cmds = append(cmds, []byte(s))
 	}
-	if got := commandKinds(cmds); got != "complete=1 other=2 reserve=2" {
+	if got := commandKinds(cmds); got != "complete=2 other=3 reserve=2" {
 		t.Fatalf("commandKinds = %q", got)
 	}
 }

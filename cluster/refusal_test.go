@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy"
+	"github.com/carmyhq/carmy/fsm"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -27,7 +28,7 @@ func refuseCompletions(n *testNode, times int32) *atomic.Int32 {
 				if err != nil {
 					return
 				}
-				if bytes.Contains(body, []byte(`"type":"complete"`)) {
+				if carriesCompletion(body) {
 					refused.Add(1)
 					w.Header().Set("Content-Type", "application/json")
 					w.WriteHeader(http.StatusBadRequest)
@@ -40,6 +41,21 @@ func refuseCompletions(n *testNode, times int32) *atomic.Int32 {
 		})
 	})
 	return &refused
+}
+
+// carriesCompletion reports whether a forwarded batch's body holds a
+// completion.
+func carriesCompletion(body []byte) bool {
+	var req struct{ Cmds [][]byte }
+	if json.Unmarshal(body, &req) != nil {
+		return false
+	}
+	for _, c := range req.Cmds {
+		if t, _ := fsm.PeekType(c); t == fsm.TypeComplete {
+			return true
+		}
+	}
+	return false
 }
 
 // A leader that refuses whole the batches carrying a follower's

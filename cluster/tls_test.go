@@ -3,7 +3,6 @@ package cluster_test
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -171,11 +170,7 @@ func TestInternalHTTPOverMutualTLS(t *testing.T) {
 	}
 	// A reservation of its own: had any refused caller got it applied,
 	// the identity would exist.
-	cmd, err := json.Marshal(fsm.Reserve(key("forged"), "fp", exec("intruder")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	forged := `{"commands":[` + string(cmd) + `]}`
+	forged := applyBody(t, fsm.Reserve(key("forged"), "fp", exec("intruder")))
 	// It is well formed: the same body from a member is applied (checked
 	// last).
 	join := `{"id":"intruder","raft_addr":"127.0.0.1:1","http_addr":"127.0.0.1:2"}`

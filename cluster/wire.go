@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -58,7 +57,9 @@ const (
 )
 
 // applyRequest is a batch of forwarded commands, each as fsm.Encode wrote
-// it.
+// it (binary, so base64 in the JSON; the member is "cmds", and a leader of
+// a build that expects "commands" sees none and answers no results, which
+// the forwarder takes as an unknown outcome: it fails closed).
 //
 // OmitResult lists (by index) the commands whose answer, when it is a
 // success, leaves the record's data and error out: the sender has them. A
@@ -66,8 +67,8 @@ const (
 // that just sent it, and every result would cross the network twice. A
 // leader of an older build ignores the field and answers whole.
 type applyRequest struct {
-	Commands   []json.RawMessage `json:"commands"`
-	OmitResult []int             `json:"omit_result,omitempty"`
+	Commands   [][]byte `json:"cmds"`
+	OmitResult []int    `json:"omit_result,omitempty"`
 }
 
 // applyResult is the outcome of one forwarded command: the Response of

@@ -123,18 +123,13 @@ func RemoveNode(id string) Command {
 // version understands.
 var ErrMalformed = errors.New("fsm: malformed command")
 
-// Encode returns the command's log bytes.
-func Encode(c Command) ([]byte, error) {
-	b, err := json.Marshal(c)
-	if err != nil {
-		return nil, fmt.Errorf("%w: fsm: encode %s: %w", store.ErrInvalid, c.Type, err)
-	}
-	return b, nil
-}
-
-// Decode parses log bytes into a command and checks that its payload is
-// present for its type.
+// Decode parses log bytes, of either format (the binary one Encode
+// writes, or the JSON of earlier builds), into a command and checks that
+// its payload is present for its type.
 func Decode(b []byte) (Command, error) {
+	if len(b) > 0 && b[0] == commandTag {
+		return decodeBinary(b)
+	}
 	var c Command
 	if err := json.Unmarshal(b, &c); err != nil {
 		return Command{}, fmt.Errorf("%w: %w", ErrMalformed, err)

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -48,40 +49,52 @@ func (f *FSM) Observe(fn func(index uint64, c Command, r Response), types ...Typ
 	}
 }
 
-// Apply implements raft.FSM. It returns a Response for commands (one with
-// Code store.CodeInvalidRequest for entries it cannot decode), and nil for
-// other log types.
+// Apply implements raft.FSM. For a single-command entry it returns a
+// Response (one with Code store.CodeInvalidRequest for an entry it cannot
+// decode); for a batch entry (IsBatch) a Responses, one per command in
+// order, or a single such Response when the batch itself cannot be read;
+// nil for other log types.
 func (f *FSM) Apply(l *raft.Log) any {
 	return f.ApplyBatch([]*raft.Log{l})[0]
 }
 
-// ApplyBatch implements raft.BatchingFSM: the batch is applied under one
-// lock acquisition.
+// Responses is what applying a batch entry returns: the Response of each
+// of its commands, in order.
+type Responses []Response
+
+// observed is one applied command kept aside for the observer.
+type observed struct {
+	index uint64
+	cmd   Command
+	resp  Response
+}
+
+// ApplyBatch implements raft.BatchingFSM: the entries are applied under
+// one lock acquisition, and each answered as Apply says.
 func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 	out := make([]any, len(logs))
-	type applied struct {
-		index uint64
-		cmd   Command
-		resp  Response
-	}
-	var seen []applied
+	var seen []observed
 	f.mu.Lock()
 	for i, l := range logs {
 		if l.Type != raft.LogCommand {
 			continue
 		}
-		c, err := Decode(l.Data)
+		if !IsBatch(l.Data) {
+			out[i] = f.applyOne(l.Index, l.Index, l.Data, &seen)
+			continue
+		}
+		cmds, err := DecodeBatch(l.Data)
 		if err != nil {
 			// A committed entry that this node cannot read: every
 			// replica refuses it alike, and the proposer learns why.
 			out[i] = invalidResponse(err.Error())
 			continue
 		}
-		r := f.p.Apply(l.Index, c)
-		out[i] = r
-		if f.observer != nil && f.observed[c.Type] {
-			seen = append(seen, applied{l.Index, c, r})
+		rs := make(Responses, len(cmds))
+		for pos, data := range cmds {
+			rs[pos] = f.applyOne(l.Index, Token(l.Index, pos), data, &seen)
 		}
+		out[i] = rs
 	}
 	if n := len(logs); n > 0 {
 		f.applied.Store(logs[n-1].Index)
@@ -96,16 +109,32 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 	return out
 }
 
-// Snapshot implements raft.FSM. The state is encoded under the read lock
-// (records are copied, their payloads immutable) and written out later.
+// applyOne decodes and applies one command of the entry at index, with
+// token as its fencing token, and keeps it aside for the observer. f.mu
+// is held.
+func (f *FSM) applyOne(index, token uint64, data []byte, seen *[]observed) Response {
+	c, err := Decode(data)
+	if err != nil {
+		return invalidResponse(err.Error())
+	}
+	r := f.p.Apply(token, c)
+	if f.observer != nil && f.observed[c.Type] {
+		*seen = append(*seen, observed{index, c, r})
+	}
+	return r
+}
+
+// Snapshot implements raft.FSM. Under the read lock it only copies the
+// records' structs (their payloads are immutable and shared); Persist
+// writes them out one by one while the FSM goes on applying, so neither
+// the apply goroutine waits for the encoding nor is the snapshot ever held
+// in memory as a whole.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.RLock()
-	b, err := f.p.marshalSnapshotAt(f.applied.Load())
+	d := f.p.snapshot()
+	d.Index = f.applied.Load()
 	f.mu.RUnlock()
-	if err != nil {
-		return nil, fmt.Errorf("fsm: snapshot: %w", err)
-	}
-	return &fsmSnapshot{data: b}, nil
+	return &fsmSnapshot{data: d}, nil
 }
 
 // Restore implements raft.FSM: the state is decoded aside and swapped in
@@ -124,10 +153,10 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	return nil
 }
 
-type fsmSnapshot struct{ data []byte }
+type fsmSnapshot struct{ data snapshotData }
 
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
-	if _, err := sink.Write(s.data); err != nil {
+	if err := s.data.writeTo(sink); err != nil {
 		_ = sink.Cancel()
 		return fmt.Errorf("fsm: persist snapshot: %w", err)
 	}
@@ -254,6 +283,12 @@ func (f *FSM) Hash() (string, error) {
 // and tools).
 func (f *FSM) SnapshotBytes() ([]byte, error) {
 	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return f.p.marshalSnapshotAt(f.applied.Load())
+	d := f.p.snapshot()
+	d.Index = f.applied.Load()
+	f.mu.RUnlock()
+	var b bytes.Buffer
+	if err := d.writeTo(&b); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
 }

@@ -157,11 +157,13 @@ func seeded(tb testing.TB) *proc {
 	return x
 }
 
-// normalize returns a copy of c with times in UTC and raw JSON in the
+// normalize returns a copy of c with only the fields its type uses (the
+// others are not written to the log), times in UTC and raw JSON in the
 // form Encode writes it, so that commands equal in meaning compare equal
 // with reflect.DeepEqual.
 func normalize(tb fataler, c fsm.Command) fsm.Command {
 	tb.Helper()
+	c = payloadOnly(c)
 	raw := func(m json.RawMessage) json.RawMessage {
 		if m == nil {
 			return nil
@@ -200,6 +202,34 @@ func normalize(tb fataler, c fsm.Command) fsm.Command {
 		c.Node = &n
 	}
 	return c
+}
+
+// payloadOnly returns c with only the fields of its type.
+func payloadOnly(c fsm.Command) fsm.Command {
+	out := fsm.Command{V: c.V, Type: c.Type}
+	switch c.Type {
+	case fsm.TypeReserve:
+		out.Key, out.Fingerprint, out.Execution = c.Key, c.Fingerprint, c.Execution
+	case fsm.TypeComplete:
+		out.Key, out.Fingerprint, out.Result = c.Key, c.Fingerprint, c.Result
+	case fsm.TypeCancel:
+		out.ExecutionID, out.Result = c.ExecutionID, c.Result
+	case fsm.TypeResolve:
+		out.ExecutionID, out.Resolution = c.ExecutionID, c.Resolution
+	case fsm.TypeRelease:
+		out.ExecutionID, out.AllowRunning = c.ExecutionID, c.AllowRunning
+	case fsm.TypeInterrupt, fsm.TypeNodeRemoved:
+		out.NodeID = c.NodeID
+	case fsm.TypeExpire:
+		out.Cutoff = c.Cutoff
+	case fsm.TypeCapacity:
+		out.Capacity, out.MaxBytes = c.Capacity, c.MaxBytes
+	case fsm.TypeNode:
+		out.Node = c.Node
+	default:
+		return c
+	}
+	return out
 }
 
 func sameCommand(tb fataler, a, b fsm.Command) bool {

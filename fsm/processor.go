@@ -34,12 +34,21 @@ func NewProcessor() *Processor {
 // State returns the record table. Callers must not change it.
 func (p *Processor) State() *store.State { return p.st }
 
-// Apply applies cmd, committed at log index, and returns its outcome. A
-// reservation's Seq (its fencing token) is the index.
-func (p *Processor) Apply(index uint64, c Command) Response {
+// maxToken bounds fencing tokens: below 2^53, every JSON client reads
+// them exactly.
+const maxToken = 1<<53 - 1
+
+// Apply applies cmd and returns its outcome. token is the command's
+// fencing token, which the FSM derives from where the command is in the
+// log (Token); it must grow with every command applied. A reservation
+// takes it as its Seq; one whose token is past 2^53 is refused.
+func (p *Processor) Apply(token uint64, c Command) Response {
 	switch c.Type {
 	case TypeReserve:
-		res, err := p.st.Reserve(*c.Key, c.Fingerprint, *c.Execution, index)
+		if token > maxToken {
+			return invalidResponse("the log is past the fencing token range")
+		}
+		res, err := p.st.Reserve(*c.Key, c.Fingerprint, *c.Execution, token)
 		if err != nil {
 			return responseOf(store.Record{}, err)
 		}

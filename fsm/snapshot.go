@@ -1,7 +1,10 @@
 package fsm
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -31,7 +34,8 @@ type snapshotData struct {
 }
 
 // snapshot captures the processor's state. The copy shares no mutable
-// memory with the processor (record payloads are immutable).
+// memory with the processor (records are copied, their payloads
+// immutable), so it can be written out while the processor goes on.
 func (p *Processor) snapshot() snapshotData {
 	return snapshotData{
 		Version:     SnapshotVersion,
@@ -46,38 +50,160 @@ func (p *Processor) snapshot() snapshotData {
 
 // MarshalSnapshot returns the processor's snapshot bytes.
 func (p *Processor) MarshalSnapshot() ([]byte, error) {
-	return json.Marshal(p.snapshot())
+	var b bytes.Buffer
+	if err := p.snapshot().writeTo(&b); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
 }
 
-// marshalSnapshotAt returns the snapshot bytes recording that the FSM had
-// applied the log up to index.
-func (p *Processor) marshalSnapshotAt(index uint64) ([]byte, error) {
-	d := p.snapshot()
-	d.Index = index
-	return json.Marshal(d)
+// writeTo writes d as the JSON of snapshotData, the bytes json.Marshal
+// would give, one record at a time: a snapshot of a full store is never
+// held in memory as a whole, only its records' structs (their payloads
+// shared with the state) and one record's JSON at a time.
+func (d snapshotData) writeTo(w io.Writer) error {
+	bw := bufio.NewWriterSize(w, 256<<10)
+	hb, err := json.Marshal(struct {
+		Version     int    `json:"version"`
+		Capacity    int    `json:"capacity"`
+		CapacitySet bool   `json:"capacity_set"`
+		MaxBytes    int64  `json:"max_bytes,omitempty"`
+		LastSeq     uint64 `json:"last_seq"`
+	}{d.Version, d.Capacity, d.CapacitySet, d.MaxBytes, d.LastSeq})
+	if err != nil {
+		return fmt.Errorf("fsm: snapshot: %w", err)
+	}
+	bw.Write(hb[:len(hb)-1]) // without its closing brace
+	if err := writeArray(bw, `,"records":`, d.Records); err != nil {
+		return err
+	}
+	if err := writeArray(bw, `,"nodes":`, d.Nodes); err != nil {
+		return err
+	}
+	if d.Index != 0 {
+		fmt.Fprintf(bw, `,"index":%d`, d.Index)
+	}
+	bw.WriteByte('}')
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("fsm: snapshot: %w", err)
+	}
+	return nil
+}
+
+// writeArray writes name and the JSON array of items (null for nil, as
+// json.Marshal writes a nil slice), one item at a time. Write errors are
+// left to the caller's Flush, which reports the first.
+func writeArray[T any](bw *bufio.Writer, name string, items []T) error {
+	bw.WriteString(name)
+	if items == nil {
+		bw.WriteString("null")
+		return nil
+	}
+	bw.WriteByte('[')
+	for i := range items {
+		if i > 0 {
+			bw.WriteByte(',')
+		}
+		b, err := json.Marshal(&items[i])
+		if err != nil {
+			return fmt.Errorf("fsm: snapshot: %w", err)
+		}
+		bw.Write(b)
+	}
+	bw.WriteByte(']')
+	return nil
 }
 
 // RestoreSnapshot replaces the processor's state with a snapshot's. On
 // error the processor is unchanged.
+//
+// The snapshot is read as a stream: each record is decoded and added to
+// the new state in turn, so a snapshot is never held in memory as a
+// whole, nor its records twice. Its settings (version, capacity, bounds,
+// last_seq) must come before its records, as every build writes them.
+// Unknown members are skipped.
 func (p *Processor) RestoreSnapshot(r io.Reader) error {
-	var d snapshotData
-	dec := json.NewDecoder(r)
-	if err := dec.Decode(&d); err != nil {
-		return fmt.Errorf("fsm: snapshot: %w", err)
+	dec := json.NewDecoder(bufio.NewReaderSize(r, 256<<10))
+	fail := func(err error) error { return fmt.Errorf("fsm: snapshot: %w", err) }
+	if err := expectDelim(dec, '{'); err != nil {
+		return fail(err)
 	}
-	if d.Version != SnapshotVersion {
-		return fmt.Errorf("fsm: snapshot version %d, want %d", d.Version, SnapshotVersion)
+	var (
+		d    snapshotData
+		st   *store.State
+		rest *store.Restorer
+	)
+	// start checks the settings read so far and begins the new state.
+	start := func() error {
+		if d.Version != SnapshotVersion {
+			return fmt.Errorf("fsm: snapshot version %d, want %d", d.Version, SnapshotVersion)
+		}
+		if d.Capacity <= 0 {
+			return fmt.Errorf("fsm: snapshot capacity %d", d.Capacity)
+		}
+		if d.MaxBytes < 0 {
+			return fmt.Errorf("fsm: snapshot max bytes %d", d.MaxBytes)
+		}
+		st = store.NewState(d.Capacity)
+		st.SetMaxBytes(d.MaxBytes)
+		rest = st.Restorer(d.LastSeq)
+		return nil
 	}
-	if d.Capacity <= 0 {
-		return fmt.Errorf("fsm: snapshot capacity %d", d.Capacity)
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return fail(err)
+		}
+		name, _ := tok.(string)
+		var field any
+		switch name {
+		case "version":
+			field = &d.Version
+		case "capacity":
+			field = &d.Capacity
+		case "capacity_set":
+			field = &d.CapacitySet
+		case "max_bytes":
+			field = &d.MaxBytes
+		case "last_seq":
+			field = &d.LastSeq
+		case "index":
+			field = &d.Index
+		case "nodes":
+			field = &d.Nodes
+		case "records":
+			if rest != nil {
+				return fail(errors.New("records twice"))
+			}
+			if err := start(); err != nil {
+				return err
+			}
+			if err := restoreRecords(dec, rest); err != nil {
+				return fail(err)
+			}
+			continue
+		default:
+			field = new(json.RawMessage) // skipped
+		}
+		switch name {
+		case "version", "capacity", "max_bytes", "last_seq":
+			if rest != nil {
+				// The records were checked against the settings
+				// read before them.
+				return fail(fmt.Errorf("%q after the records", name))
+			}
+		}
+		if err := dec.Decode(field); err != nil {
+			return fail(fmt.Errorf("%s: %w", name, err))
+		}
 	}
-	if d.MaxBytes < 0 {
-		return fmt.Errorf("fsm: snapshot max bytes %d", d.MaxBytes)
+	if err := expectDelim(dec, '}'); err != nil {
+		return fail(err)
 	}
-	st := store.NewState(d.Capacity)
-	st.SetMaxBytes(d.MaxBytes)
-	if err := st.Restore(d.Records, d.LastSeq); err != nil {
-		return fmt.Errorf("fsm: snapshot: %w", err)
+	if rest == nil {
+		if err := start(); err != nil {
+			return err
+		}
 	}
 	nodes := make(map[string]NodeInfo, len(d.Nodes))
 	for _, n := range d.Nodes {
@@ -86,8 +212,46 @@ func (p *Processor) RestoreSnapshot(r io.Reader) error {
 		}
 		nodes[n.ID] = n
 	}
+	rest.Finish()
 	p.st, p.nodes, p.capacitySet = st, nodes, d.CapacitySet
 	p.restoredIndex = d.Index
+	return nil
+}
+
+// restoreRecords reads the records array (or null) and adds each record
+// to rest as it is decoded.
+func restoreRecords(dec *json.Decoder, rest *store.Restorer) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return fmt.Errorf("records: %w", err)
+	}
+	if tok == nil {
+		return nil // null: no records
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '[' {
+		return fmt.Errorf("records: %v, want an array", tok)
+	}
+	for dec.More() {
+		var rec store.Record
+		if err := dec.Decode(&rec); err != nil {
+			return fmt.Errorf("records: %w", err)
+		}
+		if err := rest.Add(rec); err != nil {
+			return err
+		}
+	}
+	return expectDelim(dec, ']')
+}
+
+// expectDelim reads the next token, which must be want.
+func expectDelim(dec *json.Decoder, want json.Delim) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if d, ok := tok.(json.Delim); !ok || d != want {
+		return fmt.Errorf("%v, want %v", tok, want)
+	}
 	return nil
 }
 

@@ -342,28 +342,58 @@ func (s *State) Records() []Record {
 // MaxBytes) stay; the per-principal counts and the bytes are recomputed
 // from recs, so they need not be in a snapshot.
 func (s *State) Restore(recs []Record, lastSeq uint64) error {
+	r := s.Restorer(lastSeq)
+	for i := range recs {
+		rec := recs[i]
+		rec.Data, rec.Error = clone(rec.Data), clone(rec.Error)
+		if err := r.Add(rec); err != nil {
+			return err
+		}
+	}
+	r.Finish()
+	return nil
+}
+
+// Restorer rebuilds a State one record at a time, as a snapshot is read,
+// so that the records never need to be held twice. Start one with
+// State.Restorer, Add every record, then Finish.
+type Restorer struct {
+	into  *State
+	fresh *State
+	seqs  map[uint64]struct{}
+}
+
+// Restorer returns a Restorer that will replace s's contents with the
+// records added to it and lastSeq, keeping s's bounds. s is unchanged
+// until Finish.
+func (s *State) Restorer(lastSeq uint64) *Restorer {
 	fresh := NewState(s.capacity)
 	fresh.maxBytes = s.maxBytes
 	fresh.lastSeq = lastSeq
-	seqs := make(map[uint64]struct{}, len(recs))
-	for i := range recs {
-		r := recs[i]
-		if _, dup := fresh.byKey[r.Key]; dup {
-			return invalidf("restore: duplicate identity %s", r.Key)
-		}
-		if _, dup := fresh.byID[r.ExecutionID]; dup {
-			return invalidf("restore: duplicate execution id %s", r.ExecutionID)
-		}
-		if _, dup := seqs[r.Seq]; dup || r.Seq == 0 || r.Seq > lastSeq {
-			return invalidf("restore: seq %d of %s duplicate or outside 1..%d", r.Seq, r.ExecutionID, lastSeq)
-		}
-		seqs[r.Seq] = struct{}{}
-		r.Data, r.Error = clone(r.Data), clone(r.Error)
-		fresh.insert(&r)
+	return &Restorer{into: s, fresh: fresh, seqs: make(map[uint64]struct{})}
+}
+
+// Add adds one record, taking ownership of its Data and Error. It fails,
+// and the Restorer must then be dropped, for a duplicate identity,
+// execution id or Seq, or a Seq outside 1..lastSeq (see Restore).
+func (r *Restorer) Add(rec Record) error {
+	f := r.fresh
+	if _, dup := f.byKey[rec.Key]; dup {
+		return invalidf("restore: duplicate identity %s", rec.Key)
 	}
-	*s = *fresh
+	if _, dup := f.byID[rec.ExecutionID]; dup {
+		return invalidf("restore: duplicate execution id %s", rec.ExecutionID)
+	}
+	if _, dup := r.seqs[rec.Seq]; dup || rec.Seq == 0 || rec.Seq > f.lastSeq {
+		return invalidf("restore: seq %d of %s duplicate or outside 1..%d", rec.Seq, rec.ExecutionID, f.lastSeq)
+	}
+	r.seqs[rec.Seq] = struct{}{}
+	f.insert(&rec)
 	return nil
 }
+
+// Finish replaces the State's contents with what was added.
+func (r *Restorer) Finish() { *r.into = *r.fresh }
 
 // Equal reports whether two States hold the same records and LastSeq. The
 // per-principal counts and the bytes are derived from the records and not

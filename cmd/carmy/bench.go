@@ -87,11 +87,16 @@ func (d *benchDriver) run(ctx context.Context, stderr io.Writer) (*benchResult, 
 		ph.deadline = time.Now().Add(o.Duration)
 	}
 	stop := d.showProgress(stderr, ph)
+	d.stall.start(time.Now())
 	elapsed := d.runPhase(ctx, clients, ph)
 	stop()
 	interrupted := ctx.Err() != nil
 
 	res := d.result(clients, elapsed, interrupted)
+	if longest, from, to := d.stall.end(time.Now()); longest > 0 {
+		res.LongestStallMS = round(float64(longest)/float64(time.Millisecond), 3)
+		res.StallFrom, res.StallTo = from.UTC().Format(time.RFC3339Nano), to.UTC().Format(time.RFC3339Nano)
+	}
 	if o.Metrics && !interrupted {
 		after := scrapeMetrics(ctx, d.client, d.bases(), o.Timeout)
 		if res.Calls > 0 {

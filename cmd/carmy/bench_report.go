@@ -36,6 +36,12 @@ type benchResult struct {
 	LogWritesPerCall  *float64         `json:"log_writes_per_call,omitempty"`
 	LogEntriesPerCall *float64         `json:"log_entries_per_call,omitempty"`
 	Interrupted       bool             `json:"interrupted,omitempty"`
+	// LongestStallMS is the longest stretch of the measurement without a
+	// successful answer (from its start, or one answer, to the next, or
+	// to its end), from StallFrom to StallTo (RFC 3339, UTC).
+	LongestStallMS float64 `json:"longest_stall_ms,omitempty"`
+	StallFrom      string  `json:"stall_from,omitempty"`
+	StallTo        string  `json:"stall_to,omitempty"`
 }
 
 // benchLatencyMS is latencyStats in milliseconds.
@@ -110,6 +116,9 @@ func printResult(w io.Writer, res *benchResult) error {
 		l := res.LatencyMS
 		fmt.Fprintf(&b, "%-10smean %s  p50 %s  p90 %s  p99 %s  p99.9 %s  max %s\n", "latency",
 			fmtMS(l.Mean), fmtMS(l.P50), fmtMS(l.P90), fmtMS(l.P99), fmtMS(l.P999), fmtMS(l.Max))
+	}
+	if res.LongestStallMS > 0 {
+		fmt.Fprintf(&b, "%-10s%s   (no successful answer from %s to %s)\n", "stall", fmtMS(res.LongestStallMS), res.StallFrom, res.StallTo)
 	}
 	if res.LogWritesPerCall != nil {
 		fmt.Fprintf(&b, "log writes per call   %.2f   (per node: BoltDB transactions, each with its fsyncs)\n", *res.LogWritesPerCall)

@@ -66,6 +66,8 @@ type benchDriver struct {
 
 	// Counters of the current phase, for the progress line.
 	liveCalls, liveErrors atomic.Int64
+	// stall follows the measured phase's successful answers.
+	stall stallTracker
 
 	mu         sync.Mutex
 	firstError map[string]string // outcome → what the first such call said
@@ -346,6 +348,9 @@ func (d *benchDriver) record(c *benchClient, ph *benchPhase, outcome string, lat
 	if ph.record {
 		c.latencies = append(c.latencies, lat)
 		c.outcomes[outcome]++
+		if succeeded(outcome) {
+			d.stall.success(time.Now())
+		}
 	}
 }
 

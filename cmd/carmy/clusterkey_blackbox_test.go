@@ -20,6 +20,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
+	"github.com/carmyhq/carmy/fsm"
 	"github.com/carmyhq/carmy/internal/testutil"
 )
 
@@ -122,7 +123,15 @@ func TestBlackBoxGeneratedClusterKey(t *testing.T) {
 	}
 
 	before := getCluster(t, n1.URL).Capacity
-	forged := `{"commands":[{"v":1,"type":"capacity","capacity":1}]}`
+	cmd, err := fsm.Encode(fsm.SetCapacity(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := json.Marshal(map[string][][]byte{"cmds": {cmd}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := string(body)
 	for _, k := range []string{"", "wrong-key-wrong-key-wrong-key"} {
 		req, _ := http.NewRequest(http.MethodPost, n1.URL+"/internal/v1/apply", strings.NewReader(forged))
 		req.Header.Set("Content-Type", "application/json")

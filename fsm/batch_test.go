@@ -1,0 +1,253 @@
+package fsm_test
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"testing"
+
+	"github.com/hashicorp/raft"
+	"pgregory.net/rapid"
+
+	"github.com/carmyhq/carmy/fsm"
+	"github.com/carmyhq/carmy/store"
+)
+
+func batchLog(index uint64, data []byte) *raft.Log {
+	return &raft.Log{Index: index, Term: 1, Type: raft.LogCommand, Data: data}
+}
+
+// applied is what one way of putting commands into the log gave: each
+// command's Response and fencing token, in command order, and the state.
+type applied struct {
+	resps  []fsm.Response
+	tokens []uint64
+	fsm    *fsm.FSM
+}
+
+// applyAs puts cmds into a fresh FSM's log cut where split says (bit i
+// set: a new entry starts after command i), as batch entries, or as
+// single-command entries (the older format) when singles is set. Each
+// entry goes to ApplyBatch alone or with the next, as together says.
+func applyAs(t *rapid.T, cmds [][]byte, split uint64, singles bool, together uint64) applied {
+	var entries [][][]byte
+	cur := [][]byte{}
+	for i, c := range cmds {
+		cur = append(cur, c)
+		if singles || i == len(cmds)-1 || split&(1<<i) != 0 {
+			entries = append(entries, cur)
+			cur = [][]byte{}
+		}
+	}
+	out := applied{fsm: fsm.New()}
+	var logs []*raft.Log
+	index := uint64(0)
+	for e, cs := range entries {
+		index += 1 + uint64(e%2) // gaps, where other entries sit
+		data := cs[0]
+		if !singles {
+			b, err := fsm.EncodeBatch(cs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data = b
+		}
+		logs = append(logs, batchLog(index, data))
+		for pos := range cs {
+			if singles {
+				out.tokens = append(out.tokens, index)
+			} else {
+				out.tokens = append(out.tokens, fsm.Token(index, pos))
+			}
+		}
+		if e == len(entries)-1 || together&(1<<e) == 0 {
+			for _, r := range out.fsm.ApplyBatch(logs) {
+				switch r := r.(type) {
+				case fsm.Response:
+					out.resps = append(out.resps, r)
+				case fsm.Responses:
+					out.resps = append(out.resps, r...)
+				default:
+					t.Fatalf("apply answered %T", r)
+				}
+			}
+			logs = nil
+		}
+	}
+	if len(out.resps) != len(cmds) {
+		t.Fatalf("%d responses for %d commands", len(out.resps), len(cmds))
+	}
+	return out
+}
+
+// normalized returns the JSON of a's responses and state with every
+// fencing token replaced by the number of the command that got it, so
+// that ways of batching the same commands compare equal.
+func (a applied) normalized(t *rapid.T) (resps, state []byte) {
+	ord := make(map[uint64]uint64, len(a.tokens))
+	for i, tok := range a.tokens {
+		ord[tok] = uint64(i + 1)
+	}
+	seq := func(s uint64) uint64 {
+		if s == 0 {
+			return 0
+		}
+		o, ok := ord[s]
+		if !ok {
+			t.Fatalf("seq %d is no command's token", s)
+		}
+		return o
+	}
+	rs := make([]fsm.Response, len(a.resps))
+	for i, r := range a.resps {
+		r.Record.Seq = seq(r.Record.Seq)
+		rs[i] = r
+	}
+	snap, err := a.fsm.SnapshotBytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d map[string]json.RawMessage
+	if err := json.Unmarshal(snap, &d); err != nil {
+		t.Fatal(err)
+	}
+	var recs []store.Record
+	var last uint64
+	if err := json.Unmarshal(d["records"], &recs); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(d["last_seq"], &last); err != nil {
+		t.Fatal(err)
+	}
+	for i := range recs {
+		recs[i].Seq = seq(recs[i].Seq)
+	}
+	d["records"], d["last_seq"] = mustJSON(t, recs), mustJSON(t, seq(last))
+	delete(d, "index")
+	return mustJSON(t, rs), mustJSON(t, d)
+}
+
+// TestPropertyBatchesApplyAsSingles: random command sequences, put into
+// the log as single-command entries and as batch entries of every split,
+// give the same responses and the same state, fencing tokens aside, and
+// exactly what applying each command alone with its token gives. The
+// tokens grow strictly in command order however the commands are cut.
+func TestPropertyBatchesApplyAsSingles(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		// Draw commands against a reference that applies them, so
+		// that later ones find the records earlier ones made.
+		ref := fsm.NewProcessor()
+		n := rapid.IntRange(1, 8).Draw(t, "commands")
+		cmds := make([][]byte, n)
+		for i := range cmds {
+			c := drawCommand(t, ref)
+			ref.Apply(uint64(i+1), c)
+			cmds[i] = mustEncode(t, c)
+		}
+		together := rapid.Uint64().Draw(t, "together")
+		want := applyAs(t, cmds, 0, true, together)
+		wantResps, wantState := want.normalized(t)
+		for split := uint64(0); split < 1<<(n-1); split++ {
+			got := applyAs(t, cmds, split, false, together)
+			for i := 1; i < len(got.tokens); i++ {
+				if got.tokens[i] <= got.tokens[i-1] {
+					t.Fatalf("split %b: token %d then %d", split, got.tokens[i-1], got.tokens[i])
+				}
+			}
+			resps, state := got.normalized(t)
+			if !bytes.Equal(resps, wantResps) {
+				t.Fatalf("split %b: responses differ from single entries:\n%s\n%s", split, resps, wantResps)
+			}
+			if !bytes.Equal(state, wantState) {
+				t.Fatalf("split %b: state differs from single entries:\n%s\n%s", split, state, wantState)
+			}
+			// And exactly what each command alone, with its token,
+			// gives a processor.
+			p := fsm.NewProcessor()
+			for i, data := range cmds {
+				c, err := fsm.Decode(data)
+				var r fsm.Response
+				if err != nil {
+					t.Fatalf("command %d: %v", i, err)
+				}
+				r = p.Apply(got.tokens[i], c)
+				if a, b := mustJSON(t, r), mustJSON(t, got.resps[i]); !bytes.Equal(a, b) {
+					t.Fatalf("split %b, command %d: batched %s, alone %s", split, i, b, a)
+				}
+			}
+			sum := sha256.Sum256(mustSnapshot(t, p))
+			if h, err := got.fsm.Hash(); err != nil || h != hex.EncodeToString(sum[:]) {
+				t.Fatalf("split %b: state differs from the commands applied alone (%v)", split, err)
+			}
+		}
+	})
+}
+
+// TestBatchUnreadableCommand: a command of a batch that cannot be decoded
+// is refused alone; the others apply.
+func TestBatchUnreadableCommand(t *testing.T) {
+	f := fsm.New()
+	b, err := fsm.EncodeBatch([][]byte{
+		mustEncode(t, fsm.Reserve(key("r1"), fp, execution("e1", "n1"))),
+		[]byte(`{"v":99,"type":"reserve"}`),
+		mustEncode(t, fsm.Reserve(key("r2"), fp, execution("e2", "n1"))),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, ok := f.Apply(batchLog(7, b)).(fsm.Responses)
+	if !ok || len(rs) != 3 {
+		t.Fatalf("apply answered %#v", rs)
+	}
+	if rs[0].Code != "" || rs[2].Code != "" || rs[1].Code != store.CodeInvalidRequest {
+		t.Fatalf("codes %q %q %q, want ok, INVALID_REQUEST, ok", rs[0].Code, rs[1].Code, rs[2].Code)
+	}
+	if rs[0].Record.Seq != fsm.Token(7, 0) || rs[2].Record.Seq != fsm.Token(7, 2) {
+		t.Fatalf("seqs %d and %d, want %d and %d", rs[0].Record.Seq, rs[2].Record.Seq, fsm.Token(7, 0), fsm.Token(7, 2))
+	}
+	if f.AppliedIndex() != 7 {
+		t.Fatalf("applied index %d, want 7", f.AppliedIndex())
+	}
+	// An unreadable batch is refused whole, with one Response.
+	if r, ok := f.Apply(batchLog(8, []byte{0xB1, 0})).(fsm.Response); !ok || r.Code != store.CodeInvalidRequest {
+		t.Fatalf("a malformed batch answered %#v", r)
+	}
+}
+
+// TestOldLogThenBatches: a log written by an older build (single-command
+// entries, tokens = indexes) followed by batch entries replays here, and
+// the later reservations' tokens are above the earlier ones.
+func TestOldLogThenBatches(t *testing.T) {
+	f := fsm.New()
+	old := f.Apply(commandLog(t, 5, fsm.Reserve(key("r1"), fp, execution("e1", "n1")))).(fsm.Response)
+	if old.Code != "" || old.Record.Seq != 5 {
+		t.Fatalf("old entry: %+v", old)
+	}
+	b, err := fsm.EncodeBatch([][]byte{mustEncode(t, fsm.Reserve(key("r2"), fp, execution("e2", "n1")))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := f.Apply(batchLog(6, b)).(fsm.Responses)
+	if rs[0].Code != "" || rs[0].Record.Seq <= old.Record.Seq || rs[0].Record.Seq != fsm.Token(6, 0) {
+		t.Fatalf("batch after the old entry: %+v", rs[0])
+	}
+	// A snapshot in the format of older builds restores, and batches
+	// apply on top of it.
+	snap, err := f.SnapshotBytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := fsm.New()
+	if err := g.Restore(io.NopCloser(bytes.NewReader(snap))); err != nil {
+		t.Fatal(err)
+	}
+	b, err = fsm.EncodeBatch([][]byte{mustEncode(t, fsm.Reserve(key("r3"), fp, execution("e3", "n1")))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs := g.Apply(batchLog(9, b)).(fsm.Responses); rs[0].Code != "" || rs[0].Record.Seq != fsm.Token(9, 0) {
+		t.Fatalf("batch after a restore: %+v", rs[0])
+	}
+}
