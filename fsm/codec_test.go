@@ -177,4 +177,3 @@ func appendVarint(b []byte, x int64) []byte {
 	}
 	return appendUvarint(b, ux)
 }
-
