@@ -57,6 +57,11 @@ error answer (EXECUTION_UNCERTAIN/<status> with its status), http_<status> for a
 answer without the error envelope, timeout and transport for calls without an answer.
 Every outcome but ran and replayed counts as an error.
 
+The report also gives the longest stall: the longest stretch of the run without a
+successful answer (from its start, or one answer, to the next, or to its end). Under
+steady load it is milliseconds; across a leader's death it is how long writes stopped
+(scripts/bench failover measures that).
+
 Exit status: 0 when the run ends, even if some calls failed; 1 when every call
 failed (a dead target?) or the run was interrupted; 2 for a usage error.
 Ctrl-C (or SIGTERM) stops the run early; it still reports the calls made.
