@@ -105,7 +105,15 @@ func (a applied) normalized(t *rapid.T) (resps, state []byte) {
 		r.Record.Seq = seq(r.Record.Seq)
 		rs[i] = r
 	}
-	snap, err := a.fsm.SnapshotBytes()
+	bin, err := a.fsm.SnapshotBytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := fsm.NewProcessor()
+	if err := p.RestoreSnapshot(bytes.NewReader(bin)); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := p.MarshalSnapshotJSON()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,11 +241,15 @@ func TestOldLogThenBatches(t *testing.T) {
 	if rs[0].Code != "" || rs[0].Record.Seq <= old.Record.Seq || rs[0].Record.Seq != fsm.Token(6, 0) {
 		t.Fatalf("batch after the old entry: %+v", rs[0])
 	}
-	// A snapshot in the format of older builds restores, and batches
-	// apply on top of it.
-	snap, err := f.SnapshotBytes()
+	// A snapshot in the format of older builds (JSON) restores, and
+	// batches apply on top of it.
+	bin, err := f.SnapshotBytes()
 	if err != nil {
 		t.Fatal(err)
+	}
+	snap, err := mustRestore(t, bin).MarshalSnapshotJSON()
+	if err != nil || snap[0] != '{' {
+		t.Fatalf("JSON snapshot %.20q: %v", snap, err)
 	}
 	g := fsm.New()
 	if err := g.Restore(io.NopCloser(bytes.NewReader(snap))); err != nil {

@@ -12,12 +12,17 @@ import (
 	"github.com/carmyhq/carmy/store"
 )
 
-// SnapshotVersion is the snapshot format's version.
-const SnapshotVersion = 1
+// SnapshotVersion is the version of the snapshot format this build writes:
+// the binary one (snapshot_binary.go). Version 1, the JSON of earlier
+// builds, is still read.
+const SnapshotVersion = 2
 
-// snapshotData is the snapshot format: everything the Processor holds,
+// snapshotJSONVersion is the version of the JSON snapshot format.
+const snapshotJSONVersion = 1
+
+// snapshotData is what a snapshot holds: everything the Processor holds,
 // ordered (records by Seq, nodes by id) so that equal states give equal
-// bytes.
+// bytes. Its JSON is the snapshot format of version 1.
 type snapshotData struct {
 	Version     int  `json:"version"`
 	Capacity    int  `json:"capacity"`
@@ -38,7 +43,7 @@ type snapshotData struct {
 // immutable), so it can be written out while the processor goes on.
 func (p *Processor) snapshot() snapshotData {
 	return snapshotData{
-		Version:     SnapshotVersion,
+		Version:     snapshotJSONVersion,
 		Capacity:    p.st.Capacity(),
 		CapacitySet: p.capacitySet,
 		MaxBytes:    p.st.MaxBytes(),
@@ -57,11 +62,22 @@ func (p *Processor) MarshalSnapshot() ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// writeTo writes d as the JSON of snapshotData, the bytes json.Marshal
+// MarshalSnapshotJSON returns the processor's snapshot in the JSON format
+// of earlier builds (version 1), which RestoreSnapshot still reads; for
+// tests and tools.
+func (p *Processor) MarshalSnapshotJSON() ([]byte, error) {
+	var b bytes.Buffer
+	if err := p.snapshot().writeJSON(&b); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// writeJSON writes d as the JSON of snapshotData, the bytes json.Marshal
 // would give, one record at a time: a snapshot of a full store is never
 // held in memory as a whole, only its records' structs (their payloads
 // shared with the state) and one record's JSON at a time.
-func (d snapshotData) writeTo(w io.Writer) error {
+func (d snapshotData) writeJSON(w io.Writer) error {
 	bw := bufio.NewWriterSize(w, 256<<10)
 	hb, err := json.Marshal(struct {
 		Version     int    `json:"version"`
@@ -123,7 +139,11 @@ func writeArray[T any](bw *bufio.Writer, name string, items []T) error {
 // last_seq) must come before its records, as every build writes them.
 // Unknown members are skipped.
 func (p *Processor) RestoreSnapshot(r io.Reader) error {
-	dec := json.NewDecoder(bufio.NewReaderSize(r, 256<<10))
+	br := bufio.NewReaderSize(r, 256<<10)
+	if first, err := br.Peek(1); err == nil && first[0] == snapshotTag {
+		return p.restoreBinary(br)
+	}
+	dec := json.NewDecoder(br)
 	fail := func(err error) error { return fmt.Errorf("fsm: snapshot: %w", err) }
 	if err := expectDelim(dec, '{'); err != nil {
 		return fail(err)
@@ -135,8 +155,8 @@ func (p *Processor) RestoreSnapshot(r io.Reader) error {
 	)
 	// start checks the settings read so far and begins the new state.
 	start := func() error {
-		if d.Version != SnapshotVersion {
-			return fmt.Errorf("fsm: snapshot version %d, want %d", d.Version, SnapshotVersion)
+		if d.Version != snapshotJSONVersion {
+			return fmt.Errorf("fsm: snapshot version %d, want %d", d.Version, snapshotJSONVersion)
 		}
 		if d.Capacity <= 0 {
 			return fmt.Errorf("fsm: snapshot capacity %d", d.Capacity)

@@ -36,7 +36,7 @@ func TestSnapshotStreamMatchesMarshal(t *testing.T) {
 	}
 	for name, d := range map[string]snapshotData{
 		"empty":        NewProcessor().snapshot(),
-		"nil slices":   {Version: SnapshotVersion, Capacity: 1},
+		"nil slices":   {Version: snapshotJSONVersion, Capacity: 1},
 		"full":         full.snapshot(),
 		"full indexed": func() snapshotData { d := full.snapshot(); d.Index = 12345; return d }(),
 	} {
@@ -45,7 +45,7 @@ func TestSnapshotStreamMatchesMarshal(t *testing.T) {
 			t.Fatal(err)
 		}
 		var got bytes.Buffer
-		if err := d.writeTo(&got); err != nil {
+		if err := d.writeJSON(&got); err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(got.Bytes(), want) {
@@ -75,9 +75,12 @@ func TestSnapshotStreamWriteError(t *testing.T) {
 		k := store.Key{Principal: "p", RequestID: fmt.Sprintf("r%d", i)}
 		p.Apply(uint64(i+1), Reserve(k, "fp", store.Execution{ID: fmt.Sprintf("e%d", i), Tool: "t", NodeID: "n1", StartedAt: time.Unix(1, 0).UTC()}))
 	}
-	for _, n := range []int{0, 10, 300 << 10} {
+	for _, n := range []int{0, 10, 40 << 10} {
 		if err := p.snapshot().writeTo(&failingWriter{n: n}); err == nil {
 			t.Errorf("a write failing after %d bytes: no error", n)
+		}
+		if err := p.snapshot().writeJSON(&failingWriter{n: n}); err == nil {
+			t.Errorf("a write of JSON failing after %d bytes: no error", n)
 		}
 	}
 }

@@ -90,7 +90,11 @@ func TestSnapshotBytesAreCanonical(t *testing.T) {
 	var d struct {
 		Records []store.Record `json:"records"`
 	}
-	if err := json.Unmarshal(bx, &d); err != nil {
+	bj, err := mustRestore(t, bx).MarshalSnapshotJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(bj, &d); err != nil {
 		t.Fatal(err)
 	}
 	for i := 1; i < len(d.Records); i++ {
@@ -196,5 +200,66 @@ func TestRestoreSnapshotCopiesPayloads(t *testing.T) {
 	}
 	if got := mustSnapshot(t, p); !bytes.Equal(got, b) {
 		t.Fatal("restored state shares memory with the snapshot buffer")
+	}
+}
+
+// TestSnapshotFormats: the JSON snapshot of earlier builds and the binary
+// one of this build restore to the same state, and a restored state
+// writes the same binary bytes.
+func TestSnapshotFormats(t *testing.T) {
+	x := seeded(t)
+	x.mustReserve("res", "e-res", "n2")
+	x.mustOK(fsm.Interrupt("n2"))
+	// (Data as a log holds it: the JSON format escapes <, > and &, and
+	// a state applied from commands holds them escaped already.)
+	x.mustOK(fsm.Resolve("e-res", store.Resolution{Result: completed("e-res", `{"a":"\u003c"}`, t0.Add(time.Hour))}))
+	bin := x.snapshot()
+	if bin[0] != 0xC2 {
+		t.Fatalf("this build's snapshot begins with %#x", bin[0])
+	}
+	js, err := x.p.MarshalSnapshotJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromBin, fromJSON := mustRestore(t, bin), mustRestore(t, js)
+	if !fromBin.Equal(x.p) || !fromJSON.Equal(x.p) || !fromJSON.Equal(fromBin) {
+		t.Fatal("the two formats restore to different states")
+	}
+	if !bytes.Equal(mustSnapshot(t, fromJSON), bin) {
+		t.Fatal("a state restored from JSON writes other binary bytes")
+	}
+	if len(bin) >= len(js) {
+		t.Errorf("the binary snapshot (%d bytes) is not smaller than the JSON one (%d)", len(bin), len(js))
+	}
+}
+
+// TestBinarySnapshotTruncated: a binary snapshot cut short anywhere, or
+// with a byte changed, is refused or restores a consistent state, and a
+// refusal leaves the processor as it was.
+func TestBinarySnapshotTruncated(t *testing.T) {
+	x := seeded(t)
+	bin := x.snapshot()
+	for n := range len(bin) {
+		p := fsm.NewProcessor()
+		before := mustSnapshot(t, p)
+		if err := p.RestoreSnapshot(bytes.NewReader(bin[:n])); err == nil {
+			t.Fatalf("a snapshot cut at %d of %d bytes restored", n, len(bin))
+		}
+		if !bytes.Equal(mustSnapshot(t, p), before) {
+			t.Fatalf("a refused snapshot (cut at %d) changed the processor", n)
+		}
+	}
+	if err := fsm.NewProcessor().RestoreSnapshot(bytes.NewReader(append(append([]byte{}, bin...), 0))); err == nil {
+		t.Fatal("a snapshot with a byte after its end restored")
+	}
+	for i := range bin {
+		b := append([]byte{}, bin...)
+		b[i] ^= 0x5A
+		p := fsm.NewProcessor()
+		if err := p.RestoreSnapshot(bytes.NewReader(b)); err == nil {
+			if again := mustRestore(t, mustSnapshot(t, p)); !again.Equal(p) {
+				t.Fatalf("byte %d changed: restored a state that does not restore to itself", i)
+			}
+		}
 	}
 }
