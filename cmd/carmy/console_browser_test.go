@@ -205,6 +205,29 @@ func (p *consolePage) click(what, sel string) {
 	}
 }
 
+// open clicks the link sel that opens the execution whose request id is
+// requestID, and waits until its detail shows. A click that landed while
+// a refresh moved the rows (and so opened nothing) is made again; opening
+// a record twice is harmless.
+func (p *consolePage) open(requestID, sel string) {
+	p.t.Helper()
+	deadline := time.Now().Add(uiWait)
+	shows := fmt.Sprintf(`(document.querySelector('#detail-h') || {innerText: ''}).innerText.includes(%q)`, requestID)
+	for {
+		p.click("open "+requestID, sel)
+		ctx, cancel := context.WithTimeout(p.ctx, 5*time.Second)
+		_, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](shows,
+			chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(3*time.Second)))
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			p.fail("opening %s: its detail did not show: %v", requestID, err)
+		}
+	}
+}
+
 // text returns the text a person sees in the element sel (CSS).
 func (p *consolePage) text(sel string) string {
 	p.t.Helper()
@@ -407,8 +430,7 @@ func TestConsoleBrowser(t *testing.T) {
 
 	t.Run("detail", func(t *testing.T) {
 		p.t = t
-		p.click("open ui-done", `#executions-body [data-key="open-`+done+`"]`)
-		p.waitText("#detail-h", "ui-done")
+		p.open("ui-done", `#executions-body [data-key="open-`+done+`"]`)
 		for _, want := range []string{done, "s-ui", "echo", "completed", "console", leader.ID(), "fingerprint", "started_at", "finished_at"} {
 			p.waitText("#detail-body", want)
 		}
@@ -425,8 +447,7 @@ func TestConsoleBrowser(t *testing.T) {
 		p.waitText("#attention-body", "ui-lost")
 		p.waitFor("an attention count", `Number(document.querySelector('#attention-count').textContent) >= 1`)
 		p.shot("attention")
-		p.click("open ui-lost", `#attention-body [data-key="open-`+lost+`"]`)
-		p.waitText("#detail-h", "ui-lost")
+		p.open("ui-lost", `#attention-body [data-key="open-`+lost+`"]`)
 		p.click("resolve", "#do-resolve")
 		p.waitFor("the resolve dialog", `document.querySelector('#resolve-dialog').open`)
 		// JSON that does not parse is refused in the page.
@@ -463,8 +484,10 @@ func TestConsoleBrowser(t *testing.T) {
 			set("#f-status", "running"),
 			chromedp.Click(chromedp.CSS("#filters button[type=submit]")))
 		p.waitText("#executions-body", "ui-running")
-		p.click("open ui-running", `#executions-body [data-key="open-`+running+`"]`)
-		p.waitText("#detail-h", "ui-running")
+		// The filtered list replaces the whole one: wait for it, so the
+		// click does not land on a row that is about to move.
+		p.waitFor("only running executions listed", `!document.querySelector('#executions-body').innerText.includes('ui-done')`)
+		p.open("ui-running", `#executions-body [data-key="open-`+running+`"]`)
 		p.click("cancel", "#do-cancel")
 		p.waitFor("the confirmation", `document.querySelector('#confirm-dialog').open`)
 		p.waitText("#confirm-text", "cancelled is recorded at once")

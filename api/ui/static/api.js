@@ -36,6 +36,9 @@ export function clearToken() {
   sessionStorage.removeItem(TOKEN_KEY);
 }
 
+// REQUEST_TIMEOUT_MS bounds every request of the console.
+const REQUEST_TIMEOUT_MS = 20000;
+
 // request sends method path (relative to the API's base, e.g.
 // "v1/cluster") with body, a JSON text or undefined, and returns the
 // answer's JSON. It throws an ApiError for a refusal or no answer (with
@@ -44,20 +47,28 @@ export async function request(method, path, body, signal) {
   const headers = { Accept: 'application/json' };
   const t = token();
   if (t) headers.Authorization = `Bearer ${t}`;
-  const init = { method, headers, credentials: 'omit', cache: 'no-store', signal };
+  // A request without an answer in REQUEST_TIMEOUT_MS fails, so that one
+  // stuck request cannot stop the console from refreshing.
+  const timeout = AbortSignal.timeout(REQUEST_TIMEOUT_MS);
+  const init = {
+    method, headers, credentials: 'omit', cache: 'no-store',
+    signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
+  };
   if (body !== undefined) {
     headers['Content-Type'] = 'application/json';
     init.body = body;
   }
   let resp;
+  let text;
   try {
     resp = await fetch(new URL(path, base), init);
+    text = await resp.text();
   } catch (e) {
-    const err = new ApiError(0, 'NO_ANSWER', `the node did not answer (${e.message})`);
+    const why = timeout.aborted ? `no answer within ${REQUEST_TIMEOUT_MS / 1000} s` : e.message;
+    const err = new ApiError(0, 'NO_ANSWER', `the node did not answer (${why})`);
     err.aborted = Boolean(signal && signal.aborted);
     throw err;
   }
-  const text = await resp.text();
   let json = null;
   try {
     json = text ? JSON.parse(text) : null;
