@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -67,29 +66,18 @@ func (n *Node) Apply(ctx context.Context, c fsm.Command) (fsm.Response, error) {
 
 // putResultBack puts into a completion's record the data and error that
 // the leader left out of its answer: those of res, the result the
-// completion carried, as its log entry holds them. (encoding/json
-// compacts a json.RawMessage and escapes <, > and & in it, so the bytes
-// can differ from res's; the record must be the one every replica holds.)
-// A refused completion's record is another's, and comes whole; so does a
-// successful one from a leader of an older build, which is left as it is.
+// completion carried, as its log entry holds them (fsm.Logged: the bytes
+// can differ from res's, and the record must be the one every replica
+// holds). A refused completion's record is another's, and comes whole; so
+// does a successful one from a leader of an older build, which is left as
+// it is.
 func putResultBack(resp *fsm.Response, res store.Result) {
 	if resp.Code != "" || resp.Record.Data != nil || resp.Record.Error != nil {
 		return
 	}
-	resp.Record.Data, resp.Record.Error = asLogged(res.Data), asLogged(res.Error)
-}
-
-// asLogged returns raw as encoding/json writes it into a command (empty is
-// left out, and reads back as nil).
-func asLogged(raw json.RawMessage) json.RawMessage {
-	if len(raw) == 0 {
-		return nil
-	}
-	b, err := json.Marshal(raw)
-	if err != nil {
-		return raw // not reached: the command was encoded with it
-	}
-	return b
+	// Not failing: the command was encoded with these bytes.
+	resp.Record.Data, _ = fsm.Logged(res.Data)
+	resp.Record.Error, _ = fsm.Logged(res.Error)
 }
 
 // checkSize refuses an encoded command over maxCommandBytes: no leader

@@ -137,16 +137,27 @@ func (e *encoder) time(t time.Time) {
 	e.int(int64(off))
 }
 
-// json writes a JSON payload as encoding/json would log it (nil when
-// empty).
-func (e *encoder) json(raw json.RawMessage) error {
+// Logged returns a result's data or error as a command's log entry holds
+// it, and so as every replica's record holds it: compacted, with <, > and
+// & escaped, as encoding/json writes a json.RawMessage (the JSON format of
+// earlier builds did, and the binary one keeps those bytes); nil when
+// empty. It fails for bytes that are not JSON.
+func Logged(raw json.RawMessage) (json.RawMessage, error) {
 	if len(raw) == 0 {
-		e.uint(0)
-		return nil
+		return nil, nil
 	}
-	b, err := json.Marshal(raw)
+	return json.Marshal(raw)
+}
+
+// json writes a JSON payload as Logged gives it (none when empty).
+func (e *encoder) json(raw json.RawMessage) error {
+	b, err := Logged(raw)
 	if err != nil {
 		return err
+	}
+	if b == nil {
+		e.uint(0)
+		return nil
 	}
 	e.uint(uint64(len(b)) + 1)
 	e.b = append(e.b, b...)
