@@ -3,6 +3,7 @@ package fsm
 import (
 	"bufio"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -107,6 +108,13 @@ func (d *decoder) record() store.Record {
 	r.Key = *d.key()
 	r.Tool, r.Fingerprint, r.Status = d.str(), d.str(), store.Status(d.str())
 	r.Data, r.Error = d.json(), d.json()
+	// A snapshot's records go into the state without the store's checks:
+	// their payloads are checked here.
+	for _, p := range [][]byte{r.Data, r.Error} {
+		if len(p) > 0 && !json.Valid(p) {
+			d.fail(errors.New("a record's data or error is not valid JSON"))
+		}
+	}
 	r.NodeID = d.str()
 	r.StartedAt, r.FinishedAt = d.time(), d.time()
 	r.Resolved = d.bool()

@@ -127,6 +127,12 @@ func (r Result) Validate() error {
 		return invalidf("completed result needs valid JSON data")
 	case r.Status != StatusCompleted && !isObject(r.Error):
 		return invalidf("%s result needs a JSON object error", r.Status)
+	// The other payload is kept too, when there is one: a record holds
+	// only JSON, which its answers and snapshots are written with.
+	case r.Status == StatusCompleted && len(r.Error) > 0 && !json.Valid(r.Error):
+		return invalidf("completed result has an error that is not valid JSON")
+	case r.Status != StatusCompleted && len(r.Data) > 0 && !json.Valid(r.Data):
+		return invalidf("%s result has data that is not valid JSON", r.Status)
 	case r.FinishedAt.IsZero():
 		return invalidf("result has no finish time")
 	case r.ByteQuota < 0:

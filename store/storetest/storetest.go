@@ -247,6 +247,9 @@ func testCompleteRejectsMalformed(t *testing.T, newStore Factory) {
 		{ExecutionID: ex.ID, Status: store.StatusRunning, FinishedAt: epoch},
 		{ExecutionID: ex.ID, Status: store.StatusCompleted, Data: json.RawMessage(`{`), FinishedAt: epoch},
 		{ExecutionID: ex.ID, Status: store.StatusFailed, Error: json.RawMessage(`"x"`), FinishedAt: epoch},
+		// The other payload, when present, must be JSON too.
+		{ExecutionID: ex.ID, Status: store.StatusCompleted, Data: json.RawMessage(`1`), Error: json.RawMessage(`{x`), FinishedAt: epoch},
+		{ExecutionID: ex.ID, Status: store.StatusFailed, Data: json.RawMessage(`[1,`), Error: json.RawMessage(`{"code":"X","message":"m"}`), FinishedAt: epoch},
 		{ExecutionID: ex.ID, Status: store.StatusCompleted, Data: json.RawMessage(`1`)},
 		{Status: store.StatusCompleted, Data: json.RawMessage(`1`), FinishedAt: epoch},
 	}
