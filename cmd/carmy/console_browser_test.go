@@ -14,7 +14,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -287,40 +286,10 @@ func (p *consolePage) visibleText() string {
 	return s
 }
 
-// uiAPI calls a node's API as token ("" for none) and returns the status
-// and the decoded answer.
-func uiAPI(t *testing.T, method, url, token, body string) (int, map[string]any) {
-	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out map[string]any
-	if err := json.Unmarshal(raw, &out); err != nil {
-		t.Fatalf("%s %s: %d, not a JSON object: %s", method, url, resp.StatusCode, raw)
-	}
-	return resp.StatusCode, out
-}
-
 // uiCall makes a call and returns its execution id.
 func uiCall(t *testing.T, base, token, body string) string {
 	t.Helper()
-	status, out := uiAPI(t, http.MethodPost, base+"/v1/tools/call", token, body)
+	status, out := apiJSON(t, http.MethodPost, base+"/v1/tools/call", token, body)
 	if status != http.StatusOK {
 		t.Fatalf("call %s: %d %v", body, status, out)
 	}
@@ -343,7 +312,7 @@ func startSlowCall(t *testing.T, base, requestID string) string {
 	}()
 	var id string
 	testutil.WaitFor(t, uiWait, requestID+" running", func() error {
-		status, out := uiAPI(t, http.MethodGet, base+"/v1/executions?request_id="+requestID, "", "")
+		status, out := apiJSON(t, http.MethodGet, base+"/v1/executions?request_id="+requestID, "", "")
 		if status != http.StatusOK || out["status"] != "running" {
 			return fmt.Errorf("lookup: %d %v", status, out)
 		}
@@ -377,7 +346,7 @@ func TestConsoleBrowser(t *testing.T) {
 		uiCall(t, base, "", body)
 		uiCall(t, base, "", body) // a replay
 	}
-	if status, _ := uiAPI(t, http.MethodPost, base+"/v1/tools/call", "", `{"tool":"create_order","arguments":{"sku":"other"},"request_id":"ui-order-0"}`); status != http.StatusConflict {
+	if status, _ := apiJSON(t, http.MethodPost, base+"/v1/tools/call", "", `{"tool":"create_order","arguments":{"sku":"other"},"request_id":"ui-order-0"}`); status != http.StatusConflict {
 		t.Fatalf("a conflicting call: %d, want 409", status)
 	}
 	running := startSlowCall(t, base, "ui-running")
@@ -456,7 +425,7 @@ func TestConsoleBrowser(t *testing.T) {
 			chromedp.Click(chromedp.CSS("#resolve-form button[type=submit]")))
 		p.waitText("#resolve-data-error", "not valid JSON")
 		p.shot("resolve-bad-json")
-		if status, out := uiAPI(t, http.MethodGet, base+"/v1/executions/"+lost, "", ""); status != http.StatusOK || out["resolved"] == true {
+		if status, out := apiJSON(t, http.MethodGet, base+"/v1/executions/"+lost, "", ""); status != http.StatusOK || out["resolved"] == true {
 			t.Fatalf("after bad JSON in the page, the record is %d %v, want it untouched", status, out)
 		}
 		p.do("give good JSON",
@@ -469,7 +438,7 @@ func TestConsoleBrowser(t *testing.T) {
 		p.click("confirm", "#confirm-ok")
 		p.waitFor("the confirmation to close", `!document.querySelector('#confirm-dialog').open`)
 		p.waitText("#detail-body .timeline", "resolved as completed")
-		status, out := uiAPI(t, http.MethodGet, base+"/v1/executions/"+lost, "", "")
+		status, out := apiJSON(t, http.MethodGet, base+"/v1/executions/"+lost, "", "")
 		data, _ := json.Marshal(out["data"])
 		if status != http.StatusOK || out["status"] != "completed" || out["resolved"] != true || string(data) != `{"order_id":42}` {
 			t.Fatalf("after the resolve through the page, the record is %d %v, want completed, resolved, data {\"order_id\":42}", status, out)
@@ -492,7 +461,7 @@ func TestConsoleBrowser(t *testing.T) {
 		p.waitFor("the confirmation", `document.querySelector('#confirm-dialog').open`)
 		p.waitText("#confirm-text", "cancelled is recorded at once")
 		// Someone else cancels it first: the page's cancel is refused.
-		if status, out := uiAPI(t, http.MethodPost, base+"/v1/executions/"+running+"/cancel", "", ""); status != http.StatusOK {
+		if status, out := apiJSON(t, http.MethodPost, base+"/v1/executions/"+running+"/cancel", "", ""); status != http.StatusOK {
 			t.Fatalf("cancel through the API: %d %v", status, out)
 		}
 		p.click("confirm", "#confirm-ok")

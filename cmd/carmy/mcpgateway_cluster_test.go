@@ -5,41 +5,18 @@ package main_test
 // and each with its own stdio MCP server child, all counting executions.
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/carmyhq/carmy/internal/testutil"
 )
-
-// gw3Call posts body to node base (auth off) and returns the status and
-// the decoded answer.
-func gw3Call(t *testing.T, base, body string) (int, map[string]any) {
-	t.Helper()
-	resp, err := http.Post(base+"/v1/tools/call", "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatalf("POST %s to %s: %v", body, base, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(raw, &m); err != nil {
-		t.Fatalf("answer of %s: %v: %s", base, err, raw)
-	}
-	return resp.StatusCode, m
-}
 
 // TestBlackBoxMCPGatewayThreeNodes: one identity called through every node
 // of a cluster at once, then retried on each, runs once on the upstream
@@ -87,7 +64,7 @@ func TestBlackBoxMCPGatewayThreeNodes(t *testing.T) {
 		var wg sync.WaitGroup
 		for _, n := range nodes {
 			wg.Go(func() {
-				status, a := gw3Call(t, n.URL, body)
+				status, a := apiJSON(t, http.MethodPost, n.URL+"/v1/tools/call", "", body)
 				e, _ := a["error"].(map[string]any)
 				code, _ := e["code"].(string)
 				if status != http.StatusOK && !(status == http.StatusConflict && code == "EXECUTION_UNCERTAIN") {
@@ -99,7 +76,7 @@ func TestBlackBoxMCPGatewayThreeNodes(t *testing.T) {
 		var exec string
 		testutil.WaitFor(t, 30*time.Second, "every node to replay "+tool, func() error {
 			for _, n := range nodes {
-				status, a := gw3Call(t, n.URL, body)
+				status, a := apiJSON(t, http.MethodPost, n.URL+"/v1/tools/call", "", body)
 				if status != http.StatusOK || a["replayed"] != true || a["status"] != "completed" {
 					return fmt.Errorf("%s on %s: %d %v", tool, n.ID(), status, a)
 				}
@@ -142,7 +119,7 @@ func TestBlackBoxMCPGatewayThreeNodes(t *testing.T) {
 		body := fmt.Sprintf(`{"tool":%q,"request_id":"k3-%s"}`, tool, tool)
 		testutil.WaitFor(t, 60*time.Second, tool+" interrupted on the survivors", func() error {
 			for _, n := range others {
-				status, a := gw3Call(t, n.URL, body)
+				status, a := apiJSON(t, http.MethodPost, n.URL+"/v1/tools/call", "", body)
 				e, _ := a["error"].(map[string]any)
 				if status != http.StatusConflict || e["code"] != "EXECUTION_UNCERTAIN" {
 					t.Fatalf("the retry of %s on %s after kill -9: %d %v", tool, n.ID(), status, a)
