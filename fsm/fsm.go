@@ -130,11 +130,17 @@ func (f *FSM) applyOne(index, token uint64, data []byte, seen *[]observed) Respo
 // the apply goroutine waits for the encoding nor is the snapshot ever held
 // in memory as a whole.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	return &fsmSnapshot{data: f.capture()}, nil
+}
+
+// capture copies what a snapshot holds, with the index it stands at,
+// under the read lock; it is encoded afterwards, without the lock.
+func (f *FSM) capture() snapshotData {
 	f.mu.RLock()
+	defer f.mu.RUnlock()
 	d := f.p.snapshot()
 	d.Index = f.applied.Load()
-	f.mu.RUnlock()
-	return &fsmSnapshot{data: d}, nil
+	return d
 }
 
 // Restore implements raft.FSM: the state is decoded aside and swapped in
@@ -269,25 +275,20 @@ func (f *FSM) Node(id string) (NodeInfo, bool) {
 // Hash returns the SHA-256 (hex) of the state's snapshot bytes: equal on
 // replicas that applied the same log.
 func (f *FSM) Hash() (string, error) {
-	f.mu.RLock()
-	b, err := f.p.MarshalSnapshot()
-	f.mu.RUnlock()
-	if err != nil {
+	d := f.capture()
+	d.Index = 0 // a hash compares states, not positions
+	h := sha256.New()
+	if err := d.writeTo(h); err != nil {
 		return "", err
 	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:]), nil
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // SnapshotBytes returns the bytes Snapshot would persist now (for tests
 // and tools).
 func (f *FSM) SnapshotBytes() ([]byte, error) {
-	f.mu.RLock()
-	d := f.p.snapshot()
-	d.Index = f.applied.Load()
-	f.mu.RUnlock()
 	var b bytes.Buffer
-	if err := d.writeTo(&b); err != nil {
+	if err := f.capture().writeTo(&b); err != nil {
 		return nil, err
 	}
 	return b.Bytes(), nil
