@@ -12,36 +12,40 @@ import (
 )
 
 // The binary snapshot format (version 2), in the encoding of the binary
-// command codec (codec.go):
+// command codec (codec.go): the tag, then blocks, each a uvarint length
+// and that many bytes, read with the codec's decoder:
 //
-//	0xC2                  a binary snapshot
-//	uvarint version       2
-//	varint capacity, bool capacity_set, varint max_bytes,
-//	uvarint last_seq, uvarint index
-//	uvarint count         then count records, each a uvarint length and
-//	                      that many bytes: execution_id, principal,
-//	                      session_id, request_id, tool, fingerprint, status,
-//	                      data, error, node_id, started_at, finished_at,
-//	                      resolved, seq
-//	uvarint count         then count nodes: id, raft_addr, http_addr,
-//	                      gossip_addr
+//	0xC2        a binary snapshot
+//	header      version (2), capacity, capacity_set, max_bytes, last_seq,
+//	            index, the count of records
+//	records     one block each: execution_id, principal, session_id,
+//	            request_id, tool, fingerprint, status, data, error,
+//	            node_id, started_at, finished_at, resolved, seq
+//	nodes       the count of nodes, then each: id, raft_addr, http_addr,
+//	            gossip_addr
 //
 // and nothing after. Records come in Seq order and nodes in id order, so
-// equal states give equal bytes. It is read about ten times faster than
+// equal states give equal bytes. It is read about three times faster than
 // the JSON of version 1, which is what a restart spends most of its time
 // on with a full store.
 const snapshotTag byte = 0xC2
 
-// maxSnapshotRecord bounds one record of a binary snapshot: above what a
+// maxSnapshotBlock bounds one block of a binary snapshot: above what a
 // command may carry (maxCommandBytes in cluster is 64 MiB).
-const maxSnapshotRecord = 128 << 20
+const maxSnapshotBlock = 128 << 20
 
 // writeTo writes d in the binary format, one record at a time (see
 // writeJSON).
 func (d snapshotData) writeTo(w io.Writer) error {
 	bw := bufio.NewWriterSize(w, 256<<10)
-	e := encoder{b: make([]byte, 0, 512)}
-	e.b = append(e.b, snapshotTag)
+	bw.WriteByte(snapshotTag)
+	var e encoder
+	block := func() {
+		var n [binary.MaxVarintLen64]byte
+		bw.Write(binary.AppendUvarint(n[:0], uint64(len(e.b))))
+		bw.Write(e.b)
+		e.b = e.b[:0]
+	}
 	e.uint(SnapshotVersion)
 	e.int(int64(d.Capacity))
 	e.bool(d.CapacitySet)
@@ -49,25 +53,21 @@ func (d snapshotData) writeTo(w io.Writer) error {
 	e.uint(d.LastSeq)
 	e.uint(d.Index)
 	e.uint(uint64(len(d.Records)))
-	bw.Write(e.b)
-	var rec encoder
+	block()
 	for i := range d.Records {
-		rec.b = rec.b[:0]
-		if err := rec.record(&d.Records[i]); err != nil {
+		if err := e.record(&d.Records[i]); err != nil {
 			return fmt.Errorf("fsm: snapshot: record %s: %w", d.Records[i].ExecutionID, err)
 		}
-		e.b = binary.AppendUvarint(e.b[:0], uint64(len(rec.b)))
-		bw.Write(e.b)
-		bw.Write(rec.b)
+		block()
 	}
-	e.b = binary.AppendUvarint(e.b[:0], uint64(len(d.Nodes)))
+	e.uint(uint64(len(d.Nodes)))
 	for _, n := range d.Nodes {
 		e.str(n.ID)
 		e.str(n.RaftAddr)
 		e.str(n.HTTPAddr)
 		e.str(n.GossipAddr)
 	}
-	bw.Write(e.b)
+	block()
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("fsm: snapshot: %w", err)
 	}
@@ -122,130 +122,95 @@ func (d *decoder) record() store.Record {
 	return r
 }
 
-// snapReader reads a binary snapshot's fields from a stream; the first
-// error sticks, and later reads return zeros.
-type snapReader struct {
-	br  *bufio.Reader
-	err error
-}
-
-func (r *snapReader) fail(err error) {
-	if r.err == nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
-		r.err = err
-	}
-}
-
-func (r *snapReader) uint() uint64 {
-	if r.err != nil {
-		return 0
-	}
-	x, err := binary.ReadUvarint(r.br)
-	r.fail(err)
-	return x
-}
-
-func (r *snapReader) int() int64 {
-	if r.err != nil {
-		return 0
-	}
-	x, err := binary.ReadVarint(r.br)
-	r.fail(err)
-	return x
-}
-
-// bytes reads a length and that many bytes (at most limit) into buf,
-// grown as needed, and returns them.
-func (r *snapReader) bytes(buf []byte, limit uint64) []byte {
-	n := r.uint()
-	if r.err != nil {
-		return nil
-	}
-	if n > limit {
-		r.fail(fmt.Errorf("a field of %d bytes", n))
-		return nil
-	}
-	if uint64(cap(buf)) < n {
-		buf = make([]byte, n)
-	}
-	buf = buf[:n]
-	if _, err := io.ReadFull(r.br, buf); err != nil {
-		r.fail(err)
-		return nil
-	}
-	return buf
-}
-
 // restoreBinary is RestoreSnapshot for the binary format.
 func (p *Processor) restoreBinary(br *bufio.Reader) error {
 	fail := func(err error) error { return fmt.Errorf("fsm: snapshot: %w", err) }
-	r := snapReader{br: br}
 	if _, err := br.ReadByte(); err != nil { // the tag
 		return fail(err)
 	}
-	if version := r.uint(); r.err == nil && version != SnapshotVersion {
-		return fmt.Errorf("fsm: snapshot version %d, want %d", version, SnapshotVersion)
-	}
-	var d snapshotData
-	d.Capacity = int(r.int())
-	switch set := r.uint(); {
-	case set > 1:
-		r.fail(errors.New("bad capacity_set"))
-	default:
-		d.CapacitySet = set == 1
-	}
-	d.MaxBytes, d.LastSeq, d.Index = r.int(), r.uint(), r.uint()
-	switch {
-	case r.err != nil:
-		return fail(r.err)
-	case d.Capacity <= 0:
-		return fmt.Errorf("fsm: snapshot capacity %d", d.Capacity)
-	case d.MaxBytes < 0:
-		return fmt.Errorf("fsm: snapshot max bytes %d", d.MaxBytes)
-	}
-	st := store.NewState(d.Capacity)
-	st.SetMaxBytes(d.MaxBytes)
-	rest := st.Restorer(d.LastSeq)
 	var buf []byte
-	for n := r.uint(); n > 0 && r.err == nil; n-- {
-		buf = r.bytes(buf, maxSnapshotRecord)
-		if r.err != nil {
-			break
+	// next reads the next block into buf and returns a decoder over it.
+	next := func() (*decoder, error) {
+		n, err := binary.ReadUvarint(br)
+		if err == nil && n > maxSnapshotBlock {
+			err = fmt.Errorf("a block of %d bytes", n)
 		}
-		dec := decoder{b: buf}
-		rec := dec.record()
-		if dec.err == nil && len(dec.b) != 0 {
-			dec.fail(fmt.Errorf("%d bytes after a record", len(dec.b)))
+		if err == nil {
+			if uint64(cap(buf)) < n {
+				buf = make([]byte, n)
+			}
+			buf = buf[:n]
+			_, err = io.ReadFull(br, buf)
 		}
-		if dec.err != nil {
-			return fail(dec.err)
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return &decoder{b: buf}, err
+	}
+	// done checks that a block was read whole, and nothing more.
+	done := func(d *decoder) error {
+		if d.err == nil && len(d.b) != 0 {
+			d.fail(fmt.Errorf("%d bytes after a block", len(d.b)))
+		}
+		return d.err
+	}
+
+	h, err := next()
+	if err != nil {
+		return fail(err)
+	}
+	version := h.uint()
+	var sd snapshotData
+	sd.Capacity = int(h.int())
+	sd.CapacitySet = h.bool()
+	sd.MaxBytes, sd.LastSeq, sd.Index = h.int(), h.uint(), h.uint()
+	count := h.uint()
+	switch err := done(h); {
+	case err != nil:
+		return fail(err)
+	case version != SnapshotVersion:
+		return fmt.Errorf("fsm: snapshot version %d, want %d", version, SnapshotVersion)
+	case sd.Capacity <= 0:
+		return fmt.Errorf("fsm: snapshot capacity %d", sd.Capacity)
+	case sd.MaxBytes < 0:
+		return fmt.Errorf("fsm: snapshot max bytes %d", sd.MaxBytes)
+	}
+	st := store.NewState(sd.Capacity)
+	st.SetMaxBytes(sd.MaxBytes)
+	rest := st.Restorer(sd.LastSeq)
+	for ; count > 0; count-- {
+		d, err := next()
+		if err != nil {
+			return fail(err)
+		}
+		rec := d.record()
+		if err := done(d); err != nil {
+			return fail(err)
 		}
 		if err := rest.Add(rec); err != nil {
 			return fail(err)
 		}
 	}
-	count := r.uint()
-	nodes := make(map[string]NodeInfo, min(count, 64))
-	for ; count > 0 && r.err == nil; count-- {
-		var n NodeInfo
-		for _, f := range []*string{&n.ID, &n.RaftAddr, &n.HTTPAddr, &n.GossipAddr} {
-			*f = string(r.bytes(nil, 1<<16))
-		}
-		if r.err == nil && n.ID == "" {
+	d, err := next()
+	if err != nil {
+		return fail(err)
+	}
+	nodes := make(map[string]NodeInfo)
+	for n := d.uint(); n > 0 && d.err == nil; n-- {
+		info := NodeInfo{ID: d.str(), RaftAddr: d.str(), HTTPAddr: d.str(), GossipAddr: d.str()}
+		if d.err == nil && info.ID == "" {
 			return errors.New("fsm: snapshot: a node without id")
 		}
-		nodes[n.ID] = n
+		nodes[info.ID] = info
 	}
-	if r.err != nil {
-		return fail(r.err)
+	if err := done(d); err != nil {
+		return fail(err)
 	}
 	if _, err := br.ReadByte(); err != io.EOF {
 		return fail(errors.New("bytes after the nodes"))
 	}
 	rest.Finish()
-	p.st, p.nodes, p.capacitySet = st, nodes, d.CapacitySet
-	p.restoredIndex = d.Index
+	p.st, p.nodes, p.capacitySet = st, nodes, sd.CapacitySet
+	p.restoredIndex = sd.Index
 	return nil
 }
