@@ -117,6 +117,9 @@ type Hooks struct {
 	// Gossip wraps memberlist's transport. With it set, the node makes
 	// memberlist's NetTransport itself, bound as memberlist would bind it.
 	Gossip func(memberlist.NodeAwareTransport) memberlist.NodeAwareTransport
+	// LogStore wraps the durable Raft log store (BoltDB), beneath the
+	// leader's write queue, so a test can hold or fail its writes.
+	LogStore func(raft.LogStore) raft.LogStore
 }
 
 // Defaults of Config.

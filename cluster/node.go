@@ -26,6 +26,7 @@ type Node struct {
 	raft *raft.Raft
 
 	bolt      *raftboltdb.BoltStore
+	logs      *leaderLog // the Raft log store over bolt
 	transport *raft.NetworkTransport
 	gossip    *memberlist.Memberlist
 	members   *members
@@ -110,14 +111,27 @@ func Open(cfg Config) (*Node, error) {
 	}
 	// The cache keeps the latest entries in memory, so the leader sends
 	// them to followers without reading them back from BoltDB.
-	logs, err := raft.NewLogCache(logCacheSize, countingLogStore{LogStore: n.bolt, m: n.metrics})
+	// Beneath it, the leader's writes are queued (leaderLog), and the
+	// state machine and the followers' commit index wait for them.
+	var durable raft.LogStore = countingLogStore{LogStore: n.bolt, m: n.metrics}
+	if cfg.Hooks.LogStore != nil {
+		durable = cfg.Hooks.LogStore(durable)
+	}
+	n.logs = newLeaderLog(durable)
+	logs, err := raft.NewLogCache(logCacheSize, n.logs)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: log cache: %w", err)
 	}
-	n.raft, err = raft.NewRaft(n.raftConfig(), n.fsm, logs, n.bolt, snaps, n.transport)
+	// Raft's main loop may lead (and write) before NewRaft returns: until
+	// r is set, writes are synchronous, which is always safe.
+	var r atomic.Pointer[raft.Raft]
+	n.logs.setLeaderCheck(func() bool { rr := r.Load(); return rr != nil && rr.State() == raft.Leader })
+	n.raft, err = raft.NewRaft(n.raftConfig(), gatedFSM{FSM: n.fsm, log: n.logs}, logs, n.bolt, snaps,
+		cappedTransport{NetworkTransport: n.transport, log: n.logs})
 	if err != nil {
 		return nil, fmt.Errorf("cluster: starting raft: %w", err)
 	}
+	r.Store(n.raft)
 	ident.setLookup(func(addr string) string { return serverAt(n.raft, addr) })
 	n.proposer = newProposer(n.raft, n.metrics)
 	if !hasState && cfg.Bootstrap {
@@ -316,6 +330,9 @@ func (n *Node) closeParts() error {
 	}
 	if n.transport != nil {
 		errs = append(errs, n.transport.Close())
+	}
+	if n.logs != nil {
+		errs = append(errs, n.logs.close())
 	}
 	if n.bolt != nil {
 		errs = append(errs, n.bolt.Close())

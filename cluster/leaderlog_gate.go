@@ -1,0 +1,86 @@
+package cluster
+
+import (
+	"fmt"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/carmyhq/carmy/fsm"
+)
+
+// gatedFSM is the state machine as Raft sees it: Carmy's FSM, applying an
+// entry only once the leader's own copy of it is on disk (leaderLog). On
+// a follower every entry it applies is already written, and nothing waits.
+type gatedFSM struct {
+	*fsm.FSM
+	log *leaderLog
+}
+
+// Apply implements raft.FSM.
+func (g gatedFSM) Apply(l *raft.Log) any {
+	g.wait(l.Index)
+	return g.FSM.Apply(l)
+}
+
+// ApplyBatch implements raft.BatchingFSM.
+func (g gatedFSM) ApplyBatch(logs []*raft.Log) []any {
+	if len(logs) > 0 {
+		g.wait(logs[len(logs)-1].Index)
+	}
+	return g.FSM.ApplyBatch(logs)
+}
+
+// wait returns once the log holds every entry up to index on disk. If it
+// never will (the write failed), the node stops: Raft has counted and
+// sent entries this node could not store, and applying on top of them
+// could answer a caller with an outcome no quorum holds.
+func (g gatedFSM) wait(index uint64) {
+	if err := g.log.waitDurable(index); err != nil {
+		panic(fmt.Sprintf("cluster: the node stops: its raft log could not be written, so it cannot apply entry %d: %v", index, err))
+	}
+}
+
+// cappedTransport is the Raft transport with every commit index the
+// leader sends lowered by leaderLog.commitCap: a follower applies only
+// what the leader holds on disk too.
+type cappedTransport struct {
+	*raft.NetworkTransport
+	log *leaderLog
+}
+
+// AppendEntries implements raft.Transport.
+func (t cappedTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	return t.NetworkTransport.AppendEntries(id, target, t.capped(args), resp)
+}
+
+// AppendEntriesPipeline implements raft.Transport.
+func (t cappedTransport) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAddress) (raft.AppendPipeline, error) {
+	p, err := t.NetworkTransport.AppendEntriesPipeline(id, target)
+	if err != nil {
+		return nil, err
+	}
+	return cappedPipeline{AppendPipeline: p, t: t}, nil
+}
+
+// capped returns args with its commit index capped: a copy when it
+// changes, args itself otherwise (a heartbeat carries no commit index).
+func (t cappedTransport) capped(args *raft.AppendEntriesRequest) *raft.AppendEntriesRequest {
+	c := t.log.commitCap(args.LeaderCommitIndex)
+	if c == args.LeaderCommitIndex {
+		return args
+	}
+	a := *args
+	a.LeaderCommitIndex = c
+	return &a
+}
+
+// cappedPipeline is a pipelined AppendEntries stream of cappedTransport.
+type cappedPipeline struct {
+	raft.AppendPipeline
+	t cappedTransport
+}
+
+// AppendEntries implements raft.AppendPipeline.
+func (p cappedPipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) (raft.AppendFuture, error) {
+	return p.AppendPipeline.AppendEntries(p.t.capped(args), resp)
+}
