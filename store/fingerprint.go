@@ -28,16 +28,34 @@ func Fingerprint(tool string, arguments, metadata json.RawMessage) (string, erro
 		return "", err
 	}
 	buf = append(buf, `,"tool":`...)
-	name, err := json.Marshal(tool)
-	if err != nil {
-		return "", fmt.Errorf("%w: tool: %w", ErrInvalid, err)
-	}
-	if buf, err = jcs.AppendCanonical(buf, name); err != nil {
-		return "", fmt.Errorf("%w: tool: %w", ErrInvalid, err)
+	if plainName(tool) {
+		// Its JSON string, canonical as it is.
+		buf = append(buf, '"')
+		buf = append(buf, tool...)
+		buf = append(buf, '"')
+	} else {
+		name, err := json.Marshal(tool)
+		if err != nil {
+			return "", fmt.Errorf("%w: tool: %w", ErrInvalid, err)
+		}
+		if buf, err = jcs.AppendCanonical(buf, name); err != nil {
+			return "", fmt.Errorf("%w: tool: %w", ErrInvalid, err)
+		}
 	}
 	buf = append(buf, '}')
 	sum := sha256.Sum256(buf)
 	return hex.EncodeToString(sum[:]), nil
+}
+
+// plainName reports whether s is printable ASCII without '"' or '\\', so
+// that '"' + s + '"' is its canonical JSON string.
+func plainName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 func appendObject(dst []byte, field string, raw json.RawMessage) ([]byte, error) {

@@ -102,3 +102,24 @@ func BenchmarkFingerprint(b *testing.B) {
 		}
 	}
 }
+
+// TestFingerprintToolNames covers tool names written as they are (plain
+// ASCII) and those encoded and canonicalised: the canonical JSON string of
+// the name either way.
+func TestFingerprintToolNames(t *testing.T) {
+	for tool, str := range map[string]string{
+		"create_order":  `"create_order"`,
+		"a<b>&c ~/!":    `"a<b>&c ~/!"`,
+		`q"b\s`:         `"q\"b\\s"`,
+		"tab\there":     `"tab\there"`,
+		"del\x7f":       "\"del\x7f\"",
+		"zoë€😀":         `"zoë€😀"`,
+		"line\u2028sep": "\"line\u2028sep\"",
+	} {
+		canonical := `{"arguments":{},"metadata":{},"tool":` + str + `}`
+		sum := sha256.Sum256([]byte(canonical))
+		if got, want := fp(t, tool, ``, ``), hex.EncodeToString(sum[:]); got != want {
+			t.Errorf("tool %q: fingerprint %s, want %s (sha256 of %s)", tool, got, want, canonical)
+		}
+	}
+}

@@ -59,7 +59,8 @@ func (d *benchDriver) run(ctx context.Context, stderr io.Writer) (*benchResult, 
 	if hint == 0 {
 		hint = int64(o.Clients) * 1024
 	}
-	clients := newBenchClients(o.Clients, hint)
+	clients := newBenchClients(o.Clients, len(d.targets), hint)
+	defer closeConns(clients)
 
 	if o.Mode == modeReplay {
 		if err := d.seed(ctx, clients, stderr); err != nil {

@@ -6,7 +6,6 @@ import (
 	crand "crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -46,18 +45,19 @@ func isError(mode, outcome string) bool {
 
 // benchTarget is one node a run calls.
 type benchTarget struct {
+	idx     int    // in benchDriver.targets
 	name    string // as given to --targets
 	base    string // http://host:port
 	callURL string // base + /v1/tools/call
+	req     benchRequestTarget
 }
 
 // benchDriver makes the calls of one run.
 type benchDriver struct {
 	opts    benchOptions
-	runID   string // makes request ids unique to the run
-	client  *http.Client
+	runID   string       // makes request ids unique to the run
+	client  *http.Client // GET /metrics; the calls go over benchConns
 	targets []benchTarget
-	header  http.Header // read-only, shared by every request
 	// A call's body is head + request_id + tail: every call of a run has
 	// the same tool, arguments and session, so a repeated request_id is a
 	// replay, never an IDEMPOTENCY_CONFLICT.
@@ -83,7 +83,18 @@ func newBenchDriver(opts benchOptions) (*benchDriver, error) {
 	if d.opts.Session == "" {
 		d.opts.Session = "bench-" + d.runID
 	}
-	for _, t := range opts.Targets {
+	tc, err := clientTLS(opts.CAFile)
+	if err != nil {
+		return nil, err
+	}
+	header := [][2]string{{"Content-Type", "application/json"}, {"User-Agent", "carmy-bench/" + version}}
+	if opts.Token != "" {
+		header = append(header, [2]string{"Authorization", "Bearer " + opts.Token})
+	}
+	if opts.Transport == transportMCP {
+		header = append(header, [2]string{"Accept", "application/json, text/event-stream"}, [2]string{"Mcp-Protocol-Version", mcpBenchVersion})
+	}
+	for i, t := range opts.Targets {
 		base, err := targetURL(t)
 		if err != nil {
 			return nil, err
@@ -92,33 +103,24 @@ func newBenchDriver(opts benchOptions) (*benchDriver, error) {
 		if opts.Transport == transportMCP {
 			path = "/mcp"
 		}
-		d.targets = append(d.targets, benchTarget{name: t, base: base, callURL: base + path})
+		rt, err := newBenchRequestTarget(base+path, header, tc)
+		if err != nil {
+			return nil, err
+		}
+		d.targets = append(d.targets, benchTarget{idx: i, name: t, base: base, callURL: base + path, req: rt})
 	}
 	tr := &http.Transport{
 		// A benchmark goes straight to its targets, whatever $HTTP_PROXY says.
 		Proxy:               nil,
 		DialContext:         (&net.Dialer{Timeout: opts.Timeout, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConnsPerHost: 2 * opts.Clients, // a duplicate call takes a second connection
+		MaxIdleConnsPerHost: 2,
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true,
 		ForceAttemptHTTP2:   false,
+		TLSClientConfig:     tc,
 	}
-	tc, err := clientTLS(opts.CAFile)
-	if err != nil {
-		return nil, err
-	}
-	tr.TLSClientConfig = tc
 	d.client = &http.Client{Transport: tr, Timeout: opts.Timeout}
-	d.header = http.Header{
-		"Content-Type": {"application/json"},
-		"User-Agent":   {"carmy-bench/" + version},
-	}
-	if opts.Token != "" {
-		d.header["Authorization"] = []string{"Bearer " + opts.Token}
-	}
 	if opts.Transport == transportMCP {
-		d.header["Accept"] = []string{"application/json, text/event-stream"}
-		d.header["Mcp-Protocol-Version"] = []string{mcpBenchVersion}
 		d.head, d.tail = mcpBody(opts.Tool, opts.ArgsSize, d.opts.Session)
 		return d, nil
 	}
@@ -151,15 +153,17 @@ func appendRandomText(b []byte, n int) []byte {
 
 // benchClient is the state of one client goroutine, kept across phases.
 type benchClient struct {
-	idx      int
-	rng      *rand.Rand
-	seq      int64 // request ids made
-	turn     int   // which target is next
-	buf      []byte
-	dupBuf   []byte
-	finished []string // mixed mode: ids that got a 200, a ring
-	next     int      // the ring's next slot once full
-	seeded   []string // the ids the seed phase got a 200 for
+	idx  int
+	rng  *rand.Rand
+	seq  int64 // request ids made
+	turn int   // which target is next
+	// lane makes the client's calls; dup the second of a duplicate call,
+	// at the same time.
+	lane, dup benchLane
+	body      []byte   // the body of the call being made
+	finished  []string // mixed mode: ids that got a 200, a ring
+	next      int      // the ring's next slot once full
+	seeded    []string // the ids the seed phase got a 200 for
 
 	// The measured calls.
 	latencies []time.Duration
@@ -169,7 +173,7 @@ type benchClient struct {
 // finishedRing bounds the ids a mixed-mode client remembers for retries.
 const finishedRing = 4096
 
-func newBenchClients(n int, latencyHint int64) []*benchClient {
+func newBenchClients(n, targets int, latencyHint int64) []*benchClient {
 	per := min(max(latencyHint/int64(n)+64, 1024), 1<<20)
 	out := make([]*benchClient, n)
 	for i := range out {
@@ -177,12 +181,21 @@ func newBenchClients(n int, latencyHint int64) []*benchClient {
 			idx:       i,
 			rng:       rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 			turn:      i,
-			buf:       make([]byte, 0, 4096),
+			lane:      benchLane{conns: make([]*benchConn, targets), buf: make([]byte, 0, 4096)},
+			dup:       benchLane{conns: make([]*benchConn, targets)},
 			latencies: make([]time.Duration, 0, per),
 			outcomes:  map[string]int64{},
 		}
 	}
 	return out
+}
+
+// closeConns closes the connections of clients.
+func closeConns(clients []*benchClient) {
+	for _, c := range clients {
+		c.lane.closeAll()
+		c.dup.closeAll()
+	}
 }
 
 // target returns the client's next target: clients start at their index
@@ -291,15 +304,15 @@ func (d *benchDriver) loop(ctx context.Context, c *benchClient, ph *benchPhase) 
 			}
 		}
 
-		var body []byte
 		switch {
 		case kind != callRepeat:
-			body = d.newBody(c)
+			c.body = d.newBody(c.body[:0], c)
 		case ph.kind == modeReplay:
-			body = d.bodyOf(d.pool[c.rng.IntN(len(d.pool))])
+			c.body = d.bodyOf(c.body[:0], d.pool[c.rng.IntN(len(d.pool))])
 		default:
-			body = d.bodyOf(c.finished[c.rng.IntN(len(c.finished))])
+			c.body = d.bodyOf(c.body[:0], c.finished[c.rng.IntN(len(c.finished))])
 		}
+		body := c.body
 
 		if kind == callDup {
 			// The same call through two nodes at once: the cluster runs
@@ -312,8 +325,8 @@ func (d *benchDriver) loop(ctx context.Context, c *benchClient, ph *benchPhase) 
 				counted2      bool
 				first, second = c.target(d), c.target(d)
 			)
-			wg.Go(func() { o2, lat2, counted2 = d.call(ctx, second, body, &c.dupBuf) })
-			o1, lat1, counted1 := d.call(ctx, first, body, &c.buf)
+			wg.Go(func() { o2, lat2, counted2 = d.call(ctx, second, body, &c.dup) })
+			o1, lat1, counted1 := d.call(ctx, first, body, &c.lane)
 			wg.Wait()
 			d.record(c, ph, o1, lat1, counted1)
 			d.record(c, ph, o2, lat2, counted2)
@@ -323,7 +336,7 @@ func (d *benchDriver) loop(ctx context.Context, c *benchClient, ph *benchPhase) 
 			continue
 		}
 
-		o, lat, counted := d.call(ctx, c.target(d), body, &c.buf)
+		o, lat, counted := d.call(ctx, c.target(d), body, &c.lane)
 		d.record(c, ph, o, lat, counted)
 		if succeeded(o) {
 			switch {
@@ -354,10 +367,9 @@ func (d *benchDriver) record(c *benchClient, ph *benchPhase, outcome string, lat
 	}
 }
 
-// newBody returns the body of a call with a fresh request id,
+// newBody appends to body the body of a call with a fresh request id,
 // <run id>-<client>-<n>.
-func (d *benchDriver) newBody(c *benchClient) []byte {
-	body := make([]byte, 0, len(d.head)+len(d.runID)+24+len(d.tail))
+func (d *benchDriver) newBody(body []byte, c *benchClient) []byte {
 	body = append(body, d.head...)
 	body = append(body, d.runID...)
 	body = append(body, '-')
@@ -368,9 +380,8 @@ func (d *benchDriver) newBody(c *benchClient) []byte {
 	return append(body, d.tail...)
 }
 
-// bodyOf returns the body of the call with request id id.
-func (d *benchDriver) bodyOf(id string) []byte {
-	body := make([]byte, 0, len(d.head)+len(id)+len(d.tail))
+// bodyOf appends to body the body of the call with request id id.
+func (d *benchDriver) bodyOf(body []byte, id string) []byte {
 	body = append(body, d.head...)
 	body = append(body, id...)
 	return append(body, d.tail...)
@@ -381,50 +392,39 @@ func (d *benchDriver) idOf(body []byte) string {
 	return string(body[len(d.head) : len(body)-len(d.tail)])
 }
 
-// call sends one call to t and classifies the answer. A call cut short by
-// the end of ctx (Ctrl-C) is not counted. buf is the client's answer
-// buffer, reused from call to call (a body is never reused: the transport
-// may still read it after the answer came).
-func (d *benchDriver) call(ctx context.Context, t *benchTarget, body []byte, buf *[]byte) (outcome string, latency time.Duration, counted bool) {
+// call sends one call to t on lane and classifies the answer. A call cut
+// short by the end of ctx (Ctrl-C) is not counted. The lane's answer
+// buffer is reused from call to call; body is written before call returns.
+func (d *benchDriver) call(ctx context.Context, t *benchTarget, body []byte, lane *benchLane) (outcome string, latency time.Duration, counted bool) {
 	start := time.Now()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.callURL, bytes.NewReader(body))
-	if err != nil {
-		d.noteError(outcomeTransport, func() string { return err.Error() })
-		return outcomeTransport, 0, true
-	}
-	req.Header = d.header
-	resp, err := d.client.Do(req)
-	if err == nil {
-		*buf, err = readAnswer((*buf)[:0], resp.Body)
-		resp.Body.Close()
-	}
+	a, err := d.roundTrip(ctx, lane, t.idx, &t.req, body, d.opts.Timeout)
 	latency = time.Since(start)
 	if err != nil {
 		if ctx.Err() != nil {
 			return "", 0, false
 		}
 		outcome = outcomeTransport
-		if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+		if isTimeout(err) {
 			outcome = outcomeTimeout
 		}
 		d.noteError(outcome, func() string { return fmt.Sprintf("%s: %v", t.name, err) })
 		return outcome, latency, true
 	}
 	if d.opts.Transport == transportMCP {
-		outcome, detail := classifyMCP(resp.StatusCode, *buf)
+		outcome, detail := classifyMCP(a.status, a.body)
 		if !succeeded(outcome) {
 			d.noteError(outcome, func() string { return t.name + ": " + detail })
 		}
 		return outcome, latency, true
 	}
-	if resp.StatusCode == http.StatusOK {
+	if a.status == http.StatusOK {
 		// SPEC §2.1: a replay carries Idempotent-Replayed: true.
-		if resp.Header.Get("Idempotent-Replayed") == "true" {
+		if a.replayed {
 			return outcomeReplayed, latency, true
 		}
 		return outcomeRan, latency, true
 	}
-	outcome, detail := classifyError(resp.StatusCode, *buf)
+	outcome, detail := classifyError(a.status, a.body)
 	d.noteError(outcome, func() string { return t.name + ": " + detail })
 	return outcome, latency, true
 }

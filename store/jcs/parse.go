@@ -17,7 +17,20 @@ func Canonicalize(data []byte) ([]byte, error) {
 // returns dst with its original length (bytes beyond that length may have
 // been overwritten) and an error wrapping one of the package's sentinel
 // errors.
+//
+// Data that is canonical already (what an agent that canonicalises, or
+// Carmy itself, sends) is recognised in one scan and appended as it is;
+// anything else is parsed.
 func AppendCanonical(dst, data []byte) ([]byte, error) {
+	if isCanonical(data) {
+		return append(dst, data...), nil
+	}
+	return appendParsed(dst, data)
+}
+
+// appendParsed is AppendCanonical without its shortcut: it parses data
+// and writes its canonical form.
+func appendParsed(dst, data []byte) ([]byte, error) {
 	p := parser{data: data, out: dst}
 	p.skipSpace()
 	if err := p.value(); err != nil {
