@@ -19,11 +19,29 @@ type heldStore struct {
 	fail    atomic.Pointer[error]
 	mu      sync.Mutex
 	sizes   []int
+	freed   sync.Once
 }
 
-func newHeldStore() *heldStore {
-	return &heldStore{InmemStore: raft.NewInmemStore(), hold: make(chan struct{}), started: make(chan int, 64)}
+// newTestLeaderLog returns a leaderLog over a heldStore, leading while
+// leader says so (always when leader is nil). The test's end releases the
+// store's writes and closes the log.
+func newTestLeaderLog(t *testing.T, leader *atomic.Bool) (*heldStore, *leaderLog) {
+	s := &heldStore{InmemStore: raft.NewInmemStore(), hold: make(chan struct{}), started: make(chan int, 64)}
+	l := newLeaderLog(s)
+	if leader == nil {
+		leader = new(atomic.Bool)
+		leader.Store(true)
+	}
+	l.setLeaderCheck(leader.Load)
+	t.Cleanup(func() {
+		s.releaseAll()
+		_ = l.close()
+	})
+	return s, l
 }
+
+// releaseAll lets every write, held or to come, proceed.
+func (s *heldStore) releaseAll() { s.freed.Do(func() { close(s.hold) }) }
 
 func (s *heldStore) StoreLogs(logs []*raft.Log) error {
 	s.started <- len(logs)
@@ -65,8 +83,9 @@ func within(t *testing.T, what string, fn func()) {
 	}
 }
 
-// blocked reports whether fn is still running once the store has started
-// the write it waits behind: fn must not return while the write is held.
+// returnsWhenReleased checks that fn, which waits behind the store's held
+// write, does not return while the write is held and does once it is let
+// through.
 func returnsWhenReleased(t *testing.T, s *heldStore, what string, fn func() error) {
 	t.Helper()
 	done := make(chan error, 1)
@@ -90,11 +109,9 @@ func returnsWhenReleased(t *testing.T, s *heldStore, what string, fn func() erro
 }
 
 func TestLeaderLogQueuesLeaderWrites(t *testing.T) {
-	s := newHeldStore()
-	l := newLeaderLog(s)
 	var leader atomic.Bool
 	leader.Store(true)
-	l.setLeaderCheck(leader.Load)
+	s, l := newTestLeaderLog(t, &leader)
 
 	within(t, "a leader's StoreLogs", func() {
 		if err := l.StoreLogs(logsFrom(1, 3)); err != nil {
@@ -139,18 +156,16 @@ func TestLeaderLogQueuesLeaderWrites(t *testing.T) {
 	if err := l.waitDurable(100); err != nil {
 		t.Fatalf("waitDurable past the end: %v", err)
 	}
-	close(s.hold)
+	s.releaseAll()
 	if err := l.close(); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func TestLeaderLogFollowerWritesAreSynchronousAndOrdered(t *testing.T) {
-	s := newHeldStore()
-	l := newLeaderLog(s)
 	var leader atomic.Bool
 	leader.Store(true)
-	l.setLeaderCheck(leader.Load)
+	s, l := newTestLeaderLog(t, &leader)
 	within(t, "a leader's StoreLogs", func() { _ = l.StoreLogs(logsFrom(1, 2)) })
 	<-s.started
 
@@ -180,14 +195,10 @@ func TestLeaderLogFollowerWritesAreSynchronousAndOrdered(t *testing.T) {
 	if w := s.writes(); len(w) != 2 || w[0] != 2 || w[1] != 1 {
 		t.Fatalf("writes = %v, want [2 1] in that order", w)
 	}
-	close(s.hold)
-	_ = l.close()
 }
 
 func TestLeaderLogDeleteRangeAfterQueue(t *testing.T) {
-	s := newHeldStore()
-	l := newLeaderLog(s)
-	l.setLeaderCheck(func() bool { return true })
+	s, l := newTestLeaderLog(t, nil)
 	within(t, "StoreLogs", func() { _ = l.StoreLogs(logsFrom(1, 4)) })
 	<-s.started
 	// A truncation must not run before the queued entries land, or they
@@ -200,14 +211,10 @@ func TestLeaderLogDeleteRangeAfterQueue(t *testing.T) {
 	if err := l.GetLog(3, &got); !errors.Is(err, raft.ErrLogNotFound) {
 		t.Fatalf("GetLog(3) after truncation: %v, want ErrLogNotFound", err)
 	}
-	close(s.hold)
-	_ = l.close()
 }
 
 func TestLeaderLogWriteFailureIsFatal(t *testing.T) {
-	s := newHeldStore()
-	l := newLeaderLog(s)
-	l.setLeaderCheck(func() bool { return true })
+	s, l := newTestLeaderLog(t, nil)
 	boom := errors.New("disk full")
 	s.fail.Store(&boom)
 	within(t, "StoreLogs", func() { _ = l.StoreLogs(logsFrom(1, 2)) })
@@ -242,10 +249,8 @@ func TestLeaderLogWriteFailureIsFatal(t *testing.T) {
 }
 
 func TestLeaderLogCloseWritesTheQueue(t *testing.T) {
-	s := newHeldStore()
-	close(s.hold)
-	l := newLeaderLog(s)
-	l.setLeaderCheck(func() bool { return true })
+	s, l := newTestLeaderLog(t, nil)
+	s.releaseAll()
 	for i := uint64(0); i < 10; i++ {
 		if err := l.StoreLogs(logsFrom(1+2*i, 2)); err != nil {
 			t.Fatal(err)
@@ -265,9 +270,7 @@ func TestLeaderLogCloseWritesTheQueue(t *testing.T) {
 }
 
 func TestCappedTransportLowersCommitIndex(t *testing.T) {
-	s := newHeldStore()
-	l := newLeaderLog(s)
-	l.setLeaderCheck(func() bool { return true })
+	s, l := newTestLeaderLog(t, nil)
 	within(t, "StoreLogs", func() { _ = l.StoreLogs(logsFrom(5, 2)) })
 	<-s.started
 	tr := cappedTransport{log: l}
@@ -288,6 +291,4 @@ func TestCappedTransportLowersCommitIndex(t *testing.T) {
 	if got := tr.capped(req); got != req {
 		t.Fatalf("capped = %d with everything on disk, want Raft's request as is", got.LeaderCommitIndex)
 	}
-	close(s.hold)
-	_ = l.close()
 }
