@@ -32,9 +32,10 @@ const benchPayload = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUV
 
 // benchServer returns an API server (auth off, as `carmy serve --dev`)
 // over a real runtime with the echo tool and an in-memory store that
-// never fills. Its call log is formatted and dropped, as a node's is
-// formatted and written.
-func benchServer(b *testing.B) http.Handler {
+// never fills. Its call log is formatted at level and dropped, as a
+// node's is formatted and written (a node at --log-level warn formats no
+// line per call).
+func benchServer(b *testing.B, level slog.Level) http.Handler {
 	b.Helper()
 	rt := engine.New(engine.WithLogger(quietLogger()))
 	rt.IdempotencyStore(store.NewMemory(math.MaxInt32))
@@ -49,7 +50,7 @@ func benchServer(b *testing.B) http.Handler {
 			b.Errorf("Shutdown: %v", err)
 		}
 	})
-	return mustNew(b, rt, api.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	return mustNew(b, rt, api.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: level}))})
 }
 
 // benchCalls runs body(id) with a fresh id per call through h, from
@@ -79,7 +80,7 @@ func benchCalls(b *testing.B, h http.Handler, path string, header http.Header, b
 }
 
 func BenchmarkHTTPCall(b *testing.B) {
-	h := benchServer(b)
+	h := benchServer(b, slog.LevelInfo)
 	benchCalls(b, h, "/v1/tools/call", http.Header{"Content-Type": {"application/json"}},
 		func(id string) string {
 			return `{"tool":"echo","arguments":{"payload":"` + benchPayload + `"},"session_id":"bench","request_id":"` + id + `"}`
@@ -90,7 +91,7 @@ func BenchmarkHTTPCall(b *testing.B) {
 }
 
 func BenchmarkMCPCall(b *testing.B) {
-	h := benchServer(b)
+	h := benchServer(b, slog.LevelInfo)
 	benchCalls(b, h, "/mcp", http.Header{
 		"Content-Type":         {"application/json"},
 		"Accept":               {"application/json, text/event-stream"},

@@ -11,17 +11,11 @@ package api_test
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"log/slog"
-	"math"
 	"net/http"
 	"testing"
 	"time"
-
-	"github.com/carmyhq/carmy/api"
-	"github.com/carmyhq/carmy/engine"
-	"github.com/carmyhq/carmy/store"
 )
 
 // benchWriter is an http.ResponseWriter kept from call to call. It takes
@@ -45,26 +39,6 @@ func (w *benchWriter) reset() {
 	w.body.Reset()
 }
 
-// replayServer is benchServer with the call log at level (a node at
-// --log-level warn formats no line per call).
-func replayServer(b *testing.B, level slog.Level) http.Handler {
-	b.Helper()
-	rt := engine.New(engine.WithLogger(quietLogger()))
-	rt.IdempotencyStore(store.NewMemory(math.MaxInt32))
-	rt.Tool("echo", func(_ context.Context, c engine.Call) (any, error) { return c.Arguments, nil })
-	if err := rt.Err(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := rt.Shutdown(ctx); err != nil {
-			b.Errorf("Shutdown: %v", err)
-		}
-	})
-	return mustNew(b, rt, api.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: level}))})
-}
-
 func BenchmarkHTTPReplay(b *testing.B) {
 	body := []byte(`{"tool":"echo","arguments":{"payload":"` + benchPayload + `"},"session_id":"bench","request_id":"replayed-1"}`)
 	for _, lv := range []struct {
@@ -72,7 +46,7 @@ func BenchmarkHTTPReplay(b *testing.B) {
 		level slog.Level
 	}{{"log=info", slog.LevelInfo}, {"log=warn", slog.LevelWarn}} {
 		b.Run(lv.name, func(b *testing.B) {
-			h := replayServer(b, lv.level)
+			h := benchServer(b, lv.level)
 			tmpl, err := http.NewRequest(http.MethodPost, "http://127.0.0.1:8080/v1/tools/call", nil)
 			if err != nil {
 				b.Fatal(err)
