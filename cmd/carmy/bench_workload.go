@@ -45,11 +45,10 @@ func isError(mode, outcome string) bool {
 
 // benchTarget is one node a run calls.
 type benchTarget struct {
-	idx     int    // in benchDriver.targets
-	name    string // as given to --targets
-	base    string // http://host:port
-	callURL string // base + /v1/tools/call
-	req     benchRequestTarget
+	idx  int                // in benchDriver.targets
+	name string             // as given to --targets
+	base string             // http://host:port
+	req  benchRequestTarget // how its calls are sent
 }
 
 // benchDriver makes the calls of one run.
@@ -107,7 +106,7 @@ func newBenchDriver(opts benchOptions) (*benchDriver, error) {
 		if err != nil {
 			return nil, err
 		}
-		d.targets = append(d.targets, benchTarget{idx: i, name: t, base: base, callURL: base + path, req: rt})
+		d.targets = append(d.targets, benchTarget{idx: i, name: t, base: base, req: rt})
 	}
 	tr := &http.Transport{
 		// A benchmark goes straight to its targets, whatever $HTTP_PROXY says.
