@@ -77,7 +77,8 @@ func (l *leaderLog) setLeaderCheck(isLeader func() bool) { l.isLeader = isLeader
 // errLogClosed is returned by writes after close.
 var errLogClosed = errors.New("cluster: the raft log is closed")
 
-// run writes the queue, everything in it at once, until close.
+// run writes the queue, everything in it at once, until close or a
+// write fails.
 func (l *leaderLog) run() {
 	defer close(l.done)
 	l.mu.Lock()
@@ -91,28 +92,18 @@ func (l *leaderLog) run() {
 		}
 		n := len(l.queue)
 		var logs []*raft.Log
-		for _, b := range l.queue[:n] {
+		for _, b := range l.queue {
 			logs = append(logs, b...)
 		}
-		failed := l.failed
 		l.mu.Unlock()
-		var err error
-		if failed == nil {
-			err = l.store.StoreLogs(logs)
-		}
+		err := l.store.StoreLogs(logs)
 		l.mu.Lock()
-		if err != nil && l.failed == nil {
+		if err != nil {
+			// They stay queued: they are not on disk, and what waits on
+			// them hears why. Nothing more is written.
 			l.failed = fmt.Errorf("cluster: writing raft log entries %d–%d: %w", logs[0].Index, logs[len(logs)-1].Index, err)
-		}
-		if l.failed != nil {
-			// Kept queued: they are not on disk, and what waits on
-			// them must hear why.
 			l.written.Broadcast()
-			if l.closed {
-				return
-			}
-			l.work.Wait()
-			continue
+			return
 		}
 		l.queue = l.queue[n:]
 		l.written.Broadcast()
