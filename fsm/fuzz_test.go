@@ -181,3 +181,35 @@ func FuzzApply(f *testing.F) {
 		checkRestored(t, x.p)
 	})
 }
+
+// FuzzDecodeResponse: DecodeResponse never panics, and what it accepts
+// encodes back to the same bytes and decodes to the same response.
+func FuzzDecodeResponse(f *testing.F) {
+	x := seeded(f)
+	for _, c := range everyCommand() {
+		b, err := fsm.AppendResponse(nil, x.apply(c))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte{1})
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := fsm.DecodeResponse(b)
+		if err != nil {
+			return
+		}
+		again, err := fsm.AppendResponse(nil, r)
+		if err != nil {
+			t.Fatalf("decoded %x to %+v, which does not encode: %v", b, r, err)
+		}
+		r2, err := fsm.DecodeResponse(again)
+		if err != nil {
+			t.Fatalf("re-encoded %x does not decode: %v", again, err)
+		}
+		if a, b := mustJSON(t, r), mustJSON(t, r2); !bytes.Equal(a, b) {
+			t.Fatalf("response changed through its binary form:\n%s\n%s", a, b)
+		}
+	})
+}
