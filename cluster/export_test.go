@@ -29,3 +29,10 @@ func NewTestKeyStream(ln net.Listener, key string) raft.StreamLayer {
 	s := newKeyStream(&tcpStream{Listener: ln, advertise: ln.Addr()}, key, nil)
 	return &identityStream{StreamLayer: s, self: "intruder"}
 }
+
+// BatchFrameCommands returns the commands of a forward stream's batch
+// frame (its body, after the length), for tests that play a leader.
+func BatchFrameCommands(body []byte) ([][]byte, error) {
+	_, cmds, _, err := decodeBatchFrame(body)
+	return cmds, err
+}

@@ -12,19 +12,23 @@ import (
 )
 
 // forwarder carries a follower's commands to the leader. Concurrent
-// commands are gathered into one request (up to maxBatch of them and
-// maxBatchBytes together), and up to maxInFlight requests run at once, so
-// followers pay one round trip per batch rather than per command.
+// commands are gathered into one batch (up to maxBatch of them and
+// maxBatchBytes together), and up to maxInFlight batches are in flight at
+// once, so followers pay one round trip per batch rather than per
+// command. Batches go over one kept-alive stream per leader address
+// (stream_client.go), or as HTTP requests to a leader of an older build.
 type forwarder struct {
 	client  *internalClient
 	metrics *nodeMetrics
 
-	mu     sync.Mutex
-	queues map[string][]*fwdItem // by leader address
-	wake   chan struct{}
-	sem    chan struct{}
-	done   chan struct{}
-	once   sync.Once
+	mu      sync.Mutex
+	queues  map[string][]*fwdItem  // by leader address
+	streams map[string]*streamSlot // by leader address
+	closed  bool
+	wake    chan struct{}
+	sem     chan struct{}
+	done    chan struct{}
+	once    sync.Once
 }
 
 // Bounds of a forwarded batch.
@@ -67,6 +71,7 @@ func newForwarder(c *internalClient, m *nodeMetrics) *forwarder {
 		client:  c,
 		metrics: m,
 		queues:  make(map[string][]*fwdItem),
+		streams: make(map[string]*streamSlot),
 		wake:    make(chan struct{}, 1),
 		sem:     make(chan struct{}, maxInFlight),
 		done:    make(chan struct{}),
@@ -75,7 +80,20 @@ func newForwarder(c *internalClient, m *nodeMetrics) *forwarder {
 	return f
 }
 
-func (f *forwarder) close() { f.once.Do(func() { close(f.done) }) }
+// close stops the forwarder: callers waiting for an answer get
+// store.ErrCommitUnknown, and its streams are closed.
+func (f *forwarder) close() {
+	f.once.Do(func() {
+		close(f.done)
+		f.mu.Lock()
+		f.closed = true
+		slots := f.streams
+		f.mu.Unlock()
+		for _, slot := range slots {
+			slot.close()
+		}
+	})
+}
 
 // apply forwards one command to addr and waits for its result. A caller
 // whose ctx ends first gets store.ErrCommitUnknown: the command may be on
@@ -118,10 +136,7 @@ func (f *forwarder) dispatch() {
 			case <-f.done:
 				return
 			}
-			go func() {
-				defer func() { <-f.sem }()
-				f.send(addr, batch)
-			}()
+			go f.send(addr, batch)
 		}
 	}
 }
@@ -170,33 +185,62 @@ func newApplyRequest(batch []*fwdItem) applyRequest {
 	return req
 }
 
+// send sends batch to addr: over the forward stream to addr when it has
+// one (the stream's reader then delivers the answer and frees the batch's
+// slot), or as an HTTP request when addr serves no stream (an older
+// build).
 func (f *forwarder) send(addr string, batch []*fwdItem) {
-	req := newApplyRequest(batch)
+	// The leader bounds each apply by its own LeaderWait; allow for it.
 	deadline := batch[0].deadline
 	for _, it := range batch[1:] {
 		if it.deadline.After(deadline) {
 			deadline = it.deadline
 		}
 	}
-	// The leader bounds each apply by its own LeaderWait; allow for it.
-	ctx, cancel := context.WithDeadline(context.Background(), deadline.Add(2*time.Second))
+	deadline = deadline.Add(2 * time.Second)
+	err := f.sendStream(addr, batch, deadline)
+	if err == nil {
+		return
+	}
+	defer f.release()
+	if errors.Is(err, errNoStream) {
+		f.sendHTTP(addr, batch, deadline)
+		return
+	}
+	// Nothing of the batch was sent.
+	f.finish(addr, batch, nil, err, time.Now())
+}
+
+// release frees the in-flight slot of a batch that has its answer.
+func (f *forwarder) release() { <-f.sem }
+
+// sendHTTP sends batch as one HTTP request.
+func (f *forwarder) sendHTTP(addr string, batch []*fwdItem, deadline time.Time) {
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	var ans applyAnswer
 	start := time.Now()
-	sent, err := f.client.post(ctx, addr, pathApply, req, &ans)
-	f.metrics.fwdBatches.Inc()
-	f.metrics.fwdCommands.Add(float64(len(batch)))
-	f.metrics.fwdBatchSize.Observe(float64(len(batch)))
-	f.metrics.fwdDuration.Observe(time.Since(start).Seconds())
-	if err == nil && len(ans.Results) != len(batch) {
-		err = fmt.Errorf("%w: %s answered %d results for %d commands", store.ErrCommitUnknown, addr, len(ans.Results), len(batch))
-	}
+	sent, err := f.client.post(ctx, addr, pathApply, newApplyRequest(batch), &ans)
 	if err != nil && sent && !errors.Is(err, errNotLeader) && !errors.Is(err, errRefused) {
 		// The batch was sent and failed whole: a timeout, a broken
 		// connection, or an answer for the batch rather than for each
 		// command (such as a body the leader refused). Some commands
 		// may have been applied, and none was refused for itself.
 		err = &outcomeUnknownError{addr: addr, cause: err}
+	}
+	f.finish(addr, batch, ans.Results, err, start)
+}
+
+// finish gives every command of batch its outcome: err for all when it is
+// not nil (the batch failed whole), else each one's of results, which
+// must hold one per command (one short is an unknown outcome for all).
+func (f *forwarder) finish(addr string, batch []*fwdItem, results []applyResult, err error, start time.Time) {
+	f.metrics.fwdBatches.Inc()
+	f.metrics.fwdCommands.Add(float64(len(batch)))
+	f.metrics.fwdBatchSize.Observe(float64(len(batch)))
+	f.metrics.fwdDuration.Observe(time.Since(start).Seconds())
+	if err == nil && len(results) != len(batch) {
+		err = &outcomeUnknownError{addr: addr, cause: fmt.Errorf("%d results for %d commands", len(results), len(batch))}
 	}
 	for i, it := range batch {
 		var r fwdResult
@@ -205,12 +249,12 @@ func (f *forwarder) send(addr string, batch []*fwdItem) {
 			// Not sent, not the leader, refused as a member: nothing
 			// was applied. Otherwise, outcome unknown.
 			r.err = err
-		case ans.Results[i].isError():
-			r.err = ans.Results[i].err()
-		case ans.Results[i].Response == nil:
+		case results[i].isError():
+			r.err = results[i].err()
+		case results[i].Response == nil:
 			r.err = fmt.Errorf("%w: %s answered no response", store.ErrCommitUnknown, addr)
 		default:
-			r.resp = *ans.Results[i].Response
+			r.resp = *results[i].Response
 		}
 		if r.err != nil {
 			f.metrics.fwdErrors.WithLabelValues(errKind(r.err)).Inc()

@@ -15,10 +15,18 @@ import (
 )
 
 // forwardTo forwards one command through a fresh forwarder to a leader
-// that answers with h, and returns the command's error.
+// that answers with h, and returns the command's error. The leader serves
+// no forward stream (404, as an older build), so the batch goes as an
+// HTTP request; stream_test.go tests the stream.
 func forwardTo(t *testing.T, h http.HandlerFunc) error {
 	t.Helper()
-	leader := httptest.NewServer(h)
+	leader := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == pathStream {
+			http.NotFound(w, r)
+			return
+		}
+		h(w, r)
+	}))
 	defer leader.Close()
 	c := newInternalClient(Config{}, nil)
 	defer c.close()

@@ -3,6 +3,7 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -23,6 +24,10 @@ type internalClient struct {
 	self   string // this node's id, sent in nodeIDHeader
 	scheme string // "https" with node TLS
 	hc     *http.Client
+	// dial and tlsConf (nil without node TLS) are how hc connects; the
+	// forward streams (stream_client.go) connect the same way.
+	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
+	tlsConf *tls.Config
 }
 
 // newInternalClient returns the client of a node with cfg: it sends
@@ -41,13 +46,14 @@ func newInternalClient(cfg Config, t *nodeTLS) *internalClient {
 		IdleConnTimeout:     90 * time.Second,
 		TLSHandshakeTimeout: 5 * time.Second,
 	}
-	c := &internalClient{key: cfg.ClusterKey, self: cfg.NodeID, scheme: "http", hc: &http.Client{Transport: tr}}
+	c := &internalClient{key: cfg.ClusterKey, self: cfg.NodeID, scheme: "http", hc: &http.Client{Transport: tr}, dial: dial}
 	if t != nil {
 		tc := t.clientConfig()
 		tc.ServerName = tlsmux.NodeServerName
 		tc.NextProtos = []string{"http/1.1"}
 		tr.TLSClientConfig = tc
 		c.scheme = "https"
+		c.tlsConf = tc
 	}
 	return c
 }

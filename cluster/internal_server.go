@@ -20,6 +20,7 @@ import (
 func (n *Node) InternalHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+pathApply, n.serveApply)
+	mux.HandleFunc("POST "+pathStream, n.serveStream)
 	mux.HandleFunc("POST "+pathReadIndex, n.serveReadIndex)
 	mux.HandleFunc("POST "+pathJoin, n.serveJoin)
 	mux.HandleFunc("POST "+pathRemove, n.serveRemove)
@@ -76,8 +77,8 @@ func writeInternalError(w http.ResponseWriter, status int, we wireError) {
 	writeJSON(w, status, we)
 }
 
-// serveApply applies a batch of forwarded commands. All are handed to Raft
-// at once, so they share rounds with each other and with local writes.
+// serveApply applies a batch of forwarded commands, sent as one HTTP
+// request (the forward stream, serveStream, carries batches too).
 func (n *Node) serveApply(w http.ResponseWriter, r *http.Request) {
 	var req applyRequest
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
@@ -88,60 +89,87 @@ func (n *Node) serveApply(w http.ResponseWriter, r *http.Request) {
 		writeInternalError(w, http.StatusBadRequest, codedWireError(store.CodeInvalidRequest, "the batch cannot be read: "+err.Error()))
 		return
 	}
-	ans := applyAnswer{Results: make([]applyResult, len(req.Commands))}
-	kinds := commandKinds(req.Commands)
-	if !n.IsLeader() {
-		for i := range ans.Results {
-			ans.Results[i] = applyResult{wireError: wireErrorOf(errNotLeader)}
-		}
-		n.audit(r, "apply", slog.Int("commands", len(req.Commands)), slog.String("kinds", kinds), slog.String("outcome", "not the leader"))
-		writeJSON(w, http.StatusOK, ans)
-		return
-	}
 	omit := make([]bool, len(req.Commands))
 	for _, i := range req.OmitResult {
 		if i >= 0 && i < len(omit) {
 			omit[i] = true
 		}
 	}
-	items := make([]*proposal, len(req.Commands)) // nil for a refused command
-	queue := make([]*proposal, 0, len(req.Commands))
-	start := time.Now()
+	b := n.startForwarded(req.Commands, omit)
+	writeJSON(w, http.StatusOK, applyAnswer{Results: n.finishForwarded(r, b)})
+}
+
+// forwardedBatch is a batch of forwarded commands on its way through the
+// leader: startForwarded hands its commands to the proposer, and
+// finishForwarded waits for their outcomes.
+type forwardedBatch struct {
+	cmds    [][]byte
+	omit    []bool // omit[i]: applyRequest.OmitResult names command i
+	results []applyResult
+	items   []*proposal // nil for a command refused at the door
+	start   time.Time
+	leader  bool
+}
+
+// startForwarded hands cmds to the proposer, all at once, so they share
+// rounds with each other and with local writes. On a node that does not
+// lead, nothing is proposed: every command's answer is "not the leader".
+func (n *Node) startForwarded(cmds [][]byte, omit []bool) *forwardedBatch {
+	b := &forwardedBatch{cmds: cmds, omit: omit, results: make([]applyResult, len(cmds)), start: time.Now(), leader: n.IsLeader()}
+	if !b.leader {
+		for i := range b.results {
+			b.results[i] = applyResult{wireError: wireErrorOf(errNotLeader)}
+		}
+		return b
+	}
+	b.items = make([]*proposal, len(cmds))
+	queue := make([]*proposal, 0, len(cmds))
 	// The commands are not decoded here: the FSM decodes each once, and
 	// answers one it cannot read with INVALID_REQUEST on every replica
 	// alike. Only an empty command, or one over the size every node
 	// refuses (checkSize), is refused at the door.
-	for i, raw := range req.Commands {
+	for i, raw := range cmds {
 		if len(raw) == 0 {
-			ans.Results[i] = applyResult{wireError: codedWireError(store.CodeInvalidRequest, "empty command")}
+			b.results[i] = applyResult{wireError: codedWireError(store.CodeInvalidRequest, "empty command")}
 			continue
 		}
 		if err := checkSize("forwarded", raw); err != nil {
-			ans.Results[i] = applyResult{wireError: wireErrorOf(err)}
+			b.results[i] = applyResult{wireError: wireErrorOf(err)}
 			continue
 		}
-		items[i] = newProposal(raw, n.cfg.LeaderWait)
-		queue = append(queue, items[i])
+		b.items[i] = newProposal(raw, n.cfg.LeaderWait)
+		queue = append(queue, b.items[i])
 	}
 	n.proposer.propose(queue...)
-	for i, it := range items {
+	return b
+}
+
+// finishForwarded waits for the outcome of every command of b, logs the
+// batch (audit, with r's caller) and returns its results.
+func (n *Node) finishForwarded(r *http.Request, b *forwardedBatch) []applyResult {
+	kinds := commandKinds(b.cmds)
+	if !b.leader {
+		n.audit(r, "apply", slog.Int("commands", len(b.cmds)), slog.String("kinds", kinds), slog.String("outcome", "not the leader"))
+		return b.results
+	}
+	for i, it := range b.items {
 		if it == nil {
 			continue
 		}
 		out := <-it.done
 		resp, err := out.resp, out.err
-		n.observeApply(originForwarded, start, err)
+		n.observeApply(originForwarded, b.start, err)
 		if err != nil {
-			ans.Results[i] = applyResult{wireError: wireErrorOf(err)}
+			b.results[i] = applyResult{wireError: wireErrorOf(err)}
 			continue
 		}
-		if omit[i] && resp.Code == "" {
+		if b.omit[i] && resp.Code == "" {
 			resp.Record.Data, resp.Record.Error = nil, nil
 		}
-		ans.Results[i] = applyResult{Response: &resp}
+		b.results[i] = applyResult{Response: &resp}
 	}
 	applied, refused, failed := 0, 0, 0
-	for _, res := range ans.Results {
+	for _, res := range b.results {
 		switch {
 		case res.Response != nil && res.Response.Code == "":
 			applied++
@@ -151,9 +179,9 @@ func (n *Node) serveApply(w http.ResponseWriter, r *http.Request) {
 			failed++
 		}
 	}
-	n.audit(r, "apply", slog.Int("commands", len(req.Commands)), slog.String("kinds", kinds),
+	n.audit(r, "apply", slog.Int("commands", len(b.cmds)), slog.String("kinds", kinds),
 		slog.String("outcome", "done"), slog.Int("ok", applied), slog.Int("refused", refused), slog.Int("failed", failed))
-	writeJSON(w, http.StatusOK, ans)
+	return b.results
 }
 
 func (n *Node) serveReadIndex(w http.ResponseWriter, r *http.Request) {

@@ -37,6 +37,7 @@ type Node struct {
 	refusals  *refusalLog
 	metrics   *nodeMetrics
 	proposer  *proposer
+	streams   connSet // the forward streams this node serves
 
 	// leaderReady is the term in which this node, as leader, has applied
 	// everything committed before it (its barrier returned); 0 otherwise.
@@ -312,6 +313,7 @@ func (n *Node) close() error {
 	n.stopOnce.Do(func() { close(n.stop) })
 	n.bgCancel()
 	n.fwd.close()
+	n.streams.closeAll()
 	if n.gossip != nil {
 		_ = n.gossip.Leave(time.Second)
 	}

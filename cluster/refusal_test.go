@@ -1,28 +1,41 @@
 package cluster_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/carmyhq/carmy"
+	"github.com/carmyhq/carmy/cluster"
 	"github.com/carmyhq/carmy/fsm"
 	"github.com/carmyhq/carmy/store"
 )
 
-// refuseCompletions makes n answer the first times forwarded batches that
-// carry a completion as a leader answered a body over its limit: 400
-// "invalid", the whole batch refused. It returns the count of refusals.
+// refuseCompletions makes n refuse whole the first times forwarded batches
+// that carry a completion: one sent as an HTTP request is answered as a
+// leader answered a body over its limit (400 "invalid"); one sent on a
+// forward stream is dropped unread and the stream broken. Either way the
+// follower cannot know whether the batch was applied. It returns the count
+// of refusals.
 func refuseCompletions(n *testNode, times int32) *atomic.Int32 {
 	var refused atomic.Int32
 	n.intercept(func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/internal/v1/stream" {
+				w = hijackWrap{ResponseWriter: w, wrap: func(c net.Conn) net.Conn {
+					return &dropCompletions{Conn: c, br: bufio.NewReader(c), refused: &refused, times: times}
+				}}
+			}
 			if r.URL.Path == "/internal/v1/apply" && refused.Load() < times {
 				body, err := io.ReadAll(r.Body)
 				if err != nil {
@@ -43,6 +56,63 @@ func refuseCompletions(n *testNode, times int32) *atomic.Int32 {
 	return &refused
 }
 
+// hijackWrap hands the connection a handler takes over through wrap.
+type hijackWrap struct {
+	http.ResponseWriter
+	wrap func(net.Conn) net.Conn
+}
+
+func (h hijackWrap) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, brw, err := http.NewResponseController(h.ResponseWriter).Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	if brw.Reader.Buffered() > 0 {
+		return nil, nil, errors.New("test: bytes after the upgrade request, before its answer")
+	}
+	wc := h.wrap(c)
+	return wc, bufio.NewReadWriter(bufio.NewReader(wc), bufio.NewWriter(wc)), nil
+}
+
+// dropCompletions is a leader's end of a forward stream that, the first
+// times a batch carries a completion, drops it unread and breaks the
+// stream.
+type dropCompletions struct {
+	net.Conn
+	br      *bufio.Reader
+	pending []byte
+	refused *atomic.Int32
+	times   int32
+}
+
+func (d *dropCompletions) Read(p []byte) (int, error) {
+	for len(d.pending) == 0 {
+		var h [4]byte
+		if _, err := io.ReadFull(d.br, h[:]); err != nil {
+			return 0, err
+		}
+		body := make([]byte, binary.BigEndian.Uint32(h[:]))
+		if _, err := io.ReadFull(d.br, body); err != nil {
+			return 0, err
+		}
+		cmds, err := cluster.BatchFrameCommands(body)
+		if err == nil && slices.ContainsFunc(cmds, isCompletion) && d.refused.Load() < d.times {
+			d.refused.Add(1)
+			_ = d.Conn.Close()
+			return 0, errors.New("test: a batch with a completion dropped, the stream broken")
+		}
+		d.pending = append(h[:], body...)
+	}
+	n := copy(p, d.pending)
+	d.pending = d.pending[n:]
+	return n, nil
+}
+
+func isCompletion(c []byte) bool {
+	t, _ := fsm.PeekType(c)
+	return t == fsm.TypeComplete
+}
+
 // carriesCompletion reports whether a forwarded batch's body holds a
 // completion.
 func carriesCompletion(body []byte) bool {
@@ -50,12 +120,7 @@ func carriesCompletion(body []byte) bool {
 	if json.Unmarshal(body, &req) != nil {
 		return false
 	}
-	for _, c := range req.Cmds {
-		if t, _ := fsm.PeekType(c); t == fsm.TypeComplete {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(req.Cmds, isCompletion)
 }
 
 // A leader that refuses whole the batches carrying a follower's

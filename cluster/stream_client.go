@@ -1,0 +1,327 @@
+package cluster
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/carmyhq/carmy/store"
+)
+
+// Bounds of a forward stream on the follower's side.
+//
+// streamIdle: a stream with no batch in flight for this long is closed; the
+// next batch opens another. streamHTTPFor: after a leader answers the
+// upgrade with 404 or 405 (an older build, which serves no stream), batches
+// to it go as HTTP requests for this long before a stream is tried again.
+// streamDialTimeout bounds connecting and upgrading.
+const (
+	streamIdle        = 90 * time.Second
+	streamHTTPFor     = time.Minute
+	streamDialTimeout = 5 * time.Second
+)
+
+var (
+	// errNoStream: the leader serves no forward stream (an older build).
+	errNoStream = errors.New("cluster: the leader serves no forward stream")
+	// errStreamBroken: the stream broke before the batch was sent.
+	errStreamBroken = errors.New("cluster: the forward stream is closed")
+)
+
+// streamSlot holds the stream to one leader address: mu is held while
+// one is opened, so concurrent batches wait for it rather than open many.
+type streamSlot struct {
+	mu       sync.Mutex
+	s        *fwdStream
+	httpTill time.Time // no stream served there: HTTP batches until then
+}
+
+func (slot *streamSlot) close() {
+	slot.mu.Lock()
+	s := slot.s
+	slot.mu.Unlock()
+	if s != nil {
+		s.fail(fmt.Errorf("%w: the node is shutting down", errStreamBroken), nil)
+	}
+}
+
+// fwdStream is a follower's open forward stream to one leader address.
+// Batches are written in turn (wmu); one reader goroutine (read) matches
+// the answers, which come in order, to the batches in pending.
+type fwdStream struct {
+	f    *forwarder
+	addr string
+	conn net.Conn
+	br   *bufio.Reader
+
+	wmu sync.Mutex // one batch written at a time; guards seq and buf
+	seq uint64
+	buf []byte
+
+	mu      sync.Mutex
+	pending []*streamSent // sent, not yet answered, in order
+	err     error         // why the stream broke; nil while it works
+}
+
+// streamSent is a batch sent on a stream.
+type streamSent struct {
+	seq      uint64
+	batch    []*fwdItem
+	deadline time.Time // the answer is not waited for past it
+	start    time.Time
+}
+
+// sendStream sends batch over the stream to addr, opening one when there
+// is none. nil means it was sent: the stream's reader delivers the answer
+// and frees the batch's slot. Otherwise nothing of the batch was sent:
+// errNoStream (addr serves no stream), or why not.
+func (f *forwarder) sendStream(addr string, batch []*fwdItem, deadline time.Time) error {
+	s, err := f.streamTo(addr, deadline)
+	if err != nil {
+		return err
+	}
+	if err = s.send(batch, deadline); errors.Is(err, errStreamBroken) {
+		// It broke in the meantime (closed while idle, say): once more,
+		// on a new one.
+		if s, err = f.streamTo(addr, deadline); err == nil {
+			err = s.send(batch, deadline)
+		}
+	}
+	if errors.Is(err, errStreamBroken) {
+		err = fmt.Errorf("%w: %w", errNotSent, err)
+	}
+	return err
+}
+
+// streamTo returns the working stream to addr, opening one if need be.
+func (f *forwarder) streamTo(addr string, deadline time.Time) (*fwdStream, error) {
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		return nil, fmt.Errorf("%w: the node is shutting down", errNotSent)
+	}
+	slot := f.streams[addr]
+	if slot == nil {
+		slot = &streamSlot{}
+		f.streams[addr] = slot
+	}
+	f.mu.Unlock()
+
+	slot.mu.Lock()
+	defer slot.mu.Unlock()
+	if slot.s != nil && slot.s.working() {
+		return slot.s, nil
+	}
+	if time.Now().Before(slot.httpTill) {
+		return nil, errNoStream
+	}
+	dialBy := time.Now().Add(streamDialTimeout)
+	if deadline.Before(dialBy) {
+		dialBy = deadline
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), dialBy)
+	defer cancel()
+	conn, br, err := f.client.dialStream(ctx, addr)
+	if errors.Is(err, errNoStream) {
+		slot.httpTill = time.Now().Add(streamHTTPFor)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s := &fwdStream{f: f, addr: addr, conn: conn, br: br}
+	f.mu.Lock()
+	closed := f.closed
+	f.mu.Unlock()
+	if closed {
+		_ = conn.Close()
+		return nil, fmt.Errorf("%w: the node is shutting down", errNotSent)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(streamIdle))
+	slot.s = s
+	go s.read()
+	return s, nil
+}
+
+// working reports whether s has not broken.
+func (s *fwdStream) working() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err == nil
+}
+
+// send writes batch's frame. nil means it was written whole (its answer
+// will come to read, or its failure through fail); errStreamBroken means
+// the stream had broken, and nothing was written.
+func (s *fwdStream) send(batch []*fwdItem, deadline time.Time) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	sent := &streamSent{seq: s.seq, batch: batch, deadline: deadline, start: time.Now()}
+	s.mu.Lock()
+	if s.err != nil {
+		err := s.err
+		s.mu.Unlock()
+		return fmt.Errorf("%w: %w", errStreamBroken, err)
+	}
+	s.pending = append(s.pending, sent)
+	if len(s.pending) == 1 {
+		_ = s.conn.SetReadDeadline(deadline)
+	}
+	s.mu.Unlock()
+	s.seq++
+	s.buf = appendBatchFrame(s.buf[:0], sent.seq, batch)
+	_ = s.conn.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+	n, err := s.conn.Write(s.buf)
+	whole := n == len(s.buf)
+	if cap(s.buf) > 1<<20 {
+		s.buf = nil // keep no large batch's buffer
+	}
+	if err != nil {
+		// A frame cut short is never read, so never applied: unless
+		// it went whole, the batch was not sent.
+		notSent := sent
+		if whole {
+			notSent = nil
+		}
+		s.fail(fmt.Errorf("sending a batch: %w", err), notSent)
+	}
+	return nil
+}
+
+// read delivers the answers of the stream's batches until it breaks. A
+// stream with nothing in flight for streamIdle is closed here too (its
+// read deadline passes).
+func (s *fwdStream) read() {
+	var buf []byte
+	for {
+		body, err := readFrame(s.br, maxAnswerFrame, buf)
+		if err != nil {
+			s.fail(err, nil)
+			return
+		}
+		if cap(body) <= 1<<20 {
+			buf = body // the results are copies: the buffer can be reused
+		}
+		seq, results, err := decodeAnswerFrame(body)
+		s.mu.Lock()
+		if err == nil && len(s.pending) == 0 {
+			err = fmt.Errorf("%w: an answer to no batch", errFrame)
+		}
+		if err == nil && (seq != s.pending[0].seq || len(results) != len(s.pending[0].batch)) {
+			err = fmt.Errorf("%w: answer %d with %d results for batch %d of %d commands",
+				errFrame, seq, len(results), s.pending[0].seq, len(s.pending[0].batch))
+		}
+		if err != nil {
+			s.mu.Unlock()
+			s.fail(err, nil)
+			return
+		}
+		head := s.pending[0]
+		s.pending[0] = nil
+		s.pending = s.pending[1:]
+		if len(s.pending) > 0 {
+			_ = s.conn.SetReadDeadline(s.pending[0].deadline)
+		} else {
+			_ = s.conn.SetReadDeadline(time.Now().Add(streamIdle))
+		}
+		s.mu.Unlock()
+		s.f.finish(s.addr, head.batch, results, nil, head.start)
+		s.f.release()
+	}
+}
+
+// fail breaks the stream for cause (the first cause is kept), closes it
+// and gives every batch in flight its outcome: unknown, since it may have
+// been applied, except notSent, which was not sent whole.
+func (s *fwdStream) fail(cause error, notSent *streamSent) {
+	s.mu.Lock()
+	if s.err == nil {
+		s.err = cause
+	}
+	pending := s.pending
+	s.pending = nil
+	s.mu.Unlock()
+	_ = s.conn.Close()
+	for _, p := range pending {
+		var err error = &outcomeUnknownError{addr: s.addr, cause: cause}
+		if p == notSent {
+			err = fmt.Errorf("%w: %w", errNotSent, cause)
+		}
+		s.f.finish(s.addr, p.batch, nil, err, p.start)
+		s.f.release()
+	}
+}
+
+// dialStream connects to addr as hc would (the same dialer, mutual TLS
+// with node TLS) and asks to upgrade the connection to a forward stream.
+// Errors: errNoStream when addr serves none (404 or 405: an older build);
+// errRefused (with store.ErrUnavailable) when it refuses this node as a
+// member; otherwise errNotSent, with why.
+func (c *internalClient) dialStream(ctx context.Context, addr string) (net.Conn, *bufio.Reader, error) {
+	for _, v := range []string{c.key, c.self, addr} {
+		if strings.ContainsAny(v, "\r\n") {
+			return nil, nil, fmt.Errorf("%w: a header value holds a line break", errNotSent)
+		}
+	}
+	conn, err := c.dial(ctx, "tcp", addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", errNotSent, err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = conn.Close()
+		}
+	}()
+	if d, has := ctx.Deadline(); has {
+		_ = conn.SetDeadline(d)
+	}
+	if c.tlsConf != nil {
+		tc := tls.Client(conn, c.tlsConf)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			return nil, nil, fmt.Errorf("%w: %w", errNotSent, err)
+		}
+		conn = tc
+	}
+	var req strings.Builder
+	req.WriteString("POST " + pathStream + " HTTP/1.1\r\nHost: " + addr +
+		"\r\nConnection: Upgrade\r\nUpgrade: " + streamProtocol + "\r\nContent-Length: 0\r\n" + nodeIDHeader + ": " + c.self + "\r\n")
+	if c.key != "" {
+		req.WriteString(keyHeader + ": " + c.key + "\r\n")
+	}
+	req.WriteString("\r\n")
+	if _, err := io.WriteString(conn, req.String()); err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", errNotSent, err)
+	}
+	br := bufio.NewReaderSize(conn, 64<<10)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: the answer to the stream's upgrade: %w", errNotSent, err)
+	}
+	if resp.StatusCode == http.StatusSwitchingProtocols && strings.EqualFold(resp.Header.Get("Upgrade"), streamProtocol) {
+		_ = conn.SetDeadline(time.Time{})
+		ok = true
+		return conn, br, nil
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	switch resp.StatusCode {
+	case http.StatusNotFound, http.StatusMethodNotAllowed:
+		return nil, nil, errNoStream
+	}
+	var we wireError
+	if json.Unmarshal(raw, &we) == nil && we.isError() {
+		if we = we.normalized(); we.Code == store.CodeForbidden {
+			return nil, nil, fmt.Errorf("%w: %s refused this node: %s (%w)", store.ErrUnavailable, addr, we.Message, errRefused)
+		}
+	}
+	return nil, nil, fmt.Errorf("%w: %s answered the stream's upgrade with %s", errNotSent, addr, resp.Status)
+}

@@ -1,0 +1,172 @@
+package cluster
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/carmyhq/carmy/store"
+)
+
+// Bounds of a served forward stream.
+//
+// streamServerIdle: a stream that sends no batch for this long is closed
+// (a forwarder closes its own after streamIdle, shorter; this ends one
+// whose follower vanished without closing it). streamWriteTimeout bounds
+// writing one answer.
+const (
+	streamServerIdle   = 5 * time.Minute
+	streamWriteTimeout = 10 * time.Second
+)
+
+// serveStream turns an upgrade request into a forward stream (see
+// stream_wire.go): it takes over the connection, answers 101, then reads
+// batches and answers each, in order, until the follower closes it, it
+// breaks, or the node stops. The caller was authenticated as any internal
+// request; its batches are audited as HTTP batches are, one line each.
+func (n *Node) serveStream(w http.ResponseWriter, r *http.Request) {
+	if !strings.EqualFold(r.Header.Get("Upgrade"), streamProtocol) ||
+		!strings.Contains(strings.ToLower(r.Header.Get("Connection")), "upgrade") {
+		writeInternalError(w, http.StatusBadRequest, codedWireError(store.CodeInvalidRequest,
+			"this path only upgrades the connection to "+streamProtocol))
+		return
+	}
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		writeInternalError(w, http.StatusServiceUnavailable, codedWireError(store.CodeUnavailable,
+			"this connection cannot carry a stream: "+err.Error()))
+		return
+	}
+	if !n.streams.add(conn) {
+		_ = conn.Close() // the node is stopping
+		return
+	}
+	defer n.streams.remove(conn)
+	_ = conn.SetDeadline(time.Time{})
+	_, err = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + streamProtocol + "\r\n\r\n")
+	if err == nil {
+		err = brw.Flush()
+	}
+	if err != nil {
+		return
+	}
+	n.serveFrames(r, conn, brw)
+}
+
+// streamWork is a batch read from a stream, on its way to its answer.
+type streamWork struct {
+	seq   uint64
+	batch *forwardedBatch
+}
+
+// serveFrames reads batches from a stream and hands each to the proposer
+// at once; a second goroutine (answerFrames) answers them in order. A
+// frame that cannot be read ends the stream: the follower then takes
+// every batch it has not had an answer to as of unknown outcome.
+func (n *Node) serveFrames(r *http.Request, conn net.Conn, brw *bufio.ReadWriter) {
+	work := make(chan streamWork, 8*maxInFlight)
+	answered := make(chan struct{})
+	go func() {
+		defer close(answered)
+		n.answerFrames(r, conn, brw.Writer, work)
+	}()
+	defer func() {
+		close(work)
+		<-answered
+	}()
+	for {
+		_ = conn.SetReadDeadline(time.Now().Add(streamServerIdle))
+		// A new buffer for each frame: its commands are sub-slices of it,
+		// and stay in the proposer's queue after the next frame is read.
+		body, err := readFrame(brw.Reader, maxBatchFrame, nil)
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				n.log.Info("forward stream ended", append(callerOf(r), slog.Any("err", err))...)
+			}
+			return
+		}
+		seq, cmds, omit, err := decodeBatchFrame(body)
+		if err != nil {
+			n.log.Warn("forward stream: a batch cannot be read; closing the stream", append(callerOf(r), slog.Any("err", err))...)
+			_ = conn.Close()
+			return
+		}
+		work <- streamWork{seq: seq, batch: n.startForwarded(cmds, omit)}
+	}
+}
+
+// answerFrames writes the answer of every batch of work, in order, once
+// all its commands have their outcome. After a failed write it closes the
+// connection and only waits for the rest, so that the reader is never
+// blocked.
+func (n *Node) answerFrames(r *http.Request, conn net.Conn, w *bufio.Writer, work <-chan streamWork) {
+	var buf []byte
+	failed := false
+	for sw := range work {
+		results := n.finishForwarded(r, sw.batch)
+		if failed {
+			continue
+		}
+		var err error
+		buf, err = appendAnswerFrame(buf[:0], sw.seq, results)
+		if err == nil {
+			_ = conn.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+			if _, err = w.Write(buf); err == nil {
+				err = w.Flush()
+			}
+		}
+		if err != nil {
+			n.log.Warn("forward stream: an answer cannot be sent; closing the stream", append(callerOf(r), slog.Any("err", err))...)
+			failed = true
+			_ = conn.Close()
+		}
+		if cap(buf) > 1<<20 {
+			buf = nil // keep no large answer's buffer
+		}
+	}
+}
+
+// connSet is the forward streams a node serves, closed when it stops.
+type connSet struct {
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	closed bool
+}
+
+// add registers c; false once closeAll has run.
+func (s *connSet) add(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	if s.conns == nil {
+		s.conns = make(map[net.Conn]struct{})
+	}
+	s.conns[c] = struct{}{}
+	return true
+}
+
+// remove closes c and forgets it.
+func (s *connSet) remove(c net.Conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	_ = c.Close()
+}
+
+// closeAll closes every stream, and any added later.
+func (s *connSet) closeAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	for c := range s.conns {
+		_ = c.Close()
+	}
+}
