@@ -526,3 +526,25 @@ func TestLeaderLossDuringReserves(t *testing.T) {
 	}
 	t.Logf("reservations with an unknown outcome: %d of 300", unknown)
 }
+
+// A follower asked to check the leader's silence while it hears the
+// leader (as watchSilence never does, but might on a slow tick) changes
+// nothing: Raft's own check refuses a silence shorter than the heartbeat
+// timeout, so there is no election, no new term, the same leader.
+func TestSilenceCheckSparesALiveLeader(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	leader := c.leader()
+	term := leader.Raft().Stats()["term"]
+	for _, f := range c.followers() {
+		for range 5 {
+			f.CheckSilence()
+		}
+	}
+	mustReserve(t, c.followers()[0].Store(), key("after-checks"), exec(c.followers()[0].ID()), store.Reserved)
+	if nl := c.leader(); nl != leader {
+		t.Fatalf("leader %s after the checks, want %s", nl.ID(), leader.ID())
+	}
+	if got := leader.Raft().Stats()["term"]; got != term {
+		t.Fatalf("term %s after the checks, want %s", got, term)
+	}
+}

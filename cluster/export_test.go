@@ -36,3 +36,7 @@ func BatchFrameCommands(body []byte) ([][]byte, error) {
 	_, cmds, _, err := decodeBatchFrame(body)
 	return cmds, err
 }
+
+// CheckSilence makes Raft check the leader's silence now, as watchSilence
+// does once the leader has been silent long enough.
+func (n *Node) CheckSilence() { n.checkSilence() }

@@ -38,6 +38,7 @@ type Node struct {
 	metrics   *nodeMetrics
 	proposer  *proposer
 	streams   connSet // the forward streams this node serves
+	reloadMu  sync.Mutex // serializes raft.ReloadConfig (checkSilence)
 
 	// leaderReady is the term in which this node, as leader, has applied
 	// everything committed before it (its barrier returned); 0 otherwise.
@@ -151,6 +152,7 @@ func Open(cfg Config) (*Node, error) {
 	}
 	n.background(n.observeLeaderChanges)
 	n.background(n.leaderDuties)
+	n.background(n.watchSilence)
 	n.background(n.gossipRejoin)
 	if hasState {
 		n.background(n.rejoinOnNewAddress)
