@@ -37,7 +37,7 @@ type Node struct {
 	refusals  *refusalLog
 	metrics   *nodeMetrics
 	proposer  *proposer
-	streams   connSet // the forward streams this node serves
+	streams   connSet    // the forward streams this node serves
 	reloadMu  sync.Mutex // serializes raft.ReloadConfig (checkSilence)
 
 	// leaderReady is the term in which this node, as leader, has applied
