@@ -161,13 +161,7 @@ func (n *Node) leaderHTTP() (string, bool) {
 	if id == "" || string(id) == n.cfg.NodeID {
 		return "", false
 	}
-	if info, ok := n.fsm.Node(string(id)); ok && info.HTTPAddr != "" {
-		return info.HTTPAddr, true
-	}
-	if info, ok := n.members.info(string(id)); ok && info.HTTPAddr != "" {
-		return info.HTTPAddr, true
-	}
-	return "", false
+	return n.httpAddrOf(string(id))
 }
 
 // Leader returns the leader's id and HTTP address ("" when unknown).

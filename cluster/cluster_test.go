@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -318,7 +319,8 @@ func TestCancelIsDeliveredToTheRunner(t *testing.T) {
 func TestInternalEndpointsNeedTheClusterKey(t *testing.T) {
 	c := newCluster(t, 1, func(cfg *cluster.Config) { cfg.ClusterKey, cfg.TLS = "s3cret-s3cret-s3cret", nil })
 	n := c.nodes[0]
-	for _, path := range []string{"/internal/v1/apply", "/internal/v1/join", "/internal/v1/remove", "/internal/v1/readindex"} {
+	for _, path := range []string{"/internal/v1/apply", "/internal/v1/join", "/internal/v1/remove", "/internal/v1/readindex",
+		"/internal/v1/silence", "/internal/v1/stream"} {
 		for _, k := range []string{"", "wrong"} {
 			req, _ := http.NewRequest(http.MethodPost, "http://"+n.HTTPAddr()+path, bytes.NewReader([]byte(`{"id":"n1","raft_addr":"127.0.0.1:1","http_addr":"127.0.0.1:2"}`)))
 			if k != "" {
@@ -528,16 +530,34 @@ func TestLeaderLossDuringReserves(t *testing.T) {
 }
 
 // A follower asked to check the leader's silence while it hears the
-// leader (as watchSilence never does, but might on a slow tick) changes
-// nothing: Raft's own check refuses a silence shorter than the heartbeat
-// timeout, so there is no election, no new term, the same leader.
+// leader (as watchSilence never does, but another voter cut off from the
+// leader may) changes nothing: Raft's own check refuses a silence shorter
+// than the heartbeat timeout, so there is no election, no new term, the
+// same leader. Asked over the internal endpoint, it answers its log
+// position.
 func TestSilenceCheckSparesALiveLeader(t *testing.T) {
-	c := newCluster(t, 3, nil)
+	const clusterKey = "s3cret-s3cret-s3cret"
+	c := newCluster(t, 3, func(cfg *cluster.Config) { cfg.ClusterKey, cfg.TLS = clusterKey, nil })
 	leader := c.leader()
 	term := leader.Raft().Stats()["term"]
 	for _, f := range c.followers() {
 		for range 5 {
 			f.CheckSilence()
+		}
+		req, _ := http.NewRequest(http.MethodPost, "http://"+f.HTTPAddr()+"/internal/v1/silence", strings.NewReader(`{"check":true}`))
+		req.Header.Set("Carmy-Cluster-Key", clusterKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pos struct {
+			LastTerm  uint64 `json:"last_term"`
+			LastIndex uint64 `json:"last_index"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&pos)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK || pos.LastTerm == 0 || pos.LastIndex == 0 {
+			t.Fatalf("%s: status %d, position %+v, %v", f.ID(), resp.StatusCode, pos, err)
 		}
 	}
 	mustReserve(t, c.followers()[0].Store(), key("after-checks"), exec(c.followers()[0].ID()), store.Reserved)

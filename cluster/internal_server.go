@@ -21,6 +21,7 @@ func (n *Node) InternalHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+pathApply, n.serveApply)
 	mux.HandleFunc("POST "+pathStream, n.serveStream)
+	mux.HandleFunc("POST "+pathSilence, n.serveSilence)
 	mux.HandleFunc("POST "+pathReadIndex, n.serveReadIndex)
 	mux.HandleFunc("POST "+pathJoin, n.serveJoin)
 	mux.HandleFunc("POST "+pathRemove, n.serveRemove)

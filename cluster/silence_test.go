@@ -1,44 +1,50 @@
 package cluster
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
 
-// A follower's silence is checked once it is longer than the heartbeat
-// timeout plus the jitter (drawn in [0, timeout/2]), once per last
-// contact, and never before any contact.
+// A follower's silence is acted on once it reaches the threshold, once
+// per last contact, and never before any contact.
 func TestSilenceWatchDue(t *testing.T) {
-	hb := time.Second
-	draws := []int64{int64(300 * time.Millisecond), int64(100 * time.Millisecond), 0}
-	var bounds []int64
-	w := newSilenceWatch(hb, func(n int64) int64 {
-		bounds = append(bounds, n)
-		d := draws[0]
-		draws = draws[1:]
-		return d
-	})
+	w := &silenceWatch{threshold: 1250 * time.Millisecond}
 	t0 := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 	if w.due(t0.Add(time.Hour), time.Time{}) {
 		t.Error("due without any contact")
 	}
-	if w.due(t0.Add(1299*time.Millisecond), t0) {
-		t.Error("due before the timeout and the jitter (1.3 s)")
+	if w.due(t0.Add(1249*time.Millisecond), t0) {
+		t.Error("due before the threshold")
 	}
-	if !w.due(t0.Add(1300*time.Millisecond), t0) {
-		t.Error("not due at the timeout and the jitter")
+	if !w.due(t0.Add(1250*time.Millisecond), t0) {
+		t.Error("not due at the threshold")
 	}
 	if w.due(t0.Add(5*time.Second), t0) {
 		t.Error("due twice for one last contact")
 	}
-	// The next silence uses the next jitter (100 ms).
 	t1 := t0.Add(10 * time.Second)
-	if w.due(t1.Add(1099*time.Millisecond), t1) || !w.due(t1.Add(1100*time.Millisecond), t1) {
-		t.Error("the second silence was not due at 1.1 s exactly")
+	if w.due(t1.Add(time.Second), t1) || !w.due(t1.Add(2*time.Second), t1) {
+		t.Error("a later silence was not due at its own threshold")
 	}
-	for _, n := range bounds {
-		if n != int64(hb/2)+1 {
-			t.Errorf("jitter drawn below %v, want below %v", time.Duration(n), hb/2+1)
-		}
+}
+
+// Voters are checked from the shortest log to the longest: a later term
+// beats any index, then the index, then the id; the longest goes last.
+func TestVotersCheckedShortestLogFirst(t *testing.T) {
+	voters := []silenceVoter{
+		{id: "a", pos: logPosition{LastTerm: 3, LastIndex: 10}},
+		{id: "b", pos: logPosition{LastTerm: 2, LastIndex: 99}},
+		{id: "c", pos: logPosition{LastTerm: 3, LastIndex: 12}},
+		{id: "d", pos: logPosition{LastTerm: 3, LastIndex: 10}},
+		{id: "e", pos: logPosition{LastTerm: 3, LastIndex: 11}},
+	}
+	orderVoters(voters)
+	var ids []string
+	for _, v := range voters {
+		ids = append(ids, v.id)
+	}
+	if want := []string{"b", "a", "d", "e", "c"}; !slices.Equal(ids, want) {
+		t.Errorf("order %v, want %v", ids, want)
 	}
 }
