@@ -218,3 +218,24 @@ func TestCommandOverTheLimitIsRefused(t *testing.T) {
 		t.Fatalf("err = %v, want ErrInvalid: over the limit", err)
 	}
 }
+
+// A batch takes one in-flight slot per started MiB of its commands, at
+// least one and at most all of them.
+func TestBatchSlots(t *testing.T) {
+	cases := []struct {
+		sizes []int
+		want  int
+	}{
+		{[]int{100, 200}, 1},
+		{[]int{1 << 20}, 1},
+		{[]int{1 << 20, 1}, 2},
+		{[]int{3 << 20, 1 << 19}, 4},
+		{[]int{64 << 20}, maxInFlight},
+		{nil, 1},
+	}
+	for _, tc := range cases {
+		if got := batchSlots(items(tc.sizes...)); got != tc.want {
+			t.Errorf("batchSlots(%v) = %d, want %d", tc.sizes, got, tc.want)
+		}
+	}
+}

@@ -234,7 +234,7 @@ func (s *fwdStream) read() {
 		}
 		s.mu.Unlock()
 		s.f.finish(s.addr, head.batch, results, nil, head.start)
-		s.f.release()
+		s.f.release(head.batch)
 	}
 }
 
@@ -256,7 +256,7 @@ func (s *fwdStream) fail(cause error, notSent *streamSent) {
 			err = fmt.Errorf("%w: %w", errNotSent, cause)
 		}
 		s.f.finish(s.addr, p.batch, nil, err, p.start)
-		s.f.release()
+		s.f.release(p.batch)
 	}
 }
 
