@@ -34,16 +34,18 @@ import (
 // crashed under load. watchSilence shortens that, with Raft's own checks
 // and elections, only earlier and in a better order. Every tick (a
 // twentieth of the heartbeat timeout) a follower looks at its last contact
-// with a leader. Once the silence passes 1.25 heartbeat timeouts (the
-// quarter covers the spread of the followers' last contacts: heartbeats go
-// out every tenth to fifth of a timeout), it asks the other voters for the
-// position of their logs (POST pathSilence), then has each voter but the
-// silent leader run Raft's check at once, one after the other, from the
-// shortest log (term, then index, then id) to the longest, the longest
-// last. Each of them then holds no leader and refuses nobody for it; the
-// last one stands once all others have, and every one of them grants it
-// its pre-vote and vote (its log is at least as long as theirs). A
-// crashed leader is so replaced about 1.25 timeouts after it fell silent.
+// with a leader. Once the silence passes the heartbeat timeout, it asks
+// the other voters for the position of their logs (POST pathSilence), then
+// has each voter but the silent leader run Raft's check at once, one after
+// the other, from the shortest log (term, then index, then id) to the
+// longest, the longest last. A voter asked to check whose own silence is
+// a little shorter (heartbeats go out every tenth to fifth of a timeout,
+// so followers' last contacts differ by that much) waits until it too has
+// been silent for a timeout. Each of them then holds no leader and refuses
+// nobody for it; the last one stands once all others have, and every one
+// of them grants it its pre-vote and vote (its log is at least as long as
+// theirs). A crashed leader is so replaced about one timeout after it fell
+// silent, and before Raft's own timer would have acted on most followers.
 //
 // Safety rests on Raft, unchanged: its check still refuses a silence
 // shorter than the heartbeat timeout (a voter that still hears the leader
@@ -102,7 +104,7 @@ func (w *silenceWatch) due(now, last time.Time) bool {
 // watchSilence runs until the node stops (see above).
 func (n *Node) watchSilence() {
 	hb := n.raft.ReloadableConfig().HeartbeatTimeout
-	w := &silenceWatch{threshold: hb + hb/4}
+	w := &silenceWatch{threshold: hb}
 	t := time.NewTicker(hb / silenceTick)
 	defer t.Stop()
 	for {
@@ -117,7 +119,7 @@ func (n *Node) watchSilence() {
 			_, leader := n.raft.LeaderWithID()
 			n.log.Info("no word from the leader past the heartbeat timeout; checking the voters in order",
 				slog.String("leader", string(leader)), slog.Duration("silent_for", now.Sub(last).Round(time.Millisecond)))
-			n.checkInOrder(leader, hb/4)
+			n.checkInOrder(leader, hb)
 		}
 	}
 }
@@ -130,9 +132,10 @@ type silenceVoter struct {
 }
 
 // checkInOrder has every voter but silent run Raft's check, from the
-// shortest log to the longest (see above). A voter that does not answer
-// within wait is left out.
-func (n *Node) checkInOrder(silent raft.ServerID, wait time.Duration) {
+// shortest log to the longest (see above). hb is the heartbeat timeout: a
+// voter that does not give its position within a quarter of it is left
+// out, and one asked to check may take half of it (serveSilence).
+func (n *Node) checkInOrder(silent raft.ServerID, hb time.Duration) {
 	f := n.raft.GetConfiguration()
 	if f.Error() != nil {
 		n.checkSilence()
@@ -150,7 +153,7 @@ func (n *Node) checkInOrder(silent raft.ServerID, wait time.Duration) {
 			continue
 		}
 		wg.Go(func() {
-			pos, err := n.askSilence(addr, false, wait)
+			pos, err := n.askSilence(addr, false, hb/4)
 			if err != nil {
 				n.log.Debug("a voter did not give its log position", slog.String("id", string(s.ID)), slog.Any("err", err))
 				return
@@ -170,7 +173,7 @@ func (n *Node) checkInOrder(silent raft.ServerID, wait time.Duration) {
 			n.checkSilence()
 			continue
 		}
-		if _, err := n.askSilence(v.addr, true, wait); err != nil {
+		if _, err := n.askSilence(v.addr, true, hb/2+hb/4); err != nil {
 			n.log.Debug("a voter was not asked to check the leader's silence", slog.String("id", v.id), slog.Any("err", err))
 		}
 	}
@@ -197,7 +200,9 @@ func (n *Node) askSilence(addr string, check bool, wait time.Duration) (logPosit
 // serveSilence answers another voter that found the leader silent: this
 // node's log position, after running Raft's check when asked to (as a
 // follower only; Raft's check acts only on a silence longer than the
-// heartbeat timeout).
+// heartbeat timeout). A follower silent for half a timeout or more, but
+// less than one, first waits until it has been silent for one: its last
+// contact came a heartbeat later than the caller's.
 func (n *Node) serveSilence(w http.ResponseWriter, r *http.Request) {
 	var req silenceRequest
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
@@ -205,6 +210,10 @@ func (n *Node) serveSilence(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.Check && n.raft.State() == raft.Follower {
+		hb := n.raft.ReloadableConfig().HeartbeatTimeout
+		if silent := time.Since(n.raft.LastContact()); silent >= hb/2 && silent < hb {
+			n.sleep(hb - silent + time.Millisecond)
+		}
 		n.log.Info("asked to check the leader's silence", callerOf(r)...)
 		n.checkSilence()
 	}
