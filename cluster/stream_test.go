@@ -400,3 +400,24 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// A request to the stream's path that does not ask for the upgrade is
+// refused with INVALID_REQUEST, and the connection stays HTTP.
+func TestStreamPathNeedsTheUpgrade(t *testing.T) {
+	for name, hdr := range map[string]map[string]string{
+		"no upgrade":        {},
+		"another protocol":  {"Connection": "Upgrade", "Upgrade": "websocket"},
+		"upgrade, no conn.": {"Upgrade": streamProtocol},
+	} {
+		req := httptest.NewRequest(http.MethodPost, pathStream, nil)
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		rec := httptest.NewRecorder()
+		(&Node{}).serveStream(rec, req)
+		var we wireError
+		if err := json.Unmarshal(rec.Body.Bytes(), &we); err != nil || rec.Code != http.StatusBadRequest || we.Code != store.CodeInvalidRequest {
+			t.Errorf("%s: %d %s (%v), want 400 INVALID_REQUEST", name, rec.Code, rec.Body.String(), err)
+		}
+	}
+}
