@@ -91,17 +91,13 @@ func (c *internalClient) do(ctx context.Context, method, addr, path string, body
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		GotConn: func(httptrace.GotConnInfo) { gotConn.Store(true) },
 	})
-	req, err := http.NewRequestWithContext(ctx, method, c.scheme+"://"+addr+path, rd)
+	req, err := c.newRequest(ctx, method, addr, path, rd)
 	if err != nil {
 		return false, err
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if c.key != "" {
-		req.Header.Set(keyHeader, c.key)
-	}
-	req.Header.Set(nodeIDHeader, c.self)
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		if !gotConn.Load() {
@@ -115,17 +111,38 @@ func (c *internalClient) do(ctx context.Context, method, addr, path string, body
 		return true, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		var we wireError
-		if json.Unmarshal(raw, &we) != nil || !we.isError() {
-			return true, fmt.Errorf("%w: %s answered %s", store.ErrUnavailable, addr, resp.Status)
-		}
-		if we = we.normalized(); we.Code == store.CodeForbidden {
-			return true, fmt.Errorf("%w: %s refused this node: %s (%w)", store.ErrUnavailable, addr, we.Message, errRefused)
-		}
-		return true, we.err()
+		return true, errorAnswer(addr, resp.Status, raw)
 	}
 	if err := json.Unmarshal(raw, out); err != nil {
 		return true, fmt.Errorf("cluster: answer of %s%s: %w", addr, path, err)
 	}
 	return true, nil
+}
+
+// newRequest is a request to addr's path with what every internal call
+// carries: the cluster key (when there is one) and this node's id.
+func (c *internalClient) newRequest(ctx context.Context, method, addr, path string, body io.Reader) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.scheme+"://"+addr+path, body)
+	if err != nil {
+		return nil, err
+	}
+	if c.key != "" {
+		req.Header.Set(keyHeader, c.key)
+	}
+	req.Header.Set(nodeIDHeader, c.self)
+	return req, nil
+}
+
+// errorAnswer is the error an error answer (status, body raw) of addr
+// carries (wireError.err); one that carries none is store.ErrUnavailable,
+// and a refusal of this node as a member also matches errRefused.
+func errorAnswer(addr, status string, raw []byte) error {
+	var we wireError
+	if json.Unmarshal(raw, &we) != nil || !we.isError() {
+		return fmt.Errorf("%w: %s answered %s", store.ErrUnavailable, addr, status)
+	}
+	if we = we.normalized(); we.Code == store.CodeForbidden {
+		return fmt.Errorf("%w: %s refused this node: %s (%w)", store.ErrUnavailable, addr, we.Message, errRefused)
+	}
+	return we.err()
 }

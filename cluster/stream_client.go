@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,8 +12,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/carmyhq/carmy/store"
 )
 
 // Bounds of a forward stream on the follower's side.
@@ -266,11 +263,12 @@ func (s *fwdStream) fail(cause error, notSent *streamSent) {
 // errRefused (with store.ErrUnavailable) when it refuses this node as a
 // member; otherwise errNotSent, with why.
 func (c *internalClient) dialStream(ctx context.Context, addr string) (net.Conn, *bufio.Reader, error) {
-	for _, v := range []string{c.key, c.self, addr} {
-		if strings.ContainsAny(v, "\r\n") {
-			return nil, nil, fmt.Errorf("%w: a header value holds a line break", errNotSent)
-		}
+	req, err := c.newRequest(ctx, http.MethodPost, addr, pathStream, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", errNotSent, err)
 	}
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", streamProtocol)
 	conn, err := c.dial(ctx, "tcp", addr)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", errNotSent, err)
@@ -291,18 +289,11 @@ func (c *internalClient) dialStream(ctx context.Context, addr string) (net.Conn,
 		}
 		conn = tc
 	}
-	var req strings.Builder
-	req.WriteString("POST " + pathStream + " HTTP/1.1\r\nHost: " + addr +
-		"\r\nConnection: Upgrade\r\nUpgrade: " + streamProtocol + "\r\nContent-Length: 0\r\n" + nodeIDHeader + ": " + c.self + "\r\n")
-	if c.key != "" {
-		req.WriteString(keyHeader + ": " + c.key + "\r\n")
-	}
-	req.WriteString("\r\n")
-	if _, err := io.WriteString(conn, req.String()); err != nil {
+	if err := req.Write(conn); err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", errNotSent, err)
 	}
 	br := bufio.NewReaderSize(conn, 64<<10)
-	resp, err := http.ReadResponse(br, nil)
+	resp, err := http.ReadResponse(br, req)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: the answer to the stream's upgrade: %w", errNotSent, err)
 	}
@@ -313,15 +304,13 @@ func (c *internalClient) dialStream(ctx context.Context, addr string) (net.Conn,
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	switch resp.StatusCode {
-	case http.StatusNotFound, http.StatusMethodNotAllowed:
+	switch err := errorAnswer(addr, resp.Status, raw); {
+	case resp.StatusCode == http.StatusNotFound, resp.StatusCode == http.StatusMethodNotAllowed:
 		return nil, nil, errNoStream
+	case errors.Is(err, errRefused):
+		return nil, nil, err
+	default:
+		// Nothing was sent, whatever the answer says.
+		return nil, nil, fmt.Errorf("%w: the stream's upgrade: %v", errNotSent, err)
 	}
-	var we wireError
-	if json.Unmarshal(raw, &we) == nil && we.isError() {
-		if we = we.normalized(); we.Code == store.CodeForbidden {
-			return nil, nil, fmt.Errorf("%w: %s refused this node: %s (%w)", store.ErrUnavailable, addr, we.Message, errRefused)
-		}
-	}
-	return nil, nil, fmt.Errorf("%w: %s answered the stream's upgrade with %s", errNotSent, addr, resp.Status)
 }
