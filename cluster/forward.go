@@ -21,14 +21,16 @@ type forwarder struct {
 	client  *internalClient
 	metrics *nodeMetrics
 
+	// ctx ends when the forwarder is closed: callers stop waiting, and
+	// streams being opened give up.
+	ctx    context.Context
+	cancel context.CancelFunc
+
 	mu      sync.Mutex
 	queues  map[string][]*fwdItem  // by leader address
 	streams map[string]*streamSlot // by leader address
-	closed  bool
 	wake    chan struct{}
 	sem     chan struct{}
-	done    chan struct{}
-	once    sync.Once
 }
 
 // Bounds of a forwarded batch.
@@ -95,25 +97,25 @@ func newForwarder(c *internalClient, m *nodeMetrics) *forwarder {
 		streams: make(map[string]*streamSlot),
 		wake:    make(chan struct{}, 1),
 		sem:     make(chan struct{}, maxInFlight),
-		done:    make(chan struct{}),
 	}
+	f.ctx, f.cancel = context.WithCancel(context.Background())
 	go f.dispatch()
 	return f
 }
 
 // close stops the forwarder: callers waiting for an answer get
 // store.ErrCommitUnknown, and its streams are closed.
+// It is safe to call more than once.
 func (f *forwarder) close() {
-	f.once.Do(func() {
-		close(f.done)
-		f.mu.Lock()
-		f.closed = true
-		slots := f.streams
-		f.mu.Unlock()
-		for _, slot := range slots {
-			slot.close()
-		}
-	})
+	f.cancel()
+	// No slot is added once ctx has ended (streamTo), so the map is not
+	// written while it is read here.
+	f.mu.Lock()
+	slots := f.streams
+	f.mu.Unlock()
+	for _, slot := range slots {
+		slot.close()
+	}
 }
 
 // apply forwards one command to addr and waits for its result. A caller
@@ -134,7 +136,7 @@ func (f *forwarder) apply(ctx context.Context, addr string, data []byte, deadlin
 		return r.resp, r.err
 	case <-ctx.Done():
 		return fsm.Response{}, fmt.Errorf("%w: %w", store.ErrCommitUnknown, ctx.Err())
-	case <-f.done:
+	case <-f.ctx.Done():
 		return fsm.Response{}, fmt.Errorf("%w: the node is shutting down", store.ErrCommitUnknown)
 	}
 }
@@ -143,7 +145,7 @@ func (f *forwarder) apply(ctx context.Context, addr string, data []byte, deadlin
 func (f *forwarder) dispatch() {
 	for {
 		select {
-		case <-f.done:
+		case <-f.ctx.Done():
 			return
 		case <-f.wake:
 		}
@@ -155,7 +157,7 @@ func (f *forwarder) dispatch() {
 			for range batchSlots(batch) {
 				select {
 				case f.sem <- struct{}{}:
-				case <-f.done:
+				case <-f.ctx.Done():
 					return
 				}
 			}
@@ -243,7 +245,7 @@ func (f *forwarder) release(batch []*fwdItem) {
 
 // sendHTTP sends batch as one HTTP request.
 func (f *forwarder) sendHTTP(addr string, batch []*fwdItem, deadline time.Time) {
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	ctx, cancel := context.WithDeadline(f.ctx, deadline)
 	defer cancel()
 	var ans applyAnswer
 	start := time.Now()

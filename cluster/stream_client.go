@@ -102,7 +102,7 @@ func (f *forwarder) sendStream(addr string, batch []*fwdItem, deadline time.Time
 // streamTo returns the working stream to addr, opening one if need be.
 func (f *forwarder) streamTo(addr string, deadline time.Time) (*fwdStream, error) {
 	f.mu.Lock()
-	if f.closed {
+	if f.ctx.Err() != nil {
 		f.mu.Unlock()
 		return nil, fmt.Errorf("%w: the node is shutting down", errNotSent)
 	}
@@ -125,7 +125,7 @@ func (f *forwarder) streamTo(addr string, deadline time.Time) (*fwdStream, error
 	if deadline.Before(dialBy) {
 		dialBy = deadline
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), dialBy)
+	ctx, cancel := context.WithDeadline(f.ctx, dialBy)
 	defer cancel()
 	conn, br, err := f.client.dialStream(ctx, addr)
 	if errors.Is(err, errNoStream) {
@@ -135,13 +135,8 @@ func (f *forwarder) streamTo(addr string, deadline time.Time) (*fwdStream, error
 		return nil, err
 	}
 	s := &fwdStream{f: f, addr: addr, conn: conn, br: br}
-	f.mu.Lock()
-	closed := f.closed
-	f.mu.Unlock()
-	if closed {
-		_ = conn.Close()
-		return nil, fmt.Errorf("%w: the node is shutting down", errNotSent)
-	}
+	// Closed meanwhile: close has its slot (added before ctx ended) and
+	// waits for slot.mu to close what this sets, so nothing leaks.
 	_ = conn.SetReadDeadline(time.Now().Add(streamIdle))
 	slot.s = s
 	go s.read()
@@ -282,6 +277,9 @@ func (c *internalClient) dialStream(ctx context.Context, addr string) (net.Conn,
 	if d, has := ctx.Deadline(); has {
 		_ = conn.SetDeadline(d)
 	}
+	// ctx ending (the forwarder closing) ends the handshake too.
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
 	if c.tlsConf != nil {
 		tc := tls.Client(conn, c.tlsConf)
 		if err := tc.HandshakeContext(ctx); err != nil {
@@ -298,6 +296,9 @@ func (c *internalClient) dialStream(ctx context.Context, addr string) (net.Conn,
 		return nil, nil, fmt.Errorf("%w: the answer to the stream's upgrade: %w", errNotSent, err)
 	}
 	if resp.StatusCode == http.StatusSwitchingProtocols && strings.EqualFold(resp.Header.Get("Upgrade"), streamProtocol) {
+		if !stop() {
+			return nil, nil, fmt.Errorf("%w: %w", errNotSent, ctx.Err())
+		}
 		_ = conn.SetDeadline(time.Time{})
 		ok = true
 		return conn, br, nil

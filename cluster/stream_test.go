@@ -421,3 +421,35 @@ func TestStreamPathNeedsTheUpgrade(t *testing.T) {
 		}
 	}
 }
+
+// Opening a stream gives up when its context ends (the forwarder
+// closing), even while the leader holds the upgrade unanswered: closing a
+// node does not wait on a silent leader.
+func TestStreamUpgradeEndsWithItsContext(t *testing.T) {
+	release := make(chan struct{})
+	accepted := make(chan struct{}, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		accepted <- struct{}{}
+		<-release
+	}))
+	defer srv.Close()
+	defer close(release) // before Close, which waits for the handler
+	c := newInternalClient(Config{NodeID: "follower"}, nil)
+	defer c.close()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := c.dialStream(ctx, srv.Listener.Addr().String())
+		done <- err
+	}()
+	<-accepted
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, errNotSent) {
+			t.Errorf("err = %v, want errNotSent", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("dialStream still waits for the upgrade's answer after its context ended")
+	}
+}
