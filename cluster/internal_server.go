@@ -107,17 +107,18 @@ type forwardedBatch struct {
 	cmds    [][]byte
 	omit    []bool // omit[i]: applyRequest.OmitResult names command i
 	results []applyResult
-	items   []*proposal // nil for a command refused at the door
-	start   time.Time
-	leader  bool
+	// items are the proposals, nil for a command refused at the door;
+	// items itself is nil on a node that did not lead.
+	items []*proposal
+	start time.Time
 }
 
 // startForwarded hands cmds to the proposer, all at once, so they share
 // rounds with each other and with local writes. On a node that does not
 // lead, nothing is proposed: every command's answer is "not the leader".
 func (n *Node) startForwarded(cmds [][]byte, omit []bool) *forwardedBatch {
-	b := &forwardedBatch{cmds: cmds, omit: omit, results: make([]applyResult, len(cmds)), start: time.Now(), leader: n.IsLeader()}
-	if !b.leader {
+	b := &forwardedBatch{cmds: cmds, omit: omit, results: make([]applyResult, len(cmds)), start: time.Now()}
+	if !n.IsLeader() {
 		for i := range b.results {
 			b.results[i] = applyResult{wireError: wireErrorOf(errNotLeader)}
 		}
@@ -149,7 +150,7 @@ func (n *Node) startForwarded(cmds [][]byte, omit []bool) *forwardedBatch {
 // batch (audit, with r's caller) and returns its results.
 func (n *Node) finishForwarded(r *http.Request, b *forwardedBatch) []applyResult {
 	kinds := commandKinds(b.cmds)
-	if !b.leader {
+	if b.items == nil {
 		n.audit(r, "apply", slog.Int("commands", len(b.cmds)), slog.String("kinds", kinds), slog.String("outcome", "not the leader"))
 		return b.results
 	}

@@ -56,7 +56,7 @@ func (n *Node) serveStream(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
-	n.serveFrames(r, conn, brw)
+	n.serveFrames(r, conn, brw.Reader)
 }
 
 // streamWork is a batch read from a stream, on its way to its answer.
@@ -69,12 +69,12 @@ type streamWork struct {
 // at once; a second goroutine (answerFrames) answers them in order. A
 // frame that cannot be read ends the stream: the follower then takes
 // every batch it has not had an answer to as of unknown outcome.
-func (n *Node) serveFrames(r *http.Request, conn net.Conn, brw *bufio.ReadWriter) {
+func (n *Node) serveFrames(r *http.Request, conn net.Conn, br *bufio.Reader) {
 	work := make(chan streamWork, 8*maxInFlight)
 	answered := make(chan struct{})
 	go func() {
 		defer close(answered)
-		n.answerFrames(r, conn, brw.Writer, work)
+		n.answerFrames(r, conn, work)
 	}()
 	defer func() {
 		close(work)
@@ -84,7 +84,7 @@ func (n *Node) serveFrames(r *http.Request, conn net.Conn, brw *bufio.ReadWriter
 		_ = conn.SetReadDeadline(time.Now().Add(streamServerIdle))
 		// A new buffer for each frame: its commands are sub-slices of it,
 		// and stay in the proposer's queue after the next frame is read.
-		body, err := readFrame(brw.Reader, maxBatchFrame, nil)
+		body, err := readFrame(br, maxBatchFrame, nil)
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 				n.log.Info("forward stream ended", append(callerOf(r), slog.Any("err", err))...)
@@ -105,7 +105,7 @@ func (n *Node) serveFrames(r *http.Request, conn net.Conn, brw *bufio.ReadWriter
 // all its commands have their outcome. After a failed write it closes the
 // connection and only waits for the rest, so that the reader is never
 // blocked.
-func (n *Node) answerFrames(r *http.Request, conn net.Conn, w *bufio.Writer, work <-chan streamWork) {
+func (n *Node) answerFrames(r *http.Request, conn net.Conn, work <-chan streamWork) {
 	var buf []byte
 	failed := false
 	for sw := range work {
@@ -117,9 +117,7 @@ func (n *Node) answerFrames(r *http.Request, conn net.Conn, w *bufio.Writer, wor
 		buf, err = appendAnswerFrame(buf[:0], sw.seq, results)
 		if err == nil {
 			_ = conn.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
-			if _, err = w.Write(buf); err == nil {
-				err = w.Flush()
-			}
+			_, err = conn.Write(buf) // the whole frame, built in buf: no buffering
 		}
 		if err != nil {
 			n.log.Warn("forward stream: an answer cannot be sent; closing the stream", append(callerOf(r), slog.Any("err", err))...)

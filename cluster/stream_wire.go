@@ -23,7 +23,7 @@ import (
 //
 //	batch:  uvarint seq, uvarint n, then n × (byte flags, uvarint len, command)
 //	answer: uvarint seq, uvarint n, then n × result
-//	result: byte 0, uvarint len, fsm.AppendResponse's bytes (applied), or
+//	result: byte 0, 4-byte length, fsm.AppendResponse's bytes (applied), or
 //	        byte 1, then code, state and message as uvarint-prefixed
 //	        strings (a wireError: nothing applied, or outcome unknown)
 //
@@ -84,20 +84,13 @@ func appendAnswerFrame(b []byte, seq uint64, results []applyResult) ([]byte, err
 			}
 			continue
 		}
-		b = append(b, resultResponse)
-		// The response's length first: it is written after it, at the
-		// end of b, and moved into place (a copy of a few hundred bytes).
+		b = append(b, resultResponse, 0, 0, 0, 0)
 		at := len(b)
 		var err error
 		if b, err = fsm.AppendResponse(b, *res.Response); err != nil {
 			return b[:start], err
 		}
-		body := len(b) - at
-		var l [binary.MaxVarintLen64]byte
-		ln := binary.PutUvarint(l[:], uint64(body))
-		b = append(b, l[:ln]...)
-		copy(b[at+ln:], b[at:at+body])
-		copy(b[at:], l[:ln])
+		binary.BigEndian.PutUint32(b[at-4:], uint32(len(b)-at))
 	}
 	if len(b)-start-4 > maxAnswerFrame {
 		return b[:start], fmt.Errorf("an answer of %d bytes is over the limit of %d", len(b)-start-4, maxAnswerFrame)
@@ -162,9 +155,26 @@ func (f *frameReader) byte() byte {
 	return c
 }
 
-// bytes returns the next length-prefixed field (a sub-slice of the body).
-func (f *frameReader) bytes() []byte {
-	n := f.uint()
+// bytes returns the next field with a uvarint length (a sub-slice of the
+// body).
+func (f *frameReader) bytes() []byte { return f.take(f.uint()) }
+
+// bytes32 returns the next field with a 4-byte length.
+func (f *frameReader) bytes32() []byte {
+	if len(f.b) < 4 {
+		f.fail("cut short")
+		return nil
+	}
+	n := binary.BigEndian.Uint32(f.b)
+	f.b = f.b[4:]
+	return f.take(uint64(n))
+}
+
+// take returns the next n bytes.
+func (f *frameReader) take(n uint64) []byte {
+	if f.err != nil {
+		return nil
+	}
 	if n > uint64(len(f.b)) {
 		f.fail("a field runs past the frame")
 		return nil
@@ -220,7 +230,7 @@ func decodeAnswerFrame(body []byte) (seq uint64, results []applyResult, err erro
 	for i := 0; i < n && f.err == nil; i++ {
 		switch f.byte() {
 		case resultResponse:
-			b := f.bytes()
+			b := f.bytes32()
 			if f.err != nil {
 				break
 			}
