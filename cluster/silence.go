@@ -79,10 +79,6 @@ type logPosition struct {
 	LastIndex uint64 `json:"last_index"`
 }
 
-func comparePositions(a, b logPosition) int {
-	return cmp.Or(cmp.Compare(a.LastTerm, b.LastTerm), cmp.Compare(a.LastIndex, b.LastIndex))
-}
-
 // silenceWatch decides when a follower's silence is long enough to act
 // on: past threshold, and once for each last contact.
 type silenceWatch struct {
@@ -141,10 +137,14 @@ func (n *Node) checkInOrder(silent raft.ServerID, hb time.Duration) {
 		n.checkSilence()
 		return
 	}
+	servers := f.Configuration().Servers
+	if !slices.ContainsFunc(servers, func(s raft.Server) bool { return s.Suffrage == raft.Voter && string(s.ID) == n.cfg.NodeID }) {
+		return // a non-voter stands in no election; the voters see to it
+	}
 	voters := []silenceVoter{{id: n.cfg.NodeID, pos: n.logPosition()}}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for _, s := range f.Configuration().Servers {
+	for _, s := range servers {
 		if s.Suffrage != raft.Voter || s.ID == silent || string(s.ID) == n.cfg.NodeID {
 			continue
 		}
@@ -183,7 +183,7 @@ func (n *Node) checkInOrder(silent raft.ServerID, hb time.Duration) {
 // then index), ids breaking ties: the order in which they are checked.
 func orderVoters(voters []silenceVoter) {
 	slices.SortFunc(voters, func(a, b silenceVoter) int {
-		return cmp.Or(comparePositions(a.pos, b.pos), cmp.Compare(a.id, b.id))
+		return cmp.Or(cmp.Compare(a.pos.LastTerm, b.pos.LastTerm), cmp.Compare(a.pos.LastIndex, b.pos.LastIndex), cmp.Compare(a.id, b.id))
 	})
 }
 
