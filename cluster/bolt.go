@@ -1,10 +1,27 @@
 package cluster
 
 import (
+	"errors"
+	"fmt"
 	"time"
 
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
 )
+
+// openBolt opens the Raft log's BoltDB file at path. A file another
+// process holds (its lock was not given up within boltOptions' Timeout)
+// is an error that says so and what to do, rather than bbolt's "timeout".
+func openBolt(path string) (*raftboltdb.BoltStore, error) {
+	s, err := raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: boltOptions()})
+	if errors.Is(err, bbolt.ErrTimeout) {
+		return nil, fmt.Errorf("cluster: %s is locked by another process: is another carmy serving this --data-dir? Stop it, or give this node another --data-dir (%w)", path, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cluster: opening %s: %w", path, err)
+	}
+	return s, nil
+}
 
 // boltOptions tunes the BoltDB file of the Raft log for its write pattern:
 // small transactions appending at the end, with ranges deleted from the

@@ -94,9 +94,9 @@ func Open(cfg Config) (*Node, error) {
 	}()
 
 	var err error
-	n.bolt, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft.db"), BoltOptions: boltOptions()})
+	n.bolt, err = openBolt(filepath.Join(cfg.DataDir, "raft.db"))
 	if err != nil {
-		return nil, fmt.Errorf("cluster: opening raft.db: %w", err)
+		return nil, err
 	}
 	snaps, err := newPrivateSnapshots(cfg.DataDir, 2, cfg.Logger)
 	if err != nil {

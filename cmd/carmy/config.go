@@ -202,7 +202,7 @@ func loadConfig(path string) (fileConfig, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(raw))
 	dec.KnownFields(true)
 	if err := dec.Decode(&fc); err != nil && !errors.Is(err, io.EOF) {
-		return fc, fmt.Errorf("config %s: %w", path, err)
+		return fc, fmt.Errorf("config %s: %w", path, explainYAML(raw, err))
 	}
 	if l := fc.Limits; l.BodyBytes < 0 || l.ResultBytes < 0 || l.HeaderBytes < 0 || l.MaxRunning < 0 ||
 		l.RatePerPrincipal < 0 || l.RateBurst < 0 || l.EntriesPerPrincipal < 0 || l.AuthFailuresPerMinute < 0 ||

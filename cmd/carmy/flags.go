@@ -235,6 +235,11 @@ func (c serveConfig) validate() error {
 	case c.LogFormat != "text" && c.LogFormat != "json":
 		return fmt.Errorf("--log-format %q: must be text or json", c.LogFormat)
 	}
+	for _, a := range [][2]string{{"http-addr", c.HTTPAddr}, {"raft-addr", c.RaftAddr}, {"gossip-addr", c.GossipAddr}} {
+		if err := checkListenAddr(a[0], a[1]); err != nil {
+			return err
+		}
+	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return err
 	}

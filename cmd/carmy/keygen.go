@@ -6,14 +6,25 @@ import (
 	"io"
 )
 
+// keygenUsage is what `carmy keygen --help` prints.
+const keygenUsage = `Usage: carmy keygen
+
+Prints a new random key: 32 bytes from the system's random source, in
+standard base64. Use it for --gossip-key, --cluster-key or an API token.
+`
+
 // keygenBytes is the size of the keys `carmy keygen` makes: AES-256.
 const keygenBytes = 32
 
 // keygen prints a new random key for --gossip-key, base64-encoded, read
 // from random (crypto/rand in the binary).
 func keygen(args []string, random io.Reader, stdout, stderr io.Writer) error {
+	if len(args) == 1 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help" || args[0] == "help") {
+		_, err := fmt.Fprint(stdout, keygenUsage)
+		return err
+	}
 	if len(args) > 0 {
-		fmt.Fprintf(stderr, "carmy keygen: unexpected argument %q\n\nUsage: carmy keygen\n", args[0])
+		fmt.Fprintf(stderr, "carmy keygen: unexpected argument %q\n\n%s", args[0], keygenUsage)
 		return errUsage
 	}
 	key, err := newKey(random)

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The first hour: a slip in the command line or the config file gets an
+// error that says where it is and what was meant.
+
+func TestKeygenHelpExitsZero(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if err := keygen([]string{"--help"}, strings.NewReader(strings.Repeat("k", 64)), &out, &errOut); err != nil {
+		t.Fatalf("keygen --help: %v", err)
+	}
+	if !strings.HasPrefix(out.String(), "Usage: carmy keygen") || errOut.Len() != 0 {
+		t.Fatalf("keygen --help printed %q to stdout and %q to stderr; want the usage on stdout", out.String(), errOut.String())
+	}
+	if err := keygen([]string{"--bogus"}, strings.NewReader(""), &out, &errOut); err != errUsage {
+		t.Fatalf("keygen --bogus: %v, want errUsage", err)
+	}
+}
+
+func TestListenAddressesAreCheckedFirst(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	for _, tt := range []struct{ flag, value, want string }{
+		{"--http-addr", "40085", `want host:port, such as 127.0.0.1:40085`},
+		{"--raft-addr", "localhost", `want host:port`},
+		{"--gossip-addr", "127.0.0.1:http", `the port "http" is not a number`},
+	} {
+		_, err := parseServe([]string{"--dev", "--data-dir", dir, tt.flag, tt.value}, func(string) string { return "" }, &bytes.Buffer{})
+		if err == nil || !strings.Contains(err.Error(), tt.flag) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s %s: %v; want an error naming the flag and saying %q", tt.flag, tt.value, err, tt.want)
+		}
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the data dir exists after a refused address (%v): nothing may be written before the flags are checked", err)
+	}
+	for _, ok := range []string{"127.0.0.1:0", ":8080", "[::1]:8080", "node1.internal:8080"} {
+		if err := checkListenAddr("http-addr", ok); err != nil {
+			t.Errorf("checkListenAddr(%q) = %v, want nil", ok, err)
+		}
+	}
+}
+
+func TestConfigErrorsSayWhere(t *testing.T) {
+	for _, tt := range []struct{ name, yaml, want string }{
+		{"indentation on line 5", "tools:\n  - name: a\n    http:\n      url: http://127.0.0.1:9/x\n   - name: b\n",
+			"line 5: did not find expected '-' indicator (check that line's indentation"},
+		{"an unknown key", "demo_tool: true\n", `line 1: unknown key "demo_tool" (did you mean "demo_tools"?)`},
+		{"a nested unknown key", "limits:\n  max_runing: 3\n", `line 2: unknown key "max_runing" (did you mean "max_running"?)`},
+		{"an unknown key like none", "zzzzzzzzzz: 1\n", `line 1: unknown key "zzzzzzzzzz"; docs/config.md lists every key`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "carmy.yaml")
+			if err := os.WriteFile(path, []byte(tt.yaml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := loadConfig(path)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("loadConfig: %v; want %q", err, tt.want)
+			}
+			if strings.Contains(err.Error(), "main.fileConfig") {
+				t.Fatalf("loadConfig: %v names a Go type", err)
+			}
+		})
+	}
+}
