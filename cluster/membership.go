@@ -175,6 +175,12 @@ func (n *Node) onLeader(ctx context.Context, local func() error, remote func(add
 	})
 }
 
+// joinKeyHint says what to do when a node the joiner asks refuses it.
+const joinKeyHint = "that node does not accept this node's cluster key (or its node certificate). " +
+	"Every node of a cluster needs the same key: the first node keeps it in <its data-dir>/cluster-key " +
+	"(a generated key is logged there at its start); copy that file and start this node with " +
+	"--cluster-key-file <the copy>, or give both nodes certificates of one CA (--node-tls-*). Retrying"
+
 // joinCluster asks the --join addresses to add this node until one does,
 // then joins the gossip pool through the members it learns of.
 func (n *Node) joinCluster() {
@@ -186,7 +192,13 @@ func (n *Node) joinCluster() {
 			_, err := n.client.post(ctx, addr, pathJoin, info, &ans)
 			cancel()
 			if err != nil {
-				n.log.Warn("join: asking to be added failed", slog.String("via", addr), slog.Any("err", err))
+				if errors.Is(err, errRefused) {
+					// Retrying will not help until the key is mended: say
+					// where the right one is.
+					n.log.Error("join: refused: "+joinKeyHint, slog.String("via", addr), slog.Any("err", err))
+				} else {
+					n.log.Warn("join: asking to be added failed", slog.String("via", addr), slog.Any("err", err))
+				}
 				continue
 			}
 			var gossip []string

@@ -182,6 +182,25 @@ func TestBlackBoxGeneratedClusterKey(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "n2", "cluster-key")); err == nil {
 		t.Error("n2, given --cluster-key-file, generated a key of its own")
 	}
+
+	// A node given another key is refused, and its log says where the
+	// right key is and how to give it, not only that it retries.
+	wrongKey := filepath.Join(dir, "wrong-cluster-key")
+	if err := os.WriteFile(wrongKey, []byte("Q2FybXkgdGVzdDogYSBrZXkgb2YgYW5vdGhlciBjbHVzdGVyLg==\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n3 := testutil.StartCarmy(t, bin, testutil.StartOptions{}, "--dev", "--fast-failover", "--node-id", "n3",
+		"--data-dir", filepath.Join(dir, "n3"), "--join", n1.Addr, "--cluster-key-file", wrongKey)
+	testutil.WaitFor(t, 30*time.Second, "n3 to say why it is refused", func() error {
+		logs := n3.Logs()
+		for _, want := range []string{"join: refused", "<its data-dir>/cluster-key", "--cluster-key-file"} {
+			if !strings.Contains(logs, want) {
+				return fmt.Errorf("the log lacks %q", want)
+			}
+		}
+		return nil
+	})
+	n3.Kill()
 }
 
 // TestBlackBoxSIGTERMAfterRaftGarbage checks that a node whose Raft port
