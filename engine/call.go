@@ -176,16 +176,30 @@ func (r *Runtime) runUnrecorded(ctx context.Context, p *pending) (Response, erro
 	if why != refusedNone {
 		return Response{}, r.busy(why, p.caller)
 	}
-	done := make(chan store.Record, 1)
+	type ran struct {
+		rec  store.Record
+		fate error
+	}
+	done := make(chan ran, 1)
 	go func() {
 		defer r.runs.finish(rec.ExecutionID)
-		res := r.invoke(rn, p, rec)
+		res, fate := r.invoke(rn, p, rec)
+		if errors.Is(fate, ErrAnswerLost) {
+			// Nothing is recorded to reconcile: the caller is told what is
+			// known, as a failure that says the effect may have happened.
+			res.Status, res.FinishedAt = store.StatusFailed, r.now()
+			res.Error = errorBody(&ToolError{Code: CodeUpstreamUnreachable, Message: fmt.Sprintf(
+				"tool %s: %v; the effect may have happened (the call had no request_id, so nothing was recorded)", p.tool.Name, fate)})
+		}
 		rec.Status, rec.Data, rec.Error, rec.FinishedAt = res.Status, res.Data, res.Error, res.FinishedAt
-		done <- rec
+		done <- ran{rec, fate}
 	}()
 	select {
-	case rec := <-done:
-		return Response{Record: rec}, nil
+	case got := <-done:
+		if errors.Is(got.fate, ErrNotSent) {
+			return Response{}, notSentAnswer(p.tool.Name, got.fate)
+		}
+		return Response{Record: got.rec}, nil
 	case <-ctx.Done():
 		return Response{}, ctx.Err()
 	}

@@ -20,7 +20,11 @@ func (r *Runtime) execute(ctx context.Context, p *pending, rn *run, rec store.Re
 	answer := make(chan outcome, 1)
 	go func() {
 		defer r.runs.finish(rec.ExecutionID)
-		res := r.invoke(rn, p, rec)
+		res, fate := r.invoke(rn, p, rec)
+		if errors.Is(fate, ErrNotSent) {
+			r.releaseNotSent(rec, fate, answer)
+			return
+		}
 		// The principal's byte quota applies to the outcome too; one that
 		// does not fit is recorded as a bounded failure by the store.
 		res.ByteQuota = p.caller.MaxBytes
@@ -43,7 +47,12 @@ type outcome struct {
 // invoke runs the tool and turns what it did into a Result. It returns
 // when the tool returns or its context ends, whichever is first; a tool
 // that ignores its context is abandoned (its result discarded).
-func (r *Runtime) invoke(rn *run, p *pending, rec store.Record) store.Result {
+//
+// fate is the tool's error when it says its request never left
+// (ErrNotSent: res is then a failure to answer a call without identity
+// with, and a reservation must be released instead) or that its answer
+// was lost (ErrAnswerLost: res is interrupted).
+func (r *Runtime) invoke(rn *run, p *pending, rec store.Record) (res store.Result, fate error) {
 	ctx, stop := rn.withTimeout(p.timeout)
 	defer stop()
 	start := time.Now()
@@ -62,7 +71,7 @@ func (r *Runtime) invoke(rn *run, p *pending, rec store.Record) store.Result {
 	case <-ctx.Done():
 		got = ret{err: ctx.Err()}
 	}
-	res := store.Result{ExecutionID: rec.ExecutionID, FinishedAt: r.now()}
+	res = store.Result{ExecutionID: rec.ExecutionID, FinishedAt: r.now()}
 	switch cause := context.Cause(ctx); {
 	case got.err == nil:
 		res.Status, res.Data = store.StatusCompleted, got.data
@@ -72,12 +81,27 @@ func (r *Runtime) invoke(rn *run, p *pending, rec store.Record) store.Result {
 	case ctx.Err() != nil && (errors.Is(cause, errCancelled) || errors.Is(cause, errShutdown)):
 		res.Status = store.StatusCancelled
 		res.Error = errorBody(&ToolError{Code: CodeCancelled, Message: cause.Error()})
+	case errors.Is(got.err, ErrNotSent):
+		fate = got.err
+		res.Status = store.StatusFailed
+		res.Error = errorBody(&ToolError{Code: CodeUpstreamUnreachable, Message: notSentAnswer(p.tool.Name, got.err).Error()})
+		r.logFate(p, rec, "the tool's request was never sent; nothing is recorded", got.err)
+	case errors.Is(got.err, ErrAnswerLost):
+		fate = got.err
+		res.Status, res.FinishedAt = store.StatusInterrupted, time.Time{}
+		r.logFate(p, rec, "the tool's request was sent but its answer was lost; the execution is interrupted until reconciled", got.err)
 	default:
 		res.Status = store.StatusFailed
 		res.Error = errorBody(toolErrorOf(got.err))
 	}
 	r.obs.ToolFinished(p.tool.Name, res.Status, time.Since(start))
-	return res
+	return res, fate
+}
+
+// logFate logs a tool's ErrNotSent or ErrAnswerLost.
+func (r *Runtime) logFate(p *pending, rec store.Record, msg string, err error) {
+	r.cfg.Logger.Warn(msg, slog.String("tool", p.tool.Name), slog.String("execution_id", rec.ExecutionID),
+		slog.String("reason", fateReason(err)))
 }
 
 // callTool calls the tool function, recovering a panic, and encodes its
@@ -171,6 +195,11 @@ func (r *Runtime) record(rec store.Record, res store.Result, answer chan<- outco
 		var se *store.StateError
 		stateErr := errors.As(err, &se)
 		switch {
+		case err == nil && done.Status == store.StatusInterrupted:
+			// Its answer was lost (ErrAnswerLost): uncertain, as every
+			// retry will be told until it is reconciled.
+			tell(outcome{err: &store.UncertainError{Record: done}})
+			return
 		case err == nil:
 			tell(outcome{rec: done})
 			return
@@ -209,4 +238,30 @@ func (r *Runtime) record(rec store.Record, res store.Result, answer chan<- outco
 func backoff(attempt int) time.Duration {
 	d := 50 * time.Millisecond << min(attempt, 6)
 	return min(d, 2*time.Second)
+}
+
+// releaseNotSent releases the reservation of rec, whose tool says its
+// request never left this node (ErrNotSent), and tells the caller
+// UNAVAILABLE through answer: nothing is recorded, and the retry runs the
+// tool. A record cancelled or resolved meanwhile is the answer as it
+// stands. When the store cannot take the release now, it is retried in
+// the background (the identity reads as running until then).
+func (r *Runtime) releaseNotSent(rec store.Record, fate error, answer chan<- outcome) {
+	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.StoreTimeout)
+	_, err := r.Store().Release(ctx, rec.ExecutionID, true)
+	cancel()
+	var se *store.StateError
+	switch {
+	case err == nil:
+		r.cfg.Logger.Info("released a reservation whose request was never sent",
+			slog.String("execution_id", rec.ExecutionID), slog.String("key", rec.Key.String()))
+	case errors.As(err, &se) && se.Record.ExecutionID == rec.ExecutionID && se.Record.Status.Finished():
+		answer <- outcome{rec: se.Record}
+		return
+	case errors.Is(err, store.ErrNotFound), errors.As(err, &se):
+		// Released already, or the identity is another execution's.
+	default:
+		r.releaseInBackground(rec.Key, rec.ExecutionID)
+	}
+	answer <- outcome{err: notSentAnswer(rec.Tool, fate)}
 }

@@ -134,13 +134,14 @@ func (h HTTPTool) Func() (ToolFunc, error) {
 	}
 	h.Headers = maps.Clone(h.Headers) // the caller may change its map later
 	t := &httpTool{
-		HTTPTool: h,
-		url:      u,
-		method:   method,
-		base:     base,
-		redactor: egress.NewRedactor(u, h.Headers),
-		logURL:   egress.RedactURL(u),
-		log:      h.Logger,
+		HTTPTool:  h,
+		traceable: egress.Traceable(base.Transport),
+		url:       u,
+		method:    method,
+		base:      base,
+		redactor:  egress.NewRedactor(u, h.Headers),
+		logURL:    egress.RedactURL(u),
+		log:       h.Logger,
 	}
 	if t.log == nil {
 		t.log = slog.Default()
@@ -160,7 +161,7 @@ func (h HTTPTool) transport(policy *egress.Policy) *http.Transport {
 			}
 			return h.control(network, address, c)
 		}
-		tr.DialContext = d.DialContext
+		tr.DialContext = egress.CountWrites(d.DialContext)
 	}
 	return tr
 }
@@ -168,16 +169,20 @@ func (h HTTPTool) transport(policy *egress.Policy) *http.Transport {
 // httpTool is an HTTPTool checked by Func.
 type httpTool struct {
 	HTTPTool
-	url      *url.URL
-	method   string
-	base     http.Client
-	redactor *egress.Redactor
-	logURL   string // the URL for the log, redacted
-	log      *slog.Logger
+	// traceable: whether a request's connections are traced
+	// (egress.TrackSend), so that "never sent" can be known.
+	traceable bool
+	url       *url.URL
+	method    string
+	base      http.Client
+	redactor  *egress.Redactor
+	logURL    string // the URL for the log, redacted
+	log       *slog.Logger
 }
 
 func (t *httpTool) call(ctx context.Context, c Call) (any, error) {
-	req, err := http.NewRequestWithContext(ctx, t.method, t.URL, bytes.NewReader(c.Arguments))
+	rctx, send := egress.TrackSend(ctx)
+	req, err := http.NewRequestWithContext(rctx, t.method, t.URL, bytes.NewReader(c.Arguments))
 	if err != nil {
 		// Func built one already: this does not happen, but its text would
 		// name the URL.
@@ -206,7 +211,7 @@ func (t *httpTool) call(ctx context.Context, c Call) (any, error) {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, t.failed(c, err)
+		return nil, t.failed(c, err, send)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody+1))
@@ -216,7 +221,7 @@ func (t *httpTool) call(ctx context.Context, c Call) (any, error) {
 		}
 		kind := egress.Describe(err)
 		t.warn(c, "reading the upstream's answer failed: "+kind, err)
-		return nil, &ToolError{Code: CodeUpstreamUnreachable, Message: fmt.Sprintf("tool %s: reading the upstream's answer failed: %s", c.Tool, kind)}
+		return nil, &AnswerLostError{Reason: "reading the upstream's answer failed: " + kind, Err: err}
 	}
 	if len(body) > maxUpstreamBody {
 		return nil, &ToolError{Code: CodeResultTooLarge, Message: fmt.Sprintf("the upstream answered more than %d bytes", maxUpstreamBody)}
@@ -311,16 +316,25 @@ func port(u *url.URL) string {
 	return "80"
 }
 
-// failed turns the error of a request that got no answer into the
-// recorded one, and logs its detail.
-func (t *httpTool) failed(c Call, err error) *ToolError {
+// failed turns the error of a request that got no answer into the tool's
+// error, and logs its detail: EGRESS_DENIED for an address the policy
+// refused (recorded: the same call would be refused again); a
+// *NotSentError when not one byte of the request was written (the
+// connection was refused, the name did not resolve, the TLS handshake
+// failed: the reservation is released); else an *AnswerLostError (the
+// request was written, in part or whole: the execution is interrupted).
+func (t *httpTool) failed(c Call, err error, send *egress.Send) error {
 	if errors.Is(err, egress.ErrDenied) {
 		t.warn(c, "the egress policy refused the upstream's address", err)
 		return &ToolError{Code: CodeEgressDenied, Message: fmt.Sprintf("tool %s: the upstream's address is not allowed by the egress policy", c.Tool)}
 	}
 	kind := egress.Describe(err)
-	t.warn(c, "the upstream could not be reached: "+kind, err)
-	return &ToolError{Code: CodeUpstreamUnreachable, Message: fmt.Sprintf("tool %s: the upstream could not be reached: %s", c.Tool, kind)}
+	if t.traceable && !send.Sent() {
+		t.warn(c, "the upstream could not be reached, nothing was sent: "+kind, err)
+		return &NotSentError{Reason: "the upstream could not be reached: " + kind, Err: err}
+	}
+	t.warn(c, "the request was sent, but no answer came: "+kind, err)
+	return &AnswerLostError{Reason: "no answer came: " + kind, Err: err}
 }
 
 // warn logs a failure of c with its detail, redacted.

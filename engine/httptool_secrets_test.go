@@ -3,6 +3,7 @@ package engine
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,6 +11,8 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -83,7 +86,9 @@ func closedPort(t *testing.T) string {
 }
 
 // Finding 2 of issue 14: Go's error text for an unreachable upstream
-// holds the whole URL, and was recorded and replayed.
+// holds the whole URL, and was recorded and replayed. A request that
+// never left is no longer recorded (SPEC §1), but the answer and the log
+// must still keep the URL's secrets out.
 func TestHTTPToolUnreachableKeepsTheURLOut(t *testing.T) {
 	addr := closedPort(t)
 	log, logs := newLog()
@@ -92,28 +97,18 @@ func TestHTTPToolUnreachableKeepsTheURLOut(t *testing.T) {
 	mustAddHTTPTool(t, app, "create_order", HTTPTool{URL: url, Headers: secretHeaders(), Logger: log}, 10*time.Second)
 
 	req := Request{Tool: "create_order", RequestID: "r1"}
-	resp, err := app.Call(t.Context(), Caller{Principal: "p"}, req)
-	if err != nil {
-		t.Fatalf("Call: %v", err)
+	_, err := app.Call(t.Context(), Caller{Principal: "p"}, req)
+	if !errors.Is(err, store.ErrUnavailable) || !errors.Is(err, ErrNotSent) {
+		t.Fatalf("Call: %v; want UNAVAILABLE, never sent", err)
 	}
-	if resp.Record.Status != store.StatusFailed || resp.Record.ErrorCode() != CodeUpstreamUnreachable {
-		t.Fatalf("record = %s %s, want failed %s", resp.Record.Status, resp.Record.Error, CodeUpstreamUnreachable)
+	if want := "tool create_order did not run: its request was never sent (the upstream could not be reached: connection refused)"; !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("message = %q, want it to begin %q", err, want)
 	}
-	msg, _ := recordedError(t, resp.Record)["message"].(string)
-	if want := "tool create_order: the upstream could not be reached: connection refused"; msg != want {
-		t.Errorf("message = %q, want %q", msg, want)
-	}
-	assertNoSecret(t, "the record's error", string(resp.Record.Error), addr, "/orders", "token")
-
-	again, err := app.Call(t.Context(), Caller{Principal: "p"}, req)
-	if err != nil || !again.Replayed {
-		t.Fatalf("retry = %+v, %v; want a replay", again, err)
-	}
-	assertNoSecret(t, "the replay's error", string(again.Record.Error), addr, "/orders")
+	assertNoSecret(t, "the answer", err.Error(), addr, "/orders", "token")
 
 	// The node's log has the detail, redacted, at WARN.
 	out := logs.String()
-	for _, want := range []string{"level=WARN", "tool=create_order", "connection refused", addr + "/orders?[redacted]", "execution_id=" + resp.Record.ExecutionID} {
+	for _, want := range []string{"level=WARN", "tool=create_order", "connection refused", addr + "/orders?[redacted]"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the log lacks %q:\n%s", want, out)
 		}
@@ -121,14 +116,15 @@ func TestHTTPToolUnreachableKeepsTheURLOut(t *testing.T) {
 	assertNoSecret(t, "the log", out)
 }
 
+// TestHTTPToolUnreachableKinds: what the upstream saw decides what is
+// recorded (SPEC §1). Not one byte of the request written (refused, not
+// TLS): nothing is recorded, the caller is told UNAVAILABLE, the identity
+// is free. The request written but no whole answer back (closed without
+// an answer, half a body): the execution is interrupted, and the call and
+// its retry are uncertain. No message names the URL's secrets.
 func TestHTTPToolUnreachableKinds(t *testing.T) {
-	tests := []struct {
-		name string
-		url  func(t *testing.T) string
-		want string
-	}{
-		{"refused", func(t *testing.T) string { return "http://" + closedPort(t) + "/x?token=" + secretQuery }, "connection refused"},
-		{"closed without an answer", func(t *testing.T) string {
+	closing := func(respond func(c net.Conn)) func(t *testing.T) string {
+		return func(t *testing.T) string {
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
 				t.Fatal(err)
@@ -144,32 +140,98 @@ func TestHTTPToolUnreachableKinds(t *testing.T) {
 					if req, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
 						io.Copy(io.Discard, req.Body)
 					}
+					respond(c)
 					c.Close()
 				}
 			}()
 			return "http://" + ln.Addr().String() + "/x?token=" + secretQuery
-		}, "the connection was closed before the answer was complete"},
+		}
+	}
+	tests := []struct {
+		name string
+		url  func(t *testing.T) string
+		sent bool
+		want string
+	}{
+		{"refused", func(t *testing.T) string { return "http://" + closedPort(t) + "/x?token=" + secretQuery }, false, "connection refused"},
 		{"not TLS", func(t *testing.T) string {
 			up := newFakeUpstream(t, answer(http.StatusOK, "", "{}"))
 			return strings.Replace(up.URL, "http://", "https://", 1) + "/x?token=" + secretQuery
-		}, "the upstream does not speak TLS"},
+		}, false, "the upstream does not speak TLS"},
+		{"closed without an answer", closing(func(net.Conn) {}), true, "the connection was closed before the answer was complete"},
+		{"half a body", closing(func(c net.Conn) {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"order\":")
+		}), true, "reading the upstream's answer failed"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			app := quietApp(t)
 			log, logs := newLog()
 			mustAddHTTPTool(t, app, "tool", HTTPTool{URL: tt.url(t), Headers: secretHeaders(), Logger: log}, 10*time.Second)
-			resp, err := app.Call(t.Context(), Caller{Principal: "p"}, Request{Tool: "tool", RequestID: "r1"})
-			if err != nil {
-				t.Fatalf("Call: %v", err)
-			}
-			msg, _ := recordedError(t, resp.Record)["message"].(string)
-			if resp.Record.ErrorCode() != CodeUpstreamUnreachable || !strings.HasPrefix(msg, "tool tool: ") || !strings.Contains(msg, tt.want) {
-				t.Errorf("error = %s, want %s naming the tool and %q", resp.Record.Error, CodeUpstreamUnreachable, tt.want)
-			}
-			assertNoSecret(t, "the record's error", string(resp.Record.Error), "token", "127.0.0.1")
+			req := Request{Tool: "tool", RequestID: "r1"}
+			_, err := app.Call(t.Context(), Caller{Principal: "p"}, req)
+			assertNoSecret(t, "the answer", fmt.Sprint(err), "token", "127.0.0.1")
 			assertNoSecret(t, "the log", logs.String())
+			if !strings.Contains(logs.String(), tt.want) {
+				t.Errorf("the log lacks %q:\n%s", tt.want, logs.String())
+			}
+			rec, lerr := app.Store().Lookup(t.Context(), store.Key{Principal: "p", RequestID: "r1"})
+			if !tt.sent {
+				if !errors.Is(err, store.ErrUnavailable) || !errors.Is(err, ErrNotSent) || !strings.Contains(err.Error(), tt.want) {
+					t.Fatalf("Call: %v; want UNAVAILABLE, never sent, saying %q", err, tt.want)
+				}
+				if !errors.Is(lerr, store.ErrNotFound) {
+					t.Fatalf("after a request never sent the store holds %+v (%v); want nothing", rec, lerr)
+				}
+				return
+			}
+			var ue *store.UncertainError
+			if !errors.As(err, &ue) || ue.Record.Status != store.StatusInterrupted {
+				t.Fatalf("Call: %v; want EXECUTION_UNCERTAIN, interrupted", err)
+			}
+			if lerr != nil || rec.Status != store.StatusInterrupted || rec.ExecutionID != ue.Record.ExecutionID {
+				t.Fatalf("the record = %+v, %v; want %s interrupted", rec, lerr, ue.Record.ExecutionID)
+			}
+			_, err = app.Call(t.Context(), Caller{Principal: "p"}, req)
+			if !errors.As(err, &ue) || ue.Record.Status != store.StatusInterrupted {
+				t.Fatalf("the retry: %v; want EXECUTION_UNCERTAIN, interrupted", err)
+			}
 		})
+	}
+}
+
+// TestHTTPToolNeverSentRunsOnRetry: a call whose request never left frees
+// its identity, so the retry with the same request_id runs the tool, once.
+func TestHTTPToolNeverSentRunsOnRetry(t *testing.T) {
+	var hits atomic.Int32
+	up := newFakeUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		answer(http.StatusOK, "application/json", `{"ok":true}`)(w, r)
+	})
+	var refuse atomic.Bool
+	refuse.Store(true)
+	app := quietApp(t)
+	mustAddHTTPTool(t, app, "tool", HTTPTool{URL: up.URL, control: func(string, string, syscall.RawConn) error {
+		if refuse.Load() {
+			return syscall.ECONNREFUSED
+		}
+		return nil
+	}}, 10*time.Second)
+	req := Request{Tool: "tool", RequestID: "r1"}
+	if _, err := app.Call(t.Context(), Caller{Principal: "p"}, req); !errors.Is(err, ErrNotSent) {
+		t.Fatalf("Call while the upstream refuses: %v; want never sent", err)
+	}
+	refuse.Store(false)
+	resp, err := app.Call(t.Context(), Caller{Principal: "p"}, req)
+	if err != nil || resp.Replayed || resp.Record.Status != store.StatusCompleted {
+		t.Fatalf("the retry = %+v, %v; want a fresh completed run", resp, err)
+	}
+	again, err := app.Call(t.Context(), Caller{Principal: "p"}, req)
+	if err != nil || !again.Replayed || again.Record.ExecutionID != resp.Record.ExecutionID {
+		t.Fatalf("the next retry = %+v, %v; want the replay of %s", again, err, resp.Record.ExecutionID)
+	}
+	if n := hits.Load(); n != 1 {
+		t.Fatalf("the upstream was called %d times, want 1", n)
 	}
 }
 

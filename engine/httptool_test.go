@@ -337,32 +337,6 @@ func TestHTTPToolCallTimeoutLowersToolTimeout(t *testing.T) {
 	}
 }
 
-func TestHTTPToolUnreachable(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-
-	app := quietApp(t)
-	mustAddHTTPTool(t, app, "gone", HTTPTool{URL: "http://" + addr + "/x"}, 10*time.Second)
-	resp, err := app.Call(t.Context(), Caller{Principal: "p"}, Request{Tool: "gone", RequestID: "r1"})
-	if err != nil {
-		t.Fatalf("Call: %v", err)
-	}
-	if resp.Record.Status != store.StatusFailed {
-		t.Fatalf("status = %s (error %s), want failed", resp.Record.Status, resp.Record.Error)
-	}
-	e := recordedError(t, resp.Record)
-	if e["code"] != "UPSTREAM_UNREACHABLE" {
-		t.Errorf("error code = %v, want UPSTREAM_UNREACHABLE", e["code"])
-	}
-	if msg, _ := e["message"].(string); msg == "" {
-		t.Error("the error has no message")
-	}
-}
-
 func TestHTTPToolWithoutRequestID(t *testing.T) {
 	up := newFakeUpstream(t, answer(http.StatusOK, "application/json", `{}`))
 	app := quietApp(t)

@@ -121,8 +121,15 @@ func (r Result) Validate() error {
 	switch {
 	case r.ExecutionID == "":
 		return invalidf("result has no execution id")
+	case r.Status == StatusInterrupted:
+		// The runner's own word that its answer was lost: no payload, no
+		// finish time; the record stays open.
+		if len(r.Data) > 0 || len(r.Error) > 0 || !r.FinishedAt.IsZero() {
+			return invalidf("an interrupted result carries no data, error or finish time")
+		}
+		return nil
 	case !r.Status.Finished():
-		return invalidf("result status %q is not a final status", r.Status)
+		return invalidf("result status %q is not a final status or interrupted", r.Status)
 	case r.Status == StatusCompleted && !json.Valid(r.Data):
 		return invalidf("completed result needs valid JSON data")
 	case r.Status != StatusCompleted && !isObject(r.Error):

@@ -196,6 +196,11 @@ type Store interface {
 	// that was not kept) and returns that record. The fact that the tool
 	// ran is never lost and the record never stays running; the bounds are
 	// exceeded at most by these small errors (and cancellations').
+	//
+	// A res whose Status is interrupted (no data, no error, no finish
+	// time) is the runner's own word that the tool's answer was lost: the
+	// record becomes (or stays) interrupted, open to reconciliation, under
+	// the same conditions.
 	Complete(ctx context.Context, key Key, fingerprint string, res Result) (Record, error)
 
 	// Get returns the record of an execution, or ErrNotFound.

@@ -200,11 +200,43 @@ func TestBlackBoxHTTPToolsKeepSecretsAndStayOnTheirHost(t *testing.T) {
 		return a
 	}
 
+	// SPEC §1, nothing sent, nothing recorded: a refused connection is
+	// answered 503 with Retry-After, saying the tool did not run, and
+	// leaves no record; once the upstream listens, the retry with the same
+	// request_id runs the tool.
 	t.Run("unreachable", func(t *testing.T) {
-		a := call(t, "create_order", closed, "/orders", "token")
-		if a.Status != "failed" || a.Error.Code != "UPSTREAM_UNREACHABLE" ||
-			a.Error.Message != "tool create_order: the upstream could not be reached: connection refused" {
-			t.Errorf("answer = %+v, want failed UPSTREAM_UNREACHABLE naming the tool and the refused connection", a)
+		body := `{"tool":"create_order","arguments":{"sku":"KB-01"},"request_id":"bb-create_order"}`
+		resp, err := http.Post(n.URL+"/v1/tools/call", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var env struct {
+			Error struct{ Code, Message string }
+		}
+		json.Unmarshal(raw, &env)
+		want := "tool create_order did not run: its request was never sent (the upstream could not be reached: connection refused)"
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" ||
+			env.Error.Code != "UNAVAILABLE" || !strings.HasPrefix(env.Error.Message, want) {
+			t.Fatalf("answer = %d (Retry-After %q) %s; want 503 UNAVAILABLE with Retry-After, saying %q",
+				resp.StatusCode, resp.Header.Get("Retry-After"), raw, want)
+		}
+		noSecret(t, "the answer", string(raw), closed, "/orders", "token")
+		if status, rec := bbGet(t, n.URL+"/v1/executions?request_id=bb-create_order"); status != http.StatusNotFound {
+			t.Fatalf("the identity after a request never sent: %d %s; want 404 (nothing recorded)", status, rec)
+		}
+		ln, err := net.Listen("tcp", closed)
+		if err != nil {
+			t.Fatalf("listening again on %s: %v", closed, err)
+		}
+		up := startUpstream(t, ln, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"order_id":1}`)
+		})
+		a := call(t, "create_order", "/orders", "token")
+		if a.Status != "completed" || up.requests.Load() != 1 {
+			t.Errorf("the retry once the upstream listens = %+v, upstream requests %d; want completed, run once", a, up.requests.Load())
 		}
 	})
 

@@ -176,10 +176,11 @@ func (p *Policy) Dialer() *net.Dialer {
 // Transport returns a new http.Transport that dials through Dialer, with
 // the settings of http.DefaultTransport except one: it uses no proxy, not
 // even one named by HTTP_PROXY or HTTPS_PROXY, since the policy can only
-// check the addresses it connects to itself.
+// check the addresses it connects to itself. Its connections count the
+// bytes written to them (TrackSend).
 func (p *Policy) Transport() *http.Transport {
 	return &http.Transport{
-		DialContext:           p.Dialer().DialContext,
+		DialContext:           CountWrites(p.Dialer().DialContext),
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          100,
 		IdleConnTimeout:       90 * time.Second,

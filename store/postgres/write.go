@@ -43,7 +43,7 @@ func (s *Store) Complete(ctx context.Context, key store.Key, fingerprint string,
 			res = store.OverflowResult(res, over, limit)
 		}
 		return tx.Query(ctx, s.q.complete, key.Principal, key.Session, key.RequestID, fingerprint,
-			string(res.Status), []byte(res.Data), []byte(res.Error), res.FinishedAt, res.ExecutionID)
+			string(res.Status), []byte(res.Data), []byte(res.Error), finishedAt(res), res.ExecutionID)
 	}, nil)
 	if err != nil || ok {
 		return rec, err
@@ -275,4 +275,13 @@ func (s *Store) refused(ctx context.Context, op, executionID string) (store.Reco
 		return store.Record{}, err
 	}
 	return store.Record{}, &store.StateError{Op: op, Record: rec}
+}
+
+// finishedAt is the finish time a result sets: none (NULL) for an
+// interrupted one, which stays open.
+func finishedAt(res store.Result) *time.Time {
+	if res.FinishedAt.IsZero() {
+		return nil
+	}
+	return &res.FinishedAt
 }

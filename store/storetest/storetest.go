@@ -27,6 +27,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"Conflict", testConflict},
 		{"UncertainWhileOpen", testUncertainWhileOpen},
 		{"CompleteOnlyByOwner", testCompleteOnlyByOwner},
+		{"CompleteInterrupted", testCompleteInterrupted},
 		{"CompleteRejectsMalformed", testCompleteRejectsMalformed},
 		{"CapacityFailsClosed", testCapacityFailsClosed},
 		{"PrincipalQuota", testPrincipalQuota},
@@ -213,6 +214,61 @@ func testUncertainWhileOpen(t *testing.T, newStore Factory) {
 	if done.Status != store.StatusCompleted || done.Resolved {
 		t.Fatalf("late completion = %+v", done)
 	}
+}
+
+// testCompleteInterrupted: a runner whose tool's answer was lost records
+// the execution interrupted (no data, error or finish time); the record
+// is then uncertain to every retry, counted as interrupted, and settled by
+// a resolution, a release or the runner's own late result alike.
+func testCompleteInterrupted(t *testing.T, newStore Factory) {
+	s := newStore(t, 10)
+	ctx := context.Background()
+	lost := func(id string) store.Result {
+		return store.Result{ExecutionID: id, Status: store.StatusInterrupted}
+	}
+	k := key("lost1")
+	ex := newExec("t")
+	mustReserve(t, s, k, "fp", ex, store.Reserved)
+	rec := mustComplete(t, s, k, "fp", lost(ex.ID))
+	if rec.Status != store.StatusInterrupted || len(rec.Data) > 0 || len(rec.Error) > 0 || !rec.FinishedAt.IsZero() {
+		t.Fatalf("interrupted by its runner = %+v", rec)
+	}
+	if rec := mustReserve(t, s, k, "fp", newExec("t"), store.Uncertain); rec.ExecutionID != ex.ID || rec.Status != store.StatusInterrupted {
+		t.Fatalf("a retry after the answer was lost = %+v, want uncertain and interrupted", rec)
+	}
+	if got, err := s.Get(ctx, ex.ID); err != nil || got.Status != store.StatusInterrupted || !got.FinishedAt.IsZero() {
+		t.Fatalf("Get = %+v, %v", got, err)
+	}
+	res, err := s.Resolve(ctx, ex.ID, store.Resolution{Result: completed(ex.ID, `{"found":1}`)})
+	if err != nil || res.Status != store.StatusCompleted || !res.Resolved {
+		t.Fatalf("Resolve after the answer was lost = %+v, %v", res, err)
+	}
+	// Once finished, a lost answer is refused like any late completion.
+	_, err = s.Complete(ctx, k, "fp", lost(ex.ID))
+	wantState(t, "interrupting a finished execution", err, store.StatusCompleted)
+
+	// Released: the next call runs.
+	k2 := key("lost2")
+	ex2 := newExec("t")
+	mustReserve(t, s, k2, "fp", ex2, store.Reserved)
+	mustComplete(t, s, k2, "fp", lost(ex2.ID))
+	if _, err := s.Release(ctx, ex2.ID, false); err != nil {
+		t.Fatalf("Release of an execution interrupted by its runner: %v", err)
+	}
+	mustReserve(t, s, k2, "fp", newExec("t"), store.Reserved)
+
+	// Malformed: an interrupted result carries nothing.
+	k3 := key("lost3")
+	ex3 := newExec("t")
+	mustReserve(t, s, k3, "fp", ex3, store.Reserved)
+	bad := lost(ex3.ID)
+	bad.Data = json.RawMessage(`1`)
+	_, err = s.Complete(ctx, k3, "fp", bad)
+	wantErr(t, "an interrupted result with data", err, store.ErrInvalid)
+	bad = lost(ex3.ID)
+	bad.FinishedAt = epoch
+	_, err = s.Complete(ctx, k3, "fp", bad)
+	wantErr(t, "an interrupted result with a finish time", err, store.ErrInvalid)
 }
 
 func testCompleteOnlyByOwner(t *testing.T, newStore Factory) {
