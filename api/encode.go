@@ -70,6 +70,10 @@ func appendRecord(dst []byte, v *recordView) []byte {
 		dst = append(dst, `,"resolved":`...)
 		dst = strconv.AppendBool(dst, *v.Resolved)
 	}
+	if v.ResolvedBy != "" {
+		dst = append(dst, `,"resolved_by":`...)
+		dst = appendString(dst, v.ResolvedBy)
+	}
 	if v.Released {
 		dst = append(dst, `,"released":true`...)
 	}

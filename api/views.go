@@ -22,6 +22,7 @@ type recordView struct {
 	Error       json.RawMessage `json:"error,omitempty"`
 	Replayed    *bool           `json:"replayed,omitempty"`
 	Resolved    *bool           `json:"resolved,omitempty"`
+	ResolvedBy  string          `json:"resolved_by,omitempty"`
 	Released    bool            `json:"released,omitempty"`
 	StartedAt   string          `json:"started_at"`
 	FinishedAt  string          `json:"finished_at,omitempty"`
@@ -58,6 +59,7 @@ func callView(resp engine.Response) recordView {
 	v.Replayed = &resp.Replayed
 	if resp.Record.Resolved {
 		v.Resolved = &resp.Record.Resolved
+		v.ResolvedBy = resp.Record.ResolvedBy
 	}
 	return v
 }
@@ -66,6 +68,7 @@ func callView(resp engine.Response) recordView {
 func executionView(r store.Record) recordView {
 	v := baseView(r)
 	v.Resolved = &r.Resolved
+	v.ResolvedBy = r.ResolvedBy
 	v.Fingerprint = r.Fingerprint
 	v.NodeID = r.NodeID
 	v.Principal = r.Key.Principal

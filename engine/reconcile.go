@@ -106,6 +106,7 @@ func (r *Runtime) Resolve(ctx context.Context, caller Caller, id string, res Res
 				ExecutionID: id, Status: store.Status(res.Status), Data: res.Data, Error: res.Error, FinishedAt: r.now(),
 			},
 			AllowRunning: allowRunning,
+			By:           caller.Principal,
 		})
 	}
 	if err != nil {

@@ -212,6 +212,11 @@ func (e *encoder) body(c Command) error {
 			return err
 		}
 		e.bool(c.Resolution.AllowRunning)
+		if c.Resolution.By != "" {
+			// Written only when set: a resolve of a build before By
+			// ended here, and still decodes.
+			e.str(c.Resolution.By)
+		}
 	case TypeRelease:
 		e.str(c.ExecutionID)
 		e.bool(c.AllowRunning)
@@ -362,6 +367,9 @@ func decodeBinary(data []byte) (Command, error) {
 	case TypeResolve:
 		c.ExecutionID = d.str()
 		c.Resolution = &store.Resolution{Result: d.result(), AllowRunning: d.bool()}
+		if d.err == nil && len(d.b) > 0 {
+			c.Resolution.By = d.str()
+		}
 	case TypeRelease:
 		c.ExecutionID = d.str()
 		c.AllowRunning = d.bool()

@@ -49,7 +49,7 @@ func TestBinaryCodecEveryField(t *testing.T) {
 			Quota: 3, ByteQuota: 1 << 40, Headroom: 9, DedupeWindow: time.Hour}),
 		fsm.TypeComplete:    fsm.Complete(k, "fp", res),
 		fsm.TypeCancel:      fsm.Cancel("e1", res),
-		fsm.TypeResolve:     fsm.Resolve("e1", store.Resolution{Result: res, AllowRunning: true}),
+		fsm.TypeResolve:     fsm.Resolve("e1", store.Resolution{Result: res, AllowRunning: true, By: "alice"}),
 		fsm.TypeRelease:     fsm.Release("e1", true),
 		fsm.TypeInterrupt:   fsm.Interrupt("n1"),
 		fsm.TypeExpire:      fsm.Expire(t0),

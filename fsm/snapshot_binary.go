@@ -88,7 +88,16 @@ func (e *encoder) record(r *store.Record) error {
 	e.str(r.NodeID)
 	e.time(r.StartedAt)
 	e.time(r.FinishedAt)
-	e.bool(r.Resolved)
+	// The resolved byte: 0 not resolved, 1 resolved, 2 resolved and by
+	// whom (a string follows). A snapshot of a build before ResolvedBy
+	// holds only 0 and 1.
+	switch {
+	case r.Resolved && r.ResolvedBy != "":
+		e.b = append(e.b, 2)
+		e.str(r.ResolvedBy)
+	default:
+		e.bool(r.Resolved)
+	}
 	e.uint(r.Seq)
 	return e.err
 }
@@ -117,7 +126,14 @@ func (d *decoder) record() store.Record {
 	}
 	r.NodeID = d.str()
 	r.StartedAt, r.FinishedAt = d.time(), d.time()
-	r.Resolved = d.bool()
+	switch b := d.bytes(1); {
+	case len(b) == 1 && b[0] == 2:
+		r.Resolved, r.ResolvedBy = true, d.str()
+	case len(b) == 1 && b[0] <= 1:
+		r.Resolved = b[0] == 1
+	case len(b) == 1:
+		d.fail(fmt.Errorf("resolved %d", b[0]))
+	}
 	r.Seq = d.uint()
 	return r
 }

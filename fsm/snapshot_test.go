@@ -15,7 +15,10 @@ func TestSnapshotRestoresExactly(t *testing.T) {
 	x := seeded(t)
 	x.mustReserve("res", "e-res", "n2")
 	x.mustOK(fsm.Interrupt("n2"))
-	x.mustOK(fsm.Resolve("e-res", store.Resolution{Result: completed("e-res", `[1,2]`, t0.Add(time.Hour))}))
+	x.mustOK(fsm.Resolve("e-res", store.Resolution{Result: completed("e-res", `[1,2]`, t0.Add(time.Hour)), By: store.ResolvedByProbe}))
+	x.mustReserve("res2", "e-res2", "n2")
+	x.mustOK(fsm.Interrupt("n2"))
+	x.mustOK(fsm.Resolve("e-res2", store.Resolution{Result: completed("e-res2", `3`, t0.Add(time.Hour))}))
 	b := x.snapshot()
 
 	p := mustRestore(t, b)
@@ -29,8 +32,11 @@ func TestSnapshotRestoresExactly(t *testing.T) {
 		t.Fatalf("restored capacity %d, last seq %d, nodes %+v",
 			p.State().Capacity(), p.State().LastSeq(), p.Nodes())
 	}
-	if r, err := p.State().Get("e-res"); err != nil || !r.Resolved || string(r.Data) != `[1,2]` {
+	if r, err := p.State().Get("e-res"); err != nil || !r.Resolved || r.ResolvedBy != store.ResolvedByProbe || string(r.Data) != `[1,2]` {
 		t.Fatalf("restored resolved record: %+v, %v", r, err)
+	}
+	if r, err := p.State().Get("e-res2"); err != nil || !r.Resolved || r.ResolvedBy != "" {
+		t.Fatalf("restored record resolved by nobody named: %+v, %v", r, err)
 	}
 
 	// Both go on alike: the next entries give the same answers.

@@ -163,6 +163,10 @@ type Record struct {
 	StartedAt   time.Time       `json:"started_at"`
 	FinishedAt  time.Time       `json:"finished_at,omitzero"`
 	Resolved    bool            `json:"resolved,omitempty"`
+	// ResolvedBy, on a resolved record, says who established its outcome:
+	// the principal that resolved it, or ResolvedByProbe; empty on one
+	// resolved before it was kept.
+	ResolvedBy string `json:"resolved_by,omitempty"`
 	// Seq is assigned by the Store when the reservation is made and grows
 	// with every reservation. It orders listings and, in a replicated store,
 	// is the log index at which the reservation committed: a fencing token.

@@ -287,6 +287,7 @@ func (s *State) Resolve(executionID string, rs Resolution) (Record, error) {
 	}
 	s.settle(r, rs.Result)
 	r.Resolved = true
+	r.ResolvedBy = rs.By
 	return *r, nil
 }
 
@@ -422,7 +423,7 @@ func recordsEqual(a, b Record) bool {
 	return a.ExecutionID == b.ExecutionID && a.Key == b.Key && a.Tool == b.Tool &&
 		a.Fingerprint == b.Fingerprint && a.Status == b.Status && a.NodeID == b.NodeID &&
 		a.StartedAt.Equal(b.StartedAt) && a.FinishedAt.Equal(b.FinishedAt) &&
-		a.Resolved == b.Resolved && a.Seq == b.Seq &&
+		a.Resolved == b.Resolved && a.ResolvedBy == b.ResolvedBy && a.Seq == b.Seq &&
 		bytes.Equal(a.Data, b.Data) && bytes.Equal(a.Error, b.Error)
 }
 

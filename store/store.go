@@ -3,7 +3,9 @@ package store
 import (
 	"context"
 	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Outcome is what Reserve found for an identity.
@@ -53,6 +55,30 @@ type Resolution struct {
 	// a member), or when they are the runner releasing a reservation whose
 	// tool never started.
 	AllowRunning bool
+	// By is who established the outcome: the resolving principal, or
+	// ResolvedByProbe. It is kept as the record's ResolvedBy (at most
+	// MaxResolvedBy bytes).
+	By string
+}
+
+// ResolvedByProbe is the Resolution.By of an outcome a reconcile probe
+// established (SPEC §3.3).
+const ResolvedByProbe = "probe"
+
+// MaxResolvedBy bounds Resolution.By: a principal's name or "probe".
+const MaxResolvedBy = 255
+
+// Validate reports whether rs is a well-formed resolution: its Result is
+// (Result.Validate), and By is at most MaxResolvedBy bytes of valid UTF-8
+// without NUL.
+func (rs Resolution) Validate() error {
+	if err := rs.Result.Validate(); err != nil {
+		return err
+	}
+	if len(rs.By) > MaxResolvedBy || !utf8.ValidString(rs.By) || strings.ContainsRune(rs.By, 0) {
+		return invalidf("resolved by: at most %d bytes of UTF-8 without NUL", MaxResolvedBy)
+	}
+	return nil
 }
 
 // ListQuery selects records for listing. Its filters are applied by the

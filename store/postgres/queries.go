@@ -71,7 +71,7 @@ func newQueries(n names) queries {
 	FROM freeing
 ), upd AS (
 	UPDATE {records} AS r SET execution_id = $5::text, seq = cond.seq, tool = $6::text, status = 'running',
-		node_id = $8::text, started_at = $9::timestamptz, finished_at = NULL, data = NULL, error = NULL, resolved = false
+		node_id = $8::text, started_at = $9::timestamptz, finished_at = NULL, data = NULL, error = NULL, resolved = false, resolved_by = NULL
 	FROM cond
 	WHERE cond.stale AND cond.fresh_id AND cond.room_bytes AND cond.under_byte_quota
 		AND r.principal = $2::text AND r.session_id = $3::text AND r.request_id = $4::text
@@ -97,7 +97,7 @@ func newQueries(n names) queries {
 SELECT cond.fresh_id, cond.room, cond.under_quota, cond.room_bytes, cond.under_byte_quota, cond.stale,
 	coalesce(ins.seq, upd.seq), coalesce(ins.started_at, upd.started_at),
 	cur.execution_id, cur.seq, cur.tool, cur.fingerprint, cur.status, cur.node_id, cur.started_at,
-	cur.finished_at, cur.data, cur.error, cur.resolved
+	cur.finished_at, cur.data, cur.error, cur.resolved, cur.resolved_by
 FROM cond LEFT JOIN ins ON true LEFT JOIN upd ON true LEFT JOIN cur ON true`),
 
 		// The conditional writes: each applies only to a record its WHERE
@@ -113,7 +113,7 @@ RETURNING ` + recordColumns),
 		cancel: x(`UPDATE {records} SET status = 'cancelled', data = $2, error = $3, finished_at = $4
 WHERE execution_id = $1 AND status = 'running'
 RETURNING ` + recordColumns),
-		resolve: x(`UPDATE {records} SET status = $2, data = $3, error = $4, finished_at = $5, resolved = true
+		resolve: x(`UPDATE {records} SET status = $2, data = $3, error = $4, finished_at = $5, resolved = true, resolved_by = nullif($7, '')
 WHERE execution_id = $1 AND (status = 'interrupted' OR (status = 'running' AND $6::boolean))
 RETURNING ` + recordColumns),
 		markInterrupted: x(`UPDATE {records} SET status = 'interrupted' WHERE node_id = $1 AND status = 'running'`),

@@ -88,12 +88,13 @@ type reserveRow struct {
 	heldStarted, heldFinished                      *time.Time
 	data, errBody                                  []byte
 	resolved                                       *bool
+	resolvedBy                                     *string
 }
 
 func (r *reserveRow) scan(row pgx.Row) error {
 	return row.Scan(&r.freshID, &r.room, &r.underQuota, &r.roomBytes, &r.underByteQuota, &r.stale, &r.seq, &r.startedAt,
 		&r.executionID, &r.heldSeq, &r.tool, &r.fingerprint, &r.status, &r.nodeID, &r.heldStarted,
-		&r.heldFinished, &r.data, &r.errBody, &r.resolved)
+		&r.heldFinished, &r.data, &r.errBody, &r.resolved, &r.resolvedBy)
 }
 
 // held returns the identity's record, when the statement found it held.
@@ -105,6 +106,9 @@ func (r *reserveRow) held(key store.Key) (store.Record, bool) {
 		ExecutionID: *r.executionID, Key: key, Tool: *r.tool, Fingerprint: *r.fingerprint,
 		Status: store.Status(*r.status), NodeID: *r.nodeID, StartedAt: r.heldStarted.UTC(),
 		Resolved: *r.resolved, Seq: uint64(*r.heldSeq),
+	}
+	if r.resolvedBy != nil {
+		rec.ResolvedBy = *r.resolvedBy
 	}
 	if r.heldFinished != nil {
 		rec.FinishedAt = r.heldFinished.UTC()

@@ -17,7 +17,7 @@ import (
 // SchemaVersion is the version of the tables this package creates and
 // uses. A database whose tables are at a later version (made by a newer
 // build) is refused by Open rather than written with an older layout.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // migrations[v-1] takes the tables from version v-1 to v. Each runs in the
 // migrating transaction, so a version is applied whole or not at all.
@@ -87,6 +87,10 @@ UPDATE {principals} AS pr SET bytes = (SELECT coalesce(sum(` + recordSizeSQL + `
 	// store rebuilt by hand may have them already.
 	`CREATE INDEX IF NOT EXISTS {rec_pseq} ON {records} (principal, seq);
 CREATE INDEX IF NOT EXISTS {rec_open} ON {records} (seq) WHERE status IN ('running', 'interrupted');`,
+	// 4: who resolved a record (store.Record.ResolvedBy): a principal, or
+	// "probe"; NULL on records resolved before it was kept, and on every
+	// record not resolved. IF NOT EXISTS, as version 3.
+	`ALTER TABLE {records} ADD COLUMN IF NOT EXISTS resolved_by text;`,
 }
 
 // recordSizeSQL is store.RecordSize of a row of {records}, in SQL: the

@@ -157,7 +157,7 @@ func (s *Store) one(ctx context.Context, op, sql string, args ...any) (store.Rec
 
 // recordColumns are the columns scanRecord reads, in its order.
 const recordColumns = `principal, session_id, request_id, execution_id, seq, tool, fingerprint,
-	status, node_id, started_at, finished_at, data, error, resolved`
+	status, node_id, started_at, finished_at, data, error, resolved, resolved_by`
 
 // scanRecord reads a row of recordColumns.
 func scanRecord(row pgx.CollectableRow) (store.Record, error) {
@@ -168,11 +168,15 @@ func scanRecord(row pgx.CollectableRow) (store.Record, error) {
 		finished *time.Time
 		data     []byte
 		errBody  []byte
+		by       *string
 	)
 	err := row.Scan(&r.Key.Principal, &r.Key.Session, &r.Key.RequestID, &r.ExecutionID, &seq, &r.Tool,
-		&r.Fingerprint, &status, &r.NodeID, &r.StartedAt, &finished, &data, &errBody, &r.Resolved)
+		&r.Fingerprint, &status, &r.NodeID, &r.StartedAt, &finished, &data, &errBody, &r.Resolved, &by)
 	if err != nil {
 		return store.Record{}, err
+	}
+	if by != nil {
+		r.ResolvedBy = *by
 	}
 	r.Seq, r.Status = uint64(seq), store.Status(status)
 	r.StartedAt = r.StartedAt.UTC()

@@ -95,7 +95,7 @@ func (s *Store) Resolve(ctx context.Context, executionID string, r store.Resolut
 		return store.Record{}, store.ErrNotFound
 	}
 	rec, ok, err := s.settle(ctx, "resolve", func(tx pgx.Tx) (pgx.Rows, error) {
-		return tx.Query(ctx, s.q.resolve, executionID, string(r.Status), []byte(r.Data), []byte(r.Error), r.FinishedAt, r.AllowRunning)
+		return tx.Query(ctx, s.q.resolve, executionID, string(r.Status), []byte(r.Data), []byte(r.Error), r.FinishedAt, r.AllowRunning, r.By)
 	}, func(tx pgx.Tx, rec store.Record) (error, error) {
 		// An outcome that does not fit is refused, as store.State does.
 		storeBytes, principalBytes, err := s.bytesOf(ctx, tx, rec.Key.Principal)

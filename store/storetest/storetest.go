@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -440,7 +441,7 @@ func testResolve(t *testing.T, newStore Factory) {
 	k := key("v1")
 	ex := newExec("t")
 	mustReserve(t, s, k, "fp", ex, store.Reserved)
-	res := store.Resolution{Result: completed(ex.ID, `{"ok":true}`)}
+	res := store.Resolution{Result: completed(ex.ID, `{"ok":true}`), By: store.ResolvedByProbe}
 	_, err := s.Resolve(ctx, ex.ID, res)
 	wantState(t, "resolve of a running execution", err, store.StatusRunning)
 
@@ -448,13 +449,18 @@ func testResolve(t *testing.T, newStore Factory) {
 		t.Fatal(err)
 	}
 	rec, err := s.Resolve(ctx, ex.ID, res)
-	if err != nil || rec.Status != store.StatusCompleted || !rec.Resolved || string(rec.Data) != `{"ok":true}` {
+	if err != nil || rec.Status != store.StatusCompleted || !rec.Resolved || rec.ResolvedBy != store.ResolvedByProbe || string(rec.Data) != `{"ok":true}` {
 		t.Fatalf("Resolve = %+v, %v", rec, err)
 	}
 	again := mustReserve(t, s, k, "fp", newExec("t"), store.Replay)
-	if !again.Resolved || again.ExecutionID != ex.ID {
+	if !again.Resolved || again.ResolvedBy != store.ResolvedByProbe || again.ExecutionID != ex.ID {
 		t.Fatalf("replay after resolve = %+v", again)
 	}
+	if got, err := s.Get(ctx, ex.ID); err != nil || got.ResolvedBy != store.ResolvedByProbe {
+		t.Fatalf("Get after resolve = %+v, %v; want resolved by %q", got, err, store.ResolvedByProbe)
+	}
+	_, err = s.Resolve(ctx, "exec_none", store.Resolution{Result: completed("exec_none", `1`), By: strings.Repeat("x", store.MaxResolvedBy+1)})
+	wantErr(t, "resolved by a name over the bound", err, store.ErrInvalid)
 	_, err = s.Resolve(ctx, ex.ID, res)
 	wantState(t, "resolve of a finished execution", err, store.StatusCompleted)
 	// The runner's late result no longer applies.
@@ -465,7 +471,7 @@ func testResolve(t *testing.T, newStore Factory) {
 	ex2 := newExec("t")
 	mustReserve(t, s, key("v2"), "fp", ex2, store.Reserved)
 	rec, err = s.Resolve(ctx, ex2.ID, store.Resolution{Result: failedWith(ex2.ID, store.StatusFailed, "GONE"), AllowRunning: true})
-	if err != nil || rec.Status != store.StatusFailed || !rec.Resolved {
+	if err != nil || rec.Status != store.StatusFailed || !rec.Resolved || rec.ResolvedBy != "" {
 		t.Fatalf("Resolve(AllowRunning) = %+v, %v", rec, err)
 	}
 	// Only completed and failed are outcomes a caller can establish.
