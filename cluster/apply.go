@@ -149,7 +149,7 @@ func (n *Node) awaitProposal(it *proposal, deadline time.Time) proposalResult {
 		case r := <-it.done:
 			return r
 		case <-t.C:
-			if err, _ := n.logs.stalled(); err != nil && n.logs.queueStalled() {
+			if _, err := n.logs.stalled(); err != nil && n.logs.queueStalled() {
 				return proposalResult{err: fmt.Errorf("%w: the write waits for disk space on node %s, and is applied once there is room, unless leadership changes first (%w)",
 					store.ErrCommitUnknown, n.cfg.NodeID, err)}
 			}

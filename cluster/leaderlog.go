@@ -129,13 +129,13 @@ func diskFull(err error) bool {
 	return strings.Contains(msg, syscall.ENOSPC.Error()) || strings.Contains(msg, syscall.EDQUOT.Error())
 }
 
-// stalled returns the disk-full error the log is stalled on, and since
-// when; nil when it writes.
-func (l *leaderLog) stalled() (error, time.Time) {
+// stalled returns since when the log is stalled on a full disk, and the
+// disk-full error; a nil error when it writes.
+func (l *leaderLog) stalled() (time.Time, error) {
 	if s := l.stall.Load(); s != nil {
-		return s.err, s.since
+		return s.since, s.err
 	}
-	return nil, time.Time{}
+	return time.Time{}, nil
 }
 
 // queueStalled reports whether the leader's queue waits for disk space,
@@ -273,7 +273,7 @@ func (l *leaderLog) drain() error {
 		return l.failed
 	}
 	if len(l.queue) > 0 {
-		err, _ := l.stalled()
+		_, err := l.stalled()
 		return err
 	}
 	return nil

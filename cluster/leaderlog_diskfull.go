@@ -35,7 +35,7 @@ func (n *Node) refuseOnFullDisk(t fsm.Type) error {
 	if t != fsm.TypeReserve || !n.logs.queueStalled() {
 		return nil
 	}
-	err, since := n.logs.stalled()
+	since, err := n.logs.stalled()
 	if err == nil {
 		return nil
 	}
@@ -77,7 +77,7 @@ func (n *Node) watchDiskFull() {
 		case <-n.logs.changed:
 		case <-tick.C:
 		}
-		err, since := n.logs.stalled()
+		since, err := n.logs.stalled()
 		switch {
 		case err != nil && was == nil:
 			n.log.Error("the raft log cannot be written: the disk is full; this node refuses new calls (503) and retries until there is room; free space in the data dir",
@@ -100,7 +100,7 @@ func (n *Node) diskFullCollectors() []prometheus.Collector {
 			Name: "carmy_raft_log_disk_full",
 			Help: "1 while this node's Raft log cannot be written for want of disk space (ENOSPC, EDQUOT): on the leader, new calls are refused with 503 until there is room; 0 otherwise.",
 		}, func() float64 {
-			if err, _ := n.logs.stalled(); err != nil {
+			if _, err := n.logs.stalled(); err != nil {
 				return 1
 			}
 			return 0

@@ -96,7 +96,7 @@ func TestLeaderLogRetriesWhenDiskFull(t *testing.T) {
 		t.Fatalf("a leader's StoreLogs on a full disk: %v (want it queued)", err)
 	}
 	waitForCond(t, "the log to stall", func() bool { return l.queueStalled() })
-	err, since := l.stalled()
+	since, err := l.stalled()
 	if !errors.Is(err, syscall.ENOSPC) || since.IsZero() || !strings.Contains(err.Error(), "/data/raft.db") || !strings.Contains(err.Error(), "3–4") {
 		t.Fatalf("stalled() = %v, %v; want ENOSPC naming the file and entries 3–4", err, since)
 	}
@@ -157,7 +157,7 @@ func TestLeaderLogRetriesWhenDiskFull(t *testing.T) {
 			t.Errorf("waitDurable(5): %v", err)
 		}
 	})
-	if err, _ := l.stalled(); err != nil || l.queueStalled() {
+	if _, err := l.stalled(); err != nil || l.queueStalled() {
 		t.Fatalf("still stalled after the write: %v", err)
 	}
 	if last, _ := s.InmemStore.LastIndex(); last != 5 {
@@ -183,14 +183,14 @@ func TestLeaderLogFollowerDiskFull(t *testing.T) {
 	if err := l.StoreLogs(logsFrom(1, 1)); !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("StoreLogs = %v, want ENOSPC", err)
 	}
-	if err, _ := l.stalled(); !errors.Is(err, syscall.ENOSPC) || l.queueStalled() {
+	if _, err := l.stalled(); !errors.Is(err, syscall.ENOSPC) || l.queueStalled() {
 		t.Fatalf("stalled() = %v, queueStalled = %v; want ENOSPC, false", err, l.queueStalled())
 	}
 	s.heal()
 	if err := l.StoreLogs(logsFrom(1, 1)); err != nil {
 		t.Fatal(err)
 	}
-	if err, _ := l.stalled(); err != nil {
+	if _, err := l.stalled(); err != nil {
 		t.Fatalf("stalled() = %v after a write succeeded", err)
 	}
 }

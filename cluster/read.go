@@ -88,7 +88,7 @@ func (n *Node) waitApplied(ctx context.Context, idx uint64, deadline time.Time) 
 // (it refuses new calls).
 func (n *Node) Ready(context.Context) error {
 	if n.logs.queueStalled() {
-		err, _ := n.logs.stalled()
+		_, err := n.logs.stalled()
 		return fmt.Errorf("%w: the disk is full: this node's raft log cannot be written, and it refuses new calls (%v)", store.ErrUnavailable, err)
 	}
 	if id, addr := n.Leader(); id == "" {
