@@ -119,7 +119,7 @@ func Open(cfg Config) (*Node, error) {
 	if cfg.Hooks.LogStore != nil {
 		durable = cfg.Hooks.LogStore(durable)
 	}
-	n.logs = newLeaderLog(durable)
+	n.logs = newLeaderLog(durable, filepath.Join(cfg.DataDir, "raft.db"))
 	logs, err := raft.NewLogCache(logCacheSize, n.logs)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: log cache: %w", err)
@@ -151,6 +151,7 @@ func Open(cfg Config) (*Node, error) {
 		}
 	}
 	n.background(n.observeLeaderChanges)
+	n.background(n.watchDiskFull)
 	n.background(n.leaderDuties)
 	n.background(n.watchSilence)
 	n.background(n.gossipRejoin)
@@ -313,6 +314,9 @@ func (n *Node) CloseContext(ctx context.Context) error {
 func (n *Node) close() error {
 	n.HandOff()
 	n.stopOnce.Do(func() { close(n.stop) })
+	// A log write waiting for disk space is given up, so that what waits
+	// on it (an apply, Raft's shutdown) ends.
+	n.logs.abandon()
 	n.bgCancel()
 	n.fwd.close()
 	n.streams.closeAll()
