@@ -84,6 +84,7 @@ func (n *Node) watchDiskFull() {
 				slog.String("data_dir", n.cfg.DataDir), slog.Bool("leader", n.IsLeader()), slog.Any("err", err))
 		case err == nil && was != nil:
 			n.log.Info("the raft log is written again: the disk has room", slog.Duration("full_for", time.Since(wasSince).Round(time.Millisecond)))
+			n.reserve.ensure()
 		}
 		was, wasSince = err, since
 		if err != nil && n.logs.queueStalled() && n.IsLeader() && n.voters() > 1 {

@@ -27,6 +27,7 @@ type Node struct {
 
 	bolt      *raftboltdb.BoltStore
 	logs      *leaderLog // the Raft log store over bolt
+	reserve   *diskReserve
 	transport *raft.NetworkTransport
 	gossip    *memberlist.Memberlist
 	members   *members
@@ -128,7 +129,9 @@ func Open(cfg Config) (*Node, error) {
 	// r is set, writes are synchronous, which is always safe.
 	var r atomic.Pointer[raft.Raft]
 	n.logs.setLeaderCheck(func() bool { rr := r.Load(); return rr != nil && rr.State() == raft.Leader })
-	n.raft, err = raft.NewRaft(n.raftConfig(), gatedFSM{FSM: n.fsm, log: n.logs}, logs, n.bolt, snaps,
+	n.reserve = &diskReserve{path: filepath.Join(cfg.DataDir, reserveFile), size: reserveBytes, log: n.log}
+	n.reserve.ensure()
+	n.raft, err = raft.NewRaft(n.raftConfig(), gatedFSM{FSM: n.fsm, log: n.logs}, logs, reservedStable{StableStore: n.bolt, reserve: n.reserve}, snaps,
 		cappedTransport{NetworkTransport: n.transport, log: n.logs})
 	if err != nil {
 		return nil, fmt.Errorf("cluster: starting raft: %w", err)
