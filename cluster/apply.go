@@ -31,6 +31,8 @@ var (
 // node shutting down); store.ErrCommitUnknown means c may or may not have
 // been applied; store.ErrInvalid means c was refused before it was
 // proposed (it cannot be encoded, or it is over maxCommandBytes encoded).
+// A reservation is refused with store.ErrUnavailable while this node leads
+// with a log that waits for disk space (refuseOnFullDisk).
 // The Response's own error (Response.Err) is an application outcome,
 // committed like any other.
 func (n *Node) Apply(ctx context.Context, c fsm.Command) (fsm.Response, error) {
@@ -48,7 +50,10 @@ func (n *Node) Apply(ctx context.Context, c fsm.Command) (fsm.Response, error) {
 	err = n.untilLeader(ctx, "no leader", func(deadline time.Time) error {
 		var err error
 		if n.IsLeader() {
-			resp, err = n.applyLocal(data, time.Until(deadline))
+			if err := n.refuseOnFullDisk(c.Type); err != nil {
+				return err
+			}
+			resp, err = n.applyLocal(data, deadline)
 			return err
 		}
 		leader, ok := n.leaderHTTP()
@@ -120,14 +125,37 @@ func (n *Node) untilLeader(ctx context.Context, what string, attempt func(deadli
 	}
 }
 
-// applyLocal applies data on this node as leader.
-func (n *Node) applyLocal(data []byte, timeout time.Duration) (fsm.Response, error) {
+// applyLocal applies data on this node as leader. It waits for the
+// outcome however long the commit takes, except while the log waits for
+// disk space: past deadline the answer is then store.ErrCommitUnknown
+// (the entry is applied once there is room, unless leadership changes
+// first), so that a caller is not held for as long as the disk is full.
+func (n *Node) applyLocal(data []byte, deadline time.Time) (fsm.Response, error) {
 	start := time.Now()
-	it := newProposal(data, max(timeout, 10*time.Millisecond))
+	it := newProposal(data, max(time.Until(deadline), 10*time.Millisecond))
 	n.proposer.propose(it)
-	r := <-it.done
+	r := n.awaitProposal(it, deadline)
 	n.observeApply(originLocal, start, r.err)
 	return r.resp, r.err
+}
+
+// awaitProposal waits for it's outcome, or until deadline if by then the
+// log waits for disk space (checked again every diskFullRetryMax after).
+func (n *Node) awaitProposal(it *proposal, deadline time.Time) proposalResult {
+	t := time.NewTimer(max(time.Until(deadline), 0))
+	defer t.Stop()
+	for {
+		select {
+		case r := <-it.done:
+			return r
+		case <-t.C:
+			if _, err := n.logs.stalled(); err != nil && n.logs.queueStalled() {
+				return proposalResult{err: fmt.Errorf("%w: the write waits for disk space on node %s, and is applied once there is room, unless leadership changes first (%w)",
+					store.ErrCommitUnknown, n.cfg.NodeID, err)}
+			}
+			t.Reset(diskFullRetryMax)
+		}
+	}
 }
 
 // Origins of the commands a leader applies, for carmy_raft_applies_total.

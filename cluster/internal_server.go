@@ -128,14 +128,19 @@ func (n *Node) startForwarded(cmds [][]byte, omit []bool) *forwardedBatch {
 	queue := make([]*proposal, 0, len(cmds))
 	// The commands are not decoded here: the FSM decodes each once, and
 	// answers one it cannot read with INVALID_REQUEST on every replica
-	// alike. Only an empty command, or one over the size every node
-	// refuses (checkSize), is refused at the door.
+	// alike. Only an empty command, one over the size every node refuses
+	// (checkSize), or a reservation while this node's log waits for disk
+	// space (refuseForwardedOnFullDisk) is refused at the door.
 	for i, raw := range cmds {
 		if len(raw) == 0 {
 			b.results[i] = applyResult{wireError: codedWireError(store.CodeInvalidRequest, "empty command")}
 			continue
 		}
 		if err := checkSize("forwarded", raw); err != nil {
+			b.results[i] = applyResult{wireError: wireErrorOf(err)}
+			continue
+		}
+		if err := n.refuseForwardedOnFullDisk(raw); err != nil {
 			b.results[i] = applyResult{wireError: wireErrorOf(err)}
 			continue
 		}

@@ -3,7 +3,11 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
 
 	"github.com/hashicorp/raft"
 )
@@ -42,28 +46,60 @@ import (
 // every read that must see the queue: the queue is drained first, or
 // read through.
 //
-// A queued write that fails is fatal to the node: Raft has sent the
-// entries and counted them, so the node cannot go on as if they were
-// stored. waitDurable then reports the failure, and gatedFSM stops the
-// process rather than apply on top of a log it does not have.
+// A queued write that fails for want of space (ENOSPC, EDQUOT: diskFull)
+// is retried, with a backoff of 100 ms doubling to 1 s, until it succeeds
+// or the node stops: Raft has sent the entries and counted them, and they
+// reach the disk once there is room. Meanwhile the log is stalled
+// (stalled): nothing behind the failed write is applied on any node
+// (waitDurable, commitCap), writes from any other state fail at once with
+// the disk-full error instead of waiting behind it (Raft's main loop must
+// not block: a follower's append is refused and its leader sends it
+// again), and the node refuses new calls (Node.Apply) and hands its
+// leadership to another voter (watchDiskFull).
+//
+// A queued write that fails otherwise is fatal to the node: the node
+// cannot go on as if the entries were stored. waitDurable then reports
+// the failure, and gatedFSM stops the process rather than apply on top of
+// a log it does not have.
 type leaderLog struct {
 	store    raft.LogStore
+	file     string      // the store's file, for messages
 	isLeader func() bool // reports whether Raft is in the leader state
 
 	mu      sync.Mutex
-	written *sync.Cond    // signalled whenever the queue shrinks or fails
+	written *sync.Cond    // signalled whenever the queue shrinks, fails or stalls
 	work    *sync.Cond    // signalled whenever the queue grows or closes
 	queue   [][]*raft.Log // batches not yet on disk, in index order
-	failed  error         // set once, by a write that failed
+	failed  error         // set once, by a write that failed for good
 	closed  bool
 	done    chan struct{} // closed when the writer goroutine ends
+
+	// stall is the disk-full error of the write being retried, or of the
+	// last synchronous write when it failed so; nil once a write succeeds.
+	// since is when it began. changed receives (without blocking) each
+	// time the log stalls or recovers.
+	stall   atomic.Pointer[stallState]
+	changed chan struct{}
+	// giveUp is closed by abandon: a write that fails for want of space
+	// is no longer retried, as the node is stopping.
+	giveUp   chan struct{}
+	giveOnce sync.Once
 }
 
-// newLeaderLog starts the writer goroutine over store; close stops it.
-// isLeader may be set later (setLeaderCheck), before Raft runs: until
-// then every write is synchronous.
-func newLeaderLog(store raft.LogStore) *leaderLog {
-	l := &leaderLog{store: store, isLeader: func() bool { return false }, done: make(chan struct{})}
+// stallState is a stalled log's cause and start.
+type stallState struct {
+	err   error
+	since time.Time
+	queue bool // the leader's queued write is the one retried
+}
+
+// newLeaderLog starts the writer goroutine over store (whose file is
+// file, named in errors); close stops it. isLeader may be set later
+// (setLeaderCheck), before Raft runs: until then every write is
+// synchronous.
+func newLeaderLog(store raft.LogStore, file string) *leaderLog {
+	l := &leaderLog{store: store, file: file, isLeader: func() bool { return false }, done: make(chan struct{}),
+		changed: make(chan struct{}, 1), giveUp: make(chan struct{})}
 	l.written = sync.NewCond(&l.mu)
 	l.work = sync.NewCond(&l.mu)
 	go l.run()
@@ -74,15 +110,78 @@ func newLeaderLog(store raft.LogStore) *leaderLog {
 // from the leader. It must be called before Raft starts.
 func (l *leaderLog) setLeaderCheck(isLeader func() bool) { l.isLeader = isLeader }
 
-// errLogClosed is returned by writes after close.
+// errLogClosed is returned by writes after close, and by waitDurable for
+// entries the log gave up writing because the node stopped on a full disk.
 var errLogClosed = errors.New("cluster: the raft log is closed")
 
+// diskFull reports whether err is a file system out of space or over its
+// quota. The errno is matched when wrapped (BoltDB returns the write's
+// *fs.PathError as is); its text when not, as BoltDB formats a failed
+// file resize with %s.
+func diskFull(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return true
+	}
+	msg := err.Error()
+	return strings.Contains(msg, syscall.ENOSPC.Error()) || strings.Contains(msg, syscall.EDQUOT.Error())
+}
+
+// stalled returns since when the log is stalled on a full disk, and the
+// disk-full error; a nil error when it writes.
+func (l *leaderLog) stalled() (time.Time, error) {
+	if s := l.stall.Load(); s != nil {
+		return s.since, s.err
+	}
+	return time.Time{}, nil
+}
+
+// queueStalled reports whether the leader's queue waits for disk space,
+// so that nothing more can be applied until there is room.
+func (l *leaderLog) queueStalled() bool {
+	s := l.stall.Load()
+	return s != nil && s.queue
+}
+
+// setStall records a disk-full error (nil: writing again) and tells
+// changed when the state changes.
+func (l *leaderLog) setStall(err error, queue bool) {
+	old := l.stall.Load()
+	switch {
+	case err == nil && old == nil:
+		return
+	case err == nil:
+		l.stall.Store(nil)
+	case old != nil && old.queue == queue:
+		return // still stalled: keep its start
+	default:
+		since := time.Now()
+		if old != nil {
+			since = old.since
+		}
+		l.stall.Store(&stallState{err: err, since: since, queue: queue})
+	}
+	select {
+	case l.changed <- struct{}{}:
+	default:
+	}
+}
+
+// retry backoff of a write that failed for want of space.
+const (
+	diskFullRetryMin = 100 * time.Millisecond
+	diskFullRetryMax = time.Second
+)
+
 // run writes the queue, everything in it at once, until close or a
-// write fails.
+// write fails for good. A write that fails for want of space is retried.
 func (l *leaderLog) run() {
 	defer close(l.done)
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	wait := diskFullRetryMin
 	for {
 		for len(l.queue) == 0 && !l.closed {
 			l.work.Wait()
@@ -98,25 +197,86 @@ func (l *leaderLog) run() {
 		l.mu.Unlock()
 		err := l.store.StoreLogs(logs)
 		l.mu.Lock()
+		first, last := logs[0].Index, logs[len(logs)-1].Index
+		if err != nil && diskFull(err) {
+			// They stay queued, and are written again once there is
+			// room; meanwhile whatever waits on them waits, and the
+			// synchronous writes fail at once (drain).
+			err = fmt.Errorf("cluster: writing raft log entries %d–%d to %s: the disk is full: %w", first, last, l.file, err)
+			l.setStall(err, true)
+			l.written.Broadcast()
+			if l.givingUp() {
+				l.failed = fmt.Errorf("%w: the node stops with entries %d–%d not written: %w", errLogClosed, first, last, err)
+				l.written.Broadcast()
+				return
+			}
+			l.mu.Unlock()
+			select {
+			case <-time.After(wait):
+			case <-l.giveUp:
+			}
+			l.mu.Lock()
+			wait = min(2*wait, diskFullRetryMax)
+			continue
+		}
 		if err != nil {
 			// They stay queued: they are not on disk, and what waits on
 			// them hears why. Nothing more is written.
-			l.failed = fmt.Errorf("cluster: writing raft log entries %d–%d: %w", logs[0].Index, logs[len(logs)-1].Index, err)
+			l.failed = fmt.Errorf("cluster: writing raft log entries %d–%d to %s failed, and not for want of space (so the node stops rather than wait for room): %w", first, last, l.file, err)
 			l.written.Broadcast()
 			return
 		}
+		wait = diskFullRetryMin
+		l.setStall(nil, false)
 		l.queue = l.queue[n:]
 		l.written.Broadcast()
 	}
 }
 
+// gaveUp reports whether the writer gave up entries it could not write
+// for want of space (the node is stopping).
+func (l *leaderLog) gaveUp() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return errors.Is(l.failed, errLogClosed)
+}
+
+// givingUp reports whether abandon (or close) was called.
+func (l *leaderLog) givingUp() bool {
+	select {
+	case <-l.giveUp:
+		return true
+	default:
+		return false
+	}
+}
+
+// abandon makes the writer give up, rather than retry, a write that fails
+// for want of space: the node is stopping. What waits on such a write
+// then hears errLogClosed. It does nothing else; close stops the writer.
+func (l *leaderLog) abandon() {
+	l.giveOnce.Do(func() { close(l.giveUp) })
+	l.mu.Lock()
+	l.work.Broadcast()
+	l.mu.Unlock()
+}
+
 // drain waits until nothing is queued, and returns the write failure if
-// there was one. l.mu is held.
+// there was one, or the disk-full error when the queue waits for space: a
+// synchronous write fails at once then rather than block Raft behind it.
+// l.mu is held.
 func (l *leaderLog) drain() error {
-	for len(l.queue) > 0 && l.failed == nil {
+	for len(l.queue) > 0 && l.failed == nil && !l.queueStalled() {
 		l.written.Wait()
 	}
-	return l.failed
+	if l.failed != nil {
+		return l.failed
+	}
+	if len(l.queue) > 0 {
+		_, err := l.stalled()
+		return err
+	}
+	return nil
 }
 
 // StoreLog implements raft.LogStore.
@@ -148,11 +308,32 @@ func (l *leaderLog) StoreLogs(logs []*raft.Log) error {
 		return err
 	}
 	l.mu.Unlock()
-	return l.store.StoreLogs(logs)
+	return l.synchronous(l.store.StoreLogs(logs), "appending raft log entries %d–%d", logs[0].Index, logs[len(logs)-1].Index)
+}
+
+// synchronous notes the outcome of a synchronous write, described by
+// format and args: a disk-full error stalls the log until a write
+// succeeds. It returns err, described when the disk is full.
+func (l *leaderLog) synchronous(err error, format string, args ...any) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err != nil && diskFull(err) {
+		err = fmt.Errorf("cluster: %s to %s: the disk is full: %w", fmt.Sprintf(format, args...), l.file, err)
+		if !l.queueStalled() {
+			l.setStall(err, false)
+		}
+		return err
+	}
+	if err == nil && !l.queueStalled() {
+		l.setStall(nil, false)
+	}
+	return err
 }
 
 // waitDurable waits until every entry up to index is written, and returns
-// the write failure if one of them cannot be.
+// the write failure if one of them cannot be. While the disk is full it
+// waits for room; once the log gives up (abandon), the error matches
+// errLogClosed.
 func (l *leaderLog) waitDurable(index uint64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -227,7 +408,7 @@ func (l *leaderLog) DeleteRange(min, max uint64) error {
 	if err != nil {
 		return err
 	}
-	return l.store.DeleteRange(min, max)
+	return l.synchronous(l.store.DeleteRange(min, max), "deleting raft log entries %d–%d", min, max)
 }
 
 // IsMonotonic implements raft.MonotonicLogStore as the store beneath does.
@@ -237,8 +418,10 @@ func (l *leaderLog) IsMonotonic() bool {
 }
 
 // close writes what is queued and stops the writer; later writes fail.
-// It returns the write failure, if there was one.
+// A write failing for want of space is given up (abandon). It returns the
+// write failure, if there was one.
 func (l *leaderLog) close() error {
+	l.abandon()
 	l.mu.Lock()
 	l.closed = true
 	l.work.Broadcast()

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/hashicorp/raft"
@@ -18,26 +19,50 @@ type gatedFSM struct {
 
 // Apply implements raft.FSM.
 func (g gatedFSM) Apply(l *raft.Log) any {
-	g.wait(l.Index)
+	if err := g.wait(l.Index); err != nil {
+		return err
+	}
 	return g.FSM.Apply(l)
 }
 
 // ApplyBatch implements raft.BatchingFSM.
 func (g gatedFSM) ApplyBatch(logs []*raft.Log) []any {
 	if len(logs) > 0 {
-		g.wait(logs[len(logs)-1].Index)
+		if err := g.wait(logs[len(logs)-1].Index); err != nil {
+			out := make([]any, len(logs))
+			for i := range out {
+				out[i] = err
+			}
+			return out
+		}
 	}
 	return g.FSM.ApplyBatch(logs)
 }
 
-// wait returns once the log holds every entry up to index on disk. If it
-// never will (the write failed), the node stops: Raft has counted and
-// sent entries this node could not store, and applying on top of them
-// could answer a caller with an outcome no quorum holds.
-func (g gatedFSM) wait(index uint64) {
-	if err := g.log.waitDurable(index); err != nil {
-		panic(fmt.Sprintf("cluster: the node stops: its raft log could not be written, so it cannot apply entry %d: %v", index, err))
+// Snapshot implements raft.FSM, refused once the log gave up writing
+// entries (the node stops on a full disk): the state machine skipped
+// them, and a snapshot would claim it had applied them.
+func (g gatedFSM) Snapshot() (raft.FSMSnapshot, error) {
+	if g.log.gaveUp() {
+		return nil, fmt.Errorf("cluster: no snapshot: %w", errLogClosed)
 	}
+	return g.FSM.Snapshot()
+}
+
+// wait returns once the log holds every entry up to index on disk; while
+// the disk is full it waits for room. If the log never will hold them,
+// either the node is stopping on a full disk and wait returns an error
+// matching errLogClosed (the entry is not applied: the node applies
+// nothing more, and a caller waiting on it hears its outcome is unknown),
+// or the write failed for another reason and the node stops: Raft has
+// counted and sent entries this node could not store, and applying on
+// top of them could answer a caller with an outcome no quorum holds.
+func (g gatedFSM) wait(index uint64) error {
+	err := g.log.waitDurable(index)
+	if err == nil || errors.Is(err, errLogClosed) {
+		return err
+	}
+	panic(fmt.Sprintf("cluster: the node stops: its raft log could not be written, so it cannot apply entry %d: %v", index, err))
 }
 
 // cappedTransport is the Raft transport with every commit index the

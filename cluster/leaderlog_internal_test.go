@@ -27,7 +27,7 @@ type heldStore struct {
 // store's writes and closes the log.
 func newTestLeaderLog(t *testing.T, leader *atomic.Bool) (*heldStore, *leaderLog) {
 	s := &heldStore{InmemStore: raft.NewInmemStore(), hold: make(chan struct{}), started: make(chan int, 64)}
-	l := newLeaderLog(s)
+	l := newLeaderLog(s, "raft.db")
 	if leader == nil {
 		leader = new(atomic.Bool)
 		leader.Store(true)

@@ -34,6 +34,9 @@ type nodeMetrics struct {
 
 	// Group commit on the leader.
 	roundCommands prometheus.Histogram
+
+	// Calls refused because the log waits for disk space.
+	diskFullRefusals prometheus.Counter
 }
 
 // latencyBuckets suit sub-millisecond to multi-second waits.
@@ -89,6 +92,10 @@ func newNodeMetrics() *nodeMetrics {
 			Name: "carmy_raft_leader_changes_total",
 			Help: "Times this node saw the leader change (including to none).",
 		}),
+		diskFullRefusals: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "carmy_raft_log_disk_full_refusals_total",
+			Help: "New calls this node refused (503, before reserving) because its Raft log could not be written for want of disk space.",
+		}),
 	}
 }
 
@@ -135,6 +142,7 @@ func (n *Node) registerMetrics(reg prometheus.Registerer) error {
 			Help: "Voters in the Raft configuration as this node knows it.",
 		}, func() float64 { return float64(n.voters()) }),
 	}
+	cs = append(cs, n.diskFullCollectors()...)
 	cs = append(cs, goMetricsCollectors()...)
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {

@@ -27,6 +27,7 @@ type Node struct {
 
 	bolt      *raftboltdb.BoltStore
 	logs      *leaderLog // the Raft log store over bolt
+	reserve   *diskReserve
 	transport *raft.NetworkTransport
 	gossip    *memberlist.Memberlist
 	members   *members
@@ -119,7 +120,7 @@ func Open(cfg Config) (*Node, error) {
 	if cfg.Hooks.LogStore != nil {
 		durable = cfg.Hooks.LogStore(durable)
 	}
-	n.logs = newLeaderLog(durable)
+	n.logs = newLeaderLog(durable, filepath.Join(cfg.DataDir, "raft.db"))
 	logs, err := raft.NewLogCache(logCacheSize, n.logs)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: log cache: %w", err)
@@ -128,7 +129,9 @@ func Open(cfg Config) (*Node, error) {
 	// r is set, writes are synchronous, which is always safe.
 	var r atomic.Pointer[raft.Raft]
 	n.logs.setLeaderCheck(func() bool { rr := r.Load(); return rr != nil && rr.State() == raft.Leader })
-	n.raft, err = raft.NewRaft(n.raftConfig(), gatedFSM{FSM: n.fsm, log: n.logs}, logs, n.bolt, snaps,
+	n.reserve = &diskReserve{path: filepath.Join(cfg.DataDir, reserveFile), size: reserveBytes, log: n.log}
+	n.reserve.ensure()
+	n.raft, err = raft.NewRaft(n.raftConfig(), gatedFSM{FSM: n.fsm, log: n.logs}, logs, reservedStable{StableStore: n.bolt, reserve: n.reserve}, snaps,
 		cappedTransport{NetworkTransport: n.transport, log: n.logs})
 	if err != nil {
 		return nil, fmt.Errorf("cluster: starting raft: %w", err)
@@ -151,6 +154,7 @@ func Open(cfg Config) (*Node, error) {
 		}
 	}
 	n.background(n.observeLeaderChanges)
+	n.background(n.watchDiskFull)
 	n.background(n.leaderDuties)
 	n.background(n.watchSilence)
 	n.background(n.gossipRejoin)
@@ -313,6 +317,9 @@ func (n *Node) CloseContext(ctx context.Context) error {
 func (n *Node) close() error {
 	n.HandOff()
 	n.stopOnce.Do(func() { close(n.stop) })
+	// A log write waiting for disk space is given up, so that what waits
+	// on it (an apply, Raft's shutdown) ends.
+	n.logs.abandon()
 	n.bgCancel()
 	n.fwd.close()
 	n.streams.closeAll()

@@ -84,8 +84,13 @@ func (n *Node) waitApplied(ctx context.Context, idx uint64, deadline time.Time) 
 // Ready returns nil when the node knows a leader (and where to forward to
 // it), has applied the log up to what it knows committed (SPEC §2.7
 // /readyz), and is a member of the Raft configuration: a removed node that
-// still runs is not ready.
+// still runs is not ready. Nor is a leader whose log waits for disk space
+// (it refuses new calls).
 func (n *Node) Ready(context.Context) error {
+	if n.logs.queueStalled() {
+		_, err := n.logs.stalled()
+		return fmt.Errorf("%w: the disk is full: this node's raft log cannot be written, and it refuses new calls (%v)", store.ErrUnavailable, err)
+	}
 	if id, addr := n.Leader(); id == "" {
 		return fmt.Errorf("%w: no known leader", store.ErrUnavailable)
 	} else if addr == "" {

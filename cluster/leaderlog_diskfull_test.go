@@ -1,0 +1,166 @@
+package cluster_test
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/carmyhq/carmy/cluster"
+	"github.com/carmyhq/carmy/store"
+)
+
+// fullDisk is a node's durable log store whose disk can fill: while full,
+// every append and truncation fails as BoltDB's do on a full file system.
+type fullDisk struct {
+	raft.LogStore
+	full atomic.Bool
+}
+
+var errNoSpace = &fs.PathError{Op: "write", Path: "raft.db", Err: syscall.ENOSPC}
+
+func (d *fullDisk) StoreLog(l *raft.Log) error { return d.StoreLogs([]*raft.Log{l}) }
+
+func (d *fullDisk) StoreLogs(logs []*raft.Log) error {
+	if d.full.Load() {
+		return errNoSpace
+	}
+	return d.LogStore.StoreLogs(logs)
+}
+
+func (d *fullDisk) DeleteRange(min, max uint64) error {
+	if d.full.Load() {
+		return errNoSpace
+	}
+	return d.LogStore.DeleteRange(min, max)
+}
+
+// fullDisks gives every node of a test cluster a fullDisk.
+func fullDisks() (map[string]*fullDisk, func(*cluster.Config)) {
+	var mu sync.Mutex
+	disks := map[string]*fullDisk{}
+	return disks, func(cfg *cluster.Config) {
+		id := cfg.NodeID
+		cfg.Hooks.LogStore = func(s raft.LogStore) raft.LogStore {
+			d := &fullDisk{LogStore: s}
+			mu.Lock()
+			disks[id] = d
+			mu.Unlock()
+			return d
+		}
+	}
+}
+
+// TestFullDiskOnASingleNode checks SPEC §7 on a real single-node Raft:
+// when its log cannot be written for want of space the node stays up and
+// keeps leading, refuses new reservations (UNAVAILABLE, before anything
+// is reserved), still answers what it recorded, holds a completion until
+// there is room, and takes reservations again once there is, with nothing
+// acknowledged lost.
+func TestFullDiskOnASingleNode(t *testing.T) {
+	disks, tune := fullDisks()
+	c := newCluster(t, 1, tune)
+	n := c.leader()
+	st := n.Store()
+	ctx := context.Background()
+	before := mustReserve(t, st, key("before"), exec(n.ID()), store.Reserved)
+	if _, err := st.Complete(ctx, key("before"), "fp", completed(before.ExecutionID)); err != nil {
+		t.Fatal(err)
+	}
+	running := mustReserve(t, st, key("running"), exec(n.ID()), store.Reserved)
+
+	disks[n.ID()].full.Store(true)
+	// The first write to fail is the one that finds the disk full: a
+	// completion, which waits for room rather than be refused.
+	completion := make(chan error, 1)
+	go func() {
+		_, err := st.Complete(ctx, key("running"), "fp", completed(running.ExecutionID))
+		completion <- err
+	}()
+	waitFor(t, "the node to see its disk full", 10*time.Second, func() bool {
+		err := n.Ready(ctx)
+		return err != nil && strings.Contains(err.Error(), "disk is full")
+	})
+	_, err := st.Reserve(ctx, key("during"), "fp", exec(n.ID()))
+	if !errors.Is(err, store.ErrUnavailable) || errors.Is(err, store.ErrCommitUnknown) || !strings.Contains(err.Error(), "did not run") {
+		t.Fatalf("Reserve on a full disk = %v, want UNAVAILABLE before reserving, saying the tool did not run", err)
+	}
+	if !n.IsLeader() {
+		t.Fatal("a single node stopped leading on a full disk")
+	}
+	if rec, err := st.Lookup(ctx, key("before")); err != nil || rec.ExecutionID != before.ExecutionID || !rec.Status.Finished() {
+		t.Fatalf("Lookup of a recorded call on a full disk = %+v, %v", rec, err)
+	}
+	select {
+	case err := <-completion:
+		t.Fatalf("the completion was answered (%v) while the disk was full", err)
+	default:
+	}
+
+	disks[n.ID()].full.Store(false)
+	room := time.Now()
+	select {
+	case err := <-completion:
+		if err != nil {
+			t.Fatalf("the completion after room came back: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the completion was not answered after room came back")
+	}
+	waitFor(t, "a reservation to succeed again", 10*time.Second, func() bool {
+		_, err := st.Reserve(ctx, key("after"), "fp", exec(n.ID()))
+		return err == nil
+	})
+	t.Logf("reservations again %s after room came back", time.Since(room).Round(time.Millisecond))
+	for _, k := range []string{"before", "running"} {
+		if rec, err := st.Lookup(ctx, key(k)); err != nil || !rec.Status.Finished() {
+			t.Fatalf("Lookup(%s) after the fault = %+v, %v", k, rec, err)
+		}
+	}
+	if err := n.Ready(ctx); err != nil {
+		t.Fatalf("not ready after room came back: %v", err)
+	}
+}
+
+// TestFullDiskLeaderHandsOver checks on a real 3-node cluster that a
+// leader whose disk fills hands leadership to another node, which takes
+// writes while the old leader's disk stays full (it forwards them), and
+// that the old leader catches up once there is room.
+func TestFullDiskLeaderHandsOver(t *testing.T) {
+	disks, tune := fullDisks()
+	c := newCluster(t, 3, tune)
+	old := c.leader()
+	ctx := context.Background()
+	mustReserve(t, old.Store(), key("before"), exec(old.ID()), store.Reserved)
+
+	disks[old.ID()].full.Store(true)
+	// A write finds the disk full (its outcome may be unknown: the
+	// leader changes under it).
+	go func() { _, _ = old.Store().Reserve(ctx, key("finds-it-full"), "fp", exec(old.ID())) }()
+	waitFor(t, "another node to lead", 30*time.Second, func() bool {
+		l := c.leader()
+		return l != old
+	})
+	// Writes through the node with the full disk reach the new leader.
+	waitFor(t, "a write through the old leader to succeed", 15*time.Second, func() bool {
+		_, err := old.Store().Reserve(ctx, key("during"), "fp", exec(old.ID()))
+		return err == nil
+	})
+	disks[old.ID()].full.Store(false)
+	leader := c.leader()
+	waitFor(t, "the old leader to catch up", 30*time.Second, func() bool {
+		return old.FSM().AppliedIndex() >= leader.FSM().AppliedIndex()
+	})
+	for _, k := range []string{"before", "during"} {
+		if _, err := old.FSM().Lookup(key(k)); err != nil {
+			t.Fatalf("the old leader does not hold %s: %v", k, err)
+		}
+	}
+}
