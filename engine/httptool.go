@@ -78,6 +78,11 @@ type HTTPTool struct {
 	Client *http.Client
 	// Logger receives a failure's detail at WARN (nil: slog.Default()).
 	Logger *slog.Logger
+	// ReconcileURL, when set, is the URL of the tool's reconcile probe
+	// (SPEC §3.3; Probe): a GET with the tool's headers, in which
+	// {idempotency_key}, {execution_id}, {request_id} and {fencing_token}
+	// are replaced by the execution's, URL-escaped.
+	ReconcileURL string
 
 	// control, when set (by tests), runs after the egress policy accepted
 	// an address and before the connection is made.
@@ -109,6 +114,15 @@ const maxRedirects = 10
 // Func checks the configuration: an error names what is wrong without
 // repeating the URL or a header's value.
 func (h HTTPTool) Func() (ToolFunc, error) {
+	t, err := h.build()
+	if err != nil {
+		return nil, err
+	}
+	return t.call, nil
+}
+
+// build checks h and returns the tool it describes.
+func (h HTTPTool) build() (*httpTool, error) {
 	u, err := url.Parse(h.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		// Neither the URL nor url.Parse's error, which quotes it.
@@ -146,7 +160,7 @@ func (h HTTPTool) Func() (ToolFunc, error) {
 	if t.log == nil {
 		t.log = slog.Default()
 	}
-	return t.call, nil
+	return t, nil
 }
 
 // transport returns the egress policy's transport, with the test hook.

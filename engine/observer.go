@@ -52,6 +52,14 @@ func (all observers) Refused(reason string) {
 	}
 }
 
+func (all observers) Probed(tool, outcome string) {
+	for _, o := range all {
+		if po, ok := o.(ProbeObserver); ok {
+			po.Probed(tool, outcome)
+		}
+	}
+}
+
 func (all observers) StoreWrite(op, outcome string, took time.Duration) {
 	for _, o := range all {
 		o.StoreWrite(op, outcome, took)

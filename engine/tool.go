@@ -62,6 +62,12 @@ type ToolSpec struct {
 	// endpoint lists. The runtime does not read it.
 	Annotations json.RawMessage
 	Func        ToolFunc
+	// Probe, when set, settles this tool's interrupted executions by
+	// asking its upstream whether their effect happened (SPEC §3.3;
+	// RunProbes), for ProbeGiveUp after each started (DefaultProbeGiveUp
+	// when zero).
+	Probe       ProbeFunc
+	ProbeGiveUp time.Duration
 }
 
 // ToolInfo describes a registered tool.
