@@ -17,11 +17,13 @@ type runtimeMetrics struct {
 	toolDuration  *prometheus.HistogramVec
 	storeDuration *prometheus.HistogramVec
 	refused       *prometheus.CounterVec
+	probes        *prometheus.CounterVec
 }
 
 var (
 	_ engine.Observer        = (*runtimeMetrics)(nil)
 	_ engine.RefusalObserver = (*runtimeMetrics)(nil)
+	_ engine.ProbeObserver   = (*runtimeMetrics)(nil)
 )
 
 // durationBuckets suit tools and store writes alike: 0.2 ms to 60 s.
@@ -46,8 +48,16 @@ func newRuntimeMetrics() *runtimeMetrics {
 			Help: "Calls this node refused before reserving anything because it runs too many tools, by the limit reached: " +
 				"max_running, max_running_per_principal, admin_reserve.",
 		}, []string{"reason"}),
+		probes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "carmy_reconcile_probes_total",
+			Help: "Reconcile probes of interrupted executions, by tool and outcome: completed (found: resolved completed), " +
+				"released (not found), undecided (tried again), gave_up (past give_up_after), settled (no longer interrupted).",
+		}, []string{"tool", "outcome"}),
 	}
 }
+
+// Probed implements engine.ProbeObserver: carmy_reconcile_probes_total.
+func (m *runtimeMetrics) Probed(tool, outcome string) { m.probes.WithLabelValues(tool, outcome).Inc() }
 
 // Refused implements engine.RefusalObserver: carmy_calls_refused_total.
 func (m *runtimeMetrics) Refused(reason string) { m.refused.WithLabelValues(reason).Inc() }
@@ -83,6 +93,7 @@ func (m *runtimeMetrics) register(reg *prometheus.Registry, r *engine.Runtime) {
 		m.toolDuration,
 		m.storeDuration,
 		m.refused,
+		m.probes,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "carmy_store_entries",
 			Help: "Records in the store (running, interrupted and finished), as this node has applied them.",

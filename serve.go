@@ -52,6 +52,14 @@ func (r *Runtime) Serve(ctx context.Context, ln net.Listener, cfg api.Config) er
 		return err
 	}
 	r.StartInBackground(ctx)
+	// Reconcile probes run while the node serves (SPEC §3.3).
+	probeCtx, stopProbes := context.WithCancel(ctx)
+	probing := make(chan struct{})
+	go func() {
+		defer close(probing)
+		r.RunProbes(probeCtx, r.ProbeOwner())
+	}()
+	defer func() { stopProbes(); <-probing }()
 	to := cfg.Timeouts.WithDefaults()
 	srv := &http.Server{
 		Handler:           h,

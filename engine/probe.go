@@ -95,7 +95,7 @@ func (r *Runtime) RunProbes(ctx context.Context, owner func() bool) {
 	tick := time.NewTicker(probeScan)
 	defer tick.Stop()
 	for {
-		if owner == nil || owner() {
+		if r.hasProbes() && (owner == nil || owner()) {
 			r.probeRound(ctx, states)
 		} else {
 			clear(states)
@@ -106,6 +106,34 @@ func (r *Runtime) RunProbes(ctx context.Context, owner func() bool) {
 		case <-tick.C:
 		}
 	}
+}
+
+// hasProbes reports whether a registered tool has a probe: without one
+// there is nothing to list.
+func (r *Runtime) hasProbes() bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, t := range r.tools {
+		if t.Probe != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// SetProbeOwner installs the function that tells RunProbes whether this
+// node probes now (a cluster: while it leads). Without one, it always does.
+func (r *Runtime) SetProbeOwner(owner func() bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.probeOwner = owner
+}
+
+// ProbeOwner returns the function SetProbeOwner installed, or nil.
+func (r *Runtime) ProbeOwner() func() bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.probeOwner
 }
 
 // probeRound lists the interrupted executions and probes those due, one

@@ -27,6 +27,8 @@ type Runtime struct {
 	store     store.Store
 	setupErrs []error
 	liveness  Liveness
+	// probeOwner tells RunProbes whether this node probes (nil: always).
+	probeOwner func() bool
 
 	runs    *runningSet
 	bg      inflight     // background release retries

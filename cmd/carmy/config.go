@@ -56,6 +56,17 @@ type toolConfig struct {
 	// wins.
 	DedupeWindow string      `yaml:"dedupe_window"`
 	HTTP         *httpConfig `yaml:"http"`
+	// Reconcile, when set, is the tool's reconcile probe (SPEC §3.3).
+	Reconcile *reconcileConfig `yaml:"reconcile"`
+}
+
+// reconcileConfig is an HTTP tool's reconcile probe: a GET of URL, with
+// {idempotency_key}, {execution_id}, {request_id} and {fencing_token}
+// replaced by an interrupted execution's, tried for GiveUpAfter (a Go
+// duration; default 24h) after the execution started.
+type reconcileConfig struct {
+	URL         string `yaml:"url"`
+	GiveUpAfter string `yaml:"give_up_after"`
 }
 
 type httpConfig struct {
@@ -337,13 +348,32 @@ func (fc fileConfig) toolSpecsLogging(getenv func(string) string, log *slog.Logg
 		if err != nil {
 			return nil, fmt.Errorf("config %w", err)
 		}
-		fn, err := carmy.HTTPTool{
+		h := carmy.HTTPTool{
 			URL: url, Method: tc.HTTP.Method, Headers: headers, FollowRedirects: tc.HTTP.FollowRedirects, AllowNetworks: allow, Logger: log,
-		}.Func()
+		}
+		fn, err := h.Func()
 		if err != nil {
 			return nil, fmt.Errorf("config %s: %w", where, err)
 		}
 		spec.Func = fn
+		if rc := tc.Reconcile; rc != nil {
+			if rc.URL == "" {
+				return nil, fmt.Errorf("config %s: reconcile: needs a url", where)
+			}
+			if h.ReconcileURL, err = expand(rc.URL, getenv); err != nil {
+				return nil, fmt.Errorf("config %s: reconcile: url: %w", where, err)
+			}
+			if spec.Probe, err = h.Probe(); err != nil {
+				return nil, fmt.Errorf("config %s: %w", where, err)
+			}
+			if rc.GiveUpAfter != "" {
+				d, err := time.ParseDuration(rc.GiveUpAfter)
+				if err != nil || d <= 0 {
+					return nil, fmt.Errorf("config %s: reconcile: give_up_after %q: want a positive duration such as 24h", where, rc.GiveUpAfter)
+				}
+				spec.ProbeGiveUp = d
+			}
+		}
 		specs = append(specs, spec)
 	}
 	return specs, nil
