@@ -83,7 +83,7 @@ function scroller(label, table) {
 // The fields of a record, in the order they are shown; any other field the
 // node sends is shown after them.
 const FIELDS = ['execution_id', 'request_id', 'session_id', 'principal', 'tool', 'status', 'resolved',
-  'node_id', 'started_at', 'finished_at', 'fingerprint', 'data', 'error'];
+  'resolved_by', 'node_id', 'started_at', 'finished_at', 'fingerprint', 'data', 'error'];
 
 // detail renders a record: every field, its timeline and what may be done
 // with it. actions: {cancel, resolve} functions or null when not offered,
@@ -126,7 +126,9 @@ export function timeline(r, nodeState) {
   const start = Date.parse(r.started_at);
   const items = [step('started', r.started_at, `reserved and started on ${r.node_id || 'a node'}`)];
   if (r.finished_at) {
-    const what = r.resolved ? `resolved as ${r.status}` : r.status;
+    const by = r.resolved_by === 'probe' ? ' by a reconcile probe (it asked the upstream)'
+      : r.resolved_by ? ` by ${r.resolved_by}` : '';
+    const what = r.resolved ? `resolved as ${r.status}${by}` : r.status;
     items.push(step(r.resolved ? 'resolved' : 'finished', r.finished_at,
       `${what}, ${duration(Date.parse(r.finished_at) - start)} after it started`));
   } else if (r.status === 'running') {
@@ -135,7 +137,7 @@ export function timeline(r, nodeState) {
       ? `still marked running, but its node ${r.node_id} is ${nodeState === 'gone' ? 'no longer a member' : 'dead'}: it may be resolved`
       : `running for ${duration(Date.now() - start)} so far`));
   } else if (r.status === 'interrupted') {
-    items.push(step('interrupted', null, `its runner, ${r.node_id}, died or restarted before it finished: whether the tool's effect happened is unknown`));
+    items.push(step('interrupted', null, `its runner, ${r.node_id}, died or restarted, or the tool's answer was lost, before it finished: whether the tool's effect happened is unknown`));
   }
   return h('ol', { class: 'timeline' }, items);
 }
