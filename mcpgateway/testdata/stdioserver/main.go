@@ -5,7 +5,12 @@
 //
 // Tools: create {sku} (structuredContent {"n", "sku"}), block (counts,
 // then waits until the connection ends), echo_meta (structuredContent:
-// the _meta it got).
+// the _meta it got), env (structuredContent: its environment, working
+// directory and open file descriptors), huge {bytes} (a text of that
+// many bytes), wait (counts, waits until the call is cancelled, then
+// appends "cancelled <request_id>"), hang (counts, then never answers,
+// whatever happens) and freeze (counts, then stops its whole process
+// with SIGSTOP).
 package main
 
 import (
@@ -15,8 +20,11 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -70,7 +78,51 @@ func main() {
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return &mcp.CallToolResult{StructuredContent: map[string]any{"meta": req.Params.Meta}}, nil
 		})
+	s.AddTool(&mcp.Tool{Name: "env", InputSchema: object},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			cwd, _ := os.Getwd()
+			return &mcp.CallToolResult{StructuredContent: map[string]any{"env": os.Environ(), "cwd": cwd, "fds": openFiles()}}, nil
+		})
+	s.AddTool(&mcp.Tool{Name: "huge", InputSchema: object},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var args struct{ Bytes int }
+			json.Unmarshal(req.Params.Arguments, &args)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("x", args.Bytes)}}}, nil
+		})
+	s.AddTool(&mcp.Tool{Name: "wait", InputSchema: object},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			count("wait", req.Params.Meta)
+			<-ctx.Done()
+			count("cancelled", req.Params.Meta)
+			return nil, ctx.Err()
+		})
+	s.AddTool(&mcp.Tool{Name: "hang", InputSchema: object},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			count("hang", req.Params.Meta)
+			select {}
+		})
+	s.AddTool(&mcp.Tool{Name: "freeze", InputSchema: object},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			count("freeze", req.Params.Meta)
+			syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+			return &mcp.CallToolResult{StructuredContent: map[string]any{"thawed": true}}, nil
+		})
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		log.Print(err)
 	}
+}
+
+// openFiles returns "<fd> <target>" for each open file descriptor of the
+// process (Linux: /proc/self/fd), the directory read for it included.
+func openFiles() []string {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return []string{"error " + err.Error()}
+	}
+	var out []string
+	for _, e := range entries {
+		target, _ := os.Readlink(filepath.Join("/proc/self/fd", e.Name()))
+		out = append(out, e.Name()+" "+target)
+	}
+	return out
 }
