@@ -2,11 +2,8 @@ package mcpgateway
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"io"
-	"net/http"
-	"strings"
 	"sync/atomic"
 
 	"github.com/carmyhq/carmy/engine"
@@ -31,18 +28,159 @@ type callState struct {
 	done atomic.Bool
 }
 
-// boundedBody bounds what is read of one HTTP response: each event of a
-// text/event-stream (the bytes up to a blank line), or else the whole
-// body, to max bytes. A read past the bound fails with errAnswerTooLarge
-// and calls over once; so does every later read, which also stops the
-// SDK from draining the rest of an endless body.
+// readChunk is the most one read from an upstream asks for.
+const readChunk = 32 << 10
+
+// unitReader hands on what it reads from r one whole unit at a time: an
+// SSE event (up to its blank line), or a line (up to its newline). It
+// holds a unit, in the chunks it was read in, until the unit is complete:
+// a unit past max is then dropped having cost max bytes, where the SDK's
+// readers, handed it as it comes, would have grown buffers of several
+// times that. Past max, it calls over once with the unit's first bytes
+// and fails from then on with errAnswerTooLarge, after handing on the
+// complete units read before.
+type unitReader struct {
+	r    io.Reader
+	max  int
+	sse  bool // units are SSE events, else lines
+	over func(head []byte)
+
+	held    [][]byte // the unit being read
+	n       int      // its bytes
+	line    bool     // sse: the current line has bytes besides CR
+	ready   [][]byte // complete units, to be read
+	err     error    // to return once ready is drained
+	scratch []byte
+}
+
+func (u *unitReader) Read(p []byte) (int, error) {
+	for len(u.ready) == 0 {
+		if u.err != nil {
+			return 0, u.err
+		}
+		u.fill()
+	}
+	n := copy(p, u.ready[0])
+	if u.ready[0] = u.ready[0][n:]; len(u.ready[0]) == 0 {
+		u.ready[0] = nil
+		u.ready = u.ready[1:]
+	}
+	return n, nil
+}
+
+// fill reads once from r.
+func (u *unitReader) fill() {
+	if u.scratch == nil {
+		u.scratch = make([]byte, readChunk)
+	}
+	k, err := u.r.Read(u.scratch)
+	for data := u.scratch[:k]; len(data) > 0; {
+		end, complete := u.scan(data)
+		u.held = append(u.held, bytes.Clone(data[:end]))
+		if u.n > u.max {
+			head := u.head()
+			u.held, u.err = nil, errAnswerTooLarge
+			u.over(head)
+			return
+		}
+		if complete {
+			u.ready = append(u.ready, u.held...)
+			u.held, u.n = nil, 0
+		}
+		data = data[end:]
+	}
+	if err != nil {
+		// What is held goes on as it is: the SDK sees the stream end
+		// mid-unit, as it would have.
+		u.ready = append(u.ready, u.held...)
+		u.held, u.err = nil, err
+	}
+}
+
+// scan counts the bytes of data that belong to the current unit (end),
+// and tells whether the unit ends with them.
+func (u *unitReader) scan(data []byte) (end int, complete bool) {
+	for end < len(data) {
+		i := bytes.IndexByte(data[end:], '\n')
+		if i < 0 {
+			u.n += len(data) - end
+			u.line = u.line || len(bytes.TrimRight(data[end:], "\r")) > 0
+			return len(data), false
+		}
+		seg := data[end : end+i+1]
+		u.n += len(seg)
+		end += i + 1
+		blank := !u.line && len(bytes.TrimRight(seg, "\r\n")) == 0
+		u.line = false
+		if !u.sse || blank {
+			return end, true
+		}
+	}
+	return end, false
+}
+
+// head returns the first headBytes bytes of the held unit.
+func (u *unitReader) head() []byte {
+	var h []byte
+	for _, c := range u.held {
+		if len(h) >= headBytes {
+			break
+		}
+		h = append(h, c[:min(len(c), headBytes-len(h))]...)
+	}
+	return h
+}
+
+// headBytes is how much of a unit over is given, to find the id of an
+// answer cut off.
+const headBytes = 256
+
+// unitBody is a response body read through a unitReader.
+type unitBody struct {
+	unitReader
+	io.Closer
+}
+
+// readAll reads r whole, in chunks joined at the end, failing with
+// errAnswerTooLarge past max (having held no more than max bytes). Given
+// the size (an HTTP body's Content-Length, which net/http holds the body
+// to), it reads into a buffer of that size at once.
+func readAll(r io.Reader, size int64, max int) ([]byte, error) {
+	if size > int64(max) {
+		return nil, errAnswerTooLarge
+	}
+	if size >= 0 {
+		buf := make([]byte, size)
+		k, err := io.ReadFull(r, buf)
+		return buf[:k], err
+	}
+	var chunks [][]byte
+	total := 0
+	scratch := make([]byte, readChunk)
+	for {
+		k, err := r.Read(scratch)
+		if total += k; total > max {
+			return nil, errAnswerTooLarge
+		}
+		if k > 0 {
+			chunks = append(chunks, bytes.Clone(scratch[:k]))
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = nil
+			}
+			return bytes.Join(chunks, nil), err
+		}
+	}
+}
+
+// boundedBody fails a read past max bytes of the whole body with
+// errAnswerTooLarge, calling over once; so does every later read.
 type boundedBody struct {
 	rc   io.ReadCloser
 	max  int
-	sse  bool
 	over func()
-	n    int  // bytes of the body, or of the current event
-	line bool // sse: the current line has bytes besides CR
+	n    int
 	err  error
 }
 
@@ -50,17 +188,12 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 	if b.err != nil {
 		return 0, b.err
 	}
-	if !b.sse && len(p) > b.max-b.n+1 {
+	if len(p) > b.max-b.n+1 {
 		// One byte past the bound is enough to know.
 		p = p[:b.max-b.n+1]
 	}
 	k, err := b.rc.Read(p)
-	if b.sse {
-		b.countEvents(p[:k])
-	} else {
-		b.n += k
-	}
-	if b.n > b.max {
+	if b.n += k; b.n > b.max {
 		b.err = errAnswerTooLarge
 		b.over()
 		return 0, b.err
@@ -68,159 +201,4 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 	return k, err
 }
 
-// countEvents advances the count of the current event over data: a blank
-// line (only CR before its LF) ends an event, and the next starts at 0.
-func (b *boundedBody) countEvents(data []byte) {
-	for len(data) > 0 {
-		i := bytes.IndexByte(data, '\n')
-		seg := data
-		if i >= 0 {
-			seg = data[:i+1]
-		}
-		b.n += len(seg)
-		if b.n > b.max {
-			return
-		}
-		if len(bytes.TrimRight(seg, "\r\n")) > 0 {
-			b.line = true
-		}
-		if i >= 0 {
-			if !b.line {
-				b.n = 0
-			}
-			b.line = false
-		}
-		data = data[len(seg):]
-	}
-}
-
 func (b *boundedBody) Close() error { return b.rc.Close() }
-
-// headBytes is how much of a line lineBound keeps, to find the id of an
-// answer it cuts off.
-const headBytes = 256
-
-// lineBound bounds each line read from r (one JSON-RPC message of a stdio
-// child) to max bytes besides its newline. On a longer line, Read returns
-// the complete lines before it, calls over once with the line's first
-// bytes, and fails from then on with errAnswerTooLarge: the stream is out
-// of step and the child must go.
-type lineBound struct {
-	r    io.Reader
-	max  int
-	over func(head []byte)
-	n    int    // bytes of the current line so far
-	head []byte // its first headBytes bytes
-	err  error
-}
-
-func (l *lineBound) Read(p []byte) (int, error) {
-	if l.err != nil {
-		return 0, l.err
-	}
-	k, err := l.r.Read(p)
-	whole := 0 // bytes of p[:k] that end complete lines
-	for off := 0; off < k; {
-		i := bytes.IndexByte(p[off:k], '\n')
-		end := k
-		if i >= 0 {
-			end = off + i + 1
-		}
-		seg := p[off:end]
-		if room := headBytes - len(l.head); room > 0 {
-			l.head = append(l.head, seg[:min(room, len(seg))]...)
-		}
-		l.n += len(seg)
-		if i >= 0 {
-			l.n-- // the newline
-		}
-		if l.n > l.max {
-			l.err = errAnswerTooLarge
-			l.over(l.head)
-			if whole == 0 {
-				return 0, l.err
-			}
-			return whole, nil
-		}
-		if i >= 0 {
-			l.n, l.head, whole = 0, l.head[:0], end
-		}
-		off = end
-	}
-	return k, err
-}
-
-// Close does nothing: the child's stdout is closed once it has exited.
-func (l *lineBound) Close() error { return nil }
-
-// headID returns the JSON text of the "id" member of a JSON-RPC message,
-// read from its first bytes, if they hold it whole.
-func headID(head []byte) (string, bool) {
-	dec := json.NewDecoder(bytes.NewReader(head))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return "", false
-	}
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return "", false
-		}
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return "", false
-		}
-		if key, _ := t.(string); key == "id" {
-			return string(v), true
-		}
-	}
-	return "", false
-}
-
-// readAnswer reads the bounded JSON body of a call's answer whole. One
-// past the bound becomes a JSON-RPC error answer to the call: the SDK
-// takes a body it cannot read for a broken connection and drops it, with
-// every other call on it, while an error answer ends this call alone
-// (its state says why). Another read error is left for the SDK to see.
-func readAnswer(req *http.Request, resp *http.Response, max int) {
-	var buf bytes.Buffer
-	if resp.ContentLength > 0 {
-		buf.Grow(int(min(resp.ContentLength, int64(max)+1)))
-	}
-	_, err := buf.ReadFrom(resp.Body)
-	resp.Body.Close()
-	resp.ContentLength = -1
-	switch id, ok := requestID(req); {
-	case errors.Is(err, errAnswerTooLarge) && ok:
-		resp.Body = io.NopCloser(strings.NewReader(`{"jsonrpc":"2.0","id":` + id +
-			`,"error":{"code":-32603,"message":"the answer is larger than the node's result limit"}}`))
-	case err != nil:
-		resp.Body = io.NopCloser(io.MultiReader(&buf, errReader{err}))
-	default:
-		resp.Body = io.NopCloser(&buf)
-	}
-}
-
-// errReader fails every read with err.
-type errReader struct{ err error }
-
-func (r errReader) Read([]byte) (int, error) { return 0, r.err }
-
-// requestID returns the JSON text of the id of the JSON-RPC request req
-// carries.
-func requestID(req *http.Request) (string, bool) {
-	if req.GetBody == nil {
-		return "", false
-	}
-	body, err := req.GetBody()
-	if err != nil {
-		return "", false
-	}
-	defer body.Close()
-	var m struct {
-		ID json.RawMessage `json:"id"`
-	}
-	if json.NewDecoder(body).Decode(&m) != nil || len(m.ID) == 0 {
-		return "", false
-	}
-	return string(m.ID), true
-}

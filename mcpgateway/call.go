@@ -66,8 +66,16 @@ func (u *Upstream) callFunc(name string) engine.ToolFunc {
 		defer st.done.Store(true)
 		// A call that ends by its context (its timeout, a cancellation)
 		// before its answer: the SDK sends notifications/cancelled, and a
-		// stdio child must show it still answers.
-		defer context.AfterFunc(ctx, func() { u.probe(cn) })()
+		// stdio child must show it still answers. The AfterFunc covers a
+		// call stuck in writing to a child that does not read; the check
+		// on return, a call that returned as its context ended (stop may
+		// win the race with the AfterFunc then).
+		stop := context.AfterFunc(ctx, func() { u.probe(cn) })
+		defer func() {
+			if !stop() || ctx.Err() != nil {
+				u.probe(cn)
+			}
+		}()
 		meta := mcp.Meta{MetaExecutionID: c.ExecutionID}
 		if c.RequestID != "" {
 			meta[MetaRequestID] = c.RequestID

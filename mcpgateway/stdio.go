@@ -1,6 +1,7 @@
 package mcpgateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -35,11 +36,12 @@ func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 		return nil, err
 	}
 	t.child = ch
-	bound := &lineBound{r: ch.stdout, max: t.u.maxAnswer, over: ch.overflow}
+	lines := &unitBody{unitReader: unitReader{r: ch.stdout, max: t.u.maxAnswer, over: ch.overflow}, Closer: noClose{}}
 	inner, err := (&mcp.IOTransport{
-		Reader: bound,
+		// The child's stdout is closed once it has exited (Close).
+		Reader: lines,
 		Writer: ch,
-		// lineBound bounds each line; this bounds a message spread over
+		// lines bounds each line; this bounds a message spread over
 		// several lines (the SDK's count includes what it reads ahead).
 		MaxLineLength: 2*t.u.maxAnswer + MinAnswerBytes,
 	}).Connect(ctx)
@@ -50,6 +52,11 @@ func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	}
 	return &childConn{Connection: inner, child: ch}, nil
 }
+
+// noClose is the Closer of the child's stdout as the SDK sees it.
+type noClose struct{}
+
+func (noClose) Close() error { return nil }
 
 // child is one running stdio server. Its Write and Close are the
 // connection's writing side: Close stops the child.
@@ -153,7 +160,7 @@ func (c *child) waitExit(d time.Duration) bool {
 // pid is the child's process id.
 func (c *child) pid() int { return c.cmd.Process.Pid }
 
-// overflow is lineBound's report of a line past the bound: the call it
+// overflow is the line reader's report of a line past the bound: the call it
 // answers (by the id at its head, or the only call pending) is marked too
 // large, and the child, whose stream is out of step, is killed.
 func (c *child) overflow(head []byte) {
@@ -176,6 +183,29 @@ func (c *child) overflow(head []byte) {
 	}
 	c.log.Warn("mcp server: a message of the child is larger than the bound; replacing the child", slog.Int("pid", c.pid()))
 	c.kill()
+}
+
+// headID returns the JSON text of the "id" member of a JSON-RPC message,
+// read from its first bytes, if they hold it whole.
+func headID(head []byte) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(head))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return "", false
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return "", false
+		}
+		if key, _ := t.(string); key == "id" {
+			return string(v), true
+		}
+	}
+	return "", false
 }
 
 // mustID is headID, or "" when the head holds no id.

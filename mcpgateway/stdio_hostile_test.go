@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -175,21 +176,27 @@ func TestStdioOversizeLine(t *testing.T) {
 }
 
 // TestStdioHungChildReplaced: a child that stops answering altogether
-// (SIGSTOP) during a call: the call times out, the child does not answer
-// the ping that follows within the grace, so it is killed and replaced,
-// and the next call is served by the new one.
+// (it reads and writes nothing more) during a call: the call times out,
+// the child does not answer the ping that follows within the grace, so it
+// is killed and replaced, and the next call is served by the new one.
 func TestStdioHungChildReplaced(t *testing.T) {
 	bin := stdioServer(t)
 	dir := t.TempDir()
 	pidFile, countFile := filepath.Join(dir, "pid"), filepath.Join(dir, "count")
 	rt := newRuntime(t)
+	logs := &logBuffer{}
 	startUpstream(t, rt, mcpgateway.Config{Name: "local", Command: []string{bin, "-pid", pidFile, "-count", countFile},
-		Timeout: 300 * time.Millisecond, CancelGrace: 500 * time.Millisecond})
+		Timeout: time.Second, CancelGrace: 500 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	defer func() {
+		if t.Failed() {
+			t.Logf("log:\n%s", logs)
+		}
+	}()
 	waitTool(t, rt, "local.freeze")
 	first := pidOf(t, pidFile)
 	frozen := mustCall(t, rt, engine.Request{Tool: "local.freeze", RequestID: "f-1"}).Record
 	if frozen.Status != store.StatusTimedOut {
-		t.Fatalf("a call of a frozen child: %s %s", frozen.Status, frozen.Error)
+		t.Fatalf("a call of a frozen child: %s %s %s", frozen.Status, frozen.Data, frozen.Error)
 	}
 	eventually(t, "the frozen child replaced", func() error {
 		if pid := pidOf(t, pidFile); pid == first || !exited(first) {

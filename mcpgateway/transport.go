@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"mime"
 	"net/http"
 	"net/netip"
 
@@ -67,15 +66,11 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	resp.Body = &boundedBody{rc: resp.Body, max: t.maxAnswer, sse: mediaType == "text/event-stream", over: func() {
+	boundBody(req, resp, t.maxAnswer, func() {
 		if st != nil {
 			st.tooLarge.Store(true)
 		}
-	}}
-	if st != nil && mediaType == "application/json" && resp.StatusCode/100 == 2 {
-		readAnswer(req, resp, t.maxAnswer)
-	}
+	})
 	return resp, nil
 }
 

@@ -105,6 +105,12 @@ var _ Registry = (*engine.Runtime)(nil)
 
 var upstreamName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
+// ValidName reports whether name may name an upstream: 1-64 characters
+// of A-Z a-z 0-9 _ - and not ReservedName.
+func ValidName(name string) bool {
+	return upstreamName.MatchString(name) && !strings.EqualFold(name, ReservedName)
+}
+
 // ReservedName may not name an upstream (SPEC §5.2): the prefix carmy.
 // is Carmy's own.
 const ReservedName = "carmy"

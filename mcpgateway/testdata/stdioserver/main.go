@@ -9,8 +9,8 @@
 // directory and open file descriptors), huge {bytes} (a text of that
 // many bytes), wait (counts, waits until the call is cancelled, then
 // appends "cancelled <request_id>"), hang (counts, then never answers,
-// whatever happens) and freeze (counts, then stops its whole process
-// with SIGSTOP).
+// whatever happens) and freeze (counts, then neither reads nor writes
+// anything any more: the whole server hangs).
 package main
 
 import (
@@ -24,7 +24,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -101,14 +100,46 @@ func main() {
 			count("hang", req.Params.Meta)
 			select {}
 		})
+	frozen := make(chan struct{})
+	var freeze sync.Once
 	s.AddTool(&mcp.Tool{Name: "freeze", InputSchema: object},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			count("freeze", req.Params.Meta)
-			syscall.Kill(os.Getpid(), syscall.SIGSTOP)
-			return &mcp.CallToolResult{StructuredContent: map[string]any{"thawed": true}}, nil
+			freeze.Do(func() { close(frozen) })
+			select {}
 		})
-	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+	stdio := &mcp.IOTransport{Reader: gate{os.Stdin, frozen}, Writer: gate{os.Stdout, frozen}}
+	if err := s.Run(context.Background(), stdio); err != nil {
 		log.Print(err)
+	}
+}
+
+// gate passes reads and writes on until frozen is closed; from then on
+// they block for ever (what was read meanwhile is dropped).
+type gate struct {
+	f      *os.File
+	frozen chan struct{}
+}
+
+func (g gate) Read(p []byte) (int, error) {
+	g.wait()
+	n, err := g.f.Read(p)
+	g.wait()
+	return n, err
+}
+
+func (g gate) Write(p []byte) (int, error) {
+	g.wait()
+	return g.f.Write(p)
+}
+
+func (g gate) Close() error { return g.f.Close() }
+
+func (g gate) wait() {
+	select {
+	case <-g.frozen:
+		select {}
+	default:
 	}
 }
 
