@@ -22,8 +22,9 @@ import (
 )
 
 // hostile wraps an MCP handler: tools/call of "huge" is answered with a
-// JSON body of hugeBytes, and of "endless" with one SSE event that goes
-// on (at about 64 MB/s, up to 1 GiB) until the client stops reading.
+// JSON body of hugeBytes, of "huge_error" with a 500 of as many bytes,
+// and of "endless" with one SSE event that goes on (at about 64 MB/s, up
+// to 1 GiB) until the client stops reading.
 type hostile struct {
 	next      http.Handler
 	hugeBytes int
@@ -43,7 +44,7 @@ func (h *hostile) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Params struct{ Name string }
 	}
 	json.Unmarshal(body, &m)
-	if m.Method != "tools/call" || (m.Params.Name != "huge" && m.Params.Name != "endless") {
+	if m.Method != "tools/call" || (m.Params.Name != "huge" && m.Params.Name != "huge_error" && m.Params.Name != "endless") {
 		h.next.ServeHTTP(w, r)
 		return
 	}
@@ -56,8 +57,12 @@ func (h *hostile) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.sent.Add(int64(n))
 		return err == nil
 	}
-	if m.Params.Name == "huge" {
+	if m.Params.Name == "huge" || m.Params.Name == "huge_error" {
 		w.Header().Set("Content-Type", "application/json")
+		if m.Params.Name == "huge_error" {
+			w.Header().Set("Content-Type", "text/plain")
+			w.WriteHeader(http.StatusInternalServerError)
+		}
 		write([]byte(prefix))
 		for left := h.hugeBytes; left > 0; left -= len(chunk) {
 			if !write(chunk[:min(left, len(chunk))]) {
@@ -81,8 +86,8 @@ func (h *hostile) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// TestHTTPOversizeAnswers: an HTTP upstream's JSON body, or one SSE
-// event, past the bound is the call's RESULT_TOO_LARGE, read no further
+// TestHTTPOversizeAnswers: an HTTP upstream's JSON body, an error body,
+// or one SSE event, past the bound is the call's RESULT_TOO_LARGE, read no further
 // than the bound; an answer within it is served, and so are later calls.
 func TestHTTPOversizeAnswers(t *testing.T) {
 	f := newFakeUpstream(t)
@@ -92,6 +97,7 @@ func TestHTTPOversizeAnswers(t *testing.T) {
 	}
 	f.mcp.AddTool(&mcp.Tool{Name: "huge", InputSchema: object}, never)
 	f.mcp.AddTool(&mcp.Tool{Name: "endless", InputSchema: object}, never)
+	f.mcp.AddTool(&mcp.Tool{Name: "huge_error", InputSchema: object}, never)
 	h := &hostile{next: f.Config.Handler, hugeBytes: 512 << 10}
 	f.Config.Handler = h
 	rt := newRuntime(t) // its result limit: 1 MiB
@@ -101,7 +107,7 @@ func TestHTTPOversizeAnswers(t *testing.T) {
 	startUpstream(t, rt, cfg)
 	waitTool(t, rt, "tickets.endless")
 
-	for _, tool := range []string{"tickets.huge", "tickets.endless"} {
+	for _, tool := range []string{"tickets.huge", "tickets.huge_error", "tickets.endless"} {
 		rec := callEventually(t, rt, engine.Request{Tool: tool, RequestID: "r-" + tool}).Record
 		if code, msg := errorOf(t, rec.Error); rec.Status != store.StatusFailed || code != engine.CodeResultTooLarge {
 			t.Fatalf("%s: %s %s %s", tool, rec.Status, code, msg)

@@ -11,22 +11,25 @@ import (
 )
 
 // boundBody bounds what the SDK reads of resp: each event of an SSE
-// stream, held until complete (unitReader); a 2xx JSON answer, read here
-// whole (readAnswer); any other body, as a whole. over marks the call
-// (if any) whose answer went past the bound.
+// stream, held until complete (unitReader); a 2xx JSON answer, or the
+// body of an error status (which the SDK reads whole), read here whole
+// (readAnswer); any other body (which the SDK does not read), as a
+// whole. over marks the call (if any) whose answer went past the bound.
 func boundBody(req *http.Request, resp *http.Response, max int, over func()) {
 	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	ok := resp.StatusCode/100 == 2
 	switch {
-	case mediaType == "text/event-stream":
+	case mediaType == "text/event-stream" && ok:
 		resp.Body = &unitBody{unitReader: unitReader{r: resp.Body, max: max, sse: true, over: func([]byte) { over() }}, Closer: resp.Body}
-	case mediaType == "application/json" && resp.StatusCode/100 == 2:
+	case mediaType == "application/json" || !ok:
 		readAnswer(req, resp, max, over)
 	default:
 		resp.Body = &boundedBody{rc: resp.Body, max: max, over: over}
 	}
 }
 
-// readAnswer reads a JSON answer whole. One past the bound becomes a
+// readAnswer reads a body whole, in chunks, so that one past the bound
+// costs the bound and no more. A 2xx answer past the bound becomes a
 // JSON-RPC error answer to its request: the SDK takes a body it cannot
 // read for a broken connection, dropping every call on it, while an
 // error answer ends this request alone (the call's state says why).
@@ -36,7 +39,7 @@ func readAnswer(req *http.Request, resp *http.Response, max int, over func()) {
 	resp.Body.Close()
 	resp.ContentLength = -1
 	switch id, ok := requestID(req); {
-	case errors.Is(err, errAnswerTooLarge) && ok:
+	case errors.Is(err, errAnswerTooLarge) && ok && resp.StatusCode/100 == 2:
 		over()
 		resp.Body = io.NopCloser(strings.NewReader(`{"jsonrpc":"2.0","id":` + id +
 			`,"error":{"code":-32603,"message":"the answer is larger than the node's result limit"}}`))
