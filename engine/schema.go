@@ -20,12 +20,19 @@ var english = message.NewPrinter(language.English)
 // schema is a compiled JSON Schema for a tool's arguments.
 type schema struct{ s *jsonschema.Schema }
 
+// compileSchema compiles a tool's input schema on its own: the schema
+// document itself and the standard meta-schemas (built into the
+// compiler) are all it may use. A reference to anything else (a file:
+// URL, an http: URL, a relative one) fails the compilation, so a schema
+// that comes from a stranger (an upstream MCP server's tool) can neither
+// read the node's files nor make it connect anywhere.
 func compileSchema(name string, raw json.RawMessage) (*schema, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
 		return nil, fmt.Errorf("not JSON: %w", err)
 	}
 	c := jsonschema.NewCompiler()
+	c.UseLoader(noLoader{})
 	url := "carmy:tool/" + name + "/input_schema.json"
 	if err := c.AddResource(url, doc); err != nil {
 		return nil, err
@@ -35,6 +42,15 @@ func compileSchema(name string, raw json.RawMessage) (*schema, error) {
 		return nil, err
 	}
 	return &schema{s: s}, nil
+}
+
+// noLoader is the URL loader of a tool's schema compiler: it loads
+// nothing (the compiler's default, jsonschema.FileLoader, reads local
+// files).
+type noLoader struct{}
+
+func (noLoader) Load(string) (any, error) {
+	return nil, errors.New("a tool's schema may not reference another document (no file or network access): only its own definitions and the standard meta-schemas")
 }
 
 // anyObject reports whether raw is the schema {"type":"object"} and

@@ -57,20 +57,40 @@ func (u *Upstream) spec(t *mcp.Tool) (engine.ToolSpec, error) {
 // callFunc returns the tool body that calls the upstream tool name.
 func (u *Upstream) callFunc(name string) engine.ToolFunc {
 	return func(ctx context.Context, c engine.Call) (any, error) {
-		cs := u.current()
-		if cs == nil {
+		cn := u.current()
+		if cn == nil {
 			return nil, &engine.ToolError{Code: engine.CodeUpstreamUnreachable,
 				Message: fmt.Sprintf("tool %s: the upstream MCP server is not connected", c.Tool)}
 		}
+		st := &callState{call: c}
+		defer st.done.Store(true)
+		// A call that ends by its context (its timeout, a cancellation)
+		// before its answer: the SDK sends notifications/cancelled, and a
+		// stdio child must show it still answers. The AfterFunc covers a
+		// call stuck in writing to a child that does not read; the check
+		// on return, a call that returned as its context ended (stop may
+		// win the race with the AfterFunc then).
+		stop := context.AfterFunc(ctx, func() { u.probe(cn) })
+		defer func() {
+			if !stop() || ctx.Err() != nil {
+				u.probe(cn)
+			}
+		}()
 		meta := mcp.Meta{MetaExecutionID: c.ExecutionID}
 		if c.RequestID != "" {
 			meta[MetaRequestID] = c.RequestID
 			meta[MetaIdempotencyKey] = c.IdempotencyKey
 			meta[MetaFencingToken] = c.FencingToken
 		}
-		res, err := cs.CallTool(withCall(ctx, c), &mcp.CallToolParams{
+		res, err := cn.cs.CallTool(withCall(ctx, st), &mcp.CallToolParams{
 			Name: name, Arguments: json.RawMessage(c.Arguments), Meta: meta,
 		})
+		if st.tooLarge.Load() {
+			u.log.Warn("mcp server: an answer is larger than the bound", slog.String("tool", c.Tool),
+				slog.String("execution_id", c.ExecutionID), slog.Int("bound", u.maxAnswer))
+			return nil, &engine.ToolError{Code: engine.CodeResultTooLarge,
+				Message: fmt.Sprintf("tool %s: the upstream MCP server's answer is larger than %d bytes", c.Tool, u.maxAnswer)}
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
@@ -81,13 +101,13 @@ func (u *Upstream) callFunc(name string) engine.ToolFunc {
 			return nil, &engine.ToolError{Code: engine.CodeUpstreamToolError, Message: u.errorText(res.Content)}
 		}
 		if res.StructuredContent != nil {
-			return res.StructuredContent, nil
+			return u.redactValue(res.StructuredContent)
 		}
 		content := res.Content
 		if content == nil {
 			content = []mcp.Content{}
 		}
-		return map[string]any{"content": content}, nil
+		return u.redactValue(map[string]any{"content": content})
 	}
 }
 

@@ -34,4 +34,18 @@
 // HTTP upstreams follow the rules of HTTP tools: the egress policy of
 // package internal/egress applies to every connection, and no redirect is
 // followed (the request fails instead).
+//
+// An upstream is a stranger (SPEC §5.2). A stdio child gets PATH and
+// Config.Env only, runs in Config.Dir in a process group of its own, and
+// inherits no file descriptor but its standard three. Every message read
+// from an upstream is bounded by Config.MaxAnswerBytes as it is read (an
+// HTTP body, one SSE event, one stdio line, each held until complete): a
+// call whose answer is larger is RESULT_TOO_LARGE, and a stdio child that
+// sent it is replaced. A tool whose input schema references another
+// document is left out (engine compiles schemas with no loader). A call
+// that ends by its context is cancelled upstream (the SDK sends
+// notifications/cancelled), and a stdio child must then answer a ping
+// within Config.CancelGrace or be replaced. Results are redacted of the
+// configured secrets (header and env values, the URL's query and
+// userinfo) before they are recorded.
 package mcpgateway

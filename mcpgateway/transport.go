@@ -8,46 +8,44 @@ import (
 	"maps"
 	"net/http"
 	"net/netip"
-	"os/exec"
-	"time"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/internal/egress"
 )
 
-// callKey is the context key of the call a request to an HTTP upstream is
-// made for.
+// callKey is the context key of the *callState a request to an upstream
+// is made for.
 type callKey struct{}
 
-// withCall returns ctx carrying c, so that the HTTP request made for it
-// gets c's headers.
-func withCall(ctx context.Context, c engine.Call) context.Context {
-	return context.WithValue(ctx, callKey{}, c)
+// withCall returns ctx carrying st, so that the HTTP request made for it
+// gets its call's headers, and a transport can mark its answer too large.
+func withCall(ctx context.Context, st *callState) context.Context {
+	return context.WithValue(ctx, callKey{}, st)
 }
 
 // httpClient returns the client of an HTTP upstream: through the egress
 // policy, following no redirect (the request fails with the redirect's
 // status, as an HTTP tool's does by default), with the configured headers
-// on every request and Carmy's on the requests made for a call.
-func httpClient(headers map[string]string, allow []netip.Prefix) (*http.Client, error) {
+// on every request and Carmy's on the requests made for a call, reading
+// at most maxAnswer bytes of a body or of one SSE event.
+func httpClient(headers map[string]string, allow []netip.Prefix, maxAnswer int) (*http.Client, error) {
 	policy, err := egress.New(allow)
 	if err != nil {
 		return nil, err
 	}
 	return &http.Client{
-		Transport: &headerTransport{base: policy.Transport(), headers: maps.Clone(headers)},
+		Transport: &headerTransport{base: policy.Transport(), headers: maps.Clone(headers), maxAnswer: maxAnswer},
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse
 		},
 	}, nil
 }
 
-// headerTransport adds headers to every request.
+// headerTransport adds headers to every request and bounds every answer.
 type headerTransport struct {
-	base    http.RoundTripper
-	headers map[string]string
+	base      http.RoundTripper
+	headers   map[string]string
+	maxAnswer int
 }
 
 func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -59,23 +57,21 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			req.Header.Set(k, v)
 		}
 	}
-	if c, ok := req.Context().Value(callKey{}).(engine.Call); ok {
+	st, _ := req.Context().Value(callKey{}).(*callState)
+	if st != nil {
 		// As an HTTP tool sends them (SPEC §3.1); nothing overrides them.
-		engine.SetCallHeaders(req.Header, c)
+		engine.SetCallHeaders(req.Header, st.call)
 	}
-	return t.base.RoundTrip(req)
-}
-
-// stopChildAfter is how long a stdio child has to exit once its stdin is
-// closed, before it is sent SIGTERM.
-const stopChildAfter = 5 * time.Second
-
-// command returns the transport of a new stdio child, whose stderr lines
-// go to the log.
-func (u *Upstream) command() mcp.Transport {
-	cmd := exec.Command(u.cfg.Command[0], u.cfg.Command[1:]...)
-	cmd.Stderr = &lineLogger{log: u.log}
-	return &mcp.CommandTransport{Command: cmd, TerminateDuration: stopChildAfter}
+	resp, err := t.base.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	boundBody(req, resp, t.maxAnswer, func() {
+		if st != nil {
+			st.tooLarge.Store(true)
+		}
+	})
+	return resp, nil
 }
 
 // lineLogger logs what a child writes to its stderr, a line at a time.

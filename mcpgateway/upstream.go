@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"net/url"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,7 +37,18 @@ type Config struct {
 	AllowNetworks []netip.Prefix
 	// Command runs the server as a child process speaking MCP over its
 	// stdin and stdout (one child per node); its stderr goes to the log.
+	// The child gets no environment but PATH (the node's) and Env, runs in
+	// Dir, in a process group of its own, and inherits no file descriptor
+	// but stdin, stdout and stderr. A relative command path (with a
+	// slash) is taken from the node's working directory, not from Dir.
 	Command []string
+	// Env is the child's environment besides PATH (which Env may set
+	// too). Its values, like Headers', are secrets: they are replaced by
+	// "[redacted]" wherever they appear in an answer.
+	Env map[string]string
+	// Dir is the child's working directory, which must exist (empty: the
+	// node's).
+	Dir string
 	// Tools, when not nil, lists the only upstream tools (by their
 	// upstream names) to register.
 	Tools []string
@@ -52,6 +65,16 @@ type Config struct {
 	// MaxBackoff bounds the pause between attempts to reconnect
 	// (DefaultMaxBackoff when zero); the first pause is MinBackoff.
 	MaxBackoff time.Duration
+	// MaxAnswerBytes bounds every message read from the upstream, as it
+	// is read: an HTTP body, one SSE event, one stdio line (0:
+	// engine.DefaultMaxResultBytes; never less than MinAnswerBytes). Give
+	// it the runtime's result limit. A call whose answer is larger fails
+	// with RESULT_TOO_LARGE; a stdio child that sent it is replaced.
+	MaxAnswerBytes int
+	// CancelGrace is how long a stdio child has, once a call of it timed
+	// out or was cancelled, to answer a ping; one that does not is killed
+	// and replaced (DefaultCancelGrace when zero).
+	CancelGrace time.Duration
 	// Logger receives connections, listings and the detail of failures,
 	// redacted (nil: slog.Default()).
 	Logger *slog.Logger
@@ -61,6 +84,7 @@ type Config struct {
 const (
 	DefaultRefreshInterval = 5 * time.Minute
 	DefaultMaxBackoff      = 30 * time.Second
+	DefaultCancelGrace     = 5 * time.Second
 	MinBackoff             = 250 * time.Millisecond
 )
 
@@ -81,6 +105,16 @@ var _ Registry = (*engine.Runtime)(nil)
 
 var upstreamName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
+// ValidName reports whether name may name an upstream: 1-64 characters
+// of A-Z a-z 0-9 _ - and not ReservedName.
+func ValidName(name string) bool {
+	return upstreamName.MatchString(name) && !strings.EqualFold(name, ReservedName)
+}
+
+// ReservedName may not name an upstream (SPEC §5.2): the prefix carmy.
+// is Carmy's own.
+const ReservedName = "carmy"
+
 // Upstream is one upstream MCP server whose tools it keeps registered.
 // Build it with New, then Start it; Close stops it. Safe for concurrent
 // use.
@@ -90,15 +124,25 @@ type Upstream struct {
 	log      *slog.Logger
 	redactor *egress.Redactor
 	target   string // the URL (redacted) or the command's name, for the log
+	// maxAnswer bounds one message read from the upstream.
+	maxAnswer int
+	// childEnv is a stdio child's environment.
+	childEnv []string
 	// newTransport returns a transport for one connection.
 	newTransport func() mcp.Transport
 	client       *mcp.Client
 	changed      chan struct{} // a list_changed arrived
 
-	mu      sync.Mutex
-	session *mcp.ClientSession // nil while not connected
-	stop    context.CancelFunc
-	done    chan struct{}
+	mu   sync.Mutex
+	conn *conn // nil while not connected
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+// conn is one connection to the upstream.
+type conn struct {
+	cs    *mcp.ClientSession
+	child *child // the stdio child; nil over HTTP
 }
 
 // New checks cfg and returns its Upstream, not yet connected. An error
@@ -108,12 +152,18 @@ func New(reg Registry, cfg Config) (*Upstream, error) {
 	switch {
 	case !upstreamName.MatchString(cfg.Name):
 		return nil, fmt.Errorf("%s: the name must be 1-64 characters of A-Z a-z 0-9 _ -", where)
+	case strings.EqualFold(cfg.Name, ReservedName):
+		return nil, fmt.Errorf("%s: the name %s is reserved", where, ReservedName)
 	case (cfg.URL == "") == (len(cfg.Command) == 0):
 		return nil, fmt.Errorf("%s: give exactly one of url and command", where)
-	case cfg.Timeout < 0 || cfg.RefreshInterval < 0 || cfg.MaxBackoff < 0 || cfg.DedupeWindow < 0:
+	case cfg.Timeout < 0 || cfg.RefreshInterval < 0 || cfg.MaxBackoff < 0 || cfg.DedupeWindow < 0 || cfg.CancelGrace < 0:
 		return nil, fmt.Errorf("%s: negative duration", where)
+	case cfg.MaxAnswerBytes < 0:
+		return nil, fmt.Errorf("%s: negative answer bound", where)
 	case len(cfg.Command) > 0 && (len(cfg.Headers) > 0 || cfg.AllowNetworks != nil):
 		return nil, fmt.Errorf("%s: headers and allow_networks apply to a url, not to a command", where)
+	case cfg.URL != "" && (cfg.Env != nil || cfg.Dir != ""):
+		return nil, fmt.Errorf("%s: env and dir apply to a command, not to a url", where)
 	case len(cfg.Command) > 0 && cfg.Command[0] == "":
 		return nil, fmt.Errorf("%s: an empty command", where)
 	}
@@ -123,15 +173,24 @@ func New(reg Registry, cfg Config) (*Upstream, error) {
 	if cfg.MaxBackoff == 0 {
 		cfg.MaxBackoff = DefaultMaxBackoff
 	}
+	if cfg.CancelGrace == 0 {
+		cfg.CancelGrace = DefaultCancelGrace
+	}
+	if cfg.MaxAnswerBytes == 0 {
+		cfg.MaxAnswerBytes = engine.DefaultMaxResultBytes
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	cfg.Tools = slices.Clone(cfg.Tools)
+	cfg.Command = slices.Clone(cfg.Command)
+	cfg.Env = maps.Clone(cfg.Env)
 	u := &Upstream{
-		cfg:     cfg,
-		reg:     reg,
-		log:     cfg.Logger.With(slog.String("mcp_server", cfg.Name)),
-		changed: make(chan struct{}, 1),
+		cfg:       cfg,
+		reg:       reg,
+		log:       cfg.Logger.With(slog.String("mcp_server", cfg.Name)),
+		changed:   make(chan struct{}, 1),
+		maxAnswer: max(cfg.MaxAnswerBytes, MinAnswerBytes),
 	}
 	if cfg.URL != "" {
 		parsed, err := url.Parse(cfg.URL)
@@ -139,18 +198,25 @@ func New(reg Registry, cfg Config) (*Upstream, error) {
 			// Neither the URL nor url.Parse's error, which quotes it.
 			return nil, fmt.Errorf("%s: the url is not an absolute http or https URL", where)
 		}
-		client, err := httpClient(cfg.Headers, cfg.AllowNetworks)
+		client, err := httpClient(cfg.Headers, cfg.AllowNetworks, u.maxAnswer)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", where, err)
 		}
 		u.redactor = egress.NewRedactor(parsed, cfg.Headers)
 		u.target = egress.RedactURL(parsed)
 		u.newTransport = func() mcp.Transport {
-			return &mcp.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: client, MaxRetries: 2}
+			return &mcp.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: client, MaxRetries: 2,
+				// The client's body bounds each event first (and tells
+				// which call it was for); this is a second bound, not
+				// 0, which v1.8.0 takes for none.
+				MaxEventSize: u.maxAnswer + MinAnswerBytes}
 		}
 	} else {
-		u.target = cfg.Command[0]
-		u.newTransport = func() mcp.Transport { return u.command() }
+		if err := u.checkCommand(where); err != nil {
+			return nil, err
+		}
+		u.target = u.cfg.Command[0]
+		u.newTransport = func() mcp.Transport { return &stdioTransport{u: u} }
 	}
 	u.client = mcp.NewClient(&mcp.Implementation{Name: "carmy", Version: "v1"}, &mcp.ClientOptions{
 		Logger: u.log,
@@ -211,17 +277,17 @@ func (u *Upstream) unavailable(why string) error {
 		"the tools of MCP server %q are unavailable: %s; the call did not run and nothing was reserved: retry later", u.cfg.Name, why))
 }
 
-// current returns the connected session, or nil.
-func (u *Upstream) current() *mcp.ClientSession {
+// current returns the connection, or nil.
+func (u *Upstream) current() *conn {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	return u.session
+	return u.conn
 }
 
-func (u *Upstream) setSession(cs *mcp.ClientSession) {
+func (u *Upstream) setConn(cn *conn) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	u.session = cs
+	u.conn = cn
 }
 
 // run connects, lists and serves until ctx ends, reconnecting with a
@@ -264,8 +330,20 @@ func backoff(attempt int, max time.Duration) time.Duration {
 // tells whether a listing succeeded.
 func (u *Upstream) connectAndServe(ctx context.Context) (listed bool, err error) {
 	cctx, cancel := context.WithTimeout(ctx, listTimeout)
-	cs, err := u.client.Connect(cctx, u.newTransport(), &mcp.ClientSessionOptions{ProtocolVersion: ProtocolVersion})
+	tr := u.newTransport()
+	cs, err := u.client.Connect(cctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: ProtocolVersion})
 	cancel()
+	cn := &conn{cs: cs}
+	if st, ok := tr.(*stdioTransport); ok && st.child != nil {
+		cn.child = st.child
+		if err != nil {
+			// A child that did not shake hands in time is not waited for.
+			cn.child.kill()
+			cn.child.Close()
+		} else {
+			u.log.Info("mcp server: child started", slog.Int("pid", cn.child.pid()))
+		}
+	}
 	if err != nil {
 		return false, fmt.Errorf("connecting: %w", err)
 	}
@@ -280,10 +358,10 @@ func (u *Upstream) connectAndServe(ctx context.Context) (listed bool, err error)
 			// no session would be recorded as UPSTREAM_UNREACHABLE.
 			u.reg.SetToolGroupUnavailable(u.cfg.Name, u.unavailable("its connection was lost"))
 		}
-		u.setSession(nil)
+		u.setConn(nil)
 		cs.Close()
 	}()
-	u.setSession(cs)
+	u.setConn(cn)
 	if err := u.refresh(ctx, cs); err != nil {
 		return false, err
 	}
@@ -320,7 +398,8 @@ func (u *Upstream) refresh(ctx context.Context, cs *mcp.ClientSession) error {
 		}
 		spec, err := u.spec(t)
 		if err != nil {
-			u.log.Warn("mcp server: a tool is left out", slog.String("tool", t.Name), slog.Any("err", err))
+			// u.log names the server (mcp_server=<name>).
+			u.log.Warn("mcp server: a tool is left out", slog.String("tool", t.Name), slog.String("err", u.redactor.Redact(err.Error())))
 			continue
 		}
 		specs = append(specs, spec)

@@ -100,6 +100,18 @@ type mcpServerConfig struct {
 	// AllowNetworks narrows where url may connect, as a tool's
 	// http.allow_networks does (within egress.allow when that is set).
 	AllowNetworks []string `yaml:"allow_networks"`
+	// Env is a command's whole environment besides PATH: nothing of the
+	// node's reaches the child unless named here (${VAR} is read from the
+	// node's environment at start; an unset one stops the start). The
+	// values are redacted from the server's answers, as headers' are.
+	Env map[string]string `yaml:"env"`
+	// Dir is a command's working directory (default: <data-dir>/mcp/<name>,
+	// created 0700).
+	Dir string `yaml:"dir"`
+	// CancelGrace (a Go duration) is how long a command's child has, after
+	// a call of it timed out or was cancelled, to answer a ping before it
+	// is killed and replaced (default 5s).
+	CancelGrace string `yaml:"cancel_grace"`
 }
 
 type authConfig struct {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -12,9 +14,12 @@ import (
 
 // mcpUpstreams returns the configured upstream MCP servers (SPEC §5.2),
 // registering their tools with reg once started, expanding ${VAR} in
-// their URLs and headers from getenv (an unset variable is an error). An
-// error never repeats a URL or a header's value.
-func (fc fileConfig) mcpUpstreams(reg mcpgateway.Registry, getenv func(string) string, log *slog.Logger) ([]*mcpgateway.Upstream, error) {
+// their URLs, headers and env from getenv (an unset variable is an
+// error), bounding their answers by limits.result_bytes. A command
+// without dir runs in <dataDir>/mcp/<name>, created here (with dataDir
+// empty, in the node's working directory). An error never repeats a URL,
+// a header's value or an env value.
+func (fc fileConfig) mcpUpstreams(reg mcpgateway.Registry, getenv func(string) string, dataDir string, log *slog.Logger) ([]*mcpgateway.Upstream, error) {
 	var ups []*mcpgateway.Upstream
 	seen := make(map[string]bool)
 	for i, mc := range fc.MCPServers {
@@ -30,6 +35,7 @@ func (fc fileConfig) mcpUpstreams(reg mcpgateway.Registry, getenv func(string) s
 		}
 		cfg := mcpgateway.Config{
 			Name: mc.Name, Command: mc.Command, Tools: mc.Tools, RequireRequestID: mc.RequireRequestID, Logger: log,
+			MaxAnswerBytes: fc.Limits.ResultBytes, // 0: the runtime's default, as the gateway's
 		}
 		if mc.Tools != nil && len(mc.Tools) == 0 {
 			return nil, fmt.Errorf("config %s: tools lists no tool: leave it out to serve every tool", where)
@@ -56,6 +62,24 @@ func (fc fileConfig) mcpUpstreams(reg mcpgateway.Registry, getenv func(string) s
 				}
 			}
 		}
+		if mc.CancelGrace != "" {
+			d, err := time.ParseDuration(mc.CancelGrace)
+			if err != nil || d <= 0 {
+				return nil, fmt.Errorf("config %s: cancel_grace %q: want a positive duration such as 5s", where, mc.CancelGrace)
+			}
+			cfg.CancelGrace = d
+		}
+		if mc.Env != nil {
+			cfg.Env = make(map[string]string, len(mc.Env))
+			for k, v := range mc.Env {
+				if cfg.Env[k], err = expand(v, getenv); err != nil {
+					return nil, fmt.Errorf("config %s: env %s: %w", where, k, err)
+				}
+			}
+		}
+		if cfg.Dir, err = childDir(mc, dataDir); err != nil {
+			return nil, fmt.Errorf("config %s: %w", where, err)
+		}
 		if mc.AllowNetworks != nil || mc.URL != "" {
 			if cfg.AllowNetworks, err = fc.networksWithin(where+": allow_networks", mc.AllowNetworks); err != nil {
 				return nil, fmt.Errorf("config %w", err)
@@ -68,6 +92,20 @@ func (fc fileConfig) mcpUpstreams(reg mcpgateway.Registry, getenv func(string) s
 		ups = append(ups, u)
 	}
 	return ups, nil
+}
+
+// childDir returns the working directory of a command's child: dir as
+// configured, else <dataDir>/mcp/<name>, created 0700 (none for a url, or
+// with dataDir empty).
+func childDir(mc mcpServerConfig, dataDir string) (string, error) {
+	if mc.Dir != "" || len(mc.Command) == 0 || dataDir == "" || !mcpgateway.ValidName(mc.Name) {
+		return mc.Dir, nil
+	}
+	dir := filepath.Join(dataDir, "mcp", mc.Name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("the command's directory: %w", err)
+	}
+	return dir, nil
 }
 
 // startUpstreams starts the upstream MCP servers, which connect in the

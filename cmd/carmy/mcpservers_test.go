@@ -2,6 +2,8 @@ package main
 
 import (
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +26,7 @@ const specMCPExample = `mcp_servers:
 func TestMCPServersConfig(t *testing.T) {
 	fc := mustLoadConfig(t, specMCPExample)
 	getenv := func(k string) string { return map[string]string{"TICKETS_TOKEN": "tickets-SECRET-1"}[k] }
-	ups, err := fc.mcpUpstreams(quietApp(), getenv, slog.New(slog.DiscardHandler))
+	ups, err := fc.mcpUpstreams(quietApp(), getenv, "", slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +34,7 @@ func TestMCPServersConfig(t *testing.T) {
 		t.Fatalf("upstreams %v", ups)
 	}
 	// An unset variable is an error naming it, not the URL.
-	if _, err := fc.mcpUpstreams(quietApp(), func(string) string { return "" }, slog.New(slog.DiscardHandler)); err == nil ||
+	if _, err := fc.mcpUpstreams(quietApp(), func(string) string { return "" }, "", slog.New(slog.DiscardHandler)); err == nil ||
 		!strings.Contains(err.Error(), "TICKETS_TOKEN") {
 		t.Fatalf("unset variable: %v", err)
 	}
@@ -51,11 +53,17 @@ func TestMCPServersConfigRefused(t *testing.T) {
 		"not a URL":     "mcp_servers:\n  - {name: a, url: \"ftp://h/x?token=SECRET\"}\n",
 		"outside allow": "egress: {allow: [10.0.0.0/8]}\nmcp_servers:\n  - {name: a, url: http://127.0.0.1:1/mcp, allow_networks: [192.168.0.0/16]}\n",
 		"shadowed":      "tools:\n  - {name: a.x, http: {url: http://127.0.0.1:1/}}\nmcp_servers:\n  - {name: a, url: http://127.0.0.1:1/mcp}\n",
+		"reserved":      "mcp_servers:\n  - {name: carmy, command: [x]}\n",
+		"env for a url": "mcp_servers:\n  - {name: a, url: http://127.0.0.1:1/mcp, env: {A: b}}\n",
+		"dir for a url": "mcp_servers:\n  - {name: a, url: http://127.0.0.1:1/mcp, dir: /tmp}\n",
+		"unset in env":  "mcp_servers:\n  - {name: a, command: [x], env: {KEY: \"${CARMY_UNSET_VAR}\"}}\n",
+		"no dir":        "mcp_servers:\n  - {name: a, command: [x], dir: /nonexistent/carmy}\n",
+		"bad grace":     "mcp_servers:\n  - {name: a, command: [x], cancel_grace: soon}\n",
 	} {
 		t.Run(name, func(t *testing.T) {
 			fc, err := loadConfig(writeConfig(t, text))
 			if err == nil {
-				_, err = fc.mcpUpstreams(quietApp(), func(string) string { return "" }, slog.New(slog.DiscardHandler))
+				_, err = fc.mcpUpstreams(quietApp(), func(string) string { return "" }, "", slog.New(slog.DiscardHandler))
 			}
 			if err == nil {
 				t.Fatalf("accepted:\n%s", text)
@@ -80,5 +88,33 @@ func TestToolSpecsDedupeWindow(t *testing.T) {
 		if _, err := fc.toolSpecs(func(string) string { return "" }); err == nil {
 			t.Errorf("dedupe_window %s accepted", w)
 		}
+	}
+}
+
+// TestMCPServersCommandConfig: a command's env (expanded), dir and
+// cancel_grace are taken; without dir, the child gets a private directory
+// under the data dir.
+func TestMCPServersCommandConfig(t *testing.T) {
+	dataDir := t.TempDir()
+	fc := mustLoadConfig(t, `mcp_servers:
+  - name: local
+    command: ["/bin/true"]
+    env: {API_KEY: "k-${CARMY_T_KEY}", MODE: dev}
+    cancel_grace: 2s
+  - name: other
+    command: ["/bin/true"]
+    dir: `+dataDir+`
+`)
+	getenv := func(k string) string { return map[string]string{"CARMY_T_KEY": "SECRET"}[k] }
+	ups, err := fc.mcpUpstreams(quietApp(), getenv, dataDir, slog.New(slog.DiscardHandler))
+	if err != nil || len(ups) != 2 {
+		t.Fatalf("upstreams %v, %v", ups, err)
+	}
+	fi, err := os.Stat(filepath.Join(dataDir, "mcp", "local"))
+	if err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("the default directory: %v, %v", fi, err)
+	}
+	if _, err := os.Stat(filepath.Join(dataDir, "mcp", "other")); !os.IsNotExist(err) {
+		t.Fatalf("a directory made for a server with dir: %v", err)
 	}
 }

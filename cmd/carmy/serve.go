@@ -47,7 +47,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ups, err := fc.mcpUpstreams(app, os.Getenv, log)
+	ups, err := fc.mcpUpstreams(app, os.Getenv, cfg.DataDir, log)
 	if err != nil {
 		return err
 	}

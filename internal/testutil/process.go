@@ -161,6 +161,9 @@ func hasFlag(args []string, name string) bool {
 	return false
 }
 
+// PID returns the process's id.
+func (n *Node) PID() int { return n.cmd.Process.Pid }
+
 // Logs returns what the process printed so far.
 func (n *Node) Logs() string { return n.logs.String() }
 

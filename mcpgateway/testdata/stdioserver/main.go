@@ -5,7 +5,12 @@
 //
 // Tools: create {sku} (structuredContent {"n", "sku"}), block (counts,
 // then waits until the connection ends), echo_meta (structuredContent:
-// the _meta it got).
+// the _meta it got), env (structuredContent: its environment, working
+// directory and open file descriptors), huge {bytes} (a text of that
+// many bytes), wait (counts, waits until the call is cancelled, then
+// appends "cancelled <request_id>"), hang (counts, then never answers,
+// whatever happens) and freeze (counts, then neither reads nor writes
+// anything any more: the whole server hangs).
 package main
 
 import (
@@ -15,7 +20,9 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -70,7 +77,83 @@ func main() {
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return &mcp.CallToolResult{StructuredContent: map[string]any{"meta": req.Params.Meta}}, nil
 		})
-	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+	s.AddTool(&mcp.Tool{Name: "env", InputSchema: object},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			cwd, _ := os.Getwd()
+			return &mcp.CallToolResult{StructuredContent: map[string]any{"env": os.Environ(), "cwd": cwd, "fds": openFiles()}}, nil
+		})
+	s.AddTool(&mcp.Tool{Name: "huge", InputSchema: object},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var args struct{ Bytes int }
+			json.Unmarshal(req.Params.Arguments, &args)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("x", args.Bytes)}}}, nil
+		})
+	s.AddTool(&mcp.Tool{Name: "wait", InputSchema: object},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			count("wait", req.Params.Meta)
+			<-ctx.Done()
+			count("cancelled", req.Params.Meta)
+			return nil, ctx.Err()
+		})
+	s.AddTool(&mcp.Tool{Name: "hang", InputSchema: object},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			count("hang", req.Params.Meta)
+			select {}
+		})
+	frozen := make(chan struct{})
+	var freeze sync.Once
+	s.AddTool(&mcp.Tool{Name: "freeze", InputSchema: object},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			count("freeze", req.Params.Meta)
+			freeze.Do(func() { close(frozen) })
+			select {}
+		})
+	stdio := &mcp.IOTransport{Reader: gate{os.Stdin, frozen}, Writer: gate{os.Stdout, frozen}}
+	if err := s.Run(context.Background(), stdio); err != nil {
 		log.Print(err)
 	}
+}
+
+// gate passes reads and writes on until frozen is closed; from then on
+// they block for ever (what was read meanwhile is dropped).
+type gate struct {
+	f      *os.File
+	frozen chan struct{}
+}
+
+func (g gate) Read(p []byte) (int, error) {
+	g.wait()
+	n, err := g.f.Read(p)
+	g.wait()
+	return n, err
+}
+
+func (g gate) Write(p []byte) (int, error) {
+	g.wait()
+	return g.f.Write(p)
+}
+
+func (g gate) Close() error { return g.f.Close() }
+
+func (g gate) wait() {
+	select {
+	case <-g.frozen:
+		select {}
+	default:
+	}
+}
+
+// openFiles returns "<fd> <target>" for each open file descriptor of the
+// process (Linux: /proc/self/fd), the directory read for it included.
+func openFiles() []string {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return []string{"error " + err.Error()}
+	}
+	var out []string
+	for _, e := range entries {
+		target, _ := os.Readlink(filepath.Join("/proc/self/fd", e.Name()))
+		out = append(out, e.Name()+" "+target)
+	}
+	return out
 }
