@@ -34,6 +34,8 @@ func (s *Server) mcpRoutes(rt Runtime, limit int64) error {
 		Logger:    s.log,
 		Admit:     s.admitMCP,
 		Observe:   s.observeMCP,
+		// The server checks Host on every route (hosts.go).
+		HostChecked: true,
 	}
 	if s.auth.enabled {
 		cfg.Verify = s.auth.verifyMCP
@@ -130,13 +132,29 @@ func (au *authenticator) verifyMCP(r *http.Request, token string) (*engine.Calle
 	return nil, mcp.ErrInvalidToken
 }
 
-// admitMCP applies the principal's rate limit to a tools/call.
+// admitMCP applies the principal's rate limit to one JSON-RPC message of
+// /mcp (every method counts, and each entry of a batch).
 func (s *Server) admitMCP(caller *engine.Caller) error {
-	if err, _ := s.overRate(caller); err != nil {
-		return err
+	if err, wait := s.overRate(caller); err != nil {
+		return &rateRefusal{err: err, wait: wait}
 	}
 	return nil
 }
+
+// rateRefusal is RATE_LIMITED with the time until the principal may send
+// again (mcp.RetryAfter).
+type rateRefusal struct {
+	err  *Error
+	wait time.Duration
+}
+
+func (r *rateRefusal) Error() string { return r.err.Error() }
+
+// Unwrap gives the RATE_LIMITED *Error: its code and fields.
+func (r *rateRefusal) Unwrap() error { return r.err }
+
+// RetryAfter implements mcp.RetryAfter.
+func (r *rateRefusal) RetryAfter() time.Duration { return r.wait }
 
 // mcpMetrics count the tools/calls of /mcp, as carmy_calls_total and
 // carmy_call_duration_seconds count those of POST /v1/tools/call, with
