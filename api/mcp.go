@@ -27,7 +27,7 @@ const (
 // api/mcp) and the RFC 9728 metadata document it points to. This server
 // lends the endpoint its tokens, the failures each client address may
 // make, the principals' rate limits, its metrics and its call log.
-func (s *Server) mcpRoutes(rt Runtime, limit int64) error {
+func (s *Server) mcpRoutes(rt Runtime, limit int64, base func(*http.Request) string) error {
 	cfg := mcp.Config{
 		Runtime:   rt,
 		BodyLimit: limit,
@@ -36,6 +36,7 @@ func (s *Server) mcpRoutes(rt Runtime, limit int64) error {
 		Observe:   s.observeMCP,
 		// The server checks Host on every route (hosts.go).
 		HostChecked: true,
+		BaseURL:     base,
 	}
 	if s.auth.enabled {
 		cfg.Verify = s.auth.verifyMCP
@@ -50,7 +51,7 @@ func (s *Server) mcpRoutes(rt Runtime, limit int64) error {
 	// POST only: a stateless server offers no stream to GET and no
 	// session to DELETE; other methods are Echo's 405 (with Allow).
 	e.POST(mcp.Path, echo.WrapHandler(h), s.gateMCP)
-	meta := echo.WrapHandler(mcp.MetadataHandler())
+	meta := echo.WrapHandler(mcp.MetadataHandler(base))
 	e.GET(mcp.MetadataPath, meta)
 	e.GET(mcp.MetadataPath+mcp.Path, meta)
 	return nil
@@ -66,7 +67,7 @@ func (s *Server) gateMCP(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
 		if s.auth.enabled {
-			src := sourceOf(r)
+			src := s.auth.guard.sourceOf(r)
 			err := s.auth.guard.check(src, r.URL.Path, c.Response().Header())
 			if err == nil {
 				// The header read as the API reads it; no token at all
@@ -128,7 +129,7 @@ func (au *authenticator) verifyMCP(r *http.Request, token string) (*engine.Calle
 	if id := au.lookup(sha256.Sum256([]byte(token))); id != nil {
 		return id, nil
 	}
-	au.guard.fail(sourceOf(r), reasonUnknown, r.URL.Path)
+	au.guard.fail(au.guard.sourceOf(r), reasonUnknown, r.URL.Path)
 	return nil, mcp.ErrInvalidToken
 }
 

@@ -60,6 +60,10 @@ type Config struct {
 	// which refuses any Host but a loopback one on a loopback listener
 	// when auth is off, is then off, so that one list governs every route.
 	HostChecked bool
+	// BaseURL, when set, gives the node's base URL for the
+	// WWW-Authenticate resource_metadata of a 401 (the node's public URL,
+	// or its listener's address); nil means BaseURL. Never the Host.
+	BaseURL func(r *http.Request) string
 }
 
 // Handler serves /mcp. It is an http.Handler, safe for concurrent use.
