@@ -78,7 +78,7 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, body []byte
 		out.Write(answer)
 	}
 	for _, entry := range entries {
-		_, id, _ := messageOf(entry)
+		id := idOfMessage(entry)
 		if full {
 			add(rpcError(id, CodeBatchFull, fmt.Sprintf("not run: the batch's answer reached its limit of %d bytes; send this message again, on its own or in a smaller batch", MaxBatchAnswerBytes), nil))
 			continue
@@ -87,7 +87,7 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, body []byte
 		sub := r.Clone(r.Context())
 		sub.Body, sub.ContentLength = io.NopCloser(bytes.NewReader(entry)), int64(len(entry))
 		ww := &wireWriter{ResponseWriter: rec}
-		h.serveOne(ww, sub, entry)
+		h.serveOne(ww, sub, entry, true)
 		ww.finish()
 		if v := rec.header.Get("Retry-After"); v != "" {
 			retryAfter = v

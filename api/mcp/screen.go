@@ -54,7 +54,8 @@ func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) {
 		h.stream.ServeHTTP(w, r)
 		return
 	}
-	if json.Valid(body) {
+	valid := json.Valid(body)
+	if valid {
 		if err := strictjson.Check(body); err != nil {
 			writeRPCError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest,
 				"the message is not strict JSON (I-JSON, RFC 7493): "+strictjson.Reason(err), envelope(store.CodeInvalidRequest, nil,
@@ -66,16 +67,16 @@ func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	h.serveOne(w, r, body)
+	h.serveOne(w, r, body, valid)
 }
 
 // serveOne answers one message, body, read from r (whose body it
-// replaces when the SDK is to read it).
-func (h *Handler) serveOne(w http.ResponseWriter, r *http.Request, body []byte) {
-	method, id, isMessage := messageOf(body)
-	if isMessage && method != methodCallTool {
+// replaces when the SDK is to read it); valid says whether body is valid
+// JSON (then strict JSON too).
+func (h *Handler) serveOne(w http.ResponseWriter, r *http.Request, body []byte, valid bool) {
+	if valid && !isCallTool(body) {
 		if err := h.admit(r); err != nil {
-			h.refuseRate(w, id, err)
+			h.refuseRate(w, idOfMessage(body), err)
 			return
 		}
 	}
@@ -99,25 +100,51 @@ func screenable(r *http.Request) bool {
 	return err == nil && mt == "application/json"
 }
 
-// messageOf reads the method and id of body, when it is one JSON-RPC
-// message (an object): method is "" for a response; id is the raw id, nil
-// for none or one that is neither a string nor a number.
-func messageOf(body []byte) (method string, id json.RawMessage, ok bool) {
-	if !json.Valid(body) {
-		return "", nil, false
-	}
-	ok = members(body, func(key string, v json.RawMessage) bool {
-		switch key {
-		case "method":
-			_ = json.Unmarshal(v, &method)
-		case "id":
-			if len(v) > 0 && (v[0] == '"' || v[0] == '-' || (v[0] >= '0' && v[0] <= '9')) {
-				id = v
-			}
+// isCallTool reports whether body, valid JSON, is a tools/call: an
+// object whose method is "tools/call". Anything else (another method, a
+// response, a value that is no object) is not.
+func isCallTool(body []byte) bool {
+	call := false
+	topMembers(body, func(key, v []byte) {
+		if string(key) == `"method"` {
+			call = string(v) == `"`+methodCallTool+`"`
 		}
-		return true
 	})
-	return method, id, ok
+	return call
+}
+
+// idOfMessage returns the raw id of body, valid JSON, when it is an
+// object whose id is a string or a number; nil otherwise.
+func idOfMessage(body []byte) json.RawMessage {
+	var id json.RawMessage
+	topMembers(body, func(key, v []byte) {
+		if string(key) == `"id"` && len(v) > 0 && (v[0] == '"' || v[0] == '-' || (v[0] >= '0' && v[0] <= '9')) {
+			id = v
+		}
+	})
+	return id
+}
+
+// topMembers calls fn with the quoted key and the value of each member of
+// body's top-level object, in order; body must be valid JSON. Keys are
+// given as they are written (escapes undecoded): a key spelt with escapes
+// matches no plain name, and a message whose method is so spelt is
+// counted against the rate as any other.
+func topMembers(body []byte, fn func(key, v []byte)) {
+	i := skipSpace(body, 0)
+	if i == len(body) || body[i] != '{' {
+		return
+	}
+	for i = skipSpace(body, i+1); i < len(body) && body[i] == '"'; {
+		end := skipValue(body, i)
+		key := body[i:end]
+		i = skipSpace(body, skipSpace(body, end)+1) // past the ':'
+		vend := skipValue(body, i)
+		fn(key, body[i:vend])
+		if i = skipSpace(body, vend); i < len(body) && body[i] == ',' {
+			i = skipSpace(body, i+1)
+		}
+	}
 }
 
 // admit asks Config.Admit whether the caller of r may send one more
