@@ -265,7 +265,7 @@ func (au *authenticator) identify(c echo.Context) (*engine.Caller, error) {
 		return au.anonymous, nil
 	}
 	r := c.Request()
-	src := sourceOf(r)
+	src := au.guard.sourceOf(r)
 	if err := au.guard.check(src, r.URL.Path, c.Response().Header()); err != nil {
 		return nil, err
 	}
@@ -306,7 +306,7 @@ func (au *authenticator) authenticateMetrics(next echo.HandlerFunc) echo.Handler
 	}
 	return func(c echo.Context) error {
 		r := c.Request()
-		src := sourceOf(r)
+		src := au.guard.sourceOf(r)
 		if err := au.guard.check(src, r.URL.Path, c.Response().Header()); err != nil {
 			return err
 		}

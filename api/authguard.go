@@ -21,9 +21,10 @@ import (
 // answer 401 to a request that presented credentials: an unknown bearer
 // token, or an Authorization header that is not a bearer token. A request
 // without Authorization is answered 401 but is no guess, and is not
-// counted. The address is the connection's (Request.RemoteAddr): an
-// X-Forwarded-For header is never believed, so behind a reverse proxy
-// every client shares the proxy's address.
+// counted. The address is the connection's (Request.RemoteAddr), or,
+// when that is one of Config.TrustedProxies, the client's address the
+// proxies report in X-Forwarded-For (clientaddr.go); from any other peer
+// X-Forwarded-For is never believed.
 type AuthFailures struct {
 	// PerMinute is how many failures one address (an IPv4 address, or an
 	// IPv6 /64) may make per minute, in bursts of as many. Past it, every
@@ -69,6 +70,10 @@ type authGuard struct {
 	failed     prometheus.Counter
 	refused    prometheus.Counter
 	now        func() time.Time
+	// clients resolves a request's client address.
+	clients clientAddrs
+	// logMsg is the message of its log lines.
+	logMsg string
 
 	mu       sync.Mutex
 	sources  map[netip.Prefix]*authSource
@@ -87,7 +92,32 @@ type authSource struct {
 	lastReason, lastPath string
 }
 
-func newAuthGuard(cfg AuthFailures, log *slog.Logger, reg prometheus.Registerer) (*authGuard, error) {
+// guardKind is what one authGuard counts: the failures of one kind of
+// credential, under a metric and a log message of its own. The server
+// keeps two guards, so that clients that guess tokens never lock out the
+// nodes that share their address, nor the reverse.
+type guardKind struct {
+	metric, help, logMsg string
+}
+
+var (
+	tokenGuard = guardKind{
+		metric: "carmy_auth_failures_total",
+		help:   "Requests refused for their credentials, by result: unauthorized (401: an unknown token or a malformed Authorization), rate_limited (429: the client address is over its failures per minute).",
+		logMsg: "authentication failed",
+	}
+	clusterKeyGuard = guardKind{
+		metric: "carmy_cluster_key_failures_total",
+		help:   "Node-to-node requests (/internal/) refused for their cluster key, by result: unauthorized (403: a wrong key), rate_limited (429: the client address is over its failures per minute).",
+		logMsg: "cluster key refused",
+	}
+)
+
+func newAuthGuard(cfg AuthFailures, log *slog.Logger, reg prometheus.Registerer, kinds ...guardKind) (*authGuard, error) {
+	kind := tokenGuard
+	if len(kinds) > 0 {
+		kind = kinds[0]
+	}
 	if cfg.PerMinute == 0 {
 		cfg.PerMinute = DefaultAuthFailuresPerMinute
 	}
@@ -95,37 +125,22 @@ func newAuthGuard(cfg AuthFailures, log *slog.Logger, reg prometheus.Registerer)
 		cfg.LogEvery = DefaultAuthFailuresLogEvery
 	}
 	vec, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "carmy_auth_failures_total",
-		Help: "Requests refused for their credentials, by result: unauthorized (401: an unknown token or a malformed Authorization), rate_limited (429: the client address is over its failures per minute).",
+		Name: kind.metric,
+		Help: kind.help,
 	}, []string{"result"}))
 	if err != nil {
 		return nil, err
 	}
 	return &authGuard{
-		perMinute: cfg.PerMinute, every: cfg.LogEvery, maxSources: maxAuthSources, log: log, now: time.Now,
+		perMinute: cfg.PerMinute, every: cfg.LogEvery, maxSources: maxAuthSources, log: log, now: time.Now, logMsg: kind.logMsg,
 		failed: vec.WithLabelValues("unauthorized"), refused: vec.WithLabelValues("rate_limited"),
 		sources: make(map[netip.Prefix]*authSource), done: make(chan struct{}),
 	}, nil
 }
 
-// sourceOf returns the key of r's client address: the address of an IPv4
-// client, the /64 of an IPv6 one (one host usually holds a whole /64),
-// overflowSource when RemoteAddr does not parse.
-func sourceOf(r *http.Request) netip.Prefix {
-	ap, err := netip.ParseAddrPort(r.RemoteAddr)
-	if err != nil {
-		return overflowSource
-	}
-	addr := ap.Addr().Unmap()
-	if addr.Is4() {
-		return netip.PrefixFrom(addr, 32)
-	}
-	p, err := addr.WithZone("").Prefix(64)
-	if err != nil {
-		return overflowSource
-	}
-	return p
-}
+// sourceOf returns the key of r's client address (clientaddr.go): the
+// peer's, or behind a trusted proxy the client's it reports.
+func (g *authGuard) sourceOf(r *http.Request) netip.Prefix { return g.clients.source(r) }
 
 // sourceName is how logs and answers name a source.
 func sourceName(src netip.Prefix) string {
@@ -212,7 +227,7 @@ func (g *authGuard) noteLocked(src netip.Prefix, st *authSource, now time.Time) 
 
 // lineLocked logs and resets src's counts. g.mu is held.
 func (g *authGuard) lineLocked(src netip.Prefix, st *authSource, now time.Time) {
-	g.log.Warn("authentication failed", slog.String("source", sourceName(src)),
+	g.log.Warn(g.logMsg, slog.String("source", sourceName(src)),
 		slog.Int("failures", st.failed), slog.Int("rate_limited", st.refused),
 		slog.Duration("since_last_line", sinceLine(st.lastLine, now)),
 		slog.String("last_reason", st.lastReason), slog.String("last_path", st.lastPath))

@@ -22,7 +22,7 @@ func TestSourceOf(t *testing.T) {
 		"not an address":           "invalid Prefix",
 		"":                         "invalid Prefix",
 	} {
-		if got := sourceOf(&http.Request{RemoteAddr: remote}).String(); got != want {
+		if got := (clientAddrs{}).source(&http.Request{RemoteAddr: remote}).String(); got != want {
 			t.Errorf("sourceOf(%q) = %s, want %s", remote, got, want)
 		}
 	}

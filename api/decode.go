@@ -17,8 +17,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/carmyhq/carmy/engine"
+	"github.com/carmyhq/carmy/internal/strictjson"
 	"github.com/carmyhq/carmy/store"
-	"github.com/carmyhq/carmy/store/jcs"
 )
 
 // DefaultBodyLimit bounds a request body.
@@ -118,68 +118,26 @@ func decodeStrictSlow(body []byte, v any) error {
 	return checkStrict(ms)
 }
 
-// checkStrict refuses the first member whose value is not I-JSON
-// (RFC 7493): an object at any depth that repeats a member name (however
-// its escapes spell it), a string or name that is not valid UTF-8 (raw
-// bytes, or an escaped lone surrogate, which encoding/json would turn into
-// U+FFFD), a number beyond the range of a double, or nesting deeper than
-// jcs.MaxDepth. These are the values RFC 8785 canonicalisation, and so
-// store.Fingerprint, refuses: every body is held to them, a call with or
-// without a request_id alike, so that no part of the system (a schema
-// validator, the tool, its upstream) can read a value other than the one
-// the rest reads. The error is INVALID_REQUEST naming the member.
+// checkStrict refuses the first member whose value is not I-JSON by
+// strictjson.Check, the one rule of strict JSON that /mcp holds its
+// bodies to as well: a repeated member name at any depth (however its
+// escapes spell it), invalid UTF-8, a number beyond a double, nesting
+// deeper than jcs.MaxDepth. Every body is held to it, a call with or
+// without a request_id alike. The error is INVALID_REQUEST naming the
+// member.
 func checkStrict(ms []member) error {
-	var scratch *[]byte
-	defer func() {
-		if scratch != nil {
-			scratchPool.Put(scratch)
-		}
-	}()
 	for _, m := range ms {
-		if plainValue(m.value) {
-			continue
-		}
-		if scratch == nil {
-			scratch = scratchPool.Get().(*[]byte)
-		}
-		out, err := jcs.AppendCanonical((*scratch)[:0], m.value)
-		if cap(out) <= maxPooledScratch {
-			*scratch = out[:0]
-		}
-		if err != nil {
+		if err := strictjson.Check(m.value); err != nil {
 			return notIJSON(string(m.name), err)
 		}
 	}
 	return nil
 }
 
-// plainValue reports a value that is I-JSON on its face: a literal, or a
-// string of printable ASCII without escapes (most request_ids, tools and
-// session_ids).
-func plainValue(v []byte) bool {
-	switch string(v) {
-	case "true", "false", "null":
-		return true
-	}
-	return len(v) >= 2 && v[0] == '"' && plainASCII(v[1:len(v)-1])
-}
-
-// scratchPool holds the buffers checkStrict canonicalises into; a buffer
-// that grew past maxPooledScratch is left to the collector.
-var scratchPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
-
-const maxPooledScratch = 64 << 10
-
 // notIJSON is the INVALID_REQUEST of a member that is not I-JSON, in
 // jcs's words (what, and at which byte of the member's value).
 func notIJSON(field string, err error) error {
-	why := strings.TrimPrefix(err.Error(), "jcs: ")
-	for _, sentinel := range []error{jcs.ErrDuplicateKey, jcs.ErrInvalidUTF8, jcs.ErrNumber, jcs.ErrTooDeep, jcs.ErrSyntax} {
-		if errors.Is(err, sentinel) {
-			why = strings.TrimSuffix(why, ": "+sentinel.Error())
-		}
-	}
-	return invalidField(field, fmt.Sprintf("field %q is not strict JSON (I-JSON, RFC 7493): %s of its value", field, why))
+	return invalidField(field, fmt.Sprintf("field %q is not strict JSON (I-JSON, RFC 7493): %s of its value", field, strictjson.Reason(err)))
 }
 
 // decodeError turns an encoding/json error into INVALID_REQUEST, naming the

@@ -41,8 +41,12 @@ var statusOf = map[string]int{
 //   - 431 Request Header Fields Too Large (RFC 6585), INVALID_REQUEST:
 //     the request's headers are over the limit (headersTooLarge, and
 //     OversizedHeadersAnswer where net/http refuses them itself).
+//   - 421 Misdirected Request (RFC 9110), FORBIDDEN: the request's Host
+//     is not one of the node's names (hosts.go), a guard against DNS
+//     rebinding; the answer's `host` names it.
 var statusBeyondCode = map[int]string{
 	http.StatusRequestHeaderFieldsTooLarge: store.CodeInvalidRequest,
+	http.StatusMisdirectedRequest:          store.CodeForbidden,
 }
 
 // Error is an error this package raises with a code, a message and extra

@@ -50,6 +50,7 @@ func FuzzServerCall(f *testing.F) {
 
 	f.Fuzz(func(t *testing.T, body []byte, contentType, idemKey string) {
 		r := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/v1/tools/call", bytes.NewReader(body))
+		r.Host = "127.0.0.1" // not httptest's example.com, which the Host check refuses
 		if contentType != "" {
 			r.Header.Set("Content-Type", contentType)
 		}

@@ -27,13 +27,16 @@ const (
 // api/mcp) and the RFC 9728 metadata document it points to. This server
 // lends the endpoint its tokens, the failures each client address may
 // make, the principals' rate limits, its metrics and its call log.
-func (s *Server) mcpRoutes(rt Runtime, limit int64) error {
+func (s *Server) mcpRoutes(rt Runtime, limit int64, base func(*http.Request) string) error {
 	cfg := mcp.Config{
 		Runtime:   rt,
 		BodyLimit: limit,
 		Logger:    s.log,
 		Admit:     s.admitMCP,
 		Observe:   s.observeMCP,
+		// The server checks Host on every route (hosts.go).
+		HostChecked: true,
+		BaseURL:     base,
 	}
 	if s.auth.enabled {
 		cfg.Verify = s.auth.verifyMCP
@@ -48,7 +51,7 @@ func (s *Server) mcpRoutes(rt Runtime, limit int64) error {
 	// POST only: a stateless server offers no stream to GET and no
 	// session to DELETE; other methods are Echo's 405 (with Allow).
 	e.POST(mcp.Path, echo.WrapHandler(h), s.gateMCP)
-	meta := echo.WrapHandler(mcp.MetadataHandler())
+	meta := echo.WrapHandler(mcp.MetadataHandler(base))
 	e.GET(mcp.MetadataPath, meta)
 	e.GET(mcp.MetadataPath+mcp.Path, meta)
 	return nil
@@ -64,7 +67,7 @@ func (s *Server) gateMCP(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
 		if s.auth.enabled {
-			src := sourceOf(r)
+			src := s.auth.guard.sourceOf(r)
 			err := s.auth.guard.check(src, r.URL.Path, c.Response().Header())
 			if err == nil {
 				// The header read as the API reads it; no token at all
@@ -126,17 +129,33 @@ func (au *authenticator) verifyMCP(r *http.Request, token string) (*engine.Calle
 	if id := au.lookup(sha256.Sum256([]byte(token))); id != nil {
 		return id, nil
 	}
-	au.guard.fail(sourceOf(r), reasonUnknown, r.URL.Path)
+	au.guard.fail(au.guard.sourceOf(r), reasonUnknown, r.URL.Path)
 	return nil, mcp.ErrInvalidToken
 }
 
-// admitMCP applies the principal's rate limit to a tools/call.
+// admitMCP applies the principal's rate limit to one JSON-RPC message of
+// /mcp (every method counts, and each entry of a batch).
 func (s *Server) admitMCP(caller *engine.Caller) error {
-	if err, _ := s.overRate(caller); err != nil {
-		return err
+	if err, wait := s.overRate(caller); err != nil {
+		return &rateRefusal{err: err, wait: wait}
 	}
 	return nil
 }
+
+// rateRefusal is RATE_LIMITED with the time until the principal may send
+// again (mcp.RetryAfter).
+type rateRefusal struct {
+	err  *Error
+	wait time.Duration
+}
+
+func (r *rateRefusal) Error() string { return r.err.Error() }
+
+// Unwrap gives the RATE_LIMITED *Error: its code and fields.
+func (r *rateRefusal) Unwrap() error { return r.err }
+
+// RetryAfter implements mcp.RetryAfter.
+func (r *rateRefusal) RetryAfter() time.Duration { return r.wait }
 
 // mcpMetrics count the tools/calls of /mcp, as carmy_calls_total and
 // carmy_call_duration_seconds count those of POST /v1/tools/call, with

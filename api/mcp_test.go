@@ -8,6 +8,7 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -101,9 +102,11 @@ func TestMCPRateLimitQuotaMetricsAndLog(t *testing.T) {
 	if code := mcpCallCode(t, base, oasLimited, "echo", `{"a":1}`, "q-1"); code != "RATE_LIMITED" {
 		t.Errorf("fourth call: %q, want RATE_LIMITED", code)
 	}
-	// tools/list is not rate limited (only tools/call is).
-	if status, msg := mcpPost(t, base, oasLimited, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`); status != 200 || msg["result"] == nil {
-		t.Errorf("tools/list after the limit: %d %v", status, msg)
+	// Every method counts, not only tools/call (issue 28): a tools/list
+	// over the rate is 429, JSON-RPC error -32029 with the envelope.
+	if status, msg := mcpPost(t, base, oasLimited, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`); status != http.StatusTooManyRequests ||
+		fmt.Sprint(msg["error"]) == "<nil>" || !strings.Contains(fmt.Sprint(msg["error"]), "code:RATE_LIMITED") {
+		t.Errorf("tools/list after the limit: %d %v, want 429 RATE_LIMITED", status, msg)
 	}
 	// The admin is never limited.
 	for i := range 4 {

@@ -1022,7 +1022,7 @@ func TestOpenAPIErrorCodes(t *testing.T) {
 		}
 	}
 	// The answers of every path, outside the operations.
-	for status, name := range map[int]string{http.StatusMethodNotAllowed: "MethodNotAllowed", http.StatusRequestHeaderFieldsTooLarge: "HeaderFieldsTooLarge"} {
+	for status, name := range map[int]string{http.StatusMethodNotAllowed: "MethodNotAllowed", http.StatusRequestHeaderFieldsTooLarge: "HeaderFieldsTooLarge", http.StatusMisdirectedRequest: "MisdirectedRequest"} {
 		resp := d.doc.Components.Responses[name]
 		if resp == nil {
 			t.Fatalf("no %s response component", name)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -38,7 +40,8 @@ type Config struct {
 	// PerSecond is 0).
 	RateLimit RateLimit
 	// AuthFailures bounds and logs failed authentication per client
-	// address (on by default: DefaultAuthFailuresPerMinute).
+	// address (on by default: DefaultAuthFailuresPerMinute): wrong tokens,
+	// and apart from them wrong cluster keys at /internal/.
 	AuthFailures AuthFailures
 	// Pprof serves the Go runtime's profiles under /debug/pprof/: to the
 	// admin token when auth is on, to anyone who reaches the API when it
@@ -59,6 +62,26 @@ type Config struct {
 	// NodeID names this node in GET /v1/activity; when empty, the
 	// runtime's (Config().NodeID), if it tells one.
 	NodeID string
+	// AllowedHosts are the names a request's Host may give besides IP
+	// literals, localhost and OwnHosts: names, or *.suffix for every name
+	// under suffix; ["*"] turns the check off. The check is on when auth
+	// is off, and whenever AllowedHosts is given (hosts.go).
+	AllowedHosts []string
+	// OwnHosts are the node's own names, allowed whenever the Host check
+	// is on: the hosts (or host:port) of its listen address and of
+	// PublicURL.
+	OwnHosts []string
+	// PublicURL is the base URL clients reach the node at (scheme and
+	// host, no path), for the documents that name the node (the /mcp
+	// protected-resource metadata). Empty: the listener's own address,
+	// over https when TLS is set. A request's Host is never used.
+	PublicURL string
+	// TrustedProxies are the networks of reverse proxies whose
+	// X-Forwarded-For is believed: a request from one is keyed, for the
+	// failed-authentication lockout and the rate limits of addresses, on
+	// the rightmost address of X-Forwarded-For that is not itself a
+	// trusted proxy (clientaddr.go). None by default.
+	TrustedProxies []netip.Prefix
 }
 
 // Timeouts bound what a client may take. Zero fields take the defaults.
@@ -131,6 +154,8 @@ type Server struct {
 	auditCount *prometheus.CounterVec
 	limits     *limiters // nil: no rate limit
 	guard      *authGuard
+	// keyGuard counts wrong cluster keys (internalguard.go).
+	keyGuard *authGuard
 	// activity counts the calls answered, for GET /v1/activity.
 	activity *activity
 	nodeID   string
@@ -169,8 +194,12 @@ func New(rt Runtime, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("api: metrics: %w", err)
 	}
+	keyGuard, err := newAuthGuard(cfg.AuthFailures, cfg.Logger, cfg.Metrics, clusterKeyGuard)
+	if err != nil {
+		return nil, fmt.Errorf("api: metrics: %w", err)
+	}
 	s := &Server{rt: rt, auth: newAuthenticator(cfg.Auth, guard), limit: cfg.BodyLimit, log: cfg.Logger, clu: cfg.Cluster, metrics: m, mcpMetrics: mm, auditCount: audit,
-		bodyTimeout: cfg.Timeouts.WithDefaults().Body, guard: guard, activity: newActivity(time.Now), nodeID: cfg.NodeID}
+		bodyTimeout: cfg.Timeouts.WithDefaults().Body, guard: guard, keyGuard: keyGuard, activity: newActivity(time.Now), nodeID: cfg.NodeID}
 	if rc, ok := rt.(interface{ Config() engine.Config }); ok && s.nodeID == "" {
 		s.nodeID = rc.Config().NodeID
 	}
@@ -186,13 +215,23 @@ func New(rt Runtime, cfg Config) (*Server, error) {
 	}
 	e.Pre(limitHeaders(cfg.Timeouts.WithDefaults().HeaderBytes))
 	e.Pre(boundWrite(cfg.Timeouts.WithDefaults().Write))
+	if err := ValidatePublicURL(cfg.PublicURL); err != nil {
+		return nil, fmt.Errorf("api: %w", err)
+	}
+	guard.clients = clientAddrs{trusted: cfg.TrustedProxies}
+	keyGuard.clients = guard.clients
+	hosts, err := newHostCheck(cfg.Auth.Enabled(), cfg.AllowedHosts, append(slices.Clone(cfg.OwnHosts), hostOfURL(cfg.PublicURL)))
+	if err != nil {
+		return nil, fmt.Errorf("api: %w", err)
+	}
+	e.Pre(hosts.middleware)
 	if cfg.TLS != nil {
 		e.Pre(requireTLS)
 	}
 	e.Pre(strictQuery)
 	s.echo = e
 	s.routes()
-	if err := s.mcpRoutes(rt, cfg.BodyLimit); err != nil {
+	if err := s.mcpRoutes(rt, cfg.BodyLimit, baseURL(cfg.PublicURL, cfg.TLS != nil)); err != nil {
 		return nil, fmt.Errorf("api: mcp: %w", err)
 	}
 	s.clusterRoutes()
@@ -205,7 +244,7 @@ func New(rt Runtime, cfg Config) (*Server, error) {
 		}
 	}
 	if cfg.Internal != nil {
-		h := echo.WrapHandler(cfg.Internal)
+		h := echo.WrapHandler(s.guardInternal(cfg.Internal))
 		e.Any("/internal/*", h)
 	}
 	return s, nil
@@ -237,7 +276,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.Serv
 // authentication not yet logged. Call it once the HTTP server serving s
 // has shut down (carmy.Runtime.Serve does); s still answers after it, but
 // logs no more pending counts. It is safe to call more than once.
-func (s *Server) Close() { s.guard.close() }
+func (s *Server) Close() {
+	s.guard.close()
+	s.keyGuard.close()
+}
 
 // logPanic logs a recovered panic and turns it into an error without a
 // code, so that the answer is INTERNAL whatever the panic carried (a

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/fsm"
+	"github.com/carmyhq/carmy/internal/authfail"
 	"github.com/carmyhq/carmy/internal/certs"
 	"github.com/carmyhq/carmy/internal/tlsmux"
 	"github.com/carmyhq/carmy/store"
@@ -35,7 +36,9 @@ func (n *Node) InternalHandler() http.Handler {
 // carries the node role (chain and role checked at the handshake, the role
 // again here); with a cluster key, it must carry the key (compared in
 // constant time). With both, both are checked. Validate makes sure a node
-// has one of them.
+// has one of them. A wrong key (not a missing one) is reported to the
+// request context's authfail reporter: the API server counts it against
+// the caller's address, and answers 429 once it is over its failures.
 func (n *Node) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if n.tls != nil && (r.TLS == nil || r.TLS.ServerName != tlsmux.NodeServerName || len(r.TLS.PeerCertificates) == 0 ||
@@ -46,6 +49,11 @@ func (n *Node) authenticate(next http.Handler) http.Handler {
 		}
 		if n.cfg.ClusterKey != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get(keyHeader)), []byte(n.cfg.ClusterKey)) != 1 {
 			n.refusals.refused("internal call without the cluster key", r.RemoteAddr, errors.New(r.Method+" "+r.URL.Path))
+			if len(r.Header.Values(keyHeader)) > 0 {
+				// A key that is wrong is a guess (none at all is not):
+				// the server in front counts it against the caller.
+				authfail.Report(r.Context(), "wrong cluster key")
+			}
 			writeInternalError(w, http.StatusForbidden, codedWireError(store.CodeForbidden, "missing or wrong cluster key"))
 			return
 		}

@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"net"
 	"net/http"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -40,11 +41,11 @@ func (h *Handler) authenticate(next http.Handler) http.Handler {
 			}
 			return &auth.TokenInfo{UserID: caller.Principal, Extra: map[string]any{callerKey: caller}}, nil
 		}
-		// Built per request, for the metadata URL is this node's as the
-		// client reached it. Tokens carry no expiry: the operator issues
-		// and revokes them.
+		// Built per request, for the metadata URL is that of the
+		// listener the request came in on (or the public URL). Tokens
+		// carry no expiry: the operator issues and revokes them.
 		auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{
-			ResourceMetadataURL:    BaseURL(r) + MetadataPath,
+			ResourceMetadataURL:    h.baseURL(r) + MetadataPath,
 			AllowMissingExpiration: true,
 		})(next).ServeHTTP(w, r)
 	})
@@ -62,23 +63,41 @@ func callerOf(extra *sdk.RequestExtra, anonymous *engine.Caller) *engine.Caller 
 	return anonymous
 }
 
-// BaseURL is this node's base URL as the client of r reached it.
+// BaseURL is this node's base URL as the listener that r came in on
+// names it: the connection's local address (which the client cannot
+// choose, unlike Host), over https when r came over TLS. Config.BaseURL
+// replaces it with the node's configured public URL.
 func BaseURL(r *http.Request) string {
 	scheme := "http"
 	if r.TLS != nil {
 		scheme = "https"
 	}
-	return scheme + "://" + r.Host
+	if local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && local != nil {
+		return scheme + "://" + local.String()
+	}
+	return scheme + "://127.0.0.1"
+}
+
+// baseURL is Config.BaseURL, or BaseURL.
+func (h *Handler) baseURL(r *http.Request) string {
+	if h.cfg.BaseURL != nil {
+		return h.cfg.BaseURL(r)
+	}
+	return BaseURL(r)
 }
 
 // MetadataHandler serves the RFC 9728 protected-resource metadata
 // document (SPEC §5.1), open to anyone: resource <base URL>/mcp, bearer
 // tokens in the Authorization header, and no authorization_servers (the
-// operator issues the tokens). It answers GET (and CORS's OPTIONS).
-func MetadataHandler() http.Handler {
+// operator issues the tokens). base gives the base URL (nil: BaseURL),
+// never from the request's Host. It answers GET (and CORS's OPTIONS).
+func MetadataHandler(base func(*http.Request) string) http.Handler {
+	if base == nil {
+		base = BaseURL
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
-			Resource:               BaseURL(r) + Path,
+			Resource:               base(r) + Path,
 			BearerMethodsSupported: []string{"header"},
 			ResourceName:           "Carmy",
 		}).ServeHTTP(w, r)

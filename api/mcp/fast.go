@@ -77,30 +77,9 @@ const (
 // protocolMetaPrefix begins the _meta keys the SDK reads itself.
 const protocolMetaPrefix = "io.modelcontextprotocol/"
 
-// serveMCP serves a request that authenticate let through: on the fast
-// path when it can, else through the SDK.
-func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) {
-	if !h.noFastPath && h.serveFast(w, r) {
-		return
-	}
-	h.stream.ServeHTTP(w, r)
-}
-
-// serveFast answers r and returns true, or returns false having answered
-// nothing and left r as it found it (its body restored).
-func (h *Handler) serveFast(w http.ResponseWriter, r *http.Request) bool {
-	if !h.fastEligible(r) {
-		return false
-	}
-	body, ok := h.readBody(r)
-	if !ok {
-		return false
-	}
-	call, ok := parseFastCall(body)
-	if !ok {
-		r.Body = restoredBody(body, nil, r.Body)
-		return false
-	}
+// serveFast answers call, a tools/call read from r's body by
+// parseFastCall, as the SDK would.
+func (h *Handler) serveFast(w http.ResponseWriter, r *http.Request, call fastCall) {
 	h.fastServed.Add(1)
 	ctx := r.Context()
 	req := &sdk.CallToolRequest{
@@ -128,7 +107,6 @@ func (h *Handler) serveFast(w http.ResponseWriter, r *http.Request) bool {
 	w.Header().Set("Cache-Control", "no-cache, no-transform")
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(data)
-	return true
 }
 
 // runTool is the SDK's Server.callTool: the tool of the registry the

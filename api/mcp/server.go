@@ -42,8 +42,12 @@ type Config struct {
 	Verify func(r *http.Request, token string) (*engine.Caller, error)
 	// Anonymous is every caller when Verify is nil.
 	Anonymous *engine.Caller
-	// Admit, when set, is asked before a tools/call runs, after the
-	// allow-list: an error (RATE_LIMITED, with its fields) refuses the call.
+	// Admit, when set, is asked for every message the caller sends (each
+	// entry of a batch apart): for a tools/call before it runs, after the
+	// allow-list, refusing the call with a result (isError); for any
+	// other message before it is read, refusing it with HTTP 429 and
+	// JSON-RPC error CodeRateLimited. An error of it is RATE_LIMITED,
+	// with its fields, and may implement RetryAfter.
 	Admit func(caller *engine.Caller) error
 	// Observe, when set, is told how every tools/call ended, from the
 	// goroutine that answered it: for metrics and the call log.
@@ -51,6 +55,15 @@ type Config struct {
 	// BodyLimit bounds a request body in bytes (required).
 	BodyLimit int64
 	Logger    *slog.Logger
+	// HostChecked says the server in front checks the Host header itself
+	// (api.Server does, against its allow-list): the SDK's own check,
+	// which refuses any Host but a loopback one on a loopback listener
+	// when auth is off, is then off, so that one list governs every route.
+	HostChecked bool
+	// BaseURL, when set, gives the node's base URL for the
+	// WWW-Authenticate resource_metadata of a 401 (the node's public URL,
+	// or its listener's address); nil means BaseURL. Never the Host.
+	BaseURL func(r *http.Request) string
 }
 
 // Handler serves /mcp. It is an http.Handler, safe for concurrent use.
@@ -102,7 +115,7 @@ func New(cfg Config) (*Handler, error) {
 	})
 	h.catalog = newCatalog(cfg.Runtime, h.server, h.callTool, cfg.Logger)
 	h.server.AddReceivingMiddleware(h.middleware)
-	h.disableLocalhostProtection = cfg.Verify != nil
+	h.disableLocalhostProtection = cfg.Verify != nil || cfg.HostChecked
 	h.stream = sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return h.server }, &sdk.StreamableHTTPOptions{
 		Stateless: true,
 		// One JSON answer per request: a tools/call has one result, and
@@ -112,7 +125,8 @@ func New(cfg Config) (*Handler, error) {
 		MaxRequestBodyBytes: cfg.BodyLimit,
 		// With auth on, a token guards every request; the SDK's check of
 		// the Host header (against DNS rebinding of a loopback server) is
-		// kept for a node without auth, where it is the only guard.
+		// kept for a node without auth, unless the server in front checks
+		// Host itself (HostChecked).
 		DisableLocalhostProtection: h.disableLocalhostProtection,
 	})
 	return h, nil

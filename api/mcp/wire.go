@@ -2,7 +2,6 @@ package mcp
 
 import (
 	"bytes"
-	"encoding/json"
 	"net/http"
 	"strings"
 
@@ -91,20 +90,5 @@ func (w *wireWriter) finish() {
 // request was not read as one), with status and, when data is not nil,
 // data (for Carmy's refusals: SPEC §2.2's error object).
 func WriteError(w http.ResponseWriter, status, code int, message string, data any) {
-	type rpcError struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-		Data    any    `json:"data,omitempty"`
-	}
-	body, err := json.Marshal(struct {
-		JSONRPC string   `json:"jsonrpc"`
-		ID      any      `json:"id"`
-		Error   rpcError `json:"error"`
-	}{"2.0", nil, rpcError{code, message, data}})
-	if err != nil {
-		body = []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"internal error"}}`)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
+	writeRPCError(w, status, nil, code, message, data)
 }

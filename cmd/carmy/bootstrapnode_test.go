@@ -31,7 +31,7 @@ func TestBootstrapNodeOneCommandLine(t *testing.T) {
 	clearCarmyEnv(t)
 	// One command line, one key: each node would otherwise generate its
 	// own, and none would let the others in.
-	t.Setenv("CARMY_CLUSTER_KEY", "one-line-cluster-key")
+	t.Setenv("CARMY_CLUSTER_KEY", testClusterKey)
 	addrs := freeAddrs(t, 3)
 	join := strings.Join(addrs, ",")
 	var nodes []*runningServe

@@ -35,7 +35,8 @@ func readKeyFile(flagName, path string) (string, error) {
 // the text of --cluster-key-file; with neither, and without node TLS, the
 // key kept in <data-dir>/cluster-key, generated on first start. With node
 // TLS and no key, it returns "" (the certificates authenticate the
-// nodes). A key shorter than cluster.MinClusterKeyBytes is refused.
+// nodes). A key shorter than cluster.MinClusterKeyBytes, or guessable by
+// checkClusterKey's simple estimate (under 128 bits), is refused.
 func resolveClusterKey(cfg serveConfig, nodeTLS bool, log *slog.Logger) (string, error) {
 	key := cfg.ClusterKey
 	if cfg.ClusterKeyFile != "" {
@@ -51,6 +52,11 @@ func resolveClusterKey(cfg serveConfig, nodeTLS bool, log *slog.Logger) (string,
 	if key != "" && len(key) < cluster.MinClusterKeyBytes {
 		return "", fmt.Errorf("refusing to start: the cluster key is %d bytes, want at least %d (carmy keygen makes one; "+
 			"or give none, and the node generates one in its data dir)", len(key), cluster.MinClusterKeyBytes)
+	}
+	if key != "" {
+		if err := checkClusterKey(key); err != nil {
+			return "", fmt.Errorf("refusing to start: %w", err)
+		}
 	}
 	return key, nil
 }
@@ -69,6 +75,9 @@ func generatedClusterKey(dataDir string, log *slog.Logger) (string, error) {
 		key := strings.TrimSpace(string(b))
 		if len(key) < cluster.MinClusterKeyBytes {
 			return "", fmt.Errorf("refusing to start: %s holds %d bytes, want at least %d: remove it to generate a new key", path, len(key), cluster.MinClusterKeyBytes)
+		}
+		if err := checkClusterKey(key); err != nil {
+			return "", fmt.Errorf("refusing to start: %s: %w; remove it to generate a new key", path, err)
 		}
 		// A file left readable by others is made 0600, with a warning,
 		// when the node makes its data dir private (cluster.Open).

@@ -30,6 +30,9 @@ type fileConfig struct {
 	Auth       authConfig        `yaml:"auth"`
 	Limits     limitsConfig      `yaml:"limits"`
 	Egress     egressConfig      `yaml:"egress"`
+	// API is how clients reach the API: allowed Host names, trusted
+	// proxies, the public URL (access.go).
+	API accessConfig `yaml:"api"`
 }
 
 // egressConfig bounds where HTTP tools may connect (package
@@ -237,6 +240,9 @@ func loadConfig(path string) (fileConfig, error) {
 		if t.MaxEntries < 0 || t.MaxBytes < 0 {
 			return fc, fmt.Errorf("config %s: auth.tokens[%d] (%s): max_entries and max_bytes must not be negative", path, i, t.Principal)
 		}
+	}
+	if err := fc.API.validate(); err != nil {
+		return fc, fmt.Errorf("config %s: %w", path, err)
 	}
 	if _, err := parseNetworks("egress.allow", fc.Egress.Allow); err != nil {
 		return fc, fmt.Errorf("config %s: %w", path, err)

@@ -16,7 +16,7 @@ func TestDefaultBuildHasNoFaultLayer(t *testing.T) {
 
 	clearCarmyEnv(t)
 	t.Setenv("CARMY_TEST_FAULTS", "1")
-	s := startServe(t, "--dev", "--http-addr", "127.0.0.1:0", "--cluster-key", "0123456789abcdef")
+	s := startServe(t, "--dev", "--http-addr", "127.0.0.1:0", "--cluster-key", testClusterKey)
 	if code, body := getFaults(t, s, "k"); code == http.StatusOK {
 		t.Fatalf("GET %s = %d %s: the default build serves the fault control", faultsPath, code, body)
 	}

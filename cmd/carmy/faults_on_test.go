@@ -42,7 +42,7 @@ func TestFaultLayerServe(t *testing.T) {
 	ln.Close()
 	clearCarmyEnv(t)
 	t.Setenv("CARMY_TEST_FAULTS", "1")
-	s := startServe(t, "--dev", "--http-addr", "127.0.0.1:0", "--cluster-key", "0123456789abcdef")
+	s := startServe(t, "--dev", "--http-addr", "127.0.0.1:0", "--cluster-key", testClusterKey)
 	if !strings.Contains(s.logs.String(), "test fault layer active") {
 		t.Fatalf("no warning logged:\n%s", s.logs)
 	}

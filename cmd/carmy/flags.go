@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/carmyhq/carmy/api"
 	"github.com/carmyhq/carmy/cluster"
 	"github.com/carmyhq/carmy/internal/tlsmux"
 )
@@ -54,6 +55,11 @@ type serveConfig struct {
 	LogLevel          string
 	// Pprof serves /debug/pprof/ (api.Config.Pprof).
 	Pprof bool
+	// AllowedHosts, TrustedProxies and PublicURL are the API's access
+	// settings (access.go); empty, the config file's api section applies.
+	AllowedHosts   string
+	TrustedProxies string
+	PublicURL      string
 }
 
 // Defaults of SPEC §3.
@@ -95,6 +101,9 @@ var flagEnv = []struct{ flag, env string }{
 	{"log-format", "CARMY_LOG_FORMAT"},
 	{"log-level", "CARMY_LOG_LEVEL"},
 	{"pprof", "CARMY_PPROF"},
+	{"allowed-hosts", "CARMY_ALLOWED_HOSTS"},
+	{"trusted-proxies", "CARMY_TRUSTED_PROXIES"},
+	{"public-url", "CARMY_PUBLIC_URL"},
 }
 
 func serveFlags(cfg *serveConfig, out io.Writer) *flag.FlagSet {
@@ -128,6 +137,9 @@ func serveFlags(cfg *serveConfig, out io.Writer) *flag.FlagSet {
 	fs.DurationVar(&cfg.SnapshotInterval, "snapshot-interval", 2*time.Minute, "how often Raft checks whether to snapshot")
 	fs.StringVar(&cfg.LogFormat, "log-format", "text", "log format: text or json (one object per line)")
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&cfg.AllowedHosts, "allowed-hosts", "", "comma-separated Host `names` the API answers besides IP addresses, localhost and the host of --http-addr (*.example.com for every name under it; * turns the check off). The check guards against DNS rebinding: on with auth off, and with auth on once this is given; other names get 421. Unset, api.allowed_hosts of the config file applies")
+	fs.StringVar(&cfg.TrustedProxies, "trusted-proxies", "", "comma-separated `CIDRs` of reverse proxies whose X-Forwarded-For is believed: the failed-authentication lockout keys on the client address they report. Unset, api.trusted_proxies of the config file applies; none by default")
+	fs.StringVar(&cfg.PublicURL, "public-url", "", "base `URL` clients reach the node at (https://carmy.example.com), named by the /mcp metadata document and its 401s; unset, api.public_url of the config file, else the listener's own address")
 	fs.BoolVar(&cfg.Pprof, "pprof", false, "serve Go profiles under /debug/pprof/ (admin token when auth is on; anyone on loopback when off, logged as a warning)")
 	fs.Usage = func() {
 		fmt.Fprint(out, `Usage: carmy serve [flags]
@@ -254,6 +266,15 @@ func (c serveConfig) validate() error {
 	}
 	if _, err := parseRetention(c.Retention); err != nil {
 		return err
+	}
+	if _, err := api.ParseAllowedHosts(c.AllowedHosts); err != nil {
+		return fmt.Errorf("--allowed-hosts: %w", err)
+	}
+	if _, err := api.ParseTrustedProxies(c.TrustedProxies); err != nil {
+		return fmt.Errorf("--trusted-proxies: %w", err)
+	}
+	if err := api.ValidatePublicURL(c.PublicURL); err != nil {
+		return fmt.Errorf("--public-url: %w", err)
 	}
 	return nil
 }

@@ -103,6 +103,9 @@ func TestParseServeEnvironment(t *testing.T) {
 		{"CARMY_SNAPSHOT_INTERVAL", "30s", func(c serveConfig) bool { return c.SnapshotInterval == 30*time.Second }},
 		{"CARMY_LOG_FORMAT", "json", func(c serveConfig) bool { return c.LogFormat == "json" }},
 		{"CARMY_LOG_LEVEL", "debug", func(c serveConfig) bool { return c.LogLevel == "debug" }},
+		{"CARMY_ALLOWED_HOSTS", "carmy.lan,*.corp.example", func(c serveConfig) bool { return c.AllowedHosts == "carmy.lan,*.corp.example" }},
+		{"CARMY_TRUSTED_PROXIES", "10.0.0.0/8,192.0.2.1", func(c serveConfig) bool { return c.TrustedProxies == "10.0.0.0/8,192.0.2.1" }},
+		{"CARMY_PUBLIC_URL", "https://carmy.example.com", func(c serveConfig) bool { return c.PublicURL == "https://carmy.example.com" }},
 	}
 	if len(tests) != len(flagEnv) {
 		t.Fatalf("the table covers %d variables, flagEnv has %d: add the new ones", len(tests), len(flagEnv))
@@ -362,6 +365,12 @@ func TestParseServeInvalidValues(t *testing.T) {
 		{"snapshot-interval negative", []string{"--snapshot-interval=-1m"}, nil, "--snapshot-interval"},
 		{"retention junk", []string{"--retention", "soon"}, nil, "--retention"},
 		{"retention junk from env", nil, map[string]string{"CARMY_RETENTION": "-2d"}, "--retention"},
+		{"allowed-hosts with a scheme", []string{"--allowed-hosts", "https://carmy.lan"}, nil, "--allowed-hosts"},
+		{"allowed-hosts with a port", []string{"--allowed-hosts", "carmy.lan:8080"}, nil, "--allowed-hosts"},
+		{"trusted-proxies junk", []string{"--trusted-proxies", "10.0.0.0/8,proxy.lan"}, nil, "--trusted-proxies"},
+		{"trusted-proxies junk from env", nil, map[string]string{"CARMY_TRUSTED_PROXIES": "10.0.0.0/33"}, "--trusted-proxies"},
+		{"public-url without scheme", []string{"--public-url", "carmy.example.com"}, nil, "--public-url"},
+		{"public-url with a path", []string{"--public-url", "https://carmy.example.com/carmy"}, nil, "--public-url"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

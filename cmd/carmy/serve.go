@@ -262,6 +262,8 @@ func apiConfig(cfg serveConfig, fc fileConfig, auth api.Auth, sec security, node
 	}
 	apiCfg.AuthFailures = fc.Limits.authFailures()
 	apiCfg.Pprof = cfg.Pprof
+	acc := resolveAccess(cfg, fc)
+	apiCfg.AllowedHosts, apiCfg.OwnHosts, apiCfg.TrustedProxies, apiCfg.PublicURL = acc.allowedHosts, acc.ownHosts, acc.trustedProxies, acc.publicURL
 	return apiCfg
 }
 

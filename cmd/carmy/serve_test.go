@@ -280,7 +280,7 @@ func TestServeRefusesPublicRaftOrGossipWithoutTokens(t *testing.T) {
 	clearCarmyEnv(t)
 	for _, flag := range []string{"--raft-addr", "--gossip-addr"} {
 		t.Run(flag, func(t *testing.T) {
-			err := serve(t.Context(), append(nodeArgs(t), "--http-addr", "127.0.0.1:0", flag, "0.0.0.0:0", "--cluster-key", "0123456789abcdef"), io.Discard, newLogBuffer())
+			err := serve(t.Context(), append(nodeArgs(t), "--http-addr", "127.0.0.1:0", flag, "0.0.0.0:0", "--cluster-key", testClusterKey), io.Discard, newLogBuffer())
 			if err == nil || !strings.Contains(err.Error(), flag+" 0.0.0.0:0 is not a loopback address") {
 				t.Fatalf("serve with %s off loopback and no tokens: %v", flag, err)
 			}
@@ -389,7 +389,7 @@ func TestServeDevOnAllInterfaces(t *testing.T) {
 	// SPEC §3: anonymous callers are allowed on a non-loopback address with
 	// --dev; a listener off loopback needs the cluster key.
 	clearCarmyEnv(t)
-	s := startServe(t, "--dev", "--http-addr", "0.0.0.0:0", "--cluster-key", "test-cluster-key")
+	s := startServe(t, "--dev", "--http-addr", "0.0.0.0:0", "--cluster-key", testClusterKey)
 	if code, body := s.get(t, "/healthz", ""); code != http.StatusOK {
 		t.Errorf("GET /healthz = %d %s, want 200", code, body)
 	}
@@ -418,7 +418,7 @@ limits:
 	// With tokens, a non-loopback address is allowed; the config path comes
 	// from the environment.
 	t.Setenv("CARMY_CONFIG", path)
-	t.Setenv("CARMY_CLUSTER_KEY", "test-cluster-key")
+	t.Setenv("CARMY_CLUSTER_KEY", testClusterKey)
 	s := startServe(t, "--http-addr", "0.0.0.0:0", "--max-entries", "10")
 
 	if code, _ := s.get(t, "/healthz", ""); code != http.StatusOK {
@@ -559,7 +559,7 @@ func TestServeClusterKey(t *testing.T) {
 		{name: "empty key file", args: func(t *testing.T) []string { return []string{"--cluster-key-file", keyFile(t, " \n")} }, want: "empty"},
 		{name: "missing key file", args: func(t *testing.T) []string { return []string{"--cluster-key-file", filepath.Join(t.TempDir(), "none")} }, want: "cluster-key-file"},
 		{name: "key and key file", args: func(t *testing.T) []string {
-			return []string{"--cluster-key", "0123456789abcdef", "--cluster-key-file", keyFile(t, "0123456789abcdef")}
+			return []string{"--cluster-key", testClusterKey, "--cluster-key-file", keyFile(t, testClusterKey)}
 		}, want: "exclude each other"},
 		{name: "gossip key and gossip key file", args: func(t *testing.T) []string {
 			return []string{"--gossip-key", "AAAAAAAAAAAAAAAAAAAAAA==", "--gossip-key-file", keyFile(t, "AAAAAAAAAAAAAAAAAAAAAA==")}
@@ -631,11 +631,11 @@ func TestServeClusterKey(t *testing.T) {
 			args := []string{"--dev", "--http-addr", "0.0.0.0:0", "--data-dir", dataDir}
 			switch how {
 			case "flag":
-				args = append(args, "--cluster-key", "0123456789abcdef")
+				args = append(args, "--cluster-key", testClusterKey)
 			case "environment":
-				t.Setenv("CARMY_CLUSTER_KEY_FILE", keyFile(t, "\n  0123456789abcdef  \n"))
+				t.Setenv("CARMY_CLUSTER_KEY_FILE", keyFile(t, "\n  "+testClusterKey+"  \n"))
 			case "file":
-				args = append(args, "--cluster-key-file", keyFile(t, "0123456789abcdef\n"))
+				args = append(args, "--cluster-key-file", keyFile(t, testClusterKey+"\n"))
 			}
 			s := startServe(t, args...)
 			s.waitReady(t)
@@ -731,7 +731,7 @@ func TestServeRefusesInsecureNodeOffLoopback(t *testing.T) {
 	cfg := writeConfig(t, "auth:\n  tokens:\n    - {principal: planner, token_env: CARMY_TEST_PLANNER_TOKEN}\n")
 	// 192.0.2.1 (TEST-NET-1) is never this machine's: nothing can bind it,
 	// so the check must refuse before any listener is opened.
-	args := append(nodeArgs(t), "--config", cfg, "--http-addr", "127.0.0.1:0", "--raft-addr", "192.0.2.1:8300", "--cluster-key", "0123456789abcdef")
+	args := append(nodeArgs(t), "--config", cfg, "--http-addr", "127.0.0.1:0", "--raft-addr", "192.0.2.1:8300", "--cluster-key", testClusterKey)
 	err := serve(t.Context(), args, io.Discard, newLogBuffer())
 	if err == nil || !strings.Contains(err.Error(), "refusing to start") || !strings.Contains(err.Error(), "--insecure") {
 		t.Fatalf("Raft off loopback without TLS or a gossip key: %v, want a refusal naming --insecure", err)
