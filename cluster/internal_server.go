@@ -51,7 +51,11 @@ func (n *Node) authenticate(next http.Handler) http.Handler {
 			n.refusals.refused("internal call without the cluster key", r.RemoteAddr, errors.New(r.Method+" "+r.URL.Path))
 			if len(r.Header.Values(keyHeader)) > 0 {
 				// A key that is wrong is a guess (none at all is not):
-				// the server in front counts it against the caller.
+				// the server in front counts it against the caller, and
+				// answers 429 once the caller is over its failures.
+				if authfail.Refuse(r.Context(), w) {
+					return
+				}
 				authfail.Report(r.Context(), "wrong cluster key")
 			}
 			writeInternalError(w, http.StatusForbidden, codedWireError(store.CodeForbidden, "missing or wrong cluster key"))

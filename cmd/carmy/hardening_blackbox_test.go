@@ -312,7 +312,8 @@ func TestBlackBoxClusterKeyGuesses(t *testing.T) {
 		t.Errorf("a node with 16 repeated letters as its key: %v\n%s", err, weak.Logs())
 	}
 
-	n := testutil.StartCarmy(t, bin, testutil.StartOptions{}, "--dev")
+	dataDir := filepath.Join(t.TempDir(), "n1")
+	n := testutil.StartCarmy(t, bin, testutil.StartOptions{}, "--dev", "--data-dir", dataDir)
 	n.WaitReady(t, 30*time.Second)
 	refused, limited := 0, 0
 	var retryAfter string
@@ -334,6 +335,15 @@ func TestBlackBoxClusterKeyGuesses(t *testing.T) {
 	// A burst of 10 (the default per minute), and one more per 6 s.
 	if refused < 10 || refused > 12 || limited != 40-refused || retryAfter == "" {
 		t.Errorf("40 wrong keys: %d refused (403), %d limited (429, Retry-After %q); want 10 (or a few more) and the rest", refused, limited, retryAfter)
+	}
+	// A right key from the same address is never locked out: the nodes of
+	// a cluster share addresses (loopback, a NAT) with whatever guesses.
+	key, err := os.ReadFile(filepath.Join(dataDir, "cluster-key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status, _, body := hbReq(t, n.URL, "GET", "/internal/v1/state", "", map[string]string{"Carmy-Cluster-Key": strings.TrimSpace(string(key))}); status != http.StatusOK {
+		t.Errorf("the right key after the guesses: %d %s; want 200", status, body)
 	}
 	// The node's own API is not locked out by the guesses.
 	if code, body := bbPost(t, n.URL+"/v1/tools/call", `{"tool":"echo"}`); code != http.StatusOK {
