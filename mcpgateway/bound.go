@@ -2,11 +2,14 @@ package mcpgateway
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
+	"sync"
 	"sync/atomic"
 
 	"github.com/carmyhq/carmy/engine"
+	"github.com/carmyhq/carmy/internal/egress"
 )
 
 // MinAnswerBytes is the least bound on one upstream message, whatever
@@ -26,6 +29,40 @@ type callState struct {
 	tooLarge atomic.Bool
 	// done is set when the call has returned, for or without an answer.
 	done atomic.Bool
+
+	// Whether any byte of the call's request left this node (SPEC §1):
+	// over HTTP, each request made for the call is traced
+	// (egress.TrackSend); over stdio, written is set once a byte of the
+	// request went into the child's stdin.
+	mu      sync.Mutex
+	sends   []*egress.Send
+	written atomic.Bool
+}
+
+// traceSend traces a request made for the call (over HTTP), returning
+// the context to make it with.
+func (st *callState) traceSend(ctx context.Context) context.Context {
+	ctx, send := egress.TrackSend(ctx)
+	st.mu.Lock()
+	st.sends = append(st.sends, send)
+	st.mu.Unlock()
+	return ctx
+}
+
+// sent reports whether a byte of the call's request may have left this
+// node; when in doubt, it did.
+func (st *callState) sent() bool {
+	if st.written.Load() {
+		return true
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, s := range st.sends {
+		if s.Sent() {
+			return true
+		}
+	}
+	return false
 }
 
 // readChunk is the most one read from an upstream asks for.

@@ -59,8 +59,8 @@ func (u *Upstream) callFunc(name string) engine.ToolFunc {
 	return func(ctx context.Context, c engine.Call) (any, error) {
 		cn := u.current()
 		if cn == nil {
-			return nil, &engine.ToolError{Code: engine.CodeUpstreamUnreachable,
-				Message: fmt.Sprintf("tool %s: the upstream MCP server is not connected", c.Tool)}
+			// Known to be down: nothing is sent, and the call is released.
+			return nil, &engine.NotSentError{Reason: "the upstream MCP server is not connected"}
 		}
 		st := &callState{call: c}
 		defer st.done.Store(true)
@@ -95,7 +95,7 @@ func (u *Upstream) callFunc(name string) engine.ToolFunc {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			return nil, u.failed(c, err)
+			return nil, u.failed(c, err, st.sent())
 		}
 		if res.IsError {
 			return nil, &engine.ToolError{Code: engine.CodeUpstreamToolError, Message: u.errorText(res.Content)}
@@ -111,9 +111,12 @@ func (u *Upstream) callFunc(name string) engine.ToolFunc {
 	}
 }
 
-// failed turns a tools/call that got no result into the recorded error,
-// and logs its detail.
-func (u *Upstream) failed(c engine.Call, err error) *engine.ToolError {
+// failed turns a tools/call that got no result into the tool's error, and
+// logs its detail: UPSTREAM_TOOL_ERROR for the upstream's JSON-RPC error
+// answer; else, as SPEC §1 says, an *engine.NotSentError when not one byte
+// of the request left this node (the reservation is released), or an
+// *engine.AnswerLostError when some did (the execution is interrupted).
+func (u *Upstream) failed(c engine.Call, err error, sent bool) error {
 	var we *jsonrpc.Error
 	if errors.As(err, &we) && !localCode(we.Code) {
 		// The upstream answered with a JSON-RPC error: it was reached.
@@ -123,10 +126,14 @@ func (u *Upstream) failed(c engine.Call, err error) *engine.ToolError {
 			Message: clip(u.redactor.Redact(we.Message)), Details: map[string]any{"rpc_code": we.Code}}
 	}
 	kind := egress.Describe(err)
-	u.log.Warn("mcp server: the upstream could not be reached", slog.String("tool", c.Tool), slog.String("execution_id", c.ExecutionID),
+	if !sent {
+		u.log.Warn("mcp server: the upstream could not be reached, nothing was sent", slog.String("tool", c.Tool), slog.String("execution_id", c.ExecutionID),
+			slog.String("target", u.target), slog.String("err", egress.Detail(err, u.redactor)))
+		return &engine.NotSentError{Reason: "the upstream MCP server could not be reached: " + kind, Err: err}
+	}
+	u.log.Warn("mcp server: the request was sent, but no answer came", slog.String("tool", c.Tool), slog.String("execution_id", c.ExecutionID),
 		slog.String("target", u.target), slog.String("err", egress.Detail(err, u.redactor)))
-	return &engine.ToolError{Code: engine.CodeUpstreamUnreachable,
-		Message: fmt.Sprintf("tool %s: the upstream MCP server could not be reached: %s", c.Tool, kind)}
+	return &engine.AnswerLostError{Reason: "no answer came from the upstream MCP server: " + kind, Err: err}
 }
 
 // localCode reports whether a JSON-RPC error code is one the client side

@@ -26,9 +26,13 @@
 // completed, with structuredContent as data when present, else
 // {"content": [...]}; isError true is failed with UPSTREAM_TOOL_ERROR and
 // the text content as its message (a JSON-RPC error answer too, with its
-// message); no answer (a refused connection, a dead child, a lost
-// session) is failed with UPSTREAM_UNREACHABLE; the tool's timeout is
-// timed_out. Messages never hold the URL or a configured header value:
+// message); the tool's timeout is timed_out. No answer is decided by
+// whether any byte of the request left the node (SPEC §1): none (not
+// connected, the connection refused, no such host, the TLS handshake
+// failed) is an engine.NotSentError, so the reservation is released and
+// nothing recorded; some (the server hung up, the child died or was
+// replaced) is an engine.AnswerLostError, so the execution is
+// interrupted. Messages never hold the URL or a configured header value:
 // the detail goes to the log, redacted.
 //
 // HTTP upstreams follow the rules of HTTP tools: the egress policy of

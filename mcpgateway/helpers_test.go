@@ -1,6 +1,7 @@
 package mcpgateway_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -117,8 +118,11 @@ type fakeUpstream struct {
 	lastHdr  http.Header
 	auths    []string // every Authorization header the server saw
 
-	total   atomic.Int64
-	refuse  atomic.Bool // answer every HTTP request 503
+	total  atomic.Int64
+	refuse atomic.Bool // answer every HTTP request 503
+	// drop, when set, is a tool whose tools/call requests are read whole
+	// and then hung up on, unanswered.
+	drop    atomic.Value
 	started chan string // request ids, as block starts
 	release chan struct{}
 }
@@ -175,6 +179,16 @@ func newFakeUpstream(t *testing.T) *fakeUpstream {
 		if f.refuse.Load() {
 			http.Error(w, "not now", http.StatusServiceUnavailable)
 			return
+		}
+		if tool, _ := f.drop.Load().(string); tool != "" && r.Method == http.MethodPost {
+			body, _ := io.ReadAll(r.Body)
+			if bytes.Contains(body, []byte(`"name":"`+tool+`"`)) {
+				if c, _, err := w.(http.Hijacker).Hijack(); err == nil {
+					c.Close()
+				}
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
 		}
 		h.ServeHTTP(w, r)
 	}))

@@ -72,6 +72,11 @@ type child struct {
 
 	mu      sync.Mutex
 	pending map[string]*callState // calls awaiting an answer, by JSON-RPC id
+
+	// writing serialises the messages written to the child, so that the
+	// bytes written while one is are its own; written counts them.
+	writing sync.Mutex
+	written atomic.Int64
 }
 
 // startChild starts the upstream's command with only the environment its
@@ -114,8 +119,12 @@ func (u *Upstream) startChild() (*child, error) {
 	return c, nil
 }
 
-// Write writes to the child's stdin.
-func (c *child) Write(p []byte) (int, error) { return c.stdin.Write(p) }
+// Write writes to the child's stdin, counting what was written.
+func (c *child) Write(p []byte) (int, error) {
+	n, err := c.stdin.Write(p)
+	c.written.Add(int64(n))
+	return n, err
+}
 
 // Close stops the child: its stdin is closed; if it has not exited
 // within stopChildAfter it is sent SIGTERM, and after as long again
@@ -251,12 +260,23 @@ type childConn struct {
 }
 
 func (c *childConn) Write(ctx context.Context, msg jsonrpc.Message) error {
-	if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
-		if st, ok := ctx.Value(callKey{}).(*callState); ok {
-			c.child.track(req.ID, st)
-		}
+	st, _ := ctx.Value(callKey{}).(*callState)
+	if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() && st != nil {
+		c.child.track(req.ID, st)
 	}
-	return c.Connection.Write(ctx, msg)
+	if st == nil {
+		return c.Connection.Write(ctx, msg)
+	}
+	// A call's request: whether any byte of it reached the child decides
+	// between "never sent" and "answer lost" if no answer comes.
+	c.child.writing.Lock()
+	defer c.child.writing.Unlock()
+	before := c.child.written.Load()
+	err := c.Connection.Write(ctx, msg)
+	if err == nil || c.child.written.Load() > before {
+		st.written.Store(true)
+	}
+	return err
 }
 
 func (c *childConn) Read(ctx context.Context) (jsonrpc.Message, error) {

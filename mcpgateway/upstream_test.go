@@ -196,21 +196,23 @@ func TestHTTPUpstreamResults(t *testing.T) {
 		t.Errorf("the retry of a timed-out call: replayed %v, runs %d", again.Replayed, f.runsOf("block", "b"))
 	}
 
-	// The upstream goes away after it was listed: the call is recorded as
-	// unreachable, naming neither the URL nor a secret.
+	// The upstream goes away after it was listed: not one byte of the
+	// call leaves the node, so nothing is recorded and the caller is told
+	// UNAVAILABLE (SPEC §1), in words that name neither the URL nor a
+	// secret; the identity stays free for the retry.
 	f.CloseClientConnections()
 	f.Listener.Close()
-	gone := mustCall(t, rt, engine.Request{Tool: "tickets.text", RequestID: "gone"}).Record
-	switch code, _ := errorOf(t, gone.Error); {
-	case gone.Status == store.StatusFailed && code == engine.CodeUpstreamUnreachable:
-		noSecret(gone)
-	default:
-		// The loss may be seen first: then the group is unavailable and
-		// nothing was recorded.
-		t.Logf("after the upstream went away: %s %s", gone.Status, gone.Error)
-		if gone.Status != "" {
-			t.Errorf("unreachable: %s %s", gone.Status, gone.Error)
+	_, err := rt.Call(t.Context(), alice, engine.Request{Tool: "tickets.text", RequestID: "gone"})
+	if store.CodeOf(err) != store.CodeUnavailable {
+		t.Fatalf("a call after the upstream went away: %v, want UNAVAILABLE", err)
+	}
+	for _, s := range []string{querySecret, headerSecret, "SECRET", f.Listener.Addr().String()} {
+		if strings.Contains(err.Error(), s) {
+			t.Errorf("the refusal holds %q: %v", s, err)
 		}
+	}
+	if rec, lerr := rt.Store().Lookup(t.Context(), store.Key{Principal: alice.Principal, RequestID: "gone"}); !errors.Is(lerr, store.ErrNotFound) {
+		t.Errorf("after a call never sent the store holds %+v (%v), want nothing", rec, lerr)
 	}
 }
 

@@ -73,6 +73,12 @@ func main() {
 			<-ctx.Done()
 			return nil, ctx.Err()
 		})
+	s.AddTool(&mcp.Tool{Name: "exit", InputSchema: object},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			count("exit", req.Params.Meta)
+			os.Exit(3) // dies mid-call: the request was read, no answer comes
+			return nil, nil
+		})
 	s.AddTool(&mcp.Tool{Name: "echo_meta", InputSchema: object},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return &mcp.CallToolResult{StructuredContent: map[string]any{"meta": req.Params.Meta}}, nil
