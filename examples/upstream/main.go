@@ -14,8 +14,11 @@
 //     token is below the highest one seen for its key comes from an older,
 //     presumed-dead runner: it is refused with 409.
 //
-// GET /orders lists the orders placed. State is in memory: a restart
-// forgets it. It is an example, not a server to deploy.
+// GET /orders lists the orders placed. GET /orders/by-key/{key} answers
+// the order placed under an Idempotency-Key, or 404 when none was: the
+// reconcile probe of the local cluster's config asks it whether an
+// interrupted call's order was placed (SPEC §3.3). State is in memory: a
+// restart forgets it. It is an example, not a server to deploy.
 package main
 
 import (
@@ -47,7 +50,8 @@ func main() {
 	s := &shop{byKey: map[string]int{}, fence: map[string]uint64{}}
 	http.HandleFunc("POST /orders", s.place)
 	http.HandleFunc("GET /orders", s.list)
-	log.Printf("upstream: listening on http://%s (POST /orders, GET /orders)", *addr)
+	http.HandleFunc("GET /orders/by-key/{key}", s.byKeyLookup)
+	log.Printf("upstream: listening on http://%s (POST /orders, GET /orders, GET /orders/by-key/{key})", *addr)
 	log.Fatal(http.ListenAndServe(*addr, nil))
 }
 
@@ -87,6 +91,20 @@ func (s *shop) place(w http.ResponseWriter, r *http.Request) {
 		s.byKey[key] = len(s.orders) - 1
 	}
 	writeJSON(w, o)
+}
+
+// byKeyLookup answers the order placed under the key, or 404.
+func (s *shop) byKeyLookup(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i, ok := s.byKey[r.PathValue("key")]
+	if !ok {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = w.Write([]byte(`{"error":"no order under that key"}`))
+		return
+	}
+	writeJSON(w, s.orders[i])
 }
 
 func (s *shop) list(w http.ResponseWriter, _ *http.Request) {
