@@ -35,7 +35,11 @@ func (u *Upstream) spec(t *mcp.Tool) (engine.ToolSpec, error) {
 		Timeout:          u.cfg.Timeout,
 		RequireRequestID: u.cfg.RequireRequestID,
 		DedupeWindow:     u.cfg.DedupeWindow,
+		ProbeGiveUp:      u.cfg.ReconcileGiveUp,
 		Func:             u.callFunc(t.Name),
+	}
+	if u.cfg.ReconcileTool != "" {
+		spec.Probe = u.reconcileFunc(t.Name)
 	}
 	if t.InputSchema != nil {
 		raw, err := json.Marshal(t.InputSchema)

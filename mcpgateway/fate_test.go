@@ -1,6 +1,8 @@
 package mcpgateway_test
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -77,5 +79,68 @@ func TestStdioChildDiesMidCall(t *testing.T) {
 	}
 	if n := strings.Count(string(raw), "exit died"); n != 1 {
 		t.Fatalf("the tool ran %d times, want 1:\n%s", n, raw)
+	}
+}
+
+// An MCP server's reconcile_tool settles its tools' interrupted
+// executions (SPEC §3.3): found resolves completed with its data, by
+// "probe"; not found releases, and the retry runs the tool once.
+func TestReconcileTool(t *testing.T) {
+	f := newFakeUpstream(t)
+	rt := newRuntime(t)
+	cfg := httpConfig(f)
+	cfg.ReconcileTool = "find"
+	startUpstream(t, rt, cfg)
+	waitTool(t, rt, "tickets.text")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); rt.RunProbes(ctx, nil) }()
+	defer func() { cancel(); <-done }()
+
+	lose := func(id string) {
+		t.Helper()
+		f.drop.Store("text")
+		defer f.drop.Store("")
+		_, err := rt.Call(t.Context(), alice, engine.Request{Tool: "tickets.text", RequestID: id})
+		var ue *store.UncertainError
+		if !errors.As(err, &ue) || ue.Record.Status != store.StatusInterrupted {
+			t.Fatalf("a call whose answer was lost: %v; want interrupted", err)
+		}
+	}
+	wait := func(id, what string, ok func(store.Record, error) bool) store.Record {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			rec, err := rt.Store().Lookup(t.Context(), store.Key{Principal: alice.Principal, RequestID: id})
+			if ok(rec, err) {
+				return rec
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %+v, %v", what, rec, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+
+	f.find.Store(1)
+	lose("found")
+	rec := wait("found", "resolved by the probe", func(r store.Record, err error) bool { return err == nil && r.Status.Finished() })
+	if rec.Status != store.StatusCompleted || rec.ResolvedBy != store.ResolvedByProbe || string(rec.Data) != `{"order":99}` {
+		t.Fatalf("after the probe: %+v", rec)
+	}
+	var asked map[string]any
+	last, _ := f.lastFind.Load().(string)
+	if err := json.Unmarshal([]byte(last), &asked); err != nil || asked["tool"] != "text" || asked["execution_id"] != rec.ExecutionID ||
+		asked["request_id"] != "found" || !strings.HasPrefix(asked["idempotency_key"].(string), "carmy_") {
+		t.Fatalf("the probe was asked %s", last)
+	}
+
+	f.find.Store(2)
+	lose("missing")
+	wait("missing", "released by the probe", func(_ store.Record, err error) bool { return errors.Is(err, store.ErrNotFound) })
+	before := f.runsOf("text", "missing")
+	again := mustCall(t, rt, engine.Request{Tool: "tickets.text", RequestID: "missing"})
+	if again.Replayed || again.Record.Status != store.StatusCompleted || f.runsOf("text", "missing") != before+1 {
+		t.Fatalf("the retry after the release: %+v, runs %d → %d", again, before, f.runsOf("text", "missing"))
 	}
 }

@@ -122,9 +122,15 @@ type fakeUpstream struct {
 	refuse atomic.Bool // answer every HTTP request 503
 	// drop, when set, is a tool whose tools/call requests are read whole
 	// and then hung up on, unanswered.
-	drop    atomic.Value
-	started chan string // request ids, as block starts
-	release chan struct{}
+	drop atomic.Value
+	// find is what the reconcile tool find answers: 1 found, 2 not
+	// found, else an error result; finds counts its calls, lastFind holds
+	// the arguments of the last.
+	find     atomic.Int32
+	finds    atomic.Int32
+	lastFind atomic.Value
+	started  chan string // request ids, as block starts
+	release  chan struct{}
 }
 
 func newFakeUpstream(t *testing.T) *fakeUpstream {
@@ -170,6 +176,18 @@ func newFakeUpstream(t *testing.T) *fakeUpstream {
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			f.count("seen", req)
 			return &mcp.CallToolResult{StructuredContent: map[string]any{"ok": true}}, nil
+		})
+	f.mcp.AddTool(&mcp.Tool{Name: "find", InputSchema: object},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			f.finds.Add(1)
+			f.lastFind.Store(string(req.Params.Arguments))
+			switch f.find.Load() {
+			case 1:
+				return &mcp.CallToolResult{StructuredContent: map[string]any{"found": true, "data": map[string]any{"order": 99}}}, nil
+			case 2:
+				return &mcp.CallToolResult{StructuredContent: map[string]any{"found": false}}, nil
+			}
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "lookup down"}}}, nil
 		})
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return f.mcp }, &mcp.StreamableHTTPOptions{Logger: quietLogger()})
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

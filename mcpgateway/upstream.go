@@ -59,6 +59,12 @@ type Config struct {
 	// DedupeWindow makes calls without a request_id idempotent for that
 	// long (engine.ToolSpec.DedupeWindow); RequireRequestID wins.
 	DedupeWindow time.Duration
+	// ReconcileTool, when set, names the upstream tool that settles the
+	// interrupted executions of every tool of this server (SPEC §3.3;
+	// reconcile.go), for ReconcileGiveUp after each started
+	// (engine.DefaultProbeGiveUp when zero).
+	ReconcileTool   string
+	ReconcileGiveUp time.Duration
 	// RefreshInterval is how often the tools are listed again besides on
 	// notifications/tools/list_changed (DefaultRefreshInterval when zero).
 	RefreshInterval time.Duration
@@ -156,7 +162,7 @@ func New(reg Registry, cfg Config) (*Upstream, error) {
 		return nil, fmt.Errorf("%s: the name %s is reserved", where, ReservedName)
 	case (cfg.URL == "") == (len(cfg.Command) == 0):
 		return nil, fmt.Errorf("%s: give exactly one of url and command", where)
-	case cfg.Timeout < 0 || cfg.RefreshInterval < 0 || cfg.MaxBackoff < 0 || cfg.DedupeWindow < 0 || cfg.CancelGrace < 0:
+	case cfg.Timeout < 0 || cfg.RefreshInterval < 0 || cfg.MaxBackoff < 0 || cfg.DedupeWindow < 0 || cfg.CancelGrace < 0 || cfg.ReconcileGiveUp < 0:
 		return nil, fmt.Errorf("%s: negative duration", where)
 	case cfg.MaxAnswerBytes < 0:
 		return nil, fmt.Errorf("%s: negative answer bound", where)

@@ -115,6 +115,12 @@ type mcpServerConfig struct {
 	// a call of it timed out or was cancelled, to answer a ping before it
 	// is killed and replaced (default 5s).
 	CancelGrace string `yaml:"cancel_grace"`
+	// ReconcileTool names the upstream tool that settles the interrupted
+	// executions of this server's tools (SPEC §3.3), for
+	// ReconcileGiveUpAfter (a Go duration; default 24h) after each
+	// started.
+	ReconcileTool        string `yaml:"reconcile_tool"`
+	ReconcileGiveUpAfter string `yaml:"reconcile_give_up_after"`
 }
 
 type authConfig struct {

@@ -47,6 +47,14 @@ func (fc fileConfig) mcpUpstreams(reg mcpgateway.Registry, getenv func(string) s
 			}
 			cfg.Timeout = d
 		}
+		cfg.ReconcileTool = mc.ReconcileTool
+		if mc.ReconcileGiveUpAfter != "" {
+			d, err := time.ParseDuration(mc.ReconcileGiveUpAfter)
+			if err != nil || d <= 0 || mc.ReconcileTool == "" {
+				return nil, fmt.Errorf("config %s: reconcile_give_up_after %q: want a positive duration such as 24h, with reconcile_tool", where, mc.ReconcileGiveUpAfter)
+			}
+			cfg.ReconcileGiveUp = d
+		}
 		var err error
 		if cfg.DedupeWindow, err = parseWindow(mc.DedupeWindow); err != nil {
 			return nil, fmt.Errorf("config %s: %w", where, err)
