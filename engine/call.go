@@ -115,7 +115,7 @@ func (r *Runtime) Call(ctx context.Context, caller Caller, req Request) (Respons
 
 	// Register before proposing, so a cancel that commits right after the
 	// reservation reaches the tool.
-	rn, why := r.runs.start(exec.ID, caller, r.runLimits())
+	rn, why := r.runs.start(exec.ID, caller, callBytes(p), r.runLimits())
 	if why != refusedNone {
 		return Response{}, r.busy(why, caller)
 	}
@@ -172,7 +172,7 @@ func (r *Runtime) runUnrecorded(ctx context.Context, p *pending) (Response, erro
 		StartedAt:   now,
 		Status:      store.StatusRunning,
 	}
-	rn, why := r.runs.start(rec.ExecutionID, p.caller, r.runLimits())
+	rn, why := r.runs.start(rec.ExecutionID, p.caller, callBytes(p), r.runLimits())
 	if why != refusedNone {
 		return Response{}, r.busy(why, p.caller)
 	}
@@ -193,8 +193,12 @@ func (r *Runtime) runUnrecorded(ctx context.Context, p *pending) (Response, erro
 
 // runLimits returns the bounds of the running set.
 func (r *Runtime) runLimits() runLimits {
-	return runLimits{total: r.cfg.MaxRunning, share: r.cfg.MaxRunningPerPrincipal}
+	return runLimits{total: r.cfg.MaxRunning, share: r.cfg.MaxRunningPerPrincipal, bytes: r.cfg.MaxInflightBytes}
 }
+
+// callBytes is what a call holds in flight from its start: its arguments
+// and metadata.
+func callBytes(p *pending) int64 { return int64(len(p.args) + len(p.meta)) }
 
 // busy is the answer to a call that the running set refused (why): it
 // would run more tools at once than MaxRunning allows, or than the
@@ -212,6 +216,8 @@ func (r *Runtime) busy(why refusal, caller Caller) error {
 		return &BusyError{Principal: caller.Principal, Limit: LimitMaxRunningPerPrincipal, N: r.cfg.MaxRunningPerPrincipal}
 	case refusedAdminReserve:
 		return &BusyError{Principal: caller.Principal, Limit: LimitAdminReserve, N: r.cfg.MaxRunning - adminReserve(r.cfg.MaxRunning, r.cfg.MaxRunningPerPrincipal)}
+	case refusedBytes:
+		return &BusyError{Limit: LimitMaxInflightBytes, N: int(r.cfg.MaxInflightBytes)}
 	}
 	return &BusyError{Limit: LimitMaxRunning, N: r.cfg.MaxRunning}
 }

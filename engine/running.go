@@ -25,6 +25,10 @@ type runningSet struct {
 	// Executions of admins are in runs only.
 	perPrincipal map[string]int
 	tenants      int
+	// bytes is what the registered executions hold in flight: each one's
+	// arguments from its start, and its result from the tool's return,
+	// until its outcome is settled (see start and hold).
+	bytes int64
 }
 
 // run is one running execution. ctx is cancelled by the cancel
@@ -35,6 +39,8 @@ type run struct {
 	// tenant: the run counts against principal's share.
 	tenant    bool
 	principal string
+	// bytes: what the execution adds to runningSet.bytes.
+	bytes int64
 }
 
 // errCancelled and errShutdown are the causes a run's context is cancelled
@@ -51,8 +57,12 @@ func newRunningSet() *runningSet {
 // runLimits bounds the running set: total executions at once (0: no
 // bound), and, when share > 0, each non-admin principal's executions
 // (share) and all non-admin principals' together (total − the admin
-// reserve, see adminReserve).
-type runLimits struct{ total, share int }
+// reserve, see adminReserve); and, when bytes > 0, the bytes the
+// executions hold in flight (Config.MaxInflightBytes).
+type runLimits struct {
+	total, share int
+	bytes        int64
+}
 
 // adminReserve returns how many of total slots only admins may take when
 // tenants are bound by share: total/8, at least 1, and none when shares
@@ -73,14 +83,18 @@ const (
 	refusedTotal                // limits.max_running
 	refusedShare                // the principal's limits.max_running_per_principal
 	refusedAdminReserve         // the slots left are the admin's
+	refusedBytes                // limits.max_inflight_bytes
 )
 
-// start registers an execution of caller, under a context detached from
-// any caller, unless a bound of lim refuses it: then it registers nothing
-// and says which bound. An admin's execution counts against lim.total
-// only; a tenant's (any other caller) also against its share and the
-// tenants' total, when lim.share > 0.
-func (s *runningSet) start(id string, caller Caller, lim runLimits) (*run, refusal) {
+// start registers an execution of caller holding size bytes (its
+// arguments), under a context detached from any caller, unless a bound of
+// lim refuses it: then it registers nothing and says which bound. An
+// admin's execution counts against lim.total only; a tenant's (any other
+// caller) also against its share and the tenants' total, when
+// lim.share > 0. Every execution counts against lim.bytes: one that would
+// take the bytes in flight past it is refused, unless nothing is in flight
+// (so a single call larger than the bound is not refused for good).
+func (s *runningSet) start(id string, caller Caller, size int64, lim runLimits) (*run, refusal) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	tenant := lim.share > 0 && !caller.Admin
@@ -93,9 +107,12 @@ func (s *runningSet) start(id string, caller Caller, lim runLimits) (*run, refus
 		return nil, refusedShare
 	case tenant && lim.total > 0 && s.tenants >= lim.total-adminReserve(lim.total, lim.share):
 		return nil, refusedAdminReserve
+	case lim.bytes > 0 && s.bytes > 0 && s.bytes+size > lim.bytes:
+		return nil, refusedBytes
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
-	rn := &run{ctx: ctx, cancel: cancel}
+	rn := &run{ctx: ctx, cancel: cancel, bytes: size}
+	s.bytes += size
 	if tenant {
 		rn.tenant, rn.principal = true, caller.Principal
 		s.perPrincipal[caller.Principal]++
@@ -123,12 +140,36 @@ func (rn *run) withTimeout(timeout time.Duration) (context.Context, context.Canc
 	return context.WithTimeout(rn.ctx, timeout)
 }
 
+// hold adds size bytes (its result, on its way to the store) to what the
+// execution id holds in flight, until finish. It is never refused: an
+// execution whose tool has run records its outcome whatever the load, and
+// what it adds is bounded by the executions admitted and the result's
+// bound (Config.MaxResultBytes).
+func (s *runningSet) hold(id string, size int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if rn, ok := s.runs[id]; ok {
+		rn.bytes += size
+		s.bytes += size
+	}
+}
+
+// inflightBytes is what the registered executions hold in flight.
+func (s *runningSet) inflightBytes() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bytes
+}
+
 // finish forgets an execution whose outcome is settled (or which never
 // started).
 func (s *runningSet) finish(id string) {
 	s.mu.Lock()
 	rn, ok := s.runs[id]
 	delete(s.runs, id)
+	if ok {
+		s.bytes -= rn.bytes
+	}
 	if ok && rn.tenant {
 		s.tenants--
 		if s.perPrincipal[rn.principal]--; s.perPrincipal[rn.principal] <= 0 {
