@@ -41,8 +41,12 @@ func TestProcessBurstOnBusyHost(t *testing.T) {
 	}
 }
 
-// busyProcs is how many processes spin beside the nodes.
-const busyProcs = 3
+// busyProcs is how many processes spin beside the nodes; burstRetryFor is
+// how long a burst's refused calls are retried.
+const (
+	busyProcs     = 3
+	burstRetryFor = 40 * time.Second
+)
 
 func burstOnBusyHost(t *testing.T, bin string, calls, size int) {
 	c := testutil.StartCluster(t, bin, 3, testutil.StartOptions{}, "--dev")
@@ -62,7 +66,9 @@ func burstOnBusyHost(t *testing.T, bin string, calls, size int) {
 		refused int // 503 refusals before reserving
 	}
 	results := make([]result, calls)
-	deadline := time.Now().Add(2 * time.Minute)
+	// Refused calls are retried (after Retry-After) for this long; one
+	// still refused then was answered as SPEC §7 allows.
+	deadline := time.Now().Add(burstRetryFor)
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range calls {
@@ -85,25 +91,35 @@ func burstOnBusyHost(t *testing.T, bin string, calls, size int) {
 	wg.Wait()
 	took := time.Since(began)
 
-	refused, failed := 0, 0
+	refused, failed, completed := 0, 0, 0
 	for i, r := range results {
 		refused += r.refused
 		a := r.answer
 		if r.err == nil && a.status == http.StatusOK && a.str("status") == "completed" && a.get("data", "i") == float64(i) &&
 			len(a.str("data", "s")) == size {
+			completed++
+			continue
+		}
+		if r.err == nil && procRefusedUnreserved(a) {
 			continue
 		}
 		if failed++; failed <= 5 {
 			t.Errorf("call %d: %v %.400s", i, r.err, a)
 		}
 	}
-	t.Logf("%d calls of %d KiB on %s beside %d busy processes: settled in %s, %d refusals before reserving (retried), %d failed; load average %s",
-		calls, size>>10, follower.ID(), busyProcs, took.Round(time.Millisecond), refused, failed, procLoadAvg())
+	t.Logf("%d calls of %d KiB on %s beside %d busy processes: settled in %s; %d completed, %d refusals before reserving (retried), %d failed; load average %s",
+		calls, size>>10, follower.ID(), busyProcs, took.Round(time.Millisecond), completed, refused, failed, procLoadAvg())
 	procNoElection(t, c.Nodes(), terms, logsAt)
 	if failed > 0 {
-		t.Fatalf("%d of %d calls were not answered completed", failed, calls)
+		t.Fatalf("%d of %d calls were answered neither completed nor refused before reserving", failed, calls)
+	}
+	if completed == 0 {
+		t.Fatal("no call completed")
 	}
 	for i := range calls {
+		if results[i].answer.status != http.StatusOK {
+			continue
+		}
 		a, err := procSend(client, http.MethodPost, leader.URL+"/v1/tools/call", body(i))
 		if err != nil {
 			t.Fatalf("replay %d: %v", i, err)

@@ -102,6 +102,10 @@ const (
 	// LimitMaxInflightBytes: the calls running on the node hold
 	// MaxInflightBytes of arguments and results in flight already.
 	LimitMaxInflightBytes = "max_inflight_bytes"
+	// LimitSlowOutcomes: a reservation or a result of a call on this node
+	// has waited for the store longer than N milliseconds (a quarter of
+	// the store timeout); new calls wait until writes are faster.
+	LimitSlowOutcomes = "slow_outcomes"
 )
 
 // BusyError answers a call that would run more tools at once on this node
@@ -127,6 +131,9 @@ func (e *BusyError) Error() string {
 			"(limits.max_running less the admin's reserve); the tool did not run and nothing was reserved: retry later or on another node", e.N)
 	case LimitMaxInflightBytes:
 		return fmt.Sprintf("the calls on this node already hold %d bytes of arguments and results in flight, its limit (--max-inflight-bytes); "+
+			"the tool did not run and nothing was reserved: retry later or on another node", e.N)
+	case LimitSlowOutcomes:
+		return fmt.Sprintf("the calls on this node wait for the store longer than %d ms, so it takes no more for now; "+
 			"the tool did not run and nothing was reserved: retry later or on another node", e.N)
 	}
 	return fmt.Sprintf("this node already runs %d tools, its limit (limits.max_running); "+
@@ -158,7 +165,7 @@ const FieldToolRan = "tool_ran"
 // reserve), and "tool_ran": false.
 func (e *BusyError) Fields() map[string]any {
 	res := ResourceRunning
-	if e.Limit == LimitMaxInflightBytes {
+	if e.Limit == LimitMaxInflightBytes || e.Limit == LimitSlowOutcomes {
 		res = ResourceInflightBytes
 	}
 	f := map[string]any{"resource": res, "limit": e.N, FieldToolRan: false}
@@ -177,6 +184,8 @@ func (why refusal) reason() string {
 		return LimitAdminReserve
 	case refusedBytes:
 		return LimitMaxInflightBytes
+	case refusedSlow:
+		return LimitSlowOutcomes
 	}
 	return LimitMaxRunning
 }

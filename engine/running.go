@@ -29,6 +29,9 @@ type runningSet struct {
 	// arguments from its start, and its result from the tool's return,
 	// until its outcome is settled (see start and hold).
 	bytes int64
+	// waits counts the executions with a store write pending (see
+	// run.waiting).
+	waits int
 }
 
 // run is one running execution. ctx is cancelled by the cancel
@@ -41,6 +44,9 @@ type run struct {
 	principal string
 	// bytes: what the execution adds to runningSet.bytes.
 	bytes int64
+	// waiting is when its current store write began (the reservation,
+	// from start; the outcome, from hold); zero while none is pending.
+	waiting time.Time
 }
 
 // errCancelled and errShutdown are the causes a run's context is cancelled
@@ -62,6 +68,11 @@ func newRunningSet() *runningSet {
 type runLimits struct {
 	total, share int
 	bytes        int64
+	// slow, when positive, refuses new calls (as over bytes) while a
+	// reservation or a result has waited longer than slow for the store:
+	// the node records calls slower than it takes them, and more would
+	// only lengthen the queue every write waits in.
+	slow time.Duration
 }
 
 // adminReserve returns how many of total slots only admins may take when
@@ -84,6 +95,7 @@ const (
 	refusedShare                // the principal's limits.max_running_per_principal
 	refusedAdminReserve         // the slots left are the admin's
 	refusedBytes                // limits.max_inflight_bytes
+	refusedSlow                 // a result waits too long for the store
 )
 
 // start registers an execution of caller holding size bytes (its
@@ -109,10 +121,13 @@ func (s *runningSet) start(id string, caller Caller, size int64, lim runLimits) 
 		return nil, refusedAdminReserve
 	case lim.bytes > 0 && s.bytes > 0 && s.bytes+size > lim.bytes:
 		return nil, refusedBytes
+	case lim.slow > 0 && s.slowest(time.Now()) > lim.slow:
+		return nil, refusedSlow
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
-	rn := &run{ctx: ctx, cancel: cancel, bytes: size}
+	rn := &run{ctx: ctx, cancel: cancel, bytes: size, waiting: time.Now()}
 	s.bytes += size
+	s.waits++
 	if tenant {
 		rn.tenant, rn.principal = true, caller.Principal
 		s.perPrincipal[caller.Principal]++
@@ -151,6 +166,50 @@ func (s *runningSet) hold(id string, size int64) {
 	if rn, ok := s.runs[id]; ok {
 		rn.bytes += size
 		s.bytes += size
+		if rn.waiting.IsZero() {
+			rn.waiting = time.Now()
+			s.waits++
+		}
+	}
+}
+
+// slowest is how long the oldest pending store write of an execution has
+// waited (0: none waits). s.mu is held.
+func (s *runningSet) slowest(now time.Time) time.Duration {
+	if s.waits == 0 {
+		return 0
+	}
+	var oldest time.Duration
+	for _, rn := range s.runs {
+		if !rn.waiting.IsZero() {
+			oldest = max(oldest, now.Sub(rn.waiting))
+		}
+	}
+	return oldest
+}
+
+// wouldRefuse says whether start would refuse, for lim's bounds on bytes
+// and slow writes, an execution holding size bytes now; it registers
+// nothing.
+func (s *runningSet) wouldRefuse(size int64, lim runLimits) refusal {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case lim.bytes > 0 && s.bytes > 0 && s.bytes+size > lim.bytes:
+		return refusedBytes
+	case lim.slow > 0 && s.slowest(time.Now()) > lim.slow:
+		return refusedSlow
+	}
+	return refusedNone
+}
+
+// reserved notes that the reservation of execution id has its answer.
+func (s *runningSet) reserved(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if rn, ok := s.runs[id]; ok && !rn.waiting.IsZero() {
+		rn.waiting = time.Time{}
+		s.waits--
 	}
 }
 
@@ -169,6 +228,9 @@ func (s *runningSet) finish(id string) {
 	delete(s.runs, id)
 	if ok {
 		s.bytes -= rn.bytes
+		if !rn.waiting.IsZero() {
+			s.waits--
+		}
 	}
 	if ok && rn.tenant {
 		s.tenants--
