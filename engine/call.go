@@ -123,7 +123,7 @@ func (r *Runtime) Call(ctx context.Context, caller Caller, req Request) (Respons
 	start := time.Now()
 	res, err := st.Reserve(wctx, key, fp, exec)
 	cancel()
-	r.runs.reserved(exec.ID)
+	r.runs.answered(exec.ID)
 	r.obs.StoreWrite(StoreReserve, reserveOutcome(res.Outcome, err), time.Since(start))
 	if err != nil || res.Outcome != store.Reserved {
 		r.runs.finish(exec.ID)
@@ -190,7 +190,7 @@ func (r *Runtime) runUnrecorded(ctx context.Context, p *pending) (Response, erro
 	if why != refusedNone {
 		return Response{}, r.busy(why, p.caller)
 	}
-	r.runs.reserved(rec.ExecutionID) // nothing to reserve, nor to record
+	r.runs.answered(rec.ExecutionID) // nothing to reserve, nor to record
 	done := make(chan store.Record, 1)
 	go func() {
 		defer r.runs.finish(rec.ExecutionID)

@@ -200,6 +200,7 @@ func (r *Runtime) record(rec store.Record, res store.Result, toolTimeout time.Du
 		}
 		if !told && time.Now().After(deadline) {
 			tell(outcome{err: &UnrecordedError{ExecutionID: rec.ExecutionID, Cause: err}})
+			r.runs.answered(rec.ExecutionID)
 		}
 		if r.isClosing() && attempt > 0 {
 			r.cfg.Logger.Warn("shutting down with an unrecorded outcome; the execution will read as interrupted",

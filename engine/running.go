@@ -203,8 +203,11 @@ func (s *runningSet) wouldRefuse(size int64, lim runLimits) refusal {
 	return refusedNone
 }
 
-// reserved notes that the reservation of execution id has its answer.
-func (s *runningSet) reserved(id string) {
+// answered notes that the caller of execution id no longer waits for its
+// pending store write: the reservation has its answer, or the caller was
+// told the outcome is not recorded yet (the write goes on in the
+// background, no longer a measure of the queue callers wait in).
+func (s *runningSet) answered(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if rn, ok := s.runs[id]; ok && !rn.waiting.IsZero() {
