@@ -1,11 +1,8 @@
 package cluster_test
 
 import (
-	"bufio"
-	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,8 +49,7 @@ func burstOnBusyHost(t *testing.T, bin string, calls, size int) {
 	c := testutil.StartCluster(t, bin, 3, testutil.StartOptions{}, "--dev")
 	leader := c.Leader(t, procWait)
 	follower := c.Followers(leader)[0]
-	terms := procTerms(t, c.Nodes())
-	logsAt := procLogLengths(c.Nodes())
+	elections := testutil.WatchElections(t, c.Nodes())
 	testutil.BusyHost(t, busyProcs, 3*time.Minute)
 
 	client := &http.Client{Timeout: 90 * time.Second}
@@ -108,8 +104,8 @@ func burstOnBusyHost(t *testing.T, bin string, calls, size int) {
 		}
 	}
 	t.Logf("%d calls of %d KiB on %s beside %d busy processes: settled in %s; %d completed, %d refusals before reserving (retried), %d failed; load average %s",
-		calls, size>>10, follower.ID(), busyProcs, took.Round(time.Millisecond), completed, refused, failed, procLoadAvg())
-	procNoElection(t, c.Nodes(), terms, logsAt)
+		calls, size>>10, follower.ID(), busyProcs, took.Round(time.Millisecond), completed, refused, failed, testutil.LoadAvg())
+	procNoElection(t, elections)
 	if failed > 0 {
 		t.Fatalf("%d of %d calls were answered neither completed nor refused before reserving", failed, calls)
 	}
@@ -139,90 +135,18 @@ func procRefusedUnreserved(a procAnswer) bool {
 		a.header.Get("Retry-After") != ""
 }
 
-// procTerms reads every node's Raft term (carmy_raft_term).
-func procTerms(t *testing.T, nodes []*testutil.Node) map[string]float64 {
+// procNoElection fails the test when the nodes held an election since w
+// was made, and logs what each node saw.
+func procNoElection(t *testing.T, w *testutil.ElectionWatch) {
 	t.Helper()
-	terms := make(map[string]float64)
-	for _, n := range nodes {
-		v, err := procMetric(n, "carmy_raft_term")
-		if err != nil {
-			t.Fatalf("%s: %v", n.ID(), err)
-		}
-		terms[n.ID()] = v
-	}
-	return terms
-}
-
-// procLogLengths is how much each node has logged so far.
-func procLogLengths(nodes []*testutil.Node) map[string]int {
-	at := make(map[string]int)
-	for _, n := range nodes {
-		at[n.ID()] = len(n.Logs())
-	}
-	return at
-}
-
-// procNoElection checks that no node's term moved from before, and that no
-// node's log since logsAt tells of an election: a candidate, a lost
-// leadership, or a leader that could not reach a quorum. It logs the
-// leader changes seen.
-func procNoElection(t *testing.T, nodes []*testutil.Node, before map[string]float64, logsAt map[string]int) {
-	t.Helper()
-	after := procTerms(t, nodes)
-	for _, n := range nodes {
-		changes, _ := procMetric(n, "carmy_raft_leader_changes_total")
-		signs := 0
-		for line := range strings.Lines(n.Logs()[logsAt[n.ID()]:]) {
-			for _, sign := range []string{"entering candidate state", "failed to contact quorum", "leadership lost", "heartbeat timeout reached"} {
-				if strings.Contains(line, sign) {
-					if signs++; signs <= 3 {
-						t.Logf("%s: %s", n.ID(), strings.TrimSpace(line))
-					}
-				}
-			}
-		}
-		t.Logf("%s: term %v before, %v after; %v leader changes seen since it started; %d log lines of an election during the burst", n.ID(), before[n.ID()], after[n.ID()], changes, signs)
-		if after[n.ID()] != before[n.ID()] || signs > 0 {
-			t.Errorf("%s: an election was held under load (term %v, then %v; %d log lines of one)", n.ID(), before[n.ID()], after[n.ID()], signs)
-		}
-	}
-}
-
-// procMetric reads one unlabelled metric from n's GET /metrics.
-func procMetric(n *testutil.Node, name string) (float64, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.URL+"/metrics", nil)
+	report, held, err := w.Check()
 	if err != nil {
-		return 0, err
+		t.Fatal(err)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
+	for _, line := range report {
+		t.Log(line)
 	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			return strconv.ParseFloat(v, 64)
-		}
+	if held {
+		t.Error("an election was held under load alone")
 	}
-	if err := sc.Err(); err != nil {
-		return 0, err
-	}
-	return 0, fmt.Errorf("no metric %s", name)
-}
-
-// procLoadAvg is the host's load averages, as /proc/loadavg tells them.
-func procLoadAvg() string {
-	raw, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(raw))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
 }
