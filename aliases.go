@@ -101,6 +101,16 @@ func WithDrainTimeout(d time.Duration) Option { return engine.WithDrainTimeout(d
 // bound).
 func WithMaxRunning(n int) Option { return engine.WithMaxRunning(n) }
 
+// WithMaxInflightBytes bounds the bytes of arguments and results the calls
+// on this node hold in flight; past it a new call is refused UNAVAILABLE
+// before anything is reserved (engine.Config.MaxInflightBytes; 0: no
+// bound). The default is DefaultMaxInflightBytes().
+func WithMaxInflightBytes(n int64) Option { return engine.WithMaxInflightBytes(n) }
+
+// DefaultMaxInflightBytes is the default bound on the bytes in flight,
+// sized from the memory the process may use (engine.DefaultMaxInflightBytes).
+func DefaultMaxInflightBytes() int64 { return engine.DefaultMaxInflightBytes() }
+
 // WithMaxRunningPerPrincipal sets each non-admin principal's share of the
 // tools running at once on this node (0: no share); the admin is never
 // starved by the others (engine.Config.MaxRunningPerPrincipal).

@@ -34,7 +34,7 @@ func rawRequest(t *testing.T, conn net.Conn, pad int) (*http.Response, []byte) {
 	// The server may answer and close before it has read everything:
 	// a failed write is expected then, and the answer is what counts.
 	go func() {
-		_, _ = fmt.Fprintf(conn, "GET /healthz HTTP/1.1\r\nHost: carmy\r\nX-Padding: %s\r\n\r\n", strings.Repeat("a", pad))
+		_, _ = fmt.Fprintf(conn, "GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Padding: %s\r\n\r\n", strings.Repeat("a", pad))
 	}()
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {

@@ -46,7 +46,7 @@ func newRuntimeMetrics() *runtimeMetrics {
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "carmy_calls_refused_total",
 			Help: "Calls this node refused before reserving anything because it runs too many tools, by the limit reached: " +
-				"max_running, max_running_per_principal, admin_reserve.",
+				"max_running, max_running_per_principal, admin_reserve, max_inflight_bytes.",
 		}, []string{"reason"}),
 		probes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "carmy_reconcile_probes_total",
@@ -130,6 +130,14 @@ func (m *runtimeMetrics) register(reg *prometheus.Registry, r *engine.Runtime) {
 			Name: "carmy_executions_running",
 			Help: "Tools running on this node now.",
 		}, func() float64 { return float64(r.Running()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "carmy_inflight_bytes",
+			Help: "Bytes of arguments and results the calls on this node hold in flight (until their outcome is recorded).",
+		}, func() float64 { return float64(r.InflightBytes()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "carmy_inflight_bytes_limit",
+			Help: "The bound on carmy_inflight_bytes past which new calls are refused before reserving (--max-inflight-bytes; 0: none).",
+		}, func() float64 { return float64(r.MaxInflightBytes()) }),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

@@ -41,7 +41,7 @@ func TestSlowHeadersAreCutOff(t *testing.T) {
 	}
 	defer conn.Close()
 	// Half a request, then nothing: a slowloris client.
-	if _, err := io.WriteString(conn, "POST /v1/tools/call HTTP/1.1\r\nHost: carmy\r\n"); err != nil {
+	if _, err := io.WriteString(conn, "POST /v1/tools/call HTTP/1.1\r\nHost: localhost\r\n"); err != nil {
 		t.Fatal(err)
 	}
 	closedWithin(t, conn, 10*time.Second)
@@ -65,7 +65,7 @@ func TestSlowBodyIsCutOffButNotALongCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	if _, err := io.WriteString(conn, "POST /v1/tools/call HTTP/1.1\r\nHost: carmy\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"tool\":"); err != nil {
+	if _, err := io.WriteString(conn, "POST /v1/tools/call HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"tool\":"); err != nil {
 		t.Fatal(err)
 	}
 	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -122,7 +122,7 @@ func TestAnswerNotReadIsCutOff(t *testing.T) {
 	}
 	defer conn.Close()
 	body := `{"tool":"big","request_id":"b1"}`
-	if _, err := fmt.Fprintf(conn, "POST /v1/tools/call HTTP/1.1\r\nHost: carmy\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body); err != nil {
+	if _, err := fmt.Fprintf(conn, "POST /v1/tools/call HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body); err != nil {
 		t.Fatal(err)
 	}
 	// The client reads nothing; the server must give up on the answer.

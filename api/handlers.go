@@ -22,6 +22,9 @@ func (s *Server) readyz(c echo.Context) error {
 }
 
 func (s *Server) callTool(c echo.Context) error {
+	if err := s.refuseLargeWhenOverloaded(c); err != nil {
+		return err
+	}
 	body, err := s.readBody(c)
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/carmyhq/carmy/fsm"
@@ -31,7 +32,14 @@ type forwarder struct {
 	streams map[string]*streamSlot // by leader address
 	wake    chan struct{}
 	sem     chan struct{}
+
+	// heard is when a leader last answered a batch (unix nanoseconds):
+	// a leader that answers is busy, not silent (watchSilence).
+	heard atomic.Int64
 }
+
+// heardSince reports whether a leader answered a batch after t.
+func (f *forwarder) heardSince(t time.Time) bool { return f.heard.Load() > t.UnixNano() }
 
 // Bounds of a forwarded batch.
 //
@@ -250,6 +258,9 @@ func (f *forwarder) sendHTTP(addr string, batch []*fwdItem, deadline time.Time) 
 	var ans applyAnswer
 	start := time.Now()
 	sent, err := f.client.post(ctx, addr, pathApply, newApplyRequest(batch), &ans)
+	if err == nil {
+		f.heard.Store(time.Now().UnixNano())
+	}
 	if err != nil && sent && !errors.Is(err, errNotLeader) && !errors.Is(err, errRefused) {
 		// The batch was sent and failed whole: a timeout, a broken
 		// connection, or an answer for the batch rather than for each

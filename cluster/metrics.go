@@ -117,6 +117,10 @@ func (n *Node) registerMetrics(reg prometheus.Registerer) error {
 			Help: "This node's Raft state: 0 follower, 1 candidate, 2 leader, 3 shutdown.",
 		}, func() float64 { return float64(n.raft.State()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "carmy_raft_term",
+			Help: "This node's current Raft term; it grows with every election, so a change means the cluster held one.",
+		}, func() float64 { return float64(n.raft.CurrentTerm()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "carmy_raft_commit_index",
 			Help: "The highest log index this node knows committed.",
 		}, func() float64 { return float64(n.raft.CommitIndex()) }),

@@ -185,17 +185,45 @@ func Open(cfg Config) (*Node, error) {
 // a few rounds of the largest batches (MaxAppendEntries).
 const logCacheSize = 1024
 
+// Raft's timing and batching (SPEC §7: load alone causes no leader
+// change).
+//
+// heartbeatTimeout is Raft's heartbeat, election and leader lease
+// timeout. hashicorp/raft's defaults (1 s, 1 s, 500 ms) are met on a quiet
+// host, but not on one whose cores are shared: with three busy processes
+// beside the nodes on 2 cores (a node then gets a third of a core or
+// less) and a burst of large results, a leader missed its 500 ms lease
+// and followers their 1 s heartbeat, and the cluster held elections under
+// load alone (issue 29). 2 s leaves a starved node room; a crashed leader
+// is still replaced about one timeout after it fell silent (silence.go),
+// well within the 5 s a write waits for a leader (DefaultLeaderWait).
+// Config.Fast shortens all three for loopback tests.
+//
+// maxAppendEntries bounds the entries of one AppendEntries. With entries
+// of up to maxEntryBytes, one request carries at most 64 MiB: a follower
+// decodes and writes it in a bounded time, and the leader's memory for
+// replication stays bounded, however many large results complete at once
+// (at 256 entries of up to 4 MiB, one request could have held a GiB).
+// Ordinary rounds are one entry each, far below the bound.
+const (
+	heartbeatTimeout = 2 * time.Second
+	maxAppendEntries = 64
+)
+
 func (n *Node) raftConfig() *raft.Config {
 	c := raft.DefaultConfig()
 	c.LocalID = raft.ServerID(n.cfg.NodeID)
 	c.Logger = newHCLog(n.cfg.Logger, "raft")
 	c.ShutdownOnRemove = false
 	c.BatchApplyCh = true
-	c.MaxAppendEntries = 256
+	c.MaxAppendEntries = maxAppendEntries
 	c.SnapshotThreshold = n.cfg.SnapshotThreshold
 	c.SnapshotInterval = n.cfg.SnapshotInterval
 	c.TrailingLogs = 10240
 	c.CommitTimeout = 5 * time.Millisecond
+	c.HeartbeatTimeout = heartbeatTimeout
+	c.ElectionTimeout = heartbeatTimeout
+	c.LeaderLeaseTimeout = heartbeatTimeout
 	if n.cfg.Fast {
 		c.HeartbeatTimeout = 700 * time.Millisecond
 		c.ElectionTimeout = 700 * time.Millisecond

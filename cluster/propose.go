@@ -37,10 +37,11 @@ type proposer struct {
 
 // maxEntryBytes bounds a batch entry's commands together; a command
 // larger than that (up to maxCommandBytes) goes alone in its entry. It
-// keeps an entry, and so an AppendEntries of a few of them, to megabytes
-// even when many large results complete at once; ordinary rounds (a few
-// hundred commands of a few hundred bytes) are far below it.
-const maxEntryBytes = 4 << 20
+// keeps an entry to about a MiB, and so an AppendEntries of up to
+// maxAppendEntries of them to tens of MiB, even when many large results
+// complete at once; ordinary rounds (a few hundred commands of a few
+// hundred bytes) are far below it.
+const maxEntryBytes = 1 << 20
 
 // proposal is one command waiting for its round. done receives its
 // outcome once its entry is applied (or failed).

@@ -109,7 +109,12 @@ func (n *Node) watchSilence() {
 			return
 		case now := <-t.C:
 			last := n.raft.LastContact()
-			if n.raft.State() != raft.Follower || !w.due(now, last) {
+			// A leader that answered this node's forwarded batches within
+			// the timeout is busy, not silent: its heartbeats are late
+			// behind the load (on a starved host, say), and an election
+			// would only add to it (SPEC §7). Raft's own check still runs
+			// on its timer.
+			if n.raft.State() != raft.Follower || n.fwd.heardSince(now.Add(-hb)) || !w.due(now, last) {
 				continue
 			}
 			_, leader := n.raft.LeaderWithID()

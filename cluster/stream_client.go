@@ -199,6 +199,7 @@ func (s *fwdStream) read() {
 			s.fail(err, nil)
 			return
 		}
+		s.f.heard.Store(time.Now().UnixNano())
 		if cap(body) <= 1<<20 {
 			buf = body // the results are copies: the buffer can be reused
 		}

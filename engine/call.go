@@ -115,7 +115,7 @@ func (r *Runtime) Call(ctx context.Context, caller Caller, req Request) (Respons
 
 	// Register before proposing, so a cancel that commits right after the
 	// reservation reaches the tool.
-	rn, why := r.runs.start(exec.ID, caller, r.runLimits())
+	rn, why := r.runs.start(exec.ID, caller, callBytes(p), r.runLimits())
 	if why != refusedNone {
 		return Response{}, r.busy(why, caller)
 	}
@@ -123,6 +123,7 @@ func (r *Runtime) Call(ctx context.Context, caller Caller, req Request) (Respons
 	start := time.Now()
 	res, err := st.Reserve(wctx, key, fp, exec)
 	cancel()
+	r.runs.answered(exec.ID)
 	r.obs.StoreWrite(StoreReserve, reserveOutcome(res.Outcome, err), time.Since(start))
 	if err != nil || res.Outcome != store.Reserved {
 		r.runs.finish(exec.ID)
@@ -141,6 +142,19 @@ func (r *Runtime) Call(ctx context.Context, caller Caller, req Request) (Respons
 		return r.execute(ctx, p, rn, res.Record)
 	}
 	return Response{}, fmt.Errorf("reserve: unexpected outcome %v", res.Outcome)
+}
+
+// Overloaded returns the *BusyError a call whose arguments are about size
+// bytes would be refused with now for the node's load (its bound on bytes
+// in flight, or its writes waiting too long), or nil. It reserves and
+// counts nothing, so a caller may refuse a large call before even reading
+// it; Call decides again, authoritatively. Replays are refused alike: a
+// node past its bounds takes no large request.
+func (r *Runtime) Overloaded(size int64) error {
+	if why := r.runs.wouldRefuse(size, r.runLimits()); why != refusedNone {
+		return r.busy(why, Caller{})
+	}
+	return nil
 }
 
 // storeContext bounds one store write by StoreTimeout. The write does not
@@ -172,10 +186,11 @@ func (r *Runtime) runUnrecorded(ctx context.Context, p *pending) (Response, erro
 		StartedAt:   now,
 		Status:      store.StatusRunning,
 	}
-	rn, why := r.runs.start(rec.ExecutionID, p.caller, r.runLimits())
+	rn, why := r.runs.start(rec.ExecutionID, p.caller, callBytes(p), r.runLimits())
 	if why != refusedNone {
 		return Response{}, r.busy(why, p.caller)
 	}
+	r.runs.answered(rec.ExecutionID) // nothing to reserve, nor to record
 	type ran struct {
 		rec  store.Record
 		fate error
@@ -207,8 +222,25 @@ func (r *Runtime) runUnrecorded(ctx context.Context, p *pending) (Response, erro
 
 // runLimits returns the bounds of the running set.
 func (r *Runtime) runLimits() runLimits {
-	return runLimits{total: r.cfg.MaxRunning, share: r.cfg.MaxRunningPerPrincipal}
+	lim := runLimits{total: r.cfg.MaxRunning, share: r.cfg.MaxRunningPerPrincipal, bytes: r.cfg.MaxInflightBytes}
+	if lim.bytes > 0 {
+		lim.slow = r.cfg.StoreTimeout / slowShare
+	}
+	return lim
 }
+
+// slowShare: with a bound on bytes in flight, new calls are also refused
+// while a reservation or a result of a call on this node has waited for
+// the store longer than StoreTimeout/4
+// (2.5 s by default). The bound on bytes keeps memory bounded; this keeps
+// the queue of outcomes short enough that each is recorded well within
+// its caller's wait (SPEC §7: no "ran but not recorded" from load), on a
+// host whose throughput the bytes alone do not tell.
+const slowShare = 4
+
+// callBytes is what a call holds in flight from its start: its arguments
+// and metadata.
+func callBytes(p *pending) int64 { return int64(len(p.args) + len(p.meta)) }
 
 // busy is the answer to a call that the running set refused (why): it
 // would run more tools at once than MaxRunning allows, or than the
@@ -226,6 +258,10 @@ func (r *Runtime) busy(why refusal, caller Caller) error {
 		return &BusyError{Principal: caller.Principal, Limit: LimitMaxRunningPerPrincipal, N: r.cfg.MaxRunningPerPrincipal}
 	case refusedAdminReserve:
 		return &BusyError{Principal: caller.Principal, Limit: LimitAdminReserve, N: r.cfg.MaxRunning - adminReserve(r.cfg.MaxRunning, r.cfg.MaxRunningPerPrincipal)}
+	case refusedBytes:
+		return &BusyError{Limit: LimitMaxInflightBytes, N: int(r.cfg.MaxInflightBytes)}
+	case refusedSlow:
+		return &BusyError{Limit: LimitSlowOutcomes, N: int(r.cfg.StoreTimeout / slowShare / time.Millisecond)}
 	}
 	return &BusyError{Limit: LimitMaxRunning, N: r.cfg.MaxRunning}
 }

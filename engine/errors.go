@@ -99,6 +99,13 @@ const (
 	// LimitAdminReserve: the principals other than the admin run all the
 	// slots they may take together; the ones left are kept for the admin.
 	LimitAdminReserve = "admin_reserve"
+	// LimitMaxInflightBytes: the calls running on the node hold
+	// MaxInflightBytes of arguments and results in flight already.
+	LimitMaxInflightBytes = "max_inflight_bytes"
+	// LimitSlowOutcomes: a reservation or a result of a call on this node
+	// has waited for the store longer than N milliseconds (a quarter of
+	// the store timeout); new calls wait until writes are faster.
+	LimitSlowOutcomes = "slow_outcomes"
 )
 
 // BusyError answers a call that would run more tools at once on this node
@@ -122,6 +129,12 @@ func (e *BusyError) Error() string {
 	case LimitAdminReserve:
 		return fmt.Sprintf("the principals other than the admin already run %d tools on this node, all they may run together "+
 			"(limits.max_running less the admin's reserve); the tool did not run and nothing was reserved: retry later or on another node", e.N)
+	case LimitMaxInflightBytes:
+		return fmt.Sprintf("the calls on this node already hold %d bytes of arguments and results in flight, its limit (--max-inflight-bytes); "+
+			"the tool did not run and nothing was reserved: retry later or on another node", e.N)
+	case LimitSlowOutcomes:
+		return fmt.Sprintf("the calls on this node wait for the store longer than %d ms, so it takes no more for now; "+
+			"the tool did not run and nothing was reserved: retry later or on another node", e.N)
 	}
 	return fmt.Sprintf("this node already runs %d tools, its limit (limits.max_running); "+
 		"the tool did not run and nothing was reserved: retry later or on another node", e.N)
@@ -133,15 +146,29 @@ func (e *BusyError) ErrorCode() string { return store.CodeUnavailable }
 // Is makes errors.Is(err, store.ErrUnavailable) true: nothing was applied.
 func (e *BusyError) Is(target error) bool { return target == store.ErrUnavailable }
 
-// ResourceRunning is the resource a *BusyError names in the envelope:
-// the tools running at once on a node.
-const ResourceRunning = "running"
+// The resources a *BusyError names in the envelope: the tools running at
+// once on a node, or the bytes their calls hold in flight.
+const (
+	ResourceRunning       = "running"
+	ResourceInflightBytes = "inflight_bytes"
+)
+
+// FieldToolRan is the envelope member that tells, on a 503 UNAVAILABLE,
+// whether the tool ran: false on a refusal made before anything was
+// reserved (*BusyError), true when the tool ran but its outcome is not
+// recorded yet (*UnrecordedError).
+const FieldToolRan = "tool_ran"
 
 // Fields returns the envelope's extra members, named as a capacity error's
-// are: "resource" ("running"), "limit" (N), and the principal when the
-// bound is its own (its share, or the admin's reserve).
+// are: "resource" ("running" or "inflight_bytes"), "limit" (N), the
+// principal when the bound is its own (its share, or the admin's
+// reserve), and "tool_ran": false.
 func (e *BusyError) Fields() map[string]any {
-	f := map[string]any{"resource": ResourceRunning, "limit": e.N}
+	res := ResourceRunning
+	if e.Limit == LimitMaxInflightBytes || e.Limit == LimitSlowOutcomes {
+		res = ResourceInflightBytes
+	}
+	f := map[string]any{"resource": res, "limit": e.N, FieldToolRan: false}
 	if e.Principal != "" {
 		f["principal"] = e.Principal
 	}
@@ -155,6 +182,37 @@ func (why refusal) reason() string {
 		return LimitMaxRunningPerPrincipal
 	case refusedAdminReserve:
 		return LimitAdminReserve
+	case refusedBytes:
+		return LimitMaxInflightBytes
+	case refusedSlow:
+		return LimitSlowOutcomes
 	}
 	return LimitMaxRunning
+}
+
+// UnrecordedError answers a call whose tool ran but whose outcome was not
+// recorded within the wait (the store timeout and the tool's timeout): the
+// outcome is still being recorded in the background, and a retry with the
+// same identity is answered with it once it is (meanwhile 409
+// EXECUTION_UNCERTAIN). It carries UNAVAILABLE; the envelope names the
+// execution and says "tool_ran": true, which no refusal for load says.
+type UnrecordedError struct {
+	ExecutionID string
+	Cause       error
+}
+
+func (e *UnrecordedError) Error() string {
+	return fmt.Sprintf("%v: the tool ran but its outcome is not recorded yet (%v); retry with the same request_id", store.ErrUnavailable, e.Cause)
+}
+
+// Unwrap returns store.ErrUnavailable and the cause.
+func (e *UnrecordedError) Unwrap() []error { return []error{store.ErrUnavailable, e.Cause} }
+
+// ErrorCode implements store.Coded.
+func (e *UnrecordedError) ErrorCode() string { return store.CodeUnavailable }
+
+// Fields returns the envelope's extra members: "execution_id" and
+// "tool_ran": true.
+func (e *UnrecordedError) Fields() map[string]any {
+	return map[string]any{"execution_id": e.ExecutionID, FieldToolRan: true}
 }

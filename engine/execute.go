@@ -28,7 +28,10 @@ func (r *Runtime) execute(ctx context.Context, p *pending, rn *run, rec store.Re
 		// The principal's byte quota applies to the outcome too; one that
 		// does not fit is recorded as a bounded failure by the store.
 		res.ByteQuota = p.caller.MaxBytes
-		r.record(rec, res, answer)
+		// The result is in flight until recorded: it counts against
+		// MaxInflightBytes, but is never refused for it.
+		r.runs.hold(rec.ExecutionID, int64(len(res.Data)+len(res.Error)))
+		r.record(rec, res, p.timeout, answer)
 	}()
 	select {
 	case o := <-answer:
@@ -172,9 +175,12 @@ func errorBody(te *ToolError) json.RawMessage {
 // record stores res for rec's identity and tells the caller through answer.
 // A store that cannot take the write is retried in the background until
 // the outcome is recorded or the record no longer belongs to this
-// execution; after StoreTimeout the caller is told UNAVAILABLE meanwhile.
-func (r *Runtime) record(rec store.Record, res store.Result, answer chan<- outcome) {
-	deadline := time.Now().Add(r.cfg.StoreTimeout)
+// execution. The caller waits for it up to StoreTimeout plus the tool's
+// timeout (SPEC §7: a tool that ran is not answered "not recorded" for
+// load alone; a slow commit under load gets that long), then is told
+// UNAVAILABLE meanwhile (an *UnrecordedError).
+func (r *Runtime) record(rec store.Record, res store.Result, toolTimeout time.Duration, answer chan<- outcome) {
+	deadline := time.Now().Add(r.cfg.StoreTimeout + toolTimeout)
 	told := false
 	tell := func(o outcome) {
 		if !told {
@@ -222,7 +228,8 @@ func (r *Runtime) record(rec store.Record, res store.Result, answer chan<- outco
 			return
 		}
 		if !told && time.Now().After(deadline) {
-			tell(outcome{err: fmt.Errorf("%w: the tool ran but its outcome is not recorded yet (%w); retry with the same request_id", store.ErrUnavailable, err)})
+			tell(outcome{err: &UnrecordedError{ExecutionID: rec.ExecutionID, Cause: err}})
+			r.runs.answered(rec.ExecutionID)
 		}
 		if r.isClosing() && attempt > 0 {
 			r.cfg.Logger.Warn("shutting down with an unrecorded outcome; the execution will read as interrupted",

@@ -33,7 +33,18 @@ type Config struct {
 	// slots (at least 1, when MaxRunning >= 2), which stay free for the
 	// admin. 0 (the default) means no share.
 	MaxRunningPerPrincipal int
-	Logger                 *slog.Logger
+	// MaxInflightBytes bounds the bytes the calls running on this node
+	// hold in flight: each call's arguments and metadata from its start,
+	// and its result from the tool's return until its outcome is
+	// recorded (on a follower, forwarded to the leader; on the leader,
+	// proposed and replicated). A call whose arguments would take them
+	// past it answers UNAVAILABLE (a *BusyError, resource
+	// "inflight_bytes") before anything is reserved: the tool does not
+	// run. A result is never refused: a tool that ran records its
+	// outcome whatever the load. 0 means no bound; the default is
+	// DefaultMaxInflightBytes(), sized from the memory the process may use.
+	MaxInflightBytes int64
+	Logger           *slog.Logger
 	// Observer is told what the runtime does, for metrics (nil: nothing
 	// is observed).
 	Observer Observer
@@ -50,12 +61,13 @@ const (
 
 func defaultConfig() Config {
 	return Config{
-		NodeID:         DefaultNodeID,
-		MaxResultBytes: DefaultMaxResultBytes,
-		StoreTimeout:   DefaultStoreTimeout,
-		DrainTimeout:   DefaultDrainTimeout,
-		MaxRunning:     DefaultMaxRunning,
-		Logger:         slog.Default(),
+		NodeID:           DefaultNodeID,
+		MaxResultBytes:   DefaultMaxResultBytes,
+		StoreTimeout:     DefaultStoreTimeout,
+		DrainTimeout:     DefaultDrainTimeout,
+		MaxRunning:       DefaultMaxRunning,
+		MaxInflightBytes: DefaultMaxInflightBytes(),
+		Logger:           slog.Default(),
 	}
 }
 
@@ -74,6 +86,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("config: negative max running")
 	case c.MaxRunningPerPrincipal < 0:
 		return fmt.Errorf("config: negative max running per principal")
+	case c.MaxInflightBytes < 0:
+		return fmt.Errorf("config: negative max in-flight bytes")
 	case c.Logger == nil:
 		return fmt.Errorf("config: no logger")
 	}
@@ -108,6 +122,10 @@ func WithMaxRunning(n int) Option { return func(c *Config) { c.MaxRunning = n } 
 func WithMaxRunningPerPrincipal(n int) Option {
 	return func(c *Config) { c.MaxRunningPerPrincipal = n }
 }
+
+// WithMaxInflightBytes bounds the bytes the calls running on this node
+// hold in flight (0: no bound); see Config.MaxInflightBytes.
+func WithMaxInflightBytes(n int64) Option { return func(c *Config) { c.MaxInflightBytes = n } }
 
 // WithObserver adds o to the observers the runtime tells what it does;
 // several are told in the order they were added.

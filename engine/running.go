@@ -25,6 +25,13 @@ type runningSet struct {
 	// Executions of admins are in runs only.
 	perPrincipal map[string]int
 	tenants      int
+	// bytes is what the registered executions hold in flight: each one's
+	// arguments from its start, and its result from the tool's return,
+	// until its outcome is settled (see start and hold).
+	bytes int64
+	// waits counts the executions with a store write pending (see
+	// run.waiting).
+	waits int
 }
 
 // run is one running execution. ctx is cancelled by the cancel
@@ -35,6 +42,11 @@ type run struct {
 	// tenant: the run counts against principal's share.
 	tenant    bool
 	principal string
+	// bytes: what the execution adds to runningSet.bytes.
+	bytes int64
+	// waiting is when its current store write began (the reservation,
+	// from start; the outcome, from hold); zero while none is pending.
+	waiting time.Time
 }
 
 // errCancelled and errShutdown are the causes a run's context is cancelled
@@ -51,8 +63,17 @@ func newRunningSet() *runningSet {
 // runLimits bounds the running set: total executions at once (0: no
 // bound), and, when share > 0, each non-admin principal's executions
 // (share) and all non-admin principals' together (total − the admin
-// reserve, see adminReserve).
-type runLimits struct{ total, share int }
+// reserve, see adminReserve); and, when bytes > 0, the bytes the
+// executions hold in flight (Config.MaxInflightBytes).
+type runLimits struct {
+	total, share int
+	bytes        int64
+	// slow, when positive, refuses new calls (as over bytes) while a
+	// reservation or a result has waited longer than slow for the store:
+	// the node records calls slower than it takes them, and more would
+	// only lengthen the queue every write waits in.
+	slow time.Duration
+}
 
 // adminReserve returns how many of total slots only admins may take when
 // tenants are bound by share: total/8, at least 1, and none when shares
@@ -73,14 +94,19 @@ const (
 	refusedTotal                // limits.max_running
 	refusedShare                // the principal's limits.max_running_per_principal
 	refusedAdminReserve         // the slots left are the admin's
+	refusedBytes                // limits.max_inflight_bytes
+	refusedSlow                 // a result waits too long for the store
 )
 
-// start registers an execution of caller, under a context detached from
-// any caller, unless a bound of lim refuses it: then it registers nothing
-// and says which bound. An admin's execution counts against lim.total
-// only; a tenant's (any other caller) also against its share and the
-// tenants' total, when lim.share > 0.
-func (s *runningSet) start(id string, caller Caller, lim runLimits) (*run, refusal) {
+// start registers an execution of caller holding size bytes (its
+// arguments), under a context detached from any caller, unless a bound of
+// lim refuses it: then it registers nothing and says which bound. An
+// admin's execution counts against lim.total only; a tenant's (any other
+// caller) also against its share and the tenants' total, when
+// lim.share > 0. Every execution counts against lim.bytes: one that would
+// take the bytes in flight past it is refused, unless nothing is in flight
+// (so a single call larger than the bound is not refused for good).
+func (s *runningSet) start(id string, caller Caller, size int64, lim runLimits) (*run, refusal) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	tenant := lim.share > 0 && !caller.Admin
@@ -93,9 +119,15 @@ func (s *runningSet) start(id string, caller Caller, lim runLimits) (*run, refus
 		return nil, refusedShare
 	case tenant && lim.total > 0 && s.tenants >= lim.total-adminReserve(lim.total, lim.share):
 		return nil, refusedAdminReserve
+	case lim.bytes > 0 && s.bytes > 0 && s.bytes+size > lim.bytes:
+		return nil, refusedBytes
+	case lim.slow > 0 && s.slowest(time.Now()) > lim.slow:
+		return nil, refusedSlow
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
-	rn := &run{ctx: ctx, cancel: cancel}
+	rn := &run{ctx: ctx, cancel: cancel, bytes: size, waiting: time.Now()}
+	s.bytes += size
+	s.waits++
 	if tenant {
 		rn.tenant, rn.principal = true, caller.Principal
 		s.perPrincipal[caller.Principal]++
@@ -123,12 +155,86 @@ func (rn *run) withTimeout(timeout time.Duration) (context.Context, context.Canc
 	return context.WithTimeout(rn.ctx, timeout)
 }
 
+// hold adds size bytes (its result, on its way to the store) to what the
+// execution id holds in flight, until finish. It is never refused: an
+// execution whose tool has run records its outcome whatever the load, and
+// what it adds is bounded by the executions admitted and the result's
+// bound (Config.MaxResultBytes).
+func (s *runningSet) hold(id string, size int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if rn, ok := s.runs[id]; ok {
+		rn.bytes += size
+		s.bytes += size
+		if rn.waiting.IsZero() {
+			rn.waiting = time.Now()
+			s.waits++
+		}
+	}
+}
+
+// slowest is how long the oldest pending store write of an execution has
+// waited (0: none waits). s.mu is held.
+func (s *runningSet) slowest(now time.Time) time.Duration {
+	if s.waits == 0 {
+		return 0
+	}
+	var oldest time.Duration
+	for _, rn := range s.runs {
+		if !rn.waiting.IsZero() {
+			oldest = max(oldest, now.Sub(rn.waiting))
+		}
+	}
+	return oldest
+}
+
+// wouldRefuse says whether start would refuse, for lim's bounds on bytes
+// and slow writes, an execution holding size bytes now; it registers
+// nothing.
+func (s *runningSet) wouldRefuse(size int64, lim runLimits) refusal {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case lim.bytes > 0 && s.bytes > 0 && s.bytes+size > lim.bytes:
+		return refusedBytes
+	case lim.slow > 0 && s.slowest(time.Now()) > lim.slow:
+		return refusedSlow
+	}
+	return refusedNone
+}
+
+// answered notes that the caller of execution id no longer waits for its
+// pending store write: the reservation has its answer, or the caller was
+// told the outcome is not recorded yet (the write goes on in the
+// background, no longer a measure of the queue callers wait in).
+func (s *runningSet) answered(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if rn, ok := s.runs[id]; ok && !rn.waiting.IsZero() {
+		rn.waiting = time.Time{}
+		s.waits--
+	}
+}
+
+// inflightBytes is what the registered executions hold in flight.
+func (s *runningSet) inflightBytes() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bytes
+}
+
 // finish forgets an execution whose outcome is settled (or which never
 // started).
 func (s *runningSet) finish(id string) {
 	s.mu.Lock()
 	rn, ok := s.runs[id]
 	delete(s.runs, id)
+	if ok {
+		s.bytes -= rn.bytes
+		if !rn.waiting.IsZero() {
+			s.waits--
+		}
+	}
 	if ok && rn.tenant {
 		s.tenants--
 		if s.perPrincipal[rn.principal]--; s.perPrincipal[rn.principal] <= 0 {

@@ -11,7 +11,7 @@ import (
 // a tool after the drain has counted none running.
 func TestNoRegistrationAfterShutdownBegins(t *testing.T) {
 	r := New()
-	rn, why := r.runs.start("exec_before", Caller{Principal: "alice"}, r.runLimits())
+	rn, why := r.runs.start("exec_before", Caller{Principal: "alice"}, 0, r.runLimits())
 	ok := why == refusedNone
 	if !ok || rn == nil {
 		t.Fatal("registration before shutdown refused")
@@ -20,7 +20,7 @@ func TestNoRegistrationAfterShutdownBegins(t *testing.T) {
 	if err := r.Shutdown(context.Background()); err != nil {
 		t.Fatalf("Shutdown: %v", err)
 	}
-	_, why = r.runs.start("exec_after", Caller{Principal: "alice"}, r.runLimits())
+	_, why = r.runs.start("exec_after", Caller{Principal: "alice"}, 0, r.runLimits())
 	if why == refusedNone {
 		t.Fatal("an execution registered after Shutdown had drained the running set")
 	}

@@ -169,3 +169,10 @@ func (r *Runtime) isClosing() bool {
 
 // Running returns the number of executions running on this node now.
 func (r *Runtime) Running() int { return r.runs.len() }
+
+// InflightBytes returns the bytes of arguments and results the calls on
+// this node hold in flight now (Config.MaxInflightBytes).
+func (r *Runtime) InflightBytes() int64 { return r.runs.inflightBytes() }
+
+// MaxInflightBytes returns the bound on InflightBytes (0: none).
+func (r *Runtime) MaxInflightBytes() int64 { return r.cfg.MaxInflightBytes }

@@ -94,7 +94,9 @@ func TestUnrecordedOutcomeAnswersUnavailableThenReplays(t *testing.T) {
 	fs.completeFailures.Store(1 << 40)
 	app.IdempotencyStore(fs)
 	var c counter
-	mustAdd(t, app, engine.ToolSpec{Name: "count", Func: c.fn})
+	// The caller waits for the outcome the store timeout plus the tool's
+	// timeout (SPEC §7).
+	mustAdd(t, app, engine.ToolSpec{Name: "count", Func: c.fn, Timeout: 50 * time.Millisecond})
 	req := engine.Request{Tool: "count", RequestID: "c2"}
 
 	_, err := app.Call(t.Context(), alice, req)

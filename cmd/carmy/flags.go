@@ -60,6 +60,10 @@ type serveConfig struct {
 	AllowedHosts   string
 	TrustedProxies string
 	PublicURL      string
+	// MaxInflightBytes bounds the bytes of arguments and results the
+	// node's calls hold in flight (engine.Config.MaxInflightBytes): 0
+	// sizes it from memory, a negative value means no bound.
+	MaxInflightBytes int64
 }
 
 // Defaults of SPEC §3.
@@ -104,6 +108,7 @@ var flagEnv = []struct{ flag, env string }{
 	{"allowed-hosts", "CARMY_ALLOWED_HOSTS"},
 	{"trusted-proxies", "CARMY_TRUSTED_PROXIES"},
 	{"public-url", "CARMY_PUBLIC_URL"},
+	{"max-inflight-bytes", "CARMY_MAX_INFLIGHT_BYTES"},
 }
 
 func serveFlags(cfg *serveConfig, out io.Writer) *flag.FlagSet {
@@ -133,6 +138,7 @@ func serveFlags(cfg *serveConfig, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&cfg.TLSKey, "tls-key", "", "PEM `file` of the API certificate's key (with --tls-cert)")
 	fs.BoolVar(&cfg.Insecure, "insecure", false, "let Raft or gossip listen off loopback without node TLS and a gossip key (logged as a warning)")
 	fs.BoolVar(&cfg.FastFailover, "fast-failover", false, "short Raft and gossip timeouts (sub-second failover), for loopback and tests")
+	fs.Int64Var(&cfg.MaxInflightBytes, "max-inflight-bytes", 0, "bound on the `bytes` of arguments and results this node's calls hold in flight; past it a new call is refused 503 before anything is reserved. 0 sizes it from memory (a 64th of the Go memory limit, the cgroup's or the host's memory, within 16–64 MiB); negative: no bound")
 	fs.Uint64Var(&cfg.SnapshotThreshold, "snapshot-threshold", 8192, "log entries between Raft snapshots")
 	fs.DurationVar(&cfg.SnapshotInterval, "snapshot-interval", 2*time.Minute, "how often Raft checks whether to snapshot")
 	fs.StringVar(&cfg.LogFormat, "log-format", "text", "log format: text or json (one object per line)")

@@ -80,6 +80,7 @@ func TestParseServeEnvironment(t *testing.T) {
 		{"CARMY_GOSSIP_ADDR", "127.0.0.1:9301", func(c serveConfig) bool { return c.GossipAddr == "127.0.0.1:9301" }},
 		{"CARMY_BOOTSTRAP", "true", func(c serveConfig) bool { return c.Bootstrap }},
 		{"CARMY_PPROF", "true", func(c serveConfig) bool { return c.Pprof }},
+		{"CARMY_MAX_INFLIGHT_BYTES", "1048576", func(c serveConfig) bool { return c.MaxInflightBytes == 1<<20 }},
 		{"CARMY_BOOTSTRAP_NODE", "carmy-0", func(c serveConfig) bool { return c.BootstrapNode == "carmy-0" }},
 		{"CARMY_JOIN", "127.0.0.1:8081,127.0.0.1:8082", func(c serveConfig) bool {
 			return c.Join == "127.0.0.1:8081,127.0.0.1:8082" && slices.Equal(c.joinAddrs(), []string{"127.0.0.1:8081", "127.0.0.1:8082"})

@@ -122,6 +122,12 @@ func buildRuntime(cfg serveConfig, fc fileConfig, lim limits, log *slog.Logger) 
 	if fc.Limits.ResultBytes > 0 {
 		opts = append(opts, carmy.WithMaxResultBytes(fc.Limits.ResultBytes))
 	}
+	switch {
+	case cfg.MaxInflightBytes > 0:
+		opts = append(opts, carmy.WithMaxInflightBytes(cfg.MaxInflightBytes))
+	case cfg.MaxInflightBytes < 0:
+		opts = append(opts, carmy.WithMaxInflightBytes(0))
+	}
 	if fc.Limits.MaxRunning > 0 {
 		opts = append(opts, carmy.WithMaxRunning(fc.Limits.MaxRunning))
 	}

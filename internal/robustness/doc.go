@@ -37,7 +37,12 @@
 // the leader on the minority side (1|2 or 2|3), and a bridge (two halves
 // joined by one node); remove a voter through the admin API and add it
 // back, once with its data kept and once wiped (a new container and
-// volume under the same name). After each fault heals, the cluster must be
+// volume under the same name); and load alone (SPEC §7, overload.go):
+// three processes spinning on the host's CPUs for the hold, and a burst
+// of 40 concurrent calls with 900 KiB results on a follower, none of
+// which may be answered "the tool ran but its outcome is not recorded"
+// (an anomaly); the report tells whether the leader held through each.
+// After each fault heals, the cluster must be
 // whole again (every node ready, one leader, every voter alive) within
 // 90 s.
 //

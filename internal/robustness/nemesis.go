@@ -25,13 +25,14 @@ const (
 	faultBridge          = "bridge"
 	faultRemoveKept      = "remove-readd-kept"
 	faultRemoveWiped     = "remove-readd-wiped"
+	// faultCPUContention and faultLargeResults: overload.go.
 )
 
 // allFaults lists every fault kind.
 var allFaults = []string{
 	faultKillLeader, faultKillFollower, faultKillAll, faultPauseLeader, faultPauseFollower,
 	faultIsolateLeader, faultIsolateFollower, faultOneWay, faultSplitMinority, faultBridge,
-	faultRemoveKept, faultRemoveWiped,
+	faultRemoveKept, faultRemoveWiped, faultCPUContention, faultLargeResults,
 }
 
 // deposes lists the faults that cut the leader off from a majority: while
@@ -97,6 +98,7 @@ func (nm *nemesis) between(lo, hi time.Duration) time.Duration {
 // once injects one fault, holds it, heals it and waits for recovery.
 func (nm *nemesis) once(ctx context.Context, kind string) {
 	ev := faultEvent{Kind: kind, At: time.Since(nm.start)}
+	before := nm.c.leader()
 	heal, targets, err := nm.inject(kind)
 	ev.Targets = targets
 	if err != nil {
@@ -118,6 +120,13 @@ func (nm *nemesis) once(ctx context.Context, kind string) {
 		}
 		if err := heal(); err != nil {
 			ev.Err += " heal: " + err.Error()
+		}
+		if loadFaults[kind] {
+			if after := nm.c.leader(); after == before {
+				ev.Effect = "leader kept: " + before
+			} else {
+				ev.Effect = fmt.Sprintf("leader changed under load alone: %s -> %s", before, after)
+			}
 		}
 	}
 	ev.Healed = time.Since(nm.start)
@@ -225,6 +234,10 @@ func (nm *nemesis) inject(kind string) (heal func() error, targets []string, err
 			return nil, []string{target}, err
 		}
 		return func() error { return c.readd(target, member, wipe) }, []string{target}, nil
+	case faultCPUContention:
+		return nm.injectContention()
+	case faultLargeResults:
+		return nm.injectLargeResults(followers[0])
 	}
 	return nil, nil, fmt.Errorf("unknown fault %q", kind)
 }
