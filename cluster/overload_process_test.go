@@ -27,6 +27,7 @@ import (
 // (docs/testing.md).
 func TestProcessBurstOnBusyHost(t *testing.T) {
 	procSkipShort(t)
+	testutil.NeedBusyHost(t)
 	bin := testutil.BuildCarmy(t)
 	runs := testutil.Runs(t, "CARMY_BURST_RUNS")
 	for _, sc := range []struct{ calls, size int }{{160, 900 << 10}, {400, 300 << 10}} {

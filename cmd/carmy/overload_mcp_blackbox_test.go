@@ -27,6 +27,7 @@ func TestMCPBurstOnBusyHost(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the carmy binary and runs a cluster of three processes")
 	}
+	testutil.NeedBusyHost(t)
 	bin := testutil.BuildCarmy(t)
 	for run := range testutil.Runs(t, "CARMY_BURST_RUNS") {
 		t.Run(fmt.Sprintf("run%d", run+1), func(t *testing.T) { mcpBurstOnBusyHost(t, bin, 80, 900<<10) })

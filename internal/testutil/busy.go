@@ -32,6 +32,18 @@ func BusyHost(tb testing.TB, n int, d time.Duration) {
 	}
 }
 
+// NeedBusyHost skips a test that makes the host busy (BusyHost) unless
+// CARMY_BUSY_HOST is set: its spinning processes would slow every test of
+// the other packages that `go test ./...` runs beside it. .ci/run runs
+// such tests in a step of their own, alone on the machine.
+func NeedBusyHost(tb testing.TB) {
+	tb.Helper()
+	if os.Getenv("CARMY_BUSY_HOST") == "" {
+		tb.Skip("SKIPPED: it spins processes on the host's cores beside the nodes; set CARMY_BUSY_HOST=1 to run it " +
+			"(.ci/run does, alone, after the rest: docs/testing.md)")
+	}
+}
+
 // Runs is how many times a repeated scenario runs: the value of the
 // environment variable name (docs/testing.md), or 1 when it is unset.
 // A value that is not a positive integer fails the test.
