@@ -188,16 +188,22 @@ const logCacheSize = 1024
 // Raft's timing and batching (SPEC §7: load alone causes no leader
 // change).
 //
-// heartbeatTimeout is Raft's heartbeat, election and leader lease
-// timeout. hashicorp/raft's defaults (1 s, 1 s, 500 ms) are met on a quiet
-// host, but not on one whose cores are shared: with three busy processes
-// beside the nodes on 2 cores (a node then gets a third of a core or
-// less) and a burst of large results, a leader missed its 500 ms lease
-// and followers their 1 s heartbeat, and the cluster held elections under
-// load alone (issue 29). 2 s leaves a starved node room; a crashed leader
-// is still replaced about one timeout after it fell silent (silence.go),
-// well within the 5 s a write waits for a leader (DefaultLeaderWait).
-// Config.Fast shortens all three for loopback tests.
+// heartbeatTimeout is Raft's heartbeat and election timeout, and
+// leaderLeaseTimeout the leader's lease. hashicorp/raft's defaults (1 s,
+// 1 s, 500 ms) are met on a quiet host, but not on one whose cores are
+// shared: with three busy processes beside the nodes on 2 cores (a node
+// then gets a third of a core or less) and a burst of large results, a
+// leader missed its 500 ms lease ("failed to contact quorum, stepping
+// down") and the cluster changed leaders under load alone (issue 29). The
+// lease is therefore as long as it may be: just under the heartbeat
+// timeout, since Raft refuses a lease longer than that timeout, and the
+// silence check (silence.go) lowers the timeout by a nanosecond to make
+// Raft check a silent leader at once. The heartbeat timeout stays 1 s: a
+// crashed leader is replaced about a second after it fell silent
+// (measured with scripts/bench failover: 2 s timers stalled writes for
+// 3.9-5.4 s). A follower starved for longer than that only asks for a
+// pre-vote, which the others refuse while they hear from the leader.
+// Config.Fast shortens them for loopback tests.
 //
 // maxAppendEntries bounds the entries of one AppendEntries. With entries
 // of up to maxEntryBytes, one request carries at most 64 MiB: a follower
@@ -206,8 +212,9 @@ const logCacheSize = 1024
 // (at 256 entries of up to 4 MiB, one request could have held a GiB).
 // Ordinary rounds are one entry each, far below the bound.
 const (
-	heartbeatTimeout = 2 * time.Second
-	maxAppendEntries = 64
+	heartbeatTimeout   = time.Second
+	leaderLeaseTimeout = 900 * time.Millisecond
+	maxAppendEntries   = 64
 )
 
 func (n *Node) raftConfig() *raft.Config {
@@ -223,7 +230,7 @@ func (n *Node) raftConfig() *raft.Config {
 	c.CommitTimeout = 5 * time.Millisecond
 	c.HeartbeatTimeout = heartbeatTimeout
 	c.ElectionTimeout = heartbeatTimeout
-	c.LeaderLeaseTimeout = heartbeatTimeout
+	c.LeaderLeaseTimeout = leaderLeaseTimeout
 	if n.cfg.Fast {
 		c.HeartbeatTimeout = 700 * time.Millisecond
 		c.ElectionTimeout = 700 * time.Millisecond

@@ -253,7 +253,7 @@ func (n *Node) checkSilence() {
 	lower := rc
 	lower.HeartbeatTimeout -= time.Nanosecond
 	if err := n.raft.ReloadConfig(lower); err != nil {
-		n.log.Debug("cannot nudge raft's heartbeat check", slog.Any("err", err))
+		n.log.Warn("cannot nudge raft's heartbeat check: a silent leader is replaced only at raft's own timer", slog.Any("err", err))
 		return
 	}
 	if err := n.raft.ReloadConfig(rc); err != nil {
