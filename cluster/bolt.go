@@ -7,6 +7,7 @@ import (
 
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // openBolt opens the Raft log's BoltDB file at path. A file another
@@ -14,7 +15,7 @@ import (
 // is an error that says so and what to do, rather than bbolt's "timeout".
 func openBolt(path string) (*raftboltdb.BoltStore, error) {
 	s, err := raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: boltOptions()})
-	if errors.Is(err, bbolt.ErrTimeout) {
+	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("cluster: %s is locked by another process: is another carmy serving this --data-dir? Stop it, or give this node another --data-dir (%w)", path, err)
 	}
 	if err != nil {

@@ -28,6 +28,8 @@ type Container struct {
 	id   string // container name: <run id>-<name>
 	args []string
 	port int // the container port published on the host
+	// dataDir is the host path of its tmpfs /data, or "" for a volume.
+	dataDir string
 
 	mu       sync.Mutex
 	hostAddr string // 127.0.0.1:<port> the HTTP port is published at; "" while unknown
@@ -66,10 +68,24 @@ func (n *Network) Launch(name string, args ...string) (*Container, error) {
 		return nil, fmt.Errorf("dockertest: node %s already runs on network %s", name, n.runID)
 	}
 	c := &Container{net: n, name: name, id: n.runID + "-" + name, args: append([]string(nil), args...), port: HTTPPort}
-	if _, err := docker(append(append([]string{"volume", "create"}, n.labels()...), c.id)...); err != nil {
-		return nil, err
+	var opts []string
+	if n.dataTmpfs > 0 && n.TmpfsUnavailable() == nil {
+		dir, err := n.mountTmpfsData(c, n.dataTmpfs)
+		if err != nil {
+			n.mu.Lock()
+			n.tmpfsFailed = err
+			n.mu.Unlock()
+		} else {
+			c.dataDir = dir
+			opts = []string{"--volume", dir + ":/data"}
+		}
 	}
-	opts := []string{"--volume", c.id + ":/data"}
+	if c.dataDir == "" {
+		if _, err := docker(append(append([]string{"volume", "create"}, n.labels()...), c.id)...); err != nil {
+			return nil, err
+		}
+		opts = []string{"--volume", c.id + ":/data"}
+	}
 	for _, e := range n.env {
 		opts = append(opts, "--env", e)
 	}

@@ -35,8 +35,10 @@ func (n *Network) Remove(name string) error {
 	if _, err := docker("rm", "--force", c.id); err != nil {
 		return err
 	}
-	if _, err := docker("volume", "rm", "--force", c.id); err != nil {
-		return err
+	if c.dataDir == "" {
+		if _, err := docker("volume", "rm", "--force", c.id); err != nil {
+			return err
+		}
 	}
 	n.mu.Lock()
 	n.containers = slices.DeleteFunc(n.containers, func(x *Container) bool { return x == c })

@@ -30,9 +30,14 @@ type Network struct {
 	subnet string
 	env    []string
 	mounts []string
+	// dataTmpfs is Options.DataTmpfsBytes; tmpfsFailed says why it could
+	// not be had (then nodes get volumes).
+	dataTmpfs   int64
+	tmpfsFailed error
 
 	mu         sync.Mutex
 	containers []*Container
+	tmpfsDirs  []string
 }
 
 // NewNetwork builds the image (BuildImage) and creates a bridge network
@@ -60,6 +65,10 @@ type Options struct {
 	// Mounts are bind mounts of every node, "host-path:container-path[:ro]"
 	// each (files the image's user can read).
 	Mounts []string
+	// DataTmpfsBytes, when positive, puts each node's /data on a tmpfs of
+	// that size mounted on the host (Container.DataDir, FillData), where
+	// the host allows it (root); else, and by default, on a volume.
+	DataTmpfsBytes int64
 }
 
 // NewNetworkWith is NewNetwork for nodes running opts.Image, which the
@@ -69,7 +78,8 @@ func NewNetworkWith(tb testing.TB, label string, opts Options) *Network {
 	if err := Available(); err != nil {
 		tb.Fatal(err)
 	}
-	n := &Network{tb: tb, image: opts.Image, env: slices.Clone(opts.Env), mounts: slices.Clone(opts.Mounts), runID: newRunID(label), key: randomHex(16)}
+	n := &Network{tb: tb, image: opts.Image, env: slices.Clone(opts.Env), mounts: slices.Clone(opts.Mounts), runID: newRunID(label), key: randomHex(16),
+		dataTmpfs: opts.DataTmpfsBytes}
 	tb.Cleanup(n.cleanup) // before creating anything, so a half-made network goes too
 	if err := n.create(); err != nil {
 		tb.Fatal(err)
@@ -166,6 +176,17 @@ func (n *Network) cleanup() {
 	if err := removeRun(n.runID); err != nil {
 		n.tb.Errorf("dockertest: cleaning up run %s: %v", n.runID, err)
 	}
+	if err := n.unmountTmpfsData(); err != nil {
+		n.tb.Errorf("dockertest: cleaning up run %s: %v", n.runID, err)
+	}
+}
+
+// TmpfsUnavailable says why the nodes' data dirs are volumes although
+// Options.DataTmpfsBytes asked for tmpfs, or nil.
+func (n *Network) TmpfsUnavailable() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.tmpfsFailed
 }
 
 // removeRun removes the containers (with their anonymous volumes),

@@ -58,7 +58,8 @@ func startCluster(t testing.TB, size int) *testCluster {
 	hostTLS := writeNodeTLS(t, append(slices.Clone(names), "harness"))
 	network := dockertest.NewNetworkWith(t, fmt.Sprintf("robust%d", size), dockertest.Options{
 		Image: image, Env: []string{"CARMY_TEST_FAULTS=1", "CARMY_GOSSIP_KEY=" + gossipKey(t)},
-		Mounts: []string{hostTLS + ":" + tlsDir + ":ro"},
+		Mounts:         []string{hostTLS + ":" + tlsDir + ":ro"},
+		DataTmpfsBytes: dataTmpfsBytes,
 	})
 	c := &testCluster{t: t, net: network, nc: newNodeClient(t, network.ClusterKey(), hostTLS)}
 	ledger, err := network.StartHelper("ledger", "/ledger", ledgerPort, "--addr", fmt.Sprintf(":%d", ledgerPort))

@@ -25,7 +25,8 @@ const (
 	faultBridge          = "bridge"
 	faultRemoveKept      = "remove-readd-kept"
 	faultRemoveWiped     = "remove-readd-wiped"
-	// faultCPUContention and faultLargeResults: overload.go.
+	// faultCPUContention and faultLargeResults: overload.go;
+	// faultDiskFullLeader and faultDiskFullFollower: diskfull.go.
 )
 
 // allFaults lists every fault kind.
@@ -33,6 +34,7 @@ var allFaults = []string{
 	faultKillLeader, faultKillFollower, faultKillAll, faultPauseLeader, faultPauseFollower,
 	faultIsolateLeader, faultIsolateFollower, faultOneWay, faultSplitMinority, faultBridge,
 	faultRemoveKept, faultRemoveWiped, faultCPUContention, faultLargeResults,
+	faultDiskFullLeader, faultDiskFullFollower,
 }
 
 // deposes lists the faults that cut the leader off from a majority: while
@@ -238,6 +240,10 @@ func (nm *nemesis) inject(kind string) (heal func() error, targets []string, err
 		return nm.injectContention()
 	case faultLargeResults:
 		return nm.injectLargeResults(followers[0])
+	case faultDiskFullLeader:
+		return nm.injectDiskFull(leader)
+	case faultDiskFullFollower:
+		return nm.injectDiskFull(followers[0])
 	}
 	return nil, nil, fmt.Errorf("unknown fault %q", kind)
 }
