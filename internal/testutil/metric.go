@@ -66,9 +66,11 @@ func Terms(nodes []*Node) (map[string]float64, error) {
 }
 
 // ElectionWatch tells whether the nodes held an election since it was
-// made: a term that moved, or a log line of one (a candidate, a lost
-// leadership, a leader that could not reach a quorum, a heartbeat
-// timeout).
+// made: a term that moved, or a leader that stepped down (it could not
+// reach a quorum, or lost its leadership). A follower starved of CPU past
+// its heartbeat timeout asks for a pre-vote, which the others refuse
+// while they hear from the leader: the term does not move and the leader
+// stays, so that is reported, not counted as an election.
 type ElectionWatch struct {
 	nodes []*Node
 	terms map[string]float64
@@ -88,8 +90,12 @@ func WatchElections(tb interface{ Fatal(...any) }, nodes []*Node) *ElectionWatch
 	return w
 }
 
-// electionSigns are the log lines of an election.
-var electionSigns = []string{"entering candidate state", "failed to contact quorum", "leadership lost", "heartbeat timeout reached"}
+// electionSigns are the log lines of a leader stepping down; preVoteSigns
+// those of a follower asking for a pre-vote.
+var (
+	electionSigns = []string{"failed to contact quorum", "leadership lost", "stepping down"}
+	preVoteSigns  = []string{"entering candidate state", "heartbeat timeout reached"}
+)
 
 // Check returns, for each node, a line describing its term before and
 // after and the leader changes it saw, and the first lines of an election
@@ -103,7 +109,7 @@ func (w *ElectionWatch) Check() (report []string, held bool, err error) {
 	for _, n := range w.nodes {
 		id := n.ID()
 		changes, _ := n.Metric("carmy_raft_leader_changes_total")
-		signs := 0
+		signs, preVotes := 0, 0
 		for line := range strings.Lines(n.Logs()[w.logAt[id]:]) {
 			for _, sign := range electionSigns {
 				if strings.Contains(line, sign) {
@@ -112,9 +118,16 @@ func (w *ElectionWatch) Check() (report []string, held bool, err error) {
 					}
 				}
 			}
+			for _, sign := range preVoteSigns {
+				if strings.Contains(line, sign) {
+					if preVotes++; preVotes <= 2 {
+						report = append(report, id+" (a pre-vote, not an election unless the term moved): "+strings.TrimSpace(line))
+					}
+				}
+			}
 		}
-		report = append(report, fmt.Sprintf("%s: term %v before, %v after; %v leader changes seen since it started; %d log lines of an election since",
-			id, w.terms[id], after[id], changes, signs))
+		report = append(report, fmt.Sprintf("%s: term %v before, %v after; %v leader changes seen since it started; %d log lines of a leader stepping down, %d of a pre-vote, since",
+			id, w.terms[id], after[id], changes, signs, preVotes))
 		if after[id] != w.terms[id] || signs > 0 {
 			held = true
 		}
