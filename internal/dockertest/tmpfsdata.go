@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 )
 
 // A node's data dir on a file system of bounded size that the host can
@@ -27,7 +28,14 @@ func (n *Network) mountTmpfsData(c *Container, size int64) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+strconv.FormatInt(size, 10)+",mode=0700", "tmpfs", dir).CombinedOutput()
+	opts := "size=" + strconv.FormatInt(size, 10) + ",mode=0700"
+	if owner, err := n.imageOwner(); err != nil {
+		os.Remove(dir)
+		return "", err
+	} else if owner != "" {
+		opts += "," + owner // the image's user owns its data dir
+	}
+	out, err := exec.Command("mount", "-t", "tmpfs", "-o", opts, "tmpfs", dir).CombinedOutput()
 	if err != nil {
 		os.Remove(dir)
 		return "", fmt.Errorf("mount -t tmpfs %s: %v: %s", dir, err, out)
@@ -36,6 +44,30 @@ func (n *Network) mountTmpfsData(c *Container, size int64) (string, error) {
 	n.tmpfsDirs = append(n.tmpfsDirs, dir)
 	n.mu.Unlock()
 	return dir, nil
+}
+
+// imageOwner returns the tmpfs mount options that give the data dir to
+// the user the image runs as ("uid=N,gid=M"), or "" for root.
+func (n *Network) imageOwner() (string, error) {
+	out, err := docker("image", "inspect", "--format", "{{.Config.User}}", n.image)
+	if err != nil {
+		return "", err
+	}
+	user := strings.TrimSpace(out)
+	if user == "" || user == "0" || user == "root" {
+		return "", nil
+	}
+	uid, gid, ok := strings.Cut(user, ":")
+	if !ok {
+		gid = uid
+	}
+	if _, err := strconv.Atoi(uid); err != nil {
+		return "", fmt.Errorf("the image's user %q is not numeric", user)
+	}
+	if _, err := strconv.Atoi(gid); err != nil {
+		return "", fmt.Errorf("the image's group %q is not numeric", user)
+	}
+	return "uid=" + uid + ",gid=" + gid, nil
 }
 
 // unmountTmpfsData unmounts and removes every tmpfs data dir of the
