@@ -106,7 +106,7 @@ func burstOnBusyHost(t *testing.T, bin string, calls, size int) {
 	}
 	t.Logf("%d calls of %d KiB on %s beside %d busy processes: settled in %s; %d completed, %d refusals before reserving (retried), %d failed; load average %s",
 		calls, size>>10, follower.ID(), busyProcs, took.Round(time.Millisecond), completed, refused, failed, testutil.LoadAvg())
-	procNoElection(t, elections)
+	elections.RequireNone(t)
 	if failed > 0 {
 		t.Fatalf("%d of %d calls were answered neither completed nor refused before reserving", failed, calls)
 	}
@@ -136,18 +136,3 @@ func procRefusedUnreserved(a procAnswer) bool {
 		a.header.Get("Retry-After") != ""
 }
 
-// procNoElection fails the test when the nodes held an election since w
-// was made, and logs what each node saw.
-func procNoElection(t *testing.T, w *testutil.ElectionWatch) {
-	t.Helper()
-	report, held, err := w.Check()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range report {
-		t.Log(line)
-	}
-	if held {
-		t.Error("an election was held under load alone")
-	}
-}

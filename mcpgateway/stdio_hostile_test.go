@@ -163,16 +163,7 @@ func TestStdioOversizeLine(t *testing.T) {
 	if code, msg := errorOf(t, big.Error); big.Status != store.StatusFailed || code != engine.CodeResultTooLarge {
 		t.Fatalf("an answer past the bound: %s %s %s", big.Status, code, msg)
 	}
-	eventually(t, "the child replaced", func() error {
-		if pid := pidOf(t, pidFile); pid == first || !exited(first) {
-			return fmt.Errorf("pid %d (first %d, exited %v)", pid, first, exited(first))
-		}
-		return nil
-	})
-	next := callEventually(t, rt, engine.Request{Tool: "local.create", RequestID: "after", Arguments: json.RawMessage(`{"sku":"Z"}`)})
-	if next.Record.Status != store.StatusCompleted {
-		t.Fatalf("after the replacement: %s %s", next.Record.Status, next.Record.Error)
-	}
+	requireReplaced(t, rt, pidFile, first, "after")
 }
 
 // TestStdioHungChildReplaced: a child that stops answering altogether
@@ -198,13 +189,21 @@ func TestStdioHungChildReplaced(t *testing.T) {
 	if frozen.Status != store.StatusTimedOut {
 		t.Fatalf("a call of a frozen child: %s %s %s", frozen.Status, frozen.Data, frozen.Error)
 	}
-	eventually(t, "the frozen child replaced", func() error {
+	requireReplaced(t, rt, pidFile, first, "c-1")
+}
+
+// requireReplaced waits until the child whose pid was first has exited
+// and another has taken its place, and checks that the new one serves a
+// call (with request_id id).
+func requireReplaced(t *testing.T, rt *engine.Runtime, pidFile string, first int, id string) {
+	t.Helper()
+	eventually(t, "the child replaced", func() error {
 		if pid := pidOf(t, pidFile); pid == first || !exited(first) {
 			return fmt.Errorf("pid %d (first %d, exited %v)", pid, first, exited(first))
 		}
 		return nil
 	})
-	next := callEventually(t, rt, engine.Request{Tool: "local.create", RequestID: "c-1", Arguments: json.RawMessage(`{"sku":"A"}`)})
+	next := callEventually(t, rt, engine.Request{Tool: "local.create", RequestID: id, Arguments: json.RawMessage(`{"sku":"Z"}`)})
 	if next.Record.Status != store.StatusCompleted {
 		t.Fatalf("after the replacement: %s %s", next.Record.Status, next.Record.Error)
 	}

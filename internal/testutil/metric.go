@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 )
 
@@ -133,4 +134,20 @@ func (w *ElectionWatch) Check() (report []string, held bool, err error) {
 		}
 	}
 	return report, held, nil
+}
+
+// RequireNone logs what each node saw since w was made (Check) and fails
+// tb when the nodes held an election: load alone must cause none (SPEC §7).
+func (w *ElectionWatch) RequireNone(tb testing.TB) {
+	tb.Helper()
+	report, held, err := w.Check()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, line := range report {
+		tb.Log(line)
+	}
+	if held {
+		tb.Error("an election was held under load alone")
+	}
 }
