@@ -135,4 +135,3 @@ func procRefusedUnreserved(a procAnswer) bool {
 		(res == "running" || res == "inflight_bytes") && a.get("error", "tool_ran") == false &&
 		a.header.Get("Retry-After") != ""
 }
-
