@@ -15,6 +15,7 @@ import (
 
 	"github.com/carmyhq/carmy/api/mcp"
 	"github.com/carmyhq/carmy/engine"
+	"github.com/carmyhq/carmy/store"
 )
 
 // Transports a call comes by, as the call log names them.
@@ -37,6 +38,7 @@ func (s *Server) mcpRoutes(rt Runtime, limit int64, base func(*http.Request) str
 		// The server checks Host on every route (hosts.go).
 		HostChecked: true,
 		BaseURL:     base,
+		RecordView:  func(r store.Record) any { return executionView(r) },
 	}
 	if s.auth.enabled {
 		cfg.Verify = s.auth.verifyMCP

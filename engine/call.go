@@ -33,6 +33,22 @@ type Request struct {
 	Metadata json.RawMessage
 	// Timeout, when positive, lowers the tool's timeout.
 	Timeout time.Duration
+	// Task asks that a call without RequestID be recorded all the same
+	// (an MCP task, SPEC §5.4): its request_id is then its execution id,
+	// so that the execution can be polled and replayed. A tool's dedupe
+	// window, when it has one, decides the identity instead. A
+	// RequireRequestID tool still refuses a call without one.
+	Task bool
+	// OnReserved, when set, is told the record of a new execution once
+	// its reservation has committed, before the tool runs (and, for a
+	// call that is not recorded, once it is registered to run). It is
+	// called at most once, from the goroutine that called Call, and must
+	// not block. A replay, a refusal or an uncertain identity never
+	// calls it.
+	OnReserved func(store.Record)
+	// Progress, when set, receives the progress the tool reports
+	// (ReportProgress) while it runs on this node; it must not block.
+	Progress func(Progress)
 }
 
 // Response is the answer to a call: the execution's record and whether it
@@ -73,11 +89,17 @@ func (r *Runtime) Call(ctx context.Context, caller Caller, req Request) (Respons
 		return Response{}, err
 	}
 	var window time.Duration // the dedupe window of a call without request_id
+	var taskID string        // the execution id a task's request_id is
 	if req.RequestID == "" {
-		if p.tool.DedupeWindow <= 0 {
+		switch {
+		case p.tool.DedupeWindow > 0:
+			window = p.tool.DedupeWindow
+		case req.Task:
+			taskID = NewExecutionID(r.now())
+			req.RequestID, p.req.RequestID = taskID, taskID
+		default:
 			return r.runUnrecorded(ctx, p)
 		}
-		window = p.tool.DedupeWindow
 	}
 	fp, err := store.Fingerprint(req.Tool, p.args, p.meta)
 	if err != nil {
@@ -111,7 +133,10 @@ func (r *Runtime) Call(ctx context.Context, caller Caller, req Request) (Respons
 			return Response{}, &store.ConflictError{Record: rec}
 		}
 	}
-	exec.ID = NewExecutionID(now)
+	exec.ID = taskID
+	if exec.ID == "" {
+		exec.ID = NewExecutionID(now)
+	}
 
 	// Register before proposing, so a cancel that commits right after the
 	// reservation reaches the tool.
@@ -139,6 +164,9 @@ func (r *Runtime) Call(ctx context.Context, caller Caller, req Request) (Respons
 	case store.Uncertain:
 		return Response{}, &store.UncertainError{Record: res.Record}
 	case store.Reserved:
+		if req.OnReserved != nil {
+			req.OnReserved(res.Record)
+		}
 		return r.execute(ctx, p, rn, res.Record)
 	}
 	return Response{}, fmt.Errorf("reserve: unexpected outcome %v", res.Outcome)
@@ -191,6 +219,9 @@ func (r *Runtime) runUnrecorded(ctx context.Context, p *pending) (Response, erro
 		return Response{}, r.busy(why, p.caller)
 	}
 	r.runs.answered(rec.ExecutionID) // nothing to reserve, nor to record
+	if p.req.OnReserved != nil {
+		p.req.OnReserved(rec)
+	}
 	type ran struct {
 		rec  store.Record
 		fate error

@@ -58,6 +58,7 @@ type outcome struct {
 func (r *Runtime) invoke(rn *run, p *pending, rec store.Record) (res store.Result, fate error) {
 	ctx, stop := rn.withTimeout(p.timeout)
 	defer stop()
+	ctx = withProgress(ctx, p.req.Progress)
 	start := time.Now()
 	type ret struct {
 		data json.RawMessage

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/carmyhq/carmy/store"
@@ -116,10 +117,24 @@ type tool struct {
 
 var toolName = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,128}$`)
 
+// ReservedPrefix names Carmy's own tools (the reconcile tools of MCP,
+// SPEC §5.4): no registered tool may be named it or begin with it and a
+// dot, in any case.
+const ReservedPrefix = "carmy"
+
+// ReservedToolName reports whether name is ReservedPrefix, or begins
+// with it and a dot, in any case.
+func ReservedToolName(name string) bool {
+	n := len(ReservedPrefix)
+	return len(name) >= n && strings.EqualFold(name[:n], ReservedPrefix) && (len(name) == n || name[n] == '.')
+}
+
 func newTool(spec ToolSpec) (*tool, error) {
 	switch {
 	case !toolName.MatchString(spec.Name):
 		return nil, fmt.Errorf("tool %q: name must be 1-128 characters of A-Z a-z 0-9 _ . : -", spec.Name)
+	case ReservedToolName(spec.Name):
+		return nil, fmt.Errorf("tool %q: the names %s and %s.* are reserved for Carmy's own tools", spec.Name, ReservedPrefix, ReservedPrefix)
 	case spec.Func == nil:
 		return nil, fmt.Errorf("tool %q: no function", spec.Name)
 	case spec.Timeout < 0:

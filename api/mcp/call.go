@@ -33,6 +33,9 @@ func (h *Handler) callTool(ctx context.Context, req *sdk.CallToolRequest) (*sdk.
 		info.Code = store.CodeInternal
 		return nil, errNoCaller
 	}
+	if isReconcileTool(req.Params.Name) {
+		return h.reconcile(ctx, req, info)
+	}
 	var header = headerOf(req.Extra)
 	call, err := requestOf(req.Params.Name, req.Params.Arguments, req.Params.Meta, header)
 	info.RequestID, info.SessionID = call.RequestID, call.SessionID

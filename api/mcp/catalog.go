@@ -44,7 +44,13 @@ func (c *catalog) sync() {
 		return
 	}
 	tools := c.rt.Tools()
-	seen := make(map[string]bool, len(tools))
+	seen := make(map[string]bool, len(tools)+len(reconcileTools))
+	for _, t := range reconcileTools {
+		seen[t.Name] = true
+		if !c.have[t.Name] {
+			c.server.AddTool(t, c.call)
+		}
+	}
 	for _, t := range tools {
 		seen[t.Name] = true
 		c.server.AddTool(toolOf(t, c.log), c.call)
@@ -69,7 +75,8 @@ func (c *catalog) has(name string) bool {
 }
 
 // allowed returns the tools of list that caller may call: the same set as
-// GET /v1/tools.
+// GET /v1/tools, and the reconcile tools (reconcile.go), which every
+// caller may call.
 func (c *catalog) allowed(caller *engine.Caller, list []*sdk.Tool) []*sdk.Tool {
 	if caller == nil {
 		return []*sdk.Tool{}
@@ -79,7 +86,7 @@ func (c *catalog) allowed(caller *engine.Caller, list []*sdk.Tool) []*sdk.Tool {
 	}
 	out := make([]*sdk.Tool, 0, len(list))
 	for _, t := range list {
-		if caller.MayCall(t.Name) {
+		if caller.MayCall(t.Name) || isReconcileTool(t.Name) {
 			out = append(out, t)
 		}
 	}

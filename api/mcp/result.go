@@ -64,6 +64,10 @@ func refusal(err error, info *CallInfo) *sdk.CallToolResult {
 		}
 	}
 	fields["code"], fields["message"] = code, err.Error()
+	var ue *store.UncertainError
+	if code == store.CodeUncertain && errors.As(err, &ue) {
+		fields["message"] = err.Error() + ". " + uncertainAdvice(ue.Record.Status, ue.Record.ExecutionID)
+	}
 	if id, ok := fields["execution_id"].(string); ok {
 		info.ExecutionID = id
 	}

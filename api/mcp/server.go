@@ -11,6 +11,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/carmyhq/carmy/engine"
+	"github.com/carmyhq/carmy/store"
 )
 
 // Path is where the endpoint is served.
@@ -29,6 +30,25 @@ type Runtime interface {
 	Tools() []engine.ToolInfo
 	// ToolsGeneration changes whenever Tools does.
 	ToolsGeneration() uint64
+	// Execution returns an execution the caller may see, else
+	// store.ErrNotFound (tasks/get, tasks/result).
+	Execution(ctx context.Context, caller engine.Caller, id string) (store.Record, error)
+	// Lookup returns the caller's record of an identity (carmy.lookup).
+	Lookup(ctx context.Context, caller engine.Caller, session, requestID string) (store.Record, error)
+	// List returns a page of the caller's records (tasks/list).
+	List(ctx context.Context, caller engine.Caller, req engine.ListRequest) (store.Page, error)
+	// Cancel cancels a running execution (tasks/cancel, carmy.cancel,
+	// notifications/cancelled).
+	Cancel(ctx context.Context, caller engine.Caller, id string) (store.Record, error)
+	// Resolve settles an interrupted execution (carmy.resolve).
+	Resolve(ctx context.Context, caller engine.Caller, id string, res engine.Resolution) (store.Record, error)
+}
+
+// runCanceller is what a Runtime may also do (*engine.Runtime does):
+// cancel the tool of an execution running on this node that has no
+// record (a call without request_id), for notifications/cancelled.
+type runCanceller interface {
+	CancelRun(id string) bool
 }
 
 // Config configures the endpoint. Runtime is required; the functions are
@@ -64,6 +84,10 @@ type Config struct {
 	// WWW-Authenticate resource_metadata of a 401 (the node's public URL,
 	// or its listener's address); nil means BaseURL. Never the Host.
 	BaseURL func(r *http.Request) string
+	// RecordView, when set, gives the JSON of an execution as
+	// GET /v1/executions shows it, for the reconcile tools (SPEC §5.4);
+	// nil means a rendering of the same fields of its own.
+	RecordView func(store.Record) any
 }
 
 // Handler serves /mcp. It is an http.Handler, safe for concurrent use.
@@ -163,7 +187,7 @@ func (h *Handler) middleware(next sdk.MethodHandler) sdk.MethodHandler {
 				if caller == nil {
 					return nil, errNoCaller
 				}
-				if !caller.MayCall(cr.Params.Name) {
+				if !caller.MayCall(cr.Params.Name) && !isReconcileTool(cr.Params.Name) {
 					return refusal(&engine.ForbiddenError{Principal: caller.Principal, Tool: cr.Params.Name}, info), nil
 				}
 				h.catalog.sync()

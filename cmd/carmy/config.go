@@ -17,6 +17,7 @@ import (
 
 	"github.com/carmyhq/carmy"
 	"github.com/carmyhq/carmy/api"
+	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/internal/egress"
 )
 
@@ -337,6 +338,9 @@ func (fc fileConfig) toolSpecsLogging(getenv func(string) string, log *slog.Logg
 		where := fmt.Sprintf("tools[%d] (%s)", i, tc.Name)
 		if tc.HTTP == nil {
 			return nil, fmt.Errorf("config %s: needs an http section (only HTTP tools can be declared in the file)", where)
+		}
+		if engine.ReservedToolName(tc.Name) {
+			return nil, fmt.Errorf("config %s: the name %s and names beginning %s. are reserved for Carmy's own tools (carmy.lookup, carmy.cancel, carmy.resolve): choose another", where, engine.ReservedPrefix, engine.ReservedPrefix)
 		}
 		spec := carmy.ToolSpec{Name: tc.Name, Description: tc.Description, RequireRequestID: tc.RequireRequestID}
 		if tc.Timeout != "" {
