@@ -86,6 +86,13 @@ func (u *Upstream) callFunc(name string) engine.ToolFunc {
 			meta[MetaIdempotencyKey] = c.IdempotencyKey
 			meta[MetaFencingToken] = c.FencingToken
 		}
+		if sink := engine.ProgressSink(ctx); sink != nil {
+			// The caller listens: ask the upstream for progress, under a
+			// token of this call's own (progress.go).
+			token := u.progress.add(sink)
+			defer u.progress.remove(token)
+			meta["progressToken"] = token
+		}
 		res, err := cn.cs.CallTool(withCall(ctx, st), &mcp.CallToolParams{
 			Name: name, Arguments: json.RawMessage(c.Arguments), Meta: meta,
 		})

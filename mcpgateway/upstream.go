@@ -138,6 +138,9 @@ type Upstream struct {
 	newTransport func() mcp.Transport
 	client       *mcp.Client
 	changed      chan struct{} // a list_changed arrived
+	// progress routes the upstream's progress notifications to the
+	// callers that listen.
+	progress progressRoutes
 
 	mu   sync.Mutex
 	conn *conn // nil while not connected
@@ -229,6 +232,9 @@ func New(reg Registry, cfg Config) (*Upstream, error) {
 		// No roots, sampling or elicitation: the gateway only lists and
 		// calls tools.
 		Capabilities: &mcp.ClientCapabilities{},
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			u.progress.deliver(req.Params)
+		},
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			select {
 			case u.changed <- struct{}{}:

@@ -21,8 +21,9 @@ var errNoCaller = errors.New("mcp: no authenticated caller")
 // The call runs under ctx, which the SDK ends when the request does; the
 // runtime does not let that cancel the tool (a dropped connection never
 // does), which runs to its own timeout and is recorded, for the next
-// retry to replay. notifications/cancelled cancels nothing either: over
-// stateless HTTP it cannot be tied to one execution.
+// retry to replay. A notifications/cancelled naming the call cancels it
+// (inflight.go); a call serveOwn runs as a task or with progress says so
+// in ctx (callMode).
 func (h *Handler) callTool(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 	info := callInfoOf(ctx)
 	if info == nil { // not through middleware: cannot happen, but stay safe
@@ -47,6 +48,13 @@ func (h *Handler) callTool(ctx context.Context, req *sdk.CallToolRequest) (*sdk.
 			return answer(err, info)
 		}
 	}
+	if mode := callModeOf(ctx); mode != nil {
+		if mode.task {
+			return h.startTask(ctx, caller, call, info, mode)
+		}
+		call.Progress = mode.progress
+	}
+	defer h.track(ctx, caller, &call)()
 	resp, err := h.cfg.Runtime.Call(ctx, *caller, call)
 	if err != nil {
 		res, rpcErr := answer(err, info)

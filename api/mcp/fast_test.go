@@ -271,7 +271,7 @@ func fastCases() []fastCase {
 		ok("empty request_id", callBody("1", `{"name":"echo","_meta":{"carmy/request_id":""}}`)),
 		ok("array metadata", callBody("1", `{"name":"echo","_meta":{"carmy/metadata":[1]}}`)),
 		ok("numeric session", callBody("1", `{"name":"echo","_meta":{"carmy/session_id":1}}`)),
-		ok("protocol's own _meta keys", callBody("1", `{"name":"echo","_meta":{"progressToken":"p","other":{"x":[]}}}`)),
+		ok("protocol's own _meta keys", callBody("1", `{"name":"echo","_meta":{"io.example/trace":"p","other":{"x":[]}}}`)),
 		withHeader(ok("session header", callBody("1", `{"name":"echo","_meta":{"carmy/request_id":"r-4"}}`)), "Carmy-Session-Id", "from-header"),
 		withHeader(ok("session header and _meta", callBody("1", `{"name":"echo","_meta":{"carmy/session_id":"m"}}`)), "Carmy-Session-Id", "from-header"),
 		ok("replay", callBody("1", `{"name":"echo","_meta":{"carmy/request_id":"replay-1"}}`)),

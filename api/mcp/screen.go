@@ -74,9 +74,14 @@ func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) {
 // replaces when the SDK is to read it); valid says whether body is valid
 // JSON (then strict JSON too).
 func (h *Handler) serveOne(w http.ResponseWriter, r *http.Request, body []byte, valid bool) {
-	if valid && !isCallTool(body) {
-		if err := h.admit(r); err != nil {
+	if valid {
+		if isCallTool(body) {
+			r = r.WithContext(withRPCID(r.Context(), idOfMessage(body)))
+		} else if err := h.admit(r); err != nil {
 			h.refuseRate(w, idOfMessage(body), err)
+			return
+		}
+		if h.serveOwn(w, r, body) {
 			return
 		}
 	}

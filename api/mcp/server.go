@@ -105,6 +105,9 @@ type Handler struct {
 	noFastPath bool
 	// fastServed counts the requests the fast path answered.
 	fastServed atomic.Int64
+	// inflight holds the tools/calls this node serves, for
+	// notifications/cancelled (inflight.go).
+	inflight inflight
 }
 
 // New returns the endpoint for cfg.

@@ -1,0 +1,203 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+
+	"github.com/carmyhq/carmy/engine"
+	"github.com/carmyhq/carmy/store"
+)
+
+// Cancelling a call in flight (SPEC §5.1): a notifications/cancelled
+// names the JSON-RPC id of a request. Over stateless HTTP the id alone
+// names nothing (every client numbers its own requests), so a
+// notification cancels a tools/call only when the node that receives it
+// is serving a call with that id for the same principal and session
+// (the notification's carmy/session_id, else its Carmy-Session-Id
+// header, else ""). It cancels it as POST /v1/executions/{id}/cancel
+// does: cancelled is recorded and the tool's context ends (an upstream
+// MCP server is sent notifications/cancelled in turn, by the gateway).
+// A call without request_id has no record: its tool is cancelled all the
+// same, and its answer says cancelled. A notification that names nothing
+// is ignored, as MCP says. Tasks are cancelled with tasks/cancel instead.
+
+// inflight is the table of the tools/calls this node serves, by
+// principal, session and JSON-RPC id. It is safe for concurrent use.
+type inflight struct {
+	mu    sync.Mutex
+	calls map[inflightKey][]*inflightCall
+}
+
+type inflightKey struct{ principal, session, id string }
+
+// inflightCall is one call in the table: its execution once reserved,
+// and whether a cancel came first.
+type inflightCall struct {
+	mu        sync.Mutex
+	execID    string
+	recorded  bool
+	cancelled bool
+	cancel    func(execID string, recorded bool)
+}
+
+// add registers a call of principal and session whose JSON-RPC id is id;
+// cancel is how it is cancelled once its execution is known.
+func (t *inflight) add(principal, session, id string, cancel func(string, bool)) (*inflightCall, func()) {
+	k := inflightKey{principal, session, id}
+	c := &inflightCall{cancel: cancel}
+	t.mu.Lock()
+	if t.calls == nil {
+		t.calls = make(map[inflightKey][]*inflightCall)
+	}
+	t.calls[k] = append(t.calls[k], c)
+	t.mu.Unlock()
+	return c, func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		list := t.calls[k]
+		for i, x := range list {
+			if x == c {
+				list = append(list[:i], list[i+1:]...)
+				break
+			}
+		}
+		if len(list) == 0 {
+			delete(t.calls, k)
+		} else {
+			t.calls[k] = list
+		}
+	}
+}
+
+// cancelAll cancels the calls registered under k, and reports how many
+// there were.
+func (t *inflight) cancelAll(k inflightKey) int {
+	t.mu.Lock()
+	list := append([]*inflightCall(nil), t.calls[k]...)
+	t.mu.Unlock()
+	for _, c := range list {
+		c.cancelNow()
+	}
+	return len(list)
+}
+
+// reserved is the call's engine.Request.OnReserved: the execution is
+// known, and a cancel that came before it takes effect now.
+func (c *inflightCall) reserved(rec store.Record) {
+	c.mu.Lock()
+	c.execID, c.recorded = rec.ExecutionID, rec.Key.RequestID != ""
+	cancelled := c.cancelled
+	c.mu.Unlock()
+	if cancelled {
+		go c.cancel(rec.ExecutionID, c.recorded)
+	}
+}
+
+// cancelNow cancels the call's execution, or marks the call for its
+// reservation to cancel.
+func (c *inflightCall) cancelNow() {
+	c.mu.Lock()
+	already := c.cancelled
+	c.cancelled = true
+	id, recorded := c.execID, c.recorded
+	c.mu.Unlock()
+	if !already && id != "" {
+		c.cancel(id, recorded)
+	}
+}
+
+// track registers a tools/call of ctx (its JSON-RPC id is in ctx, from
+// serveOne) for caller and session, and sets call.OnReserved; the
+// returned func removes it. A call without an id (or a task) is not
+// tracked.
+func (h *Handler) track(ctx context.Context, caller *engine.Caller, call *engine.Request) func() {
+	id := rpcIDOf(ctx)
+	if id == "" {
+		return func() {}
+	}
+	c, remove := h.inflight.add(caller.Principal, call.SessionID, id, func(execID string, recorded bool) {
+		h.cancelExecution(*caller, execID, recorded)
+	})
+	call.OnReserved = c.reserved
+	return remove
+}
+
+// cancelExecution cancels a call's execution as POST …/cancel does, or
+// the tool of one that is not recorded.
+func (h *Handler) cancelExecution(caller engine.Caller, execID string, recorded bool) {
+	if !recorded {
+		if rc, ok := h.cfg.Runtime.(runCanceller); ok {
+			rc.CancelRun(execID)
+		}
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cancelTimeout)
+	defer cancel()
+	if _, err := h.cfg.Runtime.Cancel(ctx, caller, execID); err != nil && store.CodeOf(err) != store.CodeInvalidState {
+		h.log.Warn("mcp: notifications/cancelled: the cancel failed", slog.String("execution_id", execID), slog.Any("err", err))
+	}
+}
+
+// cancelTimeout bounds the cancel a notification makes.
+const cancelTimeout = 10 * time.Second
+
+// serveCancelled answers a notifications/cancelled (202, no body) after
+// cancelling the call it names, if this node serves one for the caller.
+func (h *Handler) serveCancelled(w http.ResponseWriter, r *http.Request, p ownParams) {
+	caller := callerOfRequest(r, h.cfg.Anonymous)
+	if caller != nil && len(p.RequestID) > 0 {
+		session := r.Header.Get(SessionHeader)
+		if s, ok := p.Meta[MetaSessionID].(string); ok {
+			session = s
+		}
+		if n := h.inflight.cancelAll(inflightKey{caller.Principal, session, canonicalID(p.RequestID)}); n > 0 {
+			h.log.Info("mcp: notifications/cancelled cancelled a call", slog.String("principal", caller.Principal),
+				slog.String("session_id", session), slog.String("request", string(p.RequestID)))
+		}
+	}
+	w.WriteHeader(http.StatusAccepted)
+}
+
+// canonicalID spells a JSON-RPC id one way: a string as its JSON text, a
+// number as the number it is (1 and 1.0 are one id).
+func canonicalID(raw json.RawMessage) string {
+	if len(raw) > 0 && raw[0] != '"' {
+		var f float64
+		if json.Unmarshal(raw, &f) == nil {
+			b, _ := json.Marshal(f)
+			return string(b)
+		}
+	}
+	return string(raw)
+}
+
+type rpcIDKey struct{}
+
+// withRPCID keeps the JSON-RPC id of the tools/call being served.
+func withRPCID(ctx context.Context, raw json.RawMessage) context.Context {
+	if len(raw) == 0 {
+		return ctx
+	}
+	return context.WithValue(ctx, rpcIDKey{}, canonicalID(raw))
+}
+
+func rpcIDOf(ctx context.Context) string {
+	id, _ := ctx.Value(rpcIDKey{}).(string)
+	return id
+}
+
+// callerOfRequest is the caller of r: its token's, or anonymous when auth
+// is off.
+func callerOfRequest(r *http.Request, anonymous *engine.Caller) *engine.Caller {
+	if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
+		c, _ := ti.Extra[callerKey].(*engine.Caller)
+		return c
+	}
+	return anonymous
+}
