@@ -202,6 +202,9 @@ func (c *sdkClient) toolNames() []string {
 	}
 	var names []string
 	for _, tool := range res.Tools {
+		if strings.HasPrefix(tool.Name, "carmy.") {
+			continue // the reconcile tools (SPEC §5.4): MCP's alone
+		}
 		names = append(names, tool.Name+"|"+tool.Description+"|"+compactJSON(c.t, tool.InputSchema))
 	}
 	return names
@@ -264,6 +267,9 @@ func (c *m3Client) toolNames() []string {
 	// SDK's client, which keeps them as sent.
 	var names []string
 	for _, tool := range res.Tools {
+		if strings.HasPrefix(tool.Name, "carmy.") {
+			continue // the reconcile tools (SPEC §5.4): MCP's alone
+		}
 		names = append(names, tool.Name+"|"+tool.Description)
 	}
 	return names
