@@ -90,7 +90,10 @@ func (u *Upstream) callFunc(name string) engine.ToolFunc {
 			// The caller listens: ask the upstream for progress, under a
 			// token of this call's own (progress.go).
 			token := u.progress.add(sink)
-			defer u.progress.remove(token)
+			defer func() {
+				u.progress.settle()
+				u.progress.remove(token)
+			}()
 			meta["progressToken"] = token
 		}
 		res, err := cn.cs.CallTool(withCall(ctx, st), &mcp.CallToolParams{

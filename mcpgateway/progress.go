@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -20,6 +21,32 @@ type progressRoutes struct {
 	next  atomic.Uint64
 	mu    sync.Mutex
 	sinks map[string]func(engine.Progress)
+	// delivered counts the notifications delivered, for settle.
+	delivered atomic.Uint64
+}
+
+// The SDK's client hands notifications to their handler on a goroutine
+// of their own, in order, while it answers the call at once: the last
+// progress of a call may reach its handler just after the call returned.
+// settle waits for such stragglers: until progressQuiet passes with no
+// notification delivered, at most progressSettleMax.
+const (
+	progressQuiet     = 20 * time.Millisecond
+	progressSettleMax = 200 * time.Millisecond
+)
+
+// settle waits until no notification has been delivered for
+// progressQuiet, or progressSettleMax has passed.
+func (p *progressRoutes) settle() {
+	end := time.Now().Add(progressSettleMax)
+	for last := p.delivered.Load(); time.Now().Before(end); {
+		time.Sleep(progressQuiet)
+		now := p.delivered.Load()
+		if now == last {
+			return
+		}
+		last = now
+	}
 }
 
 // add routes a new token to sink and returns the token.
@@ -53,6 +80,7 @@ func (p *progressRoutes) deliver(n *mcp.ProgressNotificationParams) {
 	p.mu.Lock()
 	sink := p.sinks[token]
 	p.mu.Unlock()
+	p.delivered.Add(1)
 	if sink != nil {
 		sink(engine.Progress{Progress: n.Progress, Total: n.Total, Message: n.Message})
 	}
