@@ -410,6 +410,12 @@ func mcpRawChecks(t *testing.T, n mcpNode) {
 	}
 	rpc := func(status int, raw string) map[string]any {
 		t.Helper()
+		if data, ok := strings.CutPrefix(raw, "event: message\ndata: "); ok {
+			// A call with a progressToken is answered on an event stream
+			// (SPEC §5.4): its last event is the answer.
+			events := strings.Split(strings.TrimSpace(data), "\n\nevent: message\ndata: ")
+			raw = events[len(events)-1]
+		}
 		var out map[string]any
 		if err := json.Unmarshal([]byte(raw), &out); err != nil || out["jsonrpc"] != "2.0" {
 			t.Errorf("status %d: not a JSON-RPC message: %q", status, raw)
