@@ -51,7 +51,12 @@ import (
 //     a temporary directory;
 //   - local-cluster, secure-cluster (examples/README.md) and gateway
 //     (examples/gateway/README.md): the examples' scripts and commands,
-//     CARMY_EXAMPLE_DIR in a temporary directory, CARMY_BIN the fresh build.
+//     CARMY_EXAMPLE_DIR in a temporary directory, CARMY_BIN the fresh build;
+//   - postgres (examples/postgres/README.md): a PostgreSQL server of the
+//     reader's own in CARMY_EXAMPLE_DIR, and the example against it; skipped,
+//     loudly, without PostgreSQL's programs. initdb and postgres refuse to
+//     run as root, so as root the test puts initdb and pg_ctl first on PATH
+//     as wrappers that run them as the user postgres (or nobody).
 //
 // Those four name their ports through `$(port N)` (scripts/ports), which
 // CARMY_PORT_BASE moves. Each runs with a CARMY_PORT_BASE of its own whose
@@ -108,10 +113,19 @@ func TestDocs(t *testing.T) {
 			"CARMY_EXAMPLE_DIR", "examples/secure-cluster/cluster clean"},
 		{"gateway", "examples/gateway/README.md", []int{7100, 7330, 7430},
 			"CARMY_EXAMPLE_DIR", "examples/gateway/run clean"},
+		{"postgres", "examples/postgres/README.md", []int{7110, 7111},
+			"", `[ -n "${EXAMPLE:-}" ] && kill $EXAMPLE 2>/dev/null; [ -n "${PG:-}" ] && pg_ctl -D "$PG/db" -m immediate -w stop >/dev/null 2>&1; true`},
 	} {
 		t.Run(d.name, func(t *testing.T) {
 			t.Parallel()
 			steps := stepsOf(t, filepath.Join(root, d.file), d.name)
+			e := slices.Clip(env) // a copy: subtests run in parallel
+			if d.env != "" {
+				e = append(e, d.env+"="+t.TempDir())
+			}
+			if d.name == "postgres" {
+				e = postgresEnv(t, e)
+			}
 			base := portBase(t, d.ports)
 			for i := range steps {
 				if p, ok := literalPort(steps[i].cmd, d.ports); ok {
@@ -121,10 +135,83 @@ func TestDocs(t *testing.T) {
 					steps[i].want[j] = movePorts(steps[i].want[j], base, d.ports)
 				}
 			}
-			e := append(slices.Clip(env), d.env+"="+t.TempDir(), "CARMY_BIN="+bin, fmt.Sprintf("CARMY_PORT_BASE=%d", base)) // a copy: subtests run in parallel
+			e = append(e, "CARMY_BIN="+bin, fmt.Sprintf("CARMY_PORT_BASE=%d", base))
 			runSteps(t, root, e, steps, d.cleanup)
 		})
 	}
+}
+
+// postgresEnv returns env for the postgres document: PostgreSQL's programs
+// on PATH (skipping t, loudly, without them) and CARMY_EXAMPLE_DIR in a new
+// directory the server's user may write; as root, initdb and pg_ctl are
+// wrappers that run the real ones as an unprivileged user.
+func postgresEnv(t *testing.T, env []string) []string {
+	t.Helper()
+	bin := ""
+	if p, err := exec.LookPath("initdb"); err == nil {
+		bin = filepath.Dir(p)
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			bin = filepath.Dir(real)
+		}
+	} else if dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin"); len(dirs) > 0 {
+		bin = dirs[len(dirs)-1]
+	}
+	for _, prog := range []string{"initdb", "pg_ctl", "postgres", "createdb", "psql"} {
+		if _, err := os.Stat(filepath.Join(bin, prog)); err != nil {
+			if _, err := exec.LookPath(prog); err != nil {
+				testutil.SkipLoudly(t, "no %s (PostgreSQL's programs; Debian: apt-get install postgresql): the postgres example's commands need it", prog)
+			}
+		}
+	}
+	dir, err := os.MkdirTemp("/tmp", "carmy-docs-pg-") // short: the socket's path has a bound
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	pg := filepath.Join(dir, "example")
+	if err := os.Mkdir(pg, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	path := os.Getenv("PATH")
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	if os.Geteuid() == 0 {
+		var who string
+		for _, name := range []string{"postgres", "nobody"} {
+			if exec.Command("id", "-u", name).Run() == nil {
+				who = name
+				break
+			}
+		}
+		if who == "" {
+			testutil.SkipLoudly(t, "running as root, and neither a postgres nor a nobody user exists to run initdb as")
+		}
+		if out, err := exec.Command("chown", who, pg).CombinedOutput(); err != nil {
+			t.Fatalf("chown %s %s: %v\n%s", who, pg, err, out)
+		}
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		wrap := filepath.Join(dir, "bin")
+		if err := os.Mkdir(wrap, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, prog := range []string{"initdb", "pg_ctl"} {
+			script := fmt.Sprintf("#!/bin/sh\n# as root: run %s as %s\nexec setpriv --reuid=%s --regid=%s --clear-groups %s \"$@\"\n",
+				prog, who, who, who, filepath.Join(bin, prog))
+			if err := os.WriteFile(filepath.Join(wrap, prog), []byte(script), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		path = wrap + string(os.PathListSeparator) + path
+	}
+	if bin != "" {
+		path += string(os.PathListSeparator) + bin
+	}
+	return append(env, "PATH="+path, "CARMY_EXAMPLE_DIR="+pg, "LC_ALL=C", "LANG=C")
 }
 
 // A step is some command lines and the output the document shows for them.
