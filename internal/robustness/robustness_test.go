@@ -15,7 +15,7 @@ import (
 
 // Environment of the robustness test.
 const (
-	// envMode is "short" (the default: a few seeds, about two minutes),
+	// envMode is "short" (the default: a few seeds, about three minutes),
 	// "long" (3 nodes for 120 s and 5 nodes for 150 s, 10 seeds each) or
 	// "off".
 	envMode = "CARMY_ROBUSTNESS"
