@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/carmyhq/carmy/internal/testutil"
 )
 
 // LabelOwnerProcess's value is "<host name>/<pid>" of the test process that
@@ -80,10 +82,10 @@ func Prepare(tb testing.TB) {
 	guard.sweep.Do(func() {
 		removed, err := SweepLeftovers()
 		for _, r := range removed {
-			fmt.Fprintf(os.Stderr, "dockertest: removed %s, left behind by an earlier test run\n", r)
+			fmt.Fprintf(testutil.Loud(), "dockertest: removed %s, left behind by an earlier test run\n", r)
 		}
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "dockertest: sweeping what earlier test runs left: %v\n", err)
+			fmt.Fprintf(testutil.Loud(), "dockertest: sweeping what earlier test runs left: %v\n", err)
 		}
 	})
 	guard.once.Do(func() {
