@@ -71,7 +71,8 @@ var guard struct {
 
 // Prepare is called before a test creates Docker objects. Once per
 // process it sweeps what earlier test processes left behind
-// (SweepLeftovers; removals are printed to standard error), and it
+// (SweepLeftovers; each removal is printed where go test shows it,
+// testutil.Loud), and it
 // arranges that this process's objects are removed when the process gets
 // SIGINT or SIGTERM (then it exits 130) and shortly before tb's -timeout
 // fires. With t.Cleanup, which covers a test that ends (failed or not),
