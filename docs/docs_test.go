@@ -58,7 +58,7 @@ import (
 //     run as root, so as root the test puts initdb and pg_ctl first on PATH
 //     as wrappers that run them as the user postgres (or nobody).
 //
-// Those four name their ports through `$(port N)` (scripts/ports), which
+// All but quickstart name their ports through `$(port N)` (scripts/ports), which
 // CARMY_PORT_BASE moves. Each runs with a CARMY_PORT_BASE of its own whose
 // ports are all free (the shown outputs' ports are moved alike), so they
 // run beside each other and beside whatever a user left running. A
