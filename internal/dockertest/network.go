@@ -84,6 +84,7 @@ func NewNetworkWith(tb testing.TB, label string, opts Options) *Network {
 	n := &Network{tb: tb, image: opts.Image, env: slices.Clone(opts.Env), mounts: slices.Clone(opts.Mounts), runID: newRunID(label), key: randomHex(16),
 		dataTmpfs: opts.DataTmpfsBytes}
 	tb.Cleanup(n.cleanup) // before creating anything, so a half-made network goes too
+	registerNetwork(n)
 	if err := n.create(); err != nil {
 		tb.Fatal(err)
 	}

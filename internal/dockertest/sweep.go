@@ -4,7 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -66,7 +69,16 @@ var guard struct {
 	sweep    sync.Once
 	mu       sync.Mutex
 	projects []string
+	networks []*Network
 	timer    *time.Timer
+}
+
+// registerNetwork notes a network of this process, whose host tmpfs data
+// dirs an interrupt or a timeout must unmount too.
+func registerNetwork(n *Network) {
+	guard.mu.Lock()
+	defer guard.mu.Unlock()
+	guard.networks = append(guard.networks, n)
 }
 
 // Prepare is called before a test creates Docker objects. Once per
@@ -140,10 +152,16 @@ func removeOwned() error {
 	for _, p := range guard.projects {
 		filters = append(filters, "label=com.docker.compose.project="+p)
 	}
+	networks := slices.Clone(guard.networks)
 	guard.mu.Unlock()
 	var errs []error
 	for _, f := range filters {
 		if err := removeFiltered(f); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, n := range networks {
+		if err := n.unmountTmpfsData(); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -190,10 +208,21 @@ type object struct {
 //   - such objects without carmy.test.process (older builds of these
 //     tests) once they are unownedGrace old;
 //   - objects of Compose projects named by ProjectName whose process no
-//     longer runs, created before this process started.
+//     longer runs, created before this process started;
+//   - host tmpfs data dirs (Options.DataTmpfsBytes) made before this
+//     process started, of runs that have no container left: unmounted
+//     and removed ("tmpfs <path>").
 //
 // A run going on beside this one, in another process, keeps everything.
 func SweepLeftovers() ([]string, error) {
+	removed, err := sweepObjects(processStart)
+	dirs, dirErr := sweepTmpfsDirs(processStart)
+	return append(removed, dirs...), errors.Join(err, dirErr)
+}
+
+// sweepObjects removes the containers, networks and volumes of dead test
+// processes made before before (see SweepLeftovers).
+func sweepObjects(before time.Time) ([]string, error) {
 	var errs []error
 	var removed []string
 	host, _ := os.Hostname()
@@ -205,7 +234,7 @@ func SweepLeftovers() ([]string, error) {
 		}
 		var ids []string
 		for _, o := range objs {
-			if leftover(o, host) {
+			if leftover(o, host, before) {
 				ids = append(ids, o.id)
 			}
 		}
@@ -224,9 +253,67 @@ func SweepLeftovers() ([]string, error) {
 	return removed, errors.Join(errs...)
 }
 
-// leftover decides whether o belongs to a test process that is gone.
-func leftover(o object, host string) bool {
-	if !o.created.IsZero() && !o.created.Before(processStart) {
+// sweepTmpfsDirs unmounts and removes the tmpfs data dirs
+// ("<run id>-<node>-data-<random>" in the temporary directory) made before
+// before whose run holds no container any more.
+func sweepTmpfsDirs(before time.Time) ([]string, error) {
+	dirs, err := filepath.Glob(filepath.Join(os.TempDir(), NamePrefix()+"*-data-*"))
+	if err != nil {
+		return nil, err
+	}
+	mounts, _ := os.ReadFile("/proc/mounts")
+	var removed []string
+	var errs []error
+	for _, dir := range dirs {
+		fi, err := os.Stat(dir)
+		if err != nil || !fi.IsDir() || !fi.ModTime().Before(before) {
+			continue
+		}
+		run, ok := tmpfsRun(filepath.Base(dir))
+		if !ok {
+			continue
+		}
+		left, err := docker("ps", "--all", "--quiet", "--filter", "label="+LabelRun+"="+run)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if left != "" {
+			continue // its run still has containers: maybe it goes on
+		}
+		if strings.Contains(string(mounts), " "+dir+" ") {
+			if out, err := exec.Command("umount", "--lazy", dir).CombinedOutput(); err != nil {
+				errs = append(errs, fmt.Errorf("umount %s: %v: %s", dir, err, out))
+				continue
+			}
+		}
+		if err := os.Remove(dir); err != nil { // only if empty: nothing else is lost
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, "tmpfs "+dir)
+	}
+	return removed, errors.Join(errs...)
+}
+
+// tmpfsRun returns the run id in the name of a tmpfs data dir,
+// "<run id>-<node>-data-<random>".
+func tmpfsRun(name string) (string, bool) {
+	i := strings.LastIndex(name, "-data-")
+	if i < 0 {
+		return "", false
+	}
+	j := strings.LastIndex(name[:i], "-")
+	if j <= 0 {
+		return "", false
+	}
+	return name[:j], true
+}
+
+// leftover decides whether o belongs to a test process that is gone and
+// was made before before.
+func leftover(o object, host string, before time.Time) bool {
+	if !o.created.IsZero() && !o.created.Before(before) {
 		return false
 	}
 	if o.labels[LabelOwner] == ownerValue {

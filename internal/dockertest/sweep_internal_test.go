@@ -52,9 +52,12 @@ func TestLeftover(t *testing.T) {
 		{"another prefix's project", project("zz-compose-test-p"+dead+"-0a1b2c3d", before), false},
 		{"unlabelled", object{created: before, labels: map[string]string{}}, false},
 	} {
-		if got := leftover(tt.o, host); got != tt.want {
+		if got := leftover(tt.o, host, processStart); got != tt.want {
 			t.Errorf("%s: leftover = %v, want %v", tt.name, got, tt.want)
 		}
+	}
+	if run, ok := tmpfsRun("carmy-robust3-e67d1fd8-n1-data-3643936868"); !ok || run != "carmy-robust3-e67d1fd8" {
+		t.Errorf("tmpfsRun = %q, %v", run, ok)
 	}
 	if name := ProjectName("compose-test"); !strings.HasPrefix(name, NamePrefix()+"compose-test-p"+live+"-") {
 		t.Errorf("ProjectName = %q", name)
@@ -86,10 +89,7 @@ func TestSweepLeftovers(t *testing.T) {
 	if _, err := docker(append(append([]string{"network", "create"}, labels(owner)...), run+"-mine")...); err != nil {
 		t.Fatal(err)
 	}
-	saved := processStart
-	processStart = time.Now().Add(time.Minute) // as if this process had started after them
-	t.Cleanup(func() { processStart = saved })
-	removed, err := SweepLeftovers()
+	removed, err := sweepObjects(time.Now().Add(time.Minute)) // as if this process had started after them
 	if err != nil {
 		t.Fatal(err)
 	}
