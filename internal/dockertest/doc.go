@@ -20,8 +20,9 @@
 // carmy.test.process=<host>/<pid>; when the test ends, even when it fails,
 // its cleanup removes everything labelled with its run id (after logging
 // each container's output if the test failed). A test process that gets
-// SIGINT or SIGTERM removes what it made before it exits, and so does one
-// 15 s before its -timeout (which no cleanup survives). A process killed
+// SIGINT or SIGTERM removes what it made (tmpfs data dirs on the host
+// included) before it exits, and so does one 15 s before its -timeout
+// (which no cleanup survives). A process killed
 // outright leaves its objects to the next test process: the first network
 // (or Compose project, ProjectName) of a process sweeps away what dead test
 // processes of this host left (SweepLeftovers), saying so on standard
