@@ -398,8 +398,15 @@ func listObjects(kind string) ([]object, error) {
 	}
 	out, err := docker(append(append(inspect, "--format", format), ids...)...)
 	if err != nil {
-		// One may have gone meanwhile; leave the sweep to the next run.
-		return nil, err
+		// One may have gone meanwhile (another run removed it): inspect
+		// them one by one, skipping those that are gone.
+		var lines []string
+		for _, id := range ids {
+			if line, err := docker(append(append(inspect, "--format", format), id)...); err == nil {
+				lines = append(lines, line)
+			}
+		}
+		out = strings.Join(lines, "\n")
 	}
 	var objs []object
 	for _, line := range strings.Split(out, "\n") {
