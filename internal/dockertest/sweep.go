@@ -116,7 +116,7 @@ func Prepare(tb testing.TB) {
 	if d, ok := tb.(interface{ Deadline() (time.Time, bool) }); ok {
 		if deadline, ok := d.Deadline(); ok {
 			guard.mu.Lock()
-			if guard.timer == nil {
+			if guard.timer == nil && time.Until(deadline) > 2*timeoutMargin {
 				guard.timer = time.AfterFunc(time.Until(deadline)-timeoutMargin, func() {
 					fmt.Fprintf(os.Stderr, "dockertest: the test binary's -timeout is %s away: removing this test process's containers, networks and volumes\n", timeoutMargin)
 					if err := removeOwned(); err != nil {
