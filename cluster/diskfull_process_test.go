@@ -49,7 +49,7 @@ func mountTmpfs(t *testing.T, size string) string {
 		if os.Getenv("CARMY_REQUIRE_TMPFS") == "1" {
 			t.Fatalf("CARMY_REQUIRE_TMPFS=1 but a tmpfs cannot be mounted (%s)", why)
 		}
-		t.Skipf("SKIPPED: THE FULL-DISK TEST DID NOT RUN: it needs root to mount a small tmpfs (%s); CI sets CARMY_REQUIRE_TMPFS=1 to fail instead", why)
+		testutil.SkipLoudly(t, "SKIPPED: THE FULL-DISK TEST DID NOT RUN: it needs root to mount a small tmpfs (%s); CI sets CARMY_REQUIRE_TMPFS=1 to fail instead", why)
 	}
 	t.Cleanup(func() {
 		if out, err := osexec.Command("umount", dir).CombinedOutput(); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -11,10 +12,14 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/carmyhq/carmy/internal/testutil"
 )
 
 // TestDocs runs the shell blocks of the documentation as a reader would,
@@ -42,14 +47,25 @@ import (
 //     loopback ports, with its own data dir; `localhost:8080` in the
 //     commands is rewritten to that node's address, so a node a user left
 //     on 8080 is never touched.
-//   - cluster (docs/cluster.md): scripts/cluster on its fixed ports
-//     (8081-8084, 8311-8314, 8411-8414), with CARMY_CLUSTER_DIR in a
-//     temporary directory;
-//   - local-cluster, secure-cluster (examples/README.md): the example
-//     scripts on their fixed ports, CARMY_EXAMPLE_DIR in a temporary
-//     directory, CARMY_BIN the fresh build.
+//   - cluster (docs/cluster.md): scripts/cluster, with CARMY_CLUSTER_DIR in
+//     a temporary directory;
+//   - local-cluster, secure-cluster (examples/README.md) and gateway
+//     (examples/gateway/README.md): the examples' scripts and commands,
+//     CARMY_EXAMPLE_DIR in a temporary directory, CARMY_BIN the fresh build;
+//   - postgres (examples/postgres/README.md): a PostgreSQL server of the
+//     reader's own in CARMY_EXAMPLE_DIR, and the example against it; skipped,
+//     loudly, without PostgreSQL's programs. initdb and postgres refuse to
+//     run as root, so as root the test puts initdb and pg_ctl first on PATH
+//     as wrappers that run them as the user postgres (or nobody).
 //
-// A document whose fixed ports are taken is skipped, saying which; nothing
+// All but quickstart name their ports through `$(port N)` (scripts/ports), which
+// CARMY_PORT_BASE moves. Each runs with a CARMY_PORT_BASE of its own whose
+// ports are all free (the shown outputs' ports are moved alike), so they
+// run beside each other and beside whatever a user left running. A
+// command that names one of its document's ports literally fails the
+// test: with another base it would reach the wrong process. With
+// CARMY_PORT_BASE set in the environment, the documents run on that base,
+// and one whose ports are taken is skipped, loudly, saying which; nothing
 // another process runs is stopped. `carmy` in a command is the fresh build
 // (first on PATH). Skipped with -short.
 func TestDocs(t *testing.T) {
@@ -58,7 +74,7 @@ func TestDocs(t *testing.T) {
 	}
 	for _, tool := range []string{"bash", "curl", "go"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s is not on PATH: the documentation's commands need it", tool)
+			testutil.SkipLoudly(t, "%s is not on PATH: the documentation's commands need it", tool)
 		}
 	}
 	root, err := filepath.Abs("..")
@@ -83,28 +99,119 @@ func TestDocs(t *testing.T) {
 		}
 		runSteps(t, root, env, steps, "")
 	})
-	t.Run("cluster", func(t *testing.T) {
-		t.Parallel()
-		needPorts(t, 8081, 8082, 8083, 8084, 8311, 8312, 8313, 8314, 8411, 8412, 8413, 8414)
-		steps := stepsOf(t, filepath.Join(root, "docs", "cluster.md"), "cluster")
-		e := append(slices.Clip(env), "CARMY_CLUSTER_DIR="+t.TempDir()) // a copy: subtests run in parallel
-		runSteps(t, root, e, steps, `[ -n "${NODE4:-}" ] && kill $NODE4 2>/dev/null; scripts/cluster clean`)
-	})
-	for _, ex := range []struct {
-		name  string
-		ports []int
+	for _, d := range []struct {
+		name, file string
+		ports      []int
+		env        string // the directory variable
+		cleanup    string
 	}{
-		{"local-cluster", []int{7070, 7081, 7082, 7083, 7311, 7312, 7313, 7411, 7412, 7413}},
-		{"secure-cluster", []int{7091, 7092, 7093, 7321, 7322, 7323, 7421, 7422, 7423}},
+		{"cluster", "docs/cluster.md", []int{8081, 8082, 8083, 8084, 8311, 8312, 8313, 8314, 8411, 8412, 8413, 8414},
+			"CARMY_CLUSTER_DIR", `[ -n "${NODE4:-}" ] && kill $NODE4 2>/dev/null; scripts/cluster clean`},
+		{"local-cluster", "examples/README.md", []int{7070, 7081, 7082, 7083, 7311, 7312, 7313, 7411, 7412, 7413},
+			"CARMY_EXAMPLE_DIR", "examples/local-cluster/cluster clean"},
+		{"secure-cluster", "examples/README.md", []int{7091, 7092, 7093, 7321, 7322, 7323, 7421, 7422, 7423},
+			"CARMY_EXAMPLE_DIR", "examples/secure-cluster/cluster clean"},
+		{"gateway", "examples/gateway/README.md", []int{7100, 7330, 7430},
+			"CARMY_EXAMPLE_DIR", "examples/gateway/run clean"},
+		{"postgres", "examples/postgres/README.md", []int{7110, 7111},
+			"", `[ -n "${EXAMPLE:-}" ] && kill $EXAMPLE 2>/dev/null; [ -n "${PG:-}" ] && pg_ctl -D "$PG/db" -m immediate -w stop >/dev/null 2>&1; true`},
 	} {
-		t.Run(ex.name, func(t *testing.T) {
+		t.Run(d.name, func(t *testing.T) {
 			t.Parallel()
-			needPorts(t, ex.ports...)
-			steps := stepsOf(t, filepath.Join(root, "examples", "README.md"), ex.name)
-			e := append(slices.Clip(env), "CARMY_EXAMPLE_DIR="+t.TempDir(), "CARMY_BIN="+bin) // a copy
-			runSteps(t, root, e, steps, "examples/"+ex.name+"/cluster clean")
+			steps := stepsOf(t, filepath.Join(root, d.file), d.name)
+			e := slices.Clip(env) // a copy: subtests run in parallel
+			if d.env != "" {
+				e = append(e, d.env+"="+t.TempDir())
+			}
+			if d.name == "postgres" {
+				e = postgresEnv(t, e)
+			}
+			base := portBase(t, d.ports)
+			for i := range steps {
+				if p, ok := literalPort(steps[i].cmd, d.ports); ok {
+					t.Fatalf("%s line %d names port %d literally; write $(port %d), which CARMY_PORT_BASE moves", d.file, steps[i].line, p, p)
+				}
+				for j := range steps[i].want {
+					steps[i].want[j] = movePorts(steps[i].want[j], base, d.ports)
+				}
+			}
+			e = append(e, "CARMY_BIN="+bin, fmt.Sprintf("CARMY_PORT_BASE=%d", base))
+			runSteps(t, root, e, steps, d.cleanup)
 		})
 	}
+}
+
+// postgresEnv returns env for the postgres document: PostgreSQL's programs
+// on PATH (skipping t, loudly, without them) and CARMY_EXAMPLE_DIR in a new
+// directory the server's user may write; as root, initdb and pg_ctl are
+// wrappers that run the real ones as an unprivileged user.
+func postgresEnv(t *testing.T, env []string) []string {
+	t.Helper()
+	bin := ""
+	if p, err := exec.LookPath("initdb"); err == nil {
+		bin = filepath.Dir(p)
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			bin = filepath.Dir(real)
+		}
+	} else if dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin"); len(dirs) > 0 {
+		bin = dirs[len(dirs)-1]
+	}
+	for _, prog := range []string{"initdb", "pg_ctl", "postgres", "createdb", "psql"} {
+		if _, err := os.Stat(filepath.Join(bin, prog)); err != nil {
+			if _, err := exec.LookPath(prog); err != nil {
+				testutil.SkipLoudly(t, "no %s (PostgreSQL's programs; Debian: apt-get install postgresql): the postgres example's commands need it", prog)
+			}
+		}
+	}
+	dir, err := os.MkdirTemp("/tmp", "carmy-docs-pg-") // short: the socket's path has a bound
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	pg := filepath.Join(dir, "example")
+	if err := os.Mkdir(pg, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	path := os.Getenv("PATH")
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	if os.Geteuid() == 0 {
+		var who string
+		for _, name := range []string{"postgres", "nobody"} {
+			if exec.Command("id", "-u", name).Run() == nil {
+				who = name
+				break
+			}
+		}
+		if who == "" {
+			testutil.SkipLoudly(t, "running as root, and neither a postgres nor a nobody user exists to run initdb as")
+		}
+		if out, err := exec.Command("chown", who, pg).CombinedOutput(); err != nil {
+			t.Fatalf("chown %s %s: %v\n%s", who, pg, err, out)
+		}
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		wrap := filepath.Join(dir, "bin")
+		if err := os.Mkdir(wrap, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, prog := range []string{"initdb", "pg_ctl"} {
+			script := fmt.Sprintf("#!/bin/sh\n# as root: run %s as %s\nexec setpriv --reuid=%s --regid=%s --clear-groups %s \"$@\"\n",
+				prog, who, who, who, filepath.Join(bin, prog))
+			if err := os.WriteFile(filepath.Join(wrap, prog), []byte(script), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		path = wrap + string(os.PathListSeparator) + path
+	}
+	if bin != "" {
+		path += string(os.PathListSeparator) + bin
+	}
+	return append(env, "PATH="+path, "CARMY_EXAMPLE_DIR="+pg, "LC_ALL=C", "LANG=C")
 }
 
 // A step is some command lines and the output the document shows for them.
@@ -314,20 +421,128 @@ func (sh *shell) close() {
 	}
 }
 
-// needPorts skips the test when one of the loopback ports is taken.
+// needPorts skips the test, loudly, when one of the loopback ports is
+// taken.
 func needPorts(t *testing.T, ports ...int) {
 	t.Helper()
 	var busy []string
 	for _, p := range ports {
-		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", p), 500*time.Millisecond)
-		if err == nil {
-			c.Close()
+		if !portFree(p) {
 			busy = append(busy, fmt.Sprint(p))
 		}
 	}
 	if len(busy) > 0 {
-		t.Skipf("ports in use on 127.0.0.1 by another program: %s; this document's commands need them (nothing was stopped)", strings.Join(busy, ", "))
+		testutil.SkipLoudly(t, "ports in use on 127.0.0.1 by another program: %s; this document's commands need them with CARMY_PORT_BASE=%s (nothing was stopped; unset CARMY_PORT_BASE to let the test pick free ports)",
+			strings.Join(busy, ", "), os.Getenv("CARMY_PORT_BASE"))
 	}
+}
+
+// portFree reports whether nothing listens on 127.0.0.1:p, TCP or UDP (a
+// node's gossip port is both), and p may be bound.
+func portFree(p int) bool {
+	addr := fmt.Sprintf("127.0.0.1:%d", p)
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return false
+	}
+	l.Close()
+	u, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		return false
+	}
+	u.Close()
+	return true
+}
+
+// The scripts' ports are CARMY_PORT_BASE + (N - defaultBase), N from
+// defaultBase+70 to defaultBase+1414 (scripts/ports).
+const (
+	defaultBase = 7000
+	baseSpan    = 1500
+)
+
+// bases are the CARMY_PORT_BASE values this process handed out, so that
+// documents running in parallel never share a port.
+var bases struct {
+	sync.Mutex
+	taken []int
+}
+
+// portBase returns the CARMY_PORT_BASE a document with ports runs on: the
+// environment's (skipping t loudly when one of them is taken there), or
+// one whose moved ports are all free, below the kernel's ephemeral range,
+// away from the bases other documents of this run hold.
+func portBase(t *testing.T, ports []int) int {
+	t.Helper()
+	if v := os.Getenv("CARMY_PORT_BASE"); v != "" {
+		base, err := strconv.Atoi(v)
+		if err != nil || base < 1024 || base > 64000 {
+			t.Fatalf("CARMY_PORT_BASE=%q: want a number between 1024 and 64000", v)
+		}
+		needPorts(t, movedAll(base, ports)...)
+		return base
+	}
+	bases.Lock()
+	defer bases.Unlock()
+next:
+	for range 300 {
+		base := 10000 + rand.IntN(200)*100 // up to 29,900 + 1,414: below 32,768
+		for _, b := range bases.taken {
+			if base > b-baseSpan && base < b+baseSpan {
+				continue next
+			}
+		}
+		for _, p := range movedAll(base, ports) {
+			if !portFree(p) {
+				continue next
+			}
+		}
+		bases.taken = append(bases.taken, base)
+		return base
+	}
+	t.Fatalf("no CARMY_PORT_BASE from 10000 to 29900 with the ports %v free", ports)
+	return 0
+}
+
+func moved(base, p int) int { return base + p - defaultBase }
+
+func movedAll(base int, ports []int) []int {
+	out := make([]int, len(ports))
+	for i, p := range ports {
+		out[i] = moved(base, p)
+	}
+	return out
+}
+
+var hostPort = regexp.MustCompile(`(127\.0\.0\.1|localhost):(\d{4,5})\b`)
+
+// movePorts rewrites a shown output's host:port pairs that name one of
+// ports to where base puts them.
+func movePorts(s string, base int, ports []int) string {
+	return hostPort.ReplaceAllStringFunc(s, func(m string) string {
+		sub := hostPort.FindStringSubmatch(m)
+		p, _ := strconv.Atoi(sub[2])
+		if !slices.Contains(ports, p) {
+			return m
+		}
+		return fmt.Sprintf("%s:%d", sub[1], moved(base, p))
+	})
+}
+
+// literalPort returns a port of ports that cmd names as host:port rather
+// than through $(port N); comments (from " #" on) are not commands.
+func literalPort(cmd string, ports []int) (int, bool) {
+	for _, line := range strings.Split(cmd, "\n") {
+		if i := strings.Index(line, " #"); i >= 0 {
+			line = line[:i]
+		}
+		for _, m := range hostPort.FindAllStringSubmatch(line, -1) {
+			if p, _ := strconv.Atoi(m[2]); slices.Contains(ports, p) {
+				return p, true
+			}
+		}
+	}
+	return 0, false
 }
 
 // freePort returns a loopback port nobody listens on (TCP), for a moment.
@@ -416,6 +631,25 @@ func TestCheck(t *testing.T) {
 	} {
 		if got := check(c.want, out) == ""; got != c.ok {
 			t.Errorf("check(%q) passes: %v, want %v", c.want, got, c.ok)
+		}
+	}
+}
+
+// TestPortRewrite pins how a document's ports move with CARMY_PORT_BASE.
+func TestPortRewrite(t *testing.T) {
+	ports := []int{8081, 8314}
+	got := movePorts(`{"http_addr":"127.0.0.1:8081","raft_addr":"127.0.0.1:8314"} localhost:8081 127.0.0.1:8080`, 20000, ports)
+	want := `{"http_addr":"127.0.0.1:21081","raft_addr":"127.0.0.1:21314"} localhost:21081 127.0.0.1:8080`
+	if got != want {
+		t.Errorf("movePorts = %s\nwant       %s", got, want)
+	}
+	for cmd, literal := range map[string]bool{
+		"curl -s localhost:$(port 8081)/v1/cluster   # node1, 127.0.0.1:8081\n": false,
+		"carmy health --addr 127.0.0.1:8081\n":                                  true,
+		"curl -s localhost:8080/healthz\n":                                      false, // not the document's
+	} {
+		if _, ok := literalPort(cmd, ports); ok != literal {
+			t.Errorf("literalPort(%q) = %v, want %v", cmd, ok, literal)
 		}
 	}
 }

@@ -236,7 +236,7 @@ func parseClusterFlags(sub string, args []string, getenv func(string) string, st
 	}
 	fs := flag.NewFlagSet("carmy cluster "+sub, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprintf(stderr, "\nRun 'carmy cluster --help' for the usage.\n") }
+	fs.Usage = func() {} // --help prints clusterUsage to stdout; an error says where the usage is (below)
 	fs.StringVar(&opts.Addr, "addr", opts.Addr, "")
 	fs.StringVar(&opts.Token, "token", opts.Token, "")
 	fs.StringVar(&opts.CAFile, "ca-file", opts.CAFile, "")
@@ -256,6 +256,7 @@ func parseClusterFlags(sub string, args []string, getenv func(string) string, st
 				fmt.Fprint(stdout, clusterUsage)
 				return opts, nil, flag.ErrHelp
 			}
+			fmt.Fprintf(stderr, "\nRun 'carmy cluster --help' for the usage.\n")
 			return opts, nil, errUsage
 		}
 		rest := fs.Args()

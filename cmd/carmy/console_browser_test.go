@@ -50,7 +50,7 @@ func chromiumPath(t *testing.T) string {
 	if os.Getenv("CARMY_REQUIRE_CHROMIUM") != "" {
 		t.Fatal("CARMY_REQUIRE_CHROMIUM is set but no Chromium was found (chromium, chromium-browser or google-chrome on PATH, or CARMY_CHROMIUM)")
 	}
-	t.Skip("no Chromium found (chromium, chromium-browser or google-chrome on PATH, or CARMY_CHROMIUM): the console's browser tests need one; Debian: apt-get install chromium")
+	testutil.SkipLoudly(t, "no Chromium found (chromium, chromium-browser or google-chrome on PATH, or CARMY_CHROMIUM): the console's browser tests need one; Debian: apt-get install chromium")
 	return ""
 }
 

@@ -69,3 +69,36 @@ func TestConfigErrorsSayWhere(t *testing.T) {
 		})
 	}
 }
+
+// TestHelpExitsZero: --help (and -h) on every command and subcommand
+// prints its usage to standard output, nothing to standard error, and
+// succeeds.
+func TestHelpExitsZero(t *testing.T) {
+	for _, args := range [][]string{
+		{"--help"}, {"help"}, {"help", "serve"}, {"serve", "--help"}, {"serve", "-h"},
+		{"cluster", "--help"}, {"cluster", "status", "--help"}, {"cluster", "join", "--help"}, {"cluster", "remove", "-h"},
+		{"health", "--help"}, {"keygen", "--help"}, {"tls", "--help"}, {"tls", "ca", "--help"}, {"tls", "cert", "--help"},
+		{"bench", "--help"}, {"version"},
+	} {
+		var out, errOut bytes.Buffer
+		if err := run(t.Context(), args, &out, &errOut); err != nil {
+			t.Errorf("carmy %s: %v", strings.Join(args, " "), err)
+		}
+		if out.Len() == 0 || errOut.Len() != 0 {
+			t.Errorf("carmy %s printed %d bytes to stdout and %q to stderr; want the usage on stdout alone", strings.Join(args, " "), out.Len(), errOut.String())
+		}
+	}
+}
+
+// TestServeHelpExampleBindsNoWildcard: the usage's examples bind no
+// wildcard address, which docs/operations.md advises against.
+func TestServeHelpExampleBindsNoWildcard(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(t.Context(), []string{"serve", "--help"}, &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	_, examples, _ := strings.Cut(out.String(), "Examples:")
+	if examples == "" || strings.Contains(examples, "--http-addr 0.0.0.0") || strings.Contains(examples, "--http-addr :") {
+		t.Errorf("serve --help's examples bind a wildcard address:\n%s", examples)
+	}
+}

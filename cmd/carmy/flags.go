@@ -181,7 +181,11 @@ carmy keygen prints a random one (32 bytes, base64), for a token as for
 
 Examples:
   carmy serve --dev
-  CARMY_CONFIG=/etc/carmy/carmy.yaml carmy serve --http-addr 0.0.0.0:8080
+  CARMY_CONFIG=/etc/carmy/carmy.yaml carmy serve --node-id n1 --http-addr n1.internal:8080 \
+    --raft-addr n1.internal:8300 --gossip-addr n1.internal:8301 --join n2.internal:8080
+
+Bind each listener to the node's own address or name, not 0.0.0.0: the
+node advertises what it binds (docs/operations.md, "Addresses").
 `)
 	}
 	return fs
@@ -198,6 +202,20 @@ func envOf(flagName string) string {
 		}
 	}
 	return ""
+}
+
+// wantsHelp reports whether args ask for the usage (-h, -help or --help
+// before any "--"), which then goes to standard output.
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "-help", "--help", "--h":
+			return true
+		}
+	}
+	return false
 }
 
 // parseServe fills a serveConfig from the environment, then args.

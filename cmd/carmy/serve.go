@@ -26,7 +26,11 @@ import (
 // serves the API until ctx ends, then shuts down. Each step is a function
 // below, in that order.
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cfg, err := parseServe(args, os.Getenv, stderr)
+	out := stderr
+	if wantsHelp(args) {
+		out = stdout // asked for: the usage is the output, not an error
+	}
+	cfg, err := parseServe(args, os.Getenv, out)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
 	}

@@ -4,10 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -176,11 +174,10 @@ func newStack(t *testing.T, cmd []string, dir, secrets, image string) *stack {
 	if !pool.AppendCertsFromPEM(caPEM) {
 		t.Fatal("carmy-ca.pem holds no certificate")
 	}
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
+	dockertest.Prepare(t)
 	s := &stack{
 		t: t, cmd: cmd, dir: dir,
-		project: "carmy-compose-test-" + hex.EncodeToString(b),
+		project: dockertest.ProjectName("compose-test"),
 		env: append(os.Environ(), "CARMY_IMAGE="+image, "CARMY_SECRETS="+secrets, "COMPOSE_PROFILES=",
 			"CARMY_N1_PORT=0", "CARMY_N2_PORT=0", "CARMY_N3_PORT=0", "CARMY_N4_PORT=0", "CARMY_N5_PORT=0"),
 		client: &http.Client{
@@ -194,6 +191,7 @@ func newStack(t *testing.T, cmd []string, dir, secrets, image string) *stack {
 	if s.adminToken == "" || s.agentToken == "" {
 		t.Fatalf("setup wrote no CARMY_ADMIN_TOKEN or CARMY_AGENT_TOKEN: %v", slices.Sorted(maps.Keys(env)))
 	}
+	dockertest.RegisterProject(s.project)
 	t.Cleanup(s.down)
 	return s
 }

@@ -3,7 +3,11 @@
 // memory: a retry is answered from the record after a restart of the
 // process, and by any other process that shares the database.
 //
-//	CARMY_POSTGRES_DSN='host=/var/run/postgresql dbname=carmy' go run ./examples/postgres
+//	CARMY_POSTGRES_DSN='host=/var/run/postgresql dbname=carmy' go run ./examples/postgres [-addr host:port]
+//
+// -addr is where the HTTP API listens (default 127.0.0.1:8080, or
+// $CARMY_ADDR); two copies on one machine need two addresses. Without
+// tokens it must be a loopback address.
 //
 // Environment:
 //
@@ -21,6 +25,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -29,20 +34,27 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy"
+	"github.com/carmyhq/carmy/api"
 	"github.com/carmyhq/carmy/store"
 	"github.com/carmyhq/carmy/store/postgres"
 )
 
 func main() {
+	addr := os.Getenv("CARMY_ADDR")
+	if addr == "" {
+		addr = carmy.DefaultAddr
+	}
+	flag.StringVar(&addr, "addr", addr, "the `host:port` of the HTTP API (loopback: there are no tokens)")
+	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx); err != nil {
+	if err := run(ctx, addr); err != nil {
 		slog.Error("postgres example", slog.Any("err", err))
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context) error {
+func run(ctx context.Context, addr string) error {
 	dsn := os.Getenv("CARMY_POSTGRES_DSN")
 	if dsn == "" {
 		return errors.New("set CARMY_POSTGRES_DSN, e.g. CARMY_POSTGRES_DSN='host=/var/run/postgresql dbname=carmy'")
@@ -80,8 +92,8 @@ func run(ctx context.Context) error {
 	app := carmy.App(carmy.WithNodeID(nodeID))
 	app.Tool("create_order", createOrder)
 	app.IdempotencyStore(s)
-	slog.Info("serving on "+carmy.DefaultAddr, slog.String("node_id", nodeID), slog.String("schema", s.Schema()))
-	return app.Run(ctx)
+	slog.Info("serving on "+addr, slog.String("node_id", nodeID), slog.String("schema", s.Schema()))
+	return app.ListenAndServe(ctx, addr, api.Config{})
 }
 
 // createOrder stands for a tool with an effect that must not happen twice:

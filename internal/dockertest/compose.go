@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/carmyhq/carmy/internal/testutil"
 )
 
 // EnvRequireDocker makes NeedEngine and NeedCompose fail, rather than
@@ -47,8 +49,7 @@ func missing(tb testing.TB, what string, err error) {
 	if required() {
 		tb.Fatalf("%s CANNOT RUN, and this is CI (%s=1 or CI is set): %v", what, EnvRequireDocker, err)
 	}
-	tb.Logf("!!! %s SKIPPED: %v", what, err)
-	tb.Skipf("!!! %s needs Docker (and Compose); %s=1 makes this a failure", what, EnvRequireDocker)
+	testutil.SkipLoudly(tb, "!!! %s SKIPPED: %v; it needs Docker (and Compose), and %s=1 makes this a failure", what, err, EnvRequireDocker)
 }
 
 var compose struct {

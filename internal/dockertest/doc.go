@@ -14,12 +14,19 @@
 // No registry is needed.
 //
 // NewNetwork creates a user-defined bridge network named after a fresh run
-// id. Every container, volume and the network itself carry the labels
-// carmy.test.run=<run id> and carmy.test=dockertest; when the test ends,
-// even when it fails, its cleanup removes everything labelled with its run
-// id (after logging each container's output if the test failed). Should a
-// test process die before its cleanup, what it left is found and removed by
-// hand with
+// id, "carmy-<label>-<random>" ($CARMY_NAME_PREFIX replaces "carmy-"). Every
+// container, volume and the network itself carry the labels
+// carmy.test.run=<run id>, carmy.test=dockertest and
+// carmy.test.process=<host>/<pid>; when the test ends, even when it fails,
+// its cleanup removes everything labelled with its run id (after logging
+// each container's output if the test failed). A test process that gets
+// SIGINT or SIGTERM removes what it made (tmpfs data dirs on the host
+// included) before it exits, and so does one 15 s before its -timeout
+// (which no cleanup survives). A process killed
+// outright leaves its objects to the next test process: the first network
+// (or Compose project, ProjectName) of a process sweeps away what dead test
+// processes of this host left (SweepLeftovers), saying so on standard
+// error; a run going on in another process keeps everything. By hand:
 //
 //	docker rm -f $(docker ps -aq --filter label=carmy.test=dockertest)
 //	docker network rm $(docker network ls -q --filter label=carmy.test=dockertest)
@@ -40,8 +47,10 @@
 // Tests that run by default when Docker is there (the robustness harness,
 // the Compose test of deploy/docker) gate on NeedEngine or NeedCompose
 // instead of Require: they skip loudly without Docker and fail without it
-// when CARMY_REQUIRE_DOCKER=1 or $CI is set. ComposeCommand finds Docker
-// Compose (the v2 plugin or docker-compose).
+// when CARMY_REQUIRE_DOCKER=1 or $CI is set. Their skips, like every skip
+// of a Docker test, print a line to standard error, so that they show
+// without -v. ComposeCommand finds Docker Compose (the v2 plugin or
+// docker-compose).
 //
 // Container's fault methods (Kill, Stop, Start, Pause, Unpause, Disconnect,
 // Connect) return errors instead of failing the test, so that a harness may

@@ -57,7 +57,7 @@ func Enabled() bool { return os.Getenv(EnvEnable) == "1" }
 func Require(tb testing.TB) {
 	tb.Helper()
 	if !Enabled() {
-		tb.Skipf("Docker tests are off: set %s=1 to run them (they need a Docker daemon; they build the image %s)", EnvEnable, ImageTag())
+		testutil.SkipLoudly(tb, "Docker tests are off: set %s=1 to run them (they need a Docker daemon; they build the image %s)", EnvEnable, ImageTag())
 	}
 	if err := Available(); err != nil {
 		tb.Fatalf("%s=1 but Docker is not available: %v", EnvEnable, err)

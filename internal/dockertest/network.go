@@ -41,8 +41,10 @@ type Network struct {
 }
 
 // NewNetwork builds the image (BuildImage) and creates a bridge network
-// named after a fresh run id, "carmy-<label>-<random>", labelled
-// carmy.test.run=<run id>. Its subnet is one Docker chose, pinned so that
+// named after a fresh run id, "carmy-<label>-<random>" (the prefix is
+// $CARMY_NAME_PREFIX), labelled carmy.test.run=<run id>, carmy.test=dockertest
+// and carmy.test.process=<host>/<pid>. The first network of a process
+// sweeps what earlier, dead test processes left (Prepare). Its subnet is one Docker chose, pinned so that
 // Container.Connect can give a container back the address its process is
 // bound to. When tb's test ends, whether or not it failed, every container,
 // volume and network carrying the run id is removed; if the test failed,
@@ -78,9 +80,11 @@ func NewNetworkWith(tb testing.TB, label string, opts Options) *Network {
 	if err := Available(); err != nil {
 		tb.Fatal(err)
 	}
+	Prepare(tb)
 	n := &Network{tb: tb, image: opts.Image, env: slices.Clone(opts.Env), mounts: slices.Clone(opts.Mounts), runID: newRunID(label), key: randomHex(16),
 		dataTmpfs: opts.DataTmpfsBytes}
 	tb.Cleanup(n.cleanup) // before creating anything, so a half-made network goes too
+	registerNetwork(n)
 	if err := n.create(); err != nil {
 		tb.Fatal(err)
 	}
@@ -125,7 +129,8 @@ func (n *Network) Container(name string) *Container {
 }
 
 func (n *Network) labels() []string {
-	return []string{"--label", LabelRun + "=" + n.runID, "--label", LabelOwner + "=" + ownerValue}
+	return []string{"--label", LabelRun + "=" + n.runID, "--label", LabelOwner + "=" + ownerValue,
+		"--label", LabelOwnerProcess + "=" + owner}
 }
 
 // create makes the network. Docker assigns an --ip on connect only on a
@@ -240,8 +245,9 @@ func Leftovers(runID string) ([]string, error) {
 
 var notName = regexp.MustCompile(`[^a-z0-9]+`)
 
-// newRunID returns "carmy-<label>-<8 hex digits>", the label reduced to
-// lower-case letters, digits and dashes.
+// newRunID returns "<prefix><label>-<8 hex digits>", the prefix
+// NamePrefix (default "carmy-"), the label reduced to lower-case letters,
+// digits and dashes.
 func newRunID(label string) string {
 	label = strings.Trim(notName.ReplaceAllString(strings.ToLower(label), "-"), "-")
 	if len(label) > 24 {
@@ -250,7 +256,7 @@ func newRunID(label string) string {
 	if label == "" {
 		label = "test"
 	}
-	return "carmy-" + label + "-" + randomHex(4)
+	return NamePrefix() + label + "-" + randomHex(4)
 }
 
 func randomHex(n int) string {

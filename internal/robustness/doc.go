@@ -66,7 +66,8 @@
 //
 // Modes (CARMY_ROBUSTNESS): short, the default, which `go test ./...` and
 // CI run: 3 nodes for 30 s with seeds 1 and 2, and 5 nodes for 35 s with
-// seed 1, about two minutes; long: 3 nodes for 120 s and 5 nodes for
+// seed 1, about three minutes on a busy 2-core machine once the test image
+// is built; long: 3 nodes for 120 s and 5 nodes for
 // 150 s, seeds 1 to 10 each (scripts/robustness); off. CARMY_ROBUSTNESS_SEEDS
 // sets the seeds (a count or a list), CARMY_ROBUSTNESS_OUT the directory of
 // reports and visualisations (default $TMPDIR/carmy-robustness). Without a

@@ -10,11 +10,12 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/internal/dockertest"
+	"github.com/carmyhq/carmy/internal/testutil"
 )
 
 // Environment of the robustness test.
 const (
-	// envMode is "short" (the default: a few seeds, about two minutes),
+	// envMode is "short" (the default: a few seeds, about three minutes),
 	// "long" (3 nodes for 120 s and 5 nodes for 150 s, 10 seeds each) or
 	// "off".
 	envMode = "CARMY_ROBUSTNESS"
@@ -79,8 +80,7 @@ func requireDocker(t *testing.T) {
 		if os.Getenv(envRequireDocker) == "1" || os.Getenv("CI") != "" {
 			t.Fatalf("ROBUSTNESS TEST CANNOT RUN: no Docker engine answers, and this is CI (%s or CI is set): %v", envRequireDocker, err)
 		}
-		t.Logf("!!! ROBUSTNESS TEST SKIPPED: no Docker engine answers: %v", err)
-		t.Skip("!!! the fault-injection harness needs Docker; set CARMY_ROBUSTNESS=off to silence this")
+		testutil.SkipLoudly(t, "!!! ROBUSTNESS TEST SKIPPED: no Docker engine answers: %v; the fault-injection harness needs Docker (CARMY_ROBUSTNESS=off silences this)", err)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/store/postgres"
 	"github.com/carmyhq/carmy/store/postgres/internal/pgtest"
 )
@@ -30,7 +31,7 @@ func runTests(m *testing.M) int {
 	srv, err := pgtest.Start()
 	switch {
 	case errors.Is(err, pgtest.ErrNoPostgres) && !requirePostgres():
-		fmt.Fprintf(os.Stderr, "\n*** store/postgres: SKIPPING every test that needs PostgreSQL: %v\n"+
+		fmt.Fprintf(testutil.Loud(), "\n*** store/postgres: SKIPPING every test that needs PostgreSQL: %v\n"+
 			"*** (with CI or CARMY_REQUIRE_POSTGRES=1 set, this is a failure)\n\n", err)
 		sharedErr = err
 		return m.Run()
