@@ -13,9 +13,12 @@ import (
 // The model is the sequential specification of one identity (SPEC §1 and
 // §2.1): a record that is vacant or held by one reservation, which runs,
 // may be interrupted, finishes with one outcome that is then fixed, or is
-// released when its tool never started. Client operations observe the
-// record; between them the record may move on by itself (internal
-// transitions), which the step function allows before applying each op.
+// released when its tool never started, or, once interrupted, when the
+// tool's reconcile probe finds that it never took effect (whether it did
+// is the ledger's to check: checkProbes); an interrupted record whose
+// effect the probe finds is completed with it, as if its runner had
+// finished. Client operations observe the record; between them the
+// record may move on by itself (internal transitions), which the step function allows before applying each op.
 // The model is nondeterministic (an UNAVAILABLE or unanswered call may or
 // may not have reserved; an unobserved outcome is fixed when first seen)
 // and is made deterministic by porcupine's power-set construction.
@@ -94,6 +97,13 @@ func (s state) transitions() []state {
 	case interrupted:
 		if !s.noRun {
 			next = append(next, s.finish())
+		}
+		if !s.outKnown {
+			// The reconcile probe found no effect and released it
+			// (SPEC §3.3): the identity is free, and the next call runs
+			// the tool. A record some answer already returned the result
+			// of has run, so no probe releases it.
+			next = append(next, state{})
 		}
 	}
 	return next

@@ -20,6 +20,7 @@ type report struct {
 	Uncertain      map[string]int // EXECUTION_UNCERTAIN answers by status
 	Identities     int
 	Executions     int // ledger entries
+	Probes         probeStats
 	Faults         []faultEvent
 	UnavailableSec int
 	Digest         digest
@@ -65,6 +66,9 @@ func (r report) String() string {
 	fmt.Fprintf(&b, "; %d identities answered with a result over both\n", r.Mixed)
 	fmt.Fprintf(&b, "  uncertain answers %d (EXECUTION_UNCERTAIN: %d running, %d interrupted), unknown outcomes %d\n",
 		r.ByKind[KindUncertain], r.Uncertain[statusRunning], r.Uncertain[statusInterrupted], r.ByKind[KindUnknown])
+	p := r.Probes
+	fmt.Fprintf(&b, "  reconcile probes %d, about %d interrupted executions: resolved by probe %d completed, %d released (%d run again by a retry)\n",
+		p.Asked, p.Executions, p.Completed, p.Released, p.RanAgain)
 	fmt.Fprintf(&b, "  unavailable seconds %d\n", r.UnavailableSec)
 	byKind := map[string]int{}
 	for _, f := range r.Faults {

@@ -120,9 +120,10 @@ func (w *workload) pick(rng *rand.Rand, id, n int) (string, ledgerapi.Args) {
 }
 
 // agent calls the identity until the answer settles it (a result or a
-// conflict), the identity stays interrupted, attempts run out or ctx ends.
-// Unknown and unavailable outcomes and running executions are retried
-// after a backoff.
+// conflict), attempts run out or ctx ends. Unknown and unavailable
+// outcomes and running and interrupted executions are retried after a
+// backoff: the tool's reconcile probe settles an interrupted one (a replay
+// of the result it found, or released and run by the retry).
 func (w *workload) agent(ctx context.Context, rng *rand.Rand, client int, key string, args ledgerapi.Args) {
 	fp := fmt.Sprintf("%s/%d", args.Value, args.DelayMS)
 	backoff := 100 * time.Millisecond
@@ -145,11 +146,8 @@ func (w *workload) agent(ctx context.Context, rng *rand.Rand, client int, key st
 			ExecutionID: o.executionID, Status: o.status, Replayed: o.replayed, Result: o.result, Stamps: o.stamps,
 			Node: node, Transport: transport,
 		}, o)
-		switch {
-		case o.kind == KindOK, o.kind == KindConflict:
+		if o.kind == KindOK || o.kind == KindConflict {
 			return
-		case o.kind == KindUncertain && o.status == statusInterrupted && attempt >= 2:
-			return // an agent would now reconcile by hand
 		}
 		if !sleep(ctx, backoff+time.Duration(rng.Int64N(int64(backoff)))) {
 			return

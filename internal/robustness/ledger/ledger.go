@@ -18,6 +18,7 @@ const maxDelay = 30 * time.Second
 type ledger struct {
 	mu      sync.Mutex
 	entries []ledgerapi.Entry
+	probes  []ledgerapi.Probe
 }
 
 func newLedger() *ledger { return &ledger{} }
@@ -26,6 +27,8 @@ func (l *ledger) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /exec", l.exec)
 	mux.HandleFunc("GET /entries", l.list)
+	mux.HandleFunc("GET /by-key/{key}", l.byKey)
+	mux.HandleFunc("GET /probes", l.listProbes)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -74,6 +77,44 @@ func (l *ledger) exec(w http.ResponseWriter, r *http.Request) {
 func (l *ledger) list(w http.ResponseWriter, _ *http.Request) {
 	l.mu.Lock()
 	out := append([]ledgerapi.Entry{}, l.entries...)
+	l.mu.Unlock()
+	writeJSON(w, http.StatusOK, out)
+}
+
+// byKey answers a reconcile probe: 200 with the Result of the first entry
+// whose Idempotency-Key is key (what the tool answered, or would have, for
+// that execution), 404 when the ledger holds none. Every answer is kept,
+// with the execution the probe named (its Carmy-* headers), for the
+// harness to check Carmy's resolutions against.
+func (l *ledger) byKey(w http.ResponseWriter, r *http.Request) {
+	key := r.PathValue("key")
+	l.mu.Lock()
+	p := ledgerapi.Probe{
+		Entries:        uint64(len(l.entries)),
+		IdempotencyKey: key,
+		RequestID:      r.Header.Get("Carmy-Request-Id"),
+		ExecutionID:    r.Header.Get("Carmy-Execution-Id"),
+		FencingToken:   r.Header.Get("Carmy-Fencing-Token"),
+	}
+	var found ledgerapi.Entry
+	for _, e := range l.entries {
+		if e.IdempotencyKey == key && key != "" {
+			found, p.Found, p.Seq = e, true, e.Seq
+			break
+		}
+	}
+	l.probes = append(l.probes, p)
+	l.mu.Unlock()
+	if !p.Found {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no execution with this idempotency key"})
+		return
+	}
+	writeJSON(w, http.StatusOK, ledgerapi.Result{Seq: found.Seq, ExecutionID: found.ExecutionID, Value: found.Value})
+}
+
+func (l *ledger) listProbes(w http.ResponseWriter, _ *http.Request) {
+	l.mu.Lock()
+	out := append([]ledgerapi.Probe{}, l.probes...)
 	l.mu.Unlock()
 	writeJSON(w, http.StatusOK, out)
 }

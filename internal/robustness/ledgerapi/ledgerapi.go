@@ -27,3 +27,20 @@ type Result struct {
 	ExecutionID string `json:"execution_id"`
 	Value       string `json:"value"`
 }
+
+// Probe is one reconcile probe the ledger answered (GET /by-key/{key}):
+// which execution Carmy asked about, and what the ledger said.
+type Probe struct {
+	// Entries is how many entries the ledger held when it answered: the
+	// entries with a Seq up to it were there, later ones came after.
+	Entries        uint64 `json:"entries"`
+	IdempotencyKey string `json:"idempotency_key"`
+	RequestID      string `json:"request_id"`
+	ExecutionID    string `json:"execution_id"`
+	FencingToken   string `json:"fencing_token"`
+	// Found is true when the ledger answered 200 with the entry of
+	// IdempotencyKey (its Result), false when it answered 404.
+	Found bool `json:"found"`
+	// Seq is the entry answered when Found.
+	Seq uint64 `json:"seq,omitempty"`
+}
