@@ -18,8 +18,8 @@ import (
 // is the ledger's to check: checkProbes); an interrupted record whose
 // effect the probe finds is completed with it, as if its runner had
 // finished. Client operations observe the record; between them the
-// record may move on by itself (internal transitions), which the step function allows before applying each op.
-// The model is nondeterministic (an UNAVAILABLE or unanswered call may or
+// record may move on by itself (internal transitions), which the step
+// function allows before applying each op. The model is nondeterministic (an UNAVAILABLE or unanswered call may or
 // may not have reserved; an unobserved outcome is fixed when first seen)
 // and is made deterministic by porcupine's power-set construction.
 
