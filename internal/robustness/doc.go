@@ -56,13 +56,19 @@
 //     execution, with the same data; every 200 answer of an identity names
 //     the same execution and carries the same result (timestamps included);
 //   - every execution on the ledger is the one its identity's record names;
-//   - no record is still running 60 s after the faults healed;
+//   - no record is still running or interrupted 60 s after the faults
+//     healed: the tool has a reconcile probe (GET /by-key/{key} on the
+//     ledger), so the leader settles every interrupted execution;
+//   - every probe resolution agrees with the ledger (probes.go): resolved
+//     completed means exactly one entry, of that execution, with its data;
+//     released (a 404) means that execution never appears on the ledger;
 //   - every node reaches the same applied index and state-machine hash
 //     (GET /internal/v1/state).
 //
 // A report per run gives the operations by outcome, the faults by kind,
-// the uncertain answers, the seconds in which no call got a settled answer,
-// and the anomalies, which must be none.
+// the uncertain answers, the reconcile probes and what they resolved, the
+// seconds in which no call got a settled answer, and the anomalies, which
+// must be none.
 //
 // Modes (CARMY_ROBUSTNESS): short, the default, which `go test ./...` and
 // CI run: 3 nodes for 30 s with seeds 1 and 2, and 5 nodes for 35 s with
