@@ -42,7 +42,8 @@ const noDeadline = math.MaxInt64
 
 // state is the model's knowledge of one identity. The zero value is the
 // vacant record; states are compared with ==, so every field is normalised
-// (a final or vacant record carries no flags that no longer matter).
+// (a final or vacant record carries no flags that no longer matter, only
+// the released executions, which every later state keeps).
 type state struct {
 	phase      phase
 	fp         string // fingerprint of the reserving call
@@ -50,15 +51,16 @@ type state struct {
 	outKnown   bool   // the outcome is fixed: outStatus and outResult
 	outStatus  string
 	outResult  string
-	releasable bool  // running, made by a call that did not see its tool start: its node may release it
-	noRun      bool  // made by an UNAVAILABLE call: its tool never runs, so it never becomes final
-	finalBy    int64 // every op called after this time sees the record final (the reserving answer returned its result then)
+	releasable bool   // running, made by a call that did not see its tool start: its node may release it
+	noRun      bool   // made by an UNAVAILABLE call: its tool never runs, so it never becomes final
+	finalBy    int64  // every op called after this time sees the record final (the reserving answer returned its result then)
+	released   string // the observed execution ids of released reservations, each followed by ",": none may be seen again
 }
 
 // hash is consistent with ==: equal states have equal hashes.
 func (s state) hash() uint64 {
 	h := fnv.New64a()
-	for _, f := range []string{s.fp, s.exec, s.outStatus, s.outResult} {
+	for _, f := range []string{s.fp, s.exec, s.outStatus, s.outResult, s.released} {
 		h.Write([]byte(f))
 		h.Write([]byte{0})
 	}
@@ -72,6 +74,21 @@ func b2u(b bool) byte {
 		return 1
 	}
 	return 0
+}
+
+// release is the reservation given up: the record is vacant again, and
+// its execution, if observed, is never seen again.
+func (s state) release() state {
+	v := state{released: s.released}
+	if s.exec != "" {
+		v.released += s.exec + ","
+	}
+	return v
+}
+
+// wasReleased reports whether exec names a released reservation.
+func (s state) wasReleased(exec string) bool {
+	return exec != "" && strings.Contains(","+s.released, ","+exec+",")
 }
 
 // finish is the runner recording its outcome.
@@ -92,7 +109,7 @@ func (s state) transitions() []state {
 		i.phase, i.releasable = interrupted, false
 		next = append(next, i)
 		if s.releasable {
-			next = append(next, state{})
+			next = append(next, s.release())
 		}
 	case interrupted:
 		if !s.noRun {
@@ -103,7 +120,7 @@ func (s state) transitions() []state {
 			// (SPEC §3.3): the identity is free, and the next call runs
 			// the tool. A record some answer already returned the result
 			// of has run, so no probe releases it.
-			next = append(next, state{})
+			next = append(next, s.release())
 		}
 	}
 	return next
@@ -143,13 +160,24 @@ func step(s state, op Op) []state {
 		for _, c := range s.closure() {
 			if c.phase == vacant {
 				next = append(next, state{phase: running, fp: op.Fingerprint, releasable: true,
-					noRun: op.Kind == KindUnavailable, finalBy: noDeadline})
+					noRun: op.Kind == KindUnavailable, finalBy: noDeadline, released: c.released})
 				break
 			}
 		}
 		return next
 	}
+	own := op.Kind == KindUncertain && op.Status == statusInterrupted
 	for _, c := range s.closure() {
+		if own && c.phase == vacant {
+			// A lost answer (SPEC §1): the call reserved, its request
+			// reached the upstream, and the call itself was answered
+			// interrupted.
+			n := state{phase: interrupted, fp: op.Fingerprint, exec: op.ExecutionID, finalBy: noDeadline, released: c.released}
+			if !c.wasReleased(op.ExecutionID) && !containsState(next, n) {
+				next = append(next, n)
+			}
+			continue
+		}
 		if (c.phase == running || c.phase == interrupted) && op.Call > c.finalBy {
 			continue // an answer already returned this record's result
 		}
@@ -162,6 +190,9 @@ func step(s state, op Op) []state {
 
 // observe applies an answered op to s, without internal transitions.
 func observe(s state, op Op) (state, bool) {
+	if s.wasReleased(op.ExecutionID) {
+		return s, false // an execution id names one reservation
+	}
 	if op.Kind == KindOK && !op.Replayed {
 		if s.phase != vacant {
 			return s, false
@@ -169,7 +200,7 @@ func observe(s state, op Op) (state, bool) {
 		// Linearised at the reservation: concurrent ops may still see it
 		// running; from op.Return on it is final with this outcome.
 		return state{phase: running, fp: op.Fingerprint, exec: op.ExecutionID, outKnown: true,
-			outStatus: op.Status, outResult: op.Result, finalBy: op.Return}, true
+			outStatus: op.Status, outResult: op.Result, finalBy: op.Return, released: s.released}, true
 	}
 	if s.phase == vacant {
 		return s, false
@@ -250,6 +281,9 @@ func describeOp(op Op) string {
 // "held fp=a exec=exec_ab12… final completed =R".
 func describeState(s state) string {
 	if s.phase == vacant {
+		if s.released != "" {
+			return "vacant released=" + s.released
+		}
 		return "vacant"
 	}
 	var b strings.Builder

@@ -20,6 +20,7 @@ type report struct {
 	Uncertain      map[string]int // EXECUTION_UNCERTAIN answers by status
 	Identities     int
 	Executions     int // ledger entries
+	Resent         int // of them: a request of an execution the ledger had cut before (Args.Lose), delivered again
 	Probes         probeStats
 	Faults         []faultEvent
 	UnavailableSec int
@@ -55,7 +56,7 @@ func unavailableSeconds(ops []Op) int {
 func (r report) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "robustness run: %d nodes, %d clients, seed %d, %s of workload\n", r.Nodes, r.Clients, r.Seed, r.Duration.Round(time.Second))
-	fmt.Fprintf(&b, "  operations      %d on %d identities; tool executions (ledger) %d\n", r.Ops, r.Identities, r.Executions)
+	fmt.Fprintf(&b, "  operations      %d on %d identities; tool executions (ledger) %d, %d of them a cut request delivered again\n", r.Ops, r.Identities, r.Executions, r.Resent)
 	for _, k := range []Kind{KindOK, KindConflict, KindUncertain, KindUnavailable, KindUnknown} {
 		fmt.Fprintf(&b, "    %-12s %d\n", k, r.ByKind[k])
 	}

@@ -98,6 +98,11 @@ func run(t *testing.T, cfg runConfig) report {
 		t.Fatal(err)
 	}
 	r.Executions = len(entries)
+	for _, e := range entries {
+		if e.Resent {
+			r.Resent++
+		}
+	}
 	w.mu.Lock()
 	done := append([]completedAnswer(nil), w.done...)
 	w.mu.Unlock()

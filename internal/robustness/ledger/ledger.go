@@ -19,9 +19,10 @@ type ledger struct {
 	mu      sync.Mutex
 	entries []ledgerapi.Entry
 	probes  []ledgerapi.Probe
+	lost    map[string]string // Idempotency-Key → the execution whose request was cut (Args.Lose)
 }
 
-func newLedger() *ledger { return &ledger{} }
+func newLedger() *ledger { return &ledger{lost: map[string]string{}} }
 
 func (l *ledger) handler() http.Handler {
 	mux := http.NewServeMux()
@@ -37,7 +38,9 @@ func (l *ledger) handler() http.Handler {
 
 // exec records the execution first, so that a tool that then times out or
 // loses its caller is still on the ledger, then waits the requested delay
-// (bounded by the caller going away) and answers the entry.
+// (bounded by the caller going away) and answers the entry. With
+// Args.Lose, the first request of its Idempotency-Key is not recorded and
+// its connection is cut instead.
 func (l *ledger) exec(w http.ResponseWriter, r *http.Request) {
 	raw, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 	if err != nil {
@@ -52,6 +55,13 @@ func (l *ledger) exec(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	l.mu.Lock()
+	ikey, exec := r.Header.Get("Idempotency-Key"), r.Header.Get("Carmy-Execution-Id")
+	if _, cut := l.lost[ikey]; args.Lose && !cut {
+		l.lost[ikey] = exec
+		l.mu.Unlock()
+		cutConnection(w)
+		return
+	}
 	e := ledgerapi.Entry{
 		Seq:            uint64(len(l.entries) + 1),
 		IdempotencyKey: r.Header.Get("Idempotency-Key"),
@@ -59,6 +69,7 @@ func (l *ledger) exec(w http.ResponseWriter, r *http.Request) {
 		ExecutionID:    r.Header.Get("Carmy-Execution-Id"),
 		FencingToken:   r.Header.Get("Carmy-Fencing-Token"),
 		Value:          args.Value,
+		Resent:         exec != "" && l.lost[ikey] == exec,
 	}
 	l.entries = append(l.entries, e)
 	l.mu.Unlock()
@@ -79,6 +90,20 @@ func (l *ledger) list(w http.ResponseWriter, _ *http.Request) {
 	out := append([]ledgerapi.Entry{}, l.entries...)
 	l.mu.Unlock()
 	writeJSON(w, http.StatusOK, out)
+}
+
+// cutConnection closes the request's connection without an answer, as an
+// upstream that crashed after reading it would.
+func cutConnection(w http.ResponseWriter) {
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		panic(http.ErrAbortHandler)
+	}
+	conn, _, err := hj.Hijack()
+	if err != nil {
+		panic(http.ErrAbortHandler)
+	}
+	_ = conn.Close()
 }
 
 // byKey answers a reconcile probe: 200 with the Result of the first entry

@@ -60,3 +60,41 @@ func TestByKey(t *testing.T) {
 		t.Fatalf("probes %+v, want %+v", probes, want)
 	}
 }
+
+// TestLose: a call with lose has its first request cut unrecorded; the
+// next request of its key is recorded, marked resent when it is the same
+// execution's.
+func TestLose(t *testing.T) {
+	srv := httptest.NewServer(newLedger().handler())
+	defer srv.Close()
+	post := func(exec string) (*http.Response, error) {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/exec", strings.NewReader(`{"value":"v","lose":true}`))
+		req.Header.Set("Idempotency-Key", "carmy_k")
+		req.Header.Set("Carmy-Execution-Id", exec)
+		req.Close = true // no transparent retry on a reused connection
+		return http.DefaultClient.Do(req)
+	}
+	if resp, err := post("e1"); err == nil {
+		resp.Body.Close()
+		t.Fatalf("the first request was answered %d, want its connection cut", resp.StatusCode)
+	}
+	for _, exec := range []string{"e1", "e2"} {
+		resp, err := post(exec)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("a later request of %s: %v", exec, err)
+		}
+		resp.Body.Close()
+	}
+	resp, err := http.Get(srv.URL + "/entries")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var entries []ledgerapi.Entry
+	if err := json.NewDecoder(resp.Body).Decode(&entries); err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 2 || !entries[0].Resent || entries[0].ExecutionID != "e1" || entries[1].Resent {
+		t.Fatalf("entries %+v, want e1 resent, then e2 not", entries)
+	}
+}
