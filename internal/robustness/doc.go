@@ -14,7 +14,10 @@
 // on random nodes. Each call has a request_id; 20 % of new identities are
 // sent twice at once to two nodes; 15 % of calls revisit an earlier
 // identity, 40 % of those with different arguments (a conflict); 3 % ask
-// the tool to outlive its 2 s timeout. A third of the calls, chosen anew
+// the tool to outlive its 2 s timeout; 2 % of new identities ask the ledger
+// to cut their first request unrecorded (a lost answer whose effect never
+// happened: interrupted, released by the tool's reconcile probe, then run
+// by a retry). A third of the calls, chosen anew
 // for every attempt, go through the MCP endpoint (a stateless tools/call
 // at /mcp with the identity in _meta, at protocol version 2025-11-25 or
 // 2026-07-28) instead of POST /v1/tools/call, so that an identity's calls
