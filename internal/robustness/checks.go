@@ -21,10 +21,12 @@ type finalRecord struct {
 	rec   record
 }
 
-// settle reads every identity's record until none is running (a tool
-// outlives its 2 s timeout by nothing; a dead runner's executions become
-// interrupted). What is still running at the deadline is an anomaly:
-// running without a live runner.
+// settle reads every identity's record until none is running or
+// interrupted (a tool outlives its 2 s timeout by nothing; a dead runner's
+// executions become interrupted, and the tool's reconcile probe settles
+// those within seconds). What is still running at the deadline is an
+// anomaly: running without a live runner; what is still interrupted is one
+// too: the probe, which the ledger always answers, did not settle it.
 func (c *testCluster) settle(ctx context.Context, keys []string) (map[string]finalRecord, []string) {
 	out := map[string]finalRecord{}
 	deadline := time.Now().Add(settleTimeout)
@@ -33,7 +35,7 @@ func (c *testCluster) settle(ctx context.Context, keys []string) (map[string]fin
 		var next []string
 		for _, key := range pending {
 			fr, err := c.readRecord(ctx, key)
-			if err != nil || fr.found && fr.rec.Status == statusRunning {
+			if err != nil || fr.found && (fr.rec.Status == statusRunning || fr.rec.Status == statusInterrupted) {
 				next = append(next, key)
 				out[key] = fr
 				continue
@@ -48,8 +50,12 @@ func (c *testCluster) settle(ctx context.Context, keys []string) (map[string]fin
 	var anomalies []string
 	for _, key := range pending {
 		fr := out[key]
-		anomalies = append(anomalies, fmt.Sprintf("%s: still %q (execution %s on %s) %s after the faults healed: running without a live runner",
-			key, fr.rec.Status, fr.rec.ExecutionID, fr.rec.NodeID, settleTimeout))
+		why := "running without a live runner"
+		if fr.rec.Status == statusInterrupted {
+			why = "no reconcile probe settled it"
+		}
+		anomalies = append(anomalies, fmt.Sprintf("%s: still %q (execution %s on %s) %s after the faults healed: %s",
+			key, fr.rec.Status, fr.rec.ExecutionID, fr.rec.NodeID, settleTimeout, why))
 	}
 	return out, anomalies
 }

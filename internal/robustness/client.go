@@ -355,9 +355,12 @@ func classifyMCP(status int, requestID string, raw []byte) outcome {
 
 // record is the part of GET /v1/executions?request_id=… the checks read.
 type record struct {
-	ExecutionID string `json:"execution_id"`
-	Status      string `json:"status"`
-	NodeID      string `json:"node_id"`
+	ExecutionID string          `json:"execution_id"`
+	Status      string          `json:"status"`
+	NodeID      string          `json:"node_id"`
+	Data        json.RawMessage `json:"data"`
+	Resolved    bool            `json:"resolved"`
+	ResolvedBy  string          `json:"resolved_by"`
 }
 
 // lookup reads the identity's record; found is false on 404.

@@ -14,7 +14,10 @@
 // on random nodes. Each call has a request_id; 20 % of new identities are
 // sent twice at once to two nodes; 15 % of calls revisit an earlier
 // identity, 40 % of those with different arguments (a conflict); 3 % ask
-// the tool to outlive its 2 s timeout. A third of the calls, chosen anew
+// the tool to outlive its 2 s timeout; 2 % of new identities ask the ledger
+// to cut their first request unrecorded (a lost answer whose effect never
+// happened: interrupted, released by the tool's reconcile probe, then run
+// by a retry). A third of the calls, chosen anew
 // for every attempt, go through the MCP endpoint (a stateless tools/call
 // at /mcp with the identity in _meta, at protocol version 2025-11-25 or
 // 2026-07-28) instead of POST /v1/tools/call, so that an identity's calls
@@ -56,13 +59,19 @@
 //     execution, with the same data; every 200 answer of an identity names
 //     the same execution and carries the same result (timestamps included);
 //   - every execution on the ledger is the one its identity's record names;
-//   - no record is still running 60 s after the faults healed;
+//   - no record is still running or interrupted 60 s after the faults
+//     healed: the tool has a reconcile probe (GET /by-key/{key} on the
+//     ledger), so the leader settles every interrupted execution;
+//   - every probe resolution agrees with the ledger (probes.go): resolved
+//     completed means exactly one entry, of that execution, with its data;
+//     released (a 404) means that execution never appears on the ledger;
 //   - every node reaches the same applied index and state-machine hash
 //     (GET /internal/v1/state).
 //
 // A report per run gives the operations by outcome, the faults by kind,
-// the uncertain answers, the seconds in which no call got a settled answer,
-// and the anomalies, which must be none.
+// the uncertain answers, the reconcile probes and what they resolved, the
+// seconds in which no call got a settled answer, and the anomalies, which
+// must be none.
 //
 // Modes (CARMY_ROBUSTNESS): short, the default, which `go test ./...` and
 // CI run: 3 nodes for 30 s with seeds 1 and 2, and 5 nodes for 35 s with

@@ -13,10 +13,13 @@ import (
 // The model is the sequential specification of one identity (SPEC §1 and
 // §2.1): a record that is vacant or held by one reservation, which runs,
 // may be interrupted, finishes with one outcome that is then fixed, or is
-// released when its tool never started. Client operations observe the
-// record; between them the record may move on by itself (internal
-// transitions), which the step function allows before applying each op.
-// The model is nondeterministic (an UNAVAILABLE or unanswered call may or
+// released when its tool never started, or, once interrupted, when the
+// tool's reconcile probe finds that it never took effect (whether it did
+// is the ledger's to check: checkProbes); an interrupted record whose
+// effect the probe finds is completed with it, as if its runner had
+// finished. Client operations observe the record; between them the
+// record may move on by itself (internal transitions), which the step
+// function allows before applying each op. The model is nondeterministic (an UNAVAILABLE or unanswered call may or
 // may not have reserved; an unobserved outcome is fixed when first seen)
 // and is made deterministic by porcupine's power-set construction.
 
@@ -39,7 +42,8 @@ const noDeadline = math.MaxInt64
 
 // state is the model's knowledge of one identity. The zero value is the
 // vacant record; states are compared with ==, so every field is normalised
-// (a final or vacant record carries no flags that no longer matter).
+// (a final or vacant record carries no flags that no longer matter, only
+// the released executions, which every later state keeps).
 type state struct {
 	phase      phase
 	fp         string // fingerprint of the reserving call
@@ -47,15 +51,16 @@ type state struct {
 	outKnown   bool   // the outcome is fixed: outStatus and outResult
 	outStatus  string
 	outResult  string
-	releasable bool  // running, made by a call that did not see its tool start: its node may release it
-	noRun      bool  // made by an UNAVAILABLE call: its tool never runs, so it never becomes final
-	finalBy    int64 // every op called after this time sees the record final (the reserving answer returned its result then)
+	releasable bool   // running, made by a call that did not see its tool start: its node may release it
+	noRun      bool   // made by an UNAVAILABLE call: its tool never runs, so it never becomes final
+	finalBy    int64  // every op called after this time sees the record final (the reserving answer returned its result then)
+	released   string // the observed execution ids of released reservations, each followed by ",": none may be seen again
 }
 
 // hash is consistent with ==: equal states have equal hashes.
 func (s state) hash() uint64 {
 	h := fnv.New64a()
-	for _, f := range []string{s.fp, s.exec, s.outStatus, s.outResult} {
+	for _, f := range []string{s.fp, s.exec, s.outStatus, s.outResult, s.released} {
 		h.Write([]byte(f))
 		h.Write([]byte{0})
 	}
@@ -69,6 +74,21 @@ func b2u(b bool) byte {
 		return 1
 	}
 	return 0
+}
+
+// release is the reservation given up: the record is vacant again, and
+// its execution, if observed, is never seen again.
+func (s state) release() state {
+	v := state{released: s.released}
+	if s.exec != "" {
+		v.released += s.exec + ","
+	}
+	return v
+}
+
+// wasReleased reports whether exec names a released reservation.
+func (s state) wasReleased(exec string) bool {
+	return exec != "" && strings.Contains(","+s.released, ","+exec+",")
 }
 
 // finish is the runner recording its outcome.
@@ -89,11 +109,18 @@ func (s state) transitions() []state {
 		i.phase, i.releasable = interrupted, false
 		next = append(next, i)
 		if s.releasable {
-			next = append(next, state{})
+			next = append(next, s.release())
 		}
 	case interrupted:
 		if !s.noRun {
 			next = append(next, s.finish())
+		}
+		if !s.outKnown {
+			// The reconcile probe found no effect and released it
+			// (SPEC §3.3): the identity is free, and the next call runs
+			// the tool. A record some answer already returned the result
+			// of has run, so no probe releases it.
+			next = append(next, s.release())
 		}
 	}
 	return next
@@ -133,13 +160,24 @@ func step(s state, op Op) []state {
 		for _, c := range s.closure() {
 			if c.phase == vacant {
 				next = append(next, state{phase: running, fp: op.Fingerprint, releasable: true,
-					noRun: op.Kind == KindUnavailable, finalBy: noDeadline})
+					noRun: op.Kind == KindUnavailable, finalBy: noDeadline, released: c.released})
 				break
 			}
 		}
 		return next
 	}
+	own := op.Kind == KindUncertain && op.Status == statusInterrupted
 	for _, c := range s.closure() {
+		if own && c.phase == vacant {
+			// A lost answer (SPEC §1): the call reserved, its request
+			// reached the upstream, and the call itself was answered
+			// interrupted.
+			n := state{phase: interrupted, fp: op.Fingerprint, exec: op.ExecutionID, finalBy: noDeadline, released: c.released}
+			if !c.wasReleased(op.ExecutionID) && !containsState(next, n) {
+				next = append(next, n)
+			}
+			continue
+		}
 		if (c.phase == running || c.phase == interrupted) && op.Call > c.finalBy {
 			continue // an answer already returned this record's result
 		}
@@ -152,6 +190,9 @@ func step(s state, op Op) []state {
 
 // observe applies an answered op to s, without internal transitions.
 func observe(s state, op Op) (state, bool) {
+	if s.wasReleased(op.ExecutionID) {
+		return s, false // an execution id names one reservation
+	}
 	if op.Kind == KindOK && !op.Replayed {
 		if s.phase != vacant {
 			return s, false
@@ -159,7 +200,7 @@ func observe(s state, op Op) (state, bool) {
 		// Linearised at the reservation: concurrent ops may still see it
 		// running; from op.Return on it is final with this outcome.
 		return state{phase: running, fp: op.Fingerprint, exec: op.ExecutionID, outKnown: true,
-			outStatus: op.Status, outResult: op.Result, finalBy: op.Return}, true
+			outStatus: op.Status, outResult: op.Result, finalBy: op.Return, released: s.released}, true
 	}
 	if s.phase == vacant {
 		return s, false
@@ -240,6 +281,9 @@ func describeOp(op Op) string {
 // "held fp=a exec=exec_ab12… final completed =R".
 func describeState(s state) string {
 	if s.phase == vacant {
+		if s.released != "" {
+			return "vacant released=" + s.released
+		}
 		return "vacant"
 	}
 	var b strings.Builder

@@ -84,6 +84,20 @@ func TestAcceptedHistories(t *testing.T) {
 			// after exec_x, which was seen at 10..20, was released.
 			unavailable(0, 0, 5, fpA), func() Op { op := unknown(1, 0, fpA); op.Return = 5; return op }(),
 			uncertain(2, 10, 20, "running", "exec_x"), replay(3, 30, 40, "exec_y", "R")}},
+		{"interrupted, released by the probe, run by a retry", []Op{
+			unknown(0, 0, fpA), uncertain(1, 10, 20, "interrupted", "exec_x"),
+			newOK(2, 30, 40, "exec_y", "R"), replay(3, 50, 60, "exec_y", "R")}},
+		{"unavailable, interrupted (its node died), released by the probe, new", []Op{
+			unavailable(0, 0, 10, fpA), uncertain(1, 20, 30, "interrupted", "exec_x"),
+			uncertain(2, 40, 50, "interrupted", "exec_x"), newOK(3, 60, 70, "exec_y", "R")}},
+		{"interrupted, released, then reserved with other arguments", []Op{
+			unknown(0, 0, fpA), uncertain(1, 10, 20, "interrupted", "exec_x"),
+			func() Op { op := newOK(2, 30, 40, "exec_y", "S"); op.Fingerprint = fpB; return op }(), conflict(3, 50, 60, fpA, "exec_y")}},
+		{"a lost answer: the call itself interrupted, released by the probe, run by a retry", []Op{
+			uncertain(0, 0, 10, "interrupted", "exec_x"), uncertain(1, 20, 30, "interrupted", "exec_x"),
+			newOK(2, 40, 50, "exec_y", "R"), replay(3, 60, 70, "exec_y", "R")}},
+		{"a lost answer, completed by the probe", []Op{
+			uncertain(0, 0, 10, "interrupted", "exec_x"), replay(1, 20, 30, "exec_x", "R")}},
 		{"identities are independent", []Op{
 			withKey(newOK(0, 0, 10, "exec_x", "R"), "k1"), withKey(newOK(0, 5, 15, "exec_y", "S"), "k2"),
 			withKey(replay(1, 20, 30, "exec_x", "R"), "k1"), withKey(replay(1, 40, 50, "exec_y", "S"), "k2")}},
@@ -142,6 +156,15 @@ func TestRejectedHistories(t *testing.T) {
 			newOK(0, 0, 10, "exec_x", "R"), uncertain(1, 20, 30, "interrupted", "exec_x")}},
 		{"running again after interrupted", []Op{
 			unknown(0, 0, fpA), uncertain(1, 10, 20, "interrupted", "exec_x"), uncertain(2, 30, 40, "running", "exec_x")}},
+		{"an answered execution released by a probe: run twice", []Op{
+			newOK(0, 0, 100, "exec_x", "R"), uncertain(1, 10, 20, "interrupted", "exec_x"), newOK(2, 200, 210, "exec_y", "S")}},
+		{"a replay of the released execution", []Op{
+			unknown(0, 0, fpA), uncertain(1, 10, 20, "interrupted", "exec_x"),
+			newOK(2, 30, 40, "exec_y", "R"), replay(3, 50, 60, "exec_x", "R")}},
+		{"the call itself answered running", []Op{
+			uncertain(0, 0, 10, "running", "exec_x")}},
+		{"a lost answer after another call's reservation returned", []Op{
+			newOK(0, 0, 10, "exec_x", "R"), uncertain(1, 20, 30, "interrupted", "exec_y")}},
 		{"one bad identity among good ones", []Op{
 			withKey(newOK(0, 0, 10, "exec_a", "R"), "good"), withKey(replay(1, 20, 30, "exec_a", "R"), "good"),
 			newOK(0, 0, 10, "exec_x", "R"), replay(1, 20, 30, "exec_x", "R2")}},

@@ -20,6 +20,8 @@ type report struct {
 	Uncertain      map[string]int // EXECUTION_UNCERTAIN answers by status
 	Identities     int
 	Executions     int // ledger entries
+	Resent         int // of them: a request of an execution the ledger had cut before (Args.Lose), delivered again
+	Probes         probeStats
 	Faults         []faultEvent
 	UnavailableSec int
 	Digest         digest
@@ -54,7 +56,7 @@ func unavailableSeconds(ops []Op) int {
 func (r report) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "robustness run: %d nodes, %d clients, seed %d, %s of workload\n", r.Nodes, r.Clients, r.Seed, r.Duration.Round(time.Second))
-	fmt.Fprintf(&b, "  operations      %d on %d identities; tool executions (ledger) %d\n", r.Ops, r.Identities, r.Executions)
+	fmt.Fprintf(&b, "  operations      %d on %d identities; tool executions (ledger) %d, %d of them a cut request delivered again\n", r.Ops, r.Identities, r.Executions, r.Resent)
 	for _, k := range []Kind{KindOK, KindConflict, KindUncertain, KindUnavailable, KindUnknown} {
 		fmt.Fprintf(&b, "    %-12s %d\n", k, r.ByKind[k])
 	}
@@ -65,6 +67,9 @@ func (r report) String() string {
 	fmt.Fprintf(&b, "; %d identities answered with a result over both\n", r.Mixed)
 	fmt.Fprintf(&b, "  uncertain answers %d (EXECUTION_UNCERTAIN: %d running, %d interrupted), unknown outcomes %d\n",
 		r.ByKind[KindUncertain], r.Uncertain[statusRunning], r.Uncertain[statusInterrupted], r.ByKind[KindUnknown])
+	p := r.Probes
+	fmt.Fprintf(&b, "  reconcile probes %d, about %d interrupted executions: resolved by probe %d completed, %d released (%d run again by a retry)\n",
+		p.Asked, p.Executions, p.Completed, p.Released, p.RanAgain)
 	fmt.Fprintf(&b, "  unavailable seconds %d\n", r.UnavailableSec)
 	byKind := map[string]int{}
 	for _, f := range r.Faults {

@@ -98,10 +98,22 @@ func run(t *testing.T, cfg runConfig) report {
 		t.Fatal(err)
 	}
 	r.Executions = len(entries)
+	for _, e := range entries {
+		if e.Resent {
+			r.Resent++
+		}
+	}
 	w.mu.Lock()
 	done := append([]completedAnswer(nil), w.done...)
 	w.mu.Unlock()
 	r.Anomalies = append(r.Anomalies, checkLedger(entries, done, final)...)
+	probes, err := c.ledgerProbes(check)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var probeAnomalies []string
+	r.Probes, probeAnomalies = checkProbes(entries, probes, final)
+	r.Anomalies = append(r.Anomalies, probeAnomalies...)
 	r.Anomalies = append(r.Anomalies, checkReplays(ops)...)
 
 	dir := filepath.Join(cfg.OutDir, fmt.Sprintf("n%d-seed%d", cfg.Nodes, cfg.Seed))

@@ -17,6 +17,7 @@ const (
 	pctRevisit   = 15 // a call revisits an earlier identity instead of a new one
 	pctConflict  = 40 // of the revisits: with different arguments
 	pctSlow      = 3  // the tool outlives its 2 s timeout (a timed_out record)
+	pctLose      = 2  // the ledger cuts the first request of the identity unrecorded (interrupted, then released by the probe)
 	pctMCP       = 33 // a call goes through /mcp instead of POST /v1/tools/call
 	maxAttempts  = 8  // an agent gives up on an identity after this many calls
 )
@@ -114,17 +115,19 @@ func (w *workload) pick(rng *rand.Rand, id, n int) (string, ledgerapi.Args) {
 	if rng.IntN(100) < pctSlow {
 		args.DelayMS = 2500
 	}
+	args.Lose = rng.IntN(100) < pctLose
 	key := fmt.Sprintf("s%d-c%d-%d", w.seed, id, n)
 	w.issued = append(w.issued, issued{key: key, args: args})
 	return key, args
 }
 
 // agent calls the identity until the answer settles it (a result or a
-// conflict), the identity stays interrupted, attempts run out or ctx ends.
-// Unknown and unavailable outcomes and running executions are retried
-// after a backoff.
+// conflict), attempts run out or ctx ends. Unknown and unavailable
+// outcomes and running and interrupted executions are retried after a
+// backoff: the tool's reconcile probe settles an interrupted one (a replay
+// of the result it found, or released and run by the retry).
 func (w *workload) agent(ctx context.Context, rng *rand.Rand, client int, key string, args ledgerapi.Args) {
-	fp := fmt.Sprintf("%s/%d", args.Value, args.DelayMS)
+	fp := fmt.Sprintf("%s/%d/%v", args.Value, args.DelayMS, args.Lose)
 	backoff := 100 * time.Millisecond
 	for attempt := 0; attempt < maxAttempts && ctx.Err() == nil; attempt++ {
 		node, url := w.pickNode(rng)
@@ -145,11 +148,8 @@ func (w *workload) agent(ctx context.Context, rng *rand.Rand, client int, key st
 			ExecutionID: o.executionID, Status: o.status, Replayed: o.replayed, Result: o.result, Stamps: o.stamps,
 			Node: node, Transport: transport,
 		}, o)
-		switch {
-		case o.kind == KindOK, o.kind == KindConflict:
+		if o.kind == KindOK || o.kind == KindConflict {
 			return
-		case o.kind == KindUncertain && o.status == statusInterrupted && attempt >= 2:
-			return // an agent would now reconcile by hand
 		}
 		if !sleep(ctx, backoff+time.Duration(rng.Int64N(int64(backoff)))) {
 			return

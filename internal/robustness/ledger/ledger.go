@@ -18,14 +18,18 @@ const maxDelay = 30 * time.Second
 type ledger struct {
 	mu      sync.Mutex
 	entries []ledgerapi.Entry
+	probes  []ledgerapi.Probe
+	lost    map[string]string // Idempotency-Key → the execution whose request was cut (Args.Lose)
 }
 
-func newLedger() *ledger { return &ledger{} }
+func newLedger() *ledger { return &ledger{lost: map[string]string{}} }
 
 func (l *ledger) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /exec", l.exec)
 	mux.HandleFunc("GET /entries", l.list)
+	mux.HandleFunc("GET /by-key/{key}", l.byKey)
+	mux.HandleFunc("GET /probes", l.listProbes)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -34,7 +38,9 @@ func (l *ledger) handler() http.Handler {
 
 // exec records the execution first, so that a tool that then times out or
 // loses its caller is still on the ledger, then waits the requested delay
-// (bounded by the caller going away) and answers the entry.
+// (bounded by the caller going away) and answers the entry. With
+// Args.Lose, the first request of its Idempotency-Key is not recorded and
+// its connection is cut instead.
 func (l *ledger) exec(w http.ResponseWriter, r *http.Request) {
 	raw, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 	if err != nil {
@@ -49,6 +55,13 @@ func (l *ledger) exec(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	l.mu.Lock()
+	ikey, exec := r.Header.Get("Idempotency-Key"), r.Header.Get("Carmy-Execution-Id")
+	if _, cut := l.lost[ikey]; args.Lose && !cut {
+		l.lost[ikey] = exec
+		l.mu.Unlock()
+		cutConnection(w)
+		return
+	}
 	e := ledgerapi.Entry{
 		Seq:            uint64(len(l.entries) + 1),
 		IdempotencyKey: r.Header.Get("Idempotency-Key"),
@@ -56,6 +69,7 @@ func (l *ledger) exec(w http.ResponseWriter, r *http.Request) {
 		ExecutionID:    r.Header.Get("Carmy-Execution-Id"),
 		FencingToken:   r.Header.Get("Carmy-Fencing-Token"),
 		Value:          args.Value,
+		Resent:         exec != "" && l.lost[ikey] == exec,
 	}
 	l.entries = append(l.entries, e)
 	l.mu.Unlock()
@@ -74,6 +88,58 @@ func (l *ledger) exec(w http.ResponseWriter, r *http.Request) {
 func (l *ledger) list(w http.ResponseWriter, _ *http.Request) {
 	l.mu.Lock()
 	out := append([]ledgerapi.Entry{}, l.entries...)
+	l.mu.Unlock()
+	writeJSON(w, http.StatusOK, out)
+}
+
+// cutConnection closes the request's connection without an answer, as an
+// upstream that crashed after reading it would.
+func cutConnection(w http.ResponseWriter) {
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		panic(http.ErrAbortHandler)
+	}
+	conn, _, err := hj.Hijack()
+	if err != nil {
+		panic(http.ErrAbortHandler)
+	}
+	_ = conn.Close()
+}
+
+// byKey answers a reconcile probe: 200 with the Result of the first entry
+// whose Idempotency-Key is key (what the tool answered, or would have, for
+// that execution), 404 when the ledger holds none. Every answer is kept,
+// with the execution the probe named (its Carmy-* headers), for the
+// harness to check Carmy's resolutions against.
+func (l *ledger) byKey(w http.ResponseWriter, r *http.Request) {
+	key := r.PathValue("key")
+	l.mu.Lock()
+	p := ledgerapi.Probe{
+		Entries:        uint64(len(l.entries)),
+		IdempotencyKey: key,
+		RequestID:      r.Header.Get("Carmy-Request-Id"),
+		ExecutionID:    r.Header.Get("Carmy-Execution-Id"),
+		FencingToken:   r.Header.Get("Carmy-Fencing-Token"),
+	}
+	var found ledgerapi.Entry
+	for _, e := range l.entries {
+		if e.IdempotencyKey == key && key != "" {
+			found, p.Found, p.Seq = e, true, e.Seq
+			break
+		}
+	}
+	l.probes = append(l.probes, p)
+	l.mu.Unlock()
+	if !p.Found {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no execution with this idempotency key"})
+		return
+	}
+	writeJSON(w, http.StatusOK, ledgerapi.Result{Seq: found.Seq, ExecutionID: found.ExecutionID, Value: found.Value})
+}
+
+func (l *ledger) listProbes(w http.ResponseWriter, _ *http.Request) {
+	l.mu.Lock()
+	out := append([]ledgerapi.Probe{}, l.probes...)
 	l.mu.Unlock()
 	writeJSON(w, http.StatusOK, out)
 }

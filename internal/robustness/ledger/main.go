@@ -10,8 +10,14 @@
 //
 //	POST /exec      record one execution (the body is the tool's arguments;
 //	                the Carmy-* and Idempotency-Key headers name it), wait
-//	                the arguments' delay_ms, answer the entry
+//	                the arguments' delay_ms, answer the entry; with
+//	                "lose": true, the first request of its Idempotency-Key
+//	                is not recorded and its connection is cut
 //	GET  /entries   every entry so far, in arrival order
+//	GET  /by-key/{key}
+//	                the reconcile probe of the tool: 200 with the entry's
+//	                result when an entry has that Idempotency-Key, else 404
+//	GET  /probes    every probe answered so far, in arrival order
 //	GET  /healthz   200
 package main
 
