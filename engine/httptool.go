@@ -204,6 +204,9 @@ func (t *httpTool) call(ctx context.Context, c Call) (any, error) {
 		return nil, &ToolError{Code: CodeToolError, Message: fmt.Sprintf("tool %s: the request could not be built", c.Tool)}
 	}
 	req.Header = t.header(c, true)
+	// net/http would send a call carrying an Idempotency-Key again by
+	// itself after losing the connection it was written on: not so here.
+	send.GuardResend(req)
 	var refused string // why a redirect was not followed
 	client := t.base
 	client.CheckRedirect = func(next *http.Request, via []*http.Request) error {

@@ -273,3 +273,42 @@ func TestHTTPToolFuncErrorsKeepTheURLOut(t *testing.T) {
 		assertNoSecret(t, "Func's error", err.Error())
 	}
 }
+
+// TestHTTPToolCutOnKeptAliveConnectionSentOnce: an upstream that reads a
+// call on a kept-alive connection and closes it without answering saw
+// the call once — net/http would send a request carrying an
+// Idempotency-Key again by itself — and the execution is interrupted.
+func TestHTTPToolCutOnKeptAliveConnectionSentOnce(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]int{}
+	up := newFakeUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		id := r.Header.Get("Carmy-Request-Id")
+		mu.Lock()
+		seen[id]++
+		mu.Unlock()
+		if id == "warm" {
+			answer(http.StatusOK, "application/json", `{"ok":true}`)(w, r)
+			return
+		}
+		if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+			conn.Close()
+		}
+	})
+	app := quietApp(t)
+	mustAddHTTPTool(t, app, "tool", HTTPTool{URL: up.URL}, 10*time.Second)
+	if _, err := app.Call(t.Context(), Caller{Principal: "p"}, Request{Tool: "tool", RequestID: "warm"}); err != nil {
+		t.Fatalf("the first call, which leaves a kept-alive connection: %v", err)
+	}
+	_, err := app.Call(t.Context(), Caller{Principal: "p"}, Request{Tool: "tool", RequestID: "cut"})
+	var ue *store.UncertainError
+	if !errors.As(err, &ue) || ue.Record.Status != store.StatusInterrupted {
+		t.Fatalf("Call = %v; want EXECUTION_UNCERTAIN, interrupted", err)
+	}
+	mu.Lock()
+	n := seen["cut"]
+	mu.Unlock()
+	if n != 1 {
+		t.Fatalf("the upstream received the call %d times, want 1", n)
+	}
+}

@@ -2,9 +2,9 @@ package mcpgateway
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
+	"net/http"
 	"sync"
 	"sync/atomic"
 
@@ -39,14 +39,17 @@ type callState struct {
 	written atomic.Bool
 }
 
-// traceSend traces a request made for the call (over HTTP), returning
-// the context to make it with.
-func (st *callState) traceSend(ctx context.Context) context.Context {
-	ctx, send := egress.TrackSend(ctx)
+// traceSend traces req, a request made for the call (over HTTP), and
+// keeps net/http from sending it again once written (GuardResend),
+// returning the request to send.
+func (st *callState) traceSend(req *http.Request) *http.Request {
+	ctx, send := egress.TrackSend(req.Context())
 	st.mu.Lock()
 	st.sends = append(st.sends, send)
 	st.mu.Unlock()
-	return ctx
+	req = req.WithContext(ctx)
+	send.GuardResend(req)
+	return req
 }
 
 // sent reports whether a byte of the call's request may have left this

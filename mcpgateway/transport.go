@@ -61,7 +61,7 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if st != nil {
 		// As an HTTP tool sends them (SPEC §3.1); nothing overrides them.
 		engine.SetCallHeaders(req.Header, st.call)
-		req = req.WithContext(st.traceSend(req.Context()))
+		req = st.traceSend(req)
 	}
 	resp, err := t.base.RoundTrip(req)
 	if err != nil {

@@ -285,7 +285,7 @@ func (u *Upstream) Close() error {
 // unavailable is the error calls of the group answer while it cannot be
 // listed.
 func (u *Upstream) unavailable(why string) error {
-	return store.NewError(store.CodeUnavailable, fmt.Sprintf(
+	return store.ErrUnavailable.WithMessage(fmt.Sprintf(
 		"the tools of MCP server %q are unavailable: %s; the call did not run and nothing was reserved: retry later", u.cfg.Name, why))
 }
 

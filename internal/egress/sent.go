@@ -3,6 +3,8 @@ package egress
 import (
 	"context"
 	"crypto/tls"
+	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -46,11 +48,16 @@ func CountWrites(dial func(ctx context.Context, network, addr string) (net.Conn,
 type Send struct {
 	mu    sync.Mutex
 	conns []tracked // every connection the request was given
+	// answered is how many of conns were given before the last answer
+	// (a response's first byte) arrived: writes to them up to their
+	// base were made before it.
+	answered int
 }
 
 type tracked struct {
 	c     *countingConn // nil: a connection that does not count
 	start int64         // its count when the request got it
+	base  int64         // its count when the last answer arrived
 }
 
 // TrackSend returns ctx with a trace that notes every connection a request
@@ -58,8 +65,78 @@ type tracked struct {
 // them. Use ctx for exactly one request (and its redirects).
 func TrackSend(ctx context.Context) (context.Context, *Send) {
 	s := &Send{}
-	trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) { s.got(info.Conn) }}
+	trace := &httptrace.ClientTrace{
+		GotConn:              func(info httptrace.GotConnInfo) { s.got(info.Conn) },
+		GotFirstResponseByte: s.answer,
+	}
 	return httptrace.WithClientTrace(ctx, trace), s
+}
+
+// answer notes that an answer began to arrive: what was written before it
+// was answered, and a later rewind of the body (a redirect) repeats
+// nothing unanswered.
+func (s *Send) answer() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.answered = len(s.conns)
+	for i := range s.conns {
+		if c := s.conns[i].c; c != nil {
+			s.conns[i].base = c.written.Load()
+		}
+	}
+}
+
+// unanswered reports whether a byte may have been written for the request
+// since the last answer arrived (or since it began, if none did).
+func (s *Send) unanswered() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, t := range s.conns {
+		switch {
+		case i < s.answered && (t.c == nil || t.c.written.Load() == t.base):
+			// Given before the answer, and not written to since.
+		case t.c == nil:
+			return true
+		case i < s.answered:
+			return true
+		case t.c.written.Load() > t.start:
+			return true
+		}
+	}
+	return false
+}
+
+// ErrNoResend is the error of a request that net/http's Transport wanted
+// to send again after it had written it, in part or whole, and had no
+// answer: sending it again could repeat its effect, so it was not.
+var ErrNoResend = errors.New("the request was written and not answered; it is not sent again")
+
+// GuardResend keeps req, made with the context of TrackSend, from being
+// sent a second time by an *http.Transport.
+//
+// A Transport sends a request again on a new connection when the kept-alive
+// connection it used was closed with no answer, if the request is
+// "replayable": a GET, HEAD, OPTIONS or TRACE, or any request carrying an
+// Idempotency-Key header — as every call Carmy makes does — whose body it
+// can rewind (GetBody). For a call that must run at most once, an upstream
+// that did the work and then lost the connection would then run it twice.
+// GuardResend wraps req.GetBody so that a rewind fails with ErrNoResend
+// when a byte of the request was written since it began or since the last
+// answer arrived; a rewind before anything was written (the Transport
+// retrying a connection that failed first) and one after an answer (a
+// redirect) work as before. A request without a body is left as it is,
+// since the Transport does not rewind it; callers send calls with a body.
+func (s *Send) GuardResend(req *http.Request) {
+	get := req.GetBody
+	if get == nil {
+		return
+	}
+	req.GetBody = func() (io.ReadCloser, error) {
+		if s.unanswered() {
+			return nil, ErrNoResend
+		}
+		return get()
+	}
 }
 
 func (s *Send) got(c net.Conn) {
