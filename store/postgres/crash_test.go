@@ -11,7 +11,7 @@ import (
 
 	"github.com/carmyhq/carmy/store"
 	"github.com/carmyhq/carmy/store/postgres"
-	"github.com/carmyhq/carmy/store/postgres/internal/pgtest"
+	"github.com/carmyhq/carmy/internal/pgtest"
 )
 
 // storeDown reports whether err is what a write may return while the

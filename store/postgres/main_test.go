@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/carmyhq/carmy/store/postgres"
-	"github.com/carmyhq/carmy/store/postgres/internal/pgtest"
+	"github.com/carmyhq/carmy/internal/pgtest"
 )
 
 // The package's tests share one server, started by TestMain in a temporary
