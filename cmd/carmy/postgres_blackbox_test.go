@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/carmyhq/carmy/internal/pgtest"
 	"github.com/carmyhq/carmy/internal/testutil"
 )
 
@@ -332,4 +333,87 @@ func TestBlackBoxPostgresRestartUnderLoad(t *testing.T) {
 	if len(lost) > 0 {
 		t.Fatalf("%d of %d acknowledged calls not replayed as answered:\n%s", len(lost), len(acks), strings.Join(lost, "\n"))
 	}
+}
+
+// TestBlackBoxPostgresPartitionedNodeComesBack: node a reaches PostgreSQL
+// through a proxy that cuts it off while two of its calls run; node b
+// still reaches it. b sees a's heartbeat lapse and marks both executions
+// interrupted; a refuses new calls. An operator resolves one of them on
+// b. When a comes back and its tools finish, it records over the
+// interrupted mark only as any late runner does: the execution left
+// alone gets a's result; the resolved one keeps its resolution (SPEC §1,
+// §2.5, §8).
+func TestBlackBoxPostgresPartitionedNodeComesBack(t *testing.T) {
+	pg := needPostgres(t)
+	proxy, err := pgtest.NewProxy(pg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	bin := testutil.BuildCarmy(t)
+	const lease = "2s"
+	a := startFleetNode(t, bin, "a", proxy.URL("postgres"), "--store-lease", lease)
+	b := startFleetNode(t, bin, "b", pg.URL("postgres"), "--store-lease", lease)
+
+	const sleep = `{"ms":12000}`
+	left, resolved := asyncCall(a, "sleep", sleep, "left-alone"), asyncCall(a, "sleep", sleep, "resolved")
+	ids := map[string]string{}
+	for _, rid := range []string{"left-alone", "resolved"} {
+		testutil.WaitFor(t, 20*time.Second, rid+" running", func() error {
+			code, body := do(t, http.MethodGet, b.URL+"/v1/executions?request_id="+rid, "")
+			var r pgCall
+			_ = json.Unmarshal([]byte(body), &r)
+			if code != http.StatusOK || r.Status != "running" {
+				return fmt.Errorf("%d %s", code, body)
+			}
+			ids[rid] = r.ExecutionID
+			return nil
+		})
+	}
+	proxy.Cut()
+	cut := time.Now()
+	for _, rid := range []string{"left-alone", "resolved"} {
+		testutil.WaitFor(t, 20*time.Second, rid+" interrupted by b", func() error {
+			if r := execution(t, b, ids[rid]); r.Status != "interrupted" {
+				return fmt.Errorf("status %s", r.Status)
+			}
+			return nil
+		})
+	}
+	t.Logf("a's executions interrupted %s after a was cut off", time.Since(cut).Round(time.Millisecond))
+	if r := call(t, a, "create_order", `{"sku":"x"}`, "while-cut"); r.status != http.StatusServiceUnavailable || r.Error.Code != "UNAVAILABLE" {
+		t.Fatalf("a call on a while it is cut off: %d %s, want 503 UNAVAILABLE", r.status, r.body)
+	}
+	if st := getFleetStatus(t, b); st.heartbeatOf("a") != "dead" {
+		t.Fatalf("b's GET /v1/cluster: %+v, want a dead", st)
+	}
+	code, body := do(t, http.MethodPost, b.URL+"/v1/executions/"+ids["resolved"]+"/resolve", `{"status":"completed","data":{"by":"operator"}}`)
+	if code != http.StatusOK {
+		t.Fatalf("resolve on b: %d %s", code, body)
+	}
+	proxy.Restore()
+
+	// a's tools finish after it is back: the late runner's rules.
+	for _, ch := range []<-chan pgCall{left, resolved} {
+		select {
+		case <-ch:
+		case <-time.After(60 * time.Second):
+			t.Fatal("a's calls did not answer")
+		}
+	}
+	testutil.WaitFor(t, 30*time.Second, "a's result recorded over the interrupted mark", func() error {
+		if r := execution(t, b, ids["left-alone"]); r.Status != "completed" || r.Resolved || !strings.Contains(string(r.Data), "slept_ms") {
+			return fmt.Errorf("%s", r.body)
+		}
+		return nil
+	})
+	if r := execution(t, b, ids["resolved"]); r.Status != "completed" || !r.Resolved || !strings.Contains(string(r.Data), "operator") {
+		t.Fatalf("the resolved execution after a came back: %s, want the operator's resolution", r.body)
+	}
+	testutil.WaitFor(t, 20*time.Second, "a serving again", func() error {
+		if r, err := tryCall(a, "create_order", `{"sku":"x"}`, "after-cut"); err != nil || r.status != http.StatusOK {
+			return fmt.Errorf("%d %s %v", r.status, r.body, err)
+		}
+		return nil
+	})
 }
