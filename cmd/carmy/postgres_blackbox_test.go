@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os/exec"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -44,6 +46,10 @@ func TestBlackBoxPostgresSingleNode(t *testing.T) {
 	}
 	if code, body := do(t, http.MethodDelete, n.URL+"/v1/cluster/nodes/solo", ""); code != http.StatusConflict || !strings.Contains(body, "INVALID_STATE") {
 		t.Fatalf("DELETE /v1/cluster/nodes/solo: %d %s, want 409 INVALID_STATE", code, body)
+	}
+	out, err := exec.Command(bin, "cluster", "status", "--addr", n.Addr).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "Store: PostgreSQL") || !regexp.MustCompile(`(?m)^solo +127\.0\.0\.1:\d+ +alive `).Match(out) {
+		t.Fatalf("carmy cluster status: %v\n%s", err, out)
 	}
 	if strings.Contains(n.Logs(), "raft") && strings.Contains(n.Logs(), "entering leader state") {
 		t.Fatal("a node with --store postgres started Raft")
