@@ -191,7 +191,7 @@ func TestParseServeFlagBeatsEnvironment(t *testing.T) {
 		NodeID: "from-flag", DataDir: "/env/data", HTTPAddr: "127.0.0.1:2222", RaftAddr: "127.0.0.1:2300",
 		GossipAddr: "127.0.0.1:1301", Join: "127.0.0.1:2,127.0.0.1:3", MaxEntries: 7, MaxBytes: 1 << 30, Retention: "30d",
 		ClusterKey: "flag-key", SnapshotThreshold: 20, SnapshotInterval: 10 * time.Second,
-		LogFormat: "text", LogLevel: "debug",
+		LogFormat: "text", LogLevel: "debug", Store: "raft", StoreLease: 10 * time.Second,
 	}
 	if cfg != want {
 		t.Errorf("parseServe =\n%+v\nwant\n%+v (flags win, the environment fills the rest)", cfg, want)

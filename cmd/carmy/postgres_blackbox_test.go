@@ -22,7 +22,11 @@ import (
 func TestBlackBoxPostgresSingleNode(t *testing.T) {
 	pg := needPostgres(t)
 	bin := testutil.BuildCarmy(t)
-	n := startFleetNode(t, bin, "solo", pg.URL("postgres"))
+	// A password in the URL (the server trusts the socket and never asks
+	// for it) must not reach the log.
+	const password = "hunter2secret"
+	url := strings.Replace(pg.URL("postgres"), "carmy@", "carmy:"+password+"@", 1)
+	n := startFleetNode(t, bin, "solo", url)
 
 	first := call(t, n, "create_order", `{"sku":"KB-01"}`, "order-1")
 	if first.status != http.StatusOK || first.Status != "completed" || first.Replayed {
@@ -59,7 +63,10 @@ func TestBlackBoxPostgresSingleNode(t *testing.T) {
 	if err := n.Stop(20 * time.Second); err != nil {
 		t.Fatalf("SIGTERM: %v\n%s", err, n.Logs())
 	}
-	n = startFleetNode(t, bin, "solo", pg.URL("postgres"))
+	if strings.Contains(n.Logs(), password) {
+		t.Fatalf("the log shows the password:\n%s", n.Logs())
+	}
+	n = startFleetNode(t, bin, "solo", url)
 	after := call(t, n, "create_order", `{"sku":"KB-01"}`, "order-1")
 	if after.status != http.StatusOK || !after.Replayed || after.ExecutionID != first.ExecutionID {
 		t.Fatalf("after a restart: %d %s, want a replay of %s", after.status, after.body, first.body)
