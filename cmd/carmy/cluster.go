@@ -385,6 +385,12 @@ func (c *adminClient) do(ctx context.Context, method, path string, body []byte) 
 
 // clusterStatus is the answer of GET /v1/cluster (SPEC §2.6).
 type clusterStatus struct {
+	Store    string `json:"store"`
+	Database *struct {
+		Reachable bool   `json:"reachable"`
+		Version   string `json:"version"`
+		Schema    string `json:"schema"`
+	} `json:"database"`
 	Leader *struct {
 		ID       string `json:"id"`
 		HTTPAddr string `json:"http_addr"`
@@ -395,6 +401,10 @@ type clusterStatus struct {
 		HTTPAddr string `json:"http_addr"`
 		Suffrage string `json:"suffrage"`
 		Gossip   string `json:"gossip"`
+
+		Heartbeat     string `json:"heartbeat"`
+		LastHeartbeat string `json:"last_heartbeat"`
+		Version       string `json:"version"`
 	} `json:"nodes"`
 	CommitIndex  uint64 `json:"commit_index"`
 	AppliedIndex uint64 `json:"applied_index"`
@@ -404,6 +414,9 @@ type clusterStatus struct {
 
 // printClusterStatus prints st as a table, the leader's line marked *.
 func printClusterStatus(w io.Writer, st clusterStatus) error {
+	if st.Store == "postgres" {
+		return printFleetStatus(w, st)
+	}
 	var b bytes.Buffer
 	leaderID := ""
 	if st.Leader != nil && st.Leader.ID != "" {
@@ -427,6 +440,29 @@ func printClusterStatus(w io.Writer, st clusterStatus) error {
 	tw.Flush()
 	fmt.Fprintf(&b, "\nCommit index: %d, applied index: %d\n", st.CommitIndex, st.AppliedIndex)
 	fmt.Fprintf(&b, "Entries: %d of capacity %d\n", st.Entries, st.Capacity)
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
+// printFleetStatus prints the status of a fleet on PostgreSQL: the
+// database, and the nodes by their heartbeats.
+func printFleetStatus(w io.Writer, st clusterStatus) error {
+	var b bytes.Buffer
+	db := "unreachable from this node"
+	if st.Database != nil && st.Database.Reachable {
+		db = "PostgreSQL " + orDash(st.Database.Version) + ", schema " + orDash(st.Database.Schema)
+	}
+	fmt.Fprintf(&b, "Store: PostgreSQL (no leader: the nodes share the database)\nDatabase: %s\n\n", db)
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tHTTP ADDR\tHEARTBEAT\tLAST HEARTBEAT\tVERSION")
+	for _, n := range st.Nodes {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", orDash(n.ID), orDash(n.HTTPAddr), orDash(n.Heartbeat), orDash(n.LastHeartbeat), orDash(n.Version))
+	}
+	if len(st.Nodes) == 0 {
+		fmt.Fprintln(tw, "(no nodes)")
+	}
+	tw.Flush()
+	fmt.Fprintf(&b, "\nEntries: %d of capacity %d\n", st.Entries, st.Capacity)
 	_, err := w.Write(b.Bytes())
 	return err
 }

@@ -64,6 +64,12 @@ type serveConfig struct {
 	// node's calls hold in flight (engine.Config.MaxInflightBytes): 0
 	// sizes it from memory, a negative value means no bound.
 	MaxInflightBytes int64
+	// Store is --store: "raft" (the built-in cluster) or a PostgreSQL URL
+	// (a fleet: serve_postgres.go). StorePasswordFile and StoreLease go
+	// with a URL.
+	Store             string
+	StorePasswordFile string
+	StoreLease        time.Duration
 }
 
 // Defaults of SPEC §3.
@@ -73,7 +79,11 @@ const (
 	defaultRaftAddr   = "127.0.0.1:8300"
 	defaultGossipAddr = "127.0.0.1:8301"
 	defaultMaxEntries = 100000
+	defaultStore      = storeRaft
 )
+
+// storeRaft is the --store of the built-in Raft cluster.
+const storeRaft = "raft"
 
 // flagEnv pairs each flag with its environment variable.
 var flagEnv = []struct{ flag, env string }{
@@ -109,6 +119,9 @@ var flagEnv = []struct{ flag, env string }{
 	{"trusted-proxies", "CARMY_TRUSTED_PROXIES"},
 	{"public-url", "CARMY_PUBLIC_URL"},
 	{"max-inflight-bytes", "CARMY_MAX_INFLIGHT_BYTES"},
+	{"store", "CARMY_STORE"},
+	{"store-password-file", "CARMY_STORE_PASSWORD_FILE"},
+	{"store-lease", "CARMY_STORE_LEASE"},
 }
 
 func serveFlags(cfg *serveConfig, out io.Writer) *flag.FlagSet {
@@ -139,6 +152,9 @@ func serveFlags(cfg *serveConfig, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&cfg.Insecure, "insecure", false, "let Raft or gossip listen off loopback without node TLS and a gossip key (logged as a warning)")
 	fs.BoolVar(&cfg.FastFailover, "fast-failover", false, "short Raft and gossip timeouts (sub-second failover), for loopback and tests")
 	fs.Int64Var(&cfg.MaxInflightBytes, "max-inflight-bytes", 0, "bound on the `bytes` of arguments and results this node's calls hold in flight; past it a new call is refused 503 before anything is reserved. 0 sizes it from memory (a 64th of the Go memory limit, the cgroup's or the host's memory, within 16–64 MiB); negative: no bound")
+	fs.StringVar(&cfg.Store, "store", defaultStore, "where records live: raft (the nodes' own replicated log) or a PostgreSQL `URL` (postgres://user@host:5432/db?sslmode=verify-full): the nodes then run no Raft and no gossip and share the database. Its password comes from --store-password-file, PGPASSWORD or PGPASSFILE (one in the URL shows in ps); it is never logged")
+	fs.StringVar(&cfg.StorePasswordFile, "store-password-file", "", "`file` holding the PostgreSQL password of --store, surrounding whitespace trimmed")
+	fs.DurationVar(&cfg.StoreLease, "store-lease", 10*time.Second, "with --store postgres: how long a node's heartbeat holds; a node silent longer is dead and its running executions become interrupted (within 3/2 of it)")
 	fs.Uint64Var(&cfg.SnapshotThreshold, "snapshot-threshold", 8192, "log entries between Raft snapshots")
 	fs.DurationVar(&cfg.SnapshotInterval, "snapshot-interval", 2*time.Minute, "how often Raft checks whether to snapshot")
 	fs.StringVar(&cfg.LogFormat, "log-format", "text", "log format: text or json (one object per line)")
@@ -277,6 +293,9 @@ func (c serveConfig) validate() error {
 		}
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
+		return err
+	}
+	if err := c.validateStore(); err != nil {
 		return err
 	}
 	if c.ClusterKey != "" && c.ClusterKeyFile != "" {

@@ -43,6 +43,8 @@ var defaultServeConfig = serveConfig{
 	SnapshotInterval:  2 * time.Minute,
 	LogFormat:         "text",
 	LogLevel:          "info",
+	Store:             "raft",
+	StoreLease:        10 * time.Second,
 }
 
 func TestParseServeDefaults(t *testing.T) {
@@ -107,6 +109,9 @@ func TestParseServeEnvironment(t *testing.T) {
 		{"CARMY_ALLOWED_HOSTS", "carmy.lan,*.corp.example", func(c serveConfig) bool { return c.AllowedHosts == "carmy.lan,*.corp.example" }},
 		{"CARMY_TRUSTED_PROXIES", "10.0.0.0/8,192.0.2.1", func(c serveConfig) bool { return c.TrustedProxies == "10.0.0.0/8,192.0.2.1" }},
 		{"CARMY_PUBLIC_URL", "https://carmy.example.com", func(c serveConfig) bool { return c.PublicURL == "https://carmy.example.com" }},
+		{"CARMY_STORE", "postgres://carmy@db:5432/carmy", func(c serveConfig) bool { return c.Store == "postgres://carmy@db:5432/carmy" }},
+		{"CARMY_STORE_PASSWORD_FILE", "/run/secrets/pg", func(c serveConfig) bool { return c.StorePasswordFile == "/run/secrets/pg" }},
+		{"CARMY_STORE_LEASE", "3s", func(c serveConfig) bool { return c.StoreLease == 3*time.Second }},
 	}
 	if len(tests) != len(flagEnv) {
 		t.Fatalf("the table covers %d variables, flagEnv has %d: add the new ones", len(tests), len(flagEnv))
@@ -186,7 +191,7 @@ func TestParseServeFlagBeatsEnvironment(t *testing.T) {
 		NodeID: "from-flag", DataDir: "/env/data", HTTPAddr: "127.0.0.1:2222", RaftAddr: "127.0.0.1:2300",
 		GossipAddr: "127.0.0.1:1301", Join: "127.0.0.1:2,127.0.0.1:3", MaxEntries: 7, MaxBytes: 1 << 30, Retention: "30d",
 		ClusterKey: "flag-key", SnapshotThreshold: 20, SnapshotInterval: 10 * time.Second,
-		LogFormat: "text", LogLevel: "debug",
+		LogFormat: "text", LogLevel: "debug", Store: "raft", StoreLease: 10 * time.Second,
 	}
 	if cfg != want {
 		t.Errorf("parseServe =\n%+v\nwant\n%+v (flags win, the environment fills the rest)", cfg, want)

@@ -38,6 +38,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	log := newLogger(cfg, stderr)
+	if cfg.usesPostgres() {
+		return servePostgres(ctx, cfg, log)
+	}
 	fc, auth, err := loadConfigAndAuth(cfg, log)
 	if err != nil {
 		return err

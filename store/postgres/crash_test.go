@@ -9,9 +9,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/carmyhq/carmy/internal/pgtest"
 	"github.com/carmyhq/carmy/store"
 	"github.com/carmyhq/carmy/store/postgres"
-	"github.com/carmyhq/carmy/store/postgres/internal/pgtest"
 )
 
 // storeDown reports whether err is what a write may return while the

@@ -120,6 +120,18 @@
 // commit is in flight makes its outcome unknown, so callers bound writes
 // with a context of their own rather than a caller's.
 //
+// # Fleets
+//
+// A Fleet (fleet.go) is one node of a fleet: processes that share the
+// database and nothing else, as carmy serve --store postgres://… runs
+// them. It is a store.Store over a Store it opens in the background, and
+// adds what a cluster would give the runtime: heartbeat rows (the nodes
+// table, schema version 5) with a lease, a sweep by every live node that
+// marks the running executions of dead nodes interrupted, cancellations
+// delivered by NOTIFY in Cancel's transaction to a LISTEN connection on
+// every node, a session advisory lock naming the one node that probes,
+// and retention.
+//
 // # Deployment
 //
 // Processes sharing the tables must each use their own node id

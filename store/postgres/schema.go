@@ -17,7 +17,7 @@ import (
 // SchemaVersion is the version of the tables this package creates and
 // uses. A database whose tables are at a later version (made by a newer
 // build) is refused by Open rather than written with an older layout.
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // migrations[v-1] takes the tables from version v-1 to v. Each runs in the
 // migrating transaction, so a version is applied whole or not at all.
@@ -91,6 +91,21 @@ CREATE INDEX IF NOT EXISTS {rec_open} ON {records} (seq) WHERE status IN ('runni
 	// "probe"; NULL on records resolved before it was kept, and on every
 	// record not resolved. IF NOT EXISTS, as version 3.
 	`ALTER TABLE {records} ADD COLUMN IF NOT EXISTS resolved_by text;`,
+	// 5: the heartbeats of a fleet's nodes (fleet.go): one row per node
+	// id, beat_at stamped by the server's clock (so that nodes' clocks
+	// never decide who is dead), and the node's own lease, which every
+	// other node applies to it.
+	`CREATE TABLE IF NOT EXISTS {nodes} (
+	node_id     text        NOT NULL,
+	http_addr   text        NOT NULL,
+	version     text        NOT NULL,
+	incarnation text        NOT NULL,
+	started_at  timestamptz NOT NULL,
+	beat_at     timestamptz NOT NULL,
+	lease_us    bigint      NOT NULL,
+	CONSTRAINT {nodes_pkey} PRIMARY KEY (node_id),
+	CONSTRAINT {nodes_lease} CHECK (lease_us > 0)
+);`,
 }
 
 // recordSizeSQL is store.RecordSize of a row of {records}, in SQL: the
@@ -99,6 +114,9 @@ CREATE INDEX IF NOT EXISTS {rec_open} ON {records} (seq) WHERE status IN ('runni
 var recordSizeSQL = fmt.Sprintf(`(%d + octet_length(principal) + octet_length(session_id) + octet_length(request_id)
 	+ octet_length(execution_id) + octet_length(tool) + octet_length(fingerprint) + octet_length(node_id)
 	+ coalesce(octet_length(data), 0) + coalesce(octet_length(error), 0))`, store.RecordOverhead)
+
+// errSchemaNewer says that the tables were made by a newer build.
+var errSchemaNewer = errors.New("run a newer build")
 
 // names names a store's tables: a schema and a table prefix.
 type names struct {
@@ -112,7 +130,7 @@ var placeholder = regexp.MustCompile(`\{[a-z_]+\}`)
 // tables are the placeholders that stand for schema-qualified tables; every
 // other placeholder is a constraint or an index, named with the prefix and
 // unqualified (it lives in its table's schema).
-var tables = map[string]bool{"records": true, "meta": true, "principals": true, "schema_version": true}
+var tables = map[string]bool{"records": true, "meta": true, "principals": true, "schema_version": true, "nodes": true}
 
 // expand replaces the braced names in a statement with quoted identifiers.
 func (n names) expand(sql string) string {
@@ -133,6 +151,23 @@ func (n names) lockKey() int64 {
 	h.Write([]byte("carmy/store/postgres migrate\x00"))
 	h.Write([]byte(n.schema))
 	return int64(h.Sum64())
+}
+
+// cancelChannel is the channel a Cancel notifies, in the transaction that
+// records it, with the execution id as the payload: a Fleet listens on it
+// and cancels the tool wherever it runs. One per schema and prefix (a
+// channel is database-wide), at most 63 bytes.
+func (n names) cancelChannel() string { return fmt.Sprintf("carmy_cancel_%016x", n.hash("cancel")) }
+
+// proberKey is the session advisory lock whose holder runs the fleet's
+// reconcile probes (fleet_listen.go).
+func (n names) proberKey() int64 { return int64(n.hash("prober")) }
+
+// hash is a 64-bit hash of what, the schema and the prefix.
+func (n names) hash(what string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte("carmy/store/postgres " + what + "\x00" + n.schema + "\x00" + n.prefix))
+	return h.Sum64()
 }
 
 // resolveSchema returns the schema to use: the configured one, or the
@@ -182,8 +217,8 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, n names, createSchema bool
 		return readErr("migrate: read version", err)
 	}
 	if current > SchemaVersion {
-		return fmt.Errorf("postgres: the tables in schema %q are at version %d, newer than this build's %d: run a newer build",
-			n.schema, current, SchemaVersion)
+		return fmt.Errorf("postgres: the tables in schema %q are at version %d, newer than this build's %d: %w",
+			n.schema, current, SchemaVersion, errSchemaNewer)
 	}
 	for v := current + 1; v <= SchemaVersion; v++ {
 		if _, err := tx.Exec(ctx, n.expand(migrations[v-1])); err != nil {

@@ -25,6 +25,7 @@ type Store struct {
 	maxBytes atomic.Int64
 	names    names
 	q        queries
+	fq       fleetQueries
 	rounds   rounds
 	ctx      context.Context // ends at Close: rounds in flight stop
 	stop     context.CancelFunc
@@ -78,7 +79,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if err := migrate(ctx, pool, n, cfg.Schema != "", cfg.Logger); err != nil {
 		return nil, err
 	}
-	s := &Store{pool: pool, cfg: cfg, names: n, q: newQueries(n)}
+	s := &Store{pool: pool, cfg: cfg, names: n, q: newQueries(n), fq: newFleetQueries(n)}
 	s.maxBytes.Store(cfg.MaxBytes)
 	s.rounds.s = s
 	s.ctx, s.stop = context.WithCancel(context.Background())

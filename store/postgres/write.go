@@ -60,7 +60,9 @@ func (s *Store) Complete(ctx context.Context, key store.Key, fingerprint string,
 
 // Cancel implements store.Store: one conditional UPDATE in a transaction
 // that holds the meta row, as Complete; the cancellation's bytes are
-// counted whatever the bounds (they are few).
+// counted whatever the bounds (they are few). The transaction notifies
+// the store's cancel channel with the execution id, so that a Fleet whose
+// node runs the tool cancels it when the cancellation commits.
 func (s *Store) Cancel(ctx context.Context, executionID string, res store.Result) (store.Record, error) {
 	if err := res.Validate(); err != nil {
 		return store.Record{}, err
@@ -73,7 +75,12 @@ func (s *Store) Cancel(ctx context.Context, executionID string, res store.Result
 	}
 	rec, ok, err := s.settle(ctx, "cancel", func(tx pgx.Tx) (pgx.Rows, error) {
 		return tx.Query(ctx, s.q.cancel, executionID, []byte(res.Data), []byte(res.Error), res.FinishedAt)
-	}, nil)
+	}, func(tx pgx.Tx, _ store.Record) (error, error) {
+		// Delivered at the commit, to every Fleet listening (the runner's
+		// node cancels the tool); nothing when it rolls back.
+		_, err := tx.Exec(ctx, "SELECT pg_notify($1, $2)", s.names.cancelChannel(), executionID)
+		return nil, err
+	})
 	if err != nil || ok {
 		return rec, err
 	}

@@ -130,7 +130,8 @@ async function loadCluster(signal) {
     state.cluster = await api.get('v1/cluster', signal);
     setAccess(api.token() ? 'admin' : 'off');
     replace('cluster-body', views.cluster(state.cluster, removeNode));
-    $('add-node').hidden = false;
+    // A fleet on PostgreSQL has no membership to change.
+    $('add-node').hidden = state.cluster.store === 'postgres';
   } catch (e) {
     if (e.aborted) throw e;
     state.cluster = null;
@@ -338,7 +339,7 @@ function reset() {
 function nodeState(id) {
   if (!state.cluster || !id) return '';
   const n = state.cluster.nodes.find((m) => m.id === id);
-  return n ? n.gossip : 'gone';
+  return n ? (n.gossip || n.heartbeat) : 'gone';
 }
 
 // nodeNote says when a running record's node is dead or gone.

@@ -8,6 +8,7 @@ import { h, time, duration, badge, json } from './dom.js';
 // cluster renders GET /v1/cluster; onRemove(node, button) is offered per
 // member (the cluster routes are the admin's, so whoever sees this may).
 export function cluster(c, onRemove) {
+  if (c.store === 'postgres') return fleet(c);
   const leader = c.leader ? c.leader.id : null;
   const used = c.capacity ? c.entries / c.capacity : 0;
   const facts = h('dl', { class: 'facts' },
@@ -35,6 +36,36 @@ export function cluster(c, onRemove) {
     h('caption', {}, `Members (${rows.length})`),
     h('thead', {}, h('tr', {}, ['Node', 'Suffrage', 'Gossip', 'Addresses'].map((t) => h('th', { scope: 'col' }, t)),
       h('th', { scope: 'col' }, h('span', { class: 'visually-hidden' }, 'Actions')))),
+    h('tbody', {}, rows)));
+  return [facts, table];
+}
+
+// fleet renders GET /v1/cluster of a node whose store is PostgreSQL: the
+// database as this node reaches it, and the nodes by their heartbeats (no
+// leader, no membership to change).
+function fleet(c) {
+  const db = c.database || {};
+  const used = c.capacity ? c.entries / c.capacity : 0;
+  const facts = h('dl', { class: 'facts' },
+    h('dt', {}, 'Store'), h('dd', { id: 'store' }, h('strong', {}, 'PostgreSQL'),
+      h('span', { class: 'muted' }, ' (no leader: the nodes share the database)')),
+    h('dt', {}, 'Database'), h('dd', { id: 'database' }, db.reachable
+      ? h('span', {}, h('span', { class: 'badge gossip-alive' }, 'reachable'), ` PostgreSQL ${db.version || '?'}`,
+        db.schema ? h('span', { class: 'muted' }, `, schema ${db.schema}`) : null)
+      : h('span', { class: 'badge gossip-dead' }, 'unreachable')),
+    h('dt', {}, 'Records'), h('dd', {},
+      h('meter', { min: 0, max: c.capacity || 1, value: c.entries, high: (c.capacity || 1) * 0.8, 'aria-label': 'records against capacity' }),
+      ` ${c.entries.toLocaleString()} of ${c.capacity.toLocaleString()} (${(used * 100).toFixed(1)} %)`));
+  const nodes = [...(c.nodes || [])].sort((a, b) => a.id.localeCompare(b.id, undefined, { numeric: true }));
+  const rows = nodes.map((n) => h('tr', {},
+    h('th', { scope: 'row' }, n.id),
+    h('td', {}, h('span', { class: `badge gossip-${n.heartbeat}` }, n.heartbeat)),
+    h('td', {}, n.last_heartbeat ? time(n.last_heartbeat) : '–'),
+    h('td', { class: 'mono addrs' }, h('span', {}, `http ${n.http_addr}`)),
+    h('td', { class: 'mono' }, n.version || '')));
+  const table = scroller('Fleet nodes', h('table', {},
+    h('caption', {}, `Nodes (${rows.length})`),
+    h('thead', {}, h('tr', {}, ['Node', 'Heartbeat', 'Last heartbeat', 'Address', 'Version'].map((t) => h('th', { scope: 'col' }, t)))),
     h('tbody', {}, rows)));
   return [facts, table];
 }

@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/user"
@@ -181,6 +182,16 @@ func (s *Server) command(name string, args ...string) *exec.Cmd {
 // DSN returns a connection string for database over the server's socket.
 func (s *Server) DSN(database string) string {
 	return fmt.Sprintf("host=%s port=%d user=%s dbname=%s sslmode=disable", s.Dir, port, User, database)
+}
+
+// URL returns the postgres:// URL of database over the server's socket,
+// as carmy serve --store takes it.
+func (s *Server) URL(database string) string { return socketURL(s.Dir, port, database) }
+
+// socketURL is the URL of database over the socket in dir.
+func socketURL(dir string, port int, database string) string {
+	q := url.Values{"host": {dir}, "port": {strconv.Itoa(port)}, "sslmode": {"disable"}}
+	return "postgres://" + User + "@/" + url.PathEscape(database) + "?" + q.Encode()
 }
 
 // Running reports whether the server was started and not stopped since.

@@ -27,6 +27,9 @@ type Proxy struct {
 	ln     net.Listener
 
 	armed atomic.Pointer[[]byte]
+	// cut: every connection is closed at once and new ones are refused
+	// (Cut, Restore).
+	cut atomic.Bool
 	// dropped counts the replies dropped.
 	dropped atomic.Int64
 
@@ -61,12 +64,30 @@ func (p *Proxy) DSN(database string) string {
 	return fmt.Sprintf("host=%s port=%d user=%s dbname=%s sslmode=disable", p.dir, proxyPort, User, database)
 }
 
+// URL returns the postgres:// URL of database through the proxy.
+func (p *Proxy) URL(database string) string { return socketURL(p.dir, proxyPort, database) }
+
 // DropReplyTo arms the proxy: the server's reply to the next client
 // message containing pattern is dropped, and that connection closed.
 func (p *Proxy) DropReplyTo(pattern []byte) {
 	b := bytes.Clone(pattern)
 	p.armed.Store(&b)
 }
+
+// Cut closes every connection through the proxy and closes new ones as
+// soon as they are accepted, until Restore: the client is cut off from
+// the server, which stays up.
+func (p *Proxy) Cut() {
+	p.cut.Store(true)
+	p.mu.Lock()
+	for c := range p.conns {
+		_ = c.Close()
+	}
+	p.mu.Unlock()
+}
+
+// Restore ends a Cut: new connections reach the server again.
+func (p *Proxy) Restore() { p.cut.Store(false) }
 
 // Dropped returns how many replies were dropped.
 func (p *Proxy) Dropped() int64 { return p.dropped.Load() }
@@ -91,6 +112,10 @@ func (p *Proxy) accept() {
 		client, err := p.ln.Accept()
 		if err != nil {
 			return
+		}
+		if p.cut.Load() {
+			_ = client.Close()
+			continue
 		}
 		server, err := net.Dial("unix", p.target)
 		if err != nil {

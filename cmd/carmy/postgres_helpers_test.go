@@ -1,0 +1,203 @@
+package main_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/carmyhq/carmy/internal/pgtest"
+	"github.com/carmyhq/carmy/internal/testutil"
+)
+
+// The black-box tests of --store postgres (SPEC §8) start their own
+// PostgreSQL server (Debian's binaries, in a temporary directory, on a
+// Unix socket) and real carmy processes on 127.0.0.1 that share it.
+
+// needPostgres starts a PostgreSQL server for t, stopped at its end, or
+// skips t loudly when the server binaries are missing (a failure in CI,
+// or with CARMY_REQUIRE_POSTGRES=1).
+func needPostgres(t *testing.T) *pgtest.Server {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs the carmy binary and PostgreSQL")
+	}
+	srv, err := pgtest.Start()
+	if errors.Is(err, pgtest.ErrNoPostgres) && os.Getenv("CI") == "" && os.Getenv("CARMY_REQUIRE_POSTGRES") != "1" {
+		fmt.Fprintf(os.Stderr, "\n*** %s: SKIPPED: no PostgreSQL: %v\n*** (with CI or CARMY_REQUIRE_POSTGRES=1 set, this is a failure)\n\n", t.Name(), err)
+		t.Skipf("SKIPPED: no PostgreSQL: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Close(); err != nil {
+			t.Errorf("stopping PostgreSQL: %v", err)
+		}
+	})
+	return srv
+}
+
+// startFleetNode starts a --dev node named id on storeURL.
+func startFleetNode(t *testing.T, bin, id, storeURL string, args ...string) *testutil.Node {
+	t.Helper()
+	n := testutil.StartCarmy(t, bin, testutil.StartOptions{}, append([]string{"--dev", "--node-id", id, "--store", storeURL}, args...)...)
+	n.WaitReady(t, 60*time.Second)
+	return n
+}
+
+// pgCall is an answer of POST /v1/tools/call, or its error envelope.
+type pgCall struct {
+	status int
+	body   string
+
+	ExecutionID string          `json:"execution_id"`
+	Status      string          `json:"status"`
+	Data        json.RawMessage `json:"data"`
+	Replayed    bool            `json:"replayed"`
+	Resolved    bool            `json:"resolved"`
+	Error       struct {
+		Code   string `json:"code"`
+		Status string `json:"status"`
+	} `json:"error"`
+}
+
+var pgClient = &http.Client{Timeout: 60 * time.Second}
+
+// call posts a call of tool with args under requestID ("" for none).
+func call(t testing.TB, n *testutil.Node, tool, args, requestID string) pgCall {
+	t.Helper()
+	c, err := tryCall(n, tool, args, requestID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func tryCall(n *testutil.Node, tool, args, requestID string) (pgCall, error) {
+	body := fmt.Sprintf(`{"tool":%q,"arguments":%s`, tool, args)
+	if requestID != "" {
+		body += fmt.Sprintf(`,"request_id":%q`, requestID)
+	}
+	body += "}"
+	resp, err := pgClient.Post(n.URL+"/v1/tools/call", "application/json", strings.NewReader(body))
+	if err != nil {
+		return pgCall{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return pgCall{}, err
+	}
+	c := pgCall{status: resp.StatusCode, body: string(b)}
+	if err := json.Unmarshal(b, &c); err != nil {
+		return pgCall{}, fmt.Errorf("answer %d %q: %w", resp.StatusCode, b, err)
+	}
+	return c, nil
+}
+
+// do sends a request with a JSON body (or none) and returns the status
+// and body.
+func do(t testing.TB, method, url, body string) (int, string) {
+	t.Helper()
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, url, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := pgClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// execution reads GET /v1/executions/{id}.
+func execution(t testing.TB, n *testutil.Node, id string) pgCall {
+	t.Helper()
+	code, body := do(t, http.MethodGet, n.URL+"/v1/executions/"+id, "")
+	c := pgCall{status: code, body: body}
+	if err := json.Unmarshal([]byte(body), &c); err != nil {
+		t.Fatalf("GET /v1/executions/%s: %d %q", id, code, body)
+	}
+	return c
+}
+
+// fleetStatus is GET /v1/cluster of a fleet node.
+type fleetStatus struct {
+	Store    string `json:"store"`
+	Leader   any    `json:"leader"`
+	Database struct {
+		Reachable bool   `json:"reachable"`
+		Version   string `json:"version"`
+	} `json:"database"`
+	Nodes []struct {
+		ID            string `json:"id"`
+		HTTPAddr      string `json:"http_addr"`
+		Heartbeat     string `json:"heartbeat"`
+		LastHeartbeat string `json:"last_heartbeat"`
+	} `json:"nodes"`
+	Entries  int `json:"entries"`
+	Capacity int `json:"capacity"`
+}
+
+func getFleetStatus(t testing.TB, n *testutil.Node) fleetStatus {
+	t.Helper()
+	code, body := do(t, http.MethodGet, n.URL+"/v1/cluster", "")
+	var st fleetStatus
+	if code != http.StatusOK || json.Unmarshal([]byte(body), &st) != nil {
+		t.Fatalf("GET /v1/cluster: %d %s", code, body)
+	}
+	return st
+}
+
+// heartbeatOf returns what st says of node id's heartbeat ("" when it is
+// not listed).
+func (st fleetStatus) heartbeatOf(id string) string {
+	for _, n := range st.Nodes {
+		if n.ID == id {
+			return n.Heartbeat
+		}
+	}
+	return ""
+}
+
+// asyncCall runs call in a goroutine; the answer arrives on the channel.
+func asyncCall(n *testutil.Node, tool, args, requestID string) <-chan pgCall {
+	ch := make(chan pgCall, 1)
+	go func() {
+		c, err := tryCall(n, tool, args, requestID)
+		if err != nil {
+			c = pgCall{status: -1, body: err.Error()}
+		}
+		ch <- c
+	}()
+	return ch
+}
+
+// lockedLog collects lines from goroutines.
+type lockedLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lockedLog) printf(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fmt.Fprintf(&l.buf, format+"\n", args...)
+}
