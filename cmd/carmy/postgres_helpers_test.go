@@ -31,8 +31,7 @@ func needPostgres(t *testing.T) *pgtest.Server {
 	}
 	srv, err := pgtest.Start()
 	if errors.Is(err, pgtest.ErrNoPostgres) && os.Getenv("CI") == "" && os.Getenv("CARMY_REQUIRE_POSTGRES") != "1" {
-		fmt.Fprintf(os.Stderr, "\n*** %s: SKIPPED: no PostgreSQL: %v\n*** (with CI or CARMY_REQUIRE_POSTGRES=1 set, this is a failure)\n\n", t.Name(), err)
-		t.Skipf("SKIPPED: no PostgreSQL: %v", err)
+		testutil.SkipLoudly(t, "no PostgreSQL: %v (with CI or CARMY_REQUIRE_POSTGRES=1 set, this is a failure)", err)
 	}
 	if err != nil {
 		t.Fatal(err)
