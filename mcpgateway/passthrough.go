@@ -156,9 +156,9 @@ func (u *Upstream) currentLists() lists {
 	return u.lists
 }
 
-// ErrNotFound is the error of a read or a get naming no upstream this
-// directory holds.
-var ErrNotFound = errors.New("no such resource or prompt")
+// ErrNotFound is the error of a read or a get naming no upstream of the
+// directory that the caller may see (code NOT_FOUND).
+var ErrNotFound = store.NewError(store.CodeNotFound, "no such resource or prompt")
 
 // readResource forwards a resources/read of the upstream's own uri; the
 // answer's URIs are given the prefix back.
