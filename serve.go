@@ -68,6 +68,8 @@ func (r *Runtime) Serve(ctx context.Context, ln net.Listener, cfg api.Config) er
 		MaxHeaderBytes:    to.ServerMaxHeaderBytes(),
 		ErrorLog:          slog.NewLogLogger(rc.Logger.Handler(), slog.LevelWarn),
 	}
+	// Streams that last until their client leaves end as shutdown begins.
+	srv.RegisterOnShutdown(h.CloseStreams)
 	ln, scheme := withTLS(ln, cfg, to.ReadHeader)
 	ln = envelopeListener(ln, api.OversizedHeadersAnswer(to.HeaderBytes), to.ReadHeader, rc.Logger)
 	errc := make(chan error, 1)

@@ -28,7 +28,7 @@ const (
 // api/mcp) and the RFC 9728 metadata document it points to. This server
 // lends the endpoint its tokens, the failures each client address may
 // make, the principals' rate limits, its metrics and its call log.
-func (s *Server) mcpRoutes(rt Runtime, limit int64, base func(*http.Request) string) error {
+func (s *Server) mcpRoutes(rt Runtime, limit int64, base func(*http.Request) string, ups mcp.Upstreams) error {
 	cfg := mcp.Config{
 		Runtime:   rt,
 		BodyLimit: limit,
@@ -39,6 +39,7 @@ func (s *Server) mcpRoutes(rt Runtime, limit int64, base func(*http.Request) str
 		HostChecked: true,
 		BaseURL:     base,
 		RecordView:  func(r store.Record) any { return executionView(r) },
+		Upstreams:   ups,
 	}
 	if s.auth.enabled {
 		cfg.Verify = s.auth.verifyMCP
@@ -49,10 +50,15 @@ func (s *Server) mcpRoutes(rt Runtime, limit int64, base func(*http.Request) str
 	if err != nil {
 		return err
 	}
+	s.mcp = h
 	e := s.echo
-	// POST only: a stateless server offers no stream to GET and no
+	// POST, and with upstreams GET (the stream of list_changed
+	// notifications before 2026-07-28): a stateless server has no
 	// session to DELETE; other methods are Echo's 405 (with Allow).
 	e.POST(mcp.Path, echo.WrapHandler(h), s.gateMCP)
+	if ups != nil {
+		e.GET(mcp.Path, echo.WrapHandler(h), s.gateMCP)
+	}
 	meta := echo.WrapHandler(mcp.MetadataHandler(base))
 	e.GET(mcp.MetadataPath, meta)
 	e.GET(mcp.MetadataPath+mcp.Path, meta)

@@ -15,6 +15,7 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/carmyhq/carmy/api/mcp"
 	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/store"
 )
@@ -82,6 +83,10 @@ type Config struct {
 	// the rightmost address of X-Forwarded-For that is not itself a
 	// trusted proxy (clientaddr.go). None by default.
 	TrustedProxies []netip.Prefix
+	// MCPUpstreams, when set, are the upstream MCP servers whose
+	// resources and prompts /mcp passes through, and whose list changes
+	// it sends to the clients that listen (package api/mcp, Upstreams).
+	MCPUpstreams mcp.Upstreams
 }
 
 // Timeouts bound what a client may take. Zero fields take the defaults.
@@ -159,6 +164,8 @@ type Server struct {
 	// activity counts the calls answered, for GET /v1/activity.
 	activity *activity
 	nodeID   string
+	// mcp serves /mcp.
+	mcp *mcp.Handler
 }
 
 // New returns a server for rt.
@@ -231,7 +238,7 @@ func New(rt Runtime, cfg Config) (*Server, error) {
 	e.Pre(strictQuery)
 	s.echo = e
 	s.routes()
-	if err := s.mcpRoutes(rt, cfg.BodyLimit, baseURL(cfg.PublicURL, cfg.TLS != nil)); err != nil {
+	if err := s.mcpRoutes(rt, cfg.BodyLimit, baseURL(cfg.PublicURL, cfg.TLS != nil), cfg.MCPUpstreams); err != nil {
 		return nil, fmt.Errorf("api: mcp: %w", err)
 	}
 	s.clusterRoutes()
@@ -279,6 +286,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.Serv
 func (s *Server) Close() {
 	s.guard.close()
 	s.keyGuard.close()
+	s.CloseStreams()
+}
+
+// CloseStreams ends the streams of /mcp that last until their client
+// leaves (list_changed notifications): give it to
+// http.Server.RegisterOnShutdown, which does not wait for them.
+func (s *Server) CloseStreams() {
+	if s.mcp != nil {
+		s.mcp.CloseStreams()
+	}
 }
 
 // logPanic logs a recovered panic and turns it into an error without a

@@ -1,6 +1,10 @@
 package engine
 
-import "github.com/carmyhq/carmy/store"
+import (
+	"strings"
+
+	"github.com/carmyhq/carmy/store"
+)
 
 // Caller is who makes a call, as authentication established it, and what
 // it may do. The runtime authorizes every call and every read or change of
@@ -55,6 +59,19 @@ func NewToolSet(names ...string) *ToolSet {
 		s.names[n] = struct{}{}
 	}
 	return s
+}
+
+// HasPrefix reports whether a name in the set begins with prefix.
+func (s *ToolSet) HasPrefix(prefix string) bool {
+	if s == nil {
+		return false
+	}
+	for n := range s.names {
+		if strings.HasPrefix(n, prefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // Has reports whether name is in the set.

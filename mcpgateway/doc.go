@@ -52,4 +52,10 @@
 // within Config.CancelGrace or be replaced. Results are redacted of the
 // configured secrets (header and env values, the URL's query and
 // userinfo) before they are recorded.
+//
+// An upstream's resources, resource templates and prompts pass through,
+// read-only and unrecorded (passthrough.go): a Directory of the upstreams
+// lists them under the upstream's prefix (prompts <name>.<prompt>, URIs
+// carmy:<name>/<uri>) and forwards resources/read and prompts/get, for
+// the /mcp endpoint, which it also tells when a list may have changed.
 package mcpgateway

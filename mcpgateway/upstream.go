@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -141,6 +142,12 @@ type Upstream struct {
 	// progress routes the upstream's progress notifications to the
 	// callers that listen.
 	progress progressRoutes
+	// listed, when set (NewDirectory), is told of every listing.
+	listed atomic.Pointer[listedHook]
+
+	// lists is what the upstream offers besides tools (passthrough.go).
+	listsMu sync.Mutex
+	lists   lists
 
 	mu   sync.Mutex
 	conn *conn // nil while not connected
@@ -229,20 +236,25 @@ func New(reg Registry, cfg Config) (*Upstream, error) {
 	}
 	u.client = mcp.NewClient(&mcp.Implementation{Name: "carmy", Version: "v1"}, &mcp.ClientOptions{
 		Logger: u.log,
-		// No roots, sampling or elicitation: the gateway only lists and
-		// calls tools.
+		// No roots, sampling or elicitation: the gateway lists and calls
+		// tools, and passes resources and prompts through.
 		Capabilities: &mcp.ClientCapabilities{},
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 			u.progress.deliver(req.Params)
 		},
-		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
-			select {
-			case u.changed <- struct{}{}:
-			default: // a listing is due already
-			}
-		},
+		ToolListChangedHandler:     func(context.Context, *mcp.ToolListChangedRequest) { u.listDue() },
+		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { u.listDue() },
+		PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { u.listDue() },
 	})
 	return u, nil
+}
+
+// listDue asks for a listing (the upstream sent a list_changed).
+func (u *Upstream) listDue() {
+	select {
+	case u.changed <- struct{}{}:
+	default: // a listing is due already
+	}
 }
 
 // Name returns the upstream's name, its tools' prefix.
@@ -396,7 +408,8 @@ func (u *Upstream) connectAndServe(ctx context.Context) (listed bool, err error)
 }
 
 // refresh lists the upstream's tools and registers them, replacing those
-// registered before.
+// registered before, then its resources, templates and prompts
+// (passthrough.go), and tells the directory.
 func (u *Upstream) refresh(ctx context.Context, cs *mcp.ClientSession) error {
 	lctx, cancel := context.WithTimeout(ctx, listTimeout)
 	defer cancel()
@@ -420,5 +433,10 @@ func (u *Upstream) refresh(ctx context.Context, cs *mcp.ClientSession) error {
 		return fmt.Errorf("registering tools: %w", err)
 	}
 	u.log.Debug("mcp server: tools listed", slog.Int("tools", len(specs)))
-	return nil
+	changed, err := u.refreshLists(lctx, cs)
+	if hook := u.listed.Load(); hook != nil {
+		// Told even when this failed: the tools changed maybe.
+		hook.d.listed(changed)
+	}
+	return err
 }

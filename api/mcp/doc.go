@@ -15,7 +15,9 @@
 // principal's own; meta.go reads Carmy's keys of _meta; call.go runs a
 // tools/call; result.go turns records and refusals into results;
 // auth.go checks bearer tokens and serves the RFC 9728 metadata document;
-// wire.go keeps the transport's own refusals in JSON-RPC's shape.
+// wire.go keeps the transport's own refusals in JSON-RPC's shape;
+// passthrough.go answers the resources and prompts of upstream MCP servers,
+// and listen.go sends their list changes to the clients that listen.
 //
 // Dependencies point one way: this package imports engine and store, and
 // package api imports it (and supplies what only it knows: the tokens, the

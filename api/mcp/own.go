@@ -21,6 +21,7 @@ import (
 //   - a tools/call with a progressToken from a client that accepts an
 //     event stream (progress.go);
 //   - notifications/cancelled (inflight.go);
+//   - subscriptions/listen, with upstreams (listen.go);
 //   - tools/list at 2025-11-25, whose tools gain
 //     execution.taskSupport "optional", and initialize, whose
 //     capabilities gain tasks (the SDK answers them; Carmy adds what it
@@ -34,7 +35,7 @@ import (
 // holds.
 var ownMarkers = [][]byte{
 	[]byte(`tasks`), []byte(`"task"`), []byte(`progressToken`), []byte(`notifications/cancelled`),
-	[]byte(`"tools/list"`), []byte(`"initialize"`), []byte(`"server/discover"`),
+	[]byte(`"tools/list"`), []byte(`"initialize"`), []byte(`"server/discover"`), []byte(`"subscriptions/listen"`),
 }
 
 // ownMessage is a JSON-RPC message as serveOwn reads it.
@@ -113,8 +114,13 @@ func (h *Handler) serveOwn(w http.ResponseWriter, r *http.Request, body []byte) 
 			return true
 		}
 	case "initialize", "server/discover":
-		h.servePatched(w, r, body, patchInitialize)
+		h.servePatched(w, r, body, h.patchCapabilities)
 		return true
+	case "subscriptions/listen":
+		if h.cfg.Upstreams != nil && msg.ID != nil && version >= versionTasksExtension {
+			h.serveListen(w, r, msg) // listen.go
+			return true
+		}
 	}
 	return false
 }

@@ -45,6 +45,9 @@ const CodeRateLimited = -32029
 // be, else by the SDK; anything else goes to the SDK as it came, for it
 // to refuse as the transport says.
 func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) {
+	if h.serveStandalone(w, r) { // a GET's stream of notifications (listen.go)
+		return
+	}
 	if !screenable(r) {
 		h.stream.ServeHTTP(w, r)
 		return

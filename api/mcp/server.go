@@ -84,6 +84,10 @@ type Config struct {
 	// WWW-Authenticate resource_metadata of a 401 (the node's public URL,
 	// or its listener's address); nil means BaseURL. Never the Host.
 	BaseURL func(r *http.Request) string
+	// Upstreams, when set, are the upstream MCP servers whose resources
+	// and prompts pass through (passthrough.go), and whose changes reach
+	// the clients that listen (listen.go).
+	Upstreams Upstreams
 	// RecordView, when set, gives the JSON of an execution as
 	// GET /v1/executions shows it, for the reconcile tools (SPEC §5.4);
 	// nil means a rendering of the same fields of its own.
@@ -108,6 +112,9 @@ type Handler struct {
 	// inflight holds the tools/calls this node serves, for
 	// notifications/cancelled (inflight.go).
 	inflight inflight
+	// streams holds the open streams of list_changed notifications
+	// (listen.go).
+	streams hub
 }
 
 // New returns the endpoint for cfg.
@@ -196,6 +203,9 @@ func (h *Handler) middleware(next sdk.MethodHandler) sdk.MethodHandler {
 				h.catalog.sync()
 				return next(ctx, method, req)
 			})
+		}
+		if h.cfg.Upstreams != nil && passthroughMethods[method] {
+			return h.passthrough(ctx, method, req)
 		}
 		return next(ctx, method, req)
 	}

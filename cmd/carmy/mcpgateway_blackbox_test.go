@@ -254,11 +254,43 @@ auth:
 	if got := lineSet(t, countFile); !slices.Equal(got, []string{"block k-local.block", "create r-local.create"}) {
 		t.Errorf("the stdio upstream's executions: %q", got)
 	}
+	// The stdio server's resources and prompt pass through /mcp, under its
+	// prefix (the go-sdk client, 2025-11-25, which opens the GET stream of
+	// list_changed notifications and holds it open while the node stops).
+	client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {},
+	})
+	cs, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: n.URL + "/mcp",
+		HTTPClient: &http.Client{Transport: gwBearer{gwCallerToken}}}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	testutil.WaitFor(t, 30*time.Second, "local's resource over /mcp", func() error {
+		res, err := cs.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: "carmy:local/mem://hello"})
+		if err != nil || len(res.Contents) != 1 || res.Contents[0].Text != "hello" {
+			return fmt.Errorf("resources/read: %v %v", res, err)
+		}
+		return nil
+	})
+	if pr, err := cs.GetPrompt(t.Context(), &mcp.GetPromptParams{Name: "local.greet", Arguments: map[string]string{"who": "Di"}}); err != nil ||
+		len(pr.Messages) == 0 || pr.Messages[0].Content.(*mcp.TextContent).Text != "Hello Di" {
+		t.Errorf("prompts/get local.greet: %v %v", pr, err)
+	}
 	child = readPID(t, pidFile)
 	if err := n.Stop(15 * time.Second); err != nil {
 		t.Errorf("SIGTERM: %v", err)
 	}
 	waitGone(t, child, "the stdio child of a node stopped with SIGTERM")
+}
+
+// gwBearer adds the caller's bearer token to every request.
+type gwBearer struct{ token string }
+
+func (b gwBearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
 }
 
 // readPID reads the process id the stdio server wrote.

@@ -19,6 +19,7 @@ import (
 	"github.com/carmyhq/carmy/cluster"
 	"github.com/carmyhq/carmy/internal/faultnet"
 	"github.com/carmyhq/carmy/internal/tlsmux"
+	"github.com/carmyhq/carmy/mcpgateway"
 )
 
 // serve runs `carmy serve` until ctx is done: it reads the flags and the
@@ -58,6 +59,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var dir *mcpgateway.Directory // their resources and prompts, for /mcp
+	if len(ups) > 0 {
+		dir = mcpgateway.NewDirectory(ups)
+	}
 	sec, err := loadSecurity(cfg, log)
 	if err != nil {
 		return err
@@ -90,7 +95,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		slog.Int("max_running_per_principal", lim.runningShare), slog.Int("entries_per_principal", lim.entriesPerPrincipal),
 		slog.Int64("bytes_per_principal", lim.bytesPerPrincipal),
 		slog.String("data_dir", cfg.DataDir))
-	return serveUntilDone(ctx, app, node, ln, apiConfig(cfg, fc, auth, sec, node, faults, log), log)
+	apiCfg := apiConfig(cfg, fc, auth, sec, node, faults, log)
+	if dir != nil {
+		apiCfg.MCPUpstreams = dir
+	}
+	return serveUntilDone(ctx, app, node, ln, apiCfg, log)
 }
 
 // loadConfigAndAuth reads the config file and its auth section (none with

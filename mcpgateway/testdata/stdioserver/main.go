@@ -11,6 +11,9 @@
 // appends "cancelled <request_id>"), hang (counts, then never answers,
 // whatever happens) and freeze (counts, then neither reads nor writes
 // anything any more: the whole server hangs).
+//
+// Resources: mem://hello ("hello") and the template mem://bytes/{n} (a
+// text of n bytes); prompt: greet {who}.
 package main
 
 import (
@@ -93,6 +96,23 @@ func main() {
 			var args struct{ Bytes int }
 			json.Unmarshal(req.Params.Arguments, &args)
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("x", args.Bytes)}}}, nil
+		})
+	// Resources and a prompt, for the gateway to pass through.
+	s.AddResource(&mcp.Resource{Name: "hello", URI: "mem://hello", MIMEType: "text/plain"},
+		func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "hello"}}}, nil
+		})
+	s.AddResourceTemplate(&mcp.ResourceTemplate{Name: "bytes", URITemplate: "mem://bytes/{n}"},
+		func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			n, _ := strconv.Atoi(strings.TrimPrefix(req.Params.URI, "mem://bytes/"))
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: strings.Repeat("x", n)}}}, nil
+		})
+	s.AddPrompt(&mcp.Prompt{Name: "greet", Arguments: []*mcp.PromptArgument{{Name: "who"}}},
+		func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{
+				{Role: "user", Content: &mcp.TextContent{Text: "Hello " + req.Params.Arguments["who"]}},
+				{Role: "user", Content: &mcp.ResourceLink{URI: "mem://hello", Name: "hello"}},
+			}}, nil
 		})
 	s.AddTool(&mcp.Tool{Name: "wait", InputSchema: object},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
