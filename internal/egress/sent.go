@@ -20,14 +20,23 @@ import (
 // bytes written to each connection — never from an error's text.
 
 // countingConn counts the bytes written to a connection.
+//
+// A write is counted before it starts and corrected when it returns short:
+// an answer can arrive, and be noted by the request's trace on another
+// goroutine, before the Write that carried the request returns, so a count
+// taken after the write would miss bytes the answer already answered, and
+// a redirect's rewind would then be refused as a re-send.
 type countingConn struct {
 	net.Conn
 	written atomic.Int64
 }
 
 func (c *countingConn) Write(p []byte) (int, error) {
+	c.written.Add(int64(len(p)))
 	n, err := c.Conn.Write(p)
-	c.written.Add(int64(n))
+	if n < len(p) {
+		c.written.Add(int64(n - len(p)))
+	}
 	return n, err
 }
 
