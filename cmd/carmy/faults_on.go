@@ -15,7 +15,7 @@ const faultsEnv = "CARMY_TEST_FAULTS"
 // newFaults returns the TEST-ONLY network fault layer when getenv says
 // CARMY_TEST_FAULTS=1, else nil. This build (tag carmyfaults) is for
 // fault-injection tests only; the default build has no fault layer at all.
-func newFaults(getenv func(string) string, log *slog.Logger) *faultnet.Filter {
+func newFaults(getenv func(string) string, log *slog.Logger) faultLayer {
 	if getenv(faultsEnv) != "1" {
 		return nil
 	}

@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -46,7 +48,7 @@ func TestFaultLayerServe(t *testing.T) {
 	if !strings.Contains(s.logs.String(), "test fault layer active") {
 		t.Fatalf("no warning logged:\n%s", s.logs)
 	}
-	if code, body := getFaults(t, s, "k"); code != http.StatusOK || body != `{"drop_in":[],"drop_out":[]}`+"\n" {
+	if code, body := getFaults(t, s, testClusterKey); code != http.StatusOK || body != `{"drop_in":[],"drop_out":[]}`+"\n" {
 		t.Fatalf("GET %s = %d %s, want 200 and no rules", faultsPath, code, body)
 	}
 	if code, _ := getFaults(t, s, "wrong"); code != http.StatusForbidden {
@@ -57,7 +59,7 @@ func TestFaultLayerServe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set(faultnet.KeyHeader, "k")
+	req.Header.Set(faultnet.KeyHeader, testClusterKey)
 	resp, err := testClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -87,5 +89,32 @@ func TestFaultLayerServe(t *testing.T) {
 	}
 	if code, body := s.get(t, "/healthz", ""); code != http.StatusOK {
 		t.Fatalf("GET /healthz from 127.0.0.1 = %d %s, want 200", code, body)
+	}
+}
+
+func TestWithFaultControlRoutes(t *testing.T) {
+	internal := &stubInternal{}
+	f := faultnet.New()
+	h := withFaultControl(internal, f, "k")
+
+	req := httptest.NewRequest(http.MethodPut, faultsPath, strings.NewReader(`{"drop_out":["10.9.8.7"]}`))
+	req.Header.Set(faultnet.KeyHeader, "k")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		t.Fatalf("PUT %s = %d %s, want 200", faultsPath, rec.Code, rec.Body)
+	}
+	if got := f.Rules().DropOut; !slices.Equal(got, []string{"10.9.8.7"}) {
+		t.Fatalf("DropOut = %q after the PUT", got)
+	}
+	for _, path := range []string{"/internal/v1/apply", faultsPath + "/x", "/internal/v1/faultsx"} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, nil))
+		if rec.Code != http.StatusTeapot {
+			t.Errorf("POST %s = %d, want the internal handler's answer", path, rec.Code)
+		}
+	}
+	if want := []string{"/internal/v1/apply", faultsPath + "/x", "/internal/v1/faultsx"}; !slices.Equal(internal.paths, want) {
+		t.Fatalf("the internal handler saw %q, want %q", internal.paths, want)
 	}
 }

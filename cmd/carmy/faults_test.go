@@ -4,12 +4,12 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"slices"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/carmyhq/carmy/internal/faultnet"
+	"github.com/carmyhq/carmy/internal/testutil"
 )
 
 // stubInternal stands for the node's internal handler.
@@ -27,32 +27,44 @@ func TestWithFaultControlWithoutFaults(t *testing.T) {
 	}
 }
 
-func TestWithFaultControlRoutes(t *testing.T) {
-	internal := &stubInternal{}
-	f := faultnet.New()
-	h := withFaultControl(internal, f, "k")
-
-	req := httptest.NewRequest(http.MethodPut, faultsPath, strings.NewReader(`{"drop_out":["10.9.8.7"]}`))
-	req.Header.Set(faultnet.KeyHeader, "k")
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, req)
-	if rec.Code != http.StatusOK {
-		t.Fatalf("PUT %s = %d %s, want 200", faultsPath, rec.Code, rec.Body)
+// The default binary links no fault-injection code (docs/testing.md): not
+// one symbol of internal/faultnet, which only -tags carmyfaults brings in.
+func TestDefaultBinaryLinksNoFaultLayer(t *testing.T) {
+	const pkg = "github.com/carmyhq/carmy/internal/faultnet."
+	if n := faultnetSymbols(t); n != 0 {
+		t.Fatalf("the default binary has %d symbols of %s", n, strings.TrimSuffix(pkg, "."))
 	}
-	if got := f.Rules().DropOut; !slices.Equal(got, []string{"10.9.8.7"}) {
-		t.Fatalf("DropOut = %q after the PUT", got)
-	}
-	for _, path := range []string{"/internal/v1/apply", faultsPath + "/x", "/internal/v1/faultsx"} {
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, nil))
-		if rec.Code != http.StatusTeapot {
-			t.Errorf("POST %s = %d, want the internal handler's answer", path, rec.Code)
-		}
-	}
-	if want := []string{"/internal/v1/apply", faultsPath + "/x", "/internal/v1/faultsx"}; !slices.Equal(internal.paths, want) {
-		t.Fatalf("the internal handler saw %q, want %q", internal.paths, want)
+	if n := faultnetSymbols(t, "-tags", "carmyfaults"); n == 0 {
+		t.Fatal("the carmyfaults binary has no faultnet symbol: the check above proves nothing")
 	}
 }
+
+// faultnetSymbols builds cmd/carmy with buildArgs and counts the symbols
+// `go tool nm` lists in internal/faultnet.
+func faultnetSymbols(t *testing.T, buildArgs ...string) int {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "carmy")
+	build := exec.CommandContext(t.Context(), "go", append(append([]string{"build"}, buildArgs...), "-o", bin, "./cmd/carmy")...)
+	build.Dir = testutil.ModuleRoot(t)
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", strings.Join(buildArgs, " "), err, out)
+	}
+	out, err := exec.CommandContext(t.Context(), "go", "tool", "nm", bin).Output()
+	if err != nil {
+		t.Fatalf("go tool nm: %v", err)
+	}
+	n := 0
+	for line := range strings.Lines(string(out)) {
+		if strings.Contains(line, "carmy/internal/faultnet.") {
+			n++
+		}
+	}
+	return n
+}
+
+// clusterKeyHeader carries the cluster key of node-to-node requests and of
+// the fault control.
+const clusterKeyHeader = "Carmy-Cluster-Key"
 
 // getFaults sends GET /internal/v1/faults with the cluster key.
 func getFaults(t *testing.T, s *runningServe, key string) (int, string) {
@@ -61,7 +73,7 @@ func getFaults(t *testing.T, s *runningServe, key string) (int, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set(faultnet.KeyHeader, key)
+	req.Header.Set(clusterKeyHeader, key)
 	resp, err := testClient.Do(req)
 	if err != nil {
 		t.Fatalf("GET %s: %v", faultsPath, err)

@@ -17,7 +17,6 @@ import (
 	"github.com/carmyhq/carmy"
 	"github.com/carmyhq/carmy/api"
 	"github.com/carmyhq/carmy/cluster"
-	"github.com/carmyhq/carmy/internal/faultnet"
 	"github.com/carmyhq/carmy/internal/tlsmux"
 	"github.com/carmyhq/carmy/mcpgateway"
 )
@@ -234,7 +233,7 @@ func listen(ctx context.Context, cfg serveConfig, log *slog.Logger) (net.Listene
 
 // startCluster opens this node's cluster member and makes its replicated
 // store the runtime's, with the cluster's view of which runners are gone.
-func startCluster(cfg serveConfig, lim limits, sec security, ln net.Listener, faults *faultnet.Filter, app *carmy.Runtime, log *slog.Logger) (*cluster.Node, error) {
+func startCluster(cfg serveConfig, lim limits, sec security, ln net.Listener, faults faultLayer, app *carmy.Runtime, log *slog.Logger) (*cluster.Node, error) {
 	nodeTLS, gossipKeys, retention := sec.nodeTLS, sec.gossipKeys, sec.retention
 	node, err := cluster.Open(cluster.Config{
 		NodeID:     cfg.NodeID,
@@ -272,7 +271,7 @@ func startCluster(cfg serveConfig, lim limits, sec security, ln net.Listener, fa
 
 // apiConfig is the API's configuration: auth and limits from the config
 // file, the cluster's administration and internal endpoints, and TLS.
-func apiConfig(cfg serveConfig, fc fileConfig, auth api.Auth, sec security, node *cluster.Node, faults *faultnet.Filter, log *slog.Logger) api.Config {
+func apiConfig(cfg serveConfig, fc fileConfig, auth api.Auth, sec security, node *cluster.Node, faults faultLayer, log *slog.Logger) api.Config {
 	apiCfg := api.Config{
 		Auth: auth, BodyLimit: fc.Limits.BodyBytes, Timeouts: fc.Limits.timeouts(), Logger: log,
 		RateLimit: api.RateLimit{PerSecond: fc.Limits.RatePerPrincipal, Burst: fc.Limits.RateBurst},
@@ -336,7 +335,7 @@ const faultsPath = "/internal/v1/faults"
 
 // withFaultControl returns internal, with the test fault layer's control
 // endpoint at faultsPath when faults is not nil.
-func withFaultControl(internal http.Handler, faults *faultnet.Filter, key string) http.Handler {
+func withFaultControl(internal http.Handler, faults faultLayer, key string) http.Handler {
 	if faults == nil {
 		return internal
 	}
@@ -349,7 +348,7 @@ func withFaultControl(internal http.Handler, faults *faultnet.Filter, key string
 // faultHooks plugs the test fault layer, when there is one, into the
 // node's network: its HTTP dials, its Raft stream layer and its gossip
 // transport.
-func faultHooks(faults *faultnet.Filter) cluster.Hooks {
+func faultHooks(faults faultLayer) cluster.Hooks {
 	if faults == nil {
 		return cluster.Hooks{}
 	}
