@@ -14,6 +14,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/carmyhq/carmy/internal/certs"
 )
 
 // `carmy cluster status|join|remove` wraps the admin API of SPEC §2.6 for
@@ -104,7 +106,7 @@ func clusterCmd(ctx context.Context, args []string, getenv func(string) string, 
 	if opts.Timeout <= 0 {
 		return usageErr("--timeout %s: must be positive", opts.Timeout)
 	}
-	tc, err := clientTLS(opts.CAFile)
+	tc, err := certs.ClientConfig(opts.CAFile)
 	if err != nil {
 		return usageErr("%v", err)
 	}
@@ -230,7 +232,7 @@ func joinMessage(ctx context.Context, c *adminClient, opts clusterOptions, added
 // before or after its positional arguments (carmy cluster remove node3
 // --addr …).
 func parseClusterFlags(sub string, args []string, getenv func(string) string, stdout, stderr io.Writer) (clusterOptions, []string, error) {
-	opts := clusterOptions{Addr: "127.0.0.1:8080", Token: getenv(envAdminToken), CAFile: getenv(envCAFile), Timeout: 10 * time.Second}
+	opts := clusterOptions{Addr: "127.0.0.1:8080", Token: getenv(envAdminToken), CAFile: getenv(certs.EnvCAFile), Timeout: 10 * time.Second}
 	if a := getenv(envClusterAddr); a != "" {
 		opts.Addr = a
 	}

@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/carmyhq/carmy/internal/certs"
 )
 
 const healthUsage = `Usage: carmy health [--addr host:port] [--live] [--ca-file PEM] [--timeout d]
@@ -26,7 +28,7 @@ Flags:
 
 // healthCmd runs `carmy health`.
 func healthCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	addr, caFile, live, timeout := "127.0.0.1:8080", getenv(envCAFile), false, 3*time.Second
+	addr, caFile, live, timeout := "127.0.0.1:8080", getenv(certs.EnvCAFile), false, 3*time.Second
 	if a := getenv(envClusterAddr); a != "" {
 		addr = a
 	}
@@ -53,7 +55,7 @@ func healthCmd(ctx context.Context, args []string, getenv func(string) string, s
 		fmt.Fprintf(stderr, "carmy health: %v\n", err)
 		return errUsage
 	}
-	tc, err := clientTLS(caFile)
+	tc, err := certs.ClientConfig(caFile)
 	if err != nil {
 		fmt.Fprintf(stderr, "carmy health: %v\n", err)
 		return errUsage

@@ -10,6 +10,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/carmyhq/carmy/internal/bench"
 )
 
 func main() {
@@ -89,7 +91,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return nil
 		}
 		if len(rest) > 0 && rest[0] == "bench" {
-			fmt.Fprint(stdout, benchUsage)
+			fmt.Fprint(stdout, bench.Usage)
 			return nil
 		}
 		if len(rest) > 0 && rest[0] == "health" {

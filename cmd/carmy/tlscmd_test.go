@@ -169,7 +169,7 @@ func TestServeNodeAndAPIOverTLS(t *testing.T) {
 			"--tls-cert", filepath.Join(d, id+".pem"), "--tls-key", filepath.Join(d, id+"-key.pem")}
 	}
 	caFile := filepath.Join(dir, "carmy-ca.pem")
-	tc, err := clientTLS(caFile)
+	tc, err := certs.ClientConfig(caFile)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 // Package certs makes the cluster CA and node certificates of Carmy's
 // mutual TLS between nodes (carmy tls ca, carmy tls cert): ECDSA P-256
-// keys, PEM files.
+// keys, PEM files; and the TLS configuration of the client commands
+// (ClientConfig: the system roots plus a --ca-file).
 package certs
 
 import (

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"errors"
@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/carmyhq/carmy/internal/certs"
 )
 
 // The flags of `carmy bench`, their defaults and their checks.
@@ -113,16 +115,17 @@ type benchOptions struct {
 	JSON       bool
 	Label      string
 	Table      string // --table: format this file and exit
+	Version    string // of the carmy build, for the User-Agent (not a flag)
 }
 
 // parseBenchFlags reads `carmy bench` flags over the defaults and the
 // environment, and checks them. A usage error was printed, with a hint to
-// the usage, and is errUsage; --help printed the usage and is flag.ErrHelp.
+// the usage, and is ErrUsage; --help printed the usage and is flag.ErrHelp.
 func parseBenchFlags(args []string, getenv func(string) string, stdout, stderr io.Writer) (benchOptions, error) {
 	opts := benchOptions{
 		Clients: 16, Duration: 10 * time.Second, Mode: modeNew, ReplayPool: 1000,
 		RetryShare: 0.2, DupShare: 0.05, Tool: "echo", Transport: transportHTTP, ArgsSize: 64, Timeout: 10 * time.Second,
-		Metrics: true, Progress: time.Second, Token: getenv(envBenchToken), CAFile: getenv(envCAFile),
+		Metrics: true, Progress: time.Second, Token: getenv(envBenchToken), CAFile: getenv(certs.EnvCAFile),
 	}
 	targets := "127.0.0.1:8080"
 	if t := getenv(envBenchTargets); t != "" {
@@ -160,7 +163,7 @@ func parseBenchFlags(args []string, getenv func(string) string, stdout, stderr i
 			return opts, flag.ErrHelp
 		}
 		fmt.Fprintf(stderr, "\nRun 'carmy bench --help' for the usage.\n")
-		return opts, errUsage
+		return opts, ErrUsage
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -170,7 +173,7 @@ func parseBenchFlags(args []string, getenv func(string) string, stdout, stderr i
 
 	usageErr := func(format string, a ...any) error {
 		fmt.Fprintf(stderr, "carmy bench: %s\n\nRun 'carmy bench --help' for the usage.\n", fmt.Sprintf(format, a...))
-		return errUsage
+		return ErrUsage
 	}
 	if fs.NArg() > 0 {
 		return opts, usageErr("unexpected argument %q", fs.Arg(0))

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -220,10 +220,18 @@ func printComparison(w io.Writer, results []benchResult) error {
 		if r.LogWritesPerCall != nil {
 			writes = strconv.FormatFloat(*r.LogWritesPerCall, 'f', 2, 64)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f\t%s\t%s\t%s\t%d\t%s\n", orDash(r.Label), r.Mode, r.Clients, r.CallsPerSec,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f\t%s\t%s\t%s\t%d\t%s\n", labelOrDash(r.Label), r.Mode, r.Clients, r.CallsPerSec,
 			fmtMS(r.LatencyMS.P50), fmtMS(r.LatencyMS.P99), fmtMS(r.LatencyMS.P999), r.Errors, writes)
 	}
 	tw.Flush()
 	_, err := w.Write(b.Bytes())
 	return err
+}
+
+// labelOrDash is a run's label, or "-" for a run without one.
+func labelOrDash(label string) string {
+	if label == "" {
+		return "-"
+	}
+	return label
 }

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -15,6 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/carmyhq/carmy/internal/certs"
 )
 
 // The workload of `carmy bench`: clients that each make one call at a time,
@@ -82,11 +84,11 @@ func newBenchDriver(opts benchOptions) (*benchDriver, error) {
 	if d.opts.Session == "" {
 		d.opts.Session = "bench-" + d.runID
 	}
-	tc, err := clientTLS(opts.CAFile)
+	tc, err := certs.ClientConfig(opts.CAFile)
 	if err != nil {
 		return nil, err
 	}
-	header := [][2]string{{"Content-Type", "application/json"}, {"User-Agent", "carmy-bench/" + version}}
+	header := [][2]string{{"Content-Type", "application/json"}, {"User-Agent", "carmy-bench/" + opts.Version}}
 	if opts.Token != "" {
 		header = append(header, [2]string{"Authorization", "Bearer " + opts.Token})
 	}
