@@ -90,6 +90,8 @@ type APIError struct {
 	// Fields holds every member of the envelope's error object, those
 	// above included, for codes or members this client does not know.
 	Fields map[string]json.RawMessage
+	// Body is the answer as the node sent it.
+	Body []byte
 }
 
 func (e *APIError) Error() string {
@@ -138,6 +140,9 @@ type ProtocolError struct {
 	RetryAfter time.Duration
 	// Err is the decoding error, when there was one.
 	Err error
+	// Body is the answer as it came (at most the client's bound on an
+	// answer).
+	Body []byte
 }
 
 func (e *ProtocolError) Error() string {

@@ -129,7 +129,7 @@ func decodeAnswer(resp *http.Response, raw []byte, out any) error {
 	retryAfter := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
 	protocol := func(err error) error {
 		return &ProtocolError{Status: resp.StatusCode, ContentType: resp.Header.Get("Content-Type"),
-			Snippet: snippet(raw), RetryAfter: retryAfter, Err: err}
+			Snippet: snippet(raw), RetryAfter: retryAfter, Err: err, Body: raw[:min(len(raw), maxAnswer)]}
 	}
 	if len(raw) > maxAnswer {
 		return protocol(fmt.Errorf("the body is over %d bytes", maxAnswer))
@@ -171,6 +171,7 @@ func decodeAnswer(resp *http.Response, raw []byte, out any) error {
 		Field:       stringField(env.Error, "field"),
 		RetryAfter:  retryAfter,
 		Fields:      env.Error,
+		Body:        raw,
 	}
 }
 

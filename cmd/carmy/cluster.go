@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,6 +14,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/carmyhq/carmy/api/client"
+	"github.com/carmyhq/carmy/api/wire"
 	"github.com/carmyhq/carmy/internal/certs"
 )
 
@@ -106,19 +107,14 @@ func clusterCmd(ctx context.Context, args []string, getenv func(string) string, 
 	if opts.Timeout <= 0 {
 		return usageErr("--timeout %s: must be positive", opts.Timeout)
 	}
-	tc, err := certs.ClientConfig(opts.CAFile)
+	c, err := newAdminClient(opts, base)
 	if err != nil {
 		return usageErr("%v", err)
 	}
-	hc := http.DefaultClient
-	if tc != nil {
-		hc = &http.Client{Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, TLSClientConfig: tc}}
-	}
-	c := &adminClient{base: base, addr: opts.Addr, token: opts.Token, timeout: opts.Timeout, hc: hc}
 
 	var (
 		method, path string
-		body         []byte
+		send         func(ctx context.Context) (*client.ClusterStatus, error)
 		done         string // what an operator is told before the status
 	)
 	switch sub {
@@ -130,6 +126,7 @@ func clusterCmd(ctx context.Context, args []string, getenv func(string) string, 
 			return usageErr("--id, --raft-addr and --http-addr belong to join and remove")
 		}
 		method, path = http.MethodGet, "/v1/cluster"
+		send = c.ClusterStatus
 	case "join":
 		if len(pos) > 0 {
 			return usageErr("unexpected argument %q (give the node's id as --id)", pos[0])
@@ -150,7 +147,8 @@ func clusterCmd(ctx context.Context, args []string, getenv func(string) string, 
 			}
 		}
 		method, path = http.MethodPost, "/v1/cluster/nodes"
-		body, _ = json.Marshal(map[string]string{"id": opts.ID, "raft_addr": opts.RaftAddr, "http_addr": opts.HTTPAddr})
+		spec := wire.NodeSpec{ID: opts.ID, RaftAddr: opts.RaftAddr, HTTPAddr: opts.HTTPAddr}
+		send = func(ctx context.Context) (*client.ClusterStatus, error) { return c.AddNode(ctx, spec) }
 		done = fmt.Sprintf("Added %s (raft %s, http %s).", opts.ID, opts.RaftAddr, opts.HTTPAddr)
 	case "remove":
 		id := opts.ID
@@ -169,13 +167,15 @@ func clusterCmd(ctx context.Context, args []string, getenv func(string) string, 
 			return usageErr("--raft-addr and --http-addr belong to join")
 		}
 		method, path = http.MethodDelete, "/v1/cluster/nodes/"+url.PathEscape(id)
+		send = func(ctx context.Context) (*client.ClusterStatus, error) { return c.RemoveNode(ctx, id) }
 		done = fmt.Sprintf("Removed %s.", id)
 	}
 
 	if sub == "join" {
 		done = joinMessage(ctx, c, opts, done)
 	}
-	raw, err := c.do(ctx, method, path, body)
+	ask := adminRequest{addr: opts.Addr, url: base + path, method: method, timeout: opts.Timeout, token: opts.Token != ""}
+	st, raw, err := ask.send(ctx, send)
 	if opts.JSON && raw != nil {
 		stdout.Write(raw)
 		if !bytes.HasSuffix(raw, []byte("\n")) {
@@ -185,15 +185,11 @@ func clusterCmd(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil || opts.JSON {
 		return err
 	}
-	var st clusterStatus
-	if err := json.Unmarshal(raw, &st); err != nil {
-		return fmt.Errorf("%s %s answered something that is not a cluster status: %v", method, c.base+path, err)
-	}
 	if done != "" {
 		fmt.Fprintln(stdout, done)
 		fmt.Fprintln(stdout)
 	}
-	return printClusterStatus(stdout, st)
+	return printClusterStatus(stdout, st.ClusterStatus)
 }
 
 // joinMessage returns what join tells an operator: added (added), nothing
@@ -201,13 +197,11 @@ func clusterCmd(ctx context.Context, args []string, getenv func(string) string, 
 // is then a no-op, SPEC §2.6), or its addresses updated. It asks the
 // cluster's status first; when that fails, the join itself will say why,
 // and added is returned.
-func joinMessage(ctx context.Context, c *adminClient, opts clusterOptions, added string) string {
-	raw, err := c.do(ctx, http.MethodGet, "/v1/cluster", nil)
+func joinMessage(ctx context.Context, c *client.Client, opts clusterOptions, added string) string {
+	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
+	defer cancel()
+	st, err := c.ClusterStatus(ctx)
 	if err != nil {
-		return added
-	}
-	var st clusterStatus
-	if json.Unmarshal(raw, &st) != nil {
 		return added
 	}
 	for _, m := range st.Nodes {
@@ -297,125 +291,8 @@ func plural(names []string, one, many string) string {
 	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1] + " " + many
 }
 
-// adminClient makes one request of a node's admin API.
-type adminClient struct {
-	base    string // http://host:port
-	addr    string // as the operator gave it
-	token   string
-	timeout time.Duration
-	hc      *http.Client
-}
-
-// maxAnswer bounds the answer read from a node.
-const maxAnswer = 8 << 20
-
-// apiError is an error answer of the API (SPEC §2.2), printed as
-// "CODE: message".
-type apiError struct {
-	Status  int
-	Code    string
-	Message string
-	hint    string
-}
-
-func (e *apiError) Error() string {
-	msg := e.Code + ": " + e.Message
-	if e.hint != "" {
-		msg += " (" + e.hint + ")"
-	}
-	return msg
-}
-
-// do sends the request and returns the answer's body. A non-2xx answer is
-// an *apiError when it carries the API's error envelope; the body is
-// returned with it.
-func (c *adminClient) do(ctx context.Context, method, path string, body []byte) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Accept", "application/json")
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		switch {
-		case errors.Is(err, context.DeadlineExceeded):
-			return nil, fmt.Errorf("no answer from the node at %s within %s (--timeout)", c.addr, c.timeout)
-		case ctx.Err() != nil:
-			return nil, fmt.Errorf("%s %s: %w", method, c.base+path, ctx.Err())
-		}
-		return nil, fmt.Errorf("could not reach the node at %s (is it running? set --addr or $%s): %w", c.addr, envClusterAddr, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
-	if err != nil {
-		return nil, fmt.Errorf("reading the answer of %s %s: %w", method, c.base+path, err)
-	}
-	if resp.StatusCode/100 == 2 {
-		return raw, nil
-	}
-	var env struct {
-		Error *struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	if json.Unmarshal(raw, &env) != nil || env.Error == nil || env.Error.Code == "" {
-		text := strings.TrimSpace(string(raw))
-		if len(text) > 200 {
-			text = text[:200] + "…"
-		}
-		return raw, fmt.Errorf("%s %s: %s: %s", method, c.base+path, resp.Status, text)
-	}
-	e := &apiError{Status: resp.StatusCode, Code: env.Error.Code, Message: env.Error.Message}
-	if c.token == "" && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
-		e.hint = "no admin token was given: set --token or $" + envAdminToken
-	}
-	return raw, e
-}
-
-// clusterStatus is the answer of GET /v1/cluster (SPEC §2.6).
-type clusterStatus struct {
-	Store    string `json:"store"`
-	Database *struct {
-		Reachable bool   `json:"reachable"`
-		Version   string `json:"version"`
-		Schema    string `json:"schema"`
-	} `json:"database"`
-	Leader *struct {
-		ID       string `json:"id"`
-		HTTPAddr string `json:"http_addr"`
-	} `json:"leader"`
-	Nodes []struct {
-		ID       string `json:"id"`
-		RaftAddr string `json:"raft_addr"`
-		HTTPAddr string `json:"http_addr"`
-		Suffrage string `json:"suffrage"`
-		Gossip   string `json:"gossip"`
-
-		Heartbeat     string `json:"heartbeat"`
-		LastHeartbeat string `json:"last_heartbeat"`
-		Version       string `json:"version"`
-	} `json:"nodes"`
-	CommitIndex  uint64 `json:"commit_index"`
-	AppliedIndex uint64 `json:"applied_index"`
-	Entries      int    `json:"entries"`
-	Capacity     int    `json:"capacity"`
-}
-
 // printClusterStatus prints st as a table, the leader's line marked *.
-func printClusterStatus(w io.Writer, st clusterStatus) error {
+func printClusterStatus(w io.Writer, st wire.ClusterStatus) error {
 	if st.Store == "postgres" {
 		return printFleetStatus(w, st)
 	}
@@ -448,7 +325,7 @@ func printClusterStatus(w io.Writer, st clusterStatus) error {
 
 // printFleetStatus prints the status of a fleet on PostgreSQL: the
 // database, and the nodes by their heartbeats.
-func printFleetStatus(w io.Writer, st clusterStatus) error {
+func printFleetStatus(w io.Writer, st wire.ClusterStatus) error {
 	var b bytes.Buffer
 	db := "unreachable from this node"
 	if st.Database != nil && st.Database.Reachable {

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/carmyhq/carmy/api/wire"
 )
 
 // seenRequest is what the fake admin API was sent.
@@ -505,7 +507,7 @@ func TestClusterAgainstARealNode(t *testing.T) {
 	if err := run(t.Context(), []string{"cluster", "status", "--json", "--addr", s.addr}, &stdout, &stderr); err != nil {
 		t.Fatalf("carmy cluster status --json: %v", err)
 	}
-	var st clusterStatus
+	var st wire.ClusterStatus
 	if err := json.Unmarshal(stdout.Bytes(), &st); err != nil || st.Leader == nil || st.Leader.ID != "solo" || len(st.Nodes) != 1 {
 		t.Errorf("--json = %s (%v), want solo leading alone", stdout.String(), err)
 	}
