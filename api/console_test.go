@@ -3,8 +3,10 @@ package api_test
 import (
 	"encoding/json"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -72,7 +74,7 @@ func TestConsoleServesAssets(t *testing.T) {
 		"/ui/app.js":    "text/javascript; charset=utf-8",
 		"/ui/style.css": "text/css; charset=utf-8",
 	}
-	for _, name := range ui.Names() {
+	for _, name := range consoleFiles(t) {
 		if _, ok := want["/ui/"+name]; !ok && name != ui.Index {
 			want["/ui/"+name] = ""
 		}
@@ -103,7 +105,7 @@ func TestConsoleServesAssets(t *testing.T) {
 
 	// Every relative module or stylesheet the assets name is served.
 	ref := regexp.MustCompile(`(?:from |import\(|href=|src=)['"]\.?/?([\w.-]+\.(?:js|css))['"]`)
-	for _, name := range ui.Names() {
+	for _, name := range consoleFiles(t) {
 		a, _ := ui.Lookup(name)
 		for _, m := range ref.FindAllStringSubmatch(string(a.Body), -1) {
 			if _, ok := ui.Lookup(m[1]); !ok {
@@ -165,7 +167,7 @@ func TestConsoleSelfContained(t *testing.T) {
 		".html": {regexp.MustCompile(`(?s)<!--.*?-->`)},
 	}
 	url := regexp.MustCompile(`(?i)(?:https?:)?//[a-z0-9.-]+\.[a-z]{2,}[^\s'"<>)]*`)
-	names := ui.Names()
+	names := consoleFiles(t)
 	slices.Sort(names)
 	for _, name := range names {
 		a, _ := ui.Lookup(name)
@@ -195,4 +197,25 @@ func TestConsoleSelfContained(t *testing.T) {
 			}
 		}
 	}
+}
+
+// consoleFiles names every file of the console's source (api/ui/static,
+// which the binary embeds), as the URL under /ui/ names it: the test asks
+// the server for each by that name.
+func consoleFiles(t *testing.T) []string {
+	t.Helper()
+	var names []string
+	root := filepath.Join("ui", "static")
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(root, p)
+		names = append(names, filepath.ToSlash(rel))
+		return err
+	})
+	if err != nil || len(names) == 0 {
+		t.Fatalf("listing %s: %v (%d files)", root, err, len(names))
+	}
+	return names
 }

@@ -23,7 +23,7 @@ const (
 // capacity command at index 1 that leaves room for all of them.
 func applyLogs(tb testing.TB) (capacity *raft.Log, logs []*raft.Log) {
 	tb.Helper()
-	capacity = commandLog(tb, 1, fsm.SetCapacity(applyBlock))
+	capacity = commandLog(tb, 1, fsm.SetLimits(applyBlock, 0))
 	logs = make([]*raft.Log, 0, applyBlock)
 	for i := 0; len(logs) < applyBlock; i++ {
 		k, id := key("req-"+strconv.Itoa(i)), "exec_bench_"+strconv.Itoa(i)

@@ -145,7 +145,7 @@ func TestStoreBytesRefusal(t *testing.T) {
 	}
 	// A capacity command without max_bytes (as an older leader sends)
 	// removes the bound on every replica alike.
-	x.mustOK(fsm.SetCapacity(100))
+	x.mustOK(fsm.SetLimits(100, 0))
 	x.mustReserve("a3", "e-a3", "n1")
 	if got := x.p.State().MaxBytes(); got != 0 {
 		t.Fatalf("MaxBytes after a capacity command without it: %d", got)

@@ -70,17 +70,6 @@ func Encode(c Command) ([]byte, error) {
 	return e.b, nil
 }
 
-// EncodeJSON returns the command's log bytes in the JSON format of builds
-// before the binary codec, which Decode still reads (tests and tools that
-// write such logs use it).
-func EncodeJSON(c Command) ([]byte, error) {
-	b, err := json.Marshal(c)
-	if err != nil {
-		return nil, fmt.Errorf("%w: fsm: encode %s: %w", store.ErrInvalid, c.Type, err)
-	}
-	return b, nil
-}
-
 // PeekType returns the type of an encoded command without decoding it
 // (for logs and metrics; the FSM decodes and decides). ok is false when
 // data does not begin like a command of either format.

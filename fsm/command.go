@@ -95,12 +95,6 @@ func Expire(cutoff time.Time) Command {
 	return Command{V: Version, Type: TypeExpire, Cutoff: cutoff}
 }
 
-// SetCapacity sets the cluster-wide bound on records, and no bound on
-// bytes.
-func SetCapacity(n int) Command {
-	return Command{V: Version, Type: TypeCapacity, Capacity: n}
-}
-
 // SetLimits sets the cluster-wide bounds: on records (entries, positive)
 // and on bytes (store.RecordSize summed over every record; 0: none). A
 // capacity command of a build before byte bounds carries no max_bytes,

@@ -25,7 +25,7 @@ func everyCommand() map[string]fsm.Command {
 		"release running": fsm.Release("e1", true),
 		"interrupt":       fsm.Interrupt("n1"),
 		"expire":          fsm.Expire(t0.Add(-24 * time.Hour)),
-		"capacity":        fsm.SetCapacity(42),
+		"capacity":        fsm.SetLimits(42, 0),
 		"node": fsm.SetNode(fsm.NodeInfo{
 			ID: "n1", RaftAddr: "10.0.0.1:7000", HTTPAddr: "10.0.0.1:8080", GossipAddr: "10.0.0.1:7946",
 		}),
@@ -77,8 +77,8 @@ func TestCommandConstructorsSetTheirType(t *testing.T) {
 // no cutoff, a release without allow_running.
 func TestCommandRoundTripOfZeroValues(t *testing.T) {
 	for _, c := range []fsm.Command{
-		fsm.SetCapacity(0),
-		fsm.SetCapacity(-3),
+		fsm.SetLimits(0, 0),
+		fsm.SetLimits(-3, 0),
 		fsm.Expire(time.Time{}),
 		fsm.Release("", false),
 		fsm.Interrupt(""),

@@ -27,7 +27,7 @@ func TestDedupeWindowReplicasAgree(t *testing.T) {
 		return ex
 	}
 	cmds := []fsm.Command{
-		fsm.SetCapacity(10),
+		fsm.SetLimits(10, 0),
 		fsm.Reserve(k, fp, at("exec_1", 0)),
 		fsm.Complete(k, fp, completed("exec_1", `1`, t0.Add(time.Second))),
 		fsm.Reserve(k, fp, at("exec_2", window-time.Millisecond)), // within: replay of exec_1

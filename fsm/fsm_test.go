@@ -81,7 +81,7 @@ func populated(tb testing.TB) *fsm.FSM {
 	f := fsm.New()
 	logs := []*raft.Log{
 		commandLog(tb, 1, fsm.SetNode(fsm.NodeInfo{ID: "n1", RaftAddr: "127.0.0.1:7001", HTTPAddr: "127.0.0.1:8001"})),
-		commandLog(tb, 2, fsm.SetCapacity(50)),
+		commandLog(tb, 2, fsm.SetLimits(50, 0)),
 		commandLog(tb, 3, fsm.Reserve(key("r1"), fp, execution("e1", "n1"))),
 		commandLog(tb, 4, fsm.Reserve(key("r2"), fp, execution("e2", "n1"))),
 		commandLog(tb, 5, fsm.Complete(key("r1"), fp, completed("e1", `{"v":1}`, t0.Add(time.Second)))),

@@ -30,7 +30,7 @@ func commandSeeds(tb testing.TB) [][]byte {
 		fsm.Release("e-run", true),
 		fsm.Interrupt("n1"),
 		fsm.Expire(t0.Add(time.Hour)),
-		fsm.SetCapacity(1),
+		fsm.SetLimits(1, 0),
 		fsm.SetNode(fsm.NodeInfo{ID: "n1", RaftAddr: "x"}),
 		fsm.RemoveNode("n2"),
 	} {

@@ -144,7 +144,7 @@ func mustJSON(tb fataler, v any) []byte {
 func seeded(tb testing.TB) *proc {
 	tb.Helper()
 	x := newProc(tb)
-	x.mustOK(fsm.SetCapacity(10))
+	x.mustOK(fsm.SetLimits(10, 0))
 	x.mustOK(fsm.SetNode(fsm.NodeInfo{ID: "n1", RaftAddr: "127.0.0.1:7001", HTTPAddr: "127.0.0.1:8001"}))
 	x.mustOK(fsm.SetNode(fsm.NodeInfo{ID: "n2", RaftAddr: "127.0.0.1:7002", HTTPAddr: "127.0.0.1:8002"}))
 	x.mustReserve("run", "e-run", "n1")

@@ -28,7 +28,7 @@ func BenchmarkMemoryPerRecord(b *testing.B) {
 			fingerprint := strings.Repeat("ab", 32)
 			for b.Loop() {
 				var logs []*raft.Log
-				logs = append(logs, commandLog(b, 1, fsm.SetCapacity(records)))
+				logs = append(logs, commandLog(b, 1, fsm.SetLimits(records, 0)))
 				for i := range records {
 					k := store.Key{Principal: "agent-planner", Session: "sess-2026-11-30", RequestID: fmt.Sprintf("%08d-9c1e-4d7a-8b2f-3e5a6c7d8e9f", i)}
 					id := fmt.Sprintf("exec_01JDX%021d", i)

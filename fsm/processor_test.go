@@ -214,7 +214,7 @@ func TestCapacity(t *testing.T) {
 	if x.p.CapacitySet() {
 		t.Fatal("CapacitySet before any capacity command")
 	}
-	r := x.mustOK(fsm.SetCapacity(2))
+	r := x.mustOK(fsm.SetLimits(2, 0))
 	if r.Outcome != 0 || r.Count != 0 {
 		t.Fatalf("capacity response %+v", r)
 	}
@@ -242,21 +242,21 @@ func TestCapacity(t *testing.T) {
 
 	// Zero and negative capacities are refused and change nothing.
 	for _, n := range []int{0, -1} {
-		r := x.apply(fsm.SetCapacity(n))
+		r := x.apply(fsm.SetLimits(n, 0))
 		if !errors.Is(r.Err(), store.ErrInvalid) {
-			t.Fatalf("SetCapacity(%d): %+v, want invalid", n, r)
+			t.Fatalf("SetLimits(%d, 0): %+v, want invalid", n, r)
 		}
 		if got := x.p.State().Capacity(); got != 2 {
-			t.Fatalf("capacity %d after a refused SetCapacity(%d)", got, n)
+			t.Fatalf("capacity %d after a refused SetLimits(%d, 0)", got, n)
 		}
 	}
 	fresh := newProc(t)
-	if fresh.apply(fsm.SetCapacity(0)); fresh.p.CapacitySet() {
+	if fresh.apply(fsm.SetLimits(0, 0)); fresh.p.CapacitySet() {
 		t.Fatal("a refused capacity command set the capacity")
 	}
 
 	// Lowering the bound evicts nothing; room comes back when records go.
-	x.mustOK(fsm.SetCapacity(1))
+	x.mustOK(fsm.SetLimits(1, 0))
 	if got := x.p.State().Len(); got != 2 {
 		t.Fatalf("Len %d after lowering the capacity, want 2", got)
 	}

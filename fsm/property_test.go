@@ -116,7 +116,7 @@ func drawCommand(t *rapid.T, p *fsm.Processor) fsm.Command {
 		}
 		return fsm.Expire(t0.Add(time.Duration(rapid.IntRange(-10, 130).Draw(t, "cutoff")) * time.Minute))
 	case fsm.TypeCapacity:
-		return fsm.SetCapacity(rapid.IntRange(-1, 7).Draw(t, "capacity"))
+		return fsm.SetLimits(rapid.IntRange(-1, 7).Draw(t, "capacity"), 0)
 	case fsm.TypeNode:
 		id := rapid.SampledFrom(propNodes).Draw(t, "node")
 		port := rapid.IntRange(7000, 7003).Draw(t, "port")

@@ -90,7 +90,7 @@ func TestQuotaNegativeIsInvalid(t *testing.T) {
 // differ.
 func TestQuotaSameAfterRestore(t *testing.T) {
 	x := newProc(t)
-	x.mustOK(fsm.SetCapacity(10))
+	x.mustOK(fsm.SetLimits(10, 0))
 	x.mustOK(fsm.Reserve(key("a1"), fp, quotaExec("e-a1", 3)))
 	x.mustOK(fsm.Reserve(key("a2"), fp, quotaExec("e-a2", 3)))
 	x.mustOK(fsm.Complete(key("a1"), fp, completed("e-a1", `1`, t0.Add(time.Minute))))

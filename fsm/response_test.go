@@ -51,7 +51,7 @@ func TestResponseErrSurvivesJSON(t *testing.T) {
 	x := seeded(t)
 	running := x.mustGet("e-run")
 	done := x.mustGet("e-done")
-	x.mustOK(fsm.SetCapacity(5))
+	x.mustOK(fsm.SetLimits(5, 0))
 
 	cases := []struct {
 		name    string
@@ -69,7 +69,7 @@ func TestResponseErrSurvivesJSON(t *testing.T) {
 		{"invalid state", fsm.Complete(key("done"), fp, completed("e-done", `2`, t0)), store.ErrInvalidState, 0, &done},
 		{"conflict error", fsm.Complete(key("run"), "fp-b", completed("e-run", `2`, t0)), store.ErrConflict, 0, &running},
 		{"invalid", fsm.Cancel("e-run", completed("e-run", `2`, t0)), store.ErrInvalid, 0, nil},
-		{"invalid capacity", fsm.SetCapacity(0), store.ErrInvalid, 0, nil},
+		{"invalid capacity", fsm.SetLimits(0, 0), store.ErrInvalid, 0, nil},
 		{"count", fsm.Interrupt("n1"), nil, 0, nil},
 	}
 	for _, tc := range cases {

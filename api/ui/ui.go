@@ -58,15 +58,6 @@ func Lookup(name string) (Asset, bool) {
 	return a, ok
 }
 
-// Names returns the names of every asset.
-func Names() []string {
-	out := make([]string, 0, len(assets))
-	for n := range assets {
-		out = append(out, n)
-	}
-	return out
-}
-
 // contentTypes are the types of the console's files; a file of another
 // kind is a build mistake, caught when the package loads.
 var contentTypes = map[string]string{

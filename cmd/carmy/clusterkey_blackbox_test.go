@@ -123,7 +123,7 @@ func TestBlackBoxGeneratedClusterKey(t *testing.T) {
 	}
 
 	before := getCluster(t, n1.URL).Capacity
-	cmd, err := fsm.Encode(fsm.SetCapacity(1))
+	cmd, err := fsm.Encode(fsm.SetLimits(1, 0))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -321,17 +321,11 @@ func parseNetworks(key string, entries []string) ([]netip.Prefix, error) {
 	return nets, nil
 }
 
-// toolSpecs turns the configured tools into ToolSpecs, expanding ${VAR}
-// in URLs and headers from getenv. A variable that is not set is an error:
-// a tool must not call its upstream without the credentials it was given.
-// An error never repeats a URL or a header's value. The tools log the
-// detail of their failures to slog.Default(); see toolSpecsLogging.
-func (fc fileConfig) toolSpecs(getenv func(string) string) ([]carmy.ToolSpec, error) {
-	return fc.toolSpecsLogging(getenv, slog.Default())
-}
-
-// toolSpecsLogging is toolSpecs with the logger the HTTP tools log the
-// detail of their failures to (at WARN, redacted).
+// toolSpecsLogging turns the configured tools into ToolSpecs, expanding
+// ${VAR} in URLs and headers from getenv. A variable that is not set is an
+// error: a tool must not call its upstream without the credentials it was
+// given. An error never repeats a URL or a header's value. The HTTP tools
+// log the detail of their failures to log (at WARN, redacted).
 func (fc fileConfig) toolSpecsLogging(getenv func(string) string, log *slog.Logger) ([]carmy.ToolSpec, error) {
 	var specs []carmy.ToolSpec
 	for i, tc := range fc.Tools {

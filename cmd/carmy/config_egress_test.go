@@ -116,7 +116,7 @@ func TestLoadConfigRefusesBadNetworks(t *testing.T) {
 	}
 	// toolSpecs checks a config that did not come from a file the same way.
 	fc := fileConfig{Tools: []toolConfig{{Name: "t", HTTP: &httpConfig{URL: "http://127.0.0.1:9/x", AllowNetworks: []string{"nope"}}}}}
-	if _, err := fc.toolSpecs(fakeEnv(nil)); err == nil || !strings.Contains(err.Error(), "http.allow_networks[0]") {
+	if _, err := fc.toolSpecsLogging(fakeEnv(nil), discardLogger()); err == nil || !strings.Contains(err.Error(), "http.allow_networks[0]") {
 		t.Errorf("toolSpecs = %v, want an error naming http.allow_networks[0]", err)
 	}
 }
@@ -170,7 +170,7 @@ func TestToolSpecsErrorsKeepSecretsOut(t *testing.T) {
 	env := fakeEnv(map[string]string{"TOKEN": "tok-SECRET-value"})
 	for _, u := range []string{"ftp://127.0.0.1/x?token=${TOKEN}", "http://u:${TOKEN}@127.0.0.1:bad/x", "${TOKEN}"} {
 		fc := fileConfig{Tools: []toolConfig{{Name: "t", HTTP: &httpConfig{URL: u}}}}
-		_, err := fc.toolSpecs(env)
+		_, err := fc.toolSpecsLogging(env, discardLogger())
 		if err == nil || strings.Contains(err.Error(), "SECRET") || !strings.Contains(err.Error(), "tools[0] (t)") {
 			t.Errorf("toolSpecs(url %q) = %v, want an error naming the tool but not the secret", u, err)
 		}

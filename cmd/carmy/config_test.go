@@ -101,12 +101,12 @@ func TestLoadConfigSpecExample(t *testing.T) {
 		t.Errorf("loadConfig =\n%#v\nwant\n%#v", fc, want)
 	}
 
-	specs, err := fc.toolSpecs(fakeEnv(specExampleEnv))
+	specs, err := fc.toolSpecsLogging(fakeEnv(specExampleEnv), discardLogger())
 	if err != nil {
-		t.Fatalf("toolSpecs: %v", err)
+		t.Fatalf("toolSpecsLogging: %v", err)
 	}
 	if len(specs) != 1 {
-		t.Fatalf("toolSpecs gave %d tools, want 1", len(specs))
+		t.Fatalf("toolSpecsLogging gave %d tools, want 1", len(specs))
 	}
 	s := specs[0]
 	if s.Name != "create_order" || s.Description != "Create an order" || s.Timeout != 10*time.Second || !s.RequireRequestID || s.Func == nil {
@@ -163,9 +163,9 @@ func TestConfiguredToolInRuntime(t *testing.T) {
       headers: {Authorization: "Bearer ${ORDERS_TOKEN}", X-Tenant: "${TENANT}"}
 `)
 	env := fakeEnv(map[string]string{"UPSTREAM": upstream.URL, "TENANT": "acme", "ORDERS_TOKEN": "orders-secret"})
-	specs, err := fc.toolSpecs(env)
+	specs, err := fc.toolSpecsLogging(env, discardLogger())
 	if err != nil {
-		t.Fatalf("toolSpecs: %v", err)
+		t.Fatalf("toolSpecsLogging: %v", err)
 	}
 	app := quietApp()
 	for _, s := range specs {
@@ -292,9 +292,9 @@ func TestLoadConfigEmpty(t *testing.T) {
 			t.Errorf("loadConfig(%q) = %+v, want an empty config", text, fc)
 		}
 	}
-	specs, err := fileConfig{}.toolSpecs(fakeEnv(nil))
+	specs, err := fileConfig{}.toolSpecsLogging(fakeEnv(nil), discardLogger())
 	if err != nil || len(specs) != 0 {
-		t.Errorf("toolSpecs of an empty config = %v, %v", specs, err)
+		t.Errorf("toolSpecsLogging of an empty config = %v, %v", specs, err)
 	}
 	a, err := fileConfig{}.auth(fakeEnv(nil))
 	if err != nil || a.Enabled() {
@@ -333,15 +333,15 @@ func TestToolSpecsTimeout(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.timeout, func(t *testing.T) {
 			fc := fileConfig{Tools: []toolConfig{{Name: "t", Timeout: tt.timeout, HTTP: &httpConfig{URL: "http://127.0.0.1:9/x"}}}}
-			specs, err := fc.toolSpecs(fakeEnv(nil))
+			specs, err := fc.toolSpecsLogging(fakeEnv(nil), discardLogger())
 			if !tt.ok {
 				if err == nil || !strings.Contains(err.Error(), "timeout") {
-					t.Errorf("toolSpecs with timeout %q = %v, want a timeout error", tt.timeout, err)
+					t.Errorf("toolSpecsLogging with timeout %q = %v, want a timeout error", tt.timeout, err)
 				}
 				return
 			}
 			if err != nil {
-				t.Fatalf("toolSpecs with timeout %q: %v", tt.timeout, err)
+				t.Fatalf("toolSpecsLogging with timeout %q: %v", tt.timeout, err)
 			}
 			if specs[0].Timeout != tt.want {
 				t.Errorf("Timeout = %v, want %v", specs[0].Timeout, tt.want)
@@ -350,7 +350,7 @@ func TestToolSpecsTimeout(t *testing.T) {
 	}
 	// Through YAML too.
 	fc := mustLoadConfig(t, "tools:\n  - name: t\n    timeout: 10s\n    http: {url: \"http://127.0.0.1:9/x\"}\n")
-	specs, err := fc.toolSpecs(fakeEnv(nil))
+	specs, err := fc.toolSpecsLogging(fakeEnv(nil), discardLogger())
 	if err != nil || specs[0].Timeout != 10*time.Second {
 		t.Errorf("timeout: 10s from YAML = %v, %v", specs, err)
 	}
@@ -368,9 +368,9 @@ func TestToolSpecsInputSchema(t *testing.T) {
         tags: {type: array, items: {type: string}}
     http: {url: "http://127.0.0.1:9/x"}
 `)
-	specs, err := fc.toolSpecs(fakeEnv(nil))
+	specs, err := fc.toolSpecsLogging(fakeEnv(nil), discardLogger())
 	if err != nil {
-		t.Fatalf("toolSpecs: %v", err)
+		t.Fatalf("toolSpecsLogging: %v", err)
 	}
 	if !json.Valid(specs[0].InputSchema) {
 		t.Fatalf("input_schema %s is not JSON", specs[0].InputSchema)
@@ -392,7 +392,7 @@ func TestToolSpecsInputSchema(t *testing.T) {
 
 	// Without input_schema, none.
 	fc = mustLoadConfig(t, oneTool(""))
-	specs, err = fc.toolSpecs(fakeEnv(nil))
+	specs, err = fc.toolSpecsLogging(fakeEnv(nil), discardLogger())
 	if err != nil || specs[0].InputSchema != nil {
 		t.Errorf("no input_schema: %s, %v", specs[0].InputSchema, err)
 	}
@@ -400,9 +400,9 @@ func TestToolSpecsInputSchema(t *testing.T) {
 
 func TestToolSpecsInvalidSchemaRefusedByRuntime(t *testing.T) {
 	fc := mustLoadConfig(t, "tools:\n  - name: t\n    input_schema: {type: 12}\n    http: {url: \"http://127.0.0.1:9/x\"}\n")
-	specs, err := fc.toolSpecs(fakeEnv(nil))
+	specs, err := fc.toolSpecsLogging(fakeEnv(nil), discardLogger())
 	if err != nil {
-		t.Fatalf("toolSpecs: %v", err)
+		t.Fatalf("toolSpecsLogging: %v", err)
 	}
 	if err := quietApp().AddTool(specs[0]); err == nil {
 		t.Error("the runtime accepted input_schema {type: 12}")
@@ -411,9 +411,9 @@ func TestToolSpecsInvalidSchemaRefusedByRuntime(t *testing.T) {
 
 func TestToolSpecsNeedsHTTP(t *testing.T) {
 	fc := mustLoadConfig(t, "tools:\n  - name: local\n    description: no http section\n")
-	_, err := fc.toolSpecs(fakeEnv(nil))
+	_, err := fc.toolSpecsLogging(fakeEnv(nil), discardLogger())
 	if err == nil || !strings.Contains(err.Error(), "http") || !strings.Contains(err.Error(), "local") {
-		t.Errorf("toolSpecs = %v, want an error naming the tool and its missing http section", err)
+		t.Errorf("toolSpecsLogging = %v, want an error naming the tool and its missing http section", err)
 	}
 }
 
@@ -423,8 +423,8 @@ func TestToolSpecsExpansion(t *testing.T) {
 		URL:     "http://${HOST}/orders",
 		Headers: map[string]string{"Authorization": "Bearer ${TOKEN}", "X-Plain": "$TOKEN stays"},
 	}}}}
-	if _, err := fc.toolSpecs(fakeEnv(env)); err != nil {
-		t.Fatalf("toolSpecs: %v", err)
+	if _, err := fc.toolSpecsLogging(fakeEnv(env), discardLogger()); err != nil {
+		t.Fatalf("toolSpecsLogging: %v", err)
 	}
 
 	for _, tt := range []struct {
@@ -438,9 +438,9 @@ func TestToolSpecsExpansion(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			fc := fileConfig{Tools: []toolConfig{{Name: "t", HTTP: &tt.http}}}
-			_, err := fc.toolSpecs(fakeEnv(env))
+			_, err := fc.toolSpecsLogging(fakeEnv(env), discardLogger())
 			if err == nil || !strings.Contains(err.Error(), tt.env) {
-				t.Errorf("toolSpecs = %v, want an error naming %s", err, tt.env)
+				t.Errorf("toolSpecsLogging = %v, want an error naming %s", err, tt.env)
 			}
 		})
 	}
@@ -481,14 +481,14 @@ func TestToolSpecsRefusesNonHTTPURL(t *testing.T) {
 		"http//127.0.0.1/x",
 	} {
 		fc := fileConfig{Tools: []toolConfig{{Name: "t", HTTP: &httpConfig{URL: u}}}}
-		if _, err := fc.toolSpecs(fakeEnv(nil)); err == nil {
-			t.Errorf("toolSpecs accepted url %q", u)
+		if _, err := fc.toolSpecsLogging(fakeEnv(nil), discardLogger()); err == nil {
+			t.Errorf("toolSpecsLogging accepted url %q", u)
 		}
 	}
 	for _, u := range []string{"http://127.0.0.1:9000/orders", "https://orders.example.com/v1/orders?x=1"} {
 		fc := fileConfig{Tools: []toolConfig{{Name: "t", HTTP: &httpConfig{URL: u}}}}
-		if _, err := fc.toolSpecs(fakeEnv(nil)); err != nil {
-			t.Errorf("toolSpecs refused url %q: %v", u, err)
+		if _, err := fc.toolSpecsLogging(fakeEnv(nil), discardLogger()); err != nil {
+			t.Errorf("toolSpecsLogging refused url %q: %v", u, err)
 		}
 	}
 }

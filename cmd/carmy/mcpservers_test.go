@@ -79,13 +79,13 @@ func TestMCPServersConfigRefused(t *testing.T) {
 // ToolSpec; a bad one is refused.
 func TestToolSpecsDedupeWindow(t *testing.T) {
 	fc := mustLoadConfig(t, "tools:\n  - {name: a, dedupe_window: 10m, http: {url: http://127.0.0.1:1/}}\n")
-	specs, err := fc.toolSpecs(func(string) string { return "" })
+	specs, err := fc.toolSpecsLogging(func(string) string { return "" }, discardLogger())
 	if err != nil || len(specs) != 1 || specs[0].DedupeWindow != 10*time.Minute {
 		t.Fatalf("specs %+v, %v", specs, err)
 	}
 	for _, w := range []string{"soon", "0s", "-1m"} {
 		fc := mustLoadConfig(t, "tools:\n  - {name: a, dedupe_window: "+w+", http: {url: http://127.0.0.1:1/}}\n")
-		if _, err := fc.toolSpecs(func(string) string { return "" }); err == nil {
+		if _, err := fc.toolSpecsLogging(func(string) string { return "" }, discardLogger()); err == nil {
 			t.Errorf("dedupe_window %s accepted", w)
 		}
 	}

@@ -55,15 +55,6 @@ var denied = []deniedNetwork{
 	{netip.MustParsePrefix("168.63.129.16/32"), "a cloud platform address"},   // Azure WireServer
 }
 
-// Denied returns the built-in deny list.
-func Denied() []netip.Prefix {
-	out := make([]netip.Prefix, len(denied))
-	for i, d := range denied {
-		out[i] = d.prefix
-	}
-	return out
-}
-
 // nat64 is the well-known NAT64 prefix (RFC 6052): 64:ff9b::a9fe:a9fe
 // reaches 169.254.169.254 through a NAT64 gateway, so the IPv4 address it
 // embeds is checked against the deny list too.
@@ -95,15 +86,6 @@ func New(allow []netip.Prefix) (*Policy, error) {
 		p.allow = append(p.allow, n.Masked())
 	}
 	return p, nil
-}
-
-// Allowed returns the policy's allow-list (nil: any address outside the
-// deny list).
-func (p *Policy) Allowed() []netip.Prefix {
-	if p == nil || len(p.allow) == 0 {
-		return nil
-	}
-	return append([]netip.Prefix(nil), p.allow...)
 }
 
 // Check returns nil when addr may be reached, or a *DeniedError. A zone

@@ -142,11 +142,14 @@ func TestNewRefusesInvalidNetworks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := p.Allowed(); len(got) != 1 || got[0] != netip.MustParsePrefix("10.0.0.0/8") {
-		t.Errorf("Allowed() = %v, want the masked 10.0.0.0/8", got)
+	// The network is masked: 10.1.2.3/8 allows 10.0.0.0/8, and only it.
+	for addr, allowed := range map[string]bool{"10.1.2.3": true, "10.200.0.1": true, "11.0.0.1": false} {
+		if err := p.Check(netip.MustParseAddr(addr)); (err == nil) != allowed {
+			t.Errorf("Check(%s) = %v, want allowed %v", addr, err, allowed)
+		}
 	}
-	if got := (&Policy{}).Allowed(); got != nil {
-		t.Errorf("Allowed() of the default policy = %v, want nil", got)
+	if err := (&Policy{}).Check(netip.MustParseAddr("11.0.0.1")); err != nil {
+		t.Errorf("the default policy refuses 11.0.0.1: %v", err)
 	}
 }
 

@@ -8,7 +8,7 @@ import (
 
 func canon(t *testing.T, in string) string {
 	t.Helper()
-	out, err := jcs.Canonicalize([]byte(in))
+	out, err := jcs.AppendCanonical(nil, []byte(in))
 	if err != nil {
 		t.Fatalf("Canonicalize(%q): %v", in, err)
 	}
@@ -172,7 +172,7 @@ func TestAppendCanonical(t *testing.T) {
 	if string(out) != "prefix:" {
 		t.Errorf("on error got %q, want original dst", out)
 	}
-	if out, err := jcs.Canonicalize([]byte(`[`)); err == nil || out != nil {
+	if out, err := jcs.AppendCanonical(nil, []byte(`[`)); err == nil || out != nil {
 		t.Errorf("Canonicalize on error = %q, %v; want nil, error", out, err)
 	}
 }
@@ -186,7 +186,7 @@ func TestMaxDepthAccepted(t *testing.T) {
 	for range jcs.MaxDepth / 2 {
 		in = append(in, "}]"...)
 	}
-	out, err := jcs.Canonicalize(in)
+	out, err := jcs.AppendCanonical(nil, in)
 	if err != nil {
 		t.Fatalf("depth %d: %v", jcs.MaxDepth, err)
 	}

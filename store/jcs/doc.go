@@ -1,8 +1,8 @@
 // Package jcs implements the JSON Canonicalization Scheme (JCS) of
 // RFC 8785.
 //
-// [Canonicalize] and [AppendCanonical] parse exactly one JSON value and
-// produce its canonical form: the unique byte sequence that RFC 8785
+// [AppendCanonical] parses exactly one JSON value and appends
+// its canonical form: the unique byte sequence that RFC 8785
 // assigns to that value, suitable for hashing and signing.
 //
 // # Accepted input

@@ -120,7 +120,7 @@ func TestErrors(t *testing.T) {
 		if len(name) > 40 {
 			name = name[:40] + "..."
 		}
-		out, err := jcs.Canonicalize([]byte(tc.in))
+		out, err := jcs.AppendCanonical(nil, []byte(tc.in))
 		if err == nil {
 			t.Errorf("Canonicalize(%q) = %s, want error %v", name, out, tc.want)
 			continue
@@ -151,7 +151,7 @@ func TestErrorOffset(t *testing.T) {
 		{`[1e400]`, "offset 1"},
 	}
 	for _, tc := range tests {
-		_, err := jcs.Canonicalize([]byte(tc.in))
+		_, err := jcs.AppendCanonical(nil, []byte(tc.in))
 		if err == nil || !strings.Contains(err.Error(), tc.offset+":") {
 			t.Errorf("Canonicalize(%q) error = %v, want it to mention %q", tc.in, err, tc.offset)
 		}

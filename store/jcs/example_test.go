@@ -7,14 +7,14 @@ import (
 	"github.com/carmyhq/carmy/store/jcs"
 )
 
-func ExampleCanonicalize() {
-	out, err := jcs.Canonicalize([]byte(`{ "b": [1.0, 2e-7, "\u00e9"], "a": true }`))
+func ExampleAppendCanonical() {
+	out, err := jcs.AppendCanonical(nil, []byte(`{ "b": [1.0, 2e-7, "\u00e9"], "a": true }`))
 	if err != nil {
 		panic(err)
 	}
 	fmt.Println(string(out))
 
-	_, err = jcs.Canonicalize([]byte(`{"a": 1, "a": 2}`))
+	_, err = jcs.AppendCanonical(nil, []byte(`{"a": 1, "a": 2}`))
 	fmt.Println(errors.Is(err, jcs.ErrDuplicateKey), err)
 	// Output:
 	// {"a":true,"b":[1,2e-7,"é"]}

@@ -25,7 +25,7 @@ func FuzzCanonicalize(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		out, err := jcs.Canonicalize(in)
+		out, err := jcs.AppendCanonical(nil, in)
 		if err != nil {
 			if out != nil {
 				t.Fatalf("output %q returned with error %v", out, err)
@@ -52,7 +52,7 @@ func FuzzCanonicalize(f *testing.F) {
 		if !json.Valid(out) {
 			t.Fatalf("output %q of %q is not valid JSON", out, in)
 		}
-		again, err := jcs.Canonicalize(out)
+		again, err := jcs.AppendCanonical(nil, out)
 		if err != nil {
 			t.Fatalf("re-canonicalising %q: %v", out, err)
 		}

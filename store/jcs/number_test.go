@@ -49,7 +49,7 @@ func TestRFCNumberTable(t *testing.T) {
 			strconv.FormatFloat(f, 'e', -1, 64),
 			strconv.FormatFloat(f, 'E', 25, 64),
 		} {
-			got, err := jcs.Canonicalize([]byte(in))
+			got, err := jcs.AppendCanonical(nil, []byte(in))
 			if err != nil {
 				t.Errorf("%#016x: Canonicalize(%q): %v", tc.bits, in, err)
 				continue
@@ -100,7 +100,7 @@ func TestNumberForms(t *testing.T) {
 		{"123.456e-789", "0"},
 	}
 	for _, tc := range tests {
-		got, err := jcs.Canonicalize([]byte(tc.in))
+		got, err := jcs.AppendCanonical(nil, []byte(tc.in))
 		if err != nil {
 			t.Errorf("Canonicalize(%s): %v", tc.in, err)
 			continue
@@ -121,7 +121,7 @@ func TestNumberRoundTrip(t *testing.T) {
 			if err != nil {
 				continue
 			}
-			got, err := jcs.Canonicalize([]byte(in))
+			got, err := jcs.AppendCanonical(nil, []byte(in))
 			if err != nil {
 				t.Fatalf("Canonicalize(%s): %v", in, err)
 			}
@@ -129,7 +129,7 @@ func TestNumberRoundTrip(t *testing.T) {
 			if err != nil || back != want {
 				t.Fatalf("Canonicalize(%s) = %s, which parses as %v (%v), want %v", in, got, back, err, want)
 			}
-			again, err := jcs.Canonicalize(got)
+			again, err := jcs.AppendCanonical(nil, got)
 			if err != nil || string(again) != string(got) {
 				t.Fatalf("Canonicalize(%s) = %s (%v), not a fixed point of %s", got, again, err, in)
 			}

@@ -1,17 +1,5 @@
 package jcs
 
-// Canonicalize parses one JSON value from data and returns its RFC 8785
-// canonical form. On failure it returns nil and an error wrapping one of
-// the package's sentinel errors.
-func Canonicalize(data []byte) ([]byte, error) {
-	// The canonical form is rarely longer than the input.
-	out, err := AppendCanonical(make([]byte, 0, len(data)), data)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
 // AppendCanonical appends the RFC 8785 canonical form of the single JSON
 // value in data to dst and returns the extended slice. On failure it
 // returns dst with its original length (bytes beyond that length may have
