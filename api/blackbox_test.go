@@ -207,7 +207,7 @@ func TestBlackBoxOutcomes(t *testing.T) {
 		first := make(chan bbAnswer, 1)
 		go func() { first <- bbDo(t, http.MethodPost, n.URL+"/v1/tools/call", body, nil) }()
 		var id string
-		waitUntil(t, "the execution to be recorded running", func() bool {
+		testutil.WaitUntil(t, 15*time.Second, "the execution to be recorded running", func() bool {
 			a := bbDo(t, http.MethodGet, n.URL+"/v1/executions?request_id=slow-1", "", nil)
 			id = a.str("execution_id")
 			return a.status == 200 && a.str("status") == "running"
@@ -270,7 +270,7 @@ func TestBlackBoxOutcomes(t *testing.T) {
 			resp.Body.Close()
 			t.Fatal("the call answered before the client gave up")
 		}
-		waitUntil(t, "the abandoned call to complete", func() bool {
+		testutil.WaitUntil(t, 15*time.Second, "the abandoned call to complete", func() bool {
 			a := n.get("/v1/executions?request_id=gone-1")
 			return a.status == 200 && a.str("status") == "completed"
 		})
@@ -607,17 +607,6 @@ func TestBlackBoxRefusesAnonymousOffLoopback(t *testing.T) {
 	}
 }
 
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func writeFile(t *testing.T, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
@@ -667,7 +656,7 @@ func TestBlackBoxRestartInterruptsAndResolves(t *testing.T) {
 		}
 	}()
 	var id string
-	waitUntil(t, "the call to be recorded running", func() bool {
+	testutil.WaitUntil(t, 15*time.Second, "the call to be recorded running", func() bool {
 		a := n.get("/v1/executions?request_id=across-restart")
 		id = a.str("execution_id")
 		return a.status == 200 && a.str("status") == "running"

@@ -28,7 +28,7 @@ func TestBootstrapUnlessCluster(t *testing.T) {
 	// n2 has no state and waits to be added; n1 may found the cluster.
 	n2 := startNode(t, "n2", t.TempDir(), false, nil, nil)
 	n1 := startNode(t, "n1", t.TempDir(), false, []string{n2.HTTPAddr()}, unlessCluster(nil))
-	waitFor(t, "n1 to found a cluster and lead it", 30*time.Second, func() bool { return n1.IsLeader() })
+	testutil.WaitUntil(t, 30*time.Second, "n1 to found a cluster and lead it", func() bool { return n1.IsLeader() })
 	if n2.Raft().LastIndex() != 0 {
 		t.Fatalf("n2 holds state (last index %d) though nobody added it", n2.Raft().LastIndex())
 	}
@@ -36,7 +36,7 @@ func TestBootstrapUnlessCluster(t *testing.T) {
 	// A node like n1 with an empty data dir (a lost volume) whose member
 	// holds a cluster joins it.
 	n3 := startNode(t, "n3", t.TempDir(), false, []string{n1.HTTPAddr()}, unlessCluster(nil))
-	waitFor(t, "n3 to join n1's cluster", 30*time.Second, func() bool {
+	testutil.WaitUntil(t, 30*time.Second, "n3 to join n1's cluster", func() bool {
 		id, _ := n3.Leader()
 		voter := false
 		for _, s := range n1.Raft().GetConfiguration().Configuration().Servers {
@@ -53,7 +53,7 @@ func TestBootstrapUnlessCluster(t *testing.T) {
 	// A member that does not answer: the node waits.
 	logs := &testutil.SyncBuffer{}
 	n4 := startNode(t, "n4", t.TempDir(), false, []string{"127.0.0.1:1"}, unlessCluster(logs))
-	waitFor(t, "n4 to ask twice", 30*time.Second, func() bool { return strings.Count(logs.String(), "bootstrap: waiting for a member to answer") >= 2 })
+	testutil.WaitUntil(t, 30*time.Second, "n4 to ask twice", func() bool { return strings.Count(logs.String(), "bootstrap: waiting for a member to answer") >= 2 })
 	if last := n4.Raft().LastIndex(); last != 0 || n4.IsLeader() {
 		t.Fatalf("n4 founded a cluster (last index %d) though its member never answered", last)
 	}

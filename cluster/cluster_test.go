@@ -102,7 +102,7 @@ func TestLeaderLossKeepsServing(t *testing.T) {
 	old.stop()
 	// A write during the election waits for the new leader (or answers
 	// UNAVAILABLE, never a wrong answer).
-	waitFor(t, "a write through the survivors", 30*time.Second, func() bool {
+	testutil.WaitUntil(t, 30*time.Second, "a write through the survivors", func() bool {
 		_, err := f.Store().Reserve(t.Context(), key("after"), "fp", exec(f.ID()))
 		if err != nil && !isUnavailable(err) {
 			t.Fatalf("reserve during election: %v", err)
@@ -131,7 +131,7 @@ func TestNoQuorumFailsClosed(t *testing.T) {
 			n.stop()
 		}
 	}
-	waitFor(t, "the survivor to lose its leader", 30*time.Second, func() bool {
+	testutil.WaitUntil(t, 30*time.Second, "the survivor to lose its leader", func() bool {
 		_, err := survivor.Store().Reserve(t.Context(), key("alone"), "fp", exec(survivor.ID()))
 		if err == nil {
 			t.Fatal("a node without quorum reserved")
@@ -140,7 +140,7 @@ func TestNoQuorumFailsClosed(t *testing.T) {
 	})
 	// Unavailable writes may come before Raft's own timeout drops the
 	// dead leader (on a loaded machine); then readiness must follow.
-	waitFor(t, "the survivor to say it is not ready", 30*time.Second, func() bool {
+	testutil.WaitUntil(t, 30*time.Second, "the survivor to say it is not ready", func() bool {
 		return survivor.Ready(t.Context()) != nil
 	})
 }
@@ -156,7 +156,7 @@ func TestSnapshotInstallToLaggingNode(t *testing.T) {
 	for i := range 400 {
 		mustReserve(t, leader.Store(), key(fmt.Sprint("s-", i)), exec(leader.ID()), store.Reserved)
 	}
-	waitFor(t, "the leader to snapshot and compact", 30*time.Second, func() bool {
+	testutil.WaitUntil(t, 30*time.Second, "the leader to snapshot and compact", func() bool {
 		return leader.Raft().Stats()["last_snapshot_index"] != "0"
 	})
 	// Restart the lagging node on its data dir: it must catch up from a
@@ -172,11 +172,11 @@ func TestSnapshotInstallToLaggingNode(t *testing.T) {
 	if _, err := leader.AddNode(t.Context(), back.Info()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the restarted node to catch up", 30*time.Second, func() bool {
+	testutil.WaitUntil(t, 30*time.Second, "the restarted node to catch up", func() bool {
 		return back.FSM().Stats().Entries == 400
 	})
 	h1, _ := leader.FSM().Hash()
-	waitFor(t, "equal state hashes", 30*time.Second, func() bool {
+	testutil.WaitUntil(t, 30*time.Second, "equal state hashes", func() bool {
 		h2, _ := back.FSM().Hash()
 		h1, _ = leader.FSM().Hash()
 		return h1 == h2
@@ -213,7 +213,7 @@ func TestMembership(t *testing.T) {
 	if err != nil || len(st.Nodes) != 3 || st.LeaderID == "" {
 		t.Fatalf("Status = %+v, %v", st, err)
 	}
-	waitFor(t, "gossip to see every member alive", 30*time.Second, func() bool {
+	testutil.WaitUntil(t, 30*time.Second, "gossip to see every member alive", func() bool {
 		for _, on := range []*testNode{third, c.leader()} {
 			st, _ := on.Status(t.Context())
 			for _, n := range st.Nodes {
@@ -263,7 +263,7 @@ func TestMembership(t *testing.T) {
 	}
 	// The removed node still runs, but it is no longer ready: it hears of
 	// no commit, so what it would serve goes stale.
-	waitFor(t, "the removed node to say it is not ready", 30*time.Second, func() bool {
+	testutil.WaitUntil(t, 30*time.Second, "the removed node to say it is not ready", func() bool {
 		return third.Ready(t.Context()) != nil
 	})
 	for _, n := range []*testNode{c.leader(), c.followers()[0]} {
@@ -281,7 +281,7 @@ func TestDeadNodeExecutionsBecomeInterrupted(t *testing.T) {
 	mustReserve(t, victim.Store(), key("dies"), ex, store.Reserved)
 	victim.stop()
 	leader := c.leader()
-	waitFor(t, "the dead node's execution to become interrupted", 30*time.Second, func() bool {
+	testutil.WaitUntil(t, 30*time.Second, "the dead node's execution to become interrupted", func() bool {
 		rec, err := leader.Store().Get(t.Context(), ex.ID)
 		return err == nil && rec.Status == store.StatusInterrupted
 	})
@@ -409,7 +409,7 @@ func TestReadyAfterLeaderChangeWithoutWrites(t *testing.T) {
 	if nl == old {
 		t.Fatal("the stopped node still leads")
 	}
-	waitFor(t, "the survivors to be ready with no write after the election", 20*time.Second, func() bool {
+	testutil.WaitUntil(t, 20*time.Second, "the survivors to be ready with no write after the election", func() bool {
 		for _, n := range c.nodes {
 			if n != old && n.Ready(t.Context()) != nil {
 				return false
@@ -439,7 +439,7 @@ func TestRestartOnNewAddressRejoins(t *testing.T) {
 	c.nodes = append(c.nodes, back)
 	c.mu.Unlock()
 	leader := c.leader()
-	waitFor(t, "the leader to list the node's new Raft address", 30*time.Second, func() bool {
+	testutil.WaitUntil(t, 30*time.Second, "the leader to list the node's new Raft address", func() bool {
 		st, err := leader.Status(t.Context())
 		if err != nil {
 			return false
@@ -451,7 +451,7 @@ func TestRestartOnNewAddressRejoins(t *testing.T) {
 		}
 		return false
 	})
-	waitFor(t, "the moved node to be ready", 30*time.Second, func() bool { return back.Ready(t.Context()) == nil })
+	testutil.WaitUntil(t, 30*time.Second, "the moved node to be ready", func() bool { return back.Ready(t.Context()) == nil })
 	if rec, err := back.Store().Lookup(t.Context(), key("before-move")); err != nil || rec.ExecutionID != ex.ID {
 		t.Fatalf("moved node's lookup = %+v, %v", rec, err)
 	}
@@ -500,7 +500,7 @@ func TestLeaderLossDuringReserves(t *testing.T) {
 			unknown++
 			// The proposer finds out by its execution id: either it holds
 			// the reservation or nobody does.
-			waitFor(t, "a leader to answer for "+r.k.String(), 30*time.Second, func() bool {
+			testutil.WaitUntil(t, 30*time.Second, "a leader to answer for "+r.k.String(), func() bool {
 				rec, err := f.Store().Lookup(t.Context(), r.k)
 				if errors.Is(err, store.ErrNotFound) {
 					return true
@@ -515,7 +515,7 @@ func TestLeaderLossDuringReserves(t *testing.T) {
 			})
 		case errors.Is(r.err, store.ErrUnavailable):
 			// Not applied: the identity is vacant.
-			waitFor(t, "a leader to answer for "+r.k.String(), 30*time.Second, func() bool {
+			testutil.WaitUntil(t, 30*time.Second, "a leader to answer for "+r.k.String(), func() bool {
 				_, err := f.Store().Lookup(t.Context(), r.k)
 				if err == nil {
 					t.Fatalf("%s: UNAVAILABLE, but the reservation exists", r.k)

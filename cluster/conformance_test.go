@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/cluster"
+	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/store"
 	"github.com/carmyhq/carmy/store/storetest"
 )
@@ -60,7 +61,7 @@ func TestConformanceThreeNodesSecured(t *testing.T) {
 }
 
 func waitCapacity(t *testing.T, c *testCluster, capacity int) {
-	waitFor(t, "the capacity to apply on every node", 10*time.Second, func() bool {
+	testutil.WaitUntil(t, 10*time.Second, "the capacity to apply on every node", func() bool {
 		for _, n := range c.nodes {
 			if n.FSM().Stats().Capacity != capacity {
 				return false

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/memberlist"
 
 	"github.com/carmyhq/carmy/cluster"
+	"github.com/carmyhq/carmy/internal/testutil"
 )
 
 var (
@@ -74,7 +75,7 @@ func TestGossipKeyKeepsStrangersOut(t *testing.T) {
 	// A member with the key joins at once: once it is seen, the intruders
 	// have had as long as it to join.
 	friend := rogue(t, "friend", addr, gossipKey)
-	waitFor(t, "the member with the key to be seen", 10*time.Second, func() bool {
+	testutil.WaitUntil(t, 10*time.Second, "the member with the key to be seen", func() bool {
 		return slices.Contains(n1.GossipMembers(), "friend")
 	})
 	for _, n := range c.nodes {
@@ -103,7 +104,7 @@ func TestGossipKeyRotation(t *testing.T) {
 	addr := gossipPort(t, c.nodes[0])
 	old := rogue(t, "on-old-key", addr, gossipKey)
 	next := rogue(t, "on-new-key", addr, rotatedKey, gossipKey)
-	waitFor(t, "both generations in one pool", 30*time.Second, func() bool {
+	testutil.WaitUntil(t, 30*time.Second, "both generations in one pool", func() bool {
 		m := c.nodes[0].GossipMembers()
 		return slices.Contains(m, "on-old-key") && slices.Contains(m, "on-new-key") && old.NumMembers() == 3 && next.NumMembers() == 3
 	})

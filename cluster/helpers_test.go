@@ -19,6 +19,7 @@ import (
 	"github.com/carmyhq/carmy/cluster"
 	"github.com/carmyhq/carmy/fsm"
 	"github.com/carmyhq/carmy/internal/certs"
+	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/internal/tlsmux"
 	"github.com/carmyhq/carmy/store"
 )
@@ -188,7 +189,7 @@ func newCluster(tb testing.TB, size int, tune func(*cluster.Config)) *testCluste
 		c.nodes = append(c.nodes, startNode(tb, fmt.Sprintf("n%d", i), tb.TempDir(), false, []string{first.HTTPAddr()}, tune))
 	}
 	c.waitReady()
-	waitFor(tb, "gossip to see every member alive", 30*time.Second, func() bool {
+	testutil.WaitUntil(tb, 30*time.Second, "gossip to see every member alive", func() bool {
 		for _, n := range c.nodes {
 			st, err := n.Status(context.Background())
 			if err != nil || len(st.Nodes) != size {
@@ -207,7 +208,7 @@ func newCluster(tb testing.TB, size int, tune func(*cluster.Config)) *testCluste
 
 func (c *testCluster) waitReady() {
 	c.t.Helper()
-	waitFor(c.t, "every node ready", 30*time.Second, func() bool {
+	testutil.WaitUntil(c.t, 30*time.Second, "every node ready", func() bool {
 		for _, n := range c.nodes {
 			if !n.running() {
 				continue
@@ -224,7 +225,7 @@ func (c *testCluster) waitReady() {
 func (c *testCluster) leader() *testNode {
 	c.t.Helper()
 	var l *testNode
-	waitFor(c.t, "a leader", 30*time.Second, func() bool {
+	testutil.WaitUntil(c.t, 30*time.Second, "a leader", func() bool {
 		for _, n := range c.nodes {
 			if n.running() && n.IsLeader() {
 				l = n
@@ -246,18 +247,6 @@ func (c *testCluster) followers() []*testNode {
 		}
 	}
 	return out
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(tb testing.TB, what string, timeout time.Duration, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 var execN sync.Mutex

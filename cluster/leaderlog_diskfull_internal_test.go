@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/carmyhq/carmy/internal/testutil"
 )
 
 // fullableStore is a log store whose disk can fill: while full is set,
@@ -95,7 +97,7 @@ func TestLeaderLogRetriesWhenDiskFull(t *testing.T) {
 	if err := l.StoreLogs(logsFrom(3, 2)); err != nil {
 		t.Fatalf("a leader's StoreLogs on a full disk: %v (want it queued)", err)
 	}
-	waitForCond(t, "the log to stall", func() bool { return l.queueStalled() })
+	testutil.WaitUntil(t, 10*time.Second, "the log to stall", func() bool { return l.queueStalled() })
 	since, err := l.stalled()
 	if !errors.Is(err, syscall.ENOSPC) || since.IsZero() || !strings.Contains(err.Error(), "/data/raft.db") || !strings.Contains(err.Error(), "3–4") {
 		t.Fatalf("stalled() = %v, %v; want ENOSPC naming the file and entries 3–4", err, since)
@@ -136,7 +138,7 @@ func TestLeaderLogRetriesWhenDiskFull(t *testing.T) {
 	leader.Store(true)
 	// It keeps trying.
 	n := s.attempts.Load()
-	waitForCond(t, "the write to be tried again", func() bool { return s.attempts.Load() >= n+2 })
+	testutil.WaitUntil(t, 10*time.Second, "the write to be tried again", func() bool { return s.attempts.Load() >= n+2 })
 	select {
 	case err := <-durable:
 		t.Fatalf("waitDurable(4) returned (%v) while the disk was full", err)
@@ -239,7 +241,7 @@ func TestLeaderLogAbandonOnFullDisk(t *testing.T) {
 	if err := l.StoreLogs(logsFrom(1, 2)); err != nil {
 		t.Fatal(err)
 	}
-	waitForCond(t, "the log to stall", l.queueStalled)
+	testutil.WaitUntil(t, 10*time.Second, "the log to stall", l.queueStalled)
 	applied := make(chan error, 1)
 	go func() { applied <- gatedFSM{log: l}.wait(2) }()
 	l.abandon()
@@ -259,16 +261,4 @@ func TestLeaderLogAbandonOnFullDisk(t *testing.T) {
 			t.Errorf("close = %v, want errLogClosed", err)
 		}
 	})
-}
-
-// waitForCond polls cond for up to 10 s.
-func waitForCond(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

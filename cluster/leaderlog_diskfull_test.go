@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/carmyhq/carmy/cluster"
+	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -84,7 +85,7 @@ func TestFullDiskOnASingleNode(t *testing.T) {
 		_, err := st.Complete(ctx, key("running"), "fp", completed(running.ExecutionID))
 		completion <- err
 	}()
-	waitFor(t, "the node to see its disk full", 10*time.Second, func() bool {
+	testutil.WaitUntil(t, 10*time.Second, "the node to see its disk full", func() bool {
 		err := n.Ready(ctx)
 		return err != nil && strings.Contains(err.Error(), "disk is full")
 	})
@@ -114,7 +115,7 @@ func TestFullDiskOnASingleNode(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the completion was not answered after room came back")
 	}
-	waitFor(t, "a reservation to succeed again", 10*time.Second, func() bool {
+	testutil.WaitUntil(t, 10*time.Second, "a reservation to succeed again", func() bool {
 		_, err := st.Reserve(ctx, key("after"), "fp", exec(n.ID()))
 		return err == nil
 	})
@@ -144,18 +145,18 @@ func TestFullDiskLeaderHandsOver(t *testing.T) {
 	// A write finds the disk full (its outcome may be unknown: the
 	// leader changes under it).
 	go func() { _, _ = old.Store().Reserve(ctx, key("finds-it-full"), "fp", exec(old.ID())) }()
-	waitFor(t, "another node to lead", 30*time.Second, func() bool {
+	testutil.WaitUntil(t, 30*time.Second, "another node to lead", func() bool {
 		l := c.leader()
 		return l != old
 	})
 	// Writes through the node with the full disk reach the new leader.
-	waitFor(t, "a write through the old leader to succeed", 15*time.Second, func() bool {
+	testutil.WaitUntil(t, 15*time.Second, "a write through the old leader to succeed", func() bool {
 		_, err := old.Store().Reserve(ctx, key("during"), "fp", exec(old.ID()))
 		return err == nil
 	})
 	disks[old.ID()].full.Store(false)
 	leader := c.leader()
-	waitFor(t, "the old leader to catch up", 30*time.Second, func() bool {
+	testutil.WaitUntil(t, 30*time.Second, "the old leader to catch up", func() bool {
 		return old.FSM().AppliedIndex() >= leader.FSM().AppliedIndex()
 	})
 	for _, k := range []string{"before", "during"} {

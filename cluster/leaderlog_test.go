@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/carmyhq/carmy/cluster"
+	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -76,7 +77,7 @@ func TestLeaderWritesWhileFollowersWrite(t *testing.T) {
 	ctx := context.Background()
 	// One call first, so every node has applied everything before.
 	mustReserve(t, leader.Store(), key("before"), exec(leader.ID()), store.Reserved)
-	waitFor(t, "every node to apply the first call", 10*time.Second, func() bool {
+	testutil.WaitUntil(t, 10*time.Second, "every node to apply the first call", func() bool {
 		for _, n := range c.nodes {
 			if n.FSM().AppliedIndex() != leader.FSM().AppliedIndex() {
 				return false
@@ -96,8 +97,8 @@ func TestLeaderWritesWhileFollowersWrite(t *testing.T) {
 	}()
 	// The followers get the entry and store it while the leader's own
 	// write waits.
-	waitFor(t, "the leader's write to be held", 10*time.Second, func() bool { return held.waiting.Load() > 0 })
-	waitFor(t, "both followers to store the new entry", 10*time.Second, func() bool {
+	testutil.WaitUntil(t, 10*time.Second, "the leader's write to be held", func() bool { return held.waiting.Load() > 0 })
+	testutil.WaitUntil(t, 10*time.Second, "both followers to store the new entry", func() bool {
 		for _, f := range followers {
 			if f.Raft().LastIndex() <= last {
 				return false
@@ -138,7 +139,7 @@ func TestLeaderWritesWhileFollowersWrite(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the reservation was not answered after the leader's write was released")
 	}
-	waitFor(t, "every node to apply the held entry", 10*time.Second, func() bool {
+	testutil.WaitUntil(t, 10*time.Second, "every node to apply the held entry", func() bool {
 		for _, n := range c.nodes {
 			if n.FSM().AppliedIndex() <= applied {
 				return false

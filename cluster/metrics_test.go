@@ -11,6 +11,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/carmyhq/carmy/cluster"
+	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -71,7 +72,7 @@ func TestMetricsOfACluster(t *testing.T) {
 		}
 	}
 	// The majority that committed may not include this follower yet.
-	waitFor(t, "the follower to apply every write", 30*time.Second, func() bool {
+	testutil.WaitUntil(t, 30*time.Second, "the follower to apply every write", func() bool {
 		return follower.FSM().AppliedIndex() >= leader.FSM().AppliedIndex()
 	})
 	after := gather(t, regs[follower.ID()])

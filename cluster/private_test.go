@@ -32,11 +32,11 @@ func TestDataDirIsPrivate(t *testing.T) {
 		cfg.SnapshotThreshold = 64
 		cfg.SnapshotInterval = 100 * time.Millisecond
 	})
-	waitFor(t, "a leader", 30*time.Second, func() bool { return n.IsLeader() })
+	testutil.WaitUntil(t, 30*time.Second, "a leader", func() bool { return n.IsLeader() })
 	for i := range 200 {
 		mustReserve(t, n.Store(), key(fmt.Sprint("p-", i)), exec(n.ID()), store.Reserved)
 	}
-	waitFor(t, "a snapshot", 30*time.Second, func() bool {
+	testutil.WaitUntil(t, 30*time.Second, "a snapshot", func() bool {
 		return n.Raft().Stats()["last_snapshot_index"] != "0"
 	})
 	seen := testutil.AssertPrivate(t, dir)

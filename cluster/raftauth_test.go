@@ -28,6 +28,7 @@ import (
 	"github.com/carmyhq/carmy/cluster"
 	"github.com/carmyhq/carmy/fsm"
 	"github.com/carmyhq/carmy/internal/certs"
+	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -203,7 +204,7 @@ func TestGossipKeyDerivedFromClusterKey(t *testing.T) {
 	if err := friend.JoinGossip([]string{gossipPort(t, a)}); err != nil {
 		t.Fatalf("a node with the same cluster key could not join gossip: %v", err)
 	}
-	waitFor(t, "the node with the same key to be seen", 10*time.Second, func() bool {
+	testutil.WaitUntil(t, 10*time.Second, "the node with the same key to be seen", func() bool {
 		return slices.Contains(a.GossipMembers(), "friend")
 	})
 	if slices.Contains(a.GossipMembers(), b.ID()) || len(b.GossipMembers()) > 1 {
@@ -272,7 +273,7 @@ func TestCloseIsBounded(t *testing.T) {
 	// Runs first: the shutdown left in the background then ends before
 	// the data dir is removed.
 	t.Cleanup(func() { close(release) })
-	waitFor(t, "n1 to lead", 30*time.Second, func() bool { return n.IsLeader() })
+	testutil.WaitUntil(t, 30*time.Second, "n1 to lead", func() bool { return n.IsLeader() })
 	err := n.Close()
 	if !errors.Is(err, cluster.ErrShutdownTimeout) {
 		t.Fatalf("Close with a hung transport = %v, want ErrShutdownTimeout", err)
@@ -322,7 +323,7 @@ func TestInternalWritesAreAudited(t *testing.T) {
 			t.Log(b.String())
 		}
 	})
-	waitFor(t, "the audit line", 10*time.Second, func() bool {
+	testutil.WaitUntil(t, 10*time.Second, "the audit line", func() bool {
 		for _, l := range strings.Split(b.String(), "\n") {
 			if strings.Contains(l, `msg="internal write"`) && strings.Contains(l, " op=apply ") && strings.Contains(l, "caller="+f.ID()) && strings.Contains(l, "reserve=1\"") {
 				line = l
@@ -341,7 +342,7 @@ func TestInternalWritesAreAudited(t *testing.T) {
 	mu.Unlock()
 	// The join's line comes once its request is answered, which can be
 	// after n2 already serves (it learns the configuration through Raft).
-	waitFor(t, "the join's audit line on n1", 10*time.Second, func() bool {
+	testutil.WaitUntil(t, 10*time.Second, "the join's audit line on n1", func() bool {
 		return strings.Contains(first.String(), " op=join ") && strings.Contains(first.String(), "target=n2")
 	})
 }

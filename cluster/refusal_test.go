@@ -18,6 +18,7 @@ import (
 	"github.com/carmyhq/carmy"
 	"github.com/carmyhq/carmy/cluster"
 	"github.com/carmyhq/carmy/fsm"
+	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -160,7 +161,7 @@ func TestRuntimeRecordsThroughBatchesRefusedWhole(t *testing.T) {
 		t.Fatal("the leader refused no batch: the test tested nothing")
 	}
 	k := store.Key{Principal: "p", RequestID: "refused-whole"}
-	waitFor(t, "the execution to be completed", 30*time.Second, func() bool {
+	testutil.WaitUntil(t, 30*time.Second, "the execution to be completed", func() bool {
 		rec, err := leader.Store().Lookup(t.Context(), k)
 		return err == nil && rec.Status == store.StatusCompleted
 	})

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/cluster"
+	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -28,7 +29,7 @@ func TestRetentionRemovesOnlyFinishedRecords(t *testing.T) {
 	}
 	// The leader's expire command removes the finished record on every
 	// replica alike.
-	waitFor(t, "the finished record to expire everywhere", 30*time.Second, func() bool {
+	testutil.WaitUntil(t, 30*time.Second, "the finished record to expire everywhere", func() bool {
 		for _, n := range c.nodes {
 			if _, err := n.FSM().Get(done.ID); !errors.Is(err, store.ErrNotFound) {
 				return false

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/cluster"
+	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -101,7 +102,7 @@ func BenchmarkClusterReplay(b *testing.B) {
 	if _, err := leader.Store().Complete(ctx, k, "fp", completed(ex.ID)); err != nil {
 		b.Fatal(err)
 	}
-	waitFor(b, "the follower to apply the completion", 10*time.Second, func() bool {
+	testutil.WaitUntil(b, 10*time.Second, "the follower to apply the completion", func() bool {
 		rec, err := follower.FSM().Lookup(k)
 		return err == nil && rec.Status.Finished()
 	})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/cluster"
+	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -47,7 +48,7 @@ func TestStateDigestsConverge(t *testing.T) {
 		t.Fatalf("without the key: status %d, want 403", status)
 	}
 	var want cluster.StateDigest
-	waitFor(t, "equal digests on every node", 30*time.Second, func() bool {
+	testutil.WaitUntil(t, 30*time.Second, "equal digests on every node", func() bool {
 		want, _ = fetchDigest(t, leader.HTTPAddr(), k)
 		for _, n := range c.nodes {
 			if d, _ := fetchDigest(t, n.HTTPAddr(), k); d != want {

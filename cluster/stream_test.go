@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/fsm"
+	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -371,7 +372,7 @@ func TestStreamReopensAfterIdleClose(t *testing.T) {
 	for i := range 3 {
 		// Wait until the forwarder has seen the close, so that the next
 		// batch finds the stream broken rather than racing it.
-		waitUntil(t, "the stream to be seen closed", func() bool {
+		testutil.WaitUntil(t, 10*time.Second, "the stream to be seen closed", func() bool {
 			f.mu.Lock()
 			slot := f.streams[fl.addr]
 			f.mu.Unlock()
@@ -383,18 +384,6 @@ func TestStreamReopensAfterIdleClose(t *testing.T) {
 	}
 	if n := fl.streams.Load(); n != 3 {
 		t.Errorf("%d streams, want 3", n)
-	}
-}
-
-// waitUntil polls cond until it holds, failing t after 10 s.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/carmyhq/carmy/engine"
+	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -115,7 +116,7 @@ func TestHTTPOversizeAnswers(t *testing.T) {
 		if tool == "tickets.endless" {
 			// What the node did not read waits in socket buffers, then
 			// the upstream's writes fail.
-			eventually(t, "the endless event's writer stopped", func() error {
+			testutil.WaitFor(t, 30*time.Second, "the endless event's writer stopped", func() error {
 				before := h.sent.Load()
 				time.Sleep(100 * time.Millisecond)
 				if after := h.sent.Load(); after != before {

@@ -15,25 +15,10 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/engine"
+	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/mcpgateway"
 	"github.com/carmyhq/carmy/store"
 )
-
-// eventually polls cond until it returns nil, failing the test after 30s.
-func eventually(t *testing.T, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 30s: %v", what, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // pidOf reads the process id the stdio server wrote (0 before it has).
 func pidOf(t *testing.T, path string) int {
@@ -64,7 +49,7 @@ func exited(pid int) bool {
 func callEventually(t *testing.T, rt *engine.Runtime, req engine.Request) engine.Response {
 	t.Helper()
 	var resp engine.Response
-	eventually(t, "calling "+req.Tool, func() error {
+	testutil.WaitFor(t, 30*time.Second, "calling "+req.Tool, func() error {
 		var err error
 		resp, err = rt.Call(t.Context(), alice, req)
 		return err
@@ -197,7 +182,7 @@ func TestStdioHungChildReplaced(t *testing.T) {
 // call (with request_id id).
 func requireReplaced(t *testing.T, rt *engine.Runtime, pidFile string, first int, id string) {
 	t.Helper()
-	eventually(t, "the child replaced", func() error {
+	testutil.WaitFor(t, 30*time.Second, "the child replaced", func() error {
 		if pid := pidOf(t, pidFile); pid == first || !exited(first) {
 			return fmt.Errorf("pid %d (first %d, exited %v)", pid, first, exited(first))
 		}
@@ -231,7 +216,7 @@ func TestStdioCallsNotSerialised(t *testing.T) {
 		}
 		hung <- resp.Record
 	}()
-	eventually(t, "the hanging call started", func() error {
+	testutil.WaitFor(t, 30*time.Second, "the hanging call started", func() error {
 		if !slices.Contains(lines(t, countFile), "hang|hang-1") {
 			return fmt.Errorf("executions %q", lines(t, countFile))
 		}
@@ -256,7 +241,7 @@ func TestStdioCallsNotSerialised(t *testing.T) {
 	if waited.Status != store.StatusTimedOut {
 		t.Fatalf("wait: %s %s", waited.Status, waited.Error)
 	}
-	eventually(t, "notifications/cancelled seen upstream", func() error {
+	testutil.WaitFor(t, 30*time.Second, "notifications/cancelled seen upstream", func() error {
 		if !slices.Contains(lines(t, countFile), "cancelled|w-1") {
 			return fmt.Errorf("executions %q", lines(t, countFile))
 		}

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/carmyhq/carmy/internal/testutil"
 )
 
 // Tokens of the quota tests (at least api.MinTokenBytes long).
@@ -117,12 +119,14 @@ func TestBlackBoxTenantBurstLeavesOthersServed(t *testing.T) {
 	}
 	// The burst has settled once every call either runs or was answered.
 	var refused []answer
-	waitFor(t, 15*time.Second, "the burst to settle", func() (bool, string) {
+	testutil.WaitFor(t, 15*time.Second, "the burst to settle", func() error {
 		for len(answers) > 0 {
 			refused = append(refused, <-answers)
 		}
-		running := s.metric(t, "carmy_executions_running")
-		return int(running)+len(refused) == 8, fmt.Sprintf("%v running, %d answered", running, len(refused))
+		if running := s.metric(t, "carmy_executions_running"); int(running)+len(refused) != 8 {
+			return fmt.Errorf("%v running, %d answered", running, len(refused))
+		}
+		return nil
 	})
 	if len(refused) != 6 {
 		t.Fatalf("%d of tenant-a's 8 calls were answered at once, want 6 refused over its share of 2", len(refused))

@@ -18,6 +18,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/carmyhq/carmy/internal/testutil"
 )
 
 // logBuffer is an io.Writer safe for the server's goroutines and the test
@@ -130,36 +132,18 @@ func nodeArgs(t *testing.T) []string {
 // a couple of seconds.
 func (s *runningServe) waitReady(t *testing.T) {
 	t.Helper()
-	waitFor(t, 15*time.Second, "GET /readyz = 200", func() (bool, string) {
+	testutil.WaitFor(t, 15*time.Second, "GET /readyz = 200", func() error {
 		resp, err := s.client.Get(s.url("/readyz"))
 		if err != nil {
-			return false, err.Error()
+			return err
 		}
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode == http.StatusOK, fmt.Sprintf("%d %s", resp.StatusCode, body)
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%d %s", resp.StatusCode, body)
+		}
+		return nil
 	})
-}
-
-// waitFor polls cond every 50 ms until it holds, failing the test with
-// the last thing cond reported when it does not within timeout.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ok, last := cond()
-		if ok {
-			return
-		}
-		select {
-		case <-tick.C:
-		case <-deadline.C:
-			t.Fatalf("no %s within %s; last: %s", what, timeout, last)
-		}
-	}
 }
 
 // dialable turns a listening address into one a client can dial: an
@@ -712,10 +696,12 @@ func TestServeGossipKey(t *testing.T) {
 		}
 		return out
 	}
-	waitFor(t, 30*time.Second, "g3 (with the key) alive and g2 (without) a member", func() (bool, string) {
+	testutil.WaitFor(t, 30*time.Second, "g3 (with the key) alive and g2 (without) a member", func() error {
 		g := gossipOf()
-		_, g2Member := g["g2"]
-		return g["g3"] == "alive" && g2Member, fmt.Sprint(g)
+		if _, g2Member := g["g2"]; g["g3"] != "alive" || !g2Member {
+			return fmt.Errorf("gossip %v", g)
+		}
+		return nil
 	})
 	if g := gossipOf(); g["g2"] == "alive" {
 		t.Errorf("g2 has no gossip key but g1's gossip sees it alive: %v", g)
@@ -764,8 +750,11 @@ func TestNormalStartLogsNoWarning(t *testing.T) {
 			// readable by others is worth the warning it gets).
 			s := startServe(t, append(tc.args, "--http-addr", "127.0.0.1:0", "--data-dir", filepath.Join(t.TempDir(), "data"))...)
 			s.waitReady(t)
-			waitFor(t, 15*time.Second, "the node to log that it takes calls", func() (bool, string) {
-				return strings.Contains(s.logs.String(), "started: taking calls"), s.logs.String()
+			testutil.WaitFor(t, 15*time.Second, "the node to log that it takes calls", func() error {
+				if logs := s.logs.String(); !strings.Contains(logs, "started: taking calls") {
+					return fmt.Errorf("logs:\n%s", logs)
+				}
+				return nil
 			})
 			if err := s.stop(t); err != nil {
 				t.Fatalf("serve returned %v", err)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/internal/certs"
+	"github.com/carmyhq/carmy/internal/testutil"
 )
 
 func TestTLSCommands(t *testing.T) {
@@ -192,9 +193,11 @@ func TestServeNodeAndAPIOverTLS(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("a call through t2: %d %s", code, body)
 	}
-	waitFor(t, 10*time.Second, "the replay through t1", func() (bool, string) {
-		code, _, body := n1.post(t, "/v1/tools/call", call)
-		return code == 200 && strings.Contains(body, `"replayed":true`), fmt.Sprintf("%d %s", code, body)
+	testutil.WaitFor(t, 10*time.Second, "the replay through t1", func() error {
+		if code, _, body := n1.post(t, "/v1/tools/call", call); code != 200 || !strings.Contains(body, `"replayed":true`) {
+			return fmt.Errorf("%d %s", code, body)
+		}
+		return nil
 	})
 
 	// Plain HTTP to an HTTPS API: the envelope, and nothing else.
@@ -220,9 +223,9 @@ func TestServeNodeAndAPIOverTLS(t *testing.T) {
 	}
 
 	n3 := startServe(t, append([]string{"--dev", "--http-addr", "127.0.0.1:0", "--node-id", "t3", "--join", n1.addr}, tlsArgs(other, "t3")...)...)
-	waitFor(t, 30*time.Second, "t1 to refuse t3's certificate", func() (bool, string) {
+	testutil.WaitUntil(t, 30*time.Second, "t1 to refuse t3's certificate", func() bool {
 		logs := n1.logs.String() + n3.logs.String()
-		return strings.Contains(logs, "certificate signed by unknown authority") || strings.Contains(logs, "bad certificate"), ""
+		return strings.Contains(logs, "certificate signed by unknown authority") || strings.Contains(logs, "bad certificate")
 	})
 	code, body = n1.get(t, "/v1/cluster", "")
 	if code != 200 || strings.Contains(body, `"t3"`) {

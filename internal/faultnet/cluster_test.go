@@ -14,6 +14,7 @@ import (
 
 	"github.com/carmyhq/carmy/cluster"
 	"github.com/carmyhq/carmy/internal/faultnet"
+	"github.com/carmyhq/carmy/internal/testutil"
 )
 
 // faultNode is an in-process cluster node on its own loopback IP, with
@@ -54,19 +55,6 @@ func startFaultNode(t *testing.T, i int, join []string) *faultNode {
 		n.Close()
 	})
 	return &faultNode{Node: n, ip: ip, faults: f}
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: not within 30 s", what)
-		}
-		<-tick.C
-	}
 }
 
 // gossipSees reports whether n's gossip says id is in state.
@@ -113,9 +101,9 @@ func TestClusterPartitionAndHeal(t *testing.T) {
 		t.Skip("starts a cluster")
 	}
 	n1 := startFaultNode(t, 1, nil)
-	waitUntil(t, "n1 leading", n1.IsLeader)
+	testutil.WaitUntil(t, 30*time.Second, "n1 leading", n1.IsLeader)
 	nodes := []*faultNode{n1, startFaultNode(t, 2, []string{n1.HTTPAddr()}), startFaultNode(t, 3, []string{n1.HTTPAddr()})}
-	waitUntil(t, "every node ready and alive in gossip", func() bool {
+	testutil.WaitUntil(t, 30*time.Second, "every node ready and alive in gossip", func() bool {
 		for _, n := range nodes {
 			if n.Ready(context.Background()) != nil {
 				return false
@@ -143,10 +131,10 @@ func TestClusterPartitionAndHeal(t *testing.T) {
 	}
 	oldTerm := leader.Raft().CurrentTerm()
 	cut(t, leader, rest...)
-	waitUntil(t, "a new leader among the majority, and the old one stepping down", func() bool {
+	testutil.WaitUntil(t, 30*time.Second, "a new leader among the majority, and the old one stepping down", func() bool {
 		return !leader.IsLeader() && (rest[0].IsLeader() || rest[1].IsLeader()) && rest[0].Raft().CurrentTerm() > oldTerm
 	})
-	waitUntil(t, "the majority's gossip losing the old leader", func() bool {
+	testutil.WaitUntil(t, 30*time.Second, "the majority's gossip losing the old leader", func() bool {
 		return !gossipSees(rest[0], leader.ID(), cluster.GossipAlive) && !gossipSees(rest[1], leader.ID(), cluster.GossipAlive)
 	})
 
@@ -155,7 +143,7 @@ func TestClusterPartitionAndHeal(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitUntil(t, "the cluster healed: one leader, every node ready and alive in gossip", func() bool {
+	testutil.WaitUntil(t, 30*time.Second, "the cluster healed: one leader, every node ready and alive in gossip", func() bool {
 		leaders := 0
 		for _, n := range nodes {
 			if n.IsLeader() {

@@ -244,7 +244,9 @@ func CheckReady(ctx context.Context, baseURL string) error {
 }
 
 // WaitFor polls cond every 20 ms until it returns nil, and fails the test
-// with cond's last error when timeout passes first.
+// with cond's last error when timeout passes first. It is the one polling
+// loop of the tests: a test waits for a condition with a deadline, never
+// sleeps and hopes.
 func WaitFor(tb testing.TB, timeout time.Duration, what string, cond func() error) {
 	tb.Helper()
 	deadline := time.Now().Add(timeout)
@@ -259,6 +261,21 @@ func WaitFor(tb testing.TB, timeout time.Duration, what string, cond func() erro
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// WaitUntil is WaitFor for a condition that holds or not, with nothing to
+// say about why not.
+func WaitUntil(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	WaitFor(tb, timeout, what, func() error {
+		if cond() {
+			return nil
+		}
+		return errNotYet
+	})
+}
+
+// errNotYet is WaitUntil's condition not holding yet.
+var errNotYet = errors.New("the condition does not hold")
 
 // ClusterKey is the --cluster-key StartCluster and Cluster.Add give every
 // node, unless its arguments or environment give a key or node TLS.

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/carmyhq/carmy/internal/pgtest"
+	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/store"
 	"github.com/carmyhq/carmy/store/postgres"
 )
@@ -26,21 +27,15 @@ func storeDown(err error) bool {
 // them.
 func eventually(t *testing.T, what string, fn func(ctx context.Context) error) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testutil.WaitFor(t, 30*time.Second, what, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
 		err := fn(ctx)
-		cancel()
-		switch {
-		case err == nil:
-			return
-		case !storeDown(err):
+		if err != nil && !storeDown(err) {
 			t.Fatalf("%s: %v", what, err)
-		case time.Now().After(deadline):
-			t.Fatalf("%s: still failing after 30s: %v", what, err)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err
+	})
 }
 
 // settle completes an execution whose Complete had an unknown outcome, as

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/store"
 	"github.com/carmyhq/carmy/store/postgres"
 )
@@ -42,18 +43,6 @@ func startFleet(tb testing.TB, dsn, schema, nodeID string, lease time.Duration) 
 	}
 	tb.Cleanup(stop)
 	return f, stop
-}
-
-// waitUntil polls cond every 20 ms until it holds or timeout passes.
-func waitUntil(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("not within %s: %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func reserveOn(tb testing.TB, s store.Store, node, requestID string) store.Record {
@@ -97,14 +86,14 @@ func TestFleetLiveness(t *testing.T) {
 	a, stopA := startFleet(t, dsn, schema, "a", lease)
 	b, _ := startFleet(t, dsn, schema, "b", lease)
 	for _, f := range []*postgres.Fleet{a, b} {
-		waitUntil(t, 30*time.Second, "ready", func() bool { return f.Ready(context.Background()) == nil })
+		testutil.WaitUntil(t, 30*time.Second, "ready", func() bool { return f.Ready(context.Background()) == nil })
 	}
 	cancelled := make(chan string, 4)
 	a.OnCancel(func(id string) { cancelled <- id })
 
 	// A cancel asked through b reaches a.
 	rec := reserveOn(t, a, "a", "to-cancel")
-	waitUntil(t, 10*time.Second, "a prober", func() bool { return a.ProbeOwner() || b.ProbeOwner() })
+	testutil.WaitUntil(t, 10*time.Second, "a prober", func() bool { return a.ProbeOwner() || b.ProbeOwner() })
 	if a.ProbeOwner() && b.ProbeOwner() {
 		t.Fatal("both nodes hold the prober lock")
 	}
@@ -128,13 +117,13 @@ func TestFleetLiveness(t *testing.T) {
 	}
 	stopA()
 	stopped := time.Now()
-	waitUntil(t, 10*time.Second, "a's execution interrupted", func() bool {
+	testutil.WaitUntil(t, 10*time.Second, "a's execution interrupted", func() bool {
 		r, err := b.Get(context.Background(), orphan.ExecutionID)
 		return err == nil && r.Status == store.StatusInterrupted
 	})
 	t.Logf("interrupted %s after a stopped (lease %s)", time.Since(stopped).Round(time.Millisecond), lease)
-	waitUntil(t, 10*time.Second, "b to hold a gone", func() bool { return b.RunnerGone("a") })
-	waitUntil(t, 10*time.Second, "b to probe", b.ProbeOwner)
+	testutil.WaitUntil(t, 10*time.Second, "b to hold a gone", func() bool { return b.RunnerGone("a") })
+	testutil.WaitUntil(t, 10*time.Second, "b to probe", b.ProbeOwner)
 	nodes, err := b.Nodes(context.Background())
 	if err != nil || len(nodes) != 2 || nodes[0].ID != "a" || nodes[0].Alive || !nodes[1].Alive || nodes[1].Version != "test" {
 		t.Fatalf("Nodes = %+v, %v; want a dead, b alive", nodes, err)
