@@ -62,6 +62,21 @@ func TestLayout(t *testing.T) {
 	}
 }
 
+// TestClientLinksNoServer checks that the Go client links the standard
+// library and the API's wire types only: a program that calls Carmy
+// links no server, framework or consensus.
+func TestClientLinksNoServer(t *testing.T) {
+	for _, dep := range goList(t, "-deps", "../api/client") {
+		switch {
+		case dep == module+"/api/client" || dep == module+"/api/wire":
+		case strings.HasPrefix(dep, module):
+			t.Errorf("api/client links %s", dep)
+		case strings.Contains(strings.SplitN(dep, "/", 2)[0], "."):
+			t.Errorf("api/client links the module %s", dep)
+		}
+	}
+}
+
 // TestAPIImportsNotTheRoot checks that the API is below the facade: api
 // does not import the root package, which assembles it, nor does anything
 // the root imports.
