@@ -14,6 +14,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/carmyhq/carmy/api/client"
+	"github.com/carmyhq/carmy/api/wire"
 )
 
 // Helpers for clusters of carmy processes. They read the text log format
@@ -127,27 +130,12 @@ func flagValue(args []string, name string) (string, bool) {
 	return "", false
 }
 
-// ClusterStatus is the answer of GET /v1/cluster (SPEC §2.6).
-type ClusterStatus struct {
-	Leader *struct {
-		ID       string `json:"id"`
-		HTTPAddr string `json:"http_addr"`
-	} `json:"leader"`
-	Nodes        []ClusterMember `json:"nodes"`
-	CommitIndex  uint64          `json:"commit_index"`
-	AppliedIndex uint64          `json:"applied_index"`
-	Entries      int             `json:"entries"`
-	Capacity     int             `json:"capacity"`
-}
+// ClusterStatus is the answer of GET /v1/cluster (SPEC §2.6), the API's
+// wire type, with the questions tests ask of it.
+type ClusterStatus wire.ClusterStatus
 
 // ClusterMember is one entry of ClusterStatus.Nodes.
-type ClusterMember struct {
-	ID       string `json:"id"`
-	RaftAddr string `json:"raft_addr"`
-	HTTPAddr string `json:"http_addr"`
-	Suffrage string `json:"suffrage"`
-	Gossip   string `json:"gossip"`
-}
+type ClusterMember = wire.ClusterNode
 
 // LeaderID returns the leader's id, "" when none is known.
 func (s ClusterStatus) LeaderID() string {
@@ -199,29 +187,17 @@ func (n *Node) Ready() error {
 }
 
 // FetchClusterStatus asks the node at baseURL (http://host:port) for GET
-// /v1/cluster, without auth.
+// /v1/cluster, without auth, once, through the Go client.
 func FetchClusterStatus(ctx context.Context, baseURL string) (ClusterStatus, error) {
-	var st ClusterStatus
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+"/v1/cluster", nil)
+	c, err := client.New(baseURL, client.WithHTTPClient(statusClient), client.WithRetry(client.NoRetry))
 	if err != nil {
-		return st, err
+		return ClusterStatus{}, err
 	}
-	resp, err := statusClient.Do(req)
+	st, err := c.ClusterStatus(ctx)
 	if err != nil {
-		return st, err
+		return ClusterStatus{}, err
 	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return st, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return st, fmt.Errorf("GET /v1/cluster: %d %s", resp.StatusCode, raw)
-	}
-	if err := json.Unmarshal(raw, &st); err != nil {
-		return st, fmt.Errorf("GET /v1/cluster: %w: %s", err, raw)
-	}
-	return st, nil
+	return ClusterStatus(st.ClusterStatus), nil
 }
 
 // CheckReady returns nil when the node at baseURL answers GET /readyz
