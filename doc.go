@@ -7,7 +7,7 @@
 //
 //	app := carmy.App()
 //	app.Tool("create_order", createOrder) // func(ctx context.Context, call carmy.Call) (any, error)
-//	app.IdempotencyStore(myStore)         // default: store.NewMemory(store.DefaultCapacity)
+//	app.IdempotencyStore(myBackend)       // default: store.NewMemory(store.DefaultCapacity); carmy.Basic{Store: myStore}
 //	err := app.Run(ctx)                   // serves the HTTP API until ctx is done
 //
 // The runtime's types (Call, Caller, Request, ToolSpec, …) and options are

@@ -264,7 +264,6 @@ func startCluster(cfg serveConfig, lim limits, sec security, ln net.Listener, fa
 	}
 	st := node.Store()
 	app.IdempotencyStore(st)
-	app.SetLiveness(st)
 	// One node probes at a time: the leader (SPEC §3.3).
 	app.SetProbeOwner(node.IsLeader)
 	return node, nil

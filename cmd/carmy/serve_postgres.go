@@ -105,7 +105,6 @@ func servePostgres(ctx context.Context, cfg serveConfig, log *slog.Logger) error
 	}
 	defer fleet.Close()
 	app.IdempotencyStore(fleet)
-	app.SetLiveness(fleet)
 	// One node probes at a time: the holder of the prober lock.
 	app.SetProbeOwner(fleet.ProbeOwner)
 

@@ -17,8 +17,10 @@
 // Complete, Cancel, Resolve and Release apply only from the statuses they
 // name, and otherwise return a *store.StateError carrying the record as it
 // stands. Finished records are removed only by Expire (store.Expirer), which
-// nothing calls unless the program chooses a retention. The store does not
-// implement store.Peeker: it cannot answer without a round trip.
+// nothing calls unless the program chooses a retention. A Store is an
+// engine.Backend that peeks nothing (it cannot answer without a round
+// trip), knows no other process's runner and delivers no cancels; a Fleet
+// knows and delivers both (backend.go).
 //
 // # Tables
 //
