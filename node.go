@@ -84,14 +84,17 @@ type Node struct {
 // cluster, or a fleet, as cfg says), makes it the runtime's, starts the
 // upstream MCP servers and serves the API on cfg.Listener. It returns
 // once serving has begun; the runtime takes calls once its backend is
-// ready (calls answer UNAVAILABLE until then, Serve). ctx bounds only the
-// start; Close stops the node. On an error nothing is left running, the
-// listener included.
+// ready (calls answer UNAVAILABLE until then, Serve). ctx's values reach
+// the upstream MCP servers' start; its end stops nothing: Close stops the
+// node. On an error nothing is left running, the listener closed.
 func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
-	if cfg.Runtime == nil || cfg.Listener == nil {
+	switch {
+	case cfg.Runtime == nil || cfg.Listener == nil:
+		if cfg.Listener != nil {
+			cfg.Listener.Close()
+		}
 		return nil, errors.New("StartNode: a Runtime and a Listener are required")
-	}
-	if (cfg.Raft == nil) == (cfg.Postgres == nil) {
+	case (cfg.Raft == nil) == (cfg.Postgres == nil):
 		cfg.Listener.Close()
 		return nil, errors.New("StartNode: exactly one of Raft and Postgres is required")
 	}

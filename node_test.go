@@ -114,3 +114,26 @@ func TestStartNodeEmbedsACluster(t *testing.T) {
 		}
 	}
 }
+
+// TestStartNodeRefusesAnIncompleteConfig: without a runtime, or without
+// exactly one backend, StartNode starts nothing and closes the listener.
+func TestStartNodeRefusesAnIncompleteConfig(t *testing.T) {
+	raft := &cluster.Config{NodeID: "n1"}
+	for name, cfg := range map[string]carmy.NodeConfig{
+		"no runtime":    {Raft: raft},
+		"no backend":    {Runtime: newApp(t)},
+		"both backends": {Runtime: newApp(t), Raft: raft, Postgres: &carmy.PostgresConfig{}},
+	} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Listener = ln
+		if node, err := carmy.StartNode(t.Context(), cfg); err == nil || node != nil {
+			t.Errorf("%s: StartNode = %v, %v; want an error", name, node, err)
+		}
+		if _, err := ln.Accept(); !errors.Is(err, net.ErrClosed) {
+			t.Errorf("%s: the listener accepts after the refusal (%v), want it closed", name, err)
+		}
+	}
+}
