@@ -1,7 +1,8 @@
 // Package postgres is a store.Store kept in PostgreSQL, for library users
 // who run PostgreSQL and want their reservations durable and shared by
 // several processes without running a Raft cluster. It is its own package,
-// so only programs that import it link the driver (pgx v5 and pgxpool).
+// so a program built on package engine alone links no driver (pgx v5 and
+// pgxpool); the root package links it for carmy.StartNode's fleet nodes.
 //
 //	s, err := postgres.Open(ctx, os.Getenv("CARMY_POSTGRES_DSN"), postgres.Config{})
 //	if err != nil { ... }
