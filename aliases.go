@@ -43,11 +43,16 @@ type (
 	Option = engine.Option
 	// Liveness tells whether another node's runner is known to be gone.
 	Liveness = engine.Liveness
-	// Readier is implemented by stores that can say whether they serve.
+	// Readier tells whether a backend can serve.
 	Readier = engine.Readier
-	// CancelNotifier is implemented by stores that apply cancels on other
+	// CancelNotifier delivers the cancels a backend applies on other
 	// nodes' behalf.
 	CancelNotifier = engine.CancelNotifier
+	// Backend is everything the runtime asks of where its records live.
+	Backend = engine.Backend
+	// Basic is the Backend of a store that knows nothing beside its
+	// records.
+	Basic = engine.Basic
 )
 
 // Constants of the runtime.

@@ -7,7 +7,7 @@
 //
 //	app := carmy.App()
 //	app.Tool("create_order", createOrder) // func(ctx context.Context, call carmy.Call) (any, error)
-//	app.IdempotencyStore(myStore)         // default: store.NewMemory(store.DefaultCapacity)
+//	app.IdempotencyStore(myBackend)       // default: store.NewMemory(store.DefaultCapacity); carmy.Basic{Store: myStore}
 //	err := app.Run(ctx)                   // serves the HTTP API until ctx is done
 //
 // The runtime's types (Call, Caller, Request, ToolSpec, …) and options are
@@ -18,6 +18,8 @@
 // (engine reports to an engine.Observer, implemented here with
 // Prometheus) and TLS; nothing it imports imports it. A program that
 // needs no HTTP uses package engine alone and links no Echo or
-// Prometheus. The binary (cmd/carmy) wires a cluster node in: its store
-// becomes the runtime's (IdempotencyStore, SetLiveness).
+// Prometheus. StartNode runs a whole node — the runtime on a Raft
+// cluster member or a PostgreSQL fleet node (its engine.Backend), the
+// API, MCP, the gateway and the console — and Node.Close stops it in
+// order; the binary (cmd/carmy serve) is a thin shell over it.
 package carmy

@@ -112,15 +112,11 @@ func (m *runtimeMetrics) register(reg *prometheus.Registry, r *engine.Runtime) {
 		}, stat(func(s store.Stats) int { return int(s.MaxBytes) })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "carmy_executions_interrupted",
-			Help: "Interrupted executions (their runner died) in the store, as this node has applied them: each answers EXECUTION_UNCERTAIN until an operator resolves it. 0 for a store that cannot count them; -1 when the count failed.",
+			Help: "Interrupted executions (their runner died) in the store, as this node has applied them: each answers EXECUTION_UNCERTAIN until an operator resolves it. 0 for a backend that cannot count them (engine.Basic); -1 when the count failed.",
 		}, func() float64 {
-			ic, ok := r.Store().(store.InterruptedCounter)
-			if !ok {
-				return 0
-			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
-			n, err := ic.Interrupted(ctx)
+			n, err := r.Store().Interrupted(ctx)
 			if err != nil {
 				return -1
 			}

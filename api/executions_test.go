@@ -150,16 +150,21 @@ func TestListingRefusals(t *testing.T) {
 	}
 }
 
-// gone is a Liveness that declares some nodes' runners gone.
-type gone map[string]bool
+// gone is an in-memory backend whose liveness declares some nodes'
+// runners gone.
+type gone struct {
+	*store.Memory
+	nodes map[string]bool
+}
 
-func (g gone) RunnerGone(node string) bool { return g[node] }
+func (g gone) RunnerGone(node string) bool { return g.nodes[node] }
 
 // TestListingAttention lists the executions that need a person: the
 // interrupted ones, and the running ones of a node the cluster declared
 // gone (dead, or no longer a member); not those of a live node.
 func TestListingAttention(t *testing.T) {
 	rt, srv := listServer(t)
+	rt.IdempotencyStore(gone{Memory: store.NewMemory(store.DefaultCapacity), nodes: map[string]bool{"node-dead": true}})
 	ctx := t.Context()
 	reserve := func(principal, requestID, node string) string {
 		fp, err := store.Fingerprint("echo", nil, nil)
@@ -181,7 +186,6 @@ func TestListingAttention(t *testing.T) {
 	if _, err := rt.Store().MarkInterrupted(ctx, "node-old"); err != nil {
 		t.Fatal(err)
 	}
-	rt.SetLiveness(gone{"node-dead": true})
 
 	if got := listAs(t, srv, adminToken, "/v1/executions?attention=true", 0); !slices.Equal(got, []string{interrupted, dead}) {
 		t.Fatalf("admin's attention listing = %v, want [%s %s] (not the live node's %s)", got, interrupted, dead, live)

@@ -21,7 +21,6 @@ func TestListAttentionOfGoneNodes(t *testing.T) {
 	st := c.nodes[0].Store()
 	rt := engine.New(engine.WithNodeID("n1"), engine.WithLogger(slog.New(slog.DiscardHandler)))
 	rt.IdempotencyStore(st)
-	rt.SetLiveness(st)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

@@ -32,6 +32,7 @@ import (
 // in the log.
 func TestProcessBurstOfLargeResults(t *testing.T) {
 	procSkipShort(t)
+	testutil.LongTier(t, "a burst of 900 KiB results on a cluster of processes")
 	const (
 		calls = 80
 		size  = 900 << 10

@@ -253,6 +253,7 @@ func replayAll(t *testing.T, n *diskNode, calls []acked) {
 // logged), and every call answered 200 replays.
 func TestProcessDiskFull(t *testing.T) {
 	procSkipShort(t)
+	testutil.LongTier(t, "full disks under a cluster of processes")
 	mountTmpfs(t, "1m") // skip (or fail) at once where tmpfs cannot be had
 	bin := testutil.BuildCarmy(t)
 	t.Run("single node", func(t *testing.T) {

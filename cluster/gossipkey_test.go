@@ -88,9 +88,12 @@ func TestGossipKeyKeepsStrangersOut(t *testing.T) {
 	if clear.NumMembers() > 1 || wrong.NumMembers() > 1 {
 		t.Errorf("intruders see %d and %d members, want only themselves", clear.NumMembers(), wrong.NumMembers())
 	}
-	if friend.NumMembers() < 4 {
-		t.Errorf("the member with the key sees %d members, want 4", friend.NumMembers())
-	}
+	// The friend learnt the pool from n1 when it joined; on a busy machine
+	// the fast test timers may have a member suspected for a moment, so
+	// it is given until the deadline to see all three.
+	testutil.WaitUntil(t, 10*time.Second, "the member with the key to see the pool of three and itself", func() bool {
+		return friend.NumMembers() >= 4
+	})
 }
 
 // TestGossipKeyRotation checks the rolling rotation docs/security.md gives: a

@@ -11,7 +11,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/carmyhq/carmy/internal/testutil"
+	"github.com/carmyhq/carmy/internal/testutil/wait"
 )
 
 // fullableStore is a log store whose disk can fill: while full is set,
@@ -97,7 +97,7 @@ func TestLeaderLogRetriesWhenDiskFull(t *testing.T) {
 	if err := l.StoreLogs(logsFrom(3, 2)); err != nil {
 		t.Fatalf("a leader's StoreLogs on a full disk: %v (want it queued)", err)
 	}
-	testutil.WaitUntil(t, 10*time.Second, "the log to stall", func() bool { return l.queueStalled() })
+	wait.Until(t, 10*time.Second, "the log to stall", func() bool { return l.queueStalled() })
 	since, err := l.stalled()
 	if !errors.Is(err, syscall.ENOSPC) || since.IsZero() || !strings.Contains(err.Error(), "/data/raft.db") || !strings.Contains(err.Error(), "3–4") {
 		t.Fatalf("stalled() = %v, %v; want ENOSPC naming the file and entries 3–4", err, since)
@@ -138,7 +138,7 @@ func TestLeaderLogRetriesWhenDiskFull(t *testing.T) {
 	leader.Store(true)
 	// It keeps trying.
 	n := s.attempts.Load()
-	testutil.WaitUntil(t, 10*time.Second, "the write to be tried again", func() bool { return s.attempts.Load() >= n+2 })
+	wait.Until(t, 10*time.Second, "the write to be tried again", func() bool { return s.attempts.Load() >= n+2 })
 	select {
 	case err := <-durable:
 		t.Fatalf("waitDurable(4) returned (%v) while the disk was full", err)
@@ -241,7 +241,7 @@ func TestLeaderLogAbandonOnFullDisk(t *testing.T) {
 	if err := l.StoreLogs(logsFrom(1, 2)); err != nil {
 		t.Fatal(err)
 	}
-	testutil.WaitUntil(t, 10*time.Second, "the log to stall", l.queueStalled)
+	wait.Until(t, 10*time.Second, "the log to stall", l.queueStalled)
 	applied := make(chan error, 1)
 	go func() { applied <- gatedFSM{log: l}.wait(2) }()
 	l.abandon()

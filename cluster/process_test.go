@@ -366,6 +366,7 @@ func procStopLeader(t *testing.T, c *testutil.Cluster) {
 // interrupted and is reconciled.
 func TestProcessCrashRecovery(t *testing.T) {
 	procSkipShort(t)
+	testutil.LongTier(t, "kill -9 of the leader under load")
 	bin := testutil.BuildCarmy(t)
 	up := procStartUpstream(t)
 	c := testutil.StartCluster(t, bin, 3, testutil.StartOptions{}, "--dev", "--fast-failover", "--config", procWriteConfig(t, up.URL))

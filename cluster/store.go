@@ -14,10 +14,14 @@ import (
 // record, being immutable, is answered from local state at once.
 type Store struct{ n *Node }
 
+// Store is an engine.Backend: the root package checks it at compile time
+// (this package does not import the engine).
 var (
-	_ store.Store   = (*Store)(nil)
-	_ store.Expirer = (*Store)(nil)
-	_ store.Peeker  = (*Store)(nil)
+	_ store.Store              = (*Store)(nil)
+	_ store.Expirer            = (*Store)(nil)
+	_ store.Peeker             = (*Store)(nil)
+	_ store.RunningNodeLister  = (*Store)(nil)
+	_ store.InterruptedCounter = (*Store)(nil)
 )
 
 // Store returns the node's store.
@@ -143,10 +147,12 @@ func (s *Store) Stats(context.Context) (store.Stats, error) { return s.n.fsm.Sta
 // applied state.
 func (s *Store) Interrupted(context.Context) (int, error) { return s.n.fsm.Interrupted(), nil }
 
-// Ready reports whether the node can serve (carmy.Readier).
+// Ready reports whether the node can serve (engine.Readier): it knows a
+// leader and has caught up.
 func (s *Store) Ready(ctx context.Context) error { return s.n.Ready(ctx) }
 
-// RunnerGone implements carmy.Liveness.
+// RunnerGone implements engine.Liveness: gossip declared the node dead,
+// or it is no longer a member.
 func (s *Store) RunnerGone(nodeID string) bool { return s.n.RunnerGone(nodeID) }
 
 // OnCancel installs the function told when a cancel of one of this node's

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/fsm"
-	"github.com/carmyhq/carmy/internal/testutil"
+	"github.com/carmyhq/carmy/internal/testutil/wait"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -372,7 +372,7 @@ func TestStreamReopensAfterIdleClose(t *testing.T) {
 	for i := range 3 {
 		// Wait until the forwarder has seen the close, so that the next
 		// batch finds the stream broken rather than racing it.
-		testutil.WaitUntil(t, 10*time.Second, "the stream to be seen closed", func() bool {
+		wait.Until(t, 10*time.Second, "the stream to be seen closed", func() bool {
 			f.mu.Lock()
 			slot := f.streams[fl.addr]
 			f.mu.Unlock()

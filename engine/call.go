@@ -63,7 +63,7 @@ type Response struct {
 //
 // Call decides what the rules and the caller allow before anything is
 // reserved (validate.go); then it answers a retry of a finished record
-// from the store's local state when the store is a store.Peeker (the one
+// from the backend's local state when it can (Backend.PeekFinished, the one
 // pre-check: a finished record never changes); then the store's Reserve
 // decides authoritatively.
 //
@@ -125,13 +125,11 @@ func (r *Runtime) Call(ctx context.Context, caller Caller, req Request) (Respons
 	}
 	// The one replay pre-check before the store decides. A record the
 	// window has expired goes to the store, which replaces it.
-	if pk, ok := st.(store.Peeker); ok {
-		if rec, ok := pk.PeekFinished(key); ok && !(rec.Fingerprint == fp && exec.Expired(rec)) {
-			if rec.Fingerprint == fp {
-				return Response{Record: rec, Replayed: true}, nil
-			}
-			return Response{}, &store.ConflictError{Record: rec}
+	if rec, ok := st.PeekFinished(key); ok && !(rec.Fingerprint == fp && exec.Expired(rec)) {
+		if rec.Fingerprint == fp {
+			return Response{Record: rec, Replayed: true}, nil
 		}
+		return Response{}, &store.ConflictError{Record: rec}
 	}
 	exec.ID = taskID
 	if exec.ID == "" {

@@ -19,7 +19,7 @@
 //
 //	rt := engine.New()
 //	rt.Tool("create_order", createOrder) // func(ctx context.Context, call engine.Call) (any, error)
-//	rt.IdempotencyStore(myStore)         // default: store.NewMemory(store.DefaultCapacity)
+//	rt.IdempotencyStore(myBackend)       // default: store.NewMemory(store.DefaultCapacity); engine.Basic{Store: myStore}
 //	resp, err := rt.Call(ctx, engine.Caller{Principal: "planner"}, engine.Request{Tool: "create_order", RequestID: "order-7f3"})
 //
 // Every error a method returns carries a SPEC §2.2 code (store.Coded), so
@@ -29,7 +29,8 @@
 // it. Package api (the HTTP server) imports engine, and the root package
 // carmy (the facade that assembles runtime, API and metrics) imports both.
 // engine links no HTTP framework, no Prometheus and no Raft: metrics plug
-// in through an Observer (WithObserver), and a cluster through the
-// store.Store it provides and the Liveness, Readier and CancelNotifier
-// interfaces declared here. TestLayout checks this.
+// in through an Observer (WithObserver), and a cluster or a fleet through
+// the Backend it provides (backend.go: the store.Store, and the peeking,
+// liveness, readiness and cancel delivery beside it; every method
+// required, none asserted). TestLayout checks this.
 package engine

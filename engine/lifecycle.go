@@ -10,34 +10,17 @@ import (
 	"github.com/carmyhq/carmy/store"
 )
 
-// Readier is implemented by stores that can say whether they serve (a
-// cluster member that knows a leader and has caught up).
-type Readier interface {
-	Ready(ctx context.Context) error
-}
-
 // Ready returns nil when the node can serve calls: its gate is open (it is
-// neither shutting down nor starting), and its store, when a Readier, is
-// ready.
+// neither shutting down nor starting), and its backend is ready.
 func (r *Runtime) Ready(ctx context.Context) error {
 	if err := r.gate(); err != nil {
 		return err
 	}
-	if rd, ok := r.Store().(Readier); ok {
-		return rd.Ready(ctx)
-	}
-	return nil
-}
-
-// CancelNotifier is implemented by stores that apply cancels on other
-// nodes' behalf (a replicated store): the runtime is told when a cancel of
-// one of its executions is applied, wherever it was asked.
-type CancelNotifier interface {
-	OnCancel(fn func(executionID string))
+	return r.Store().Ready(ctx)
 }
 
 // Start prepares the runtime to take calls: it checks the setup, subscribes
-// to the store's cancels, and marks this node's executions that a previous
+// to the backend's cancels, and marks this node's executions that a previous
 // process left running as interrupted, so that they answer
 // EXECUTION_UNCERTAIN rather than look alive. StartInBackground calls it
 // (retrying while the store is unavailable); a caller that serves the API
@@ -46,10 +29,9 @@ func (r *Runtime) Start(ctx context.Context) error {
 	if err := r.Err(); err != nil {
 		return err
 	}
-	if cn, ok := r.Store().(CancelNotifier); ok {
-		cn.OnCancel(func(id string) { r.runs.cancel(id, errCancelled) })
-	}
-	n, err := r.Store().MarkInterrupted(ctx, r.cfg.NodeID)
+	b := r.Store()
+	b.OnCancel(func(id string) { r.runs.cancel(id, errCancelled) })
+	n, err := b.MarkInterrupted(ctx, r.cfg.NodeID)
 	if err != nil {
 		return fmt.Errorf("marking this node's executions interrupted: %w", err)
 	}
@@ -57,10 +39,8 @@ func (r *Runtime) Start(ctx context.Context) error {
 		r.cfg.Logger.Warn("executions left running by a previous process are now interrupted",
 			slog.Int("count", n), slog.String("node_id", r.cfg.NodeID))
 	}
-	if rd, ok := r.Store().(Readier); ok {
-		if err := rd.Ready(ctx); err != nil {
-			return fmt.Errorf("the store is not ready: %w", err)
-		}
+	if err := b.Ready(ctx); err != nil {
+		return fmt.Errorf("the store is not ready: %w", err)
 	}
 	r.phase.Store(phaseStarted)
 	return nil

@@ -46,12 +46,12 @@ var ErrPrincipalForbidden = store.NewError(store.CodeForbidden, "a token sees on
 // than Limit records when some were of tools outside Caller.Tools, which
 // are dropped after the store's page is cut.
 //
-// With Attention, the store is first asked which nodes hold running
-// records (store.RunningNodeLister), and each is tested as Resolve tests
+// With Attention, the backend is first asked which nodes hold running
+// records (Backend.RunningNodes), and each is tested as Resolve tests
 // a record's runner; the gone ones travel in the query, so that the
-// store filters, and pages, by them. Without a Liveness, or with a store
-// that cannot name those nodes, no other node's runner is known to be
-// gone and only interrupted records need attention. A running record of
+// store filters, and pages, by them. With a backend of one process, or
+// one that cannot name those nodes (Basic), no other node's runner is
+// known to be gone and only interrupted records need attention. A running record of
 // this node is its own execution and is not listed.
 func (r *Runtime) List(ctx context.Context, caller Caller, req ListRequest) (store.Page, error) {
 	q, err := r.listQuery(ctx, caller, req)
@@ -110,16 +110,10 @@ func (r *Runtime) listQuery(ctx context.Context, caller Caller, req ListRequest)
 // goneNodes returns the nodes that hold running records and whose runner
 // is gone (nodeGone): what an attention listing passes to the store.
 func (r *Runtime) goneNodes(ctx context.Context) ([]string, error) {
-	r.mu.RLock()
-	l := r.liveness
-	r.mu.RUnlock()
-	lister, ok := r.Store().(store.RunningNodeLister)
-	if l == nil || !ok {
-		return nil, nil
-	}
-	nodes, err := lister.RunningNodes(ctx)
+	b := r.Store()
+	nodes, err := b.RunningNodes(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list: the nodes of running executions: %w", err)
 	}
-	return slices.DeleteFunc(nodes, func(n string) bool { return !r.nodeGone(n) }), nil
+	return slices.DeleteFunc(nodes, func(n string) bool { return !r.nodeGone(b, n) }), nil
 }

@@ -100,6 +100,8 @@ func TestListFiltersStatusAndTool(t *testing.T) {
 // cluster's Liveness for another node's; this node's own runs are live).
 func TestListAttention(t *testing.T) {
 	app := newApp(t)
+	b := newGoneNodes()
+	app.IdempotencyStore(b)
 	ctx := t.Context()
 	dead := seeded(t, app, "alice", "", "dead", "t", "node9")
 	alive := seeded(t, app, "alice", "", "alive", "t", "node8")
@@ -113,7 +115,7 @@ func TestListAttention(t *testing.T) {
 	// Without a cluster no other node's runner is known to be gone.
 	wantIDs(t, "attention without liveness", listIDs(t, app, alice, all), lost)
 
-	app.SetLiveness(goneNodes{"node9": true})
+	b.declare("node9")
 	wantIDs(t, "attention", listIDs(t, app, alice, all), lost, dead)
 	run := all
 	run.Statuses = []store.Status{store.StatusRunning}
@@ -138,7 +140,7 @@ func TestListAttention(t *testing.T) {
 	wantIDs(t, "attention once released", listIDs(t, app, alice, all), lost)
 }
 
-// failingNodes is a store whose RunningNodes fails.
+// failingNodes is a backend whose RunningNodes fails.
 type failingNodes struct{ *store.Memory }
 
 func (failingNodes) RunningNodes(context.Context) ([]string, error) { return nil, store.ErrUnavailable }
@@ -146,7 +148,6 @@ func (failingNodes) RunningNodes(context.Context) ([]string, error) { return nil
 func TestListAttentionStoreFailure(t *testing.T) {
 	app := newApp(t)
 	app.IdempotencyStore(failingNodes{store.NewMemory(10)})
-	app.SetLiveness(goneNodes{})
 	_, err := app.List(t.Context(), alice, engine.ListRequest{Attention: true})
 	if !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("List with a failing store: %v, want UNAVAILABLE", err)

@@ -124,21 +124,15 @@ func (r *Runtime) runnerGone(rec store.Record) bool {
 	if rec.NodeID == r.cfg.NodeID {
 		return !r.runs.has(rec.ExecutionID)
 	}
-	return r.nodeGone(rec.NodeID)
+	return r.nodeGone(r.Store(), rec.NodeID)
 }
 
 // nodeGone reports whether the runner of another node is known to be
-// gone, as the cluster's Liveness says (never, without one). This node's
-// runner is not gone: whether one of its executions still runs is
+// gone, as the backend's Liveness says (never, for one process's). This
+// node's runner is not gone: whether one of its executions still runs is
 // runnerGone's question.
-func (r *Runtime) nodeGone(nodeID string) bool {
-	if nodeID == r.cfg.NodeID {
-		return false
-	}
-	r.mu.RLock()
-	l := r.liveness
-	r.mu.RUnlock()
-	return l != nil && l.RunnerGone(nodeID)
+func (r *Runtime) nodeGone(l Liveness, nodeID string) bool {
+	return nodeID != r.cfg.NodeID && l.RunnerGone(nodeID)
 }
 
 // releaseInBackground releases this node's reservation for exec, whose tool

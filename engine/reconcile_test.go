@@ -91,6 +91,8 @@ func TestResolveInterrupted(t *testing.T) {
 
 func TestResolveRunning(t *testing.T) {
 	app := newApp(t)
+	b := newGoneNodes()
+	app.IdempotencyStore(b)
 	g := newGate()
 	mustAdd(t, app, engine.ToolSpec{Name: "gate", Func: g.fn})
 	go app.Call(context.Background(), alice, engine.Request{Tool: "gate", RequestID: "live"})
@@ -111,16 +113,29 @@ func TestResolveRunning(t *testing.T) {
 	remote := leftRunning(t, app, "node9", "remote", "gate")
 	_, err = app.Resolve(t.Context(), alice, remote.ExecutionID, res)
 	wantErrIs(t, err, store.ErrInvalidState)
-	app.SetLiveness(goneNodes{"node9": true})
+	b.declare("node9")
 	if _, err := app.Resolve(t.Context(), alice, remote.ExecutionID, engine.Resolution{Status: "released"}); err != nil {
 		t.Fatalf("release of a dead node's execution: %v", err)
 	}
 	close(g.release)
 }
 
-type goneNodes map[string]bool
+// goneNodes is an in-memory backend whose liveness the test sets: the
+// runners of the nodes it declared are gone.
+type goneNodes struct {
+	*store.Memory
+	gone sync.Map // node id → true
+}
 
-func (g goneNodes) RunnerGone(node string) bool { return g[node] }
+func newGoneNodes() *goneNodes { return &goneNodes{Memory: store.NewMemory(store.DefaultCapacity)} }
+
+// declare marks node's runner gone.
+func (g *goneNodes) declare(node string) { g.gone.Store(node, true) }
+
+func (g *goneNodes) RunnerGone(node string) bool {
+	_, ok := g.gone.Load(node)
+	return ok
+}
 
 func TestResolveRejectsMalformedOutcomes(t *testing.T) {
 	app := newApp(t)

@@ -24,9 +24,8 @@ type Runtime struct {
 	// toolsGen counts changes of tools (ToolsGeneration).
 	toolsGen  atomic.Uint64
 	groups    map[string]*toolGroup // tool groups by prefix (group.go)
-	store     store.Store
+	backend   Backend
 	setupErrs []error
-	liveness  Liveness
 	// probeOwner tells RunProbes whether this node probes (nil: always).
 	probeOwner func() bool
 
@@ -40,8 +39,8 @@ type Runtime struct {
 }
 
 // Liveness tells whether another node's runner is known to be gone (gossip
-// declared it dead, or it is no longer a cluster member). A single node has
-// none; a cluster provides one.
+// declared it dead, or it is no longer a cluster member; a fleet node's
+// heartbeat lapsed). A single node knows none gone. Part of Backend.
 type Liveness interface {
 	RunnerGone(nodeID string) bool
 }
@@ -57,7 +56,7 @@ func New(opts ...Option) *Runtime {
 	r := &Runtime{
 		cfg:     cfg,
 		tools:   make(map[string]*tool),
-		store:   store.NewMemory(store.DefaultCapacity),
+		backend: store.NewMemory(store.DefaultCapacity),
 		runs:    newRunningSet(),
 		closing: make(chan struct{}),
 		now:     func() time.Time { return time.Now().UTC().Truncate(time.Millisecond) },
@@ -105,22 +104,18 @@ func (r *Runtime) AddTool(spec ToolSpec) error {
 	return nil
 }
 
-// IdempotencyStore replaces the store. Call it before the first call.
-func (r *Runtime) IdempotencyStore(s store.Store) {
+// IdempotencyStore replaces the backend: the store and what it knows
+// beside (Backend). Call it before the first call. A *store.Memory, a
+// cluster node's store and a PostgreSQL fleet node are backends; wrap any
+// other store.Store in Basic.
+func (r *Runtime) IdempotencyStore(b Backend) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if s == nil {
-		r.setupErrs = append(r.setupErrs, errors.New("IdempotencyStore: nil store"))
+	if b == nil {
+		r.setupErrs = append(r.setupErrs, errors.New("IdempotencyStore: nil backend"))
 		return
 	}
-	r.store = s
-}
-
-// SetLiveness installs the cluster's view of which runners are gone.
-func (r *Runtime) SetLiveness(l Liveness) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.liveness = l
+	r.backend = b
 }
 
 // Err returns the problems found while setting the runtime up, joined.
@@ -130,11 +125,12 @@ func (r *Runtime) Err() error {
 	return errors.Join(r.setupErrs...)
 }
 
-// Store returns the runtime's store.
-func (r *Runtime) Store() store.Store {
+// Store returns the runtime's backend: its store, and what it knows
+// beside.
+func (r *Runtime) Store() Backend {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return r.store
+	return r.backend
 }
 
 // Config returns the runtime's configuration.

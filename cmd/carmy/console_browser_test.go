@@ -331,6 +331,7 @@ func TestConsoleBrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds carmy, runs a cluster of processes and a browser")
 	}
+	testutil.LongTier(t, "the console in a browser")
 	alloc := browser(t)
 	bin := testutil.BuildCarmy(t)
 	c := testutil.StartCluster(t, bin, 3, testutil.StartOptions{}, "--dev", "--fast-failover")
@@ -562,6 +563,7 @@ func TestConsoleBrowserAuth(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds carmy, runs it and a browser")
 	}
+	testutil.LongTier(t, "the console in a browser")
 	alloc := browser(t)
 	const admin, planner = "ui-admin-token-0123456789", "ui-planner-token-0123456789"
 	bin := testutil.BuildCarmy(t)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -114,22 +113,4 @@ func childDir(mc mcpServerConfig, dataDir string) (string, error) {
 		return "", fmt.Errorf("the command's directory: %w", err)
 	}
 	return dir, nil
-}
-
-// startUpstreams starts the upstream MCP servers, which connect in the
-// background; the function it returns closes them (stopping stdio
-// children), for after the runtime has drained.
-func startUpstreams(ctx context.Context, ups []*mcpgateway.Upstream) (func(), error) {
-	closeAll := func() {
-		for _, u := range ups {
-			u.Close()
-		}
-	}
-	for _, u := range ups {
-		if err := u.Start(context.WithoutCancel(ctx)); err != nil {
-			closeAll()
-			return nil, fmt.Errorf("mcp server %q: %w", u.Name(), err)
-		}
-	}
-	return closeAll, nil
 }

@@ -211,6 +211,7 @@ func TestBlackBoxPostgresFleet(t *testing.T) {
 // is replayed afterwards with the same execution and data: no
 // acknowledged record was lost.
 func TestBlackBoxPostgresRestartUnderLoad(t *testing.T) {
+	testutil.LongTier(t, "PostgreSQL killed under load")
 	pg := needPostgres(t)
 	bin := testutil.BuildCarmy(t)
 	url := pg.URL("postgres")

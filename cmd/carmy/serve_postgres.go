@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
@@ -65,106 +64,17 @@ func redactedStore(s string) string {
 	return u.Redacted()
 }
 
-// servePostgres is serve for a fleet node: the same steps but the
-// cluster's, then the fleet's.
-func servePostgres(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
-	fc, auth, err := loadConfigAndAuth(cfg, log)
-	if err != nil {
-		return err
-	}
-	lim, err := resolveLimits(cfg, fc)
-	if err != nil {
-		return err
-	}
-	auth.MaxEntriesPerPrincipal, auth.MaxBytesPerPrincipal = lim.entriesPerPrincipal, lim.bytesPerPrincipal
-	app, err := buildRuntime(cfg, fc, lim, log)
-	if err != nil {
-		return err
-	}
-	ups, err := fc.mcpUpstreams(app, os.Getenv, cfg.DataDir, log)
-	if err != nil {
-		return err
-	}
+// postgresNode fills nc for a fleet node: API TLS, the listener, the
+// fleet's pool (the URL parsed: TLS and the rest as it says; the password
+// from --store-password-file when given), bounds and settings. Nothing
+// connects yet.
+func postgresNode(ctx context.Context, cfg serveConfig, fc fileConfig, auth api.Auth, lim limits, nc *carmy.NodeConfig, log *slog.Logger) (func(*carmy.Node), error) {
 	retention, _ := parseRetention(cfg.Retention)
 	apiKeys, err := cfg.apiTLS(log)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if apiKeys == nil && !cfg.Dev && !carmy.IsLoopback(cfg.HTTPAddr) {
-		log.Warn("the API is plain HTTP off loopback: tokens and results cross the network in the clear; give --tls-cert and --tls-key",
-			slog.String("http_addr", cfg.HTTPAddr))
-	}
-	ln, err := listen(ctx, cfg, log)
-	if err != nil {
-		return err
-	}
-	defer ln.Close()
-	fleet, err := openFleet(cfg, lim, retention, advertised(cfg.HTTPAddr, ln.Addr()), log)
-	if err != nil {
-		return err
-	}
-	defer fleet.Close()
-	app.IdempotencyStore(fleet)
-	app.SetLiveness(fleet)
-	// One node probes at a time: the holder of the prober lock.
-	app.SetProbeOwner(fleet.ProbeOwner)
-
-	// The fleet runs until the API has stopped and the tools have
-	// drained (their outcomes recorded). It gives up only on what
-	// waiting cannot cure (tables newer than this build, a refused
-	// migration): the node then stops with its error.
-	serveCtx, stopServing := context.WithCancel(ctx)
-	defer stopServing()
-	fleetCtx, stopFleet := context.WithCancel(context.Background())
-	defer stopFleet()
-	fleetDone := make(chan error, 1)
-	go func() {
-		err := fleet.Run(fleetCtx)
-		if err != nil {
-			stopServing()
-		}
-		fleetDone <- err
-	}()
-
-	closeUpstreams, err := startUpstreams(ctx, ups)
-	if err != nil {
-		return err
-	}
-	defer closeUpstreams()
-	log.Info("starting carmy", slog.String("version", version), slog.String("node_id", cfg.NodeID),
-		slog.String("store", redactedStore(cfg.Store)), slog.Duration("lease", fleet.Lease()),
-		slog.Int("tools", len(app.Tools())), slog.Int("mcp_servers", len(ups)), slog.Bool("auth", auth.Enabled()),
-		slog.Bool("api_tls", apiKeys != nil), slog.Int("max_entries", cfg.MaxEntries), slog.Int64("max_bytes", lim.maxBytes),
-		slog.Int("max_running_per_principal", lim.runningShare), slog.Int("entries_per_principal", lim.entriesPerPrincipal),
-		slog.Int64("bytes_per_principal", lim.bytesPerPrincipal))
-	apiCfg := api.Config{
-		Auth: auth, BodyLimit: fc.Limits.BodyBytes, Timeouts: fc.Limits.timeouts(), Logger: log,
-		RateLimit:    api.RateLimit{PerSecond: fc.Limits.RatePerPrincipal, Burst: fc.Limits.RateBurst},
-		Cluster:      fleetAdmin{fleet},
-		AuthFailures: fc.Limits.authFailures(),
-		Pprof:        cfg.Pprof,
-	}
-	if apiKeys != nil {
-		apiCfg.TLS = apiKeys.ServerConfig()
-	}
-	acc := resolveAccess(cfg, fc)
-	apiCfg.AllowedHosts, apiCfg.OwnHosts, apiCfg.TrustedProxies, apiCfg.PublicURL = acc.allowedHosts, acc.ownHosts, acc.trustedProxies, acc.publicURL
-	serveErr := app.Serve(serveCtx, ln, apiCfg)
-	stopFleet()
-	if err := <-fleetDone; err != nil {
-		return fmt.Errorf("the store: %w", err)
-	}
-	if serveErr != nil {
-		return serveErr
-	}
-	log.Info("stopped")
-	return nil
-}
-
-// openFleet makes the fleet node of --store: the URL parsed (TLS and the
-// rest as it says), the password from --store-password-file when given.
-// It does not connect.
-func openFleet(cfg serveConfig, lim limits, retention time.Duration, httpAddr string, log *slog.Logger) (*postgres.Fleet, error) {
+	warnPlainAPI(cfg, apiKeys, log)
 	pc, err := pgxpool.ParseConfig(cfg.Store)
 	if err != nil {
 		// pgx's message may quote the URL: say only where it is wrong.
@@ -180,6 +90,23 @@ func openFleet(cfg serveConfig, lim limits, retention time.Duration, httpAddr st
 	if pc.ConnConfig.RuntimeParams["application_name"] == "" {
 		pc.ConnConfig.RuntimeParams["application_name"] = "carmy " + cfg.NodeID
 	}
-	return postgres.NewFleet(pc, postgres.Config{Capacity: cfg.MaxEntries, MaxBytes: lim.maxBytes, Logger: log},
-		postgres.FleetConfig{NodeID: cfg.NodeID, HTTPAddr: httpAddr, Version: version, Lease: cfg.StoreLease, Retention: retention, Logger: log})
+	ln, err := listen(ctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	nc.Listener, nc.API = ln, apiConfig(cfg, fc, auth, apiKeys, log)
+	nc.Postgres = &carmy.PostgresConfig{
+		Pool:  pc,
+		Store: postgres.Config{Capacity: cfg.MaxEntries, MaxBytes: lim.maxBytes, Logger: log},
+		Fleet: postgres.FleetConfig{NodeID: cfg.NodeID, HTTPAddr: advertised(cfg.HTTPAddr, ln.Addr()), Version: version,
+			Lease: cfg.StoreLease, Retention: retention, Logger: log},
+	}
+	return func(node *carmy.Node) {
+		log.Info("starting carmy", slog.String("version", version), slog.String("node_id", cfg.NodeID),
+			slog.String("store", redactedStore(cfg.Store)), slog.Duration("lease", node.Fleet().Lease()),
+			slog.Int("tools", len(nc.Runtime.Tools())), slog.Int("mcp_servers", len(nc.Upstreams)), slog.Bool("auth", auth.Enabled()),
+			slog.Bool("api_tls", apiKeys != nil), slog.Int("max_entries", cfg.MaxEntries), slog.Int64("max_bytes", lim.maxBytes),
+			slog.Int("max_running_per_principal", lim.runningShare), slog.Int("entries_per_principal", lim.entriesPerPrincipal),
+			slog.Int64("bytes_per_principal", lim.bytesPerPrincipal))
+	}, nil
 }

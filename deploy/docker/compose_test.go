@@ -58,6 +58,7 @@ func TestCompose(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the image and runs a cluster of containers")
 	}
+	testutil.LongTier(t, "the Compose cluster")
 	composeCmd := dockertest.NeedCompose(t, "THE COMPOSE CLUSTER TEST (deploy/docker)")
 	begin := time.Now()
 	image := dockertest.BuildImage(t)

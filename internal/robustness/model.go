@@ -54,6 +54,7 @@ type state struct {
 	releasable bool   // running, made by a call that did not see its tool start: its node may release it
 	noRun      bool   // made by an UNAVAILABLE call: its tool never runs, so it never becomes final
 	finalBy    int64  // every op called after this time sees the record final (the reserving answer returned its result then)
+	lostBy     int64  // running, made by a call whose answer was lost: its runner marks it interrupted, and every op called after this time (the call's return) sees it so at least
 	released   string // the observed execution ids of released reservations, each followed by ",": none may be seen again
 }
 
@@ -66,6 +67,7 @@ func (s state) hash() uint64 {
 	}
 	h.Write([]byte{byte(s.phase), b2u(s.outKnown), b2u(s.releasable), b2u(s.noRun)})
 	h.Write(binary.LittleEndian.AppendUint64(nil, uint64(s.finalBy)))
+	h.Write(binary.LittleEndian.AppendUint64(nil, uint64(s.lostBy)))
 	return h.Sum64()
 }
 
@@ -102,11 +104,16 @@ func (s state) transitions() []state {
 	var next []state
 	switch s.phase {
 	case running:
+		i := s
+		i.phase, i.releasable, i.lostBy = interrupted, false, noDeadline
+		if s.lostBy != noDeadline {
+			// Its runner lost the answer: it records interrupted,
+			// nothing else.
+			return append(next, i)
+		}
 		if !s.noRun {
 			next = append(next, s.finish())
 		}
-		i := s
-		i.phase, i.releasable = interrupted, false
 		next = append(next, i)
 		if s.releasable {
 			next = append(next, s.release())
@@ -160,7 +167,7 @@ func step(s state, op Op) []state {
 		for _, c := range s.closure() {
 			if c.phase == vacant {
 				next = append(next, state{phase: running, fp: op.Fingerprint, releasable: true,
-					noRun: op.Kind == KindUnavailable, finalBy: noDeadline, released: c.released})
+					noRun: op.Kind == KindUnavailable, finalBy: noDeadline, lostBy: noDeadline, released: c.released})
 				break
 			}
 		}
@@ -170,9 +177,12 @@ func step(s state, op Op) []state {
 	for _, c := range s.closure() {
 		if own && c.phase == vacant {
 			// A lost answer (SPEC §1): the call reserved, its request
-			// reached the upstream, and the call itself was answered
-			// interrupted.
-			n := state{phase: interrupted, fp: op.Fingerprint, exec: op.ExecutionID, finalBy: noDeadline, released: c.released}
+			// reached the upstream, its runner marked the record
+			// interrupted, and the call was answered so. Linearised at
+			// the reservation, as a new call is: concurrent ops may
+			// still see it running; from op.Return on it is interrupted
+			// (or settled since).
+			n := state{phase: running, fp: op.Fingerprint, exec: op.ExecutionID, finalBy: noDeadline, lostBy: op.Return, released: c.released}
 			if !c.wasReleased(op.ExecutionID) && !containsState(next, n) {
 				next = append(next, n)
 			}
@@ -180,6 +190,9 @@ func step(s state, op Op) []state {
 		}
 		if (c.phase == running || c.phase == interrupted) && op.Call > c.finalBy {
 			continue // an answer already returned this record's result
+		}
+		if c.phase == running && op.Call > c.lostBy {
+			continue // the lost answer's return saw it interrupted
 		}
 		if n, ok := observe(c, op); ok && !containsState(next, n) {
 			next = append(next, n)
@@ -200,7 +213,7 @@ func observe(s state, op Op) (state, bool) {
 		// Linearised at the reservation: concurrent ops may still see it
 		// running; from op.Return on it is final with this outcome.
 		return state{phase: running, fp: op.Fingerprint, exec: op.ExecutionID, outKnown: true,
-			outStatus: op.Status, outResult: op.Result, finalBy: op.Return, released: s.released}, true
+			outStatus: op.Status, outResult: op.Result, finalBy: op.Return, lostBy: noDeadline, released: s.released}, true
 	}
 	if s.phase == vacant {
 		return s, false
@@ -296,6 +309,9 @@ func describeState(s state) string {
 	}
 	if s.noRun {
 		b.WriteString(" no-run")
+	}
+	if s.lostBy != noDeadline && s.phase == running {
+		fmt.Fprintf(&b, " lost-by=%d", s.lostBy)
 	}
 	if s.finalBy != noDeadline {
 		fmt.Fprintf(&b, " final-by=%d", s.finalBy)

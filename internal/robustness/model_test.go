@@ -96,6 +96,9 @@ func TestAcceptedHistories(t *testing.T) {
 		{"a lost answer: the call itself interrupted, released by the probe, run by a retry", []Op{
 			uncertain(0, 0, 10, "interrupted", "exec_x"), uncertain(1, 20, 30, "interrupted", "exec_x"),
 			newOK(2, 40, 50, "exec_y", "R"), replay(3, 60, 70, "exec_y", "R")}},
+		{"a lost answer seen running by a concurrent duplicate, released by the probe, run by a retry", []Op{
+			uncertain(0, 0, 10, "interrupted", "exec_x"), uncertain(1, 2, 8, "running", "exec_x"),
+			uncertain(1, 20, 30, "interrupted", "exec_x"), newOK(2, 40, 50, "exec_y", "R")}},
 		{"a lost answer, completed by the probe", []Op{
 			uncertain(0, 0, 10, "interrupted", "exec_x"), replay(1, 20, 30, "exec_x", "R")}},
 		{"identities are independent", []Op{
@@ -165,6 +168,8 @@ func TestRejectedHistories(t *testing.T) {
 			uncertain(0, 0, 10, "running", "exec_x")}},
 		{"a lost answer after another call's reservation returned", []Op{
 			newOK(0, 0, 10, "exec_x", "R"), uncertain(1, 20, 30, "interrupted", "exec_y")}},
+		{"running after the lost answer returned", []Op{
+			uncertain(0, 0, 10, "interrupted", "exec_x"), uncertain(1, 20, 30, "running", "exec_x")}},
 		{"one bad identity among good ones", []Op{
 			withKey(newOK(0, 0, 10, "exec_a", "R"), "good"), withKey(replay(1, 20, 30, "exec_a", "R"), "good"),
 			newOK(0, 0, 10, "exec_x", "R"), replay(1, 20, 30, "exec_x", "R2")}},

@@ -119,6 +119,7 @@ func parseSeeds(s string) ([]uint64, error) {
 // linearizability of every identity's history (porcupine). Any anomaly
 // fails the run. See doc.go for the modes.
 func TestRobustness(t *testing.T) {
+	testutil.LongTier(t, "the fault-injection harness")
 	plan := schedules(t)
 	requireDocker(t)
 	out := os.Getenv(envOut)

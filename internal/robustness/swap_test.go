@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/internal/robustness/ledgerapi"
+	"github.com/carmyhq/carmy/internal/testutil"
 )
 
 // TestNodesSwapAddresses is the regression test of an anomaly the harness
@@ -18,6 +19,7 @@ import (
 // out, its log stale). Nodes now advertise the host name they were given,
 // so the configuration survives any reshuffle of IPs.
 func TestNodesSwapAddresses(t *testing.T) {
+	testutil.LongTier(t, "containers of the fault-injection harness")
 	requireDocker(t)
 	c := startCluster(t, 3)
 	n2, n3 := c.node("n2"), c.node("n3")

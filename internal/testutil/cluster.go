@@ -17,6 +17,7 @@ import (
 
 	"github.com/carmyhq/carmy/api/client"
 	"github.com/carmyhq/carmy/api/wire"
+	"github.com/carmyhq/carmy/internal/testutil/wait"
 )
 
 // Helpers for clusters of carmy processes. They read the text log format
@@ -219,39 +220,18 @@ func CheckReady(ctx context.Context, baseURL string) error {
 	return nil
 }
 
-// WaitFor polls cond every 20 ms until it returns nil, and fails the test
-// with cond's last error when timeout passes first. It is the one polling
-// loop of the tests: a test waits for a condition with a deadline, never
-// sleeps and hopes.
+// WaitFor polls cond until it returns nil, and fails the test with cond's
+// last error when timeout passes first (wait.For).
 func WaitFor(tb testing.TB, timeout time.Duration, what string, cond func() error) {
 	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %s waiting for %s: %v", timeout, what, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	wait.For(tb, timeout, what, cond)
 }
 
-// WaitUntil is WaitFor for a condition that holds or not, with nothing to
-// say about why not.
+// WaitUntil is WaitFor for a condition that holds or not (wait.Until).
 func WaitUntil(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
 	tb.Helper()
-	WaitFor(tb, timeout, what, func() error {
-		if cond() {
-			return nil
-		}
-		return errNotYet
-	})
+	wait.Until(tb, timeout, what, cond)
 }
-
-// errNotYet is WaitUntil's condition not holding yet.
-var errNotYet = errors.New("the condition does not hold")
 
 // ClusterKey is the --cluster-key StartCluster and Cluster.Add give every
 // node, unless its arguments or environment give a key or node TLS.

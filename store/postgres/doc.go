@@ -1,7 +1,8 @@
 // Package postgres is a store.Store kept in PostgreSQL, for library users
 // who run PostgreSQL and want their reservations durable and shared by
 // several processes without running a Raft cluster. It is its own package,
-// so only programs that import it link the driver (pgx v5 and pgxpool).
+// so a program built on package engine alone links no driver (pgx v5 and
+// pgxpool); the root package links it for carmy.StartNode's fleet nodes.
 //
 //	s, err := postgres.Open(ctx, os.Getenv("CARMY_POSTGRES_DSN"), postgres.Config{})
 //	if err != nil { ... }
@@ -17,8 +18,10 @@
 // Complete, Cancel, Resolve and Release apply only from the statuses they
 // name, and otherwise return a *store.StateError carrying the record as it
 // stands. Finished records are removed only by Expire (store.Expirer), which
-// nothing calls unless the program chooses a retention. The store does not
-// implement store.Peeker: it cannot answer without a round trip.
+// nothing calls unless the program chooses a retention. A Store is an
+// engine.Backend that peeks nothing (it cannot answer without a round
+// trip), knows no other process's runner and delivers no cancels; a Fleet
+// knows and delivers both (backend.go).
 //
 // # Tables
 //

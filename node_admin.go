@@ -1,4 +1,4 @@
-package main
+package carmy
 
 import (
 	"context"
@@ -7,7 +7,8 @@ import (
 	"github.com/carmyhq/carmy/cluster"
 )
 
-// clusterAdmin adapts a cluster.Node to the API's Cluster interface.
+// clusterAdmin adapts a cluster.Node to the API's Cluster interface:
+// GET /v1/cluster and the Raft membership routes.
 type clusterAdmin struct{ n *cluster.Node }
 
 var _ api.Cluster = clusterAdmin{}
