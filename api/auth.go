@@ -194,10 +194,10 @@ func newAuthenticator(a Auth, guard *authGuard, log *slog.Logger) (*authenticato
 	au := &authenticator{
 		maxEntries: a.MaxEntriesPerPrincipal,
 		maxBytes:   a.MaxBytesPerPrincipal,
-		enabled:   a.Enabled(),
-		anonymous: &engine.Caller{Principal: engine.AnonymousPrincipal, Admin: true, MaxEntries: a.MaxEntriesPerPrincipal, MaxBytes: a.MaxBytesPerPrincipal},
-		byHash:    make(map[[sha256.Size]byte]*engine.Caller),
-		guard:     guard,
+		enabled:    a.Enabled(),
+		anonymous:  &engine.Caller{Principal: engine.AnonymousPrincipal, Admin: true, MaxEntries: a.MaxEntriesPerPrincipal, MaxBytes: a.MaxBytesPerPrincipal},
+		byHash:     make(map[[sha256.Size]byte]*engine.Caller),
+		guard:      guard,
 	}
 	if a.MetricsToken != "" || a.MetricsTokenSHA256 != "" {
 		d, _ := digestOf(a.MetricsToken, a.MetricsTokenSHA256) // checked by Validate

@@ -145,10 +145,10 @@ func (t Timeouts) WithDefaults() Timeouts {
 
 // Server is Carmy's HTTP API. It is an http.Handler.
 type Server struct {
-	rt    Runtime
-	auth  *authenticator
+	rt   Runtime
+	auth *authenticator
 	// base gives a request's base URL (publicurl.go).
-	base func(*http.Request) string
+	base  func(*http.Request) string
 	limit int64
 	// bodyTimeout bounds reading one body.
 	bodyTimeout time.Duration
