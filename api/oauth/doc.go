@@ -10,5 +10,6 @@
 // The keys are cached: fetched on first use, again when older than
 // Config.Refresh, and when a token names a key id the set lacks (at most
 // once per Config.MinRefreshInterval); a failed fetch keeps the keys
-// already held.
+// already held. A token that passed is remembered by its SHA-256 while
+// its exp and nbf allow and the keys are those it was verified under.
 package oauth

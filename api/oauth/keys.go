@@ -2,6 +2,7 @@ package oauth
 
 import (
 	"context"
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/elliptic"
@@ -49,6 +50,8 @@ type keySet struct {
 	fetched  time.Time     // of the keys held; zero: none yet
 	tried    time.Time     // the last fetch's start
 	inflight chan struct{} // closed when the running fetch ends
+	// gen counts the fetches that changed the keys.
+	gen uint64
 }
 
 func newKeySet(c Config) *keySet {
@@ -60,9 +63,7 @@ func newKeySet(c Config) *keySet {
 // none is held or the held one is older than the refresh interval, and
 // again when no key matches (each at most once per minimum interval).
 func (k *keySet) candidates(ctx context.Context, kid string, alg jose.SignatureAlgorithm) ([]verifyKey, error) {
-	k.fetchIf(ctx, func(now time.Time) bool {
-		return k.fetched.IsZero() || now.Sub(k.fetched) >= k.refresh
-	})
+	k.refreshIfStale(ctx)
 	if found := k.match(kid, alg); len(found) > 0 {
 		return found, nil
 	}
@@ -74,6 +75,28 @@ func (k *keySet) candidates(ctx context.Context, kid string, alg jose.SignatureA
 		return nil, fmt.Errorf("no key of the issuer's set is for %s", alg)
 	}
 	return nil, fmt.Errorf("no key %q for %s in the issuer's set", kid, alg)
+}
+
+// generation returns the count of fetches that changed the keys.
+func (k *keySet) generation() uint64 {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.gen
+}
+
+// sameKey reports whether a and b are one key for one algorithm.
+func sameKey(a, b verifyKey) bool {
+	type equaler interface{ Equal(crypto.PublicKey) bool }
+	e, ok := a.key.(equaler)
+	return ok && a.id == b.id && a.alg == b.alg && e.Equal(b.key)
+}
+
+// refreshIfStale fetches the set when none is held or the held one is
+// older than the refresh interval (at most once per minimum interval).
+func (k *keySet) refreshIfStale(ctx context.Context) {
+	k.fetchIf(ctx, func(now time.Time) bool {
+		return k.fetched.IsZero() || now.Sub(k.fetched) >= k.refresh
+	})
 }
 
 // match returns the held keys of id kid (any, when empty) and algorithm
@@ -122,6 +145,9 @@ func (k *keySet) fetchIf(ctx context.Context, due func(now time.Time) bool) {
 	if err != nil {
 		k.log.Warn("oauth: fetching the issuer's keys failed; keeping the keys held", slog.String("jwks_url", k.url), slog.Int("keys_held", len(k.keys)), slog.Any("err", err))
 	} else {
+		if !slices.EqualFunc(keys, k.keys, sameKey) {
+			k.gen++
+		}
 		k.keys, k.fetched = keys, now
 	}
 	k.inflight = nil

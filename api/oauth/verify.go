@@ -2,6 +2,7 @@ package oauth
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"slices"
@@ -32,8 +33,9 @@ type Identity struct {
 // Verifier verifies access tokens of one issuer. It is safe for
 // concurrent use.
 type Verifier struct {
-	cfg  Config
-	keys *keySet
+	cfg   Config
+	keys  *keySet
+	cache *tokenCache
 }
 
 // New returns a verifier for c. It fetches nothing until the first token.
@@ -42,7 +44,7 @@ func New(c Config) (*Verifier, error) {
 		return nil, err
 	}
 	c = c.withDefaults()
-	return &Verifier{cfg: c, keys: newKeySet(c)}, nil
+	return &Verifier{cfg: c, keys: newKeySet(c), cache: newTokenCache()}, nil
 }
 
 // Issuer is the configured issuer.
@@ -55,27 +57,37 @@ func LooksLikeJWT(token string) bool {
 }
 
 // Verify checks a JWT access token and returns its bearer's identity; an
-// error wraps ErrInvalidToken with the reason (which names no secret).
+// error wraps ErrInvalidToken with the reason (which names no secret). A
+// token verified before under the same keys is not verified again while
+// its exp and nbf allow it.
 func (v *Verifier) Verify(ctx context.Context, token string) (Identity, error) {
-	id, err := v.verify(ctx, token)
+	v.keys.refreshIfStale(ctx)
+	sum, gen, now := sha256.Sum256([]byte(token)), v.keys.generation(), v.cfg.Now()
+	if id, ok := v.cache.get(sum, gen, now); ok {
+		return id, nil
+	}
+	id, notBefore, err := v.verify(ctx, token, now)
 	if err != nil {
 		return Identity{}, fmt.Errorf("%w: %w", ErrInvalidToken, err)
 	}
+	v.cache.put(sum, verified{id: id, notBefore: notBefore, gen: gen})
 	return id, nil
 }
 
-func (v *Verifier) verify(ctx context.Context, token string) (Identity, error) {
+// verify checks token at now, returning its identity and nbf (zero for
+// none).
+func (v *Verifier) verify(ctx context.Context, token string, now time.Time) (Identity, time.Time, error) {
 	tok, err := jwt.ParseSigned(token, algorithms)
 	if err != nil {
-		return Identity{}, err
+		return Identity{}, time.Time{}, err
 	}
 	if len(tok.Headers) != 1 {
-		return Identity{}, errors.New("not one signature")
+		return Identity{}, time.Time{}, errors.New("not one signature")
 	}
 	h := tok.Headers[0]
 	keys, err := v.keys.candidates(ctx, h.KeyID, jose.SignatureAlgorithm(h.Algorithm))
 	if err != nil {
-		return Identity{}, err
+		return Identity{}, time.Time{}, err
 	}
 	var (
 		std    jwt.Claims
@@ -89,33 +101,37 @@ func (v *Verifier) verify(ctx context.Context, token string) (Identity, error) {
 		}
 	}
 	if !verified {
-		return Identity{}, err
+		return Identity{}, time.Time{}, err
 	}
 	if std.Expiry == nil {
-		return Identity{}, errors.New("no exp claim")
+		return Identity{}, time.Time{}, errors.New("no exp claim")
 	}
-	if err := std.ValidateWithLeeway(jwt.Expected{Issuer: v.cfg.Issuer, AnyAudience: jwt.Audience{v.cfg.Audience}, Time: v.cfg.Now()}, Leeway); err != nil {
-		return Identity{}, err
+	if err := std.ValidateWithLeeway(jwt.Expected{Issuer: v.cfg.Issuer, AnyAudience: jwt.Audience{v.cfg.Audience}, Time: now}, Leeway); err != nil {
+		return Identity{}, time.Time{}, err
 	}
 	principal, ok := claims[v.cfg.PrincipalClaim].(string)
 	switch {
 	case !ok || principal == "":
-		return Identity{}, fmt.Errorf("no string claim %q (the principal)", v.cfg.PrincipalClaim)
+		return Identity{}, time.Time{}, fmt.Errorf("no string claim %q (the principal)", v.cfg.PrincipalClaim)
 	case len(principal) > MaxPrincipalBytes:
-		return Identity{}, fmt.Errorf("claim %q is longer than %d bytes", v.cfg.PrincipalClaim, MaxPrincipalBytes)
+		return Identity{}, time.Time{}, fmt.Errorf("claim %q is longer than %d bytes", v.cfg.PrincipalClaim, MaxPrincipalBytes)
 	}
 	id := Identity{Principal: principal, Expiry: std.Expiry.Time()}
+	var notBefore time.Time
+	if std.NotBefore != nil {
+		notBefore = std.NotBefore.Time()
+	}
 	if v.cfg.ToolsClaim == "" {
 		id.AllTools = true
-		return id, nil
+		return id, notBefore, nil
 	}
 	if id.Tools, err = toolsOf(claims[v.cfg.ToolsClaim]); err != nil {
-		return Identity{}, fmt.Errorf("claim %q: %w", v.cfg.ToolsClaim, err)
+		return Identity{}, time.Time{}, fmt.Errorf("claim %q: %w", v.cfg.ToolsClaim, err)
 	}
 	if slices.Contains(id.Tools, "*") {
 		id.Tools, id.AllTools = nil, true
 	}
-	return id, nil
+	return id, notBefore, nil
 }
 
 // toolsOf reads a tools claim: absent is no tool; an array of strings; or

@@ -41,6 +41,10 @@ func newVerifier(t *testing.T, iss *oauthtest.Issuer, clk *clock, tweak func(*oa
 	return v
 }
 
+func newBenchVerifier(iss *oauthtest.Issuer) (*oauth.Verifier, error) {
+	return oauth.New(oauth.Config{Issuer: iss.URL, Audience: aud, JWKSURL: iss.JWKSURL()})
+}
+
 func mustVerify(t *testing.T, v *oauth.Verifier, token string) oauth.Identity {
 	t.Helper()
 	id, err := v.Verify(context.Background(), token)
@@ -287,5 +291,32 @@ func TestConfigValidate(t *testing.T) {
 		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "auth.oauth."+tc.key) {
 			t.Errorf("%+v: %v, want an error naming auth.oauth.%s", c, err, tc.key)
 		}
+	}
+}
+
+// TestVerifyCache checks that a token verified before is not taken past
+// its exp, nor once its key has left the set.
+func TestVerifyCache(t *testing.T) {
+	iss := oauthtest.NewIssuer(t)
+	iss.AddKey(t, "k1", jose.RS256)
+	clk := &clock{}
+	v := newVerifier(t, iss, clk, nil)
+	short := iss.Token(t, "k1", "alice", aud, nil) // exp in a minute
+	mustVerify(t, v, short)
+	mustVerify(t, v, short)
+	clk.advance(time.Minute + oauth.Leeway + time.Second)
+	mustRefuse(t, v, short, "a remembered token past its exp")
+
+	day := long(t, iss, "k1", "bob")
+	mustVerify(t, v, day)
+	// The issuer drops k1; once the keys are stale the next request
+	// fetches them, and the remembered token no longer passes.
+	iss.AddKey(t, "k2", jose.ES256)
+	iss.Unpublish("k1")
+	mustVerify(t, v, day) // the keys held are still fresh
+	clk.advance(2 * time.Hour)
+	mustRefuse(t, v, day, "a remembered token whose key left the set")
+	if id := mustVerify(t, v, long(t, iss, "k2", "carol")); id.Principal != "carol" {
+		t.Errorf("the new key's token: %+v", id)
 	}
 }
