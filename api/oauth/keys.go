@@ -114,11 +114,16 @@ func (k *keySet) match(kid string, alg jose.SignatureAlgorithm) []verifyKey {
 }
 
 // fetchIf fetches the set when due (called under k.mu) says so and the
-// last fetch started at least minGap ago; when a fetch is already
+// last fetch started at least minGap ago; when due finds a fetch already
 // running it waits for that one instead. A failed fetch keeps the keys
 // held and is logged.
 func (k *keySet) fetchIf(ctx context.Context, due func(now time.Time) bool) {
 	k.mu.Lock()
+	now := k.now()
+	if !due(now) {
+		k.mu.Unlock()
+		return
+	}
 	if ch := k.inflight; ch != nil {
 		k.mu.Unlock()
 		select {
@@ -127,8 +132,7 @@ func (k *keySet) fetchIf(ctx context.Context, due func(now time.Time) bool) {
 		}
 		return
 	}
-	now := k.now()
-	if !due(now) || (!k.tried.IsZero() && now.Sub(k.tried) < k.minGap) {
+	if !k.tried.IsZero() && now.Sub(k.tried) < k.minGap {
 		k.mu.Unlock()
 		return
 	}
