@@ -127,3 +127,23 @@ func TestOAuthRefusals(t *testing.T) {
 		t.Errorf("the runtime was called %d times with bad tokens", n)
 	}
 }
+
+// TestOAuthFailuresCount checks that refused access tokens count as
+// failed authentications of the client's address, at /mcp and on the
+// HTTP API alike: past the limit, even a valid one is 429.
+func TestOAuthFailuresCount(t *testing.T) {
+	iss := oauthtest.NewIssuer(t)
+	iss.AddKey(t, "k1", jose.RS256)
+	cfg := oauthConfig(iss)
+	cfg.AuthFailures = api.AuthFailures{PerMinute: 4}
+	srv, _ := authServer(t, cfg)
+	bad := iss.Sign(t, "k1", false, iss.Claims("alice", "https://other.test", time.Minute))
+	for range 2 {
+		wantError(t, post(t, srv, callPath, `{"tool":"echo"}`, bearer(bad)...), http.StatusUnauthorized, store.CodeUnauthorized)
+		if status, _ := mcpPost(t, srv.URL, bad, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`); status != http.StatusUnauthorized {
+			t.Fatalf("bad access token at /mcp: %d, want 401", status)
+		}
+	}
+	good := iss.Token(t, "k1", "alice", oauthAudience, map[string]any{"carmy_tools": "echo"})
+	wantError(t, post(t, srv, callPath, `{"tool":"echo"}`, bearer(good)...), http.StatusTooManyRequests, store.CodeRateLimited)
+}
