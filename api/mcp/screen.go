@@ -89,7 +89,8 @@ func (h *Handler) serveOne(w http.ResponseWriter, r *http.Request, body []byte, 
 		}
 	}
 	if !h.noFastPath && h.fastEligible(r) {
-		if call, ok := parseFastCall(body); ok {
+		newProtocol := r.Header.Get("Mcp-Protocol-Version") == versionNewProtocol
+		if call, ok := parseFastCall(body, newProtocol); ok && (!newProtocol || h.newProtocolEligible(r, call)) {
 			h.serveFast(w, r, call)
 			return
 		}

@@ -109,6 +109,11 @@ type Handler struct {
 	noFastPath bool
 	// fastServed counts the requests the fast path answered.
 	fastServed atomic.Int64
+	// impl is the server's name, as the SDK tells it (fast_meta.go).
+	impl *sdk.Implementation
+	// clientMeta keeps the SDK's verdicts on 2026-07-28 clients' _meta
+	// (fast_meta.go).
+	clientMeta clientMetaCache
 	// inflight holds the tools/calls this node serves, for
 	// notifications/cancelled (inflight.go).
 	inflight inflight
@@ -134,7 +139,8 @@ func New(cfg Config) (*Handler, error) {
 	// The SDK logs every request's session at INFO; Carmy's call log
 	// says what matters. Its warnings and errors are kept.
 	sdkLog := slog.New(warnings{cfg.Logger.Handler()})
-	h.server = sdk.NewServer(&sdk.Implementation{Name: "carmy", Title: "Carmy", Version: "v1"}, &sdk.ServerOptions{
+	h.impl = &sdk.Implementation{Name: "carmy", Title: "Carmy", Version: "v1"}
+	h.server = sdk.NewServer(h.impl, &sdk.ServerOptions{
 		Logger: sdkLog,
 		// Tools only: no logging capability (the SDK's default), which a
 		// stateless server could not honour.
