@@ -1,9 +1,15 @@
 package mcp
 
 import (
+	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // The fast path at 2026-07-28 (fast_meta.go) against the SDK.
@@ -152,4 +158,75 @@ func TestFastPathNewProtocolResult(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestFastPathServesGoSDKClient connects the official Go SDK's client at
+// every version Carmy serves and checks that its tools/calls are
+// answered by the fast path, with what the SDK would have answered: a
+// call, its replay (carmy/replayed), a conflict (isError with
+// IDEMPOTENCY_CONFLICT) and an unknown tool (JSON-RPC -32602).
+func TestFastPathServesGoSDKClient(t *testing.T) {
+	p := newPathPair(t, true)
+	srv := httptest.NewServer(p.fast)
+	t.Cleanup(srv.Close)
+	for _, version := range []string{"2025-06-18", "2025-11-25", versionNewProtocol} {
+		t.Run(version, func(t *testing.T) {
+			c := sdk.NewClient(&sdk.Implementation{Name: "fast-path-test", Version: "v1"}, nil)
+			tr := &sdk.StreamableClientTransport{Endpoint: srv.URL + Path, DisableStandaloneSSE: true,
+				HTTPClient: &http.Client{Transport: bearerRT{"tok-all", http.DefaultTransport}}}
+			cs, err := c.Connect(t.Context(), tr, &sdk.ClientSessionOptions{ProtocolVersion: version})
+			if err != nil {
+				t.Fatalf("connect: %v", err)
+			}
+			t.Cleanup(func() { _ = cs.Close() })
+			if got := cs.InitializeResult().ProtocolVersion; got != version {
+				t.Fatalf("negotiated %s, want %s", got, version)
+			}
+			before := p.fast.fastServed.Load()
+			call := func(tool, rid string) *sdk.CallToolResult {
+				t.Helper()
+				res, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: tool, Arguments: map[string]any{"sku": "KB-01"},
+					Meta: sdk.Meta{"carmy/request_id": rid, "carmy/session_id": "s-1"}})
+				if err != nil {
+					t.Fatalf("tools/call %s: %v", tool, err)
+				}
+				return res
+			}
+			if res := call("echo", "r-1"); res.IsError || res.Meta["carmy/replayed"] != false || res.Meta["carmy/status"] != "completed" {
+				t.Errorf("call: %+v", res)
+			}
+			if res := call("echo", "replay-1"); res.IsError || res.Meta["carmy/replayed"] != true {
+				t.Errorf("replay: %+v", res)
+			}
+			if res := call("conflict", "r-1"); !res.IsError || res.Meta["carmy/error_code"] != "IDEMPOTENCY_CONFLICT" {
+				t.Errorf("conflict: %+v", res)
+			}
+			_, err = cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "nosuch"})
+			var je *jsonrpc.Error
+			if !errors.As(err, &je) || je.Code != jsonrpc.CodeInvalidParams {
+				t.Errorf("unknown tool: %v, want JSON-RPC error -32602", err)
+			}
+			if served := p.fast.fastServed.Load() - before; served != 4 {
+				t.Errorf("the fast path served %d of the 4 calls", served)
+			}
+			if version == versionNewProtocol {
+				if res := call("echo", "r-2"); res.Meta[metaServerInfo] == nil {
+					t.Errorf("a 2026-07-28 result without %s: %+v", metaServerInfo, res.Meta)
+				}
+			}
+		})
+	}
+	p.fastObs.take()
+}
+
+// bearerRT adds a bearer token to every request.
+type bearerRT struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
 }
