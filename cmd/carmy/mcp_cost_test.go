@@ -32,7 +32,9 @@ import (
 //
 // It is a measurement, not a check: it reports, per kind, the medians of
 // calls/s and of node CPU per call, and the ratio to HTTP's, and asserts
-// only that the calls succeeded. Run it with
+// only that the calls succeeded. CARMY_MCP_COST_BIN names a carmy binary
+// to measure instead of the one built from this tree (another version,
+// for a before and after). Run it with
 //
 //	CARMY_MCP_COST=1 go test -count=1 -run TestMCPCostPerCall -v ./cmd/carmy
 func TestMCPCostPerCall(t *testing.T) {
@@ -47,7 +49,10 @@ func TestMCPCostPerCall(t *testing.T) {
 	rate, _ := strconv.ParseFloat(os.Getenv("CARMY_MCP_COST_RATE"), 64)
 	const clients = 32
 
-	bin := testutil.BuildCarmy(t)
+	bin := os.Getenv("CARMY_MCP_COST_BIN")
+	if bin == "" {
+		bin = testutil.BuildCarmy(t)
+	}
 	n := testutil.StartCarmy(t, bin, testutil.StartOptions{}, "--dev", "--max-entries", "5000000")
 	n.WaitReady(t, 30*time.Second)
 
