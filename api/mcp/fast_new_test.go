@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	m3client "github.com/mark3labs/mcp-go/client"
+	m3transport "github.com/mark3labs/mcp-go/client/transport"
+	m3 "github.com/mark3labs/mcp-go/mcp"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -213,6 +216,46 @@ func TestFastPathServesGoSDKClient(t *testing.T) {
 				if res := call("echo", "r-2"); res.Meta[metaServerInfo] == nil {
 					t.Errorf("a 2026-07-28 result without %s: %+v", metaServerInfo, res.Meta)
 				}
+			}
+		})
+	}
+	p.fastObs.take()
+}
+
+// TestFastPathServesMCPGoClient checks that the calls of an independent
+// client, mark3labs/mcp-go, take the fast path too, at 2025-11-25 and at
+// 2026-07-28 (with its own _meta and headers).
+func TestFastPathServesMCPGoClient(t *testing.T) {
+	p := newPathPair(t, true)
+	srv := httptest.NewServer(p.fast)
+	t.Cleanup(srv.Close)
+	for _, version := range []string{"2025-11-25", versionNewProtocol} {
+		t.Run(version, func(t *testing.T) {
+			tr, err := m3transport.NewStreamableHTTP(srv.URL+Path, m3transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer tok-all"}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := m3client.NewClient(tr, m3client.WithProtocolVersion(version))
+			if err := c.Start(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = c.Close() })
+			init := m3.InitializeRequest{}
+			init.Params.ProtocolVersion = version
+			init.Params.ClientInfo = m3.Implementation{Name: "fast-path-test", Version: "v1"}
+			if res, err := c.Initialize(t.Context(), init); err != nil || res.ProtocolVersion != version {
+				t.Fatalf("initialize: %v, %+v", err, res)
+			}
+			before := p.fast.fastServed.Load()
+			req := m3.CallToolRequest{}
+			req.Params.Name, req.Params.Arguments = "echo", map[string]any{"a": 1}
+			req.Params.Meta = &m3.Meta{AdditionalFields: map[string]any{"carmy/request_id": "replay-1"}}
+			res, err := c.CallTool(t.Context(), req)
+			if err != nil || res.IsError || res.Meta == nil || res.Meta.AdditionalFields["carmy/replayed"] != true {
+				t.Fatalf("tools/call: %v, %+v", err, res)
+			}
+			if served := p.fast.fastServed.Load() - before; served != 1 {
+				t.Errorf("the fast path served %d of 1 call", served)
 			}
 		})
 	}
