@@ -81,12 +81,8 @@ func TestMCPCostPerCall(t *testing.T) {
 				for _, call := range callers {
 					wg.Go(func() {
 						for ctx.Err() == nil {
-							if pace != nil {
-								select {
-								case <-pace:
-								case <-ctx.Done():
-									return
-								}
+							if pace != nil && !pace() {
+								return
 							}
 							if err := call(); err != nil {
 								if ctx.Err() == nil {
@@ -176,28 +172,28 @@ func costCallers(t *testing.T, base, kind string, clients int, seq *atomic.Int64
 	return out
 }
 
-// pacer sends rate tokens a second until ctx ends; nil for rate 0.
-func pacer(ctx context.Context, rate float64) <-chan struct{} {
+// pacer returns a wait that holds each call to its slot of a schedule
+// of rate calls a second from now until ctx ends (false then); nil for
+// rate 0. A call late for its slot goes at once.
+func pacer(ctx context.Context, rate float64) func() bool {
 	if rate <= 0 {
 		return nil
 	}
-	ch := make(chan struct{})
-	go func() {
-		tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
-		defer tick.Stop()
-		for {
+	start := time.Now()
+	var n atomic.Int64
+	return func() bool {
+		slot := start.Add(time.Duration(float64(n.Add(1)-1) / rate * float64(time.Second)))
+		if d := time.Until(slot); d > 0 {
+			timer := time.NewTimer(d)
+			defer timer.Stop()
 			select {
+			case <-timer.C:
 			case <-ctx.Done():
-				return
-			case <-tick.C:
-				select {
-				case ch <- struct{}{}:
-				default: // every client busy: the load is below rate
-				}
+				return false
 			}
 		}
-	}()
-	return ch
+		return ctx.Err() == nil
+	}
 }
 
 // processCPU is the CPU time (user and system) process pid has used,
