@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/netip"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -58,7 +57,9 @@ import (
 //     four a client sends with every request (fast_meta.go);
 //   - it runs the call through the same middleware and tool handler as
 //     the SDK does (the allow-list, the catalog, Observe, callTool),
-//     with the request the SDK would have built, and looks the tool up
+//     with the request the SDK would have built (but for the values of
+//     the protocol's _meta keys, which stay raw JSON: Carmy never reads
+//     them, meta.go), and looks the tool up
 //     in the same registry, answering an unknown one as Server.callTool
 //     does;
 //   - it encodes the answer with the SDK's own JSON-RPC encoder and
@@ -82,7 +83,7 @@ const (
 )
 
 // protocolMetaPrefix begins the _meta keys the SDK reads itself.
-const protocolMetaPrefix = "io.modelcontextprotocol/"
+var protocolMetaPrefix = []byte("io.modelcontextprotocol/")
 
 // serveFast answers call, a tools/call read from r's body by
 // parseFastCall, as the SDK would.
@@ -260,8 +261,8 @@ func parseFastCall(body []byte, newProtocol bool) (fastCall, bool) {
 	}
 	var have [4]bool // jsonrpc, id, method, params
 	var params json.RawMessage
-	ok := members(body, func(key string, v json.RawMessage) bool {
-		switch key {
+	ok := members(body, func(key []byte, v json.RawMessage) bool {
+		switch string(key) {
 		case "jsonrpc":
 			have[0] = string(v) == `"2.0"`
 			return have[0]
@@ -282,8 +283,8 @@ func parseFastCall(body []byte, newProtocol bool) (fastCall, bool) {
 		return c, false
 	}
 	var named bool
-	ok = members(params, func(key string, v json.RawMessage) bool {
-		switch key {
+	ok = members(params, func(key []byte, v json.RawMessage) bool {
+		switch string(key) {
 		case "name":
 			named = len(v) > 0 && v[0] == '"' && json.Unmarshal(v, &c.name) == nil
 			return named
@@ -295,21 +296,36 @@ func parseFastCall(body []byte, newProtocol bool) (fastCall, bool) {
 				return false
 			}
 			c.meta = sdk.Meta{}
-			return members(v, func(key string, v json.RawMessage) bool {
-				if strings.HasPrefix(key, protocolMetaPrefix) && (!newProtocol || !c.proto.note(key, v)) {
-					return false
+			return members(v, func(key []byte, v json.RawMessage) bool {
+				if bytes.HasPrefix(key, protocolMetaPrefix) {
+					// Kept as their raw JSON: Carmy reads only its own
+					// keys (meta.go); fast_meta.go decodes them to check.
+					if !newProtocol || !c.proto.note(string(key), v) {
+						return false
+					}
+					c.meta[string(key)] = v
+					return true
 				}
-				var val any
-				if json.Unmarshal(v, &val) != nil {
-					return false
+				val, ok := valueOf(v)
+				if ok {
+					c.meta[string(key)] = val
 				}
-				c.meta[key] = val
-				return true
+				return ok
 			})
 		}
 		return false
 	})
 	return c, ok && named
+}
+
+// valueOf decodes v, valid plain JSON, as encoding/json decodes it into
+// an any; a string without escapes directly.
+func valueOf(v json.RawMessage) (any, bool) {
+	if len(v) >= 2 && v[0] == '"' && bytes.IndexByte(v, '\\') < 0 {
+		return string(v[1 : len(v)-1]), true
+	}
+	var val any
+	return val, json.Unmarshal(v, &val) == nil
 }
 
 // idOf reads a JSON-RPC id the fast path serves: a string, or an integer
@@ -338,26 +354,32 @@ func idOf(v json.RawMessage) (jsonrpc.ID, bool) {
 // reports whether raw is one object (and nothing after it), with no key
 // twice, whose every member fn accepted. raw must be valid JSON (see
 // parseFastCall): members finds the members' bounds, it does not check
-// their syntax.
-func members(raw []byte, fn func(key string, v json.RawMessage) bool) bool {
+// their syntax. The key fn is given is only valid during the call (it
+// may point into raw); a key with an escape is decoded first.
+func members(raw []byte, fn func(key []byte, v json.RawMessage) bool) bool {
 	i := skipSpace(raw, 0)
 	if i == len(raw) || raw[i] != '{' {
 		return false
 	}
-	var seen []string
+	var seenBuf [16][]byte
+	seen := seenBuf[:0]
 	for i = skipSpace(raw, i+1); i < len(raw) && raw[i] != '}'; {
 		if raw[i] != '"' {
 			return false
 		}
 		end := skipValue(raw, i)
-		var key string
-		if bytes.IndexByte(raw[i:end], '\\') < 0 {
-			key = string(raw[i+1 : end-1])
-		} else if json.Unmarshal(raw[i:end], &key) != nil {
-			return false
+		key := raw[i+1 : end-1]
+		if bytes.IndexByte(key, '\\') >= 0 {
+			var s string
+			if json.Unmarshal(raw[i:end], &s) != nil {
+				return false
+			}
+			key = []byte(s)
 		}
-		if slices.Contains(seen, key) {
-			return false
+		for _, k := range seen {
+			if bytes.Equal(k, key) {
+				return false
+			}
 		}
 		seen = append(seen, key)
 		if i = skipSpace(raw, end); i == len(raw) || raw[i] != ':' {

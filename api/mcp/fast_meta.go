@@ -113,25 +113,44 @@ const clientMetaCacheSize = 1024
 // valid reports whether the SDK reads call's capabilities and client
 // name (when present) without an error.
 func (c *clientMetaCache) valid(call fastCall) bool {
-	key := string(call.proto.caps) + "\x00"
+	var buf [512]byte
+	key := append(buf[:0], call.proto.caps...)
 	if call.proto.info != nil {
-		key += string(call.proto.info)
+		key = append(append(key, 0), call.proto.info...)
 	}
 	c.mu.Lock()
-	ok, known := c.verdict[key]
+	ok, known := c.verdict[string(key)]
 	c.mu.Unlock()
 	if known {
 		return ok
 	}
-	req := &sdk.ServerRequest[*sdk.CallToolParamsRaw]{Params: &sdk.CallToolParamsRaw{Meta: call.meta}}
-	ok = req.ClientCapabilities() != nil && (call.proto.info == nil || req.ClientInfo() != nil)
+	ok = sdkReadsClientMeta(call.proto)
 	c.mu.Lock()
 	if c.verdict == nil || len(c.verdict) >= clientMetaCacheSize {
 		c.verdict = make(map[string]bool)
 	}
-	c.verdict[key] = ok
+	c.verdict[string(key)] = ok
 	c.mu.Unlock()
 	return ok
+}
+
+// sdkReadsClientMeta reports whether the SDK's accessors read p's
+// capabilities, and its client name when present, from the _meta the SDK
+// would have decoded.
+func sdkReadsClientMeta(p protocolMeta) bool {
+	meta := sdk.Meta{}
+	for key, raw := range map[string]json.RawMessage{metaClientCapabilities: p.caps, metaClientInfo: p.info} {
+		if raw == nil {
+			continue
+		}
+		v, ok := valueOf(raw)
+		if !ok {
+			return false
+		}
+		meta[key] = v
+	}
+	req := &sdk.ServerRequest[*sdk.CallToolParamsRaw]{Params: &sdk.CallToolParamsRaw{Meta: meta}}
+	return req.ClientCapabilities() != nil && (p.info == nil || req.ClientInfo() != nil)
 }
 
 // newProtocolResult encodes res, the result of a 2026-07-28 tools/call,
@@ -161,6 +180,9 @@ func (h *Handler) newProtocolResult(res sdk.Result, ran bool) (json.RawMessage, 
 // method, 400 for invalid params, an unsupported version or missing
 // capabilities, else 0 (200).
 func errorStatus(err error) int {
+	if err == nil {
+		return 0
+	}
 	var je *jsonrpc.Error
 	if !errors.As(err, &je) {
 		return 0
