@@ -163,7 +163,7 @@ func (h *Handler) newProtocolResult(res sdk.Result, ran bool) (json.RawMessage, 
 			cr.Meta = sdk.Meta{}
 		}
 		if _, ok := cr.Meta[metaServerInfo]; !ok {
-			cr.Meta[metaServerInfo] = h.impl
+			cr.Meta[metaServerInfo] = h.implJSON
 		}
 	}
 	raw, err := marshalNoEscape(res)
