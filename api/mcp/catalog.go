@@ -88,9 +88,9 @@ func (c *catalog) fastCallable(name string) bool {
 
 // mayBindHeaders reports whether t's input schema may hold an
 // x-mcp-header annotation: it names one, or holds an escape that could
-// spell one.
+// spell one (HTML's characters stay as they are, not escaped).
 func mayBindHeaders(t *sdk.Tool) bool {
-	raw, err := json.Marshal(t.InputSchema)
+	raw, err := marshalNoEscape(t.InputSchema)
 	return err != nil || bytes.Contains(raw, []byte("x-mcp-header")) || bytes.Contains(raw, []byte(`\u`))
 }
 

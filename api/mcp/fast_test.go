@@ -33,9 +33,10 @@ type detRuntime struct{}
 
 func (detRuntime) Tools() []engine.ToolInfo {
 	var out []engine.ToolInfo
-	for _, name := range []string{"echo", "scalar", "fail", "conflict", "uncertain", "busy", "invalid", "ghost", "broken", "slow", "html"} {
+	for _, name := range []string{"echo", "scalar", "fail", "conflict", "uncertain", "busy", "invalid", "ghost", "broken", "slow"} {
 		out = append(out, engine.ToolInfo{Name: name, InputSchema: json.RawMessage(`{"type":"object"}`)})
 	}
+	out = append(out, engine.ToolInfo{Name: "html", InputSchema: json.RawMessage(`{"type":"object","description":"<b>&</b>"}`)})
 	return append(out, engine.ToolInfo{Name: "headed",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}`)})
 }
