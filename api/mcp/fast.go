@@ -251,12 +251,12 @@ type fastCall struct {
 // integerID is an id the fast path reads as a number.
 var integerID = regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`)
 
-// parseFastCall reads body as a tools/call of the plain JSON the fast
-// path serves (see the top of this file), or returns false. newProtocol
-// says the request is of 2026-07-28.
+// parseFastCall reads body, valid JSON (serveOne checked it), as a
+// tools/call of the plain JSON the fast path serves (see the top of this
+// file), or returns false. newProtocol says the request is of 2026-07-28.
 func parseFastCall(body []byte, newProtocol bool) (fastCall, bool) {
 	c := fastCall{newProtocol: newProtocol}
-	if !json.Valid(body) || !plainJSON(body) {
+	if !plainJSON(body) {
 		return c, false
 	}
 	var have [4]bool // jsonrpc, id, method, params
