@@ -6,12 +6,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/carmyhq/carmy/api/oauth"
 	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/store"
 )
@@ -72,6 +74,12 @@ type Auth struct {
 	// and does not turn auth on: with auth off it still guards /metrics.
 	MetricsToken       string
 	MetricsTokenSHA256 string
+	// OAuth, when set, also accepts JWT access tokens of an OAuth
+	// authorization server (package api/oauth), beside the tokens above:
+	// its principal claim names the caller, its tools claim (if
+	// configured) is the allow-list, and the per-principal bounds apply.
+	// Such a caller is never the admin. It turns auth on.
+	OAuth *oauth.Config
 }
 
 // metricsPrincipal names the metrics token in errors and logs.
@@ -79,7 +87,7 @@ const metricsPrincipal = "metrics"
 
 // Enabled reports whether callers must present a token.
 func (a Auth) Enabled() bool {
-	return len(a.Tokens) > 0 || a.AdminToken != "" || a.AdminTokenSHA256 != ""
+	return len(a.Tokens) > 0 || a.AdminToken != "" || a.AdminTokenSHA256 != "" || a.OAuth != nil
 }
 
 // digestOf returns the SHA-256 a token is known by: of secret, or the
@@ -106,6 +114,11 @@ func (a Auth) Validate() error {
 	}
 	if a.MaxBytesPerPrincipal < 0 {
 		return fmt.Errorf("auth: negative MaxBytesPerPrincipal %d", a.MaxBytesPerPrincipal)
+	}
+	if a.OAuth != nil {
+		if err := a.OAuth.Validate(); err != nil {
+			return err
+		}
 	}
 	seen := make(map[[sha256.Size]byte]string)
 	check := func(principal, secret, hexDigest string) error {
@@ -168,14 +181,23 @@ type authenticator struct {
 	metrics *[sha256.Size]byte
 	// guard counts failures per client address.
 	guard *authGuard
+	// jwt verifies OAuth access tokens; nil without Auth.OAuth.
+	jwt *oauth.Verifier
+	// maxEntries and maxBytes are the bounds of a caller of a JWT.
+	maxEntries int
+	maxBytes   int64
 }
 
-func newAuthenticator(a Auth, guard *authGuard) *authenticator {
+// newAuthenticator returns the authenticator of a, which Validate has
+// accepted.
+func newAuthenticator(a Auth, guard *authGuard, log *slog.Logger) (*authenticator, error) {
 	au := &authenticator{
-		enabled:   a.Enabled(),
-		anonymous: &engine.Caller{Principal: engine.AnonymousPrincipal, Admin: true, MaxEntries: a.MaxEntriesPerPrincipal, MaxBytes: a.MaxBytesPerPrincipal},
-		byHash:    make(map[[sha256.Size]byte]*engine.Caller),
-		guard:     guard,
+		maxEntries: a.MaxEntriesPerPrincipal,
+		maxBytes:   a.MaxBytesPerPrincipal,
+		enabled:    a.Enabled(),
+		anonymous:  &engine.Caller{Principal: engine.AnonymousPrincipal, Admin: true, MaxEntries: a.MaxEntriesPerPrincipal, MaxBytes: a.MaxBytesPerPrincipal},
+		byHash:     make(map[[sha256.Size]byte]*engine.Caller),
+		guard:      guard,
 	}
 	if a.MetricsToken != "" || a.MetricsTokenSHA256 != "" {
 		d, _ := digestOf(a.MetricsToken, a.MetricsTokenSHA256) // checked by Validate
@@ -197,7 +219,18 @@ func newAuthenticator(a Auth, guard *authGuard) *authenticator {
 		d, _ := digestOf(t.Secret, t.SecretSHA256) // checked by Validate
 		au.byHash[d] = &engine.Caller{Principal: t.Principal, MaxEntries: maxEntries, MaxBytes: maxBytes, Tools: toolsOf(t)}
 	}
-	return au
+	if a.OAuth != nil {
+		c := *a.OAuth
+		if c.Logger == nil {
+			c.Logger = log
+		}
+		v, err := oauth.New(c)
+		if err != nil {
+			return nil, err
+		}
+		au.jwt = v
+	}
+	return au, nil
 }
 
 // toolsOf returns a token's allow-list as the runtime takes it: nil (every
@@ -220,26 +253,26 @@ func errNoToken() error {
 	return newError(store.CodeUnauthorized, "a bearer token is required (Authorization: Bearer <token>)")
 }
 
-// bearerDigest returns the SHA-256 of r's bearer token. presented is false
+// bearerToken returns r's bearer token. presented is false
 // when r has no Authorization header (UNAUTHORIZED, no guess); otherwise
 // err is INVALID_REQUEST for two headers (which a proxy and this server
 // might read differently) or UNAUTHORIZED, with the reason to log, for one
 // that is not a bearer token.
-func bearerDigest(r *http.Request) (sum [sha256.Size]byte, presented bool, reason string, err error) {
+func bearerToken(r *http.Request) (token string, presented bool, reason string, err error) {
 	values := r.Header.Values("Authorization")
 	switch len(values) {
 	case 0:
-		return sum, false, "", errNoToken()
+		return "", false, "", errNoToken()
 	case 1:
 	default:
-		return sum, true, "", invalidField("Authorization", "the Authorization header is given more than once: send one bearer token")
+		return "", true, "", invalidField("Authorization", "the Authorization header is given more than once: send one bearer token")
 	}
 	scheme, token, ok := strings.Cut(values[0], " ")
 	token = strings.TrimSpace(token)
 	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
-		return sum, true, reasonNotBearer, errNoToken()
+		return "", true, reasonNotBearer, errNoToken()
 	}
-	return sha256.Sum256([]byte(token)), true, "", nil
+	return token, true, "", nil
 }
 
 // lookup returns the caller whose token has digest sum, comparing every
@@ -259,7 +292,8 @@ func (au *authenticator) lookup(sum [sha256.Size]byte) *engine.Caller {
 // over its failures (the token is not looked at), INVALID_REQUEST for two
 // Authorization headers, UNAUTHORIZED for none, one that is not a bearer
 // token or an unknown token (the last two count as failures of the
-// address).
+// address). With OAuth, a token that no static token matches and that
+// has a JWT's shape is verified as an access token.
 func (au *authenticator) identify(c echo.Context) (*engine.Caller, error) {
 	if !au.enabled {
 		return au.anonymous, nil
@@ -269,18 +303,19 @@ func (au *authenticator) identify(c echo.Context) (*engine.Caller, error) {
 	if err := au.guard.check(src, r.URL.Path, c.Response().Header()); err != nil {
 		return nil, err
 	}
-	sum, presented, reason, err := bearerDigest(r)
+	token, presented, reason, err := bearerToken(r)
 	if err != nil {
 		if presented && reason != "" {
 			au.guard.fail(src, reason, r.URL.Path)
 		}
 		return nil, err
 	}
-	if id := au.lookup(sum); id != nil {
+	id, reason := au.resolve(r.Context(), token)
+	if id != nil {
 		return id, nil
 	}
-	au.guard.fail(src, reasonUnknown, r.URL.Path)
-	return nil, newError(store.CodeUnauthorized, "unknown bearer token")
+	au.guard.fail(src, reason, r.URL.Path)
+	return nil, newError(store.CodeUnauthorized, messageOf(reason))
 }
 
 const callerKey = "carmy.caller"
@@ -310,24 +345,25 @@ func (au *authenticator) authenticateMetrics(next echo.HandlerFunc) echo.Handler
 		if err := au.guard.check(src, r.URL.Path, c.Response().Header()); err != nil {
 			return err
 		}
-		sum, presented, reason, err := bearerDigest(r)
+		token, presented, reason, err := bearerToken(r)
 		if err != nil {
 			if presented && reason != "" {
 				au.guard.fail(src, reason, r.URL.Path)
 			}
 			return err
 		}
-		if subtle.ConstantTimeCompare(au.metrics[:], sum[:]) == 1 {
+		if sum := sha256.Sum256([]byte(token)); subtle.ConstantTimeCompare(au.metrics[:], sum[:]) == 1 {
 			return next(c)
 		}
-		switch id := au.lookup(sum); {
-		case id != nil && id.Principal == AdminPrincipal:
+		switch id, reason := au.resolve(r.Context(), token); {
+		case id != nil && id.Principal == AdminPrincipal && id.Admin:
 			return next(c)
 		case id != nil:
 			return newError(store.CodeForbidden, "GET /metrics needs the metrics token or the admin token")
+		default:
+			au.guard.fail(src, reason, r.URL.Path)
+			return newError(store.CodeUnauthorized, messageOf(reason))
 		}
-		au.guard.fail(src, reasonUnknown, r.URL.Path)
-		return newError(store.CodeUnauthorized, "unknown bearer token")
 	}
 }
 

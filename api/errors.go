@@ -118,7 +118,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 	case status == http.StatusServiceUnavailable:
 		h.Set("Retry-After", "1")
 	case status == http.StatusUnauthorized:
-		h.Set("WWW-Authenticate", `Bearer realm="carmy"`)
+		h.Set("WWW-Authenticate", s.challenge(c.Request()))
 	}
 	var werr error
 	if c.Request().Method == http.MethodHead {

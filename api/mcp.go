@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"io"
 	"log/slog"
@@ -59,7 +58,11 @@ func (s *Server) mcpRoutes(rt Runtime, limit int64, base func(*http.Request) str
 	if ups != nil {
 		e.GET(mcp.Path, echo.WrapHandler(h), s.gateMCP)
 	}
-	meta := echo.WrapHandler(mcp.MetadataHandler(base))
+	var issuers []string
+	if s.auth.jwt != nil {
+		issuers = []string{s.auth.jwt.Issuer()}
+	}
+	meta := echo.WrapHandler(mcp.MetadataHandler(base, issuers...))
 	e.GET(mcp.MetadataPath, meta)
 	e.GET(mcp.MetadataPath+mcp.Path, meta)
 	return nil
@@ -80,7 +83,7 @@ func (s *Server) gateMCP(next echo.HandlerFunc) echo.HandlerFunc {
 			if err == nil {
 				// The header read as the API reads it; no token at all
 				// is left to the SDK's 401.
-				if _, presented, reason, e := bearerDigest(r); presented {
+				if _, presented, reason, e := bearerToken(r); presented {
 					switch {
 					case reason != "":
 						s.auth.guard.fail(src, reason, r.URL.Path)
@@ -131,13 +134,15 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// verifyMCP is the token check of /mcp: the caller of a known token;
-// an unknown one counts as a failure of the client's address.
+// verifyMCP is the token check of /mcp: the caller of a known token or
+// a valid access token (resolve); any other counts as a failure of the
+// client's address.
 func (au *authenticator) verifyMCP(r *http.Request, token string) (*engine.Caller, error) {
-	if id := au.lookup(sha256.Sum256([]byte(token))); id != nil {
+	id, reason := au.resolve(r.Context(), token)
+	if id != nil {
 		return id, nil
 	}
-	au.guard.fail(au.guard.sourceOf(r), reasonUnknown, r.URL.Path)
+	au.guard.fail(au.guard.sourceOf(r), reason, r.URL.Path)
 	return nil, mcp.ErrInvalidToken
 }
 

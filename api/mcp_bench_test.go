@@ -91,17 +91,29 @@ func BenchmarkHTTPCall(b *testing.B) {
 }
 
 func BenchmarkMCPCall(b *testing.B) {
-	h := benchServer(b, slog.LevelInfo)
-	benchCalls(b, h, "/mcp", http.Header{
-		"Content-Type":         {"application/json"},
-		"Accept":               {"application/json, text/event-stream"},
-		"Mcp-Protocol-Version": {"2025-11-25"},
-	},
-		func(id string) string {
-			return `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"payload":"` + benchPayload +
-				`"},"_meta":{"carmy/session_id":"bench","carmy/request_id":"` + id + `"}}}`
-		},
-		func(w *httptest.ResponseRecorder) bool {
-			return w.Code == http.StatusOK && bytes.Contains(w.Body.Bytes(), []byte(`"carmy/replayed":false`))
+	for _, version := range []string{"2025-11-25", "2026-07-28"} {
+		b.Run(version, func(b *testing.B) {
+			h := benchServer(b, slog.LevelInfo)
+			header := http.Header{
+				"Content-Type":         {"application/json"},
+				"Accept":               {"application/json, text/event-stream"},
+				"Mcp-Protocol-Version": {version},
+			}
+			protoMeta := ""
+			if version == "2026-07-28" {
+				// What the go-sdk client sends with every call at this version.
+				header["Mcp-Method"], header["Mcp-Name"] = []string{"tools/call"}, []string{"echo"}
+				protoMeta = `"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"bench","version":"v1"},` +
+					`"io.modelcontextprotocol/clientCapabilities":{"roots":{"listChanged":true}},`
+			}
+			benchCalls(b, h, "/mcp", header,
+				func(id string) string {
+					return `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"payload":"` + benchPayload +
+						`"},"_meta":{` + protoMeta + `"carmy/session_id":"bench","carmy/request_id":"` + id + `"}}}`
+				},
+				func(w *httptest.ResponseRecorder) bool {
+					return w.Code == http.StatusOK && bytes.Contains(w.Body.Bytes(), []byte(`"carmy/replayed":false`))
+				})
 		})
+	}
 }

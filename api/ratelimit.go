@@ -25,18 +25,25 @@ type RateLimit struct {
 	Burst     int
 }
 
-// limiters holds one token bucket per principal.
+// limiters holds one token bucket per principal. Principals are not a
+// fixed set (an OAuth issuer names any number), so a bucket that is full
+// again, which a new one would equal, is dropped once the map has grown
+// to sweepAt.
 type limiters struct {
-	cfg RateLimit
-	mu  sync.Mutex
-	by  map[string]*rate.Limiter
+	cfg     RateLimit
+	mu      sync.Mutex
+	by      map[string]*rate.Limiter
+	sweepAt int
 }
+
+// minSweepAt is the least number of buckets before full ones are dropped.
+const minSweepAt = 1024
 
 func newLimiters(cfg RateLimit) *limiters {
 	if cfg.Burst <= 0 {
 		cfg.Burst = max(1, int(math.Ceil(cfg.PerSecond)))
 	}
-	return &limiters{cfg: cfg, by: make(map[string]*rate.Limiter)}
+	return &limiters{cfg: cfg, by: make(map[string]*rate.Limiter), sweepAt: minSweepAt}
 }
 
 func (l *limiters) of(principal string) *rate.Limiter {
@@ -44,10 +51,25 @@ func (l *limiters) of(principal string) *rate.Limiter {
 	defer l.mu.Unlock()
 	lim, ok := l.by[principal]
 	if !ok {
+		if len(l.by) >= l.sweepAt {
+			l.dropFullLocked(time.Now())
+		}
 		lim = rate.NewLimiter(rate.Limit(l.cfg.PerSecond), l.cfg.Burst)
 		l.by[principal] = lim
 	}
 	return lim
+}
+
+// dropFullLocked drops the buckets that are full at now, and sets the
+// next sweep at twice the buckets left (so sweeps cost O(1) a bucket).
+// l.mu is held.
+func (l *limiters) dropFullLocked(now time.Time) {
+	for p, lim := range l.by {
+		if lim.TokensAt(now) >= float64(l.cfg.Burst) {
+			delete(l.by, p)
+		}
+	}
+	l.sweepAt = max(minSweepAt, 2*len(l.by))
 }
 
 // limitRate is middleware, after authenticate, that answers 429

@@ -145,8 +145,10 @@ func (t Timeouts) WithDefaults() Timeouts {
 
 // Server is Carmy's HTTP API. It is an http.Handler.
 type Server struct {
-	rt    Runtime
-	auth  *authenticator
+	rt   Runtime
+	auth *authenticator
+	// base gives a request's base URL (publicurl.go).
+	base  func(*http.Request) string
 	limit int64
 	// bodyTimeout bounds reading one body.
 	bodyTimeout time.Duration
@@ -205,7 +207,11 @@ func New(rt Runtime, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("api: metrics: %w", err)
 	}
-	s := &Server{rt: rt, auth: newAuthenticator(cfg.Auth, guard), limit: cfg.BodyLimit, log: cfg.Logger, clu: cfg.Cluster, metrics: m, mcpMetrics: mm, auditCount: audit,
+	au, err := newAuthenticator(cfg.Auth, guard, cfg.Logger)
+	if err != nil {
+		return nil, fmt.Errorf("api: %w", err)
+	}
+	s := &Server{rt: rt, auth: au, limit: cfg.BodyLimit, log: cfg.Logger, clu: cfg.Cluster, metrics: m, mcpMetrics: mm, auditCount: audit,
 		bodyTimeout: cfg.Timeouts.WithDefaults().Body, guard: guard, keyGuard: keyGuard, activity: newActivity(time.Now), nodeID: cfg.NodeID}
 	if rc, ok := rt.(interface{ Config() engine.Config }); ok && s.nodeID == "" {
 		s.nodeID = rc.Config().NodeID
@@ -237,8 +243,9 @@ func New(rt Runtime, cfg Config) (*Server, error) {
 	}
 	e.Pre(strictQuery)
 	s.echo = e
+	s.base = baseURL(cfg.PublicURL, cfg.TLS != nil)
 	s.routes()
-	if err := s.mcpRoutes(rt, cfg.BodyLimit, baseURL(cfg.PublicURL, cfg.TLS != nil), cfg.MCPUpstreams); err != nil {
+	if err := s.mcpRoutes(rt, cfg.BodyLimit, s.base, cfg.MCPUpstreams); err != nil {
 		return nil, fmt.Errorf("api: mcp: %w", err)
 	}
 	s.clusterRoutes()

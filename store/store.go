@@ -132,8 +132,8 @@ func (q *ListQuery) Match(r *Record) bool {
 	return true
 }
 
-// RunningNodeLister is implemented by stores that can name the nodes
-// holding running records: the only nodes whose liveness matters to a
+// RunningNodeLister names the nodes holding running records, a part of
+// the engine's Backend: the only nodes whose liveness matters to a
 // listing with ListQuery.Attention. A runtime asks it, decides which of
 // those nodes are gone, and passes them as ListQuery.GoneNodes.
 type RunningNodeLister interface {
@@ -167,9 +167,9 @@ type Stats struct {
 	MaxBytes int64
 }
 
-// InterruptedCounter is implemented by stores that can count their
-// interrupted records (the carmy_executions_interrupted gauge): the
-// executions waiting for an operator to reconcile them.
+// InterruptedCounter counts a store's interrupted records (the
+// carmy_executions_interrupted gauge), a part of the engine's Backend:
+// the executions waiting for an operator to reconcile them.
 type InterruptedCounter interface {
 	Interrupted(ctx context.Context) (int, error)
 }
@@ -266,11 +266,13 @@ type Store interface {
 	Stats(ctx context.Context) (Stats, error)
 }
 
-// Peeker is implemented by stores that can tell at once, from state they
-// hold locally, the finished record of an identity. A finished record
-// never changes (but for a derived identity's, which a dedupe window may
-// replace: a replicated store's replica answers none of those), so the runtime answers a retry of it (a replay or a
-// conflict) from PeekFinished without preparing an execution or writing.
+// Peeker tells at once, from state held locally, the finished record of
+// an identity; a part of the engine's Backend (a store with no local
+// state answers ok false). A finished record never changes (but for a
+// derived identity's, which a dedupe window may replace: a replicated
+// store's replica answers none of those), so the runtime answers a retry
+// of it (a replay or a conflict) from PeekFinished without preparing an
+// execution or writing.
 // ok is false when the identity has no finished record here (none, or not
 // yet known to this node, or running): the call then goes through Reserve.
 type Peeker interface {

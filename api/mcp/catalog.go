@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"bytes"
 	"encoding/json"
 	"log/slog"
 	"sync"
@@ -24,6 +25,10 @@ type catalog struct {
 	mu   sync.Mutex
 	gen  uint64
 	have map[string]bool
+	// headerBound holds the tools whose input schema may bind an argument
+	// to an HTTP header (x-mcp-header), which the SDK checks from
+	// 2026-07-28 on: the fast path leaves their calls to it (fast.go).
+	headerBound map[string]bool
 	// primed is false until the first sync, which then runs whatever the
 	// generation (a runtime without tools is at generation 0).
 	primed bool
@@ -45,6 +50,7 @@ func (c *catalog) sync() {
 	}
 	tools := c.rt.Tools()
 	seen := make(map[string]bool, len(tools)+len(reconcileTools))
+	bound := map[string]bool{}
 	for _, t := range reconcileTools {
 		seen[t.Name] = true
 		if !c.have[t.Name] {
@@ -53,7 +59,11 @@ func (c *catalog) sync() {
 	}
 	for _, t := range tools {
 		seen[t.Name] = true
-		c.server.AddTool(toolOf(t, c.log), c.call)
+		mt := toolOf(t, c.log)
+		if mayBindHeaders(mt) {
+			bound[t.Name] = true
+		}
+		c.server.AddTool(mt, c.call)
 	}
 	var gone []string
 	for name := range c.have {
@@ -64,7 +74,24 @@ func (c *catalog) sync() {
 	if len(gone) > 0 {
 		c.server.RemoveTools(gone...)
 	}
-	c.have, c.gen, c.primed = seen, gen, true
+	c.have, c.headerBound, c.gen, c.primed = seen, bound, gen, true
+}
+
+// fastCallable reports whether the fast path may serve a call of the tool
+// name at 2026-07-28: the tool is unknown (the SDK answers -32602 after
+// the same header checks), or its schema binds no argument to a header.
+func (c *catalog) fastCallable(name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.headerBound[name]
+}
+
+// mayBindHeaders reports whether t's input schema may hold an
+// x-mcp-header annotation: it names one, or holds an escape that could
+// spell one (HTML's characters stay as they are, not escaped).
+func mayBindHeaders(t *sdk.Tool) bool {
+	raw, err := marshalNoEscape(t.InputSchema)
+	return err != nil || bytes.Contains(raw, []byte("x-mcp-header")) || bytes.Contains(raw, []byte(`\u`))
 }
 
 // has reports whether the server holds the tool name, as of the last sync.

@@ -16,6 +16,9 @@
 // tools/call; result.go turns records and refusals into results;
 // auth.go checks bearer tokens and serves the RFC 9728 metadata document;
 // wire.go keeps the transport's own refusals in JSON-RPC's shape;
+// fast.go answers a plain tools/call without the SDK's per-request
+// session, exactly as the SDK would, and fast_meta.go adds the checks and
+// result fields of protocol version 2026-07-28;
 // passthrough.go answers the resources and prompts of upstream MCP servers,
 // and listen.go sends their list changes to the clients that listen.
 //

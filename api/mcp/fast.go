@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/netip"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -29,20 +28,24 @@ import (
 // message twice, its _meta twice, its params), each time through a
 // decoder that allocates a fresh 32 KiB buffer: about 330 KB and 270
 // allocations a tools/call, several times the cost of POST /v1/tools/call
-// (BenchmarkMCPCall and BenchmarkHTTPCall in package api).
+// (BenchmarkMCPCall and BenchmarkHTTPCall in package api). At 2026-07-28
+// it decodes more: the _meta again for the protocol version, the
+// client's capabilities and name (each re-encoded, then decoded), and the
+// params twice for the Mcp-Name header.
 //
 // The fast path answers the one request that matters for throughput, a
-// single tools/call of a protocol version before 2026-07-28, itself, and
-// hands every other request, unchanged, to the SDK. It answers only a
-// request the SDK would serve exactly so, and answers it as the SDK does:
+// single tools/call of a version it serves, itself, and hands every
+// other request, unchanged, to the SDK. It answers only a request the SDK
+// would serve exactly so, and answers it as the SDK does:
 //
 //   - it serves only a request that passes every check the SDK's handler
 //     makes before it reaches the method (the Host of a loopback node
 //     without auth, the Mcp-Protocol-Version header, the method,
 //     Content-Type, Accept, Last-Event-ID, the body's size), with the
-//     SDK's own rules (copied below), and only versions 2025-06-18 and
+//     SDK's own rules (copied below), at versions 2025-06-18 and
 //     2025-11-25, for which the SDK checks no Mcp-Method or Mcp-Name
-//     header and reads no _meta of its own;
+//     header and reads no _meta of its own, and 2026-07-28, with the
+//     checks of fast_meta.go besides;
 //   - it serves only a body in a plain subset of JSON, on which any JSON
 //     decoder agrees: one object, valid UTF-8, no escaped surrogate, no
 //     number with an exponent or over 15 characters, nesting at most 64
@@ -50,20 +53,25 @@ import (
 //     params (and name, arguments and _meta in params), jsonrpc "2.0",
 //     method "tools/call", an id that is a string or an integer, a
 //     string name, params and _meta objects, and no _meta key of the
-//     protocol's own (io.modelcontextprotocol/…);
+//     protocol's own (io.modelcontextprotocol/…) but, at 2026-07-28, the
+//     four a client sends with every request (fast_meta.go);
 //   - it runs the call through the same middleware and tool handler as
 //     the SDK does (the allow-list, the catalog, Observe, callTool),
-//     with the request the SDK would have built, and looks the tool up
+//     with the request the SDK would have built (but for the values of
+//     the protocol's _meta keys, which stay raw JSON: Carmy never reads
+//     them, meta.go), and looks the tool up
 //     in the same registry, answering an unknown one as Server.callTool
 //     does;
 //   - it encodes the answer with the SDK's own JSON-RPC encoder and
-//     headers (Content-Type application/json, Cache-Control).
+//     headers (Content-Type application/json, Cache-Control), and at
+//     2026-07-28 adds to a result what the SDK adds (fast_meta.go).
 //
-// TestFastPathMatchesSDK and FuzzFastPathMatchesSDK send requests through
-// both paths and compare the answers byte for byte.
+// TestFastPathMatchesSDK, TestFastPathMatchesSDKNewProtocol and
+// FuzzFastPathMatchesSDK send requests through both paths and compare
+// the answers byte for byte.
 
 // fastVersions are the protocol versions the fast path serves.
-var fastVersions = map[string]bool{"2025-06-18": true, "2025-11-25": true}
+var fastVersions = map[string]bool{"2025-06-18": true, "2025-11-25": true, versionNewProtocol: true}
 
 // methodCallTool is the method the fast path serves.
 const methodCallTool = "tools/call"
@@ -75,7 +83,7 @@ const (
 )
 
 // protocolMetaPrefix begins the _meta keys the SDK reads itself.
-const protocolMetaPrefix = "io.modelcontextprotocol/"
+var protocolMetaPrefix = []byte("io.modelcontextprotocol/")
 
 // serveFast answers call, a tools/call read from r's body by
 // parseFastCall, as the SDK would.
@@ -86,10 +94,23 @@ func (h *Handler) serveFast(w http.ResponseWriter, r *http.Request, call fastCal
 		Params: &sdk.CallToolParamsRaw{Name: call.name, Arguments: call.args, Meta: call.meta},
 		Extra:  &sdk.RequestExtra{TokenInfo: auth.TokenInfoFromContext(ctx), Header: r.Header},
 	}
-	res, err := h.middleware(h.runTool)(ctx, methodCallTool, req)
+	// ran says the tool handler answered with a result (Server.callTool
+	// marks such a result complete at 2026-07-28).
+	var ran bool
+	res, err := h.middleware(func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+		res, err := h.runTool(ctx, method, req)
+		ran = err == nil && res != nil
+		return res, err
+	})(ctx, methodCallTool, req)
 	resp := &jsonrpc.Response{ID: call.id, Error: err}
 	if err == nil {
-		raw, mErr := marshalNoEscape(res)
+		var raw json.RawMessage
+		var mErr error
+		if call.newProtocol {
+			raw, mErr = h.newProtocolResult(res, ran)
+		} else {
+			raw, mErr = marshalNoEscape(res)
+		}
 		if mErr != nil {
 			// The SDK logs this and answers nothing; a result Carmy
 			// builds always encodes.
@@ -106,6 +127,11 @@ func (h *Handler) serveFast(w http.ResponseWriter, r *http.Request, call fastCal
 	}
 	w.Header().Set("Cache-Control", "no-cache, no-transform")
 	w.Header().Set("Content-Type", "application/json")
+	if call.newProtocol {
+		if status := errorStatus(resp.Error); status != 0 {
+			w.WriteHeader(status)
+		}
+	}
 	_, _ = w.Write(data)
 }
 
@@ -216,22 +242,27 @@ type fastCall struct {
 	name string
 	args json.RawMessage
 	meta sdk.Meta // nil when params has no _meta
+	// newProtocol says the call is of 2026-07-28, whose _meta may hold
+	// the protocol's keys of fast_meta.go; proto holds their raw values.
+	newProtocol bool
+	proto       protocolMeta
 }
 
 // integerID is an id the fast path reads as a number.
 var integerID = regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`)
 
-// parseFastCall reads body as a tools/call of the plain JSON the fast
-// path serves (see the top of this file), or returns false.
-func parseFastCall(body []byte) (fastCall, bool) {
-	var c fastCall
-	if !json.Valid(body) || !plainJSON(body) {
+// parseFastCall reads body, valid JSON (serveOne checked it), as a
+// tools/call of the plain JSON the fast path serves (see the top of this
+// file), or returns false. newProtocol says the request is of 2026-07-28.
+func parseFastCall(body []byte, newProtocol bool) (fastCall, bool) {
+	c := fastCall{newProtocol: newProtocol}
+	if !plainJSON(body) {
 		return c, false
 	}
 	var have [4]bool // jsonrpc, id, method, params
 	var params json.RawMessage
-	ok := members(body, func(key string, v json.RawMessage) bool {
-		switch key {
+	ok := members(body, func(key []byte, v json.RawMessage) bool {
+		switch string(key) {
 		case "jsonrpc":
 			have[0] = string(v) == `"2.0"`
 			return have[0]
@@ -252,8 +283,8 @@ func parseFastCall(body []byte) (fastCall, bool) {
 		return c, false
 	}
 	var named bool
-	ok = members(params, func(key string, v json.RawMessage) bool {
-		switch key {
+	ok = members(params, func(key []byte, v json.RawMessage) bool {
+		switch string(key) {
 		case "name":
 			named = len(v) > 0 && v[0] == '"' && json.Unmarshal(v, &c.name) == nil
 			return named
@@ -265,21 +296,36 @@ func parseFastCall(body []byte) (fastCall, bool) {
 				return false
 			}
 			c.meta = sdk.Meta{}
-			return members(v, func(key string, v json.RawMessage) bool {
-				if strings.HasPrefix(key, protocolMetaPrefix) {
-					return false
+			return members(v, func(key []byte, v json.RawMessage) bool {
+				if bytes.HasPrefix(key, protocolMetaPrefix) {
+					// Kept as their raw JSON: Carmy reads only its own
+					// keys (meta.go); fast_meta.go decodes them to check.
+					if !newProtocol || !c.proto.note(string(key), v) {
+						return false
+					}
+					c.meta[string(key)] = v
+					return true
 				}
-				var val any
-				if json.Unmarshal(v, &val) != nil {
-					return false
+				val, ok := valueOf(v)
+				if ok {
+					c.meta[string(key)] = val
 				}
-				c.meta[key] = val
-				return true
+				return ok
 			})
 		}
 		return false
 	})
 	return c, ok && named
+}
+
+// valueOf decodes v, valid plain JSON, as encoding/json decodes it into
+// an any; a string without escapes directly.
+func valueOf(v json.RawMessage) (any, bool) {
+	if len(v) >= 2 && v[0] == '"' && bytes.IndexByte(v, '\\') < 0 {
+		return string(v[1 : len(v)-1]), true
+	}
+	var val any
+	return val, json.Unmarshal(v, &val) == nil
 }
 
 // idOf reads a JSON-RPC id the fast path serves: a string, or an integer
@@ -308,26 +354,32 @@ func idOf(v json.RawMessage) (jsonrpc.ID, bool) {
 // reports whether raw is one object (and nothing after it), with no key
 // twice, whose every member fn accepted. raw must be valid JSON (see
 // parseFastCall): members finds the members' bounds, it does not check
-// their syntax.
-func members(raw []byte, fn func(key string, v json.RawMessage) bool) bool {
+// their syntax. The key fn is given is only valid during the call (it
+// may point into raw); a key with an escape is decoded first.
+func members(raw []byte, fn func(key []byte, v json.RawMessage) bool) bool {
 	i := skipSpace(raw, 0)
 	if i == len(raw) || raw[i] != '{' {
 		return false
 	}
-	var seen []string
+	var seenBuf [16][]byte
+	seen := seenBuf[:0]
 	for i = skipSpace(raw, i+1); i < len(raw) && raw[i] != '}'; {
 		if raw[i] != '"' {
 			return false
 		}
 		end := skipValue(raw, i)
-		var key string
-		if bytes.IndexByte(raw[i:end], '\\') < 0 {
-			key = string(raw[i+1 : end-1])
-		} else if json.Unmarshal(raw[i:end], &key) != nil {
-			return false
+		key := raw[i+1 : end-1]
+		if bytes.IndexByte(key, '\\') >= 0 {
+			var s string
+			if json.Unmarshal(raw[i:end], &s) != nil {
+				return false
+			}
+			key = []byte(s)
 		}
-		if slices.Contains(seen, key) {
-			return false
+		for _, k := range seen {
+			if bytes.Equal(k, key) {
+				return false
+			}
 		}
 		seen = append(seen, key)
 		if i = skipSpace(raw, end); i == len(raw) || raw[i] != ':' {

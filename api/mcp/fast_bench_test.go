@@ -11,12 +11,21 @@ import (
 
 // BenchmarkToolsCall measures one tools/call through the endpoint alone
 // (over detRuntime, which answers at once), on the fast path and with
-// every request through the SDK:
+// every request through the SDK, at 2025-11-25 and at 2026-07-28 (whose
+// calls carry the protocol's _meta and the Mcp-Method and Mcp-Name
+// headers, as the go-sdk client sends them):
 //
 //	go test ./api/mcp -run '^$' -bench ToolsCall -benchmem
 func BenchmarkToolsCall(b *testing.B) {
-	for _, path := range []string{"fast", "sdk"} {
-		b.Run(path, func(b *testing.B) {
+	for _, bench := range []struct{ path, version string }{
+		{"fast", "2025-11-25"}, {"sdk", "2025-11-25"}, {"fast", versionNewProtocol}, {"sdk", versionNewProtocol},
+	} {
+		path, version := bench.path, bench.version
+		protoMeta := ""
+		if version == versionNewProtocol {
+			protoMeta = newMeta + ","
+		}
+		b.Run(path+"/"+version, func(b *testing.B) {
 			p := newPathPair(b, true)
 			h := p.fast
 			if path == "sdk" {
@@ -28,11 +37,13 @@ func BenchmarkToolsCall(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					id := strconv.FormatInt(n.Add(1), 10)
-					body := `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"echo","arguments":{"payload":"0123456789abcdef0123456789abcdef"},"_meta":{"carmy/session_id":"bench","carmy/request_id":"r-` + id + `"}}}`
+					body := `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"echo","arguments":{"payload":"0123456789abcdef0123456789abcdef"},"_meta":{` + protoMeta + `"carmy/session_id":"bench","carmy/request_id":"r-` + id + `"}}}`
 					r := httptest.NewRequest(http.MethodPost, Path, strings.NewReader(body))
 					r.Header.Set("Content-Type", "application/json")
 					r.Header.Set("Accept", "application/json, text/event-stream")
-					r.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+					r.Header.Set("Mcp-Protocol-Version", version)
+					r.Header.Set("Mcp-Method", methodCallTool)
+					r.Header.Set("Mcp-Name", "echo")
 					r.Header.Set("Authorization", "Bearer tok-all")
 					w := httptest.NewRecorder()
 					h.ServeHTTP(w, r)

@@ -27,15 +27,18 @@ import (
 // string, fail fails, conflict, uncertain, forbidden, busy and invalid
 // are refusals, ghost is unknown to the runtime (but listed), broken is
 // an internal error and slow a context error. A request_id beginning with
-// "replay" is a replay.
+// "replay" is a replay. headed echoes too; its schema binds an argument
+// to a header (x-mcp-header, checked from 2026-07-28 on).
 type detRuntime struct{}
 
 func (detRuntime) Tools() []engine.ToolInfo {
 	var out []engine.ToolInfo
-	for _, name := range []string{"echo", "scalar", "fail", "conflict", "uncertain", "busy", "invalid", "ghost", "broken", "slow", "html"} {
+	for _, name := range []string{"echo", "scalar", "fail", "conflict", "uncertain", "busy", "invalid", "ghost", "broken", "slow"} {
 		out = append(out, engine.ToolInfo{Name: name, InputSchema: json.RawMessage(`{"type":"object"}`)})
 	}
-	return out
+	out = append(out, engine.ToolInfo{Name: "html", InputSchema: json.RawMessage(`{"type":"object","description":"<b>&</b>"}`)})
+	return append(out, engine.ToolInfo{Name: "headed",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}`)})
 }
 
 func (detRuntime) ToolsGeneration() uint64 { return 1 }
@@ -48,7 +51,7 @@ func (detRuntime) Call(_ context.Context, caller engine.Caller, req engine.Reque
 		Status:      store.StatusCompleted,
 	}
 	switch req.Tool {
-	case "echo":
+	case "echo", "headed":
 		data, err := json.Marshal(map[string]any{
 			"arguments": req.Arguments, "session": req.SessionID, "metadata": req.Metadata,
 			"timeout": req.Timeout.String(), "request_id": req.RequestID, "principal": caller.Principal,
@@ -458,13 +461,18 @@ func FuzzFastPathMatchesSDK(f *testing.F) {
 		f.Add(c.body, "2025-11-25")
 	}
 	f.Add(callBody("1", `{"name":"echo"}`), "2025-06-18")
+	for _, c := range newProtocolCases() {
+		f.Add(c.body, versionNewProtocol)
+	}
 	p := newPathPair(f, false)
 	f.Fuzz(func(t *testing.T, body, version string) {
 		if !utf8OK(version) {
 			return
 		}
+		// The headers of a call of echo, which the SDK reads from
+		// 2026-07-28 on.
 		p.compare(t, fastCase{name: fmt.Sprintf("%q (version %q)", body, version), body: body,
-			header: map[string]string{"Mcp-Protocol-Version": version}})
+			header: map[string]string{"Mcp-Protocol-Version": version, "Mcp-Method": methodCallTool, "Mcp-Name": "echo"}})
 	})
 }
 

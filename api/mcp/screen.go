@@ -88,8 +88,9 @@ func (h *Handler) serveOne(w http.ResponseWriter, r *http.Request, body []byte, 
 			return
 		}
 	}
-	if !h.noFastPath && h.fastEligible(r) {
-		if call, ok := parseFastCall(body); ok {
+	if valid && !h.noFastPath && h.fastEligible(r) {
+		newProtocol := r.Header.Get("Mcp-Protocol-Version") == versionNewProtocol
+		if call, ok := parseFastCall(body, newProtocol); ok && (!newProtocol || h.newProtocolEligible(r, call)) {
 			h.serveFast(w, r, call)
 			return
 		}

@@ -2,7 +2,9 @@ package mcp
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sync/atomic"
@@ -109,6 +111,13 @@ type Handler struct {
 	noFastPath bool
 	// fastServed counts the requests the fast path answered.
 	fastServed atomic.Int64
+	// impl is the server's name, as the SDK tells it; implJSON its JSON
+	// (fast_meta.go).
+	impl     *sdk.Implementation
+	implJSON json.RawMessage
+	// clientMeta keeps the SDK's verdicts on 2026-07-28 clients' _meta
+	// (fast_meta.go).
+	clientMeta clientMetaCache
 	// inflight holds the tools/calls this node serves, for
 	// notifications/cancelled (inflight.go).
 	inflight inflight
@@ -134,7 +143,13 @@ func New(cfg Config) (*Handler, error) {
 	// The SDK logs every request's session at INFO; Carmy's call log
 	// says what matters. Its warnings and errors are kept.
 	sdkLog := slog.New(warnings{cfg.Logger.Handler()})
-	h.server = sdk.NewServer(&sdk.Implementation{Name: "carmy", Title: "Carmy", Version: "v1"}, &sdk.ServerOptions{
+	h.impl = &sdk.Implementation{Name: "carmy", Title: "Carmy", Version: "v1"}
+	implJSON, err := marshalNoEscape(h.impl)
+	if err != nil {
+		return nil, fmt.Errorf("mcp: the server's name: %w", err)
+	}
+	h.implJSON = implJSON
+	h.server = sdk.NewServer(h.impl, &sdk.ServerOptions{
 		Logger: sdkLog,
 		// Tools only: no logging capability (the SDK's default), which a
 		// stateless server could not honour.

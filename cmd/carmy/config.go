@@ -17,6 +17,7 @@ import (
 
 	"github.com/carmyhq/carmy"
 	"github.com/carmyhq/carmy/api"
+	"github.com/carmyhq/carmy/api/oauth"
 	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/internal/egress"
 )
@@ -135,6 +136,38 @@ type authConfig struct {
 	// SHA-256. Neither: /metrics is open (api.Auth.MetricsToken).
 	MetricsTokenEnv    string `yaml:"metrics_token_env"`
 	MetricsTokenSHA256 string `yaml:"metrics_token_sha256"`
+	// OAuth, when set, also accepts the JWT access tokens of an OAuth
+	// authorization server (api.Auth.OAuth, package api/oauth).
+	OAuth *oauthConfig `yaml:"oauth"`
+}
+
+// oauthConfig is auth.oauth: the issuer whose access tokens are accepted
+// (see oauth.Config for each key).
+type oauthConfig struct {
+	Issuer         string `yaml:"issuer"`
+	Audience       string `yaml:"audience"`
+	JWKSURL        string `yaml:"jwks_url"`
+	PrincipalClaim string `yaml:"principal_claim"`
+	ToolsClaim     string `yaml:"tools_claim"`
+	// Refresh is a Go duration such as 10m.
+	Refresh string `yaml:"refresh"`
+}
+
+// config returns the verifier's config of o (nil for none), checked: an
+// error names the key at fault.
+func (o *oauthConfig) config() (*oauth.Config, error) {
+	if o == nil {
+		return nil, nil
+	}
+	c := &oauth.Config{Issuer: o.Issuer, Audience: o.Audience, JWKSURL: o.JWKSURL, PrincipalClaim: o.PrincipalClaim, ToolsClaim: o.ToolsClaim}
+	if o.Refresh != "" {
+		d, err := time.ParseDuration(o.Refresh)
+		if err != nil {
+			return nil, fmt.Errorf("auth.oauth.refresh: %q is not a Go duration such as 10m", o.Refresh)
+		}
+		c.Refresh = d
+	}
+	return c, c.Validate()
 }
 
 type tokenConfig struct {
@@ -247,6 +280,9 @@ func loadConfig(path string) (fileConfig, error) {
 		if t.MaxEntries < 0 || t.MaxBytes < 0 {
 			return fc, fmt.Errorf("config %s: auth.tokens[%d] (%s): max_entries and max_bytes must not be negative", path, i, t.Principal)
 		}
+	}
+	if _, err := fc.Auth.OAuth.config(); err != nil {
+		return fc, fmt.Errorf("config %s: %w", path, err)
 	}
 	if err := fc.API.validate(); err != nil {
 		return fc, fmt.Errorf("config %s: %w", path, err)
@@ -451,6 +487,10 @@ func tokenFromEnv(where, key, env string, getenv func(string) string) (string, e
 // at least api.MinTokenBytes long.
 func (fc fileConfig) auth(getenv func(string) string) (api.Auth, error) {
 	a := api.Auth{MaxEntriesPerPrincipal: fc.Limits.EntriesPerPrincipal}
+	var err error
+	if a.OAuth, err = fc.Auth.OAuth.config(); err != nil {
+		return a, fmt.Errorf("config %w", err)
+	}
 	if fc.Auth.AdminTokenEnv != "" && fc.Auth.AdminTokenSHA256 != "" {
 		return a, fmt.Errorf("config auth: admin_token_env and admin_token_sha256 exclude each other")
 	}

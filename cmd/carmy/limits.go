@@ -41,7 +41,8 @@ type limits struct {
 //     token principal, max_running/4 (at least 1): no tenant can take the
 //     whole node, and the admin keeps max_running/8 slots of its own.
 //   - entries_per_principal and bytes_per_principal: when unset and auth
-//     names at least two token principals, a quarter of --max-entries and
+//     names at least two token principals (auth.oauth counts as two: an
+//     issuer names any number), a quarter of --max-entries and
 //     of max_bytes: no tenant can fill the store for the others. With one
 //     token principal (a single tenant) they stay unbounded, so it can
 //     use the whole store.
@@ -64,6 +65,10 @@ func resolveLimits(cfg serveConfig, fc fileConfig) (limits, error) {
 	tokens := 0
 	if !cfg.Dev {
 		tokens = len(fc.Auth.Tokens)
+		if fc.Auth.OAuth != nil {
+			// An issuer names any number of principals.
+			tokens += 2
+		}
 	}
 	maxRunning := fc.Limits.MaxRunning
 	if maxRunning == 0 {

@@ -24,6 +24,9 @@ func loadConfigAndAuth(cfg serveConfig, log *slog.Logger) (fileConfig, api.Auth,
 	} else if auth, err = fc.auth(os.Getenv); err != nil {
 		return fileConfig{}, api.Auth{}, err
 	}
+	if o := auth.OAuth; o != nil {
+		log.Info("accepting OAuth access tokens", slog.String("issuer", o.Issuer), slog.String("audience", o.Audience), slog.String("jwks_url", o.JWKSURL))
+	}
 	if !auth.Enabled() && !cfg.Dev {
 		// Anonymous callers only when every listener is on loopback.
 		for _, l := range []struct{ flag, addr string }{

@@ -78,11 +78,21 @@ func TestBenchAgainstARealNode(t *testing.T) {
 	})
 
 	t.Run("mcp", func(t *testing.T) {
-		res := benchJSON(t, "--targets", s.Addr, "--transport", "mcp", "--calls", "100", "--clients", "4")
-		if res.Calls != 100 || res.Errors != 0 || len(res.Outcomes) != 1 || res.Outcomes["ran"] != 100 || res.Transport != "mcp" {
-			t.Errorf("calls %d, errors %d, outcomes %v, transport %q; want 100 MCP calls that all ran", res.Calls, res.Errors, res.Outcomes, res.Transport)
+		for _, version := range []string{"", "2026-07-28", "2025-11-25", "2025-06-18"} {
+			args := []string{"--targets", s.Addr, "--transport", "mcp", "--calls", "100", "--clients", "4"}
+			want := version
+			if version == "" {
+				want = mcpVersionNewest // the default
+			} else {
+				args = append(args, "--mcp-version", version)
+			}
+			res := benchJSON(t, args...)
+			if res.Calls != 100 || res.Errors != 0 || len(res.Outcomes) != 1 || res.Outcomes["ran"] != 100 || res.Transport != "mcp" || res.MCPVersion != want {
+				t.Errorf("%s: calls %d, errors %d, outcomes %v, transport %q %q; want 100 MCP calls at %s that all ran",
+					version, res.Calls, res.Errors, res.Outcomes, res.Transport, res.MCPVersion, want)
+			}
 		}
-		res = benchJSON(t, "--targets", s.Addr, "--transport", "mcp", "--mode", "replay", "--replay-pool", "10", "--calls", "50", "--clients", "2")
+		res := benchJSON(t, "--targets", s.Addr, "--transport", "mcp", "--mode", "replay", "--replay-pool", "10", "--calls", "50", "--clients", "2")
 		if res.Calls != 50 || res.Errors != 0 || res.Outcomes["replayed"] != 50 {
 			t.Errorf("replay over MCP: calls %d, errors %d, outcomes %v; want 50 replays", res.Calls, res.Errors, res.Outcomes)
 		}
@@ -447,6 +457,8 @@ func TestBenchUsageErrors(t *testing.T) {
 		{[]string{"--mode", "replay", "--replay-pool", "0"}, "--replay-pool 0: want at least 1"},
 		{[]string{"--args-size", "-1"}, "--args-size -1"},
 		{[]string{"--tool", ""}, "--tool is empty"},
+		{[]string{"--transport", "mcp", "--mcp-version", "2025-03-26"}, `--mcp-version "2025-03-26": want one of 2026-07-28, 2025-11-25, 2025-06-18`},
+		{[]string{"--mcp-version", "2025-11-25"}, "--mcp-version belongs to --transport mcp"},
 		{[]string{"--tool", `a"b`}, `--tool "a\"b"`},
 		{[]string{"--session", "has space"}, `--session "has space"`},
 		{[]string{"--targets", ""}, "--targets is empty"},

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -43,6 +44,10 @@ Flags:
                         mcp     tools/call at /mcp, one JSON-RPC request per call (stateless
                                 Streamable HTTP, as an MCP client sends it once connected),
                                 the request_id in _meta carmy/request_id
+  --mcp-version v     the MCP protocol version of --transport mcp (default 2026-07-28, the newest):
+                        2026-07-28  each call carries the version, clientInfo and clientCapabilities
+                                    in _meta and the Mcp-Method and Mcp-Name headers
+                        2025-11-25, 2025-06-18  the Mcp-Protocol-Version header alone
   --args-size n       bytes of random text in the arguments, {"payload":"…"} (default 64)
   --session id        session_id of every call (default bench-<run id>, new each run)
   --timeout d         bound on each request (default 10s)
@@ -107,6 +112,7 @@ type benchOptions struct {
 	DupShare   float64
 	Tool       string
 	Transport  string // http or mcp
+	MCPVersion string // the protocol version of --transport mcp
 	ArgsSize   int
 	Session    string // "" until the run picks bench-<run id>
 	Timeout    time.Duration
@@ -124,7 +130,7 @@ type benchOptions struct {
 func parseBenchFlags(args []string, getenv func(string) string, stdout, stderr io.Writer) (benchOptions, error) {
 	opts := benchOptions{
 		Clients: 16, Duration: 10 * time.Second, Mode: modeNew, ReplayPool: 1000,
-		RetryShare: 0.2, DupShare: 0.05, Tool: "echo", Transport: transportHTTP, ArgsSize: 64, Timeout: 10 * time.Second,
+		RetryShare: 0.2, DupShare: 0.05, Tool: "echo", Transport: transportHTTP, MCPVersion: mcpVersionNewest, ArgsSize: 64, Timeout: 10 * time.Second,
 		Metrics: true, Progress: time.Second, Token: getenv(envBenchToken), CAFile: getenv(certs.EnvCAFile),
 	}
 	targets := "127.0.0.1:8080"
@@ -148,6 +154,7 @@ func parseBenchFlags(args []string, getenv func(string) string, stdout, stderr i
 	fs.Float64Var(&opts.DupShare, "dup-share", opts.DupShare, "")
 	fs.StringVar(&opts.Tool, "tool", opts.Tool, "")
 	fs.StringVar(&opts.Transport, "transport", opts.Transport, "")
+	fs.StringVar(&opts.MCPVersion, "mcp-version", opts.MCPVersion, "")
 	fs.IntVar(&opts.ArgsSize, "args-size", opts.ArgsSize, "")
 	fs.StringVar(&opts.Session, "session", "", "")
 	fs.DurationVar(&opts.Timeout, "timeout", opts.Timeout, "")
@@ -198,6 +205,12 @@ func parseBenchFlags(args []string, getenv func(string) string, stdout, stderr i
 	case transportHTTP, transportMCP:
 	default:
 		return opts, usageErr("--transport %q: want http or mcp", opts.Transport)
+	}
+	if !slices.Contains(mcpVersions, opts.MCPVersion) {
+		return opts, usageErr("--mcp-version %q: want one of %s", opts.MCPVersion, strings.Join(mcpVersions, ", "))
+	}
+	if set["mcp-version"] && opts.Transport != transportMCP {
+		return opts, usageErr("--mcp-version belongs to --transport mcp")
 	}
 	switch opts.Mode {
 	case modeNew, modeReplay, modeMixed:

@@ -12,23 +12,46 @@ const (
 	transportMCP  = "mcp"  // tools/call at /mcp (SPEC §5.1)
 )
 
-// mcpBenchVersion is the protocol version the MCP transport speaks: the
-// newest with the initialize handshake, which a stateless server does
-// not need before a tools/call.
-const mcpBenchVersion = "2025-11-25"
+// The MCP protocol versions `carmy bench --mcp-version` speaks.
+const (
+	mcpVersionNewest = "2026-07-28" // per-request _meta, Mcp-Method and Mcp-Name headers
+)
 
-// mcpBody returns the head and the tail of a tools/call whose request id
-// goes between them:
+// mcpVersions are the versions --mcp-version takes, newest first.
+var mcpVersions = []string{mcpVersionNewest, "2025-11-25", "2025-06-18"}
+
+// mcpHeaders are the headers of every tools/call at version, besides
+// Content-Type and Authorization.
+func mcpHeaders(version, tool string) [][2]string {
+	h := [][2]string{{"Accept", "application/json, text/event-stream"}, {"Mcp-Protocol-Version", version}}
+	if version >= mcpVersionNewest {
+		h = append(h, [2]string{"Mcp-Method", "tools/call"}, [2]string{"Mcp-Name", tool})
+	}
+	return h
+}
+
+// mcpBody returns the head and the tail of a tools/call at version whose
+// request id goes between them:
 //
 //	{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"…",
-//	 "arguments":{"payload":"…"},"_meta":{"carmy/session_id":"…","carmy/request_id":"<id>"}}}
-func mcpBody(tool string, argsSize int, session string) (head, tail []byte) {
-	head = make([]byte, 0, 160+len(tool)+argsSize+len(session))
+//	 "arguments":{"payload":"…"},"_meta":{…,"carmy/session_id":"…","carmy/request_id":"<id>"}}}
+//
+// From 2026-07-28 on, _meta begins with the protocol's own keys, as an
+// MCP client sends them with every request: the version, the client's
+// name and its (empty) capabilities.
+func mcpBody(version, tool string, argsSize int, session string) (head, tail []byte) {
+	head = make([]byte, 0, 360+len(tool)+argsSize+len(session))
 	head = append(head, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"`...)
 	head = append(head, tool...)
 	head = append(head, `","arguments":{"payload":"`...)
 	head = appendRandomText(head, argsSize)
-	head = append(head, `"},"_meta":{"carmy/session_id":"`...)
+	head = append(head, `"},"_meta":{`...)
+	if version >= mcpVersionNewest {
+		head = append(head, `"io.modelcontextprotocol/protocolVersion":"`...)
+		head = append(head, version...)
+		head = append(head, `","io.modelcontextprotocol/clientInfo":{"name":"carmy-bench","version":"1"},"io.modelcontextprotocol/clientCapabilities":{},`...)
+	}
+	head = append(head, `"carmy/session_id":"`...)
 	head = append(head, session...)
 	head = append(head, `","carmy/request_id":"`...)
 	return head, []byte(`"}}}`)

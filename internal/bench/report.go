@@ -25,6 +25,7 @@ type benchResult struct {
 	Mode              string           `json:"mode"`
 	Tool              string           `json:"tool"`
 	Transport         string           `json:"transport"`
+	MCPVersion        string           `json:"mcp_version,omitempty"` // with transport mcp
 	ArgsSize          int              `json:"args_size"`
 	Clients           int              `json:"clients"`
 	DurationS         float64          `json:"duration_s"`
@@ -61,6 +62,9 @@ func (d *benchDriver) result(clients []*benchClient, elapsed time.Duration, inte
 		Label: o.Label, Targets: o.Targets, Mode: o.Mode, Tool: o.Tool, Transport: o.Transport, ArgsSize: o.ArgsSize,
 		Clients: o.Clients, DurationS: round(elapsed.Seconds(), 3), Outcomes: map[string]int64{},
 		Interrupted: interrupted,
+	}
+	if o.Transport == transportMCP {
+		res.MCPVersion = o.MCPVersion
 	}
 	parts := make([][]time.Duration, len(clients))
 	for i, c := range clients {
@@ -103,7 +107,7 @@ func printResult(w io.Writer, res *benchResult) error {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "%-10s%s\n", "targets", strings.Join(res.Targets, ","))
 	if res.Transport != "" && res.Transport != transportHTTP {
-		fmt.Fprintf(&b, "%-10s%s\n", "transport", res.Transport)
+		fmt.Fprintf(&b, "%-10s%s\n", "transport", strings.TrimSpace(res.Transport+" "+res.MCPVersion))
 	}
 	fmt.Fprintf(&b, "%-10s%s   clients %d   duration %.1fs   calls %d   errors %d", "mode",
 		res.Mode, res.Clients, res.DurationS, res.Calls, res.Errors)

@@ -93,7 +93,7 @@ func newBenchDriver(opts benchOptions) (*benchDriver, error) {
 		header = append(header, [2]string{"Authorization", "Bearer " + opts.Token})
 	}
 	if opts.Transport == transportMCP {
-		header = append(header, [2]string{"Accept", "application/json, text/event-stream"}, [2]string{"Mcp-Protocol-Version", mcpBenchVersion})
+		header = append(header, mcpHeaders(opts.MCPVersion, opts.Tool)...)
 	}
 	for i, t := range opts.Targets {
 		base, err := targetURL(t)
@@ -122,7 +122,7 @@ func newBenchDriver(opts benchOptions) (*benchDriver, error) {
 	}
 	d.client = &http.Client{Transport: tr, Timeout: opts.Timeout}
 	if opts.Transport == transportMCP {
-		d.head, d.tail = mcpBody(opts.Tool, opts.ArgsSize, d.opts.Session)
+		d.head, d.tail = mcpBody(opts.MCPVersion, opts.Tool, opts.ArgsSize, d.opts.Session)
 		return d, nil
 	}
 

@@ -1,0 +1,66 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/carmyhq/carmy/api/mcp"
+	"github.com/carmyhq/carmy/api/oauth"
+	"github.com/carmyhq/carmy/engine"
+)
+
+// reasonInvalidJWT begins the logged reason of a refused access token;
+// the verifier's reason follows it.
+const reasonInvalidJWT = "invalid access token"
+
+// resolve returns the caller of a bearer token: the static token's
+// (compared in constant time), else, with OAuth configured and a token
+// of a JWT's shape, the access token's. Nil with the reason to log when
+// the token is neither.
+func (au *authenticator) resolve(ctx context.Context, token string) (*engine.Caller, string) {
+	if id := au.lookup(sha256.Sum256([]byte(token))); id != nil {
+		return id, ""
+	}
+	if au.jwt == nil || !oauth.LooksLikeJWT(token) {
+		return nil, reasonUnknown
+	}
+	id, err := au.jwt.Verify(ctx, token)
+	if err != nil {
+		return nil, reasonInvalidJWT + strings.TrimPrefix(err.Error(), oauth.ErrInvalidToken.Error())
+	}
+	if id.Principal == AdminPrincipal || id.Principal == engine.AnonymousPrincipal {
+		return nil, reasonInvalidJWT + ": principal " + id.Principal + " is reserved"
+	}
+	caller := &engine.Caller{Principal: id.Principal, MaxEntries: au.maxEntries, MaxBytes: au.maxBytes}
+	if !id.AllTools {
+		caller.Tools = engine.NewToolSet(id.Tools...)
+	}
+	return caller, ""
+}
+
+// messageOf is the answer's message for a refused token's reason: no
+// detail of why an access token was refused goes back to the client.
+func messageOf(reason string) string {
+	if strings.HasPrefix(reason, reasonInvalidJWT) {
+		return "invalid or expired access token"
+	}
+	return "unknown bearer token"
+}
+
+// challenge is the WWW-Authenticate of a 401 of the HTTP API: realm
+// "carmy"; with OAuth also the protected-resource metadata document, as
+// at /mcp, and error="invalid_token" when a bearer token was presented
+// (RFC 6750 §3).
+func (s *Server) challenge(r *http.Request) string {
+	if s.auth.jwt == nil {
+		return `Bearer realm="carmy"`
+	}
+	challenge := fmt.Sprintf("Bearer realm=\"carmy\", resource_metadata=%q", s.base(r)+mcp.MetadataPath)
+	if _, presented, reason, err := bearerToken(r); presented && reason == "" && err == nil {
+		challenge += `, error="invalid_token"`
+	}
+	return challenge
+}
