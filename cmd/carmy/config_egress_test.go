@@ -172,7 +172,7 @@ func TestToolSpecsErrorsKeepSecretsOut(t *testing.T) {
 		fc := fileConfig{Tools: []toolConfig{{Name: "t", HTTP: &httpConfig{URL: u}}}}
 		_, err := fc.toolSpecsLogging(env, discardLogger())
 		if err == nil || strings.Contains(err.Error(), "SECRET") || !strings.Contains(err.Error(), "tools[0] (t)") {
-			t.Errorf("toolSpecs(url %q) = %v, want an error naming the tool but not the secret", u, err)
+			t.Errorf("toolSpecsLogging(url %q) = %v, want an error naming the tool but not the secret", u, err)
 		}
 	}
 }
