@@ -47,3 +47,12 @@ func (c *Client) Ready(ctx context.Context) error {
 	_, err := c.do(ctx, req, nil)
 	return err
 }
+
+// Live asks the node whether its process serves (GET /healthz), once,
+// without retries: nil when it does, else an error. Unlike Ready it says
+// nothing about whether the node takes calls.
+func (c *Client) Live(ctx context.Context) error {
+	req := &request{method: http.MethodGet, path: "/healthz", idempotent: true, retry: NoRetry.withDefaults()}
+	_, err := c.do(ctx, req, nil)
+	return err
+}

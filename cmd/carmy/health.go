@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/carmyhq/carmy/api/client"
 	"github.com/carmyhq/carmy/internal/certs"
 )
 
@@ -60,27 +61,22 @@ func healthCmd(ctx context.Context, args []string, getenv func(string) string, s
 		fmt.Fprintf(stderr, "carmy health: %v\n", err)
 		return errUsage
 	}
-	path := "/readyz"
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: tc}}
+	defer hc.CloseIdleConnections()
+	c, err := client.New(base, client.WithHTTPClient(hc), client.WithUserAgent("carmy/"+version))
+	if err != nil {
+		fmt.Fprintf(stderr, "carmy health: %v\n", err)
+		return errUsage
+	}
+	path, check, state := "/readyz", c.Ready, "ready"
 	if live {
-		path = "/healthz"
+		path, check, state = "/healthz", c.Live, "alive"
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
-	if err != nil {
-		return err
+	if err := check(ctx); err != nil {
+		return fmt.Errorf("health: %s%s: %w", base, path, err)
 	}
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: tc}}
-	defer hc.CloseIdleConnections()
-	resp, err := hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("health: %w", err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("health: %s%s answered %s: %s", base, path, resp.Status, body)
-	}
-	fmt.Fprintf(stdout, "%s%s: %s", base, path, body)
+	fmt.Fprintf(stdout, "%s%s: %s\n", base, path, state)
 	return nil
 }
