@@ -10,7 +10,7 @@ import (
 // Live is nil for a node that serves and an error, after one attempt, for
 // an address nobody listens on.
 func TestLive(t *testing.T) {
-	c, cnt := newClient(t, startNode(t))
+	c, _ := newClient(t, startNode(t))
 	if err := c.Live(t.Context()); err != nil {
 		t.Fatalf("Live of a serving node: %v", err)
 	}
@@ -20,7 +20,7 @@ func TestLive(t *testing.T) {
 	}
 	closed := "http://" + ln.Addr().String()
 	ln.Close()
-	c, cnt = newClient(t, closed, client.WithRetry(fastRetry))
+	c, cnt := newClient(t, closed, client.WithRetry(fastRetry))
 	if err := c.Live(t.Context()); err == nil {
 		t.Fatal("Live of a closed port: nil")
 	}
