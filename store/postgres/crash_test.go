@@ -228,7 +228,7 @@ func waitingUpdate(t *testing.T, srv *pgtest.Server, done <-chan error) int32 {
 	for {
 		var pid int32
 		err := admin.QueryRow(context.Background(), `SELECT pid FROM pg_stat_activity
-WHERE wait_event_type = 'Lock' AND query LIKE '%UPDATE%' LIMIT 1`).Scan(&pid)
+WHERE wait_event_type = 'Lock' AND (query LIKE 'UPDATE%' OR query LIKE 'WITH%') LIMIT 1`).Scan(&pid)
 		switch {
 		case err == nil:
 			admin.Close()

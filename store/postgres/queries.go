@@ -12,6 +12,10 @@ type queries struct {
 
 	reserve string
 
+	// reserveAll and completeAll are a round's reservations and
+	// completions in one statement each, all or nothing (rounds_set.go).
+	reserveAll, completeAll string
+
 	complete, cancel, resolve, markInterrupted string
 
 	lockMeta, release, expire, prunePrincipals string
@@ -99,6 +103,9 @@ SELECT cond.fresh_id, cond.room, cond.under_quota, cond.room_bytes, cond.under_b
 	cur.execution_id, cur.seq, cur.tool, cur.fingerprint, cur.status, cur.node_id, cur.started_at,
 	cur.finished_at, cur.data, cur.error, cur.resolved, cur.resolved_by
 FROM cond LEFT JOIN ins ON true LEFT JOIN upd ON true LEFT JOIN cur ON true`),
+
+		reserveAll:  x(reserveAllSQL),
+		completeAll: x(completeAllSQL),
 
 		// The conditional writes: each applies only to a record its WHERE
 		// admits, and returns it; no row means refused (the caller reads

@@ -149,7 +149,7 @@ func (r *rounds) run() {
 // taken, skipping those whose context has ended (their callers answer for
 // them): up to maxRound reservations, the first of each identity and
 // execution id (the others stay for a later round), and up to maxRound
-// completions. With none it stops the runner.
+// completions, the first of each identity. With none it stops the runner.
 func (r *rounds) take() ([]*reservation, []*completion) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -172,12 +172,14 @@ func (r *rounds) take() ([]*reservation, []*completion) {
 	}
 	r.queue = rest
 	var settles, later []*completion
+	settling := make(map[store.Key]bool)
 	for _, c := range r.settles {
 		switch {
 		case c.ctx.Err() != nil:
-		case len(settles) == maxRound:
+		case len(settles) == maxRound || settling[c.key]:
 			later = append(later, c)
 		default:
+			settling[c.key] = true
 			c.taken = true
 			settles = append(settles, c)
 		}
@@ -213,51 +215,85 @@ func (s *Store) round(batch []*reservation, settles []*completion) {
 		}
 	}
 
-	// One round trip for BEGIN, the lock and every statement; the
+	// One round trip for BEGIN, the lock and a statement for all the
+	// reservations and one for all the completions (rounds_set.go); the
 	// transaction is READ COMMITTED whatever the server's default, since
 	// the statements must see what committed while the lock was awaited.
 	b := &pgx.Batch{}
 	b.BeginTx(readCommitted)
 	b.Queue(s.q.lockMeta)
-	for _, it := range batch {
-		size := store.RecordSize(store.Record{Key: it.key, ExecutionID: it.exec.ID, Tool: it.exec.Tool, Fingerprint: it.fingerprint, NodeID: it.exec.NodeID})
-		b.Queue(s.q.reserve, s.cfg.Capacity, it.key.Principal, it.key.Session, it.key.RequestID,
-			it.exec.ID, it.exec.Tool, it.fingerprint, it.exec.NodeID, it.exec.StartedAt, it.exec.Quota,
-			it.exec.ByteQuota, size+it.exec.Headroom, it.maxBytes, size, it.exec.DedupeWindow.Microseconds())
+	if len(batch) > 0 {
+		s.queueReserveAll(b, batch)
 	}
-	for _, c := range settles {
-		s.queueComplete(b, c)
+	if len(settles) > 0 {
+		s.queueCompleteAll(b, settles)
 	}
 	br := s.pool.SendBatch(ctx, b)
 	tx := br.Tx()
 	defer tx.Rollback(context.WithoutCancel(ctx)) // releases the connection; after Commit a no-op
-	rows := make([]reserveRow, len(batch))
+	reservedAll, settledAll := len(batch) == 0, len(settles) == 0
+	var (
+		allOuts  []reserveResult
+		allSouts []completeResult
+	)
 	_, err := br.Exec() // BEGIN
 	if err == nil {
 		_, err = br.Exec() // the lock
 	}
-	for i := range rows {
-		if err == nil {
-			err = rows[i].scan(br.QueryRow())
-		}
+	if err == nil && len(batch) > 0 {
+		reservedAll, allOuts, err = readReserveAll(br, batch)
 	}
-	applied := false
-	for i := range souts {
-		if err == nil {
-			souts[i], err = readComplete(br)
-			applied = applied || souts[i].applied
-		}
+	if err == nil && len(settles) > 0 {
+		settledAll, allSouts, err = readCompleteAll(br, len(settles))
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
+	}
+	// What the statements for all did not do, one statement per member
+	// does, in a second round trip.
+	rows := make([]reserveRow, len(batch))
+	if err == nil && (!reservedAll || !settledAll) {
+		b := &pgx.Batch{}
+		if !reservedAll {
+			for _, it := range batch {
+				s.queueReserve(b, it)
+			}
+		}
+		if !settledAll {
+			for _, c := range settles {
+				s.queueComplete(b, c)
+			}
+		}
+		br := tx.SendBatch(ctx, b)
+		for i := range rows {
+			if err == nil && !reservedAll {
+				err = rows[i].scan(br.QueryRow())
+			}
+		}
+		for i := range souts {
+			if err == nil && !settledAll {
+				souts[i], err = readComplete(br)
+			}
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
 	}
 	if err != nil {
 		fail(notApplied("write", err))
 		return
 	}
+	if settledAll {
+		copy(souts, allSouts)
+	}
+	applied := slices.ContainsFunc(souts, func(o completeResult) bool { return o.applied })
 
 	kinds := make([]decision, len(batch))
 	for i, it := range batch {
+		if reservedAll {
+			outs[i], kinds[i] = allOuts[i], decidedReserved
+			continue
+		}
 		outs[i], kinds[i] = decide(it, &rows[i])
 	}
 	if !applied && !slices.Contains(kinds, decidedReserved) {
@@ -287,6 +323,14 @@ func (s *Store) round(batch []*reservation, settles []*completion) {
 			souts[i] = completeResult{err: notApplied("complete", fmt.Errorf("its round did not commit: %w", err))}
 		}
 	}
+}
+
+// queueReserve adds one reservation's statement to a batch.
+func (s *Store) queueReserve(b *pgx.Batch, it *reservation) {
+	size := store.RecordSize(store.Record{Key: it.key, ExecutionID: it.exec.ID, Tool: it.exec.Tool, Fingerprint: it.fingerprint, NodeID: it.exec.NodeID})
+	b.Queue(s.q.reserve, s.cfg.Capacity, it.key.Principal, it.key.Session, it.key.RequestID,
+		it.exec.ID, it.exec.Tool, it.fingerprint, it.exec.NodeID, it.exec.StartedAt, it.exec.Quota,
+		it.exec.ByteQuota, size+it.exec.Headroom, it.maxBytes, size, it.exec.DedupeWindow.Microseconds())
 }
 
 // roundContext bounds a round by the latest deadline of its members (a
