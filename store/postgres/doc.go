@@ -55,8 +55,9 @@
 //
 // Reserve first reads the identity's record without a lock: a held
 // identity is answered from it. A vacant one joins a round: one
-// transaction that locks the meta row (SELECT … FOR UPDATE), then runs one
-// statement per reservation, and commits. While the transaction holds that
+// transaction that locks the meta row (SELECT … FOR UPDATE), then runs its
+// reservations (one statement for all of them when all succeed, else one
+// per reservation: see below), and commits. While the transaction holds that
 // row no other transaction can insert or delete a record or change a
 // counter (every one that does takes the row first), so each statement's
 // snapshot is the current state: it checks that the identity is vacant,

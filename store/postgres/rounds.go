@@ -32,8 +32,10 @@ import (
 // Processes sharing the database take turns at the lock, each with a round
 // of its own.
 //
-// A round is two round trips: one pipeline of BEGIN, the lock and every
-// member's statement, then COMMIT. Members are answered once the round's
+// A round is two round trips: one pipeline of BEGIN, the planner's
+// settings (roundPlan), the lock and a statement for all its reservations
+// and one for all its completions (rounds_set.go), then COMMIT; a third
+// runs one statement per member when those for all did not apply. Members are answered once the round's
 // outcome is known. Two reservations of one round never share an identity
 // or an execution id (the later waits for the next round), so every answer
 // from a held record reads a committed record. Completions run after the

@@ -9,9 +9,10 @@ import (
 	"github.com/carmyhq/carmy/store"
 )
 
-// Completions join the rounds of reservations (rounds.go): each is one
-// statement of the round's transaction, after the round has locked the
-// meta row, that decides whether the outcome fits (store.Overflow, against
+// Completions join the rounds of reservations (rounds.go): a round's
+// completions are one statement for all (completeAll, rounds_set.go) or,
+// when that does not apply, one statement each (complete, here), after
+// the round has locked the meta row. Each decides whether the outcome fits (store.Overflow, against
 // the bytes as the round's earlier statements left them), records the
 // outcome or the failure store.OverflowResult makes of it, and adds its
 // bytes to the store's and the principal's. Both failures are made here
