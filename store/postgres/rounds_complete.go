@@ -12,10 +12,11 @@ import (
 // Completions join the rounds of reservations (rounds.go): a round's
 // completions are one statement for all (completeAll, rounds_set.go) or,
 // when that does not apply, one statement each (complete, here), after
-// the round has locked the meta row. Each decides whether the outcome fits (store.Overflow, against
-// the bytes as the round's earlier statements left them), records the
-// outcome or the failure store.OverflowResult makes of it, and adds its
-// bytes to the store's and the principal's. Both failures are made here
+// the round has locked the meta row. Each decides whether the outcome
+// fits (store.Overflow, against the bytes as the round's earlier
+// statements left them), records the outcome or the failure
+// store.OverflowResult makes of it, and adds its bytes to the store's and
+// the principal's. Both failures are made here
 // before the round (they depend on the result, the principal and the
 // bounds alone), so that the statement only chooses, and one round trip
 // serves the whole round.
