@@ -338,7 +338,8 @@ func (s *Store) round(batch []*reservation, settles []*completion) {
 // in under 5 ms). Hash and merge joins are off: the members are a few
 // rows, each found through the records' unique indexes, and a hash join
 // scans the whole table (which the planner chose while its statistics
-// said the table was small, and kept in its cached plan).
+// said the table was small, and kept in its cached plan). The settings are
+// local to the transaction; jit exists from PostgreSQL 11.
 const roundPlan = "SELECT set_config('jit', 'off', true), set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)"
 
 // queueReserve adds one reservation's statement to a batch.
