@@ -37,6 +37,8 @@ func newObject(apiVersion, kind string) (any, error) {
 	switch apiVersion + " " + kind {
 	case "apps/v1 StatefulSet":
 		return &appsv1.StatefulSet{}, nil
+	case "apps/v1 Deployment":
+		return &appsv1.Deployment{}, nil
 	case "v1 Service":
 		return &corev1.Service{}, nil
 	case "v1 ConfigMap":
@@ -54,7 +56,14 @@ func newObject(apiVersion, kind string) (any, error) {
 // fail) into its k8s.io/api type.
 func decodeManifests(t *testing.T) []manifest {
 	t.Helper()
-	dir := filepath.Join(root(t), filepath.FromSlash(k8sDir))
+	return decodeManifestsIn(t, k8sDir)
+}
+
+// decodeManifestsIn is decodeManifests for the directory rel of the
+// repository (its subdirectories left out).
+func decodeManifestsIn(t *testing.T, rel string) []manifest {
+	t.Helper()
+	dir := filepath.Join(root(t), filepath.FromSlash(rel))
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)

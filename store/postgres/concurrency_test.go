@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -268,4 +269,74 @@ func TestSerializableDefault(t *testing.T) {
 		t.Fatalf("%d reservations at capacity %d", won, capacity)
 	}
 	wantCountsExact(t, readCounts(t, adminPool(t, needServer(t)), stores[0]))
+}
+
+// TestBytesExactUnderRace races completions, through several pools, of
+// records of three principals under a bound on the store's bytes that
+// only some outcomes fit: the rounds settle them together (one statement
+// for all while all fit, one each once they do not), and afterwards the
+// store's bytes are exactly what the records hold, no more outcomes
+// fitted than the bound had room for, and every outcome that did not fit
+// is recorded as the failure store.OverflowResult makes of it.
+func TestBytesExactUnderRace(t *testing.T) {
+	t.Parallel()
+	const n = 90
+	ctx := context.Background()
+	stores := processes(t, 3, postgres.Config{})
+	keys := make([]store.Key, n)
+	execs := make([]store.Execution, n)
+	for g := range n {
+		keys[g] = store.Key{Principal: fmt.Sprintf("p%d", g%3), Session: "s", RequestID: fmt.Sprintf("bytes-%d", g)}
+		execs[g] = newExecution(fmt.Sprintf("bytes-%d", g))
+		mustReserve(t, stores[g%len(stores)], keys[g], "fp", execs[g], store.Reserved)
+	}
+	st, err := stores[0].Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Room for about half of the outcomes.
+	const outcome = 1000
+	bound := st.Bytes + n/2*outcome
+	for _, s := range stores {
+		s.SetMaxBytes(bound)
+	}
+	data := `"` + strings.Repeat("x", outcome-2) + `"`
+	results := race(n, func(g int) reserved {
+		rec, err := stores[g%len(stores)].Complete(ctx, keys[g], "fp", completedResult(execs[g].ID, data))
+		return reserved{exec: execs[g].ID, res: store.Reservation{Record: rec}, err: err}
+	})
+	fitted := 0
+	for _, r := range results {
+		switch {
+		case r.err != nil:
+			t.Fatalf("Complete: %v", r.err)
+		case r.res.Record.Status == store.StatusCompleted && string(r.res.Record.Data) == data:
+			fitted++
+		case r.res.Record.Status == store.StatusFailed && strings.Contains(string(r.res.Record.Error), `"limit":`):
+		default:
+			t.Fatalf("Complete recorded %+v", r.res.Record)
+		}
+	}
+	if fitted == 0 || fitted == n {
+		t.Fatalf("%d of %d outcomes fitted a bound with room for about half", fitted, n)
+	}
+	admin := adminPool(t, needServer(t))
+	var storeBytes, truth int64
+	q := "SELECT (SELECT bytes FROM " + table(stores[0], "meta") + "), (SELECT sum(64 + octet_length(principal) + octet_length(session_id) + octet_length(request_id)" +
+		" + octet_length(execution_id) + octet_length(tool) + octet_length(fingerprint) + octet_length(node_id)" +
+		" + coalesce(octet_length(data), 0) + coalesce(octet_length(error), 0)) FROM " + table(stores[0], "records") + ")"
+	if err := admin.QueryRow(ctx, q).Scan(&storeBytes, &truth); err != nil {
+		t.Fatal(err)
+	}
+	if storeBytes != truth {
+		t.Fatalf("meta.bytes = %d, the records hold %d", storeBytes, truth)
+	}
+	// The failures recorded instead are counted too, whatever the bound
+	// (store.OverflowResult: small and bounded), so at most the room's
+	// worth of outcomes fitted.
+	if fitted > n/2 {
+		t.Fatalf("%d outcomes of %d bytes fitted in room for %d", fitted, outcome, n/2)
+	}
+	wantCountsExact(t, readCounts(t, admin, stores[0]))
+	t.Logf("%d of %d outcomes fitted; %d bytes of %d", fitted, n, storeBytes, bound)
 }

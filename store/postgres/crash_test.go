@@ -214,8 +214,8 @@ func lockRecord(t *testing.T, srv *pgtest.Server, s *postgres.Store, executionID
 	return conn
 }
 
-// waitingUpdate returns the backend of an UPDATE waiting for a lock, once
-// there is one.
+// waitingUpdate returns the backend of a statement that updates (an
+// UPDATE, or a WITH whose parts do) waiting for a lock, once there is one.
 func waitingUpdate(t *testing.T, srv *pgtest.Server, done <-chan error) int32 {
 	t.Helper()
 	admin := adminPool(t, srv)
@@ -223,7 +223,7 @@ func waitingUpdate(t *testing.T, srv *pgtest.Server, done <-chan error) int32 {
 	for {
 		var pid int32
 		err := admin.QueryRow(context.Background(), `SELECT pid FROM pg_stat_activity
-WHERE wait_event_type = 'Lock' AND query LIKE 'UPDATE%' LIMIT 1`).Scan(&pid)
+WHERE wait_event_type = 'Lock' AND (query LIKE 'UPDATE%' OR query LIKE 'WITH%') LIMIT 1`).Scan(&pid)
 		switch {
 		case err == nil:
 			admin.Close()

@@ -58,8 +58,9 @@
 //
 // Reserve first reads the identity's record without a lock: a held
 // identity is answered from it. A vacant one joins a round: one
-// transaction that locks the meta row (SELECT … FOR UPDATE), then runs one
-// statement per reservation, and commits. While the transaction holds that
+// transaction that locks the meta row (SELECT … FOR UPDATE), then runs its
+// reservations (one statement for all of them when all succeed, else one
+// per reservation: see below), and commits. While the transaction holds that
 // row no other transaction can insert or delete a record or change a
 // counter (every one that does takes the row first), so each statement's
 // snapshot is the current state: it checks that the identity is vacant,
@@ -81,18 +82,22 @@
 //     fencing token should (a bigserial grows in the order of nextval
 //     calls, not of commits).
 //
-// Holding one row until the commit means transactions that reserve commit
+// Holding one row until the commit means transactions that write commit
 // one at a time, each paying a WAL flush. To pay it once for many, a Store
-// gathers the reservations that arrive while a round is in flight into the
-// next round (rounds.go), and pipelines each round's statements. Replays,
-// conflicts and uncertain answers take no lock; MarkInterrupted is a single
-// UPDATE. Complete, Cancel and Resolve add bytes to the counts, so each is
-// a transaction that takes the meta row first (as reservations do, so no
-// two writers wait for each other in opposite orders), reads the counts,
-// decides whether the outcome fits (store.Overflow: a result that does not
-// is recorded as store.OverflowResult, a resolution refused), updates the
-// record and the counts, and commits: they queue behind reservation rounds
-// for that row.
+// gathers the reservations and completions that arrive while a round is in
+// flight into the next round (rounds.go): one transaction, one statement
+// over arrays for all its reservations and one for all its completions,
+// each all or nothing (rounds_set.go), and one statement per member only
+// when that does not apply (a bound reached, an identity held). Replays,
+// conflicts and uncertain answers take no lock; MarkInterrupted is a
+// single UPDATE. Complete adds the outcome's bytes to the counts, so its
+// statement decides under the lock whether the outcome fits
+// (store.Overflow: a result that does not is recorded as
+// store.OverflowResult). Cancel and Resolve are each a transaction that
+// takes the meta row first (as rounds do, so no two writers wait for each
+// other in opposite orders), reads the counts, decides whether the outcome
+// fits (a resolution that does not is refused), updates the record and
+// the counts, and commits: they queue behind rounds for that row.
 //
 // # Failures
 //
@@ -111,12 +116,13 @@
 //     ERROR); a lost connection, an ended context or a FATAL from a server
 //     shutting down is store.ErrCommitUnknown.
 //
-// A Reserve whose context ends while it waits for a round returns
-// store.ErrUnavailable (it was never sent); one whose context ends while
-// its round is in flight returns store.ErrCommitUnknown (the round goes on
-// and may commit it). When a round's COMMIT fails, its members refused by
-// a bound get store.ErrUnavailable rather than the refusal: the bound may
-// have been reached by members that did not commit.
+// A Reserve or Complete whose context ends while it waits for a round
+// returns store.ErrUnavailable (it was never sent); one whose context ends
+// while its round is in flight returns store.ErrCommitUnknown (the round
+// goes on and may commit it). When a round's COMMIT fails, its members
+// refused by a bound, and its completions that found the record settled,
+// get store.ErrUnavailable rather than that answer: an earlier member that
+// did not commit may have caused it.
 //
 // Reads that fail return store.ErrUnavailable. Every error wraps its cause
 // with %w. Every method honours its context; a context that ends while a

@@ -12,6 +12,10 @@ type queries struct {
 
 	reserve string
 
+	// reserveAll and completeAll are a round's reservations and
+	// completions in one statement each, all or nothing (rounds_set.go).
+	reserveAll, completeAll string
+
 	complete, cancel, resolve, markInterrupted string
 
 	lockMeta, release, expire, prunePrincipals string
@@ -100,16 +104,50 @@ SELECT cond.fresh_id, cond.room, cond.under_quota, cond.room_bytes, cond.under_b
 	cur.finished_at, cur.data, cur.error, cur.resolved, cur.resolved_by
 FROM cond LEFT JOIN ins ON true LEFT JOIN upd ON true LEFT JOIN cur ON true`),
 
+		reserveAll:  x(reserveAllSQL),
+		completeAll: x(completeAllSQL),
+
 		// The conditional writes: each applies only to a record its WHERE
 		// admits, and returns it; no row means refused (the caller reads
-		// the record to say why). complete, cancel and resolve run in a
+		// the record to say why). cancel and resolve run in a
 		// transaction that holds the meta row, and add the bytes of the
 		// outcome (addBytes) when they applied: an open record holds no
 		// data and no error, so that is how much the record grew.
-		complete: x(`UPDATE {records} SET status = $5, data = $6, error = $7, finished_at = $8
-WHERE principal = $1 AND session_id = $2 AND request_id = $3 AND fingerprint = $4 AND execution_id = $9
-	AND status IN ('running', 'interrupted')
-RETURNING ` + recordColumns),
+		// complete is one completion of a round (rounds_complete.go), which
+		// holds the meta row: it records the outcome when it fits
+		// (store.Overflow, k = 0), else the failure that says which bound it
+		// would exceed (k = 1 the principal's bytes, 2 the store's), and
+		// adds what it recorded to the bytes. $1-$3 the key,
+		// $4 fingerprint, $5 execution id, $6 status, $7 data, $8 error,
+		// $9 finished at, $10 the outcome's size, $11 the byte quota,
+		// $12 the store's bound on bytes (0: none), $13 and $14 the errors
+		// recorded instead for k = 1 and k = 2.
+		complete: x(`WITH b AS (
+	SELECT mt.bytes AS store_bytes,
+		coalesce((SELECT bytes FROM {principals} WHERE principal = $1::text), 0) AS principal_bytes
+	FROM {meta} mt WHERE mt.singleton
+), o AS (
+	SELECT CASE
+		WHEN $10::bigint <= 0 THEN 0
+		WHEN $11::bigint > 0 AND b.principal_bytes + $10::bigint > $11::bigint THEN 1
+		WHEN $12::bigint > 0 AND b.store_bytes + $10::bigint > $12::bigint THEN 2
+		ELSE 0 END AS k
+	FROM b
+), u AS (
+	UPDATE {records} AS r SET status = CASE o.k WHEN 0 THEN $6::text ELSE 'failed' END,
+		data = CASE o.k WHEN 0 THEN $7::bytea END,
+		error = CASE o.k WHEN 0 THEN $8::bytea WHEN 1 THEN $13::bytea ELSE $14::bytea END,
+		finished_at = $9::timestamptz
+	FROM o
+	WHERE r.principal = $1::text AND r.session_id = $2::text AND r.request_id = $3::text
+		AND r.fingerprint = $4::text AND r.execution_id = $5::text AND r.status IN ('running', 'interrupted')
+	RETURNING ` + recordColumns + `, coalesce(octet_length(data), 0) + coalesce(octet_length(error), 0) AS grown
+), m AS (
+	UPDATE {meta} SET bytes = bytes + (SELECT grown FROM u) WHERE singleton AND EXISTS (SELECT 1 FROM u)
+), p AS (
+	UPDATE {principals} SET bytes = bytes + (SELECT grown FROM u) WHERE principal = $1::text AND EXISTS (SELECT 1 FROM u)
+)
+SELECT ` + recordColumns + ` FROM u`),
 		cancel: x(`UPDATE {records} SET status = 'cancelled', data = $2, error = $3, finished_at = $4
 WHERE execution_id = $1 AND status = 'running'
 RETURNING ` + recordColumns),

@@ -46,7 +46,7 @@ func (s *Store) Reserve(ctx context.Context, key store.Key, fingerprint string, 
 	if err := ctx.Err(); err != nil {
 		return store.Reservation{}, notApplied("reserve", err)
 	}
-	return s.rounds.submit(ctx, &reservation{ctx: ctx, key: key, fingerprint: fingerprint, exec: exec, maxBytes: s.maxBytes.Load()})
+	return s.rounds.submit(ctx, &reservation{key: key, fingerprint: fingerprint, exec: exec, maxBytes: s.maxBytes.Load()})
 }
 
 func checkReserve(key store.Key, fingerprint string, exec store.Execution) error {

@@ -12,42 +12,56 @@ import (
 	"github.com/carmyhq/carmy/store"
 )
 
-// Reservations of new identities commit in rounds, one round at a time per
-// Store: while a round is in flight, new reservations queue, and go
-// together as the next round, in one transaction and one commit.
+// Writes that hold the meta row commit in rounds, one round at a time per
+// Store: while a round is in flight, new reservations and completions
+// queue, and go together as the next round, in one transaction and one
+// commit.
 //
-// Every reservation must hold the meta row until it commits (that is what
-// makes capacity and quotas exact), so transactions that reserve commit one
-// at a time, each paying a WAL flush while it holds the lock. A round pays
-// one flush for all its members. Measured with BenchmarkReserveComplete on
-// the 2-vCPU test machine (fdatasync 1.6 to 2.8 ms, the machine loaded by
-// other work, so the spread is wide), three interleaved runs each, calls
-// per second with one reservation per transaction, then with rounds:
+// Every reservation and completion must hold the meta row until it
+// commits (that is what makes capacity, quotas and bytes exact), so
+// transactions that write commit one at a time, each paying a WAL flush
+// while it holds the lock. A round pays one flush for all its members.
+// Measured with BenchmarkReserveComplete on the 2-vCPU test machine
+// (fdatasync 1.6 to 2.8 ms, the machine loaded by other work, so the
+// spread is wide), three interleaved runs each, calls per second with one
+// reservation per transaction, then with rounds of reservations:
 // 16 callers 151-179, then 299-709; 64 callers 95-100 (64 backends queue
-// on one row lock), then 381-612.
+// on one row lock), then 381-612. Completions, which were still one
+// transaction each, joined the rounds next (rounds_complete.go): see
+// docs/performance.md for carmy bench before and after.
 // Processes sharing the database take turns at the lock, each with a round
 // of its own.
 //
-// A round is two round trips: one pipeline of BEGIN, the lock and every
-// member's statement, then COMMIT. Members are answered once the round's
-// outcome is known. Two members of one round never share an identity or
-// an execution id (the later waits for the next round), so every answer
-// from a held record reads a committed record.
+// A round is two round trips: one pipeline of BEGIN, the planner's
+// settings (roundPlan), the lock and a statement for all its reservations
+// and one for all its completions (rounds_set.go), then COMMIT; a third
+// runs one statement per member when those for all did not apply. Members are answered once the round's
+// outcome is known. Two reservations of one round never share an identity
+// or an execution id (the later waits for the next round), so every answer
+// from a held record reads a committed record. Completions run after the
+// round's reservations, in the order they queued; each statement sees
+// what the earlier ones wrote, as if they ran one after the other.
 
-// maxRound bounds the members of one round.
+// maxRound bounds the reservations of one round, and its completions.
 const maxRound = 128
 
 // roundTimeout bounds a round whose members have no deadline.
 const roundTimeout = 30 * time.Second
 
+// pending is what every member of a round has: its caller's context, and
+// whether a round took it (under rounds.mu).
+type pending struct {
+	ctx   context.Context
+	taken bool
+}
+
 // reservation is one Reserve waiting for its round.
 type reservation struct {
-	ctx         context.Context
+	pending
 	key         store.Key
 	fingerprint string
 	exec        store.Execution
 	maxBytes    int64              // the store's bound on bytes when submitted (0: none)
-	taken       bool               // in a round; under rounds.mu
 	done        chan reserveResult // receives the answer; buffered
 }
 
@@ -56,11 +70,12 @@ type reserveResult struct {
 	err error
 }
 
-// rounds is a Store's queue of reservations and its round runner.
+// rounds is a Store's queues of writes and its round runner.
 type rounds struct {
 	s       *Store
 	mu      sync.Mutex
 	queue   []*reservation
+	settles []*completion
 	running bool
 }
 
@@ -68,54 +83,76 @@ type rounds struct {
 // reservation that ends waiting in the queue was not applied; one that
 // ends while its round is in flight may be.
 func (r *rounds) submit(ctx context.Context, it *reservation) (store.Reservation, error) {
-	it.done = make(chan reserveResult, 1)
+	it.ctx, it.done = ctx, make(chan reserveResult, 1)
+	r.enqueue(func() { r.queue = append(r.queue, it) })
+	out, err := await(r, "reserve", &it.pending, it.done, func() {
+		r.queue = slices.DeleteFunc(r.queue, func(q *reservation) bool { return q == it })
+	})
+	if err != nil {
+		return store.Reservation{}, err
+	}
+	return out.res, out.err
+}
+
+// enqueue adds a member (add runs under r.mu) and starts the runner when
+// none runs.
+func (r *rounds) enqueue(add func()) {
 	r.mu.Lock()
-	r.queue = append(r.queue, it)
+	add()
 	start := !r.running
 	r.running = true
 	r.mu.Unlock()
 	if start {
 		go r.run()
 	}
+}
+
+// await waits for a queued member's answer on done, or for its context:
+// a member that ends waiting in the queue is removed (dequeue runs under
+// r.mu) and was not applied; one that ends while its round is in flight
+// may have been, and its outcome is unknown.
+func await[R any](r *rounds, op string, p *pending, done <-chan R, dequeue func()) (R, error) {
+	var zero R
 	select {
-	case out := <-it.done:
-		return out.res, out.err
-	case <-ctx.Done():
+	case out := <-done:
+		return out, nil
+	case <-p.ctx.Done():
 	}
 	r.mu.Lock()
-	taken := it.taken
+	taken := p.taken
 	if !taken {
-		r.queue = slices.DeleteFunc(r.queue, func(q *reservation) bool { return q == it })
+		dequeue()
 	}
 	r.mu.Unlock()
 	if !taken {
-		return store.Reservation{}, notApplied("reserve", ctx.Err())
+		return zero, notApplied(op, p.ctx.Err())
 	}
 	select {
-	case out := <-it.done:
-		return out.res, out.err
+	case out := <-done:
+		return out, nil
 	default:
-		return store.Reservation{}, fmt.Errorf("postgres: reserve: %w: the context ended while its round was in flight: %w",
-			store.ErrCommitUnknown, ctx.Err())
+		return zero, fmt.Errorf("postgres: %s: %w: the context ended while its round was in flight: %w",
+			op, store.ErrCommitUnknown, p.ctx.Err())
 	}
 }
 
-// run runs rounds until the queue is empty.
+// run runs rounds until the queues are empty.
 func (r *rounds) run() {
 	for {
-		batch := r.take()
-		if len(batch) == 0 {
+		batch, settles := r.take()
+		if len(batch) == 0 && len(settles) == 0 {
 			return
 		}
-		r.s.round(batch)
+		r.s.round(batch, settles)
 	}
 }
 
-// take removes the next round's members from the queue and marks them
-// taken: up to maxRound, the first of each identity and execution id (the
-// others stay for a later round), skipping those whose context has ended
-// (their callers answer for them). With none it stops the runner.
-func (r *rounds) take() []*reservation {
+// take removes the next round's members from the queues and marks them
+// taken, skipping those whose context has ended (their callers answer for
+// them): up to maxRound reservations, the first of each identity and
+// execution id (the others stay for a later round), and up to maxRound
+// completions, the first of each identity. With none it stops the runner.
+func (r *rounds) take() ([]*reservation, []*completion) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var (
@@ -136,73 +173,143 @@ func (r *rounds) take() []*reservation {
 		}
 	}
 	r.queue = rest
-	if len(batch) == 0 {
+	var settles, later []*completion
+	settling := make(map[store.Key]bool)
+	for _, c := range r.settles {
+		switch {
+		case c.ctx.Err() != nil:
+		case len(settles) == maxRound || settling[c.key]:
+			later = append(later, c)
+		default:
+			settling[c.key] = true
+			c.taken = true
+			settles = append(settles, c)
+		}
+	}
+	r.settles = later
+	if len(batch) == 0 && len(settles) == 0 {
 		r.running = false
 	}
-	return batch
+	return batch, settles
 }
 
-// round reserves batch in one transaction and answers every member.
-func (s *Store) round(batch []*reservation) {
-	ctx, cancel := s.roundContext(batch)
+// round writes batch and settles in one transaction and answers every
+// member.
+func (s *Store) round(batch []*reservation, settles []*completion) {
+	ctx, cancel := roundContext(s.ctx, batch, settles)
 	defer cancel()
 	outs := make([]reserveResult, len(batch))
+	souts := make([]completeResult, len(settles))
 	defer func() {
 		for i, it := range batch {
 			it.done <- outs[i]
+		}
+		for i, c := range settles {
+			c.done <- souts[i]
 		}
 	}()
 	fail := func(err error) {
 		for i := range outs {
 			outs[i] = reserveResult{err: err}
 		}
+		for i := range souts {
+			souts[i] = completeResult{err: err}
+		}
 	}
 
-	// One round trip for BEGIN, the lock and every statement; the
+	// One round trip for BEGIN, the lock and a statement for all the
+	// reservations and one for all the completions (rounds_set.go); the
 	// transaction is READ COMMITTED whatever the server's default, since
 	// the statements must see what committed while the lock was awaited.
 	b := &pgx.Batch{}
 	b.BeginTx(readCommitted)
+	b.Queue(roundPlan)
 	b.Queue(s.q.lockMeta)
-	for _, it := range batch {
-		size := store.RecordSize(store.Record{Key: it.key, ExecutionID: it.exec.ID, Tool: it.exec.Tool, Fingerprint: it.fingerprint, NodeID: it.exec.NodeID})
-		b.Queue(s.q.reserve, s.cfg.Capacity, it.key.Principal, it.key.Session, it.key.RequestID,
-			it.exec.ID, it.exec.Tool, it.fingerprint, it.exec.NodeID, it.exec.StartedAt, it.exec.Quota,
-			it.exec.ByteQuota, size+it.exec.Headroom, it.maxBytes, size, it.exec.DedupeWindow.Microseconds())
+	if len(batch) > 0 {
+		s.queueReserveAll(b, batch)
+	}
+	if len(settles) > 0 {
+		s.queueCompleteAll(b, settles)
 	}
 	br := s.pool.SendBatch(ctx, b)
 	tx := br.Tx()
 	defer tx.Rollback(context.WithoutCancel(ctx)) // releases the connection; after Commit a no-op
-	rows := make([]reserveRow, len(batch))
+	reservedAll, settledAll := len(batch) == 0, len(settles) == 0
+	var (
+		allOuts  []reserveResult
+		allSouts []completeResult
+	)
 	_, err := br.Exec() // BEGIN
+	if err == nil {
+		_, err = br.Exec() // roundPlan
+	}
 	if err == nil {
 		_, err = br.Exec() // the lock
 	}
-	for i := range rows {
-		if err == nil {
-			err = rows[i].scan(br.QueryRow())
-		}
+	if err == nil && len(batch) > 0 {
+		reservedAll, allOuts, err = readReserveAll(br, batch)
+	}
+	if err == nil && len(settles) > 0 {
+		settledAll, allSouts, err = readCompleteAll(br, len(settles))
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
+	// What the statements for all did not do, one statement per member
+	// does, in a second round trip.
+	rows := make([]reserveRow, len(batch))
+	if err == nil && (!reservedAll || !settledAll) {
+		b := &pgx.Batch{}
+		if !reservedAll {
+			for _, it := range batch {
+				s.queueReserve(b, it)
+			}
+		}
+		if !settledAll {
+			for _, c := range settles {
+				s.queueComplete(b, c)
+			}
+		}
+		br := tx.SendBatch(ctx, b)
+		for i := range rows {
+			if err == nil && !reservedAll {
+				err = rows[i].scan(br.QueryRow())
+			}
+		}
+		for i := range souts {
+			if err == nil && !settledAll {
+				souts[i], err = readComplete(br)
+			}
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+	}
 	if err != nil {
-		fail(notApplied("reserve", err))
+		fail(notApplied("write", err))
 		return
 	}
+	if settledAll {
+		copy(souts, allSouts)
+	}
+	applied := slices.ContainsFunc(souts, func(o completeResult) bool { return o.applied })
 
 	kinds := make([]decision, len(batch))
 	for i, it := range batch {
+		if reservedAll {
+			outs[i], kinds[i] = allOuts[i], decidedReserved
+			continue
+		}
 		outs[i], kinds[i] = decide(it, &rows[i])
 	}
-	if !slices.Contains(kinds, decidedReserved) {
+	if !applied && !slices.Contains(kinds, decidedReserved) {
 		return // nothing written: the deferred rollback ends it
 	}
 	err = tx.Commit(ctx)
 	if err == nil {
 		return
 	}
-	commitErr := atCommit("reserve", err)
+	commitErr := atCommit("write", err)
 	for i, kind := range kinds {
 		switch kind {
 		case decidedReserved:
@@ -213,21 +320,56 @@ func (s *Store) round(batch []*reservation) {
 			outs[i] = reserveResult{err: notApplied("reserve", fmt.Errorf("its round did not commit: %w", err))}
 		}
 	}
+	for i := range souts {
+		if souts[i].applied {
+			souts[i] = completeResult{err: commitErr}
+		} else {
+			// It may have found the record settled by an earlier member
+			// that did not commit: not an answer, only "not applied".
+			souts[i] = completeResult{err: notApplied("complete", fmt.Errorf("its round did not commit: %w", err))}
+		}
+	}
+}
+
+// roundPlan sets the planner for a round's transaction. JIT compilation
+// is off: the planner's estimates for the statements over arrays
+// (rounds_set.go) are far above jit_above_cost, and compiling them took
+// seconds (EXPLAIN ANALYZE: 6.4 s of JIT for a 32-member round that ran
+// in under 5 ms). Hash and merge joins are off: the members are a few
+// rows, each found through the records' unique indexes, and a hash join
+// scans the whole table (which the planner chose while its statistics
+// said the table was small, and kept in its cached plan). The settings are
+// local to the transaction; jit exists from PostgreSQL 11.
+const roundPlan = "SELECT set_config('jit', 'off', true), set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)"
+
+// queueReserve adds one reservation's statement to a batch.
+func (s *Store) queueReserve(b *pgx.Batch, it *reservation) {
+	size := store.RecordSize(store.Record{Key: it.key, ExecutionID: it.exec.ID, Tool: it.exec.Tool, Fingerprint: it.fingerprint, NodeID: it.exec.NodeID})
+	b.Queue(s.q.reserve, s.cfg.Capacity, it.key.Principal, it.key.Session, it.key.RequestID,
+		it.exec.ID, it.exec.Tool, it.fingerprint, it.exec.NodeID, it.exec.StartedAt, it.exec.Quota,
+		it.exec.ByteQuota, size+it.exec.Headroom, it.maxBytes, size, it.exec.DedupeWindow.Microseconds())
 }
 
 // roundContext bounds a round by the latest deadline of its members (a
-// member that gives up earlier is answered by its own Reserve), or by
-// roundTimeout when one has none. Close ends it.
-func (s *Store) roundContext(batch []*reservation) (context.Context, context.CancelFunc) {
+// member that gives up earlier is answered by its own caller), or by
+// roundTimeout when one has none. It ends with parent (the Store's).
+func roundContext(parent context.Context, batch []*reservation, settles []*completion) (context.Context, context.CancelFunc) {
 	var latest time.Time
+	members := make([]*pending, 0, len(batch)+len(settles))
 	for _, it := range batch {
-		d, ok := it.ctx.Deadline()
+		members = append(members, &it.pending)
+	}
+	for _, c := range settles {
+		members = append(members, &c.pending)
+	}
+	for _, p := range members {
+		d, ok := p.ctx.Deadline()
 		if !ok {
-			return context.WithTimeout(s.ctx, roundTimeout)
+			return context.WithTimeout(parent, roundTimeout)
 		}
 		if d.After(latest) {
 			latest = d
 		}
 	}
-	return context.WithDeadline(s.ctx, latest)
+	return context.WithDeadline(parent, latest)
 }

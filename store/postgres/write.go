@@ -10,20 +10,21 @@ import (
 	"github.com/carmyhq/carmy/store"
 )
 
-// Complete implements store.Store: one UPDATE that applies only while the
-// record belongs to res.ExecutionID and is running or interrupted, in a
-// transaction that holds the meta row, so that the bytes it adds are
-// checked against the counts every writer shares (store.Overflow; an
-// outcome that does not fit is recorded as store.OverflowResult) and
-// added to them. When it applies to nothing, the record is read to say
+// Complete implements store.Store: one statement that applies only while
+// the record belongs to res.ExecutionID and is running or interrupted, in
+// the next round of writes (rounds.go), whose transaction holds the meta
+// row, so that the bytes it adds are checked against the counts every
+// writer shares (store.Overflow; an outcome that does not fit is recorded
+// as store.OverflowResult) and added to them. When it applies to nothing, the record is read to say
 // why (store.ErrNotFound, a *store.ConflictError, a *store.StateError
 // carrying the record as it stands).
 //
 // Errors: store.ErrCommitUnknown means the COMMIT was sent and its answer
 // lost (the connection or the server went away, ctx ended): the result may
 // or may not be recorded, and a retry of Complete tells which (it succeeds,
-// or returns a *store.StateError with this execution's finished record).
-// store.ErrUnavailable means it was not recorded.
+// or returns a *store.StateError with this execution's finished record);
+// so does ctx ending while its round is in flight. store.ErrUnavailable
+// means it was not recorded.
 func (s *Store) Complete(ctx context.Context, key store.Key, fingerprint string, res store.Result) (store.Record, error) {
 	if err := res.Validate(); err != nil {
 		return store.Record{}, err
@@ -34,21 +35,11 @@ func (s *Store) Complete(ctx context.Context, key store.Key, fingerprint string,
 	if !validText(fingerprint) || !validText(res.ExecutionID) {
 		return store.Record{}, invalidf("complete: the fingerprint and execution id must be valid UTF-8 without NUL")
 	}
-	rec, ok, err := s.settle(ctx, "complete", func(tx pgx.Tx) (pgx.Rows, error) {
-		storeBytes, principalBytes, err := s.bytesOf(ctx, tx, key.Principal)
-		if err != nil {
-			return nil, err
-		}
-		if over, limit, exceeded := store.Overflow(key.Principal, store.OutcomeSize(res.Data, res.Error), principalBytes, res.ByteQuota, storeBytes, s.maxBytes.Load()); exceeded {
-			res = store.OverflowResult(res, over, limit)
-		}
-		return tx.Query(ctx, s.q.complete, key.Principal, key.Session, key.RequestID, fingerprint,
-			string(res.Status), []byte(res.Data), []byte(res.Error), finishedAt(res), res.ExecutionID)
-	}, nil)
-	if err != nil || ok {
-		return rec, err
+	out, err := s.rounds.complete(ctx, key, fingerprint, res, s.maxBytes.Load())
+	if err != nil || out.applied {
+		return out.rec, err
 	}
-	rec, err = s.Lookup(ctx, key)
+	rec, err := s.Lookup(ctx, key)
 	switch {
 	case err != nil:
 		return store.Record{}, err
