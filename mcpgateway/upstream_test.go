@@ -162,7 +162,9 @@ func TestHTTPUpstreamResults(t *testing.T) {
 	f := newFakeUpstream(t)
 	rt := newRuntime(t)
 	cfg := httpConfig(f)
-	cfg.Timeout = 300 * time.Millisecond
+	// Long enough that the answered calls below finish on a busy machine
+	// (300 ms failed once at load 14); tickets.block waits it out.
+	cfg.Timeout = 2 * time.Second
 	startUpstream(t, rt, cfg)
 	waitTool(t, rt, "tickets.block")
 
