@@ -17,6 +17,7 @@ import (
 	"github.com/carmyhq/carmy/api/client"
 	"github.com/carmyhq/carmy/api/wire"
 	"github.com/carmyhq/carmy/internal/certs"
+	"github.com/carmyhq/carmy/internal/netaddr"
 )
 
 // `carmy cluster status|join|remove` wraps the admin API of SPEC §2.6 for
@@ -271,17 +272,11 @@ func parseClusterFlags(sub string, args []string, getenv func(string) string, st
 // baseURL turns --addr (host:port, or an http:// or https:// URL) into the
 // URL requests are made against.
 func baseURL(addr string) (string, error) {
-	if strings.HasPrefix(addr, "http://") || strings.HasPrefix(addr, "https://") {
-		u, err := url.Parse(addr)
-		if err != nil || u.Host == "" {
-			return "", fmt.Errorf("--addr %q: want host:port or an http:// URL", addr)
-		}
-		return strings.TrimSuffix(u.String(), "/"), nil
+	u, err := netaddr.BaseURL(addr)
+	if err != nil {
+		return "", fmt.Errorf("--addr %w", err)
 	}
-	if _, _, err := net.SplitHostPort(addr); err != nil {
-		return "", fmt.Errorf("--addr %q: want host:port (e.g. 127.0.0.1:8080) or an http:// URL", addr)
-	}
-	return "http://" + addr, nil
+	return u, nil
 }
 
 func plural(names []string, one, many string) string {

@@ -5,13 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/carmyhq/carmy/internal/certs"
+	"github.com/carmyhq/carmy/internal/netaddr"
 )
 
 // The flags of `carmy bench`, their defaults and their checks.
@@ -259,17 +258,11 @@ func parseBenchFlags(args []string, getenv func(string) string, stdout, stderr i
 // targetURL turns a target (host:port, or an http:// or https:// URL) into
 // the base URL requests are made against.
 func targetURL(target string) (string, error) {
-	if strings.HasPrefix(target, "http://") || strings.HasPrefix(target, "https://") {
-		u, err := url.Parse(target)
-		if err != nil || u.Host == "" {
-			return "", fmt.Errorf("--targets: %q: want host:port or an http:// URL", target)
-		}
-		return strings.TrimSuffix(u.String(), "/"), nil
+	u, err := netaddr.BaseURL(target)
+	if err != nil {
+		return "", fmt.Errorf("--targets: %w", err)
 	}
-	if _, _, err := net.SplitHostPort(target); err != nil {
-		return "", fmt.Errorf("--targets: %q: want host:port (e.g. 127.0.0.1:8080) or an http:// URL", target)
-	}
-	return "http://" + target, nil
+	return u, nil
 }
 
 // jsonSafe reports whether s is visible ASCII without " or \, so that it
