@@ -38,7 +38,7 @@ func applyLogs(tb testing.TB) (capacity *raft.Log, logs []*raft.Log) {
 func freshFSM(tb testing.TB, capacity *raft.Log) *fsm.FSM {
 	tb.Helper()
 	f := fsm.New()
-	if r := f.Apply(capacity).(fsm.Response); r.Code != "" {
+	if r := only(tb, f.Apply(capacity)); r.Code != "" {
 		tb.Fatalf("capacity: %s", r.Message)
 	}
 	return f
@@ -46,7 +46,7 @@ func freshFSM(tb testing.TB, capacity *raft.Log) *fsm.FSM {
 
 // checkApplied fails the benchmark when a command was refused.
 func checkApplied(tb testing.TB, out any) {
-	if r, ok := out.(fsm.Response); !ok || r.Code != "" {
+	if rs, ok := out.(fsm.Responses); !ok || len(rs) != 1 || rs[0].Code != "" {
 		tb.Fatalf("apply = %#v", out)
 	}
 }

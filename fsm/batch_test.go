@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
-	"io"
+	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -27,10 +28,10 @@ type applied struct {
 	fsm    *fsm.FSM
 }
 
-// applyAs puts cmds into a fresh FSM's log cut where split says (bit i
-// set: a new entry starts after command i), as batch entries, or as
-// single-command entries (the older format) when singles is set. Each
-// entry goes to ApplyBatch alone or with the next, as together says.
+// applyAs puts cmds into a fresh FSM's log as batch entries cut where
+// split says (bit i set: a new entry starts after command i), or one
+// command per entry when singles is set. Each entry goes to ApplyBatch
+// alone or with the next, as together says.
 func applyAs(t *rapid.T, cmds [][]byte, split uint64, singles bool, together uint64) applied {
 	var entries [][][]byte
 	cur := [][]byte{}
@@ -46,32 +47,21 @@ func applyAs(t *rapid.T, cmds [][]byte, split uint64, singles bool, together uin
 	index := uint64(0)
 	for e, cs := range entries {
 		index += 1 + uint64(e%2) // gaps, where other entries sit
-		data := cs[0]
-		if !singles {
-			b, err := fsm.EncodeBatch(cs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			data = b
+		b, err := fsm.EncodeBatch(cs)
+		if err != nil {
+			t.Fatal(err)
 		}
-		logs = append(logs, batchLog(index, data))
+		logs = append(logs, batchLog(index, b))
 		for pos := range cs {
-			if singles {
-				out.tokens = append(out.tokens, index)
-			} else {
-				out.tokens = append(out.tokens, fsm.Token(index, pos))
-			}
+			out.tokens = append(out.tokens, fsm.Token(index, pos))
 		}
 		if e == len(entries)-1 || together&(1<<e) == 0 {
 			for _, r := range out.fsm.ApplyBatch(logs) {
-				switch r := r.(type) {
-				case fsm.Response:
-					out.resps = append(out.resps, r)
-				case fsm.Responses:
-					out.resps = append(out.resps, r...)
-				default:
+				rs, ok := r.(fsm.Responses)
+				if !ok {
 					t.Fatalf("apply answered %T", r)
 				}
+				out.resps = append(out.resps, rs...)
 			}
 			logs = nil
 		}
@@ -113,32 +103,20 @@ func (a applied) normalized(t *rapid.T) (resps, state []byte) {
 	if err := p.RestoreSnapshot(bytes.NewReader(bin)); err != nil {
 		t.Fatal(err)
 	}
-	snap, err := p.MarshalSnapshotJSON()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var d map[string]json.RawMessage
-	if err := json.Unmarshal(snap, &d); err != nil {
-		t.Fatal(err)
-	}
-	var recs []store.Record
-	var last uint64
-	if err := json.Unmarshal(d["records"], &recs); err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(d["last_seq"], &last); err != nil {
-		t.Fatal(err)
-	}
+	st := p.State()
+	recs := st.Records()
 	for i := range recs {
 		recs[i].Seq = seq(recs[i].Seq)
 	}
-	d["records"], d["last_seq"] = mustJSON(t, recs), mustJSON(t, seq(last))
-	delete(d, "index")
+	d := map[string]any{
+		"capacity": st.Capacity(), "capacity_set": p.CapacitySet(), "max_bytes": st.MaxBytes(),
+		"last_seq": seq(st.LastSeq()), "records": recs, "nodes": p.Nodes(),
+	}
 	return mustJSON(t, rs), mustJSON(t, d)
 }
 
 // TestPropertyBatchesApplyAsSingles: random command sequences, put into
-// the log as single-command entries and as batch entries of every split,
+// the log one command per entry and as batch entries of every split,
 // give the same responses and the same state, fencing tokens aside, and
 // exactly what applying each command alone with its token gives. The
 // tokens grow strictly in command order however the commands are cut.
@@ -224,42 +202,72 @@ func TestBatchUnreadableCommand(t *testing.T) {
 	}
 }
 
-// TestOldLogThenBatches: a log written by an older build (single-command
-// entries, tokens = indexes) followed by batch entries replays here, and
-// the later reservations' tokens are above the earlier ones.
-func TestOldLogThenBatches(t *testing.T) {
+// TestEntryOfAnotherFormIsRefused: an entry that is not a batch this
+// build reads (a lone command, the JSON command of builds before the
+// binary codec, a batch of another version, nothing) is answered with one
+// INVALID_REQUEST Response that names its first byte, changes nothing,
+// still moves the applied index, and does not stop the entries after it.
+func TestEntryOfAnotherFormIsRefused(t *testing.T) {
 	f := fsm.New()
-	old := f.Apply(commandLog(t, 5, fsm.Reserve(key("r1"), fp, execution("e1", "n1")))).(fsm.Response)
-	if old.Code != "" || old.Record.Seq != 5 {
-		t.Fatalf("old entry: %+v", old)
+	before := mustHash(t, f)
+	lone := mustEncode(t, fsm.Reserve(key("r1"), fp, execution("e1", "n1")))
+	newer := append([]byte{0xB2}, mustBatch(t, lone)[1:]...)
+	for i, data := range [][]byte{
+		lone,
+		[]byte(`{"v":1,"type":"reserve","key":{"principal":"alice","session_id":"s1","request_id":"r1"},"fingerprint":"fp-a",` +
+			`"execution":{"execution_id":"e1","tool":"t","node_id":"n1","started_at":"2026-11-30T10:00:00Z"}}`),
+		newer,
+		nil,
+	} {
+		index := uint64(i + 1)
+		r, ok := f.Apply(batchLog(index, data)).(fsm.Response)
+		if !ok || r.Code != store.CodeInvalidRequest || !errors.Is(r.Err(), store.ErrInvalid) {
+			t.Fatalf("entry %q: answered %#v, want one INVALID_REQUEST", data, r)
+		}
+		if len(data) > 0 && !strings.Contains(r.Message, fmt.Sprintf("first byte %#02x", data[0])) {
+			t.Errorf("entry %q: message %q does not name its first byte", data, r.Message)
+		}
+		if got := mustHash(t, f); got != before {
+			t.Fatalf("entry %q changed the state", data)
+		}
+		if f.AppliedIndex() != index {
+			t.Fatalf("applied index %d, want %d", f.AppliedIndex(), index)
+		}
 	}
-	b, err := fsm.EncodeBatch([][]byte{mustEncode(t, fsm.Reserve(key("r2"), fp, execution("e2", "n1")))})
+	rs, ok := f.Apply(batchLog(9, mustBatch(t, lone))).(fsm.Responses)
+	if !ok || len(rs) != 1 || rs[0].Outcome != store.Reserved || rs[0].Record.Seq != fsm.Token(9, 0) {
+		t.Fatalf("the batch after them: %#v", rs)
+	}
+}
+
+// TestBatchRefusesCommandsOfAnotherForm: a command of a batch that is not
+// in the binary form of this build (the JSON of builds before it, a newer
+// tag) is refused alone, naming its first byte, on every replica alike.
+func TestBatchRefusesCommandsOfAnotherForm(t *testing.T) {
+	good := mustEncode(t, fsm.Interrupt("n1"))
+	newer := append([]byte{0xC3}, good[1:]...)
+	b := mustBatch(t, []byte(`{"v":1,"type":"interrupt","node_id":"n1"}`), newer, good)
+	a, c := fsm.New(), fsm.New()
+	ra, rc := a.Apply(batchLog(1, b)), c.Apply(batchLog(1, b))
+	if !bytes.Equal(mustJSON(t, ra), mustJSON(t, rc)) || mustHash(t, a) != mustHash(t, c) {
+		t.Fatalf("two replicas answered %s and %s", mustJSON(t, ra), mustJSON(t, rc))
+	}
+	rs, ok := ra.(fsm.Responses)
+	if !ok || len(rs) != 3 || rs[2].Code != "" {
+		t.Fatalf("answered %#v", ra)
+	}
+	for i, first := range []byte{'{', 0xC3} {
+		if rs[i].Code != store.CodeInvalidRequest || !strings.Contains(rs[i].Message, fmt.Sprintf("first byte %#02x", first)) {
+			t.Errorf("command %d: %+v, want INVALID_REQUEST naming the byte %#02x", i, rs[i], first)
+		}
+	}
+}
+
+func mustBatch(tb fataler, cmds ...[]byte) []byte {
+	tb.Helper()
+	b, err := fsm.EncodeBatch(cmds)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatalf("batch: %v", err)
 	}
-	rs := f.Apply(batchLog(6, b)).(fsm.Responses)
-	if rs[0].Code != "" || rs[0].Record.Seq <= old.Record.Seq || rs[0].Record.Seq != fsm.Token(6, 0) {
-		t.Fatalf("batch after the old entry: %+v", rs[0])
-	}
-	// A snapshot in the format of older builds (JSON) restores, and
-	// batches apply on top of it.
-	bin, err := f.SnapshotBytes()
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap, err := mustRestore(t, bin).MarshalSnapshotJSON()
-	if err != nil || snap[0] != '{' {
-		t.Fatalf("JSON snapshot %.20q: %v", snap, err)
-	}
-	g := fsm.New()
-	if err := g.Restore(io.NopCloser(bytes.NewReader(snap))); err != nil {
-		t.Fatal(err)
-	}
-	b, err = fsm.EncodeBatch([][]byte{mustEncode(t, fsm.Reserve(key("r3"), fp, execution("e3", "n1")))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rs := g.Apply(batchLog(9, b)).(fsm.Responses); rs[0].Code != "" || rs[0].Record.Seq != fsm.Token(9, 0) {
-		t.Fatalf("batch after a restore: %+v", rs[0])
-	}
+	return b
 }

@@ -143,8 +143,8 @@ func TestStoreBytesRefusal(t *testing.T) {
 	if p := mustRestore(t, before); p.State().MaxBytes() != 250 || p.State().Bytes() != x.p.State().Bytes() {
 		t.Fatalf("restored MaxBytes %d, Bytes %d", p.State().MaxBytes(), p.State().Bytes())
 	}
-	// A capacity command without max_bytes (as an older leader sends)
-	// removes the bound on every replica alike.
+	// A capacity command with max_bytes 0 removes the bound on every
+	// replica alike.
 	x.mustOK(fsm.SetLimits(100, 0))
 	x.mustReserve("a3", "e-a3", "n1")
 	if got := x.p.State().MaxBytes(); got != 0 {

@@ -12,11 +12,9 @@ import (
 
 // The binary command codec. Every replica decodes every command it
 // applies, so the decoding is on every node's hot path and in every
-// restart's replay; this format decodes several times faster than the
-// JSON of earlier builds, which nodes still read (Decode tells them apart
-// by their first byte).
+// restart's replay; this format decodes several times faster than JSON.
 //
-//	0xC1            binary command, version 1
+//	0xC1            binary command, version 1 (the tag: forms.go)
 //	type            one byte (typeCodes)
 //	fields          the type's payload, in a fixed order (see encodeBody)
 //
@@ -26,9 +24,9 @@ import (
 // 1; a time its Unix seconds (varint), nanoseconds (uvarint) and zone
 // offset in seconds (varint; 0 is UTC). Nothing may follow the payload.
 //
-// A JSON payload is written as encoding/json writes a json.RawMessage into
-// a command (compacted, with <, > and & escaped): the records a binary
-// command makes are byte for byte those its JSON would have made.
+// A JSON payload is written as encoding/json writes a json.RawMessage
+// (compacted, with <, > and & escaped; Logged), so every replica's record
+// holds the same bytes.
 const commandTag byte = 0xC1
 
 // typeCodes numbers the command types in the binary format. Codes are
@@ -72,21 +70,13 @@ func Encode(c Command) ([]byte, error) {
 
 // PeekType returns the type of an encoded command without decoding it
 // (for logs and metrics; the FSM decodes and decides). ok is false when
-// data does not begin like a command of either format.
+// data does not begin like a command (for now, it also names the type of
+// a JSON command of earlier builds: compat.go).
 func PeekType(data []byte) (t Type, ok bool) {
 	if len(data) >= 2 && data[0] == commandTag && int(data[1]) < len(codeTypes) && codeTypes[data[1]] != "" {
 		return codeTypes[data[1]], true
 	}
-	const prefix = `{"v":1,"type":"`
-	if len(data) > len(prefix) && string(data[:len(prefix)]) == prefix {
-		rest := data[len(prefix):]
-		for i := 0; i < len(rest) && i <= 32; i++ {
-			if rest[i] == '"' {
-				return Type(rest[:i]), i > 0
-			}
-		}
-	}
-	return "", false
+	return peekJSONType(data)
 }
 
 // encoder appends fields to b; the first field that cannot be written
@@ -128,9 +118,8 @@ func (e *encoder) time(t time.Time) {
 
 // Logged returns a result's data or error as a command's log entry holds
 // it, and so as every replica's record holds it: compacted, with <, > and
-// & escaped, as encoding/json writes a json.RawMessage (the JSON format of
-// earlier builds did, and the binary one keeps those bytes); nil when
-// empty. It fails for bytes that are not JSON.
+// & escaped, as encoding/json writes a json.RawMessage; nil when empty. It
+// fails for bytes that are not JSON.
 func Logged(raw json.RawMessage) (json.RawMessage, error) {
 	if len(raw) == 0 {
 		return nil, nil
@@ -202,8 +191,8 @@ func (e *encoder) body(c Command) error {
 		}
 		e.bool(c.Resolution.AllowRunning)
 		if c.Resolution.By != "" {
-			// Written only when set: a resolve of a build before By
-			// ended here, and still decodes.
+			// Written only when set: a resolve by nobody named ends
+			// after AllowRunning.
 			e.str(c.Resolution.By)
 		}
 	case TypeRelease:
@@ -334,7 +323,7 @@ func decodeBinary(data []byte) (Command, error) {
 	if len(data) < 2 || int(data[1]) >= len(codeTypes) || codeTypes[data[1]] == "" {
 		return Command{}, fmt.Errorf("%w: unknown binary command type", ErrMalformed)
 	}
-	c := Command{V: Version, Type: codeTypes[data[1]]}
+	c := Command{Type: codeTypes[data[1]]}
 	d := decoder{b: data[2:]}
 	switch c.Type {
 	case TypeReserve:

@@ -1,17 +1,12 @@
 package fsm
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/carmyhq/carmy/store"
 )
-
-// Version is the command envelope's version. A node refuses (and does not
-// apply) a command of a version it does not know, rather than guess.
-const Version = 1
 
 // Type tags a command.
 type Type string
@@ -30,10 +25,11 @@ const (
 	TypeNodeRemoved Type = "node_removed"
 )
 
-// Command is one entry of the log: a type and exactly the payload that
-// type needs.
+// Command is one command of the log: a type and exactly the payload that
+// type needs. On the log it is in the binary form of codec.go (Encode,
+// Decode), whose first byte names the form and its version; the JSON tags
+// only name the fields for logs and tests.
 type Command struct {
-	V    int  `json:"v"`
 	Type Type `json:"type"`
 
 	Key          *store.Key        `json:"key,omitempty"`
@@ -62,79 +58,69 @@ type NodeInfo struct {
 
 // Reserve proposes exec for an identity.
 func Reserve(key store.Key, fingerprint string, exec store.Execution) Command {
-	return Command{V: Version, Type: TypeReserve, Key: &key, Fingerprint: fingerprint, Execution: &exec}
+	return Command{Type: TypeReserve, Key: &key, Fingerprint: fingerprint, Execution: &exec}
 }
 
 // Complete records an execution's result.
 func Complete(key store.Key, fingerprint string, res store.Result) Command {
-	return Command{V: Version, Type: TypeComplete, Key: &key, Fingerprint: fingerprint, Result: &res}
+	return Command{Type: TypeComplete, Key: &key, Fingerprint: fingerprint, Result: &res}
 }
 
 // Cancel records cancelled for a running execution.
 func Cancel(executionID string, res store.Result) Command {
-	return Command{V: Version, Type: TypeCancel, ExecutionID: executionID, Result: &res}
+	return Command{Type: TypeCancel, ExecutionID: executionID, Result: &res}
 }
 
 // Resolve settles an open execution with an established outcome.
 func Resolve(executionID string, r store.Resolution) Command {
-	return Command{V: Version, Type: TypeResolve, ExecutionID: executionID, Resolution: &r}
+	return Command{Type: TypeResolve, ExecutionID: executionID, Resolution: &r}
 }
 
 // Release removes an open execution's reservation.
 func Release(executionID string, allowRunning bool) Command {
-	return Command{V: Version, Type: TypeRelease, ExecutionID: executionID, AllowRunning: allowRunning}
+	return Command{Type: TypeRelease, ExecutionID: executionID, AllowRunning: allowRunning}
 }
 
 // Interrupt marks every running execution of a node interrupted.
 func Interrupt(nodeID string) Command {
-	return Command{V: Version, Type: TypeInterrupt, NodeID: nodeID}
+	return Command{Type: TypeInterrupt, NodeID: nodeID}
 }
 
 // Expire removes finished records that finished before cutoff.
 func Expire(cutoff time.Time) Command {
-	return Command{V: Version, Type: TypeExpire, Cutoff: cutoff}
+	return Command{Type: TypeExpire, Cutoff: cutoff}
 }
 
 // SetLimits sets the cluster-wide bounds: on records (entries, positive)
-// and on bytes (store.RecordSize summed over every record; 0: none). A
-// capacity command of a build before byte bounds carries no max_bytes,
-// and so sets none, on every replica alike.
+// and on bytes (store.RecordSize summed over every record; 0: none).
 func SetLimits(entries int, maxBytes int64) Command {
-	return Command{V: Version, Type: TypeCapacity, Capacity: entries, MaxBytes: maxBytes}
+	return Command{Type: TypeCapacity, Capacity: entries, MaxBytes: maxBytes}
 }
 
 // SetNode records (or replaces) a member's addresses.
 func SetNode(n NodeInfo) Command {
-	return Command{V: Version, Type: TypeNode, Node: &n}
+	return Command{Type: TypeNode, Node: &n}
 }
 
 // RemoveNode forgets a member's addresses.
 func RemoveNode(id string) Command {
-	return Command{V: Version, Type: TypeNodeRemoved, NodeID: id}
+	return Command{Type: TypeNodeRemoved, NodeID: id}
 }
 
 // ErrMalformed is returned by Decode for bytes that are not a command this
-// version understands.
+// build reads: malformed, or of a form it does not know (a newer build's,
+// or the JSON of builds before the binary codec, which no release wrote).
 var ErrMalformed = errors.New("fsm: malformed command")
 
-// Decode parses log bytes, of either format (the binary one Encode
-// writes, or the JSON of earlier builds), into a command and checks that
-// its payload is present for its type.
+// Decode parses a command's log bytes, as Encode writes them, and checks
+// that its payload is present for its type. Anything else, a form of
+// another version included, is refused with ErrMalformed and nothing
+// else: a node never applies a command it had to guess at.
 func Decode(b []byte) (Command, error) {
-	if len(b) > 0 && b[0] == commandTag {
-		return decodeBinary(b)
+	if len(b) == 0 || b[0] != commandTag {
+		return Command{}, fmt.Errorf("%w: %s", ErrMalformed, unknownForm(b, commandTag))
 	}
-	var c Command
-	if err := json.Unmarshal(b, &c); err != nil {
-		return Command{}, fmt.Errorf("%w: %w", ErrMalformed, err)
-	}
-	if c.V != Version {
-		return Command{}, fmt.Errorf("%w: version %d, want %d", ErrMalformed, c.V, Version)
-	}
-	if err := c.check(); err != nil {
-		return Command{}, fmt.Errorf("%w: %s: %w", ErrMalformed, c.Type, err)
-	}
-	return c, nil
+	return decodeBinary(b)
 }
 
 func (c Command) check() error {

@@ -39,9 +39,6 @@ func everyCommand() map[string]fsm.Command {
 func TestCommandRoundTrip(t *testing.T) {
 	for name, c := range everyCommand() {
 		t.Run(name, func(t *testing.T) {
-			if c.V != fsm.Version {
-				t.Fatalf("constructor set version %d, want %d", c.V, fsm.Version)
-			}
 			b := mustEncode(t, c)
 			got, err := fsm.Decode(b)
 			if err != nil {
@@ -72,9 +69,9 @@ func TestCommandConstructorsSetTheirType(t *testing.T) {
 	}
 }
 
-// The zero values that omitempty drops must come back as the same zero
-// values: a capacity of 0 (refused when applied, not lost), an expire with
-// no cutoff, a release without allow_running.
+// Zero values come back as the same zero values: a capacity of 0 (refused
+// when applied, not lost), an expire with no cutoff, a release without
+// allow_running.
 func TestCommandRoundTripOfZeroValues(t *testing.T) {
 	for _, c := range []fsm.Command{
 		fsm.SetLimits(0, 0),
@@ -107,68 +104,6 @@ func TestCommandEncodingKeepsTimesExactly(t *testing.T) {
 	}
 	if _, off := got.Result.FinishedAt.Zone(); off != 3600 {
 		t.Fatalf("offset %d, want 3600", off)
-	}
-}
-
-func TestDecodeRefuses(t *testing.T) {
-	for name, in := range map[string]string{
-		"empty":                     ``,
-		"not json":                  `reserve e1`,
-		"truncated":                 `{"v":1,"type":"reserve"`,
-		"array":                     `[]`,
-		"string":                    `"reserve"`,
-		"null":                      `null`,
-		"trailing garbage":          `{"v":1,"type":"interrupt","node_id":"n1"} x`,
-		"no version":                `{"type":"interrupt","node_id":"n1"}`,
-		"version 0":                 `{"v":0,"type":"interrupt","node_id":"n1"}`,
-		"version 2":                 `{"v":2,"type":"interrupt","node_id":"n1"}`,
-		"version as string":         `{"v":"1","type":"interrupt","node_id":"n1"}`,
-		"no type":                   `{"v":1}`,
-		"unknown type":              `{"v":1,"type":"explode"}`,
-		"type in other case":        `{"v":1,"type":"RESERVE"}`,
-		"reserve without anything":  `{"v":1,"type":"reserve"}`,
-		"reserve without key":       `{"v":1,"type":"reserve","fingerprint":"fp","execution":{"execution_id":"e1"}}`,
-		"reserve with null key":     `{"v":1,"type":"reserve","key":null,"execution":{"execution_id":"e1"}}`,
-		"reserve without execution": `{"v":1,"type":"reserve","key":{"request_id":"r"},"fingerprint":"fp"}`,
-		"complete without result":   `{"v":1,"type":"complete","key":{"request_id":"r"},"fingerprint":"fp"}`,
-		"complete without key":      `{"v":1,"type":"complete","result":{"execution_id":"e1","status":"completed"}}`,
-		"cancel without result":     `{"v":1,"type":"cancel","execution_id":"e1"}`,
-		"resolve without resolution": `{"v":1,"type":"resolve","execution_id":"e1",` +
-			`"result":{"execution_id":"e1","status":"completed"}}`,
-		"node without node":   `{"v":1,"type":"node","node_id":"n1"}`,
-		"node without id":     `{"v":1,"type":"node","node":{"raft_addr":"a","http_addr":"b"}}`,
-		"node with empty id":  `{"v":1,"type":"node","node":{"id":"","raft_addr":"a"}}`,
-		"capacity as string":  `{"v":1,"type":"capacity","capacity":"10"}`,
-		"capacity fraction":   `{"v":1,"type":"capacity","capacity":1.5}`,
-		"bad cutoff":          `{"v":1,"type":"expire","cutoff":"yesterday"}`,
-		"key as string":       `{"v":1,"type":"reserve","key":"r","execution":{"execution_id":"e1"}}`,
-		"execution as array":  `{"v":1,"type":"reserve","key":{"request_id":"r"},"execution":[]}`,
-		"quota as string":     `{"v":1,"type":"reserve","key":{"request_id":"r"},"execution":{"execution_id":"e1","quota":"2"}}`,
-		"quota fraction":      `{"v":1,"type":"reserve","key":{"request_id":"r"},"execution":{"execution_id":"e1","quota":1.5}}`,
-		"allow_running as 1":  `{"v":1,"type":"release","execution_id":"e1","allow_running":1}`,
-		"invalid utf8 syntax": "{\"v\":1,\"type\":\"interrupt\",\"node_id\":\"n1\"\xff}",
-	} {
-		t.Run(name, func(t *testing.T) {
-			c, err := fsm.Decode([]byte(in))
-			if !errors.Is(err, fsm.ErrMalformed) {
-				t.Fatalf("Decode(%q) = %+v, %v; want ErrMalformed", in, c, err)
-			}
-			if c.Type != "" || c.V != 0 {
-				t.Fatalf("Decode returned a command with its error: %+v", c)
-			}
-		})
-	}
-}
-
-// Commands written by a later minor revision with fields this one does not
-// know still decode: unknown fields are ignored, the version decides.
-func TestDecodeIgnoresUnknownFields(t *testing.T) {
-	c, err := fsm.Decode([]byte(`{"v":1,"type":"interrupt","node_id":"n1","reason":"restart"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.Type != fsm.TypeInterrupt || c.NodeID != "n1" {
-		t.Fatalf("decoded %+v", c)
 	}
 }
 

@@ -51,7 +51,7 @@ func TestDedupeWindowReplicasAgree(t *testing.T) {
 		if w.exec == "" {
 			continue
 		}
-		r := answers[i].(fsm.Response)
+		r := only(t, answers[i])
 		if err := r.Err(); err != nil || r.Outcome != w.outcome || r.Record.ExecutionID != w.exec {
 			t.Errorf("entry %d: %v %v %s, want %v %s", i+1, err, r.Outcome, r.Record.ExecutionID, w.outcome, w.exec)
 		}

@@ -14,7 +14,16 @@
 // follower forwarded the command: an error travels as its SPEC code
 // (store.Code) with its fields (the record, the operation, the principal
 // and quota, a message), and Response.Err rebuilds the same store error on
-// any node. Its JSON still reads, and still writes for older nodes, the
-// error tokens of builds before the SPEC codes, so nodes of two builds
-// understand each other through a rolling upgrade.
+// any node.
+//
+// Every form this package writes (a log entry, a command, a snapshot, a
+// Response on the wire) begins with a byte that names it and its version
+// (forms.go), and a reader refuses a form or version it does not know
+// rather than misread it: an entry it cannot read is applied as a
+// refusal that changes nothing, a snapshot of another version is not
+// restored. No older form is read: there has been no release, so no build
+// needs one. A reader kept for an older form goes in compat.go, and is
+// deleted by the rule of docs/design.md ("Compatibility"); the one there
+// today only names the type of an earlier build's JSON command in logs,
+// and goes with a test of cluster that still uses it.
 package fsm

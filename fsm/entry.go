@@ -6,17 +6,12 @@ import (
 	"fmt"
 )
 
-// A Raft log entry of this FSM holds either one command or a batch.
+// A Raft log entry of this FSM is a batch: the commands of one proposer
+// round, in order:
 //
-// A single-command entry is the command's JSON (Encode): it begins with
-// '{'. Builds before batching wrote only those, and this one still reads
-// them, so a log or snapshot of an older node replays here unchanged.
-//
-// A batch entry holds the commands of one proposer round, in order:
-//
-//	0xB1                  the batch format, version 1
+//	0xB1                  the batch format, version 1 (forms.go)
 //	uvarint count         1 ≤ count ≤ MaxBatchCommands
-//	count × (uvarint n, n bytes of one command's JSON)
+//	count × (uvarint n, n bytes of one command, as Encode writes it)
 //
 // nothing after the last command. The FSM applies a batch's commands one
 // by one and answers a Responses, one Response per command in the same
@@ -24,8 +19,9 @@ import (
 // one Raft frame, one follower append and one apply dispatch for all of
 // its commands.
 //
-// A node of a build before batching cannot read a batch entry: upgrade a
-// cluster's followers before its leader (docs/operations.md).
+// An entry that is not a batch this build reads (another first byte, a
+// malformed batch) is applied as a refusal: it changes nothing, on every
+// replica alike, and its proposer learns why (FSM.Apply).
 const batchTag byte = 0xB1
 
 // positionBits is how many low bits of a fencing token hold a command's
@@ -46,18 +42,15 @@ const MaxTokenIndex = 1<<(53-positionBits) - 1
 
 // Token is the fencing token (store.Record.Seq) of the command at
 // position pos of the batch entry at log index: index × 2^12 + pos. It
-// grows strictly in commit order and is unique per command. A
-// single-command entry (of an older build) gives its reservation the
-// index itself, which is below every token of a later batch entry, so the
-// order holds across an upgrade.
+// grows strictly in commit order and is unique per command.
 func Token(index uint64, pos int) uint64 { return index<<positionBits | uint64(pos) }
 
 // ErrMalformedBatch is returned by DecodeBatch for bytes that are not a
 // batch entry.
 var ErrMalformedBatch = errors.New("fsm: malformed batch entry")
 
-// IsBatch reports whether entry data is a batch entry (else it is a single
-// command, or unreadable).
+// IsBatch reports whether entry data begins as a batch entry does (else
+// it is of a form this build does not read).
 func IsBatch(data []byte) bool { return len(data) > 0 && data[0] == batchTag }
 
 // BatchSize returns the bytes EncodeBatch will need for cmds.
@@ -92,7 +85,7 @@ func EncodeBatch(cmds [][]byte) ([]byte, error) {
 // bytes after the last command.
 func DecodeBatch(data []byte) ([][]byte, error) {
 	if !IsBatch(data) {
-		return nil, fmt.Errorf("%w: no batch tag", ErrMalformedBatch)
+		return nil, fmt.Errorf("%w: %s", ErrMalformedBatch, unknownForm(data, batchTag))
 	}
 	rest := data[1:]
 	count, k := binary.Uvarint(rest)

@@ -49,11 +49,12 @@ func (f *FSM) Observe(fn func(index uint64, c Command, r Response), types ...Typ
 	}
 }
 
-// Apply implements raft.FSM. For a single-command entry it returns a
-// Response (one with Code store.CodeInvalidRequest for an entry it cannot
-// decode); for a batch entry (IsBatch) a Responses, one per command in
-// order, or a single such Response when the batch itself cannot be read;
-// nil for other log types.
+// Apply implements raft.FSM. For a batch entry it returns a Responses,
+// one per command in order (a command it cannot decode answered with Code
+// store.CodeInvalidRequest, the others applied); for an entry that is not
+// a batch it can read, a single Response with that code, having changed
+// nothing; nil for other log types. Every replica of a build answers an
+// entry alike, so a refusal keeps them equal.
 func (f *FSM) Apply(l *raft.Log) any {
 	return f.ApplyBatch([]*raft.Log{l})[0]
 }
@@ -77,10 +78,6 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 	f.mu.Lock()
 	for i, l := range logs {
 		if l.Type != raft.LogCommand {
-			continue
-		}
-		if !IsBatch(l.Data) {
-			out[i] = f.applyOne(l.Index, l.Index, l.Data, &seen)
 			continue
 		}
 		cmds, err := DecodeBatch(l.Data)
@@ -109,8 +106,8 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 	return out
 }
 
-// applyOne decodes and applies one command of the entry at index, with
-// token as its fencing token, and keeps it aside for the observer. f.mu
+// applyOne decodes and applies one command of the batch entry at index,
+// with token as its fencing token, and keeps it aside for the observer. f.mu
 // is held.
 func (f *FSM) applyOne(index, token uint64, data []byte, seen *[]observed) Response {
 	c, err := Decode(data)

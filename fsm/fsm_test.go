@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -15,9 +16,25 @@ import (
 	"github.com/carmyhq/carmy/store"
 )
 
+// commandLog is the log entry at index holding c alone, as a batch of one.
 func commandLog(tb testing.TB, index uint64, c fsm.Command) *raft.Log {
 	tb.Helper()
-	return &raft.Log{Index: index, Term: 1, Type: raft.LogCommand, Data: mustEncode(tb, c)}
+	b, err := fsm.EncodeBatch([][]byte{mustEncode(tb, c)})
+	if err != nil {
+		tb.Fatalf("batch of %s: %v", c.Type, err)
+	}
+	return &raft.Log{Index: index, Term: 1, Type: raft.LogCommand, Data: b}
+}
+
+// only returns the Response of the one command of an entry, from the
+// entry's answer out.
+func only(tb fataler, out any) fsm.Response {
+	tb.Helper()
+	rs, ok := out.(fsm.Responses)
+	if !ok || len(rs) != 1 {
+		tb.Fatalf("answer %#v, want the Responses of one command", out)
+	}
+	return rs[0]
 }
 
 // fakeSink is a raft.SnapshotSink over a buffer.
@@ -90,7 +107,7 @@ func populated(tb testing.TB) *fsm.FSM {
 		commandLog(tb, 8, fsm.SetNode(fsm.NodeInfo{ID: "n2", RaftAddr: "127.0.0.1:7002", HTTPAddr: "127.0.0.1:8002"})),
 	}
 	for i, r := range f.ApplyBatch(logs) {
-		if err := r.(fsm.Response).Err(); err != nil {
+		if err := only(tb, r).Err(); err != nil {
 			tb.Fatalf("entry %d: %v", i+1, err)
 		}
 	}
@@ -118,8 +135,7 @@ func TestApplyBatchMixed(t *testing.T) {
 			t.Errorf("result of a %v entry: %#v, want nil", logs[i].Type, out[i])
 		}
 	}
-	reserved, ok := out[0].(fsm.Response)
-	if !ok || reserved.Outcome != store.Reserved || reserved.Record.Seq != 1 {
+	if reserved := only(t, out[0]); reserved.Outcome != store.Reserved || reserved.Record.Seq != fsm.Token(1, 0) {
 		t.Fatalf("reserve: %#v", out[0])
 	}
 	for _, i := range []int{2, 3} {
@@ -128,10 +144,10 @@ func TestApplyBatchMixed(t *testing.T) {
 			t.Fatalf("undecodable entry %d: %#v", logs[i].Index, out[i])
 		}
 	}
-	if r := out[4].(fsm.Response); r.Outcome != store.Uncertain || r.Record.ExecutionID != "e1" {
+	if r := only(t, out[4]); r.Outcome != store.Uncertain || r.Record.ExecutionID != "e1" {
 		t.Fatalf("second reserve: %+v", r)
 	}
-	if r := out[7].(fsm.Response); r.Err() != nil || r.Record.Status != store.StatusCompleted {
+	if r := only(t, out[7]); r.Err() != nil || r.Record.Status != store.StatusCompleted {
 		t.Fatalf("complete: %+v", r)
 	}
 	if got := f.AppliedIndex(); got != 8 {
@@ -153,7 +169,7 @@ func TestAppliedIndexFollowsNonCommandEntries(t *testing.T) {
 	if got := f.AppliedIndex(); got != 4 {
 		t.Fatalf("AppliedIndex %d, want 4", got)
 	}
-	if r := f.Apply(commandLog(t, 5, fsm.Interrupt("n1"))); r.(fsm.Response).Count != 0 {
+	if r := f.Apply(commandLog(t, 5, fsm.Interrupt("n1"))); only(t, r).Count != 0 {
 		t.Fatalf("Apply: %#v", r)
 	}
 	if got := f.AppliedIndex(); got != 5 {
@@ -280,12 +296,12 @@ func TestObserverSeesObservedCommandsInOrder(t *testing.T) {
 	want := []struct {
 		index   uint64
 		typ     fsm.Type
-		out     any
+		out     fsm.Response
 		entries int
 	}{
-		{1, fsm.TypeReserve, out[0], 1},
-		{3, fsm.TypeCancel, out[2], 1},
-		{5, fsm.TypeComplete, out[4], 1},
+		{1, fsm.TypeReserve, only(t, out[0]), 1},
+		{3, fsm.TypeCancel, only(t, out[2]), 1},
+		{5, fsm.TypeComplete, only(t, out[4]), 1},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("observer saw %d commands, want %d: %+v", len(got), len(want), got)
@@ -296,7 +312,7 @@ func TestObserverSeesObservedCommandsInOrder(t *testing.T) {
 			t.Errorf("observation %d: index %d type %s entries %d, want %d %s %d",
 				i, g.index, g.typ, g.entries, w.index, w.typ, w.entries)
 		}
-		if w.out != nil && !bytes.Equal(mustJSON(t, g.resp), mustJSON(t, w.out)) {
+		if !bytes.Equal(mustJSON(t, g.resp), mustJSON(t, w.out)) {
 			t.Errorf("observation %d: response %+v, Apply returned %+v", i, g.resp, w.out)
 		}
 	}
@@ -416,7 +432,7 @@ func TestRestoreFailureKeepsTheState(t *testing.T) {
 			if f.AppliedIndex() != 8 {
 				t.Fatalf("a failed Restore moved the applied index to %d", f.AppliedIndex())
 			}
-			if r := f.Apply(commandLog(t, 9, fsm.Reserve(key("r9"), fp, execution("e9", "n1")))); r.(fsm.Response).Outcome != store.Reserved {
+			if r := f.Apply(commandLog(t, 9, fsm.Reserve(key("r9"), fp, execution("e9", "n1")))); only(t, r).Outcome != store.Reserved {
 				t.Fatalf("apply after a failed Restore: %#v", r)
 			}
 		})
@@ -494,12 +510,12 @@ func TestReadsConcurrentWithApply(t *testing.T) {
 	for round := range 30 {
 		var logs []*raft.Log
 		for i := range 10 {
-			id := string(rune('a'+i)) + itoa(round)
+			id := string(rune('a'+i)) + strconv.Itoa(round)
 			logs = append(logs,
 				commandLog(t, next(), fsm.Reserve(key(id), fp, execution("e-"+id, "n1"))),
 				commandLog(t, next(), fsm.Complete(key(id), fp, completed("e-"+id, `1`, t0))))
 		}
-		logs = append(logs, commandLog(t, next(), fsm.SetNode(fsm.NodeInfo{ID: "n1", RaftAddr: itoa(round)})))
+		logs = append(logs, commandLog(t, next(), fsm.SetNode(fsm.NodeInfo{ID: "n1", RaftAddr: strconv.Itoa(round)})))
 		f.ApplyBatch(logs)
 		switch round % 10 {
 		case 4:

@@ -38,14 +38,11 @@ func commandSeeds(tb testing.TB) [][]byte {
 	}
 	return append(out,
 		nil,
-		[]byte(`null`),
-		[]byte(`{"v":1}`),
-		[]byte(`{"v":2,"type":"interrupt"}`),
-		[]byte(`{"v":1,"type":"reserve","key":{},"execution":{}}`),
-		[]byte(`{"v":1,"type":"complete","key":{"principal":"alice","session_id":"s1","request_id":"run"},"fingerprint":"fp-a",`+
-			`"result":{"execution_id":"e-run","status":"completed","data":[1, 2,	3],"finished_at":"2026-11-30T10:00:00+01:00"}}`),
-		[]byte(`{"v":1,"type":"expire","cutoff":"9999-12-31T23:59:59.999999999-23:59"}`),
-		[]byte(`{"v":1,"type":"node","node":{"id":"\ud800"}}`),
+		[]byte(`{"v":1,"type":"interrupt","node_id":"n1"}`), // the JSON of builds before the binary codec
+		[]byte{0xC1},
+		[]byte{0xC1, 6},
+		[]byte{0xC3, 6, 0},
+		[]byte{0xC1, 9, 1, 'n', 0, 0, 0},
 	)
 }
 
@@ -102,8 +99,8 @@ func FuzzRestoreSnapshot(f *testing.F) {
 	for _, b := range badSnapshots() {
 		f.Add(b)
 	}
-	f.Add(snapshotJSON(1, 3, 9, `[`+recordJSON("e2", "r2", 9)+`,`+recordJSON("e1", "r1", 4)+`]`,
-		`[{"id":"n2","raft_addr":"b"},{"id":"n1"},{"id":"n1","http_addr":"again"}]`))
+	f.Add(handSnapshot(f, 3, 9, records(handRecord("e2", "r2", 9), handRecord("e1", "r1", 4)),
+		fsm.NodeInfo{ID: "n2", RaftAddr: "b"}, fsm.NodeInfo{ID: "n1"}, fsm.NodeInfo{ID: "n1", HTTPAddr: "again"}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		x := seeded(t)
 		before := x.snapshot()

@@ -206,7 +206,7 @@ func normalize(tb fataler, c fsm.Command) fsm.Command {
 
 // payloadOnly returns c with only the fields of its type.
 func payloadOnly(c fsm.Command) fsm.Command {
-	out := fsm.Command{V: c.V, Type: c.Type}
+	out := fsm.Command{Type: c.Type}
 	switch c.Type {
 	case fsm.TypeReserve:
 		out.Key, out.Fingerprint, out.Execution = c.Key, c.Fingerprint, c.Execution

@@ -529,7 +529,7 @@ func TestNodeTable(t *testing.T) {
 func TestApplyUnknownType(t *testing.T) {
 	x := newProc(t)
 	before := x.snapshot()
-	r := x.apply(fsm.Command{V: fsm.Version, Type: "explode"})
+	r := x.apply(fsm.Command{Type: "explode"})
 	if r.Code != store.CodeInvalidRequest || !errors.Is(r.Err(), store.ErrInvalid) {
 		t.Fatalf("unknown type: %+v", r)
 	}

@@ -2,9 +2,7 @@ package fsm_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
-	"reflect"
 	"testing"
 	"time"
 
@@ -143,8 +141,8 @@ func TestQuotaSameAfterRestore(t *testing.T) {
 func TestQuotaResponseOverTheWire(t *testing.T) {
 	r := fsm.Response{Code: store.CodeCapacity, Principal: "planner", Quota: 5}
 	b := mustJSON(t, r)
-	// The code and its fields, and the token an older build reads.
-	if want := `{"code":"IDEMPOTENCY_CAPACITY","principal":"planner","quota":5,"error":"capacity"}`; string(b) != want {
+	// The code and its fields, nothing else.
+	if want := `{"code":"IDEMPOTENCY_CAPACITY","principal":"planner","quota":5}`; string(b) != want {
 		t.Fatalf("wire form %s, want %s", b, want)
 	}
 	wantQuotaResponse(t, r, "planner", 5)
@@ -152,14 +150,5 @@ func TestQuotaResponseOverTheWire(t *testing.T) {
 	var qe *store.QuotaError
 	if err := overTheWire(t, fsm.Response{Code: store.CodeCapacity}).Err(); err != store.ErrCapacity || errors.As(err, &qe) {
 		t.Fatalf("capacity: %v, want ErrCapacity itself", err)
-	}
-	// The wire form of builds before the SPEC codes still reads as the
-	// same quota error.
-	var old fsm.Response
-	if err := json.Unmarshal([]byte(`{"count":5,"error":"principal_capacity","message":"planner"}`), &old); err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(old, r) {
-		t.Fatalf("older wire form read as %+v, want %+v", old, r)
 	}
 }

@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -13,32 +12,33 @@ import (
 // it is plain data: an error is carried as its SPEC code (SPEC §2.2,
 // store.Code) and its fields, and rebuilt by Err into the same store error
 // the state returned, so errors.Is works on the proposer exactly as on the
-// leader.
+// leader. Its binary form is AppendResponse's; its JSON (the field tags)
+// is for the internal HTTP answer and for tests and tools.
 type Response struct {
-	Outcome store.Outcome
+	Outcome store.Outcome `json:"outcome,omitempty"`
 	// Record is the record the command produced or, with an error, the
 	// one that refused it (INVALID_STATE, IDEMPOTENCY_CONFLICT).
-	Record store.Record
+	Record store.Record `json:"record,omitzero"`
 	// Count is how many records an interrupt or expire changed.
-	Count int
+	Count int `json:"count,omitempty"`
 	// Code is the error's SPEC code, "" on success.
-	Code store.Code
+	Code store.Code `json:"code,omitempty"`
 	// Message details an INVALID_REQUEST (what was wrong).
-	Message string
+	Message string `json:"message,omitempty"`
 	// Op is the operation an INVALID_STATE refused ("complete", …).
-	Op string
+	Op string `json:"op,omitempty"`
 	// Principal and Quota name the principal of an IDEMPOTENCY_CAPACITY
 	// that is a *store.QuotaError, and the quota it reached. Without a
 	// Principal the error is store.ErrCapacity itself.
-	Principal string
-	Quota     int
+	Principal string `json:"principal,omitempty"`
+	Quota     int    `json:"quota,omitempty"`
 	// Bytes is the byte quota a *store.QuotaError reached (0: it was
 	// Quota). Resource and Limit name the bound of a *store.CapacityError
 	// (the store's bound on bytes); without them and a Principal the
 	// error is store.ErrCapacity itself.
-	Bytes    int64
-	Resource string
-	Limit    int64
+	Bytes    int64  `json:"bytes,omitempty"`
+	Resource string `json:"resource,omitempty"`
+	Limit    int64  `json:"limit,omitempty"`
 }
 
 // responseOf builds the Response of an application that returned rec and
@@ -105,99 +105,4 @@ func (r Response) Err() error {
 		return store.ErrInvalid.WithMessage(r.Message)
 	}
 	return store.ErrInvalid.WithMessage(fmt.Sprintf("%s: %s", r.Code, r.Message))
-}
-
-// responseJSON is a Response on the wire.
-//
-// Before the SPEC codes, a Response carried its error as a token of its
-// own in "error" ("capacity", "principal_capacity", "not_found",
-// "invalid_state", "conflict", "invalid"), with a quota error's principal
-// in "message" and its quota in "count", and a state error's operation in
-// "message". A Response travels between nodes of possibly different
-// builds (a follower of a rolling upgrade forwards to a leader of
-// another), so both directions are kept readable: UnmarshalJSON reads the
-// old token where "code" is missing, and MarshalJSON writes, beside the
-// code and its fields, the old token, from which an older node rebuilds
-// the same sentinel (a quota error reads there as a plain capacity error,
-// and a state error without its operation's name).
-type responseJSON struct {
-	Outcome   store.Outcome `json:"outcome,omitempty"`
-	Record    store.Record  `json:"record,omitzero"`
-	Count     int           `json:"count,omitempty"`
-	Code      store.Code    `json:"code,omitempty"`
-	Message   string        `json:"message,omitempty"`
-	Op        string        `json:"op,omitempty"`
-	Principal string        `json:"principal,omitempty"`
-	Quota     int           `json:"quota,omitempty"`
-	Bytes     int64         `json:"bytes,omitempty"`
-	Resource  string        `json:"resource,omitempty"`
-	Limit     int64         `json:"limit,omitempty"`
-	Legacy    string        `json:"error,omitempty"`
-}
-
-// The error tokens of builds before the SPEC codes.
-const (
-	legacyCapacity          = "capacity"
-	legacyPrincipalCapacity = "principal_capacity"
-	legacyNotFound          = "not_found"
-	legacyInvalidState      = "invalid_state"
-	legacyConflict          = "conflict"
-	legacyInvalid           = "invalid"
-)
-
-// MarshalJSON implements json.Marshaler.
-func (r Response) MarshalJSON() ([]byte, error) {
-	w := responseJSON{
-		Outcome: r.Outcome, Record: r.Record, Count: r.Count,
-		Code: r.Code, Message: r.Message, Op: r.Op, Principal: r.Principal, Quota: r.Quota,
-		Bytes: r.Bytes, Resource: r.Resource, Limit: r.Limit,
-	}
-	switch r.Code {
-	case "":
-	case store.CodeCapacity:
-		w.Legacy = legacyCapacity
-	case store.CodeNotFound:
-		w.Legacy = legacyNotFound
-	case store.CodeInvalidState:
-		w.Legacy = legacyInvalidState
-	case store.CodeConflict:
-		w.Legacy = legacyConflict
-	default:
-		w.Legacy = legacyInvalid
-	}
-	return json.Marshal(w)
-}
-
-// UnmarshalJSON implements json.Unmarshaler.
-func (r *Response) UnmarshalJSON(b []byte) error {
-	var w responseJSON
-	if err := json.Unmarshal(b, &w); err != nil {
-		return err
-	}
-	*r = Response{
-		Outcome: w.Outcome, Record: w.Record, Count: w.Count,
-		Code: w.Code, Message: w.Message, Op: w.Op, Principal: w.Principal, Quota: w.Quota,
-		Bytes: w.Bytes, Resource: w.Resource, Limit: w.Limit,
-	}
-	if w.Code != "" || w.Legacy == "" {
-		return nil
-	}
-	// An older node's answer.
-	switch w.Legacy {
-	case legacyCapacity:
-		r.Code = store.CodeCapacity
-	case legacyPrincipalCapacity:
-		r.Code, r.Principal, r.Quota, r.Count, r.Message = store.CodeCapacity, w.Message, w.Count, 0, ""
-	case legacyNotFound:
-		r.Code = store.CodeNotFound
-	case legacyInvalidState:
-		r.Code, r.Op, r.Message = store.CodeInvalidState, w.Message, ""
-	case legacyConflict:
-		r.Code = store.CodeConflict
-	case legacyInvalid:
-		r.Code = store.CodeInvalidRequest
-	default:
-		r.Code, r.Message = store.CodeInvalidRequest, w.Legacy+": "+w.Message
-	}
-	return nil
 }

@@ -11,11 +11,11 @@ import (
 	"github.com/carmyhq/carmy/store"
 )
 
-// The binary snapshot format (version 2), in the encoding of the binary
-// command codec (codec.go): the tag, then blocks, each a uvarint length
-// and that many bytes, read with the codec's decoder:
+// The snapshot format, version 2 (SnapshotVersion), in the encoding of
+// the binary command codec (codec.go): the tag, then blocks, each a
+// uvarint length and that many bytes, read with the codec's decoder:
 //
-//	0xC2        a binary snapshot
+//	0xC2        a snapshot (forms.go)
 //	header      version (2), capacity, capacity_set, max_bytes, last_seq,
 //	            index, the count of records
 //	records     one block each: execution_id, principal, session_id,
@@ -25,18 +25,28 @@ import (
 //	            gossip_addr
 //
 // and nothing after. Records come in Seq order and nodes in id order, so
-// equal states give equal bytes. It is read about three times faster than
-// the JSON of version 1, which is what a restart spends most of its time
-// on with a full store.
+// equal states give equal bytes.
+//
+// What every later version must keep, so that this build can name it: the
+// tag, and a first block that begins with the version (a uvarint). A
+// reader checks the version before anything else of the header, and
+// refuses a version it does not read, naming both, rather than misread
+// the rest.
 const snapshotTag byte = 0xC2
 
 // maxSnapshotBlock bounds one block of a binary snapshot: above what a
 // command may carry (maxCommandBytes in cluster is 64 MiB).
 const maxSnapshotBlock = 128 << 20
 
-// writeTo writes d in the binary format, one record at a time (see
-// writeJSON).
-func (d snapshotData) writeTo(w io.Writer) error {
+// writeTo writes d in the format of SnapshotVersion, one record at a
+// time: a snapshot of a full store is never held in memory as a whole,
+// only its records' structs (their payloads shared with the state) and
+// one record's bytes at a time.
+func (d snapshotData) writeTo(w io.Writer) error { return d.writeVersion(w, SnapshotVersion) }
+
+// writeVersion is writeTo with the header's version given (tests write
+// others).
+func (d snapshotData) writeVersion(w io.Writer, version uint64) error {
 	bw := bufio.NewWriterSize(w, 256<<10)
 	bw.WriteByte(snapshotTag)
 	var e encoder
@@ -46,7 +56,7 @@ func (d snapshotData) writeTo(w io.Writer) error {
 		bw.Write(e.b)
 		e.b = e.b[:0]
 	}
-	e.uint(SnapshotVersion)
+	e.uint(version)
 	e.int(int64(d.Capacity))
 	e.bool(d.CapacitySet)
 	e.int(d.MaxBytes)
@@ -88,9 +98,8 @@ func (e *encoder) record(r *store.Record) error {
 	e.str(r.NodeID)
 	e.time(r.StartedAt)
 	e.time(r.FinishedAt)
-	// The resolved byte: 0 not resolved, 1 resolved, 2 resolved and by
-	// whom (a string follows). A snapshot of a build before ResolvedBy
-	// holds only 0 and 1.
+	// The resolved byte: 0 not resolved, 1 resolved by nobody named, 2
+	// resolved and by whom (a string follows).
 	switch {
 	case r.Resolved && r.ResolvedBy != "":
 		e.b = append(e.b, 2)
@@ -138,7 +147,7 @@ func (d *decoder) record() store.Record {
 	return r
 }
 
-// restoreBinary is RestoreSnapshot for the binary format.
+// restoreBinary is RestoreSnapshot after the tag was seen.
 func (p *Processor) restoreBinary(br *bufio.Reader) error {
 	fail := func(err error) error { return fmt.Errorf("fsm: snapshot: %w", err) }
 	if _, err := br.ReadByte(); err != nil { // the tag
@@ -175,7 +184,14 @@ func (p *Processor) restoreBinary(br *bufio.Reader) error {
 	if err != nil {
 		return fail(err)
 	}
-	version := h.uint()
+	// The version first: the rest of a header of another version need
+	// not read as this one's.
+	switch version := h.uint(); {
+	case h.err != nil:
+		return fail(fmt.Errorf("version: %w", h.err))
+	case version != SnapshotVersion:
+		return &VersionError{Form: "snapshot", Version: version, Want: SnapshotVersion}
+	}
 	var sd snapshotData
 	sd.Capacity = int(h.int())
 	sd.CapacitySet = h.bool()
@@ -184,8 +200,6 @@ func (p *Processor) restoreBinary(br *bufio.Reader) error {
 	switch err := done(h); {
 	case err != nil:
 		return fail(err)
-	case version != SnapshotVersion:
-		return fmt.Errorf("fsm: snapshot version %d, want %d", version, SnapshotVersion)
 	case sd.Capacity <= 0:
 		return fmt.Errorf("fsm: snapshot capacity %d", sd.Capacity)
 	case sd.MaxBytes < 0:

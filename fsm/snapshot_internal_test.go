@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"testing"
@@ -9,50 +8,6 @@ import (
 
 	"github.com/carmyhq/carmy/store"
 )
-
-// TestSnapshotStreamMatchesMarshal: the snapshot written one record at a
-// time is byte for byte what json.Marshal gives for the whole, so its
-// readers (RestoreSnapshot, and the snapshots of earlier builds they
-// read) are unchanged: empty or not, with or without an index, bounds and
-// nodes, and payloads that encoding/json escapes.
-func TestSnapshotStreamMatchesMarshal(t *testing.T) {
-	at := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
-	full := NewProcessor()
-	full.Apply(1, SetLimits(500, 1<<20))
-	full.Apply(2, SetNode(NodeInfo{ID: "n1", RaftAddr: "127.0.0.1:1", HTTPAddr: "127.0.0.1:2"}))
-	for i := range 40 {
-		k := store.Key{Principal: "p", Session: fmt.Sprintf("s%d", i%3), RequestID: fmt.Sprintf("r%d", i)}
-		ex := store.Execution{ID: fmt.Sprintf("e%d", i), Tool: "t<&>", NodeID: "n1", StartedAt: at}
-		token := Token(uint64(10+i), i%5)
-		if r := full.Apply(token, Reserve(k, "fp", ex)); r.Code != "" {
-			t.Fatalf("reserve: %+v", r)
-		}
-		if i%2 == 0 {
-			res := store.Result{ExecutionID: ex.ID, Status: store.StatusCompleted, Data: json.RawMessage(`{"html":"<b>&amp;</b>","n":[1,2.5e3]}`), FinishedAt: at.Add(time.Second)}
-			if r := full.Apply(token+1, Complete(k, "fp", res)); r.Code != "" {
-				t.Fatalf("complete: %+v", r)
-			}
-		}
-	}
-	for name, d := range map[string]snapshotData{
-		"empty":        NewProcessor().snapshot(),
-		"nil slices":   {Version: snapshotJSONVersion, Capacity: 1},
-		"full":         full.snapshot(),
-		"full indexed": func() snapshotData { d := full.snapshot(); d.Index = 12345; return d }(),
-	} {
-		want, err := json.Marshal(d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got bytes.Buffer
-		if err := d.writeJSON(&got); err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got.Bytes(), want) {
-			t.Errorf("%s: streamed\n%s\nwant\n%s", name, got.Bytes(), want)
-		}
-	}
-}
 
 // failingWriter fails every write after the first n bytes.
 type failingWriter struct{ n int }
@@ -79,8 +34,43 @@ func TestSnapshotStreamWriteError(t *testing.T) {
 		if err := p.snapshot().writeTo(&failingWriter{n: n}); err == nil {
 			t.Errorf("a write failing after %d bytes: no error", n)
 		}
-		if err := p.snapshot().writeJSON(&failingWriter{n: n}); err == nil {
-			t.Errorf("a write of JSON failing after %d bytes: no error", n)
+	}
+}
+
+// TestSnapshotOrder: a snapshot holds the records in Seq order and the
+// nodes in id order, whatever order they were applied in, so that equal
+// states give equal bytes.
+func TestSnapshotOrder(t *testing.T) {
+	at := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	p := NewProcessor()
+	for i, id := range []string{"n3", "n1", "n2"} {
+		p.Apply(uint64(i+1), SetNode(NodeInfo{ID: id}))
+	}
+	for i := range 30 {
+		k := store.Key{Principal: "p", Session: fmt.Sprintf("s%d", i%4), RequestID: fmt.Sprintf("r%d", 29-i)}
+		ex := store.Execution{ID: fmt.Sprintf("e%d", 29-i), Tool: "t", NodeID: "n1", StartedAt: at}
+		if r := p.Apply(Token(uint64(10+i), i%3), Reserve(k, "fp", ex)); r.Code != "" {
+			t.Fatalf("reserve: %+v", r)
+		}
+		if i%2 == 0 {
+			res := store.Result{ExecutionID: ex.ID, Status: store.StatusCompleted, Data: json.RawMessage(`1`), FinishedAt: at}
+			if r := p.Apply(Token(uint64(10+i), 4), Complete(k, "fp", res)); r.Code != "" {
+				t.Fatalf("complete: %+v", r)
+			}
+		}
+	}
+	d := p.snapshot()
+	if len(d.Records) != 30 || len(d.Nodes) != 3 {
+		t.Fatalf("%d records and %d nodes, want 30 and 3", len(d.Records), len(d.Nodes))
+	}
+	for i := 1; i < len(d.Records); i++ {
+		if d.Records[i-1].Seq >= d.Records[i].Seq {
+			t.Fatalf("records not ordered by seq: %d then %d", d.Records[i-1].Seq, d.Records[i].Seq)
+		}
+	}
+	for i := 1; i < len(d.Nodes); i++ {
+		if d.Nodes[i-1].ID >= d.Nodes[i].ID {
+			t.Fatalf("nodes not ordered by id: %q then %q", d.Nodes[i-1].ID, d.Nodes[i].ID)
 		}
 	}
 }

@@ -2,7 +2,9 @@ package fsm_test
 
 import (
 	"bytes"
-	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -93,57 +95,115 @@ func TestSnapshotBytesAreCanonical(t *testing.T) {
 			t.Fatal("snapshot bytes change between calls")
 		}
 	}
-	var d struct {
-		Records []store.Record `json:"records"`
-	}
-	bj, err := mustRestore(t, bx).MarshalSnapshotJSON()
+	// (The order of records and nodes in them: TestSnapshotOrder.)
+}
+
+// handSnapshot writes a snapshot by hand, of this build's version, as a
+// corrupted or foreign file could have it: unchecked, records and nodes
+// in the order given.
+func handSnapshot(tb fataler, capacity int, lastSeq uint64, records []store.Record, nodes ...fsm.NodeInfo) []byte {
+	tb.Helper()
+	return versionSnapshot(tb, fsm.SnapshotVersion, fsm.SnapshotParts{Capacity: capacity, LastSeq: lastSeq, Records: records, Nodes: nodes})
+}
+
+func versionSnapshot(tb fataler, version uint64, d fsm.SnapshotParts) []byte {
+	tb.Helper()
+	b, err := fsm.WriteSnapshot(d, version)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatalf("write snapshot: %v", err)
 	}
-	if err := json.Unmarshal(bj, &d); err != nil {
-		t.Fatal(err)
-	}
-	for i := 1; i < len(d.Records); i++ {
-		if d.Records[i-1].Seq >= d.Records[i].Seq {
-			t.Fatalf("records not ordered by seq: %d then %d", d.Records[i-1].Seq, d.Records[i].Seq)
-		}
+	return b
+}
+
+// handRecord is a running record of the identity (p, s, requestID).
+func handRecord(id, requestID string, seq uint64) store.Record {
+	return store.Record{
+		ExecutionID: id, Key: store.Key{Principal: "p", Session: "s", RequestID: requestID}, Tool: "t", Fingerprint: "fp",
+		Status: store.StatusRunning, NodeID: "n1", StartedAt: t0, Seq: seq,
 	}
 }
 
-// snapshotJSON renders a snapshot by hand, as a corrupted or foreign file
-// would have it.
-func snapshotJSON(version, capacity int, lastSeq uint64, records, nodes string) []byte {
-	return []byte(`{"version":` + itoa(version) + `,"capacity":` + itoa(capacity) +
-		`,"last_seq":` + itoa(int(lastSeq)) + `,"records":` + records + `,"nodes":` + nodes + `}`)
-}
-
-func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
-
-func recordJSON(id, requestID string, seq uint64) string {
-	return `{"execution_id":"` + id + `","key":{"principal":"p","session_id":"s","request_id":"` + requestID +
-		`"},"tool":"t","fingerprint":"fp","status":"running","node_id":"n1","started_at":"2026-11-30T10:00:00Z","seq":` +
-		itoa(int(seq)) + `}`
-}
+func records(rs ...store.Record) []store.Record { return rs }
 
 func badSnapshots() map[string][]byte {
+	tb := &panicker{}
+	r := handRecord
+	notJSON := r("e1", "r1", 1)
+	notJSON.Status, notJSON.Data, notJSON.FinishedAt = store.StatusCompleted, []byte(`{"a":`), t0
+	good := handSnapshot(tb, 10, 2, records(r("e1", "r1", 1)))
 	return map[string][]byte{
-		"empty":               nil,
-		"garbage":             []byte("\x00\x01not a snapshot"),
-		"truncated":           snapshotJSON(1, 10, 2, `[`+recordJSON("e1", "r1", 1), `[]`)[:60],
-		"json array":          []byte(`[1,2,3]`),
-		"wrong version":       snapshotJSON(2, 10, 0, `[]`, `[]`),
-		"no version":          []byte(`{"capacity":10,"last_seq":0,"records":[],"nodes":[]}`),
-		"zero capacity":       snapshotJSON(1, 0, 0, `[]`, `[]`),
-		"negative capacity":   snapshotJSON(1, -5, 0, `[]`, `[]`),
-		"duplicate record":    snapshotJSON(1, 10, 2, `[`+recordJSON("e1", "r1", 1)+`,`+recordJSON("e1", "r1", 1)+`]`, `[]`),
-		"duplicate identity":  snapshotJSON(1, 10, 2, `[`+recordJSON("e1", "r1", 1)+`,`+recordJSON("e2", "r1", 2)+`]`, `[]`),
-		"duplicate execution": snapshotJSON(1, 10, 2, `[`+recordJSON("e1", "r1", 1)+`,`+recordJSON("e1", "r2", 2)+`]`, `[]`),
-		"duplicate seq":       snapshotJSON(1, 10, 2, `[`+recordJSON("e1", "r1", 2)+`,`+recordJSON("e2", "r2", 2)+`]`, `[]`),
-		"seq above last_seq":  snapshotJSON(1, 10, 2, `[`+recordJSON("e1", "r1", 3)+`]`, `[]`),
-		"seq zero":            snapshotJSON(1, 10, 2, `[`+recordJSON("e1", "r1", 0)+`]`, `[]`),
-		"node without id":     snapshotJSON(1, 10, 0, `[]`, `[{"id":"","raft_addr":"a"}]`),
-		"records not a list":  snapshotJSON(1, 10, 0, `{}`, `[]`),
-		"bad time":            snapshotJSON(1, 10, 1, `[`+strings.Replace(recordJSON("e1", "r1", 1), "2026-11-30T10:00:00Z", "noon", 1)+`]`, `[]`),
+		"empty":     nil,
+		"garbage":   []byte("\x00\x01not a snapshot"),
+		"truncated": good[:len(good)-3],
+		"the JSON of builds before the binary format": []byte(`{"version":1,"capacity":10,"capacity_set":false,"last_seq":0,"records":[],"nodes":[]}`),
+		"version 1":           versionSnapshot(tb, 1, fsm.SnapshotParts{Capacity: 10}),
+		"newer version":       versionSnapshot(tb, fsm.SnapshotVersion+1, fsm.SnapshotParts{Capacity: 10}),
+		"no version":          {0xC2, 0},
+		"zero capacity":       handSnapshot(tb, 0, 0, nil),
+		"negative capacity":   handSnapshot(tb, -5, 0, nil),
+		"duplicate record":    handSnapshot(tb, 10, 2, records(r("e1", "r1", 1), r("e1", "r1", 1))),
+		"duplicate identity":  handSnapshot(tb, 10, 2, records(r("e1", "r1", 1), r("e2", "r1", 2))),
+		"duplicate execution": handSnapshot(tb, 10, 2, records(r("e1", "r1", 1), r("e1", "r2", 2))),
+		"duplicate seq":       handSnapshot(tb, 10, 2, records(r("e1", "r1", 2), r("e2", "r2", 2))),
+		"seq above last_seq":  handSnapshot(tb, 10, 2, records(r("e1", "r1", 3))),
+		"seq zero":            handSnapshot(tb, 10, 2, records(r("e1", "r1", 0))),
+		"node without id":     handSnapshot(tb, 10, 0, nil, fsm.NodeInfo{RaftAddr: "a"}),
+		"data not JSON":       handSnapshot(tb, 10, 2, records(notJSON)),
+	}
+}
+
+// panicker is a fataler for the fixtures built outside a test.
+type panicker struct{}
+
+func (panicker) Helper()                           {}
+func (panicker) Fatalf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
+
+// A snapshot of a version this build does not read, newer or older, is
+// refused before anything after its version is read, with an error that
+// names both versions; the processor is unchanged.
+func TestRestoreSnapshotOfAnotherVersion(t *testing.T) {
+	// A newer version's header need not read as this one's: here it has
+	// a field more, and its records another layout.
+	newer := []byte{0xC2, 4, fsm.SnapshotVersion + 1, 20, 1, 7, 0xFF, 0xFF}
+	for name, tc := range map[string]struct {
+		b    []byte
+		v    uint64
+		word string
+	}{
+		"newer":         {newer, fsm.SnapshotVersion + 1, "newer build"},
+		"much newer":    {versionSnapshot(t, 1<<40, fsm.SnapshotParts{Capacity: 10}), 1 << 40, "newer build"},
+		"older":         {versionSnapshot(t, 1, fsm.SnapshotParts{Capacity: 10}), 1, "older build"},
+		"zero":          {versionSnapshot(t, 0, fsm.SnapshotParts{Capacity: 10}), 0, "older build"},
+		"newer, intact": {versionSnapshot(t, fsm.SnapshotVersion+1, fsm.SnapshotParts{Capacity: 10}), fsm.SnapshotVersion + 1, "newer build"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			x := seeded(t)
+			before := x.snapshot()
+			err := x.p.RestoreSnapshot(bytes.NewReader(tc.b))
+			var ve *fsm.VersionError
+			if !errors.As(err, &ve) || ve.Version != tc.v || ve.Want != fsm.SnapshotVersion || ve.Form != "snapshot" {
+				t.Fatalf("RestoreSnapshot = %v, want a VersionError of version %d", err, tc.v)
+			}
+			for _, want := range []string{"version " + strconv.FormatUint(tc.v, 10), "reads version " + strconv.Itoa(fsm.SnapshotVersion), tc.word} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not say %q", err, want)
+				}
+			}
+			if !bytes.Equal(x.snapshot(), before) {
+				t.Fatal("a refused snapshot changed the state")
+			}
+		})
+	}
+}
+
+// Bytes that are not a snapshot at all (the JSON of builds before the
+// binary format, anything else) are refused naming their first byte.
+func TestRestoreSnapshotOfAnotherForm(t *testing.T) {
+	for _, b := range [][]byte{[]byte(`{"version":1,"capacity":10,"records":[],"nodes":[]}`), {0xC1, 1}, {0}} {
+		err := fsm.NewProcessor().RestoreSnapshot(bytes.NewReader(b))
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("first byte %#02x", b[0])) {
+			t.Errorf("RestoreSnapshot(%q) = %v, want an error naming the first byte", b, err)
+		}
 	}
 }
 
@@ -168,8 +228,8 @@ func TestRestoreSnapshotRefusesAndKeepsTheState(t *testing.T) {
 }
 
 func TestRestoreSnapshotAcceptsHandWritten(t *testing.T) {
-	b := snapshotJSON(1, 3, 9, `[`+recordJSON("e2", "r2", 9)+`,`+recordJSON("e1", "r1", 4)+`]`,
-		`[{"id":"n2","raft_addr":"b","http_addr":"hb"},{"id":"n1","raft_addr":"a","http_addr":"ha"}]`)
+	b := handSnapshot(t, 3, 9, records(handRecord("e2", "r2", 9), handRecord("e1", "r1", 4)),
+		fsm.NodeInfo{ID: "n2", RaftAddr: "b", HTTPAddr: "hb"}, fsm.NodeInfo{ID: "n1", RaftAddr: "a", HTTPAddr: "ha"})
 	p := mustRestore(t, b)
 	if p.State().Len() != 2 || p.State().LastSeq() != 9 || p.State().Capacity() != 3 {
 		t.Fatalf("restored %d records, last seq %d, capacity %d", p.State().Len(), p.State().LastSeq(), p.State().Capacity())
@@ -206,36 +266,6 @@ func TestRestoreSnapshotCopiesPayloads(t *testing.T) {
 	}
 	if got := mustSnapshot(t, p); !bytes.Equal(got, b) {
 		t.Fatal("restored state shares memory with the snapshot buffer")
-	}
-}
-
-// TestSnapshotFormats: the JSON snapshot of earlier builds and the binary
-// one of this build restore to the same state, and a restored state
-// writes the same binary bytes.
-func TestSnapshotFormats(t *testing.T) {
-	x := seeded(t)
-	x.mustReserve("res", "e-res", "n2")
-	x.mustOK(fsm.Interrupt("n2"))
-	// (Data as a log holds it: the JSON format escapes <, > and &, and
-	// a state applied from commands holds them escaped already.)
-	x.mustOK(fsm.Resolve("e-res", store.Resolution{Result: completed("e-res", `{"a":"\u003c"}`, t0.Add(time.Hour))}))
-	bin := x.snapshot()
-	if bin[0] != 0xC2 {
-		t.Fatalf("this build's snapshot begins with %#x", bin[0])
-	}
-	js, err := x.p.MarshalSnapshotJSON()
-	if err != nil {
-		t.Fatal(err)
-	}
-	fromBin, fromJSON := mustRestore(t, bin), mustRestore(t, js)
-	if !fromBin.Equal(x.p) || !fromJSON.Equal(x.p) || !fromJSON.Equal(fromBin) {
-		t.Fatal("the two formats restore to different states")
-	}
-	if !bytes.Equal(mustSnapshot(t, fromJSON), bin) {
-		t.Fatal("a state restored from JSON writes other binary bytes")
-	}
-	if len(bin) >= len(js) {
-		t.Errorf("the binary snapshot (%d bytes) is not smaller than the JSON one (%d)", len(bin), len(js))
 	}
 }
 
