@@ -12,8 +12,10 @@ import (
 // it is plain data: an error is carried as its SPEC code (SPEC §2.2,
 // store.Code) and its fields, and rebuilt by Err into the same store error
 // the state returned, so errors.Is works on the proposer exactly as on the
-// leader. Its binary form is AppendResponse's; its JSON (the field tags)
-// is for the internal HTTP answer and for tests and tools.
+// leader. Between nodes it travels in its binary form (AppendResponse),
+// which keeps every field exactly; its JSON (the field tags) does not keep
+// a string that is not UTF-8 or a zone offset of seconds, and is for tests
+// and tools.
 type Response struct {
 	Outcome store.Outcome `json:"outcome,omitempty"`
 	// Record is the record the command produced or, with an error, the
