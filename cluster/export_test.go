@@ -1,7 +1,14 @@
 package cluster
 
 import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"time"
 
 	"github.com/hashicorp/raft"
 )
@@ -40,3 +47,63 @@ func BatchFrameCommands(body []byte) ([][]byte, error) {
 // CheckSilence makes Raft check the leader's silence now, as watchSilence
 // does once the leader has been silent long enough.
 func (n *Node) CheckSilence() { n.checkSilence() }
+
+// StreamApply forwards cmds as one batch as a follower does, over a
+// forward stream that hc opens to base (a scheme and an address) with
+// key (when not empty) and this build's protocol version. It returns the
+// upgrade's status (101 when the stream opened) and, once the batch is
+// answered, each command's error (nil: applied).
+func StreamApply(hc *http.Client, base, key string, cmds [][]byte) (int, []error, error) {
+	// A client's Timeout would leave the stream's body unwritable: the
+	// request's context bounds it instead.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c := *hc
+	c.Timeout = 0
+	hc = &c
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+pathStream, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", streamProtocol)
+	req.Header.Set(ProtocolHeader, protocolString)
+	if key != "" {
+		req.Header.Set(keyHeader, key)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		return resp.StatusCode, nil, nil
+	}
+	rw, ok := resp.Body.(io.ReadWriter)
+	if !ok {
+		return resp.StatusCode, nil, errors.New("the stream's body is not writable")
+	}
+	batch := make([]*fwdItem, len(cmds))
+	for i, c := range cmds {
+		batch[i] = &fwdItem{data: c}
+	}
+	if _, err := rw.Write(appendBatchFrame(nil, 0, batch)); err != nil {
+		return resp.StatusCode, nil, err
+	}
+	body, err := readFrame(bufio.NewReader(rw), maxAnswerFrame, nil)
+	if err != nil {
+		return resp.StatusCode, nil, err
+	}
+	_, results, err := decodeAnswerFrame(body)
+	if err != nil {
+		return resp.StatusCode, nil, err
+	}
+	errs := make([]error, len(results))
+	for i, r := range results {
+		errs[i] = r.err()
+		if errs[i] == nil && r.Response != nil && r.Response.Code != "" {
+			errs[i] = fmt.Errorf("applied with code %s", r.Response.Code)
+		}
+	}
+	return resp.StatusCode, errs, nil
+}

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -17,7 +16,7 @@ import (
 // maxBatchBytes together), and up to maxInFlight batches are in flight at
 // once, so followers pay one round trip per batch rather than per
 // command. Batches go over one kept-alive stream per leader address
-// (stream_client.go), or as HTTP requests to a leader of an older build.
+// (stream_client.go).
 type forwarder struct {
 	client  *internalClient
 	metrics *nodeMetrics
@@ -64,7 +63,7 @@ func (f *forwarder) heardSince(t time.Time) bool { return f.heard.Load() > t.Uni
 // wait for a slot: 32 against 8 gave about 7% more calls/s on 3 nodes at
 // 64 clients (docs/performance.md).
 //
-// The leader's body limit (maxInternalReq) holds the largest request the
+// The leader's frame limit (maxBatchFrame) holds the largest batch the
 // forwarder builds: maxBatchBytes, or one command of up to maxCommandBytes,
 // plus the envelope. So the leader never refuses a batch for its size.
 const (
@@ -86,9 +85,13 @@ func batchSlots(batch []*fwdItem) int {
 }
 
 type fwdItem struct {
-	data       []byte
-	deadline   time.Time
-	omitResult bool // see applyRequest.OmitResult
+	data     []byte
+	deadline time.Time
+	// omitResult asks the leader to leave a successful answer's record
+	// data and error out: the sender has them. A completion's answer
+	// would otherwise carry its result back to the node that just sent
+	// it, and every result would cross the network twice.
+	omitResult bool
 	result     chan fwdResult
 }
 
@@ -206,22 +209,8 @@ func batchLen(q []*fwdItem) int {
 	return n
 }
 
-// newApplyRequest is the request that carries batch.
-func newApplyRequest(batch []*fwdItem) applyRequest {
-	req := applyRequest{Commands: make([][]byte, len(batch))}
-	for i, it := range batch {
-		req.Commands[i] = it.data
-		if it.omitResult {
-			req.OmitResult = append(req.OmitResult, i)
-		}
-	}
-	return req
-}
-
-// send sends batch to addr: over the forward stream to addr when it has
-// one (the stream's reader then delivers the answer and frees the batch's
-// slot), or as an HTTP request when addr serves no stream (an older
-// build).
+// send sends batch to addr over the forward stream to addr (the stream's
+// reader then delivers the answer and frees the batch's slot).
 func (f *forwarder) send(addr string, batch []*fwdItem) {
 	// The leader bounds each apply by its own LeaderWait; allow for it.
 	deadline := batch[0].deadline
@@ -231,17 +220,11 @@ func (f *forwarder) send(addr string, batch []*fwdItem) {
 		}
 	}
 	deadline = deadline.Add(2 * time.Second)
-	err := f.sendStream(addr, batch, deadline)
-	if err == nil {
-		return
+	if err := f.sendStream(addr, batch, deadline); err != nil {
+		// Nothing of the batch was sent.
+		f.finish(addr, batch, nil, err, time.Now())
+		f.release(batch)
 	}
-	defer f.release(batch)
-	if errors.Is(err, errNoStream) {
-		f.sendHTTP(addr, batch, deadline)
-		return
-	}
-	// Nothing of the batch was sent.
-	f.finish(addr, batch, nil, err, time.Now())
 }
 
 // release frees the in-flight slots of a batch that has its answer.
@@ -249,26 +232,6 @@ func (f *forwarder) release(batch []*fwdItem) {
 	for range batchSlots(batch) {
 		<-f.sem
 	}
-}
-
-// sendHTTP sends batch as one HTTP request.
-func (f *forwarder) sendHTTP(addr string, batch []*fwdItem, deadline time.Time) {
-	ctx, cancel := context.WithDeadline(f.ctx, deadline)
-	defer cancel()
-	var ans applyAnswer
-	start := time.Now()
-	sent, err := f.client.post(ctx, addr, pathApply, newApplyRequest(batch), &ans)
-	if err == nil {
-		f.heard.Store(time.Now().UnixNano())
-	}
-	if err != nil && sent && !errors.Is(err, errNotLeader) && !errors.Is(err, errRefused) {
-		// The batch was sent and failed whole: a timeout, a broken
-		// connection, or an answer for the batch rather than for each
-		// command (such as a body the leader refused). Some commands
-		// may have been applied, and none was refused for itself.
-		err = &outcomeUnknownError{addr: addr, cause: err}
-	}
-	f.finish(addr, batch, ans.Results, err, start)
 }
 
 // finish gives every command of batch its outcome: err for all when it is
@@ -305,10 +268,10 @@ func (f *forwarder) finish(addr string, batch []*fwdItem, results []applyResult,
 
 // outcomeUnknownError is a forwarded batch that was sent and failed whole.
 // It matches store.ErrCommitUnknown and nothing else: its cause is told
-// in the message but deliberately not wrapped, since a refusal of the
-// batch (an INVALID_REQUEST answer, say) says nothing of each command, and
-// a caller that took it for a refusal of its own command would stop
-// trying to record an outcome that was never recorded.
+// in the message but deliberately not wrapped, since a failure of the
+// batch (a broken stream, an answer that cannot be read) says nothing of
+// each command, and a caller that took it for a refusal of its own
+// command would stop trying to record an outcome that was never recorded.
 type outcomeUnknownError struct {
 	addr  string
 	cause error

@@ -1,9 +1,9 @@
 package cluster
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,91 +15,37 @@ import (
 )
 
 // forwardTo forwards one command through a fresh forwarder to a leader
-// that answers with h, and returns the command's error. The leader serves
-// no forward stream (404, as an older build), so the batch goes as an
-// HTTP request; stream_test.go tests the stream.
-func forwardTo(t *testing.T, h http.HandlerFunc) error {
+// that answers its batch with res over the forward stream, and returns
+// the command's error.
+func forwardTo(t *testing.T, res applyResult) error {
 	t.Helper()
-	leader := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == pathStream {
-			http.NotFound(w, r)
-			return
-		}
-		h(w, r)
-	}))
-	defer leader.Close()
-	c := newInternalClient(Config{}, nil)
-	defer c.close()
-	f := newForwarder(c, newNodeMetrics())
-	defer f.close()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	_, err := f.apply(ctx, leader.Listener.Addr().String(), []byte(`{"v":1,"type":"expire"}`), time.Now().Add(5*time.Second), false)
+	fl := newFakeLeader(t, func(seq uint64, _ [][]byte, w io.Writer) bool {
+		return writeAnswer(w, seq, res)
+	})
+	_, err := forwardOne(t, newTestForwarder(t), fl.addr, "c", 5*time.Second)
 	return err
-}
-
-func answer(status int, body string) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(status)
-		_, _ = w.Write([]byte(body))
-	}
-}
-
-// A batch the leader refuses whole was sent: whether each command was
-// applied is unknown to the follower, and the refusal is no refusal of any
-// command. Its error is store.ErrCommitUnknown and matches no refusal, so
-// that a runtime recording an outcome keeps trying instead of taking it
-// for an invalid result (which left the execution running for good).
-func TestBatchRefusedWholeIsOutcomeUnknown(t *testing.T) {
-	cases := map[string]http.HandlerFunc{
-		// What a leader answered to a body over its limit.
-		"400 invalid":          answer(http.StatusBadRequest, `{"error":"invalid","message":"http: request body too large"}`),
-		"400 INVALID_REQUEST":  answer(http.StatusBadRequest, `{"code":"INVALID_REQUEST","message":"the batch cannot be read","error":"invalid"}`),
-		"413 without a body":   answer(http.StatusRequestEntityTooLarge, ``),
-		"409 conflict":         answer(http.StatusConflict, `{"error":"conflict","message":"no"}`),
-		"404 not found":        answer(http.StatusNotFound, `{"error":"not_found","message":"no"}`),
-		"500 without a body":   answer(http.StatusInternalServerError, ``),
-		"200 unreadable":       answer(http.StatusOK, `{"results":[`),
-		"200 too few results":  answer(http.StatusOK, `{"results":[]}`),
-		"200 without response": answer(http.StatusOK, `{"results":[{}]}`),
-	}
-	refusals := []error{store.ErrInvalid, store.ErrConflict, store.ErrNotFound, store.ErrInvalidState,
-		store.ErrCapacity, store.ErrUncertain, store.ErrUnavailable}
-	for name, h := range cases {
-		t.Run(name, func(t *testing.T) {
-			err := forwardTo(t, h)
-			if !errors.Is(err, store.ErrCommitUnknown) {
-				t.Fatalf("err = %v, want store.ErrCommitUnknown", err)
-			}
-			for _, r := range refusals {
-				if errors.Is(err, r) {
-					t.Errorf("err = %v matches %v too", err, r)
-				}
-			}
-			if store.CodeOf(err) != store.CodeUnavailable {
-				t.Errorf("code %q, want %s", store.CodeOf(err), store.CodeUnavailable)
-			}
-		})
-	}
 }
 
 // Answers that say nothing was applied stay so: the leader refusing this
 // node as a member, or a leader that no longer leads.
 func TestBatchNotAppliedStaysNotApplied(t *testing.T) {
-	err := forwardTo(t, answer(http.StatusForbidden, `{"error":"forbidden","message":"missing or wrong cluster key"}`))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		writeInternalError(w, http.StatusForbidden, codedWireError(store.CodeForbidden, "missing or wrong cluster key"))
+	}))
+	defer srv.Close()
+	_, err := forwardOne(t, newTestForwarder(t), srv.Listener.Addr().String(), "c", 5*time.Second)
 	if !errors.Is(err, store.ErrUnavailable) || errors.Is(err, store.ErrCommitUnknown) || !strings.Contains(err.Error(), "wrong cluster key") {
 		t.Errorf("refused as a member: %v, want ErrUnavailable alone", err)
 	}
-	err = forwardTo(t, answer(http.StatusOK, `{"results":[{"error":"not_leader"}]}`))
+	err = forwardTo(t, applyResult{wireError: wireError{State: stateNotLeader}})
 	if !errors.Is(err, errNotLeader) || errors.Is(err, store.ErrCommitUnknown) {
 		t.Errorf("not the leader: %v", err)
 	}
 }
 
 // Each command's own error is rebuilt as the same store error on the
-// follower, whether the leader wrote it as a SPEC code or, being of an
-// older build, as its own token; "commit_unknown" matches nothing else.
+// follower, from the SPEC code or the state the leader wrote;
+// "commit_unknown" matches nothing else.
 func TestForwardedErrorsKeepTheirMeaning(t *testing.T) {
 	cases := []struct {
 		result string
@@ -107,18 +53,19 @@ func TestForwardedErrorsKeepTheirMeaning(t *testing.T) {
 		not    []error
 		msg    string
 	}{
-		{`{"code":"INVALID_REQUEST","message":"empty command","error":"invalid"}`, store.ErrInvalid, []error{store.ErrCommitUnknown}, "empty command"},
-		{`{"error":"invalid","message":"empty command"}`, store.ErrInvalid, []error{store.ErrCommitUnknown}, "empty command"},
-		{`{"code":"UNAVAILABLE","message":"raft is overloaded","error":"unavailable"}`, store.ErrUnavailable, []error{store.ErrCommitUnknown}, "raft is overloaded"},
-		{`{"error":"unavailable","message":"raft is overloaded"}`, store.ErrUnavailable, []error{store.ErrCommitUnknown}, "raft is overloaded"},
-		{`{"state":"commit_unknown","message":"leadership lost","error":"commit_unknown"}`, store.ErrCommitUnknown,
+		{`{"code":"INVALID_REQUEST","message":"empty command"}`, store.ErrInvalid, []error{store.ErrCommitUnknown}, "empty command"},
+		{`{"code":"UNAVAILABLE","message":"raft is overloaded"}`, store.ErrUnavailable, []error{store.ErrCommitUnknown}, "raft is overloaded"},
+		{`{"state":"commit_unknown","message":"leadership lost"}`, store.ErrCommitUnknown,
 			[]error{store.ErrUnavailable, store.ErrInvalid}, "leadership lost"},
-		{`{"error":"commit_unknown","message":"leadership lost"}`, store.ErrCommitUnknown, []error{store.ErrUnavailable, store.ErrInvalid}, "leadership lost"},
 		{`{"state":"from_the_future","message":"m"}`, store.ErrCommitUnknown, []error{store.ErrInvalid}, "m"},
-		{`{"code":"NOT_FOUND","message":"no member","error":"not_found"}`, store.ErrNotFound, nil, "no member"},
+		{`{"code":"NOT_FOUND","message":"no member"}`, store.ErrNotFound, nil, "no member"},
 	}
 	for _, tc := range cases {
-		err := forwardTo(t, answer(http.StatusOK, `{"results":[`+tc.result+`]}`))
+		var res applyResult
+		if err := json.Unmarshal([]byte(tc.result), &res); err != nil {
+			t.Fatal(err)
+		}
+		err := forwardTo(t, res)
 		if !errors.Is(err, tc.is) || !strings.Contains(err.Error(), tc.msg) {
 			t.Errorf("%s: %v, want %v saying %q", tc.result, err, tc.is, tc.msg)
 		}
@@ -129,7 +76,7 @@ func TestForwardedErrorsKeepTheirMeaning(t *testing.T) {
 		}
 	}
 	// A code no store error carries keeps its code.
-	err := forwardTo(t, answer(http.StatusOK, `{"results":[{"code":"RATE_LIMITED","message":"slow down"}]}`))
+	err := forwardTo(t, applyResult{wireError: wireError{Code: store.CodeRateLimited, Message: "slow down"}})
 	if store.CodeOf(err) != store.CodeRateLimited || err.Error() != "slow down" {
 		t.Errorf("unknown code: %v (%q)", err, store.CodeOf(err))
 	}
@@ -171,10 +118,9 @@ func TestBatchBounds(t *testing.T) {
 	}
 }
 
-// The leader's body limit holds the largest request a forwarder builds:
+// The leader's frame limit holds the largest batch a forwarder builds:
 // the largest single command, or a batch of commands that fit
-// maxBatchBytes together, envelope included (every command asking for its
-// result to be left out: the longest list of indices).
+// maxBatchBytes together, envelope included.
 func TestLargestBatchFitsTheLeadersLimit(t *testing.T) {
 	small := make([]int, maxBatch)
 	for i := range small {
@@ -187,22 +133,11 @@ func TestLargestBatchFitsTheLeadersLimit(t *testing.T) {
 	} {
 		q := items(sizes...)
 		n := batchLen(q)
-		// The request's size: its envelope around one-byte commands, plus
-		// the commands' bytes (a command is a compact JSON object, which
-		// encoding/json copies as it is).
 		for _, it := range q[:n] {
-			it.data, it.omitResult = []byte("0"), true
+			it.omitResult = true
 		}
-		envelope, err := json.Marshal(newApplyRequest(q[:n]))
-		if err != nil {
-			t.Fatal(err)
-		}
-		size := len(envelope) - n
-		for _, s := range sizes[:n] {
-			size += s
-		}
-		if size > maxInternalReq {
-			t.Errorf("%s: a request of %d bytes, over the leader's limit of %d", name, size, maxInternalReq)
+		if size := len(appendBatchFrame(nil, 1<<40, q[:n])) - 4; size > maxBatchFrame {
+			t.Errorf("%s: a frame of %d bytes, over the leader's limit of %d", name, size, maxBatchFrame)
 		}
 	}
 }

@@ -13,15 +13,17 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// Every Raft connection starts with a preamble naming the server id the
-// dialler means to reach: "carmy-raft/1 <id>\n" (the id is empty when the
-// dialler does not know it). The accepting node closes a connection meant
-// for another id. Addresses are not identities: a stale DNS answer, or IPs
+// Every Raft connection starts with a preamble naming the node protocol
+// version the dialler speaks and the server id it means to reach:
+// "carmy-raft/<version> <id>\n" ("carmy-raft/1 n2\n"; the id is empty when
+// the dialler does not know it). The accepting node closes a connection
+// of another version (logged through the refusal log, with both versions)
+// or meant for another id. Addresses are not identities: a stale DNS answer, or IPs
 // that containers swapped across restarts, can route the leader's
 // AppendEntries for n2 to n3's process, which would then take n2's place
 // in every quorum while n2 silently falls behind.
 const (
-	preambleMagic   = "carmy-raft/1 "
+	preambleMagic   = "carmy-raft/"
 	preambleMax     = 512
 	preambleTimeout = 10 * time.Second
 )
@@ -33,8 +35,9 @@ var errWrongServer = errors.New("cluster: raft connection meant for another serv
 // identityStream adds the preamble to a stream layer.
 type identityStream struct {
 	raft.StreamLayer
-	self   string                                   // this node's server id
-	lookup atomic.Pointer[func(addr string) string] // address → server id, once Raft runs
+	self     string                                   // this node's server id
+	refusals *refusalLog                              // where a peer of another version is logged
+	lookup   atomic.Pointer[func(addr string) string] // address → server id, once Raft runs
 }
 
 // setLookup tells the stream how to name the server at an address.
@@ -54,7 +57,7 @@ func (s *identityStream) Dial(address raft.ServerAddress, timeout time.Duration)
 	if timeout > 0 {
 		_ = conn.SetWriteDeadline(time.Now().Add(timeout))
 	}
-	if _, err := conn.Write([]byte(preambleMagic + id + "\n")); err != nil {
+	if _, err := conn.Write([]byte(preambleMagic + protocolString + " " + id + "\n")); err != nil {
 		_ = conn.Close()
 		return nil, fmt.Errorf("cluster: raft preamble to %s: %w", address, err)
 	}
@@ -68,15 +71,16 @@ func (s *identityStream) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &checkedConn{Conn: conn, self: s.self}, nil
+	return &checkedConn{Conn: conn, self: s.self, refusals: s.refusals}, nil
 }
 
 // checkedConn reads and checks the preamble before its first Read.
 type checkedConn struct {
 	net.Conn
-	self string
-	once sync.Once
-	err  error
+	self     string
+	refusals *refusalLog
+	once     sync.Once
+	err      error
 }
 
 func (c *checkedConn) Read(p []byte) (int, error) {
@@ -114,10 +118,18 @@ func (c *checkedConn) checkPreamble() error {
 		}
 	}
 	_ = c.Conn.SetReadDeadline(time.Time{})
-	id, ok := strings.CutPrefix(string(line), preambleMagic)
-	if !ok {
+	rest, ok := strings.CutPrefix(string(line), preambleMagic)
+	version, id, spaced := strings.Cut(rest, " ")
+	if !ok || !spaced {
 		_ = c.Conn.Close()
 		return fmt.Errorf("cluster: raft connection from %s without the preamble", c.Conn.RemoteAddr())
+	}
+	if version != protocolString {
+		_ = c.Conn.Close()
+		remote := c.Conn.RemoteAddr().String()
+		c.refusals.refused("raft connection of another node protocol version", remote, protocolMismatch(remote, version))
+		// Logged: Raft drops the connection quietly on a bare io.EOF.
+		return io.EOF
 	}
 	if id != "" && id != c.self {
 		_ = c.Conn.Close()

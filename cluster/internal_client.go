@@ -63,7 +63,8 @@ func (c *internalClient) close() { c.hc.CloseIdleConnections() }
 // post sends body to addr's path and decodes a 200 answer into out. An
 // error answer becomes the error it carries (wireError.err); an answer
 // that carries none is store.ErrUnavailable, and a refusal of this node as
-// a member also matches errRefused. sent reports whether the request may
+// a member (a wrong key, another protocol version: checkAnswerProtocol)
+// also matches errRefused. sent reports whether the request may
 // have reached the other node.
 func (c *internalClient) post(ctx context.Context, addr, path string, body, out any) (sent bool, err error) {
 	b, err := json.Marshal(body)
@@ -106,6 +107,9 @@ func (c *internalClient) do(ctx context.Context, method, addr, path string, body
 		return true, err
 	}
 	defer resp.Body.Close()
+	if err := checkAnswerProtocol(addr, resp); err != nil {
+		return true, err
+	}
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxInternalAnswer))
 	if err != nil {
 		return true, err
@@ -120,7 +124,8 @@ func (c *internalClient) do(ctx context.Context, method, addr, path string, body
 }
 
 // newRequest is a request to addr's path with what every internal call
-// carries: the cluster key (when there is one) and this node's id.
+// carries: the cluster key (when there is one), this node's id and its
+// protocol version.
 func (c *internalClient) newRequest(ctx context.Context, method, addr, path string, body io.Reader) (*http.Request, error) {
 	req, err := http.NewRequestWithContext(ctx, method, c.scheme+"://"+addr+path, body)
 	if err != nil {
@@ -130,6 +135,7 @@ func (c *internalClient) newRequest(ctx context.Context, method, addr, path stri
 		req.Header.Set(keyHeader, c.key)
 	}
 	req.Header.Set(nodeIDHeader, c.self)
+	req.Header.Set(ProtocolHeader, protocolString)
 	return req, nil
 }
 
@@ -141,7 +147,7 @@ func errorAnswer(addr, status string, raw []byte) error {
 	if json.Unmarshal(raw, &we) != nil || !we.isError() {
 		return fmt.Errorf("%w: %s answered %s", store.ErrUnavailable, addr, status)
 	}
-	if we = we.normalized(); we.Code == store.CodeForbidden {
+	if we.Code == store.CodeForbidden {
 		return fmt.Errorf("%w: %s refused this node: %s (%w)", store.ErrUnavailable, addr, we.Message, errRefused)
 	}
 	return we.err()

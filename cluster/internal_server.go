@@ -20,7 +20,6 @@ import (
 // InternalPrefix).
 func (n *Node) InternalHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+pathApply, n.serveApply)
 	mux.HandleFunc("POST "+pathStream, n.serveStream)
 	mux.HandleFunc("POST "+pathSilence, n.serveSilence)
 	mux.HandleFunc("POST "+pathReadIndex, n.serveReadIndex)
@@ -39,8 +38,15 @@ func (n *Node) InternalHandler() http.Handler {
 // has one of them. A wrong key (not a missing one) is reported to the
 // request context's authfail reporter: the API server counts it against
 // the caller's address, and answers 429 once it is over its failures.
+//
+// A member must then speak this node's protocol version (ProtocolHeader,
+// ProtocolVersion): one that names another is refused, logged through the
+// refusal log with both versions. Every call a node makes names it; only
+// GET state may go without, since tools holding the cluster key read it
+// too. Every answer names this node's version.
 func (n *Node) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(ProtocolHeader, protocolString)
 		if n.tls != nil && (r.TLS == nil || r.TLS.ServerName != tlsmux.NodeServerName || len(r.TLS.PeerCertificates) == 0 ||
 			!certs.HasNodeRole(r.TLS.PeerCertificates[0])) {
 			n.refusals.refused("internal call without a node certificate", r.RemoteAddr, errors.New(r.Method+" "+r.URL.Path))
@@ -64,6 +70,12 @@ func (n *Node) authenticate(next http.Handler) http.Handler {
 		if n.tls == nil && n.cfg.ClusterKey == "" {
 			// Unreachable (Validate), and never open if it were.
 			writeInternalError(w, http.StatusForbidden, codedWireError(store.CodeForbidden, "this node has neither a cluster key nor node TLS"))
+			return
+		}
+		if v := r.Header.Get(ProtocolHeader); v != protocolString && (v != "" || r.URL.Path != pathState) {
+			err := protocolMismatch("the caller", v)
+			n.refusals.refused("internal call of another node protocol version", r.RemoteAddr, err)
+			writeInternalError(w, http.StatusForbidden, codedWireError(store.CodeForbidden, err.Error()))
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, maxInternalReq)
@@ -90,34 +102,12 @@ func writeInternalError(w http.ResponseWriter, status int, we wireError) {
 	writeJSON(w, status, we)
 }
 
-// serveApply applies a batch of forwarded commands, sent as one HTTP
-// request (the forward stream, serveStream, carries batches too).
-func (n *Node) serveApply(w http.ResponseWriter, r *http.Request) {
-	var req applyRequest
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		// Nothing of the batch was applied, but the forwarder cannot
-		// tell this answer from a failure after applying: it reads a
-		// batch refused whole as "outcome unknown", never as a refusal
-		// of each command.
-		writeInternalError(w, http.StatusBadRequest, codedWireError(store.CodeInvalidRequest, "the batch cannot be read: "+err.Error()))
-		return
-	}
-	omit := make([]bool, len(req.Commands))
-	for _, i := range req.OmitResult {
-		if i >= 0 && i < len(omit) {
-			omit[i] = true
-		}
-	}
-	b := n.startForwarded(req.Commands, omit)
-	writeJSON(w, http.StatusOK, applyAnswer{Results: n.finishForwarded(r, b)})
-}
-
 // forwardedBatch is a batch of forwarded commands on its way through the
 // leader: startForwarded hands its commands to the proposer, and
 // finishForwarded waits for their outcomes.
 type forwardedBatch struct {
 	cmds    [][]byte
-	omit    []bool // omit[i]: applyRequest.OmitResult names command i
+	omit    []bool // omit[i]: command i's sender asked fwdItem.omitResult
 	results []applyResult
 	// items are the proposals, nil for a command refused at the door;
 	// items itself is nil on a node that did not lead.

@@ -192,7 +192,10 @@ func (n *Node) joinCluster() {
 			_, err := n.client.post(ctx, addr, pathJoin, info, &ans)
 			cancel()
 			if err != nil {
-				if errors.Is(err, errRefused) {
+				if errors.Is(err, errProtocol) {
+					n.log.Error("join: refused: that node runs a build of another node protocol version; "+
+						"run one build on every node of a cluster. Retrying", slog.String("via", addr), slog.Any("err", err))
+				} else if errors.Is(err, errRefused) {
 					// Retrying will not help until the key is mended: say
 					// where the right one is.
 					n.log.Error("join: refused: "+joinKeyHint, slog.String("via", addr), slog.Any("err", err))

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/carmyhq/carmy/fsm"
 )
 
 // TestNothingSentBeforeTheConnection checks what a node-to-node request
@@ -22,7 +24,7 @@ func TestNothingSentBeforeTheConnection(t *testing.T) {
 		t.Error("the request reached a server that failed the handshake")
 	}))
 	defer stranger.Close()
-	sent, err := client.post(t.Context(), stranger.Listener.Addr().String(), pathApply, applyRequest{}, &applyAnswer{})
+	sent, err := client.post(t.Context(), stranger.Listener.Addr().String(), pathJoin, fsm.NodeInfo{}, &joinAnswer{})
 	if sent || !errors.Is(err, errNotSent) {
 		t.Errorf("failed handshake: sent %v, err %v; want not sent", sent, err)
 	}
@@ -34,7 +36,7 @@ func TestNothingSentBeforeTheConnection(t *testing.T) {
 	}
 	dead := ln.Addr().String()
 	ln.Close()
-	if sent, err := client.post(t.Context(), dead, pathApply, applyRequest{}, &applyAnswer{}); sent || !errors.Is(err, errNotSent) {
+	if sent, err := client.post(t.Context(), dead, pathJoin, fsm.NodeInfo{}, &joinAnswer{}); sent || !errors.Is(err, errNotSent) {
 		t.Errorf("refused dial: sent %v, err %v; want not sent", sent, err)
 	}
 
@@ -45,7 +47,7 @@ func TestNothingSentBeforeTheConnection(t *testing.T) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}))
 	defer srv.Close()
-	if sent, err := plain.post(t.Context(), srv.Listener.Addr().String(), pathApply, applyRequest{}, &applyAnswer{}); !sent || err == nil {
+	if sent, err := plain.post(t.Context(), srv.Listener.Addr().String(), pathJoin, fsm.NodeInfo{}, &joinAnswer{}); !sent || err == nil {
 		t.Errorf("an answer: sent %v, err %v; want sent, with an error", sent, err)
 	}
 }

@@ -17,29 +17,21 @@ import (
 // Bounds of a forward stream on the follower's side.
 //
 // streamIdle: a stream with no batch in flight for this long is closed; the
-// next batch opens another. streamHTTPFor: after a leader answers the
-// upgrade with 404 or 405 (an older build, which serves no stream), batches
-// to it go as HTTP requests for this long before a stream is tried again.
-// streamDialTimeout bounds connecting and upgrading.
+// next batch opens another. streamDialTimeout bounds connecting and
+// upgrading.
 const (
 	streamIdle        = 90 * time.Second
-	streamHTTPFor     = time.Minute
 	streamDialTimeout = 5 * time.Second
 )
 
-var (
-	// errNoStream: the leader serves no forward stream (an older build).
-	errNoStream = errors.New("cluster: the leader serves no forward stream")
-	// errStreamBroken: the stream broke before the batch was sent.
-	errStreamBroken = errors.New("cluster: the forward stream is closed")
-)
+// errStreamBroken: the stream broke before the batch was sent.
+var errStreamBroken = errors.New("cluster: the forward stream is closed")
 
 // streamSlot holds the stream to one leader address: mu is held while
 // one is opened, so concurrent batches wait for it rather than open many.
 type streamSlot struct {
-	mu       sync.Mutex
-	s        *fwdStream
-	httpTill time.Time // no stream served there: HTTP batches until then
+	mu sync.Mutex
+	s  *fwdStream
 }
 
 func (slot *streamSlot) close() {
@@ -79,8 +71,8 @@ type streamSent struct {
 
 // sendStream sends batch over the stream to addr, opening one when there
 // is none. nil means it was sent: the stream's reader delivers the answer
-// and frees the batch's slot. Otherwise nothing of the batch was sent:
-// errNoStream (addr serves no stream), or why not.
+// and frees the batch's slot. Otherwise nothing of the batch was sent, and
+// the error says why.
 func (f *forwarder) sendStream(addr string, batch []*fwdItem, deadline time.Time) error {
 	s, err := f.streamTo(addr, deadline)
 	if err != nil {
@@ -118,9 +110,6 @@ func (f *forwarder) streamTo(addr string, deadline time.Time) (*fwdStream, error
 	if slot.s != nil && slot.s.working() {
 		return slot.s, nil
 	}
-	if time.Now().Before(slot.httpTill) {
-		return nil, errNoStream
-	}
 	dialBy := time.Now().Add(streamDialTimeout)
 	if deadline.Before(dialBy) {
 		dialBy = deadline
@@ -128,9 +117,6 @@ func (f *forwarder) streamTo(addr string, deadline time.Time) (*fwdStream, error
 	ctx, cancel := context.WithDeadline(f.ctx, dialBy)
 	defer cancel()
 	conn, br, err := f.client.dialStream(ctx, addr)
-	if errors.Is(err, errNoStream) {
-		slot.httpTill = time.Now().Add(streamHTTPFor)
-	}
 	if err != nil {
 		return nil, err
 	}
@@ -255,9 +241,9 @@ func (s *fwdStream) fail(cause error, notSent *streamSent) {
 
 // dialStream connects to addr as hc would (the same dialer, mutual TLS
 // with node TLS) and asks to upgrade the connection to a forward stream.
-// Errors: errNoStream when addr serves none (404 or 405: an older build);
-// errRefused (with store.ErrUnavailable) when it refuses this node as a
-// member; otherwise errNotSent, with why.
+// Errors: errRefused (with store.ErrUnavailable) when it refuses this node
+// as a member (a wrong key, another protocol version); otherwise
+// errNotSent, with why.
 func (c *internalClient) dialStream(ctx context.Context, addr string) (net.Conn, *bufio.Reader, error) {
 	req, err := c.newRequest(ctx, http.MethodPost, addr, pathStream, nil)
 	if err != nil {
@@ -296,6 +282,10 @@ func (c *internalClient) dialStream(ctx context.Context, addr string) (net.Conn,
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: the answer to the stream's upgrade: %w", errNotSent, err)
 	}
+	if err := checkAnswerProtocol(addr, resp); err != nil {
+		_ = resp.Body.Close()
+		return nil, nil, err
+	}
 	if resp.StatusCode == http.StatusSwitchingProtocols && strings.EqualFold(resp.Header.Get("Upgrade"), streamProtocol) {
 		if !stop() {
 			return nil, nil, fmt.Errorf("%w: %w", errNotSent, ctx.Err())
@@ -306,13 +296,10 @@ func (c *internalClient) dialStream(ctx context.Context, addr string) (net.Conn,
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	switch err := errorAnswer(addr, resp.Status, raw); {
-	case resp.StatusCode == http.StatusNotFound, resp.StatusCode == http.StatusMethodNotAllowed:
-		return nil, nil, errNoStream
-	case errors.Is(err, errRefused):
+	err = errorAnswer(addr, resp.Status, raw)
+	if errors.Is(err, errRefused) {
 		return nil, nil, err
-	default:
-		// Nothing was sent, whatever the answer says.
-		return nil, nil, fmt.Errorf("%w: the stream's upgrade: %v", errNotSent, err)
 	}
+	// Nothing was sent, whatever the answer says.
+	return nil, nil, fmt.Errorf("%w: the stream's upgrade: %v", errNotSent, err)
 }

@@ -49,7 +49,8 @@ func (n *Node) serveStream(w http.ResponseWriter, r *http.Request) {
 	}
 	defer n.streams.remove(conn)
 	_ = conn.SetDeadline(time.Time{})
-	_, err = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + streamProtocol + "\r\n\r\n")
+	_, err = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + streamProtocol +
+		"\r\n" + ProtocolHeader + ": " + protocolString + "\r\n\r\n")
 	if err == nil {
 		err = brw.Flush()
 	}

@@ -133,30 +133,22 @@ func FuzzDecodeAnswerFrame(f *testing.F) {
 
 // fakeLeader plays a leader at the other end of forward streams: serve
 // gets each batch and writes what it likes to w (writeAnswer, or bytes of
-// its own); false closes the stream. Batches sent as HTTP requests get
-// httpAnswer (nil: 404). It counts the streams opened.
+// its own); false closes the stream. It names this node's protocol
+// version, as a leader does. It counts the streams opened.
 type fakeLeader struct {
 	addr    string
 	streams atomic.Int32
 }
 
-func newFakeLeader(t *testing.T, serve func(seq uint64, cmds [][]byte, w io.Writer) bool, httpAnswer http.HandlerFunc) *fakeLeader {
+func newFakeLeader(t *testing.T, serve func(seq uint64, cmds [][]byte, w io.Writer) bool) *fakeLeader {
 	t.Helper()
 	fl := &fakeLeader{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != pathStream {
-			if httpAnswer == nil {
-				http.NotFound(w, r)
-				return
-			}
-			httpAnswer(w, r)
-			return
-		}
-		if serve == nil {
 			http.NotFound(w, r)
 			return
 		}
-		if r.Header.Get("Upgrade") != streamProtocol || r.Header.Get(nodeIDHeader) != "follower" {
+		if r.Header.Get("Upgrade") != streamProtocol || r.Header.Get(nodeIDHeader) != "follower" || r.Header.Get(ProtocolHeader) != protocolString {
 			http.Error(w, "bad upgrade", http.StatusBadRequest)
 			return
 		}
@@ -166,7 +158,8 @@ func newFakeLeader(t *testing.T, serve func(seq uint64, cmds [][]byte, w io.Writ
 			return
 		}
 		defer conn.Close()
-		_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + streamProtocol + "\r\n\r\n")
+		_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + streamProtocol +
+			"\r\n" + ProtocolHeader + ": " + protocolString + "\r\n\r\n")
 		_ = brw.Flush()
 		for {
 			body, err := readFrame(brw.Reader, maxBatchFrame, nil)
@@ -224,7 +217,7 @@ func TestStreamCarriesConcurrentBatches(t *testing.T) {
 			results[i] = applyResult{Response: &fsm.Response{Record: store.Record{ExecutionID: string(c)}}}
 		}
 		return writeAnswer(w, seq, results...)
-	}, nil)
+	})
 	f := newTestForwarder(t)
 	var wg sync.WaitGroup
 	for i := range 200 {
@@ -243,7 +236,7 @@ func TestStreamCarriesConcurrentBatches(t *testing.T) {
 }
 
 // Each command's own error keeps its meaning over the stream, as over
-// HTTP (TestForwardedErrorsKeepTheirMeaning).
+// from its wire error (TestForwardedErrorsKeepTheirMeaning from its JSON).
 func TestStreamErrorsKeepTheirMeaning(t *testing.T) {
 	cases := []struct {
 		we  wireError
@@ -259,7 +252,7 @@ func TestStreamErrorsKeepTheirMeaning(t *testing.T) {
 	for _, tc := range cases {
 		fl := newFakeLeader(t, func(seq uint64, _ [][]byte, w io.Writer) bool {
 			return writeAnswer(w, seq, applyResult{wireError: tc.we})
-		}, nil)
+		})
 		_, err := forwardOne(t, newTestForwarder(t), fl.addr, "c", 5*time.Second)
 		if !errors.Is(err, tc.is) {
 			t.Errorf("%+v: %v, want %v", tc.we, err, tc.is)
@@ -274,7 +267,10 @@ func TestStreamErrorsKeepTheirMeaning(t *testing.T) {
 
 // A stream that breaks, or answers what cannot be read or out of order,
 // after a batch was sent leaves the batch's outcome unknown: never a
-// refusal, never "not sent".
+// refusal, never "not sent". Its error is store.ErrCommitUnknown (code
+// UNAVAILABLE) and matches no refusal, so that a runtime recording an
+// outcome keeps trying instead of taking it for an invalid result (which
+// left the execution running for good).
 func TestStreamBrokenAfterSendIsOutcomeUnknown(t *testing.T) {
 	cases := map[string]func(seq uint64, cmds [][]byte, w io.Writer) bool{
 		"closed":  func(uint64, [][]byte, io.Writer) bool { return false },
@@ -292,10 +288,13 @@ func TestStreamBrokenAfterSendIsOutcomeUnknown(t *testing.T) {
 	refusals := []error{store.ErrInvalid, store.ErrConflict, store.ErrNotFound, store.ErrUnavailable, errNotSent, errNotLeader}
 	for name, serve := range cases {
 		t.Run(name, func(t *testing.T) {
-			fl := newFakeLeader(t, serve, nil)
+			fl := newFakeLeader(t, serve)
 			_, err := forwardOne(t, newTestForwarder(t), fl.addr, "c", 5*time.Second)
 			if !errors.Is(err, store.ErrCommitUnknown) {
 				t.Fatalf("err = %v, want store.ErrCommitUnknown", err)
+			}
+			if store.CodeOf(err) != store.CodeUnavailable {
+				t.Errorf("code %q, want %s", store.CodeOf(err), store.CodeUnavailable)
 			}
 			for _, r := range refusals {
 				if errors.Is(err, r) {
@@ -312,7 +311,7 @@ func TestStreamBrokenAfterSendIsOutcomeUnknown(t *testing.T) {
 func TestStreamSilentLeaderTimesOut(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
-	fl := newFakeLeader(t, func(uint64, [][]byte, io.Writer) bool { <-release; return false }, nil)
+	fl := newFakeLeader(t, func(uint64, [][]byte, io.Writer) bool { <-release; return false })
 	_, err := forwardOne(t, newTestForwarder(t), fl.addr, "c", 100*time.Millisecond)
 	var unknown *outcomeUnknownError
 	if !errors.As(err, &unknown) || !errors.Is(err, store.ErrCommitUnknown) {
@@ -334,30 +333,28 @@ func TestStreamRefusedAsMember(t *testing.T) {
 	}
 }
 
-// A leader that serves no stream (an older build: 404 to the upgrade)
-// gets HTTP batches, and is not asked to upgrade again for every batch.
-func TestStreamFallsBackToHTTP(t *testing.T) {
-	var upgrades, batches atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case pathStream:
+// A leader that does not upgrade the connection (404, or any other error
+// answer but a refusal) applied nothing: the batch was not sent, its error
+// is no unknown outcome, and there is no other way to send it (every
+// batch asks for a stream again).
+func TestStreamNotUpgradedIsNotSent(t *testing.T) {
+	for _, status := range []int{http.StatusNotFound, http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusInternalServerError} {
+		var upgrades atomic.Int32
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			upgrades.Add(1)
-			http.NotFound(w, r)
-		case pathApply:
-			batches.Add(1)
-			writeJSON(w, http.StatusOK, applyAnswer{Results: []applyResult{{Response: &fsm.Response{Count: 3}}}})
+			w.WriteHeader(status)
+		}))
+		f := newTestForwarder(t)
+		for range 3 {
+			_, err := forwardOne(t, f, srv.Listener.Addr().String(), "c", 5*time.Second)
+			if !errors.Is(err, errNotSent) || errors.Is(err, store.ErrCommitUnknown) || errors.Is(err, errRefused) {
+				t.Errorf("%d: %v, want errNotSent alone", status, err)
+			}
 		}
-	}))
-	defer srv.Close()
-	f := newTestForwarder(t)
-	for range 3 {
-		resp, err := forwardOne(t, f, srv.Listener.Addr().String(), "c", 5*time.Second)
-		if err != nil || resp.Count != 3 {
-			t.Fatalf("%+v, %v", resp, err)
+		srv.Close()
+		if upgrades.Load() != 3 {
+			t.Errorf("%d: %d upgrades asked, want 3", status, upgrades.Load())
 		}
-	}
-	if upgrades.Load() != 1 || batches.Load() != 3 {
-		t.Errorf("%d upgrades and %d HTTP batches, want 1 and 3", upgrades.Load(), batches.Load())
 	}
 }
 
@@ -367,7 +364,7 @@ func TestStreamReopensAfterIdleClose(t *testing.T) {
 	fl := newFakeLeader(t, func(seq uint64, _ [][]byte, w io.Writer) bool {
 		writeAnswer(w, seq, applyResult{Response: &fsm.Response{Count: 1}})
 		return false // close after each answer
-	}, nil)
+	})
 	f := newTestForwarder(t)
 	for i := range 3 {
 		// Wait until the forwarder has seen the close, so that the next

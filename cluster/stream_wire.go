@@ -12,9 +12,10 @@ import (
 )
 
 // The forward stream: a follower's kept-alive connection to the leader
-// that carries its forwarded batches, many at a time, instead of one HTTP
-// request each. It begins as an HTTP/1.1 request to pathStream, with the
-// cluster key and node id as any internal request, asking to upgrade to
+// that carries its forwarded batches, many at a time; it is the only way
+// a command reaches the leader from another node. It begins as an
+// HTTP/1.1 request to pathStream, with the cluster key, node id and
+// protocol version as any internal request, asking to upgrade to
 // streamProtocol; the leader answers 101 and from then on the connection
 // carries frames. The follower sends batches; the leader answers every
 // batch, in the order it received them.
@@ -29,7 +30,8 @@ import (
 //
 // seq numbers the batches of one stream from 0; an answer carries its
 // batch's, and one out of order is a broken stream. Flag bit 0 of a
-// command is applyRequest.OmitResult.
+// command is fwdItem.omitResult: the answer, when it is a success, leaves
+// the record's data and error out (the follower has them).
 const (
 	pathStream     = "/internal/v1/stream"
 	streamProtocol = "carmy-forward/1"
@@ -38,13 +40,6 @@ const (
 
 	resultResponse = 0
 	resultError    = 1
-)
-
-// Frame bounds: a batch frame holds what an HTTP batch may (maxInternalReq),
-// an answer what an HTTP answer may (maxInternalAnswer).
-const (
-	maxBatchFrame  = maxInternalReq
-	maxAnswerFrame = maxInternalAnswer
 )
 
 // errFrame is a frame that cannot be read: the stream is broken.

@@ -53,7 +53,7 @@ func newTransport(cfg Config, t *nodeTLS, refusals *refusalLog) (*raft.NetworkTr
 	} else {
 		stream = newKeyStream(stream, cfg.ClusterKey, refusals)
 	}
-	ident := &identityStream{StreamLayer: stream, self: cfg.NodeID}
+	ident := &identityStream{StreamLayer: stream, self: cfg.NodeID, refusals: refusals}
 	tr := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:          ident,
 		MaxPool:         raftMaxPool,

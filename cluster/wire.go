@@ -14,7 +14,6 @@ import (
 // with node TLS, with the cluster key when one is set (both when both
 // are); never on the strength of their address.
 const (
-	pathApply     = "/internal/v1/apply"
 	pathReadIndex = "/internal/v1/readindex"
 	pathJoin      = "/internal/v1/join"
 	pathRemove    = "/internal/v1/remove"
@@ -40,46 +39,33 @@ const (
 // defaults. 64 MiB, the old body limit, leaves room for operators who
 // raise those limits, and no command that went through before is refused.
 //
-// maxInternalReq, the body limit of every internal request, holds the
-// largest batch a forwarder builds: a single command of up to
+// maxBatchFrame, the largest forward stream frame a leader reads, holds
+// the largest batch a forwarder builds: a single command of up to
 // maxCommandBytes (or maxBatchBytes of smaller ones, less), plus the
-// batch's envelope (its brackets, commas and list of indices: a few KiB
-// for maxBatch commands; 64 KiB is ample).
+// frame's envelope (a flag byte and a length per command: a few KiB for
+// maxBatch commands; 64 KiB is ample).
 //
-// maxInternalAnswer bounds an answer a node reads. An answer may be larger
-// than its request (a reservation that turns out a replay carries the
+// maxAnswerFrame bounds an answer frame a follower reads. An answer may be
+// larger than its batch (a reservation that turns out a replay carries the
 // record's data back), so it is bounded only against a broken peer; an
 // answer over it leaves its commands' outcomes unknown, like a lost one.
+//
+// maxInternalReq is the body limit of the internal HTTP requests (a join,
+// a removal, a silence check: a few hundred bytes), and maxInternalAnswer
+// bounds their answers (a join's lists the members).
 const (
 	maxCommandBytes   = 64 << 20
-	maxInternalReq    = maxCommandBytes + 64<<10
-	maxInternalAnswer = 512 << 20
+	maxBatchFrame     = maxCommandBytes + 64<<10
+	maxAnswerFrame    = 512 << 20
+	maxInternalReq    = 1 << 20
+	maxInternalAnswer = 64 << 20
 )
-
-// applyRequest is a batch of forwarded commands, each as fsm.Encode wrote
-// it (binary, so base64 in the JSON; the member is "cmds", and a leader of
-// a build that expects "commands" sees none and answers no results, which
-// the forwarder takes as an unknown outcome: it fails closed).
-//
-// OmitResult lists (by index) the commands whose answer, when it is a
-// success, leaves the record's data and error out: the sender has them. A
-// completion's answer would otherwise carry its result back to the node
-// that just sent it, and every result would cross the network twice. A
-// leader of an older build ignores the field and answers whole.
-type applyRequest struct {
-	Commands   [][]byte `json:"cmds"`
-	OmitResult []int    `json:"omit_result,omitempty"`
-}
 
 // applyResult is the outcome of one forwarded command: the Response of
 // its application, or the error of the attempt.
 type applyResult struct {
 	Response *fsm.Response `json:"response,omitempty"`
 	wireError
-}
-
-type applyAnswer struct {
-	Results []applyResult `json:"results"`
 }
 
 type indexAnswer struct {
@@ -105,29 +91,16 @@ type removeRequest struct {
 // the leader) and stateCommitUnknown (the command was proposed, whether it
 // committed is unknown: store.ErrCommitUnknown, which no code names, so it
 // can never be read back as a refusal).
-//
-// Builds before the SPEC codes wrote one token in "error" ("not_leader",
-// "commit_unknown", "unavailable", "invalid", "conflict", "not_found",
-// "forbidden") and read only that. Legacy keeps both directions readable
-// through a rolling upgrade: a node writes the token beside Code or State,
-// and reads it when both are missing.
 type wireError struct {
 	Code    store.Code `json:"code,omitempty"`
 	State   string     `json:"state,omitempty"`
 	Message string     `json:"message,omitempty"`
-	Legacy  string     `json:"error,omitempty"`
 }
 
-// The states of an attempt, and the older builds' tokens.
+// The states of an attempt.
 const (
 	stateNotLeader     = "not_leader"
 	stateCommitUnknown = "commit_unknown"
-
-	legacyUnavailable = "unavailable"
-	legacyInvalid     = "invalid"
-	legacyConflict    = "conflict"
-	legacyNotFound    = "not_found"
-	legacyForbidden   = "forbidden"
 )
 
 // wireErrorOf is how err goes on the wire: a state, or its SPEC code (an
@@ -136,9 +109,9 @@ func wireErrorOf(err error) wireError {
 	msg := err.Error()
 	switch {
 	case errors.Is(err, errNotLeader):
-		return wireError{State: stateNotLeader, Message: msg, Legacy: stateNotLeader}
+		return wireError{State: stateNotLeader, Message: msg}
 	case errors.Is(err, store.ErrCommitUnknown):
-		return wireError{State: stateCommitUnknown, Message: msg, Legacy: stateCommitUnknown}
+		return wireError{State: stateCommitUnknown, Message: msg}
 	}
 	code := store.CodeOf(err)
 	if code == "" {
@@ -147,56 +120,19 @@ func wireErrorOf(err error) wireError {
 	return codedWireError(code, msg)
 }
 
-// codedWireError is an outcome of the contract, with the token an older
-// build reads.
+// codedWireError is an outcome of the contract.
 func codedWireError(code store.Code, msg string) wireError {
-	w := wireError{Code: code, Message: msg, Legacy: legacyUnavailable}
-	switch code {
-	case store.CodeInvalidRequest:
-		w.Legacy = legacyInvalid
-	case store.CodeConflict:
-		w.Legacy = legacyConflict
-	case store.CodeNotFound:
-		w.Legacy = legacyNotFound
-	case store.CodeForbidden:
-		w.Legacy = legacyForbidden
-	}
-	return w
+	return wireError{Code: code, Message: msg}
 }
 
 // isError reports whether w carries an error at all.
-func (w wireError) isError() bool { return w.Code != "" || w.State != "" || w.Legacy != "" }
-
-// normalized returns w with the code or state an older build's token
-// means, when it carries only that.
-func (w wireError) normalized() wireError {
-	if w.Code != "" || w.State != "" {
-		return w
-	}
-	switch w.Legacy {
-	case stateNotLeader, stateCommitUnknown:
-		w.State = w.Legacy
-	case legacyInvalid:
-		w.Code = store.CodeInvalidRequest
-	case legacyConflict:
-		w.Code = store.CodeConflict
-	case legacyNotFound:
-		w.Code = store.CodeNotFound
-	case legacyForbidden:
-		w.Code = store.CodeForbidden
-	case "":
-	default:
-		w.Code = store.CodeUnavailable
-	}
-	return w
-}
+func (w wireError) isError() bool { return w.Code != "" || w.State != "" }
 
 // err rebuilds the error w carries (nil when none): errNotLeader, an
 // error that matches store.ErrCommitUnknown and nothing else, or the store
 // error of its code. A code no store error carries (a newer build's)
 // keeps its code, so the API still answers with it.
 func (w wireError) err() error {
-	w = w.normalized()
 	switch {
 	case w.State == stateNotLeader:
 		return told(errNotLeader, w.Message)
