@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/carmyhq/carmy/cluster/raftlog"
 	"github.com/carmyhq/carmy/fsm"
 	"github.com/carmyhq/carmy/store"
 )
@@ -140,7 +141,7 @@ func (n *Node) applyLocal(data []byte, deadline time.Time) (fsm.Response, error)
 }
 
 // awaitProposal waits for it's outcome, or until deadline if by then the
-// log waits for disk space (checked again every diskFullRetryMax after).
+// log waits for disk space (checked again every raftlog.DiskFullRetryMax after).
 func (n *Node) awaitProposal(it *proposal, deadline time.Time) proposalResult {
 	t := time.NewTimer(max(time.Until(deadline), 0))
 	defer t.Stop()
@@ -149,11 +150,11 @@ func (n *Node) awaitProposal(it *proposal, deadline time.Time) proposalResult {
 		case r := <-it.done:
 			return r
 		case <-t.C:
-			if _, err := n.logs.stalled(); err != nil && n.logs.queueStalled() {
+			if _, err := n.logs.Stalled(); err != nil && n.logs.QueueStalled() {
 				return proposalResult{err: fmt.Errorf("%w: the write waits for disk space on node %s, and is applied once there is room, unless leadership changes first (%w)",
 					store.ErrCommitUnknown, n.cfg.NodeID, err)}
 			}
-			t.Reset(diskFullRetryMax)
+			t.Reset(raftlog.DiskFullRetryMax)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/cluster"
+	"github.com/carmyhq/carmy/cluster/nodeauth"
 	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/store"
 )
@@ -342,7 +343,7 @@ func TestInternalEndpointsNeedTheClusterKey(t *testing.T) {
 	}
 	req, _ := http.NewRequest(http.MethodPost, "http://"+n.HTTPAddr()+"/internal/v1/readindex", bytes.NewReader([]byte(`{}`)))
 	req.Header.Set("Carmy-Cluster-Key", "s3cret-s3cret-s3cret")
-	req.Header.Set(cluster.ProtocolHeader, strconv.Itoa(cluster.ProtocolVersion))
+	req.Header.Set(cluster.ProtocolHeader, strconv.Itoa(nodeauth.ProtocolVersion))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -548,7 +549,7 @@ func TestSilenceCheckSparesALiveLeader(t *testing.T) {
 		}
 		req, _ := http.NewRequest(http.MethodPost, "http://"+f.HTTPAddr()+"/internal/v1/silence", strings.NewReader(`{"check":true}`))
 		req.Header.Set("Carmy-Cluster-Key", clusterKey)
-		req.Header.Set(cluster.ProtocolHeader, strconv.Itoa(cluster.ProtocolVersion))
+		req.Header.Set(cluster.ProtocolHeader, strconv.Itoa(nodeauth.ProtocolVersion))
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

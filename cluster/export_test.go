@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/carmyhq/carmy/cluster/nodeauth"
 )
 
 // NewTestStream returns a Raft stream layer on ln as a node builds it
@@ -20,21 +22,21 @@ import (
 func NewTestStream(ln net.Listener, files *NodeTLS) (raft.StreamLayer, error) {
 	var s raft.StreamLayer = &tcpStream{Listener: ln, advertise: ln.Addr()}
 	if files != nil {
-		t, err := loadNodeTLS(*files, nil)
+		t, err := nodeauth.LoadTLS(*files, nil)
 		if err != nil {
 			return nil, err
 		}
-		s = newTLSStream(s, t, nil)
+		s = nodeauth.NewTLSStream(s, t, nil)
 	}
-	return &identityStream{StreamLayer: s, self: "intruder"}, nil
+	return nodeauth.NewIdentityStream(s, "intruder", nil), nil
 }
 
 // NewTestKeyStream returns a plain-TCP Raft stream layer on ln as a node
 // without TLS builds it: authenticated by key, with the preamble. Tests
 // play a node that holds another key with it.
 func NewTestKeyStream(ln net.Listener, key string) raft.StreamLayer {
-	s := newKeyStream(&tcpStream{Listener: ln, advertise: ln.Addr()}, key, nil)
-	return &identityStream{StreamLayer: s, self: "intruder"}
+	s := nodeauth.NewKeyStream(&tcpStream{Listener: ln, advertise: ln.Addr()}, key, nil)
+	return nodeauth.NewIdentityStream(s, "intruder", nil)
 }
 
 // BatchFrameCommands returns the commands of a forward stream's batch

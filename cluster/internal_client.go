@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/carmyhq/carmy/cluster/nodeauth"
 	"github.com/carmyhq/carmy/internal/tlsmux"
 	"github.com/carmyhq/carmy/store"
 )
@@ -34,7 +35,7 @@ type internalClient struct {
 // cfg.ClusterKey, dials through cfg.Hooks.Dial when that is set, and with t
 // speaks mutual TLS under tlsmux.NodeServerName, accepting only a server
 // whose certificate chains to the cluster CA.
-func newInternalClient(cfg Config, t *nodeTLS) *internalClient {
+func newInternalClient(cfg Config, t *nodeauth.TLS) *internalClient {
 	dial := (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	if cfg.Hooks.Dial != nil {
 		dial = cfg.Hooks.Dial(dial)
@@ -48,7 +49,7 @@ func newInternalClient(cfg Config, t *nodeTLS) *internalClient {
 	}
 	c := &internalClient{key: cfg.ClusterKey, self: cfg.NodeID, scheme: "http", hc: &http.Client{Transport: tr}, dial: dial}
 	if t != nil {
-		tc := t.clientConfig()
+		tc := t.ClientConfig()
 		tc.ServerName = tlsmux.NodeServerName
 		tc.NextProtos = []string{"http/1.1"}
 		tr.TLSClientConfig = tc

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"crypto/subtle"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/carmyhq/carmy/cluster/nodeauth"
 	"github.com/carmyhq/carmy/fsm"
 	"github.com/carmyhq/carmy/internal/authfail"
 	"github.com/carmyhq/carmy/internal/certs"
@@ -49,12 +51,12 @@ func (n *Node) authenticate(next http.Handler) http.Handler {
 		w.Header().Set(ProtocolHeader, protocolString)
 		if n.tls != nil && (r.TLS == nil || r.TLS.ServerName != tlsmux.NodeServerName || len(r.TLS.PeerCertificates) == 0 ||
 			!certs.HasNodeRole(r.TLS.PeerCertificates[0])) {
-			n.refusals.refused("internal call without a node certificate", r.RemoteAddr, errors.New(r.Method+" "+r.URL.Path))
+			n.refusals.Refused("internal call without a node certificate", r.RemoteAddr, errors.New(r.Method+" "+r.URL.Path))
 			writeInternalError(w, http.StatusForbidden, codedWireError(store.CodeForbidden, "the internal API needs mutual TLS with a node certificate of this cluster"))
 			return
 		}
 		if n.cfg.ClusterKey != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get(keyHeader)), []byte(n.cfg.ClusterKey)) != 1 {
-			n.refusals.refused("internal call without the cluster key", r.RemoteAddr, errors.New(r.Method+" "+r.URL.Path))
+			n.refusals.Refused("internal call without the cluster key", r.RemoteAddr, errors.New(r.Method+" "+r.URL.Path))
 			if len(r.Header.Values(keyHeader)) > 0 {
 				// A key that is wrong is a guess (none at all is not):
 				// the server in front counts it against the caller, and
@@ -73,8 +75,8 @@ func (n *Node) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		if v := r.Header.Get(ProtocolHeader); v != protocolString && (v != "" || r.URL.Path != pathState) {
-			err := protocolMismatch("the caller", v)
-			n.refusals.refused("internal call of another node protocol version", r.RemoteAddr, err)
+			err := nodeauth.ProtocolMismatch("the caller", v)
+			n.refusals.Refused("internal call of another node protocol version", r.RemoteAddr, err)
 			writeInternalError(w, http.StatusForbidden, codedWireError(store.CodeForbidden, err.Error()))
 			return
 		}
@@ -236,4 +238,17 @@ func (n *Node) serveRemove(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, struct{}{})
+}
+
+// ServerTLSConfig is the TLS configuration the node's HTTP listener serves
+// to other nodes (those naming tlsmux.NodeServerName): the node's
+// certificate, TLS 1.3, and a client certificate required and checked
+// against the cluster CA. It is nil without node TLS.
+func (n *Node) ServerTLSConfig() *tls.Config {
+	if n.tls == nil {
+		return nil
+	}
+	c := n.tls.ServerConfig()
+	c.NextProtos = []string{"http/1.1"}
+	return c
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/carmyhq/carmy/cluster/nodeauth"
 	"github.com/carmyhq/carmy/fsm"
 	"github.com/carmyhq/carmy/store"
 )
@@ -192,7 +193,7 @@ func (n *Node) joinCluster() {
 			_, err := n.client.post(ctx, addr, pathJoin, info, &ans)
 			cancel()
 			if err != nil {
-				if errors.Is(err, errProtocol) {
+				if errors.Is(err, nodeauth.ErrProtocol) {
 					n.log.Error("join: refused: that node runs a build of another node protocol version; "+
 						"run one build on every node of a cluster. Retrying", slog.String("via", addr), slog.Any("err", err))
 				} else if errors.Is(err, errRefused) {

@@ -3,15 +3,14 @@ package cluster
 import (
 	"bytes"
 	"errors"
-	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/carmyhq/carmy/cluster/nodeauth"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -40,7 +39,7 @@ func (s *syncBuffer) String() string {
 func TestInternalCallOfAnotherProtocolIsRefused(t *testing.T) {
 	const key = "protocol-test-cluster-key"
 	var logs syncBuffer
-	n := &Node{cfg: Config{ClusterKey: key}, refusals: newRefusalLog(slog.New(slog.NewTextHandler(&logs, nil)))}
+	n := &Node{cfg: Config{ClusterKey: key}, refusals: nodeauth.NewRefusals(slog.New(slog.NewTextHandler(&logs, nil)))}
 	reached := 0
 	h := n.authenticate(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		reached++
@@ -87,7 +86,7 @@ func TestInternalCallOfAnotherProtocolIsRefused(t *testing.T) {
 
 // A node whose call is answered by a node of another protocol version
 // (an answer naming another, or a success naming none) gets an error that
-// names both, matches errProtocol and errRefused (nothing applied), and is
+// names both, matches nodeauth.ErrProtocol and errRefused (nothing applied), and is
 // no unknown outcome: on an ordinary call and on the stream's upgrade.
 func TestAnswerOfAnotherProtocolIsRefused(t *testing.T) {
 	for name, tc := range map[string]struct {
@@ -110,9 +109,9 @@ func TestAnswerOfAnotherProtocolIsRefused(t *testing.T) {
 		c := newInternalClient(Config{NodeID: "n1"}, nil)
 		check := func(what string, err error) {
 			t.Helper()
-			if !errors.Is(err, errProtocol) || !errors.Is(err, errRefused) || !errors.Is(err, store.ErrUnavailable) ||
+			if !errors.Is(err, nodeauth.ErrProtocol) || !errors.Is(err, errRefused) || !errors.Is(err, store.ErrUnavailable) ||
 				errors.Is(err, store.ErrCommitUnknown) || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("%s, %s: %v, want errProtocol saying %q", name, what, err, tc.want)
+				t.Errorf("%s, %s: %v, want nodeauth.ErrProtocol saying %q", name, what, err, tc.want)
 			}
 		}
 		if tc.status != http.StatusSwitchingProtocols {
@@ -125,37 +124,5 @@ func TestAnswerOfAnotherProtocolIsRefused(t *testing.T) {
 		check("stream", err)
 		c.close()
 		srv.Close()
-	}
-}
-
-// A Raft connection whose preamble names another protocol version is
-// closed before a Raft byte is read, and the refusal is logged with both
-// versions; one of this version passes.
-func TestRaftConnectionOfAnotherProtocolIsRefused(t *testing.T) {
-	a, _ := identityPair(t, "n2", "-")
-	var logs syncBuffer
-	a.refusals = newRefusalLog(slog.New(slog.NewTextHandler(&logs, nil)))
-	go func() {
-		c, err := net.Dial("tcp", a.Addr().String())
-		if err == nil {
-			_, _ = c.Write([]byte(preambleMagic + "2 n2\nraft bytes"))
-			defer c.Close()
-			_, _ = io.Copy(io.Discard, c)
-		}
-	}()
-	c, err := a.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if n, err := c.Read(make([]byte, 8)); err == nil || n > 0 {
-		t.Fatalf("a connection of version 2 was read: %d bytes, %v", n, err)
-	}
-	if !strings.Contains(logs.String(), "raft connection of another node protocol version") ||
-		!strings.Contains(logs.String(), "speaks node protocol 2, this node 1") {
-		t.Errorf("the refusal is not logged with both versions:\n%s", logs.String())
-	}
-	if got, err := exchange(t, a, func() *identityStream { _, d := identityPair(t, "x", "n2"); return d }(), "x"); err != nil || got != "x" {
-		t.Errorf("a connection of this version: %q, %v", got, err)
 	}
 }

@@ -87,8 +87,8 @@ func (n *Node) waitApplied(ctx context.Context, idx uint64, deadline time.Time) 
 // still runs is not ready. Nor is a leader whose log waits for disk space
 // (it refuses new calls).
 func (n *Node) Ready(context.Context) error {
-	if n.logs.queueStalled() {
-		_, err := n.logs.stalled()
+	if n.logs.QueueStalled() {
+		_, err := n.logs.Stalled()
 		return fmt.Errorf("%w: the disk is full: this node's raft log cannot be written, and it refuses new calls (%v)", store.ErrUnavailable, err)
 	}
 	if id, addr := n.Leader(); id == "" {

@@ -5,9 +5,14 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
+	"github.com/carmyhq/carmy/cluster/nodeauth"
 	"github.com/carmyhq/carmy/fsm"
+	"github.com/carmyhq/carmy/internal/certs"
 )
 
 // TestNothingSentBeforeTheConnection checks what a node-to-node request
@@ -50,4 +55,31 @@ func TestNothingSentBeforeTheConnection(t *testing.T) {
 	if sent, err := plain.post(t.Context(), srv.Listener.Addr().String(), pathJoin, fsm.NodeInfo{}, &joinAnswer{}); !sent || err == nil {
 		t.Errorf("an answer: sent %v, err %v; want sent, with an error", sent, err)
 	}
+}
+
+// testNodeTLS is the TLS material of a node n1 of a new CA.
+func testNodeTLS(t *testing.T) *nodeauth.TLS {
+	t.Helper()
+	dir := t.TempDir()
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	now := time.Now()
+	caPEM, caKey, err := certs.NewCA("test CA", time.Hour, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, k, err := certs.NewNodeCert(caPEM, caKey, "n1", nil, nil, time.Hour, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nt, err := nodeauth.LoadTLS(NodeTLS{CAFile: write("ca.pem", caPEM), CertFile: write("n1.pem", c), KeyFile: write("n1-key.pem", k)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nt
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/carmyhq/carmy/cluster"
+	"github.com/carmyhq/carmy/cluster/nodeauth"
 	"github.com/carmyhq/carmy/fsm"
 	"github.com/carmyhq/carmy/internal/certs"
 	"github.com/carmyhq/carmy/internal/tlsmux"
@@ -128,7 +129,7 @@ func internalPost(t *testing.T, addr, path, body, key string, files *cluster.Nod
 	defer hc.CloseIdleConnections()
 	req, _ := http.NewRequest(http.MethodPost, base+path, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(cluster.ProtocolHeader, strconv.Itoa(cluster.ProtocolVersion))
+	req.Header.Set(cluster.ProtocolHeader, strconv.Itoa(nodeauth.ProtocolVersion))
 	if key != "" {
 		req.Header.Set("Carmy-Cluster-Key", key)
 	}
