@@ -12,7 +12,7 @@
 // forwarded. Concurrent forwards share batches of up to 512 commands and
 // 4 MiB of them (a larger command goes alone), sent over one kept-alive
 // forward stream per leader: an internal HTTP request upgraded to a
-// stream of binary frames (stream_wire.go), with up to 32 batches in
+// stream of binary frames (package forward), with up to 32 batches in
 // flight, which the leader answers in order. The stream is the only way a
 // command reaches the leader from another node. Each command gets its own
 // result back; a completion's comes without the result it carried (the
@@ -29,11 +29,12 @@
 // (store.ErrInvalid, store.ErrConflict, …), never a guess.
 //
 // The files follow the concepts: apply.go (the one way in), propose.go
-// (rounds), forward.go and stream_client.go (the follower's batches and
-// streams), stream_server.go (the leader's end), stream_wire.go (the
-// frames), wire.go (the node-to-node endpoints, their types, errors and
-// size bounds), internal_server.go and internal_client.go (both ends of
-// those calls), protocol.go (the node protocol version on them),
+// (rounds), stream_server.go (the leader's end of the forward streams;
+// the follower's is package forward), internal_api.go (the node-to-node
+// endpoints, their bodies and size bounds; the errors they carry are
+// package wire's), internal_server.go and internal_client.go (both ends
+// of those calls, and the stream's upgrade), protocol.go (the node
+// protocol version on them),
 // membership.go (join, removal, the member table's NodeInfo), silence.go
 // (a crashed leader replaced in order), diskfull.go (a full
 // disk), gossip.go and memberscache.go (memberlist), metrics.go, audit.go,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/carmyhq/carmy/cluster/forward"
 	"github.com/carmyhq/carmy/cluster/nodeauth"
 )
 
@@ -42,7 +43,7 @@ func NewTestKeyStream(ln net.Listener, key string) raft.StreamLayer {
 // BatchFrameCommands returns the commands of a forward stream's batch
 // frame (its body, after the length), for tests that play a leader.
 func BatchFrameCommands(body []byte) ([][]byte, error) {
-	_, cmds, _, err := decodeBatchFrame(body)
+	_, cmds, _, err := forward.DecodeBatch(body)
 	return cmds, err
 }
 
@@ -68,7 +69,7 @@ func StreamApply(hc *http.Client, base, key string, cmds [][]byte) (int, []error
 		return 0, nil, err
 	}
 	req.Header.Set("Connection", "Upgrade")
-	req.Header.Set("Upgrade", streamProtocol)
+	req.Header.Set("Upgrade", forward.Protocol)
 	req.Header.Set(ProtocolHeader, protocolString)
 	if key != "" {
 		req.Header.Set(keyHeader, key)
@@ -85,24 +86,20 @@ func StreamApply(hc *http.Client, base, key string, cmds [][]byte) (int, []error
 	if !ok {
 		return resp.StatusCode, nil, errors.New("the stream's body is not writable")
 	}
-	batch := make([]*fwdItem, len(cmds))
-	for i, c := range cmds {
-		batch[i] = &fwdItem{data: c}
-	}
-	if _, err := rw.Write(appendBatchFrame(nil, 0, batch)); err != nil {
+	if _, err := rw.Write(forward.AppendBatch(nil, 0, cmds, nil)); err != nil {
 		return resp.StatusCode, nil, err
 	}
-	body, err := readFrame(bufio.NewReader(rw), maxAnswerFrame, nil)
+	body, err := forward.ReadFrame(bufio.NewReader(rw), forward.MaxAnswerFrame, nil)
 	if err != nil {
 		return resp.StatusCode, nil, err
 	}
-	_, results, err := decodeAnswerFrame(body)
+	_, results, err := forward.DecodeAnswer(body)
 	if err != nil {
 		return resp.StatusCode, nil, err
 	}
 	errs := make([]error, len(results))
 	for i, r := range results {
-		errs[i] = r.err()
+		errs[i] = r.Err()
 		if errs[i] == nil && r.Response != nil && r.Response.Code != "" {
 			errs[i] = fmt.Errorf("applied with code %s", r.Response.Code)
 		}

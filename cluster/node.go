@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
+	"github.com/carmyhq/carmy/cluster/forward"
 	"github.com/carmyhq/carmy/cluster/nodeauth"
 	"github.com/carmyhq/carmy/cluster/raftlog"
 	"github.com/carmyhq/carmy/fsm"
@@ -34,7 +35,7 @@ type Node struct {
 	gossip    *memberlist.Memberlist
 	members   *members
 	cache     *membersCache
-	fwd       *forwarder
+	fwd       *forward.Forwarder
 	client    *internalClient
 	tls       *nodeauth.TLS // nil without node TLS
 	refusals  *nodeauth.Refusals
@@ -88,7 +89,7 @@ func Open(cfg Config) (*Node, error) {
 		n.tls = t
 	}
 	n.client = newInternalClient(cfg, n.tls)
-	n.fwd = newForwarder(n.client, n.metrics)
+	n.fwd = forward.New(n.client, fwdObserver{n.metrics})
 	ok := false
 	defer func() {
 		if !ok {
@@ -358,7 +359,7 @@ func (n *Node) close() error {
 	// on it (an apply, Raft's shutdown) ends.
 	n.logs.Abandon()
 	n.bgCancel()
-	n.fwd.close()
+	n.fwd.Close()
 	n.streams.closeAll()
 	if n.gossip != nil {
 		_ = n.gossip.Leave(time.Second)

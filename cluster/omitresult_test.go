@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/carmyhq/carmy/cluster/forward"
+	"github.com/carmyhq/carmy/cluster/wire"
 	"github.com/carmyhq/carmy/fsm"
 	"github.com/carmyhq/carmy/store"
 )
@@ -52,7 +54,7 @@ func soloLeader(t *testing.T) *Node {
 }
 
 // A completion's answer leaves its result out when the sender asks
-// (fwdItem.omitResult): the record comes back without data and error, so
+// (forward.AppendBatch's omit): the record comes back without data and error, so
 // a result crosses the network once. Asked without it, the answer carries
 // the record whole; so does a refused completion's, whose record is
 // another's.
@@ -81,29 +83,26 @@ func TestCompletionAnswerLeavesTheResultOut(t *testing.T) {
 	// send sends cmds as one batch on a forward stream of n's own client
 	// (its key and protocol version), those named in omit asking for the
 	// result to be left out, and returns the answer and its size.
-	send := func(cmds [][]byte, omit ...int) ([]applyResult, int) {
+	send := func(cmds [][]byte, omit ...int) ([]wire.Result, int) {
 		t.Helper()
-		conn, br, err := n.client.dialStream(t.Context(), n.HTTPAddr())
+		conn, br, err := n.client.DialStream(t.Context(), n.HTTPAddr())
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer conn.Close()
-		batch := make([]*fwdItem, len(cmds))
-		for i, c := range cmds {
-			batch[i] = &fwdItem{data: c}
-		}
+		omitted := make([]bool, len(cmds))
 		for _, i := range omit {
-			batch[i].omitResult = true
+			omitted[i] = true
 		}
-		if _, err := conn.Write(appendBatchFrame(nil, 0, batch)); err != nil {
+		if _, err := conn.Write(forward.AppendBatch(nil, 0, cmds, omitted)); err != nil {
 			t.Fatal(err)
 		}
 		_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
-		body, err := readFrame(br, maxAnswerFrame, nil)
+		body, err := forward.ReadFrame(br, forward.MaxAnswerFrame, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		seq, results, err := decodeAnswerFrame(body)
+		seq, results, err := forward.DecodeAnswer(body)
 		if err != nil || seq != 0 || len(results) != len(cmds) {
 			t.Fatalf("answer: seq %d, %d results, %v", seq, len(results), err)
 		}
@@ -119,11 +118,11 @@ func TestCompletionAnswerLeavesTheResultOut(t *testing.T) {
 
 	results, size := send([][]byte{complete("lean"), complete("whole"), complete("refused")}, 0, 2)
 	lean, whole, refused := results[0], results[1], results[2]
-	if lean.isError() || lean.Response.Code != "" || lean.Response.Record.Status != store.StatusCompleted ||
+	if lean.IsError() || lean.Response.Code != "" || lean.Response.Record.Status != store.StatusCompleted ||
 		lean.Response.Record.Data != nil || lean.Response.Record.Error != nil || lean.Response.Record.ExecutionID != "exec_lean" {
 		t.Fatalf("lean answer: %+v", lean)
 	}
-	if whole.isError() || whole.Response.Record.Status != store.StatusCompleted || string(whole.Response.Record.Data) != big {
+	if whole.IsError() || whole.Response.Record.Status != store.StatusCompleted || string(whole.Response.Record.Data) != big {
 		t.Fatalf("whole answer: %v, %d bytes of data", whole.Response.Record.Status, len(whole.Response.Record.Data))
 	}
 	if refused.Response.Code != store.CodeInvalidState || refused.Response.Record.Status != store.StatusFailed || refused.Response.Record.Error == nil {

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/carmyhq/carmy/cluster/nodeauth"
+	"github.com/carmyhq/carmy/cluster/wire"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -22,12 +23,12 @@ var protocolString = strconv.Itoa(nodeauth.ProtocolVersion)
 // addr. A success must name this node's version; an error answer that
 // names none did not come from a node's internal handler (which names its
 // version on every answer) and is left to be read as an error. The error
-// matches nodeauth.ErrProtocol, store.ErrUnavailable and errRefused:
+// matches nodeauth.ErrProtocol, store.ErrUnavailable and wire.ErrRefused:
 // nothing was applied, and retrying will not help.
 func checkAnswerProtocol(addr string, resp *http.Response) error {
 	v := resp.Header.Get(ProtocolHeader)
 	if v == protocolString || v == "" && resp.StatusCode >= http.StatusBadRequest {
 		return nil
 	}
-	return fmt.Errorf("%w: %w (%w)", store.ErrUnavailable, nodeauth.ProtocolMismatch(addr, v), errRefused)
+	return fmt.Errorf("%w: %w (%w)", store.ErrUnavailable, nodeauth.ProtocolMismatch(addr, v), wire.ErrRefused)
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/carmyhq/carmy/cluster/nodeauth"
+	"github.com/carmyhq/carmy/cluster/wire"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -86,7 +87,7 @@ func TestInternalCallOfAnotherProtocolIsRefused(t *testing.T) {
 
 // A node whose call is answered by a node of another protocol version
 // (an answer naming another, or a success naming none) gets an error that
-// names both, matches nodeauth.ErrProtocol and errRefused (nothing applied), and is
+// names both, matches nodeauth.ErrProtocol and wire.ErrRefused (nothing applied), and is
 // no unknown outcome: on an ordinary call and on the stream's upgrade.
 func TestAnswerOfAnotherProtocolIsRefused(t *testing.T) {
 	for name, tc := range map[string]struct {
@@ -109,7 +110,7 @@ func TestAnswerOfAnotherProtocolIsRefused(t *testing.T) {
 		c := newInternalClient(Config{NodeID: "n1"}, nil)
 		check := func(what string, err error) {
 			t.Helper()
-			if !errors.Is(err, nodeauth.ErrProtocol) || !errors.Is(err, errRefused) || !errors.Is(err, store.ErrUnavailable) ||
+			if !errors.Is(err, nodeauth.ErrProtocol) || !errors.Is(err, wire.ErrRefused) || !errors.Is(err, store.ErrUnavailable) ||
 				errors.Is(err, store.ErrCommitUnknown) || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("%s, %s: %v, want nodeauth.ErrProtocol saying %q", name, what, err, tc.want)
 			}
@@ -117,7 +118,7 @@ func TestAnswerOfAnotherProtocolIsRefused(t *testing.T) {
 		if tc.status != http.StatusSwitchingProtocols {
 			check("get", c.get(t.Context(), addr, pathState, &StateDigest{}))
 		}
-		conn, _, err := c.dialStream(t.Context(), addr)
+		conn, _, err := c.DialStream(t.Context(), addr)
 		if err == nil {
 			conn.Close()
 		}

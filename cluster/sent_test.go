@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/cluster/nodeauth"
+	"github.com/carmyhq/carmy/cluster/wire"
 	"github.com/carmyhq/carmy/fsm"
 	"github.com/carmyhq/carmy/internal/certs"
 )
@@ -30,7 +31,7 @@ func TestNothingSentBeforeTheConnection(t *testing.T) {
 	}))
 	defer stranger.Close()
 	sent, err := client.post(t.Context(), stranger.Listener.Addr().String(), pathJoin, fsm.NodeInfo{}, &joinAnswer{})
-	if sent || !errors.Is(err, errNotSent) {
+	if sent || !errors.Is(err, wire.ErrNotSent) {
 		t.Errorf("failed handshake: sent %v, err %v; want not sent", sent, err)
 	}
 
@@ -41,7 +42,7 @@ func TestNothingSentBeforeTheConnection(t *testing.T) {
 	}
 	dead := ln.Addr().String()
 	ln.Close()
-	if sent, err := client.post(t.Context(), dead, pathJoin, fsm.NodeInfo{}, &joinAnswer{}); sent || !errors.Is(err, errNotSent) {
+	if sent, err := client.post(t.Context(), dead, pathJoin, fsm.NodeInfo{}, &joinAnswer{}); sent || !errors.Is(err, wire.ErrNotSent) {
 		t.Errorf("refused dial: sent %v, err %v; want not sent", sent, err)
 	}
 

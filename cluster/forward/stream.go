@@ -1,17 +1,15 @@
-package cluster
+package forward
 
 import (
 	"bufio"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/carmyhq/carmy/cluster/wire"
 )
 
 // Bounds of a forward stream on the follower's side.
@@ -47,7 +45,7 @@ func (slot *streamSlot) close() {
 // Batches are written in turn (wmu); one reader goroutine (read) matches
 // the answers, which come in order, to the batches in pending.
 type fwdStream struct {
-	f    *forwarder
+	f    *Forwarder
 	addr string
 	conn net.Conn
 	br   *bufio.Reader
@@ -64,7 +62,7 @@ type fwdStream struct {
 // streamSent is a batch sent on a stream.
 type streamSent struct {
 	seq      uint64
-	batch    []*fwdItem
+	batch    []*item
 	deadline time.Time // the answer is not waited for past it
 	start    time.Time
 }
@@ -73,7 +71,7 @@ type streamSent struct {
 // is none. nil means it was sent: the stream's reader delivers the answer
 // and frees the batch's slot. Otherwise nothing of the batch was sent, and
 // the error says why.
-func (f *forwarder) sendStream(addr string, batch []*fwdItem, deadline time.Time) error {
+func (f *Forwarder) sendStream(addr string, batch []*item, deadline time.Time) error {
 	s, err := f.streamTo(addr, deadline)
 	if err != nil {
 		return err
@@ -86,17 +84,17 @@ func (f *forwarder) sendStream(addr string, batch []*fwdItem, deadline time.Time
 		}
 	}
 	if errors.Is(err, errStreamBroken) {
-		err = fmt.Errorf("%w: %w", errNotSent, err)
+		err = fmt.Errorf("%w: %w", wire.ErrNotSent, err)
 	}
 	return err
 }
 
 // streamTo returns the working stream to addr, opening one if need be.
-func (f *forwarder) streamTo(addr string, deadline time.Time) (*fwdStream, error) {
+func (f *Forwarder) streamTo(addr string, deadline time.Time) (*fwdStream, error) {
 	f.mu.Lock()
 	if f.ctx.Err() != nil {
 		f.mu.Unlock()
-		return nil, fmt.Errorf("%w: the node is shutting down", errNotSent)
+		return nil, fmt.Errorf("%w: the node is shutting down", wire.ErrNotSent)
 	}
 	slot := f.streams[addr]
 	if slot == nil {
@@ -116,7 +114,7 @@ func (f *forwarder) streamTo(addr string, deadline time.Time) (*fwdStream, error
 	}
 	ctx, cancel := context.WithDeadline(f.ctx, dialBy)
 	defer cancel()
-	conn, br, err := f.client.dialStream(ctx, addr)
+	conn, br, err := f.dial.DialStream(ctx, addr)
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +137,7 @@ func (s *fwdStream) working() bool {
 // send writes batch's frame. nil means it was written whole (its answer
 // will come to read, or its failure through fail); errStreamBroken means
 // the stream had broken, and nothing was written.
-func (s *fwdStream) send(batch []*fwdItem, deadline time.Time) error {
+func (s *fwdStream) send(batch []*item, deadline time.Time) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	sent := &streamSent{seq: s.seq, batch: batch, deadline: deadline, start: time.Now()}
@@ -156,7 +154,7 @@ func (s *fwdStream) send(batch []*fwdItem, deadline time.Time) error {
 	s.mu.Unlock()
 	s.seq++
 	s.buf = appendBatchFrame(s.buf[:0], sent.seq, batch)
-	_ = s.conn.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+	_ = s.conn.SetWriteDeadline(time.Now().Add(WriteTimeout))
 	n, err := s.conn.Write(s.buf)
 	whole := n == len(s.buf)
 	if cap(s.buf) > 1<<20 {
@@ -180,7 +178,7 @@ func (s *fwdStream) send(batch []*fwdItem, deadline time.Time) error {
 func (s *fwdStream) read() {
 	var buf []byte
 	for {
-		body, err := readFrame(s.br, maxAnswerFrame, buf)
+		body, err := ReadFrame(s.br, MaxAnswerFrame, buf)
 		if err != nil {
 			s.fail(err, nil)
 			return
@@ -189,14 +187,14 @@ func (s *fwdStream) read() {
 		if cap(body) <= 1<<20 {
 			buf = body // the results are copies: the buffer can be reused
 		}
-		seq, results, err := decodeAnswerFrame(body)
+		seq, results, err := DecodeAnswer(body)
 		s.mu.Lock()
 		if err == nil && len(s.pending) == 0 {
-			err = fmt.Errorf("%w: an answer to no batch", errFrame)
+			err = fmt.Errorf("%w: an answer to no batch", ErrFrame)
 		}
 		if err == nil && (seq != s.pending[0].seq || len(results) != len(s.pending[0].batch)) {
 			err = fmt.Errorf("%w: answer %d with %d results for batch %d of %d commands",
-				errFrame, seq, len(results), s.pending[0].seq, len(s.pending[0].batch))
+				ErrFrame, seq, len(results), s.pending[0].seq, len(s.pending[0].batch))
 		}
 		if err != nil {
 			s.mu.Unlock()
@@ -232,74 +230,9 @@ func (s *fwdStream) fail(cause error, notSent *streamSent) {
 	for _, p := range pending {
 		var err error = &outcomeUnknownError{addr: s.addr, cause: cause}
 		if p == notSent {
-			err = fmt.Errorf("%w: %w", errNotSent, cause)
+			err = fmt.Errorf("%w: %w", wire.ErrNotSent, cause)
 		}
 		s.f.finish(s.addr, p.batch, nil, err, p.start)
 		s.f.release(p.batch)
 	}
-}
-
-// dialStream connects to addr as hc would (the same dialer, mutual TLS
-// with node TLS) and asks to upgrade the connection to a forward stream.
-// Errors: errRefused (with store.ErrUnavailable) when it refuses this node
-// as a member (a wrong key, another protocol version); otherwise
-// errNotSent, with why.
-func (c *internalClient) dialStream(ctx context.Context, addr string) (net.Conn, *bufio.Reader, error) {
-	req, err := c.newRequest(ctx, http.MethodPost, addr, pathStream, nil)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", errNotSent, err)
-	}
-	req.Header.Set("Connection", "Upgrade")
-	req.Header.Set("Upgrade", streamProtocol)
-	conn, err := c.dial(ctx, "tcp", addr)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", errNotSent, err)
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			_ = conn.Close()
-		}
-	}()
-	if d, has := ctx.Deadline(); has {
-		_ = conn.SetDeadline(d)
-	}
-	// ctx ending (the forwarder closing) ends the handshake too.
-	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
-	if c.tlsConf != nil {
-		tc := tls.Client(conn, c.tlsConf)
-		if err := tc.HandshakeContext(ctx); err != nil {
-			return nil, nil, fmt.Errorf("%w: %w", errNotSent, err)
-		}
-		conn = tc
-	}
-	if err := req.Write(conn); err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", errNotSent, err)
-	}
-	br := bufio.NewReaderSize(conn, 64<<10)
-	resp, err := http.ReadResponse(br, req)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: the answer to the stream's upgrade: %w", errNotSent, err)
-	}
-	if err := checkAnswerProtocol(addr, resp); err != nil {
-		_ = resp.Body.Close()
-		return nil, nil, err
-	}
-	if resp.StatusCode == http.StatusSwitchingProtocols && strings.EqualFold(resp.Header.Get("Upgrade"), streamProtocol) {
-		if !stop() {
-			return nil, nil, fmt.Errorf("%w: %w", errNotSent, ctx.Err())
-		}
-		_ = conn.SetDeadline(time.Time{})
-		ok = true
-		return conn, br, nil
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	err = errorAnswer(addr, resp.Status, raw)
-	if errors.Is(err, errRefused) {
-		return nil, nil, err
-	}
-	// Nothing was sent, whatever the answer says.
-	return nil, nil, fmt.Errorf("%w: the stream's upgrade: %v", errNotSent, err)
 }

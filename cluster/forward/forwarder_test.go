@@ -1,23 +1,21 @@
-package cluster
+package forward
 
 import (
 	"encoding/json"
 	"errors"
 	"io"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/carmyhq/carmy/fsm"
+	"github.com/carmyhq/carmy/cluster/wire"
 	"github.com/carmyhq/carmy/store"
 )
 
 // forwardTo forwards one command through a fresh forwarder to a leader
 // that answers its batch with res over the forward stream, and returns
 // the command's error.
-func forwardTo(t *testing.T, res applyResult) error {
+func forwardTo(t *testing.T, res wire.Result) error {
 	t.Helper()
 	fl := newFakeLeader(t, func(seq uint64, _ [][]byte, w io.Writer) bool {
 		return writeAnswer(w, seq, res)
@@ -26,19 +24,12 @@ func forwardTo(t *testing.T, res applyResult) error {
 	return err
 }
 
-// Answers that say nothing was applied stay so: the leader refusing this
-// node as a member, or a leader that no longer leads.
+// A leader that no longer leads answered that nothing was applied: the
+// error says so, and is no unknown outcome. (A leader that refuses this
+// node as a member: the cluster package's TestStreamRefusedAsMember.)
 func TestBatchNotAppliedStaysNotApplied(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		writeInternalError(w, http.StatusForbidden, codedWireError(store.CodeForbidden, "missing or wrong cluster key"))
-	}))
-	defer srv.Close()
-	_, err := forwardOne(t, newTestForwarder(t), srv.Listener.Addr().String(), "c", 5*time.Second)
-	if !errors.Is(err, store.ErrUnavailable) || errors.Is(err, store.ErrCommitUnknown) || !strings.Contains(err.Error(), "wrong cluster key") {
-		t.Errorf("refused as a member: %v, want ErrUnavailable alone", err)
-	}
-	err = forwardTo(t, applyResult{wireError: wireError{State: stateNotLeader}})
-	if !errors.Is(err, errNotLeader) || errors.Is(err, store.ErrCommitUnknown) {
+	err := forwardTo(t, wire.Result{Error: wire.Error{State: wire.StateNotLeader}})
+	if !errors.Is(err, wire.ErrNotLeader) || errors.Is(err, store.ErrCommitUnknown) {
 		t.Errorf("not the leader: %v", err)
 	}
 }
@@ -61,7 +52,7 @@ func TestForwardedErrorsKeepTheirMeaning(t *testing.T) {
 		{`{"code":"NOT_FOUND","message":"no member"}`, store.ErrNotFound, nil, "no member"},
 	}
 	for _, tc := range cases {
-		var res applyResult
+		var res wire.Result
 		if err := json.Unmarshal([]byte(tc.result), &res); err != nil {
 			t.Fatal(err)
 		}
@@ -76,25 +67,25 @@ func TestForwardedErrorsKeepTheirMeaning(t *testing.T) {
 		}
 	}
 	// A code no store error carries keeps its code.
-	err := forwardTo(t, applyResult{wireError: wireError{Code: store.CodeRateLimited, Message: "slow down"}})
+	err := forwardTo(t, wire.Result{Error: wire.Error{Code: store.CodeRateLimited, Message: "slow down"}})
 	if store.CodeOf(err) != store.CodeRateLimited || err.Error() != "slow down" {
 		t.Errorf("unknown code: %v (%q)", err, store.CodeOf(err))
 	}
 }
 
-func items(sizes ...int) []*fwdItem {
-	q := make([]*fwdItem, len(sizes))
+func items(sizes ...int) []*item {
+	q := make([]*item, len(sizes))
 	for i, n := range sizes {
-		q[i] = &fwdItem{data: make([]byte, n)}
+		q[i] = &item{data: make([]byte, n)}
 	}
 	return q
 }
 
-// A batch stops at maxBatch commands or maxBatchBytes of them, whichever
-// comes first; a command over maxBatchBytes goes alone.
+// A batch stops at MaxBatch commands or MaxBatchBytes of them, whichever
+// comes first; a command over MaxBatchBytes goes alone.
 func TestBatchBounds(t *testing.T) {
 	const mib = 1 << 20
-	many := make([]int, maxBatch+10)
+	many := make([]int, MaxBatch+10)
 	for i := range many {
 		many[i] = 300
 	}
@@ -104,12 +95,12 @@ func TestBatchBounds(t *testing.T) {
 		want  int
 	}{
 		{"one", []int{10}, 1},
-		{"count", many, maxBatch},
+		{"count", many, MaxBatch},
 		{"bytes", []int{mib, mib, mib, mib, mib}, 4},
-		{"just fits", []int{maxBatchBytes - 10, 10, 1}, 2},
-		{"large alone", []int{maxBatchBytes + 1, 1}, 1},
-		{"large after small", []int{1, maxBatchBytes, 1}, 1},
-		{"largest alone", []int{maxCommandBytes, 1}, 1},
+		{"just fits", []int{MaxBatchBytes - 10, 10, 1}, 2},
+		{"large alone", []int{MaxBatchBytes + 1, 1}, 1},
+		{"large after small", []int{1, MaxBatchBytes, 1}, 1},
+		{"largest alone", []int{wire.MaxCommandBytes, 1}, 1},
 	}
 	for _, tc := range cases {
 		if got := batchLen(items(tc.sizes...)); got != tc.want {
@@ -120,37 +111,25 @@ func TestBatchBounds(t *testing.T) {
 
 // The leader's frame limit holds the largest batch a forwarder builds:
 // the largest single command, or a batch of commands that fit
-// maxBatchBytes together, envelope included.
+// MaxBatchBytes together, envelope included.
 func TestLargestBatchFitsTheLeadersLimit(t *testing.T) {
-	small := make([]int, maxBatch)
+	small := make([]int, MaxBatch)
 	for i := range small {
-		small[i] = maxBatchBytes / maxBatch
+		small[i] = MaxBatchBytes / MaxBatch
 	}
 	for name, sizes := range map[string][]int{
-		"one command at maxCommandBytes": {maxCommandBytes, 1},
-		"maxBatch commands":              small,
-		"two halves":                     {maxBatchBytes / 2, maxBatchBytes / 2, 1},
+		"one command at wire.MaxCommandBytes": {wire.MaxCommandBytes, 1},
+		"MaxBatch commands":                   small,
+		"two halves":                          {MaxBatchBytes / 2, MaxBatchBytes / 2, 1},
 	} {
 		q := items(sizes...)
 		n := batchLen(q)
 		for _, it := range q[:n] {
 			it.omitResult = true
 		}
-		if size := len(appendBatchFrame(nil, 1<<40, q[:n])) - 4; size > maxBatchFrame {
-			t.Errorf("%s: a frame of %d bytes, over the leader's limit of %d", name, size, maxBatchFrame)
+		if size := len(appendBatchFrame(nil, 1<<40, q[:n])) - 4; size > MaxBatchFrame {
+			t.Errorf("%s: a frame of %d bytes, over the leader's limit of %d", name, size, MaxBatchFrame)
 		}
-	}
-}
-
-// A command over maxCommandBytes is refused before it is proposed or
-// forwarded, on any node alike: no leader could take it.
-func TestCommandOverTheLimitIsRefused(t *testing.T) {
-	if err := checkSize(fsm.TypeComplete, make([]byte, maxCommandBytes)); err != nil {
-		t.Fatalf("at the limit: %v", err)
-	}
-	err := checkSize(fsm.TypeComplete, make([]byte, maxCommandBytes+1))
-	if !errors.Is(err, store.ErrInvalid) || errors.Is(err, store.ErrCommitUnknown) || !strings.Contains(err.Error(), "over the limit") {
-		t.Fatalf("err = %v, want ErrInvalid: over the limit", err)
 	}
 }
 
@@ -165,7 +144,7 @@ func TestBatchSlots(t *testing.T) {
 		{[]int{1 << 20}, 1},
 		{[]int{1 << 20, 1}, 2},
 		{[]int{3 << 20, 1 << 19}, 4},
-		{[]int{64 << 20}, maxInFlight},
+		{[]int{64 << 20}, MaxInFlight},
 		{nil, 1},
 	}
 	for _, tc := range cases {
