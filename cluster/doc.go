@@ -34,11 +34,11 @@
 // endpoints, their bodies and size bounds; the errors they carry are
 // package wire's), internal_server.go and internal_client.go (both ends
 // of those calls, and the stream's upgrade), protocol.go (the node
-// protocol version on them),
-// membership.go (join, removal, the member table's NodeInfo), silence.go
-// (a crashed leader replaced in order), diskfull.go (a full
-// disk), gossip.go and memberscache.go (memberlist), metrics.go, audit.go,
-// store.go (store.Store).
+// protocol version on them), membership.go (join, removal, the member
+// table's NodeInfo), silence.go (a crashed leader replaced in order),
+// diskfull.go (a full disk; the log beneath Raft is package raftlog's),
+// gossip.go (the memberlist member, over package gossip), metrics.go,
+// audit.go, store.go (store.Store).
 //
 // Nodes authenticate each other by a key or a certificate, never by their
 // address (package nodeauth): with node TLS, mutual TLS with certificates

@@ -15,6 +15,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/carmyhq/carmy/cluster/forward"
+	"github.com/carmyhq/carmy/cluster/gossip"
 	"github.com/carmyhq/carmy/cluster/nodeauth"
 	"github.com/carmyhq/carmy/cluster/raftlog"
 	"github.com/carmyhq/carmy/fsm"
@@ -33,8 +34,8 @@ type Node struct {
 	reserve   *raftlog.Reserve
 	transport *raft.NetworkTransport
 	gossip    *memberlist.Memberlist
-	members   *members
-	cache     *membersCache
+	members   *gossip.Members
+	cache     *gossip.Cache
 	fwd       *forward.Forwarder
 	client    *internalClient
 	tls       *nodeauth.TLS // nil without node TLS
@@ -80,7 +81,7 @@ func Open(cfg Config) (*Node, error) {
 	n.refusals = nodeauth.NewRefusals(n.log)
 	n.bgCtx, n.bgCancel = context.WithCancel(context.Background())
 	n.fsm.Observe(n.observe, fsm.TypeNode, fsm.TypeNodeRemoved, fsm.TypeCancel)
-	n.cache = newMembersCache(cfg.DataDir, n.log)
+	n.cache = gossip.NewCache(cfg.DataDir, n.log)
 	if cfg.TLS != nil {
 		t, err := nodeauth.LoadTLS(*cfg.TLS, n.log)
 		if err != nil {
@@ -403,7 +404,7 @@ func (n *Node) OnCancel(fn func(executionID string)) {
 func (n *Node) observe(_ uint64, c fsm.Command, r fsm.Response) {
 	if c.Type == fsm.TypeNode || c.Type == fsm.TypeNodeRemoved {
 		members := n.fsm.Nodes()
-		n.cache.put(members)
+		n.cache.Put(members)
 		return
 	}
 	if c.Type != fsm.TypeCancel || r.Code != "" || r.Record.NodeID != n.cfg.NodeID {

@@ -240,7 +240,7 @@ func (n *Node) httpAddrOf(id string) (string, bool) {
 	if info, ok := n.fsm.Node(id); ok && info.HTTPAddr != "" {
 		return info.HTTPAddr, true
 	}
-	if info, ok := n.members.info(id); ok && info.HTTPAddr != "" {
+	if info, ok := n.members.Info(id); ok && info.HTTPAddr != "" {
 		return info.HTTPAddr, true
 	}
 	return "", false
