@@ -6,20 +6,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/carmyhq/carmy/cluster/raftlog"
+	"github.com/carmyhq/carmy/cluster/wire"
 	"github.com/carmyhq/carmy/fsm"
 	"github.com/carmyhq/carmy/store"
-)
-
-// Internal outcomes of one attempt at a write; Apply retries both until a
-// leader takes the write or LeaderWait passes.
-var (
-	// errNotLeader: the node asked is not the leader; nothing was applied.
-	errNotLeader = errors.New("cluster: not the leader")
-	// errNotSent: the leader could not be reached; nothing was sent.
-	errNotSent = errors.New("cluster: leader unreachable")
-	// errRefused: the node asked refused this one as a member (wrong
-	// cluster key or certificate); nothing was applied.
-	errRefused = errors.New("cluster: refused as a member")
 )
 
 // Apply commits c through Raft and returns its Response. On the leader it
@@ -30,7 +20,7 @@ var (
 // Errors: store.ErrUnavailable means c was not applied (no leader in time,
 // node shutting down); store.ErrCommitUnknown means c may or may not have
 // been applied; store.ErrInvalid means c was refused before it was
-// proposed (it cannot be encoded, or it is over maxCommandBytes encoded).
+// proposed (it cannot be encoded, or it is over wire.MaxCommandBytes encoded).
 // A reservation is refused with store.ErrUnavailable while this node leads
 // with a log that waits for disk space (refuseOnFullDisk).
 // The Response's own error (Response.Err) is an application outcome,
@@ -58,9 +48,9 @@ func (n *Node) Apply(ctx context.Context, c fsm.Command) (fsm.Response, error) {
 		}
 		leader, ok := n.leaderHTTP()
 		if !ok {
-			return errNotSent
+			return wire.ErrNotSent
 		}
-		resp, err = n.fwd.apply(ctx, leader, data, deadline, omitResult)
+		resp, err = n.fwd.Apply(ctx, leader, data, deadline, omitResult)
 		if err == nil && omitResult {
 			putResultBack(&resp, *c.Result)
 		}
@@ -85,17 +75,17 @@ func putResultBack(resp *fsm.Response, res store.Result) {
 	resp.Record.Error, _ = fsm.Logged(res.Error)
 }
 
-// checkSize refuses an encoded command over maxCommandBytes: no leader
+// checkSize refuses an encoded command over wire.MaxCommandBytes: no leader
 // would take it.
 func checkSize(t fsm.Type, data []byte) error {
-	if len(data) > maxCommandBytes {
-		return fmt.Errorf("%w: a %s command of %d bytes is over the limit of %d", store.ErrInvalid, t, len(data), maxCommandBytes)
+	if len(data) > wire.MaxCommandBytes {
+		return fmt.Errorf("%w: a %s command of %d bytes is over the limit of %d", store.ErrInvalid, t, len(data), wire.MaxCommandBytes)
 	}
 	return nil
 }
 
-// untilLeader runs attempt until it returns anything but errNotLeader or
-// errNotSent (which mean nothing was applied anywhere: ask again), waiting
+// untilLeader runs attempt until it returns anything but wire.ErrNotLeader or
+// wire.ErrNotSent (which mean nothing was applied anywhere: ask again), waiting
 // between tries with a short backoff, for at most LeaderWait (or ctx's
 // deadline, if sooner). deadline is when the last try must end. When time
 // runs out the error is store.ErrUnavailable, saying what (such as "no
@@ -107,7 +97,7 @@ func (n *Node) untilLeader(ctx context.Context, what string, attempt func(deadli
 	}
 	for try := 0; ; try++ {
 		err := attempt(deadline)
-		if err == nil || !(errors.Is(err, errNotLeader) || errors.Is(err, errNotSent)) {
+		if err == nil || !(errors.Is(err, wire.ErrNotLeader) || errors.Is(err, wire.ErrNotSent)) {
 			return err
 		}
 		if n.stopped() {
@@ -140,7 +130,7 @@ func (n *Node) applyLocal(data []byte, deadline time.Time) (fsm.Response, error)
 }
 
 // awaitProposal waits for it's outcome, or until deadline if by then the
-// log waits for disk space (checked again every diskFullRetryMax after).
+// log waits for disk space (checked again every raftlog.DiskFullRetryMax after).
 func (n *Node) awaitProposal(it *proposal, deadline time.Time) proposalResult {
 	t := time.NewTimer(max(time.Until(deadline), 0))
 	defer t.Stop()
@@ -149,11 +139,11 @@ func (n *Node) awaitProposal(it *proposal, deadline time.Time) proposalResult {
 		case r := <-it.done:
 			return r
 		case <-t.C:
-			if _, err := n.logs.stalled(); err != nil && n.logs.queueStalled() {
+			if _, err := n.logs.Stalled(); err != nil && n.logs.QueueStalled() {
 				return proposalResult{err: fmt.Errorf("%w: the write waits for disk space on node %s, and is applied once there is room, unless leadership changes first (%w)",
 					store.ErrCommitUnknown, n.cfg.NodeID, err)}
 			}
-			t.Reset(diskFullRetryMax)
+			t.Reset(raftlog.DiskFullRetryMax)
 		}
 	}
 }
@@ -169,7 +159,7 @@ func (n *Node) observeApply(origin string, start time.Time, err error) {
 	result := "ok"
 	switch {
 	case err == nil:
-	case errors.Is(err, errNotLeader):
+	case errors.Is(err, wire.ErrNotLeader):
 		result = "not_leader"
 	case errors.Is(err, store.ErrCommitUnknown):
 		result = "commit_unknown"

@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/carmyhq/carmy/cluster"
+	"github.com/carmyhq/carmy/cluster/nodeauth"
 	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/store"
 )
@@ -319,7 +321,7 @@ func TestCancelIsDeliveredToTheRunner(t *testing.T) {
 func TestInternalEndpointsNeedTheClusterKey(t *testing.T) {
 	c := newCluster(t, 1, func(cfg *cluster.Config) { cfg.ClusterKey, cfg.TLS = "s3cret-s3cret-s3cret", nil })
 	n := c.nodes[0]
-	for _, path := range []string{"/internal/v1/apply", "/internal/v1/join", "/internal/v1/remove", "/internal/v1/readindex",
+	for _, path := range []string{"/internal/v1/join", "/internal/v1/remove", "/internal/v1/readindex",
 		"/internal/v1/silence", "/internal/v1/stream"} {
 		for _, k := range []string{"", "wrong"} {
 			req, _ := http.NewRequest(http.MethodPost, "http://"+n.HTTPAddr()+path, bytes.NewReader([]byte(`{"id":"n1","raft_addr":"127.0.0.1:1","http_addr":"127.0.0.1:2"}`)))
@@ -339,8 +341,9 @@ func TestInternalEndpointsNeedTheClusterKey(t *testing.T) {
 	if st, _ := n.Status(t.Context()); len(st.Nodes) != 1 || st.Nodes[0].RaftAddr != n.RaftAddr() {
 		t.Fatalf("refused calls changed the configuration: %+v", st.Nodes)
 	}
-	req, _ := http.NewRequest(http.MethodPost, "http://"+n.HTTPAddr()+"/internal/v1/apply", bytes.NewReader([]byte(`{"cmds":[]}`)))
+	req, _ := http.NewRequest(http.MethodPost, "http://"+n.HTTPAddr()+"/internal/v1/readindex", bytes.NewReader([]byte(`{}`)))
 	req.Header.Set("Carmy-Cluster-Key", "s3cret-s3cret-s3cret")
+	req.Header.Set(cluster.ProtocolHeader, strconv.Itoa(nodeauth.ProtocolVersion))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -546,6 +549,7 @@ func TestSilenceCheckSparesALiveLeader(t *testing.T) {
 		}
 		req, _ := http.NewRequest(http.MethodPost, "http://"+f.HTTPAddr()+"/internal/v1/silence", strings.NewReader(`{"check":true}`))
 		req.Header.Set("Carmy-Cluster-Key", clusterKey)
+		req.Header.Set(cluster.ProtocolHeader, strconv.Itoa(nodeauth.ProtocolVersion))
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

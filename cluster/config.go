@@ -11,6 +11,8 @@ import (
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/carmyhq/carmy/cluster/nodeauth"
 )
 
 // Config configures a Node.
@@ -95,6 +97,10 @@ type Config struct {
 	// to finish in the background.
 	ShutdownTimeout time.Duration
 }
+
+// NodeTLS names the files of mutual TLS between nodes (nodeauth.Files):
+// the cluster's CA and this node's certificate and key (PEM).
+type NodeTLS = nodeauth.Files
 
 // MinClusterKeyBytes is the shortest cluster key a node accepts.
 const MinClusterKeyBytes = 16

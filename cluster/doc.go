@@ -1,17 +1,21 @@
 // Package cluster runs one Carmy node of a Raft cluster: hashicorp/raft
-// with raft-boltdb (log and stable store, fsync on) and a file snapshot
-// store over TCP; memberlist for discovery and failure detection; a
-// batching forwarder that carries followers' commands to the leader; join
-// and removal; and Store, the Raft-backed store.Store.
+// over the log storage of package raftlog (BoltDB, fsync on, the leader's
+// writes queued beside the followers') and a file snapshot store, over a
+// TCP transport whose connections package nodeauth authenticates;
+// memberlist for discovery and failure detection; the forwarding of a
+// follower's commands to the leader; join and removal; and Store, the
+// Raft-backed store.Store.
 //
 // Every write goes through Node.Apply: on the leader it goes to the
 // proposer, which commits in rounds (while one round is in Raft, new
 // commands queue and go together as the next); on a follower it is
-// forwarded. Concurrent forwards share requests: one HTTP request carries a
-// batch of up to 512 commands and 4 MiB of them (a larger command goes
-// alone), and the leader's body limit holds the largest batch a forwarder
-// builds, so a batch is never refused for its size. Each command gets its
-// own result back; a completion's comes without the result it carried (the
+// forwarded. Concurrent forwards share batches of up to 512 commands and
+// 4 MiB of them (a larger command goes alone), sent over one kept-alive
+// forward stream per leader: an internal HTTP request upgraded to a
+// stream of binary frames (package forward), with up to 32 batches in
+// flight, which the leader answers in order. The stream is the only way a
+// command reaches the leader from another node. Each command gets its own
+// result back; a completion's comes without the result it carried (the
 // follower has it, and puts it back as the log holds it).
 //
 // Errors keep one vocabulary end to end. An outcome of the contract travels
@@ -20,28 +24,40 @@
 // states of one attempt are no outcome and travel apart: "not the leader"
 // (nothing applied: ask the leader) and "outcome unknown". Uncertainty is
 // explicit: a write whose commit cannot be confirmed (leadership lost
-// mid-commit, a forward that timed out or was refused whole after it was
+// mid-commit, a stream that broke or fell silent after the batch was
 // sent) returns store.ErrCommitUnknown, which never also matches a refusal
 // (store.ErrInvalid, store.ErrConflict, …), never a guess.
 //
 // The files follow the concepts: apply.go (the one way in), propose.go
-// (rounds), forward.go (batches), wire.go (the node-to-node endpoints, their
-// types, errors and size bounds), internal_server.go and internal_client.go
-// (both ends of those calls), membership.go (join, removal, the member
-// table's NodeInfo), store.go (store.Store).
+// (rounds), stream_server.go (the leader's end of the forward streams;
+// the follower's is package forward), internal_api.go (the node-to-node
+// endpoints, their bodies and size bounds; the errors they carry are
+// package wire's), internal_server.go and internal_client.go (both ends
+// of those calls, and the stream's upgrade), protocol.go (the node
+// protocol version on them), membership.go (join, removal, the member
+// table's NodeInfo), silence.go (a crashed leader replaced in order),
+// diskfull.go (a full disk; the log beneath Raft is package raftlog's),
+// gossip.go (the memberlist member, over package gossip), metrics.go,
+// audit.go, store.go (store.Store).
 //
 // Nodes authenticate each other by a key or a certificate, never by their
-// address: with node TLS (tls.go), mutual TLS with certificates of the
-// cluster CA that carry the node role; otherwise the cluster key, carried
-// by every internal HTTP call and proven on every Raft connection by a
-// challenge-response handshake (raftauth.go). Gossip is encrypted under a
-// key derived from the cluster key unless one is given (gossip.go).
-// Refused peers are logged at a bounded rate (refusal.go), and every write
+// address (package nodeauth): with node TLS, mutual TLS with certificates
+// of the cluster CA that carry the node role; otherwise the cluster key,
+// carried by every internal HTTP call and proven on every Raft connection
+// by a challenge-response handshake. Every Raft connection names the node
+// protocol version (nodeauth.ProtocolVersion) in its preamble and every
+// internal call and answer in ProtocolHeader; a peer of another version
+// is refused, and the refusal logged with both versions. Gossip is
+// encrypted under a key derived from the cluster key unless one is given
+// (gossip.go). Refused peers are logged at a bounded rate, and every write
 // through the internal endpoints is audited, one line per request
 // (audit.go).
 //
+// Nothing older than node protocol version 1 is read (there has been no
+// release before it), so the package has no compat.go.
+//
 // The API names its own types (NodeInfo, Status, StateDigest); Config.Hooks
 // lets tests wrap the node's network (HTTP dials, the Raft stream layer,
-// the gossip transport) to inject faults without the package knowing of
-// any fault layer.
+// the gossip transport) and its durable log store to inject faults without
+// the package knowing of any fault layer.
 package cluster

@@ -1,19 +1,17 @@
 package cluster
 
 import (
-	"crypto/hkdf"
-	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/memberlist"
 
+	"github.com/carmyhq/carmy/cluster/gossip"
 	"github.com/carmyhq/carmy/fsm"
 	"github.com/carmyhq/carmy/internal/netaddr"
 )
@@ -25,81 +23,6 @@ const (
 	GossipDead    = "dead"
 	GossipUnknown = "unknown"
 )
-
-// members tracks what gossip says of each node: the memberlist event
-// delegate, plus when each member was last seen to die.
-type members struct {
-	mu        sync.Mutex
-	meta      map[string]fsm.NodeInfo // from gossip metadata
-	deadSince map[string]time.Time
-	self      string
-}
-
-func newMembers(self string) *members {
-	return &members{meta: make(map[string]fsm.NodeInfo), deadSince: make(map[string]time.Time), self: self}
-}
-
-func (m *members) NotifyJoin(node *memberlist.Node)   { m.alive(node) }
-func (m *members) NotifyUpdate(node *memberlist.Node) { m.alive(node) }
-
-func (m *members) NotifyLeave(node *memberlist.Node) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, dead := m.deadSince[node.Name]; !dead {
-		m.deadSince[node.Name] = time.Now()
-	}
-}
-
-func (m *members) alive(node *memberlist.Node) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.deadSince, node.Name)
-	var info fsm.NodeInfo
-	if json.Unmarshal(node.Meta, &info) == nil && info.ID == node.Name {
-		info.GossipAddr = net.JoinHostPort(node.Addr.String(), strconv.Itoa(int(node.Port)))
-		m.meta[node.Name] = info
-	}
-}
-
-// deadFor returns how long gossip has seen id dead, and whether it has.
-func (m *members) deadFor(id string) (time.Duration, bool) {
-	since, dead := m.diedAt(id)
-	if !dead {
-		return 0, false
-	}
-	return time.Since(since), true
-}
-
-// diedAt returns when gossip last saw id die (reset when it comes back),
-// and whether it is dead now.
-func (m *members) diedAt(id string) (time.Time, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	since, dead := m.deadSince[id]
-	return since, dead
-}
-
-// info returns the addresses a member advertised in gossip.
-func (m *members) info(id string) (fsm.NodeInfo, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	info, ok := m.meta[id]
-	return info, ok
-}
-
-// delegate serves this node's metadata to memberlist.
-type delegate struct{ meta []byte }
-
-func (d *delegate) NodeMeta(limit int) []byte {
-	if len(d.meta) > limit {
-		return nil
-	}
-	return d.meta
-}
-func (d *delegate) NotifyMsg([]byte)                           {}
-func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
-func (d *delegate) LocalState(join bool) []byte                { return nil }
-func (d *delegate) MergeRemoteState(buf []byte, join bool)     {}
 
 // startGossip creates this node's memberlist member.
 func (n *Node) startGossip() error {
@@ -145,7 +68,7 @@ func (n *Node) startGossip() error {
 	if err != nil {
 		return err
 	}
-	keys, err := gossipKeys(n.cfg)
+	keys, err := gossip.Keys(n.cfg.GossipKeys, n.cfg.ClusterKey)
 	if err != nil {
 		return err
 	}
@@ -157,12 +80,12 @@ func (n *Node) startGossip() error {
 		mc.Keyring = kr
 		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
 	}
-	mc.Delegate = &delegate{meta: meta}
-	n.members = newMembers(n.cfg.NodeID)
+	mc.Delegate = gossip.Delegate(meta)
+	n.members = gossip.NewMembers(n.cfg.NodeID)
 	mc.Events = n.members
 	mc.Logger = memberlistLogger(n.cfg.Logger)
 	if n.cfg.Hooks.Gossip != nil {
-		if mc.Transport, err = hookedGossipTransport(n.cfg, mc); err != nil {
+		if mc.Transport, err = gossip.HookedTransport(mc, n.cfg.GossipAddr, n.cfg.Hooks.Gossip); err != nil {
 			return err
 		}
 	}
@@ -176,55 +99,6 @@ func (n *Node) startGossip() error {
 	}
 	n.gossip = ml
 	return nil
-}
-
-// hookedGossipTransport makes the transport memberlist would make for mc,
-// wrapped by cfg.Hooks.Gossip. Like memberlist, it retries a bind to port
-// 0 and then sets mc's ports to the one bound.
-func hookedGossipTransport(cfg Config, mc *memberlist.Config) (memberlist.NodeAwareTransport, error) {
-	nc := &memberlist.NetTransportConfig{
-		BindAddrs: []string{mc.BindAddr}, BindPort: mc.BindPort, Logger: mc.Logger, MetricLabels: mc.MetricLabels,
-	}
-	tries := 1
-	if mc.BindPort == 0 {
-		tries = 10 // another socket may take the TCP port's number on UDP
-	}
-	var nt *memberlist.NetTransport
-	var err error
-	for range tries {
-		if nt, err = memberlist.NewNetTransport(nc); err == nil {
-			break
-		}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("cluster: gossip transport on %s: %w", cfg.GossipAddr, err)
-	}
-	if mc.BindPort == 0 {
-		mc.BindPort = nt.GetAutoBindPort()
-		mc.AdvertisePort = mc.BindPort
-	}
-	return cfg.Hooks.Gossip(nt), nil
-}
-
-// gossipKeyInfo is the HKDF info of the gossip key derived from the
-// cluster key: a key of its own for each use, and a version should the
-// derivation ever change.
-const gossipKeyInfo = "carmy gossip key v1"
-
-// gossipKeys returns the keys gossip runs under: cfg.GossipKeys when given;
-// else, with a cluster key, one 32-byte key derived from it
-// (HKDF-SHA256, no salt, info gossipKeyInfo), so that nodes sharing a
-// cluster key gossip encrypted and authenticated with no more setup, and
-// nodes of another cluster cannot join; else none.
-func gossipKeys(cfg Config) ([][]byte, error) {
-	if len(cfg.GossipKeys) > 0 || cfg.ClusterKey == "" {
-		return cfg.GossipKeys, nil
-	}
-	k, err := hkdf.Key(sha256.New, []byte(cfg.ClusterKey), nil, gossipKeyInfo, 32)
-	if err != nil {
-		return nil, fmt.Errorf("cluster: deriving the gossip key: %w", err)
-	}
-	return [][]byte{k}, nil
 }
 
 // GossipAddr returns the address memberlist advertises.
@@ -249,7 +123,7 @@ func (n *Node) gossipState(id string) string {
 			return GossipAlive
 		}
 	}
-	if _, dead := n.members.deadFor(id); dead {
+	if _, dead := n.members.DeadFor(id); dead {
 		return GossipDead
 	}
 	return GossipUnknown
@@ -294,7 +168,7 @@ func (n *Node) RunnerGone(runnerID string) bool {
 	if runnerID == n.cfg.NodeID {
 		return false
 	}
-	if _, dead := n.members.deadFor(runnerID); dead && n.gossipState(runnerID) == GossipDead {
+	if _, dead := n.members.DeadFor(runnerID); dead && n.gossipState(runnerID) == GossipDead {
 		return true
 	}
 	cfg := n.raft.GetConfiguration()
@@ -323,4 +197,13 @@ func (n *Node) GossipMembers() []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// knownMembers returns the member table, or the cached one while the
+// table is still empty (just after a restart).
+func (n *Node) knownMembers() []fsm.NodeInfo {
+	if m := n.fsm.Nodes(); len(m) > 0 {
+		return m
+	}
+	return n.cache.Get()
 }

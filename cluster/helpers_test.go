@@ -2,7 +2,6 @@ package cluster_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,7 +16,6 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/cluster"
-	"github.com/carmyhq/carmy/fsm"
 	"github.com/carmyhq/carmy/internal/certs"
 	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/internal/tlsmux"
@@ -281,23 +279,4 @@ func completed(id string) store.Result {
 
 func isUnavailable(err error) bool {
 	return errors.Is(err, store.ErrUnavailable) || errors.Is(err, store.ErrCommitUnknown)
-}
-
-// applyBody is the body of a forwarded batch (POST /internal/v1/apply)
-// holding cmds, as a follower sends it.
-func applyBody(t *testing.T, cmds ...fsm.Command) string {
-	t.Helper()
-	var enc [][]byte
-	for _, c := range cmds {
-		b, err := fsm.Encode(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		enc = append(enc, b)
-	}
-	b, err := json.Marshal(map[string][][]byte{"cmds": enc})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }

@@ -1,18 +1,24 @@
 package cluster
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/carmyhq/carmy/cluster/forward"
+	"github.com/carmyhq/carmy/cluster/nodeauth"
+	"github.com/carmyhq/carmy/cluster/wire"
 	"github.com/carmyhq/carmy/internal/tlsmux"
 	"github.com/carmyhq/carmy/store"
 )
@@ -25,7 +31,7 @@ type internalClient struct {
 	scheme string // "https" with node TLS
 	hc     *http.Client
 	// dial and tlsConf (nil without node TLS) are how hc connects; the
-	// forward streams (stream_client.go) connect the same way.
+	// forward streams (DialStream) connect the same way.
 	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
 	tlsConf *tls.Config
 }
@@ -34,7 +40,7 @@ type internalClient struct {
 // cfg.ClusterKey, dials through cfg.Hooks.Dial when that is set, and with t
 // speaks mutual TLS under tlsmux.NodeServerName, accepting only a server
 // whose certificate chains to the cluster CA.
-func newInternalClient(cfg Config, t *nodeTLS) *internalClient {
+func newInternalClient(cfg Config, t *nodeauth.TLS) *internalClient {
 	dial := (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	if cfg.Hooks.Dial != nil {
 		dial = cfg.Hooks.Dial(dial)
@@ -48,7 +54,7 @@ func newInternalClient(cfg Config, t *nodeTLS) *internalClient {
 	}
 	c := &internalClient{key: cfg.ClusterKey, self: cfg.NodeID, scheme: "http", hc: &http.Client{Transport: tr}, dial: dial}
 	if t != nil {
-		tc := t.clientConfig()
+		tc := t.ClientConfig()
 		tc.ServerName = tlsmux.NodeServerName
 		tc.NextProtos = []string{"http/1.1"}
 		tr.TLSClientConfig = tc
@@ -61,9 +67,10 @@ func newInternalClient(cfg Config, t *nodeTLS) *internalClient {
 func (c *internalClient) close() { c.hc.CloseIdleConnections() }
 
 // post sends body to addr's path and decodes a 200 answer into out. An
-// error answer becomes the error it carries (wireError.err); an answer
+// error answer becomes the error it carries (wire.Error.err); an answer
 // that carries none is store.ErrUnavailable, and a refusal of this node as
-// a member also matches errRefused. sent reports whether the request may
+// a member (a wrong key, another protocol version: checkAnswerProtocol)
+// also matches wire.ErrRefused. sent reports whether the request may
 // have reached the other node.
 func (c *internalClient) post(ctx context.Context, addr, path string, body, out any) (sent bool, err error) {
 	b, err := json.Marshal(body)
@@ -101,11 +108,14 @@ func (c *internalClient) do(ctx context.Context, method, addr, path string, body
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		if !gotConn.Load() {
-			return false, fmt.Errorf("%w: %w", errNotSent, err)
+			return false, fmt.Errorf("%w: %w", wire.ErrNotSent, err)
 		}
 		return true, err
 	}
 	defer resp.Body.Close()
+	if err := checkAnswerProtocol(addr, resp); err != nil {
+		return true, err
+	}
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxInternalAnswer))
 	if err != nil {
 		return true, err
@@ -120,7 +130,8 @@ func (c *internalClient) do(ctx context.Context, method, addr, path string, body
 }
 
 // newRequest is a request to addr's path with what every internal call
-// carries: the cluster key (when there is one) and this node's id.
+// carries: the cluster key (when there is one), this node's id and its
+// protocol version.
 func (c *internalClient) newRequest(ctx context.Context, method, addr, path string, body io.Reader) (*http.Request, error) {
 	req, err := http.NewRequestWithContext(ctx, method, c.scheme+"://"+addr+path, body)
 	if err != nil {
@@ -130,19 +141,85 @@ func (c *internalClient) newRequest(ctx context.Context, method, addr, path stri
 		req.Header.Set(keyHeader, c.key)
 	}
 	req.Header.Set(nodeIDHeader, c.self)
+	req.Header.Set(ProtocolHeader, protocolString)
 	return req, nil
 }
 
 // errorAnswer is the error an error answer (status, body raw) of addr
-// carries (wireError.err); one that carries none is store.ErrUnavailable,
-// and a refusal of this node as a member also matches errRefused.
+// carries (wire.Error.err); one that carries none is store.ErrUnavailable,
+// and a refusal of this node as a member also matches wire.ErrRefused.
 func errorAnswer(addr, status string, raw []byte) error {
-	var we wireError
-	if json.Unmarshal(raw, &we) != nil || !we.isError() {
+	var we wire.Error
+	if json.Unmarshal(raw, &we) != nil || !we.IsError() {
 		return fmt.Errorf("%w: %s answered %s", store.ErrUnavailable, addr, status)
 	}
-	if we = we.normalized(); we.Code == store.CodeForbidden {
-		return fmt.Errorf("%w: %s refused this node: %s (%w)", store.ErrUnavailable, addr, we.Message, errRefused)
+	if we.Code == store.CodeForbidden {
+		return fmt.Errorf("%w: %s refused this node: %s (%w)", store.ErrUnavailable, addr, we.Message, wire.ErrRefused)
 	}
-	return we.err()
+	return we.Err()
+}
+
+// DialStream connects to addr as hc would (the same dialer, mutual TLS
+// with node TLS) and asks to upgrade the connection to a forward stream.
+// Errors: wire.ErrRefused (with store.ErrUnavailable) when it refuses this node
+// as a member (a wrong key, another protocol version); otherwise
+// wire.ErrNotSent, with why.
+func (c *internalClient) DialStream(ctx context.Context, addr string) (net.Conn, *bufio.Reader, error) {
+	req, err := c.newRequest(ctx, http.MethodPost, addr, pathStream, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", wire.ErrNotSent, err)
+	}
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", forward.Protocol)
+	conn, err := c.dial(ctx, "tcp", addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", wire.ErrNotSent, err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = conn.Close()
+		}
+	}()
+	if d, has := ctx.Deadline(); has {
+		_ = conn.SetDeadline(d)
+	}
+	// ctx ending (the forwarder closing) ends the handshake too.
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	if c.tlsConf != nil {
+		tc := tls.Client(conn, c.tlsConf)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			return nil, nil, fmt.Errorf("%w: %w", wire.ErrNotSent, err)
+		}
+		conn = tc
+	}
+	if err := req.Write(conn); err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", wire.ErrNotSent, err)
+	}
+	br := bufio.NewReaderSize(conn, 64<<10)
+	resp, err := http.ReadResponse(br, req)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: the answer to the stream's upgrade: %w", wire.ErrNotSent, err)
+	}
+	if err := checkAnswerProtocol(addr, resp); err != nil {
+		_ = resp.Body.Close()
+		return nil, nil, err
+	}
+	if resp.StatusCode == http.StatusSwitchingProtocols && strings.EqualFold(resp.Header.Get("Upgrade"), forward.Protocol) {
+		if !stop() {
+			return nil, nil, fmt.Errorf("%w: %w", wire.ErrNotSent, ctx.Err())
+		}
+		_ = conn.SetDeadline(time.Time{})
+		ok = true
+		return conn, br, nil
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	err = errorAnswer(addr, resp.Status, raw)
+	if errors.Is(err, wire.ErrRefused) {
+		return nil, nil, err
+	}
+	// Nothing was sent, whatever the answer says.
+	return nil, nil, fmt.Errorf("%w: the stream's upgrade: %v", wire.ErrNotSent, err)
 }

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"crypto/subtle"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -9,6 +10,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/carmyhq/carmy/cluster/nodeauth"
+	"github.com/carmyhq/carmy/cluster/wire"
 	"github.com/carmyhq/carmy/fsm"
 	"github.com/carmyhq/carmy/internal/authfail"
 	"github.com/carmyhq/carmy/internal/certs"
@@ -20,7 +23,6 @@ import (
 // InternalPrefix).
 func (n *Node) InternalHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+pathApply, n.serveApply)
 	mux.HandleFunc("POST "+pathStream, n.serveStream)
 	mux.HandleFunc("POST "+pathSilence, n.serveSilence)
 	mux.HandleFunc("POST "+pathReadIndex, n.serveReadIndex)
@@ -39,16 +41,23 @@ func (n *Node) InternalHandler() http.Handler {
 // has one of them. A wrong key (not a missing one) is reported to the
 // request context's authfail reporter: the API server counts it against
 // the caller's address, and answers 429 once it is over its failures.
+//
+// A member must then speak this node's protocol version (ProtocolHeader,
+// ProtocolVersion): one that names another is refused, logged through the
+// refusal log with both versions. Every call a node makes names it; only
+// GET state may go without, since tools holding the cluster key read it
+// too. Every answer names this node's version.
 func (n *Node) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(ProtocolHeader, protocolString)
 		if n.tls != nil && (r.TLS == nil || r.TLS.ServerName != tlsmux.NodeServerName || len(r.TLS.PeerCertificates) == 0 ||
 			!certs.HasNodeRole(r.TLS.PeerCertificates[0])) {
-			n.refusals.refused("internal call without a node certificate", r.RemoteAddr, errors.New(r.Method+" "+r.URL.Path))
-			writeInternalError(w, http.StatusForbidden, codedWireError(store.CodeForbidden, "the internal API needs mutual TLS with a node certificate of this cluster"))
+			n.refusals.Refused("internal call without a node certificate", r.RemoteAddr, errors.New(r.Method+" "+r.URL.Path))
+			writeInternalError(w, http.StatusForbidden, wire.Coded(store.CodeForbidden, "the internal API needs mutual TLS with a node certificate of this cluster"))
 			return
 		}
 		if n.cfg.ClusterKey != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get(keyHeader)), []byte(n.cfg.ClusterKey)) != 1 {
-			n.refusals.refused("internal call without the cluster key", r.RemoteAddr, errors.New(r.Method+" "+r.URL.Path))
+			n.refusals.Refused("internal call without the cluster key", r.RemoteAddr, errors.New(r.Method+" "+r.URL.Path))
 			if len(r.Header.Values(keyHeader)) > 0 {
 				// A key that is wrong is a guess (none at all is not):
 				// the server in front counts it against the caller, and
@@ -58,12 +67,18 @@ func (n *Node) authenticate(next http.Handler) http.Handler {
 				}
 				authfail.Report(r.Context(), "wrong cluster key")
 			}
-			writeInternalError(w, http.StatusForbidden, codedWireError(store.CodeForbidden, "missing or wrong cluster key"))
+			writeInternalError(w, http.StatusForbidden, wire.Coded(store.CodeForbidden, "missing or wrong cluster key"))
 			return
 		}
 		if n.tls == nil && n.cfg.ClusterKey == "" {
 			// Unreachable (Validate), and never open if it were.
-			writeInternalError(w, http.StatusForbidden, codedWireError(store.CodeForbidden, "this node has neither a cluster key nor node TLS"))
+			writeInternalError(w, http.StatusForbidden, wire.Coded(store.CodeForbidden, "this node has neither a cluster key nor node TLS"))
+			return
+		}
+		if v := r.Header.Get(ProtocolHeader); v != protocolString && (v != "" || r.URL.Path != pathState) {
+			err := nodeauth.ProtocolMismatch("the caller", v)
+			n.refusals.Refused("internal call of another node protocol version", r.RemoteAddr, err)
+			writeInternalError(w, http.StatusForbidden, wire.Coded(store.CodeForbidden, err.Error()))
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, maxInternalReq)
@@ -86,30 +101,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // writeInternalError answers with status and what went wrong.
-func writeInternalError(w http.ResponseWriter, status int, we wireError) {
+func writeInternalError(w http.ResponseWriter, status int, we wire.Error) {
 	writeJSON(w, status, we)
-}
-
-// serveApply applies a batch of forwarded commands, sent as one HTTP
-// request (the forward stream, serveStream, carries batches too).
-func (n *Node) serveApply(w http.ResponseWriter, r *http.Request) {
-	var req applyRequest
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		// Nothing of the batch was applied, but the forwarder cannot
-		// tell this answer from a failure after applying: it reads a
-		// batch refused whole as "outcome unknown", never as a refusal
-		// of each command.
-		writeInternalError(w, http.StatusBadRequest, codedWireError(store.CodeInvalidRequest, "the batch cannot be read: "+err.Error()))
-		return
-	}
-	omit := make([]bool, len(req.Commands))
-	for _, i := range req.OmitResult {
-		if i >= 0 && i < len(omit) {
-			omit[i] = true
-		}
-	}
-	b := n.startForwarded(req.Commands, omit)
-	writeJSON(w, http.StatusOK, applyAnswer{Results: n.finishForwarded(r, b)})
 }
 
 // forwardedBatch is a batch of forwarded commands on its way through the
@@ -117,8 +110,8 @@ func (n *Node) serveApply(w http.ResponseWriter, r *http.Request) {
 // finishForwarded waits for their outcomes.
 type forwardedBatch struct {
 	cmds    [][]byte
-	omit    []bool // omit[i]: applyRequest.OmitResult names command i
-	results []applyResult
+	omit    []bool // omit[i]: command i's sender asked for its success without the record's data (forward.AppendBatch)
+	results []wire.Result
 	// items are the proposals, nil for a command refused at the door;
 	// items itself is nil on a node that did not lead.
 	items []*proposal
@@ -129,10 +122,10 @@ type forwardedBatch struct {
 // rounds with each other and with local writes. On a node that does not
 // lead, nothing is proposed: every command's answer is "not the leader".
 func (n *Node) startForwarded(cmds [][]byte, omit []bool) *forwardedBatch {
-	b := &forwardedBatch{cmds: cmds, omit: omit, results: make([]applyResult, len(cmds)), start: time.Now()}
+	b := &forwardedBatch{cmds: cmds, omit: omit, results: make([]wire.Result, len(cmds)), start: time.Now()}
 	if !n.IsLeader() {
 		for i := range b.results {
-			b.results[i] = applyResult{wireError: wireErrorOf(errNotLeader)}
+			b.results[i] = wire.Result{Error: wire.ErrorOf(wire.ErrNotLeader)}
 		}
 		return b
 	}
@@ -145,15 +138,15 @@ func (n *Node) startForwarded(cmds [][]byte, omit []bool) *forwardedBatch {
 	// space (refuseForwardedOnFullDisk) is refused at the door.
 	for i, raw := range cmds {
 		if len(raw) == 0 {
-			b.results[i] = applyResult{wireError: codedWireError(store.CodeInvalidRequest, "empty command")}
+			b.results[i] = wire.Result{Error: wire.Coded(store.CodeInvalidRequest, "empty command")}
 			continue
 		}
 		if err := checkSize("forwarded", raw); err != nil {
-			b.results[i] = applyResult{wireError: wireErrorOf(err)}
+			b.results[i] = wire.Result{Error: wire.ErrorOf(err)}
 			continue
 		}
 		if err := n.refuseForwardedOnFullDisk(raw); err != nil {
-			b.results[i] = applyResult{wireError: wireErrorOf(err)}
+			b.results[i] = wire.Result{Error: wire.ErrorOf(err)}
 			continue
 		}
 		b.items[i] = newProposal(raw, n.cfg.LeaderWait)
@@ -165,7 +158,7 @@ func (n *Node) startForwarded(cmds [][]byte, omit []bool) *forwardedBatch {
 
 // finishForwarded waits for the outcome of every command of b, logs the
 // batch (audit, with r's caller) and returns its results.
-func (n *Node) finishForwarded(r *http.Request, b *forwardedBatch) []applyResult {
+func (n *Node) finishForwarded(r *http.Request, b *forwardedBatch) []wire.Result {
 	kinds := commandKinds(b.cmds)
 	if b.items == nil {
 		n.audit(r, "apply", slog.Int("commands", len(b.cmds)), slog.String("kinds", kinds), slog.String("outcome", "not the leader"))
@@ -179,13 +172,13 @@ func (n *Node) finishForwarded(r *http.Request, b *forwardedBatch) []applyResult
 		resp, err := out.resp, out.err
 		n.observeApply(originForwarded, b.start, err)
 		if err != nil {
-			b.results[i] = applyResult{wireError: wireErrorOf(err)}
+			b.results[i] = wire.Result{Error: wire.ErrorOf(err)}
 			continue
 		}
 		if b.omit[i] && resp.Code == "" {
 			resp.Record.Data, resp.Record.Error = nil, nil
 		}
-		b.results[i] = applyResult{Response: &resp}
+		b.results[i] = wire.Result{Response: &resp}
 	}
 	applied, refused, failed := 0, 0, 0
 	for _, res := range b.results {
@@ -206,7 +199,7 @@ func (n *Node) finishForwarded(r *http.Request, b *forwardedBatch) []applyResult
 func (n *Node) serveReadIndex(w http.ResponseWriter, r *http.Request) {
 	idx, err := n.leaderReadIndex(r.Context())
 	if err != nil {
-		writeInternalError(w, http.StatusServiceUnavailable, wireErrorOf(err))
+		writeInternalError(w, http.StatusServiceUnavailable, wire.ErrorOf(err))
 		return
 	}
 	writeJSON(w, http.StatusOK, indexAnswer{Index: idx})
@@ -215,14 +208,14 @@ func (n *Node) serveReadIndex(w http.ResponseWriter, r *http.Request) {
 func (n *Node) serveJoin(w http.ResponseWriter, r *http.Request) {
 	var info fsm.NodeInfo
 	if err := json.NewDecoder(r.Body).Decode(&info); err != nil {
-		writeInternalError(w, http.StatusBadRequest, codedWireError(store.CodeInvalidRequest, err.Error()))
+		writeInternalError(w, http.StatusBadRequest, wire.Coded(store.CodeInvalidRequest, err.Error()))
 		return
 	}
 	nodes, err := n.addNode(r.Context(), info)
 	n.audit(r, "join", slog.String("target", info.ID), slog.String("target_raft_addr", info.RaftAddr),
 		slog.String("target_http_addr", info.HTTPAddr), slog.String("outcome", outcomeOf(err)))
 	if err != nil {
-		writeInternalError(w, statusOf(err), wireErrorOf(err))
+		writeInternalError(w, statusOf(err), wire.ErrorOf(err))
 		return
 	}
 	// The table may not list this node's gossip address yet (it registers
@@ -236,14 +229,27 @@ func (n *Node) serveJoin(w http.ResponseWriter, r *http.Request) {
 func (n *Node) serveRemove(w http.ResponseWriter, r *http.Request) {
 	var req removeRequest
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		writeInternalError(w, http.StatusBadRequest, codedWireError(store.CodeInvalidRequest, err.Error()))
+		writeInternalError(w, http.StatusBadRequest, wire.Coded(store.CodeInvalidRequest, err.Error()))
 		return
 	}
 	err := n.RemoveNode(r.Context(), req.ID)
 	n.audit(r, "remove", slog.String("target", req.ID), slog.String("outcome", outcomeOf(err)))
 	if err != nil {
-		writeInternalError(w, statusOf(err), wireErrorOf(err))
+		writeInternalError(w, statusOf(err), wire.ErrorOf(err))
 		return
 	}
 	writeJSON(w, http.StatusOK, struct{}{})
+}
+
+// ServerTLSConfig is the TLS configuration the node's HTTP listener serves
+// to other nodes (those naming tlsmux.NodeServerName): the node's
+// certificate, TLS 1.3, and a client certificate required and checked
+// against the cluster CA. It is nil without node TLS.
+func (n *Node) ServerTLSConfig() *tls.Config {
+	if n.tls == nil {
+		return nil
+	}
+	c := n.tls.ServerConfig()
+	c.NextProtos = []string{"http/1.1"}
+	return c
 }

@@ -111,7 +111,7 @@ func (n *Node) interruptDead(unseenSince, handled map[string]time.Time) {
 			delete(handled, id)
 			continue
 		}
-		since, dead := n.members.diedAt(id)
+		since, dead := n.members.DiedAt(id)
 		if !dead {
 			if first, ok := unseenSince[id]; ok {
 				since = first

@@ -9,6 +9,8 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/carmyhq/carmy/cluster/nodeauth"
+	"github.com/carmyhq/carmy/cluster/wire"
 	"github.com/carmyhq/carmy/fsm"
 	"github.com/carmyhq/carmy/store"
 )
@@ -154,7 +156,7 @@ func (n *Node) removeLocal(ctx context.Context, id string) error {
 
 func membershipErr(err error) error {
 	if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipTransferInProgress) {
-		return errNotLeader
+		return wire.ErrNotLeader
 	}
 	return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 }
@@ -169,7 +171,7 @@ func (n *Node) onLeader(ctx context.Context, local func() error, remote func(add
 		}
 		addr, ok := n.leaderHTTP()
 		if !ok {
-			return errNotSent
+			return wire.ErrNotSent
 		}
 		return remote(addr)
 	})
@@ -192,7 +194,10 @@ func (n *Node) joinCluster() {
 			_, err := n.client.post(ctx, addr, pathJoin, info, &ans)
 			cancel()
 			if err != nil {
-				if errors.Is(err, errRefused) {
+				if errors.Is(err, nodeauth.ErrProtocol) {
+					n.log.Error("join: refused: that node runs a build of another node protocol version; "+
+						"run one build on every node of a cluster. Retrying", slog.String("via", addr), slog.Any("err", err))
+				} else if errors.Is(err, wire.ErrRefused) {
 					// Retrying will not help until the key is mended: say
 					// where the right one is.
 					n.log.Error("join: refused: "+joinKeyHint, slog.String("via", addr), slog.Any("err", err))

@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/carmyhq/carmy/cluster/wire"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -197,12 +198,26 @@ func (s countingLogStore) StoreLogs(logs []*raft.Log) error {
 	return err
 }
 
+// fwdObserver counts what the forwarder does (forward.Observer).
+type fwdObserver struct{ m *nodeMetrics }
+
+// Batch implements forward.Observer.
+func (o fwdObserver) Batch(commands int, took time.Duration) {
+	o.m.fwdBatches.Inc()
+	o.m.fwdCommands.Add(float64(commands))
+	o.m.fwdBatchSize.Observe(float64(commands))
+	o.m.fwdDuration.Observe(took.Seconds())
+}
+
+// Failed implements forward.Observer.
+func (o fwdObserver) Failed(err error) { o.m.fwdErrors.WithLabelValues(errKind(err)).Inc() }
+
 // errKind names a forwarding error for carmy_forward_errors_total.
 func errKind(err error) string {
 	switch {
-	case errors.Is(err, errNotSent):
+	case errors.Is(err, wire.ErrNotSent):
 		return "not_sent"
-	case errors.Is(err, errNotLeader):
+	case errors.Is(err, wire.ErrNotLeader):
 		return "not_leader"
 	case errors.Is(err, store.ErrCommitUnknown):
 		return "commit_unknown"

@@ -14,6 +14,10 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
+	"github.com/carmyhq/carmy/cluster/forward"
+	"github.com/carmyhq/carmy/cluster/gossip"
+	"github.com/carmyhq/carmy/cluster/nodeauth"
+	"github.com/carmyhq/carmy/cluster/raftlog"
 	"github.com/carmyhq/carmy/fsm"
 )
 
@@ -26,16 +30,16 @@ type Node struct {
 	raft *raft.Raft
 
 	bolt      *raftboltdb.BoltStore
-	logs      *leaderLog // the Raft log store over bolt
-	reserve   *diskReserve
+	logs      *raftlog.Store // the Raft log store over bolt
+	reserve   *raftlog.Reserve
 	transport *raft.NetworkTransport
 	gossip    *memberlist.Memberlist
-	members   *members
-	cache     *membersCache
-	fwd       *forwarder
+	members   *gossip.Members
+	cache     *gossip.Cache
+	fwd       *forward.Forwarder
 	client    *internalClient
-	tls       *nodeTLS // nil without node TLS
-	refusals  *refusalLog
+	tls       *nodeauth.TLS // nil without node TLS
+	refusals  *nodeauth.Refusals
 	metrics   *nodeMetrics
 	proposer  *proposer
 	streams   connSet    // the forward streams this node serves
@@ -74,19 +78,19 @@ func Open(cfg Config) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger.With(slog.String("node_id", cfg.NodeID)), fsm: fsm.New(), stop: make(chan struct{}),
 		closed: make(chan struct{}), metrics: newNodeMetrics()}
-	n.refusals = newRefusalLog(n.log)
+	n.refusals = nodeauth.NewRefusals(n.log)
 	n.bgCtx, n.bgCancel = context.WithCancel(context.Background())
 	n.fsm.Observe(n.observe, fsm.TypeNode, fsm.TypeNodeRemoved, fsm.TypeCancel)
-	n.cache = newMembersCache(cfg.DataDir, n.log)
+	n.cache = gossip.NewCache(cfg.DataDir, n.log)
 	if cfg.TLS != nil {
-		t, err := loadNodeTLS(*cfg.TLS, n.log)
+		t, err := nodeauth.LoadTLS(*cfg.TLS, n.log)
 		if err != nil {
 			return nil, err
 		}
 		n.tls = t
 	}
 	n.client = newInternalClient(cfg, n.tls)
-	n.fwd = newForwarder(n.client, n.metrics)
+	n.fwd = forward.New(n.client, fwdObserver{n.metrics})
 	ok := false
 	defer func() {
 		if !ok {
@@ -95,7 +99,7 @@ func Open(cfg Config) (*Node, error) {
 	}()
 
 	var err error
-	n.bolt, err = openBolt(filepath.Join(cfg.DataDir, "raft.db"))
+	n.bolt, err = raftlog.OpenBolt(filepath.Join(cfg.DataDir, "raft.db"))
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +107,7 @@ func Open(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: snapshot store: %w", err)
 	}
-	var ident *identityStream
+	var ident *nodeauth.IdentityStream
 	n.transport, ident, err = newTransport(cfg, n.tls, n.refusals)
 	if err != nil {
 		return nil, err
@@ -114,13 +118,13 @@ func Open(cfg Config) (*Node, error) {
 	}
 	// The cache keeps the latest entries in memory, so the leader sends
 	// them to followers without reading them back from BoltDB.
-	// Beneath it, the leader's writes are queued (leaderLog), and the
+	// Beneath it, the leader's writes are queued (raftlog.Store), and the
 	// state machine and the followers' commit index wait for them.
 	var durable raft.LogStore = countingLogStore{LogStore: n.bolt, m: n.metrics}
 	if cfg.Hooks.LogStore != nil {
 		durable = cfg.Hooks.LogStore(durable)
 	}
-	n.logs = newLeaderLog(durable, filepath.Join(cfg.DataDir, "raft.db"))
+	n.logs = raftlog.New(durable, filepath.Join(cfg.DataDir, "raft.db"))
 	logs, err := raft.NewLogCache(logCacheSize, n.logs)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: log cache: %w", err)
@@ -128,16 +132,16 @@ func Open(cfg Config) (*Node, error) {
 	// Raft's main loop may lead (and write) before NewRaft returns: until
 	// r is set, writes are synchronous, which is always safe.
 	var r atomic.Pointer[raft.Raft]
-	n.logs.setLeaderCheck(func() bool { rr := r.Load(); return rr != nil && rr.State() == raft.Leader })
-	n.reserve = &diskReserve{path: filepath.Join(cfg.DataDir, reserveFile), size: reserveBytes, log: n.log}
-	n.reserve.ensure()
-	n.raft, err = raft.NewRaft(n.raftConfig(), gatedFSM{FSM: n.fsm, log: n.logs}, logs, reservedStable{StableStore: n.bolt, reserve: n.reserve}, snaps,
-		cappedTransport{NetworkTransport: n.transport, log: n.logs})
+	n.logs.SetLeaderCheck(func() bool { rr := r.Load(); return rr != nil && rr.State() == raft.Leader })
+	n.reserve = raftlog.NewReserve(cfg.DataDir, n.log)
+	n.reserve.Ensure()
+	n.raft, err = raft.NewRaft(n.raftConfig(), raftlog.GatedFSM(n.fsm, n.logs), logs, raftlog.ReservedStable(n.bolt, n.reserve), snaps,
+		raftlog.CappedTransport(n.transport, n.logs))
 	if err != nil {
 		return nil, fmt.Errorf("cluster: starting raft: %w", err)
 	}
 	r.Store(n.raft)
-	ident.setLookup(func(addr string) string { return serverAt(n.raft, addr) })
+	ident.SetLookup(func(addr string) string { return nodeauth.ServerAt(n.raft, addr) })
 	n.proposer = newProposer(n.raft, n.metrics)
 	if !hasState && cfg.Bootstrap {
 		if err := n.bootstrapSelf(); err != nil {
@@ -354,9 +358,9 @@ func (n *Node) close() error {
 	n.stopOnce.Do(func() { close(n.stop) })
 	// A log write waiting for disk space is given up, so that what waits
 	// on it (an apply, Raft's shutdown) ends.
-	n.logs.abandon()
+	n.logs.Abandon()
 	n.bgCancel()
-	n.fwd.close()
+	n.fwd.Close()
 	n.streams.closeAll()
 	if n.gossip != nil {
 		_ = n.gossip.Leave(time.Second)
@@ -378,7 +382,7 @@ func (n *Node) closeParts() error {
 		errs = append(errs, n.transport.Close())
 	}
 	if n.logs != nil {
-		errs = append(errs, n.logs.close())
+		errs = append(errs, n.logs.Close())
 	}
 	if n.bolt != nil {
 		errs = append(errs, n.bolt.Close())
@@ -400,7 +404,7 @@ func (n *Node) OnCancel(fn func(executionID string)) {
 func (n *Node) observe(_ uint64, c fsm.Command, r fsm.Response) {
 	if c.Type == fsm.TypeNode || c.Type == fsm.TypeNodeRemoved {
 		members := n.fsm.Nodes()
-		n.cache.put(members)
+		n.cache.Put(members)
 		return
 	}
 	if c.Type != fsm.TypeCancel || r.Code != "" || r.Record.NodeID != n.cfg.NodeID {

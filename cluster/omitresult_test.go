@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/carmyhq/carmy/cluster/forward"
+	"github.com/carmyhq/carmy/cluster/wire"
 	"github.com/carmyhq/carmy/fsm"
 	"github.com/carmyhq/carmy/store"
 )
@@ -52,10 +54,10 @@ func soloLeader(t *testing.T) *Node {
 }
 
 // A completion's answer leaves its result out when the sender asks
-// (OmitResult): the record comes back without data and error, so a result
-// crosses the network once. Asked without it, as a follower of an older
-// build asks, the answer carries the record whole; so does a refused
-// completion's, whose record is another's.
+// (forward.AppendBatch's omit): the record comes back without data and error, so
+// a result crosses the network once. Asked without it, the answer carries
+// the record whole; so does a refused completion's, whose record is
+// another's.
 func TestCompletionAnswerLeavesTheResultOut(t *testing.T) {
 	n := soloLeader(t)
 	big := `{"s":"` + strings.Repeat("x", 256<<10) + `"}`
@@ -78,32 +80,33 @@ func TestCompletionAnswerLeavesTheResultOut(t *testing.T) {
 		}
 		return data
 	}
-	post := func(req applyRequest) (applyAnswer, int) {
+	// send sends cmds as one batch on a forward stream of n's own client
+	// (its key and protocol version), those named in omit asking for the
+	// result to be left out, and returns the answer and its size.
+	send := func(cmds [][]byte, omit ...int) ([]wire.Result, int) {
 		t.Helper()
-		body, err := json.Marshal(req)
+		conn, br, err := n.client.DialStream(t.Context(), n.HTTPAddr())
 		if err != nil {
 			t.Fatal(err)
 		}
-		hreq, err := http.NewRequest(http.MethodPost, "http://"+n.HTTPAddr()+pathApply, bytes.NewReader(body))
+		defer conn.Close()
+		omitted := make([]bool, len(cmds))
+		for _, i := range omit {
+			omitted[i] = true
+		}
+		if _, err := conn.Write(forward.AppendBatch(nil, 0, cmds, omitted)); err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+		body, err := forward.ReadFrame(br, forward.MaxAnswerFrame, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		hreq.Header.Set("Content-Type", "application/json")
-		hreq.Header.Set(keyHeader, soloKey)
-		resp, err := http.DefaultClient.Do(hreq)
-		if err != nil {
-			t.Fatal(err)
+		seq, results, err := forward.DecodeAnswer(body)
+		if err != nil || seq != 0 || len(results) != len(cmds) {
+			t.Fatalf("answer: seq %d, %d results, %v", seq, len(results), err)
 		}
-		defer resp.Body.Close()
-		raw, err := io.ReadAll(resp.Body)
-		if err != nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("apply: %d %s %v", resp.StatusCode, raw, err)
-		}
-		var ans applyAnswer
-		if err := json.Unmarshal(raw, &ans); err != nil || len(ans.Results) != len(req.Commands) {
-			t.Fatalf("answer %s: %v", raw, err)
-		}
-		return ans, len(raw)
+		return results, len(body)
 	}
 	reserve("lean")
 	reserve("whole")
@@ -113,13 +116,13 @@ func TestCompletionAnswerLeavesTheResultOut(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	ans, size := post(applyRequest{Commands: [][]byte{complete("lean"), complete("whole"), complete("refused")}, OmitResult: []int{0, 2}})
-	lean, whole, refused := ans.Results[0], ans.Results[1], ans.Results[2]
-	if lean.isError() || lean.Response.Code != "" || lean.Response.Record.Status != store.StatusCompleted ||
+	results, size := send([][]byte{complete("lean"), complete("whole"), complete("refused")}, 0, 2)
+	lean, whole, refused := results[0], results[1], results[2]
+	if lean.IsError() || lean.Response.Code != "" || lean.Response.Record.Status != store.StatusCompleted ||
 		lean.Response.Record.Data != nil || lean.Response.Record.Error != nil || lean.Response.Record.ExecutionID != "exec_lean" {
 		t.Fatalf("lean answer: %+v", lean)
 	}
-	if whole.isError() || whole.Response.Record.Status != store.StatusCompleted || string(whole.Response.Record.Data) != big {
+	if whole.IsError() || whole.Response.Record.Status != store.StatusCompleted || string(whole.Response.Record.Data) != big {
 		t.Fatalf("whole answer: %v, %d bytes of data", whole.Response.Record.Status, len(whole.Response.Record.Data))
 	}
 	if refused.Response.Code != store.CodeInvalidState || refused.Response.Record.Status != store.StatusFailed || refused.Response.Record.Error == nil {

@@ -176,7 +176,7 @@ func TestNodeTLSRefusesCertificateWithoutNodeRole(t *testing.T) {
 	} else {
 		t.Logf("raft: %v", err)
 	}
-	status, err := internalPost(t, n.HTTPAddr(), "/internal/v1/apply", applyBody(t, fsm.Reserve(key("forged-by-api-cert"), "fp", exec("intruder"))), "", &api, false)
+	status, err := internalApply(t, n.HTTPAddr(), []fsm.Command{fsm.Reserve(key("forged-by-api-cert"), "fp", exec("intruder"))}, "", &api, false)
 	t.Logf("internal: status %d, err %v", status, err)
 	if err == nil && status != http.StatusForbidden {
 		t.Errorf("the internal API answered %d to a certificate without the node role", status)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/carmyhq/carmy/cluster/wire"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -16,13 +17,13 @@ func (n *Node) currentTerm() uint64 { return n.raft.CurrentTerm() }
 // has applied everything committed before its term (its barrier).
 func (n *Node) leaderReadIndex(context.Context) (uint64, error) {
 	if !n.IsLeader() {
-		return 0, errNotLeader
+		return 0, wire.ErrNotLeader
 	}
 	if ready := n.leaderReady.Load(); ready == 0 || ready != n.currentTerm() {
-		return 0, fmt.Errorf("%w: the new leader has not caught up yet", errNotLeader)
+		return 0, fmt.Errorf("%w: the new leader has not caught up yet", wire.ErrNotLeader)
 	}
 	if err := n.raft.VerifyLeader().Error(); err != nil {
-		return 0, errNotLeader
+		return 0, wire.ErrNotLeader
 	}
 	// Every write acknowledged before this read was applied here first
 	// (the barrier covers earlier terms), so this FSM's index bounds them.
@@ -57,7 +58,7 @@ func (n *Node) readIndex(ctx context.Context, deadline time.Time) (uint64, error
 	}
 	leader, ok := n.leaderHTTP()
 	if !ok {
-		return 0, errNotSent
+		return 0, wire.ErrNotSent
 	}
 	rctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
@@ -87,8 +88,8 @@ func (n *Node) waitApplied(ctx context.Context, idx uint64, deadline time.Time) 
 // still runs is not ready. Nor is a leader whose log waits for disk space
 // (it refuses new calls).
 func (n *Node) Ready(context.Context) error {
-	if n.logs.queueStalled() {
-		_, err := n.logs.stalled()
+	if n.logs.QueueStalled() {
+		_, err := n.logs.Stalled()
 		return fmt.Errorf("%w: the disk is full: this node's raft log cannot be written, and it refuses new calls (%v)", store.ErrUnavailable, err)
 	}
 	if id, addr := n.Leader(); id == "" {

@@ -2,7 +2,6 @@ package cluster_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -23,11 +22,9 @@ import (
 )
 
 // refuseCompletions makes n refuse whole the first times forwarded batches
-// that carry a completion: one sent as an HTTP request is answered as a
-// leader answered a body over its limit (400 "invalid"); one sent on a
-// forward stream is dropped unread and the stream broken. Either way the
-// follower cannot know whether the batch was applied. It returns the count
-// of refusals.
+// that carry a completion: the batch is dropped unread and the forward
+// stream broken, so the follower cannot know whether it was applied. It
+// returns the count of refusals.
 func refuseCompletions(n *testNode, times int32) *atomic.Int32 {
 	var refused atomic.Int32
 	n.intercept(func(next http.Handler) http.Handler {
@@ -36,20 +33,6 @@ func refuseCompletions(n *testNode, times int32) *atomic.Int32 {
 				w = hijackWrap{ResponseWriter: w, wrap: func(c net.Conn) net.Conn {
 					return &dropCompletions{Conn: c, br: bufio.NewReader(c), refused: &refused, times: times}
 				}}
-			}
-			if r.URL.Path == "/internal/v1/apply" && refused.Load() < times {
-				body, err := io.ReadAll(r.Body)
-				if err != nil {
-					return
-				}
-				if carriesCompletion(body) {
-					refused.Add(1)
-					w.Header().Set("Content-Type", "application/json")
-					w.WriteHeader(http.StatusBadRequest)
-					_, _ = w.Write([]byte(`{"error":"invalid","message":"http: request body too large"}`))
-					return
-				}
-				r.Body = io.NopCloser(bytes.NewReader(body))
 			}
 			next.ServeHTTP(w, r)
 		})
@@ -112,16 +95,6 @@ func (d *dropCompletions) Read(p []byte) (int, error) {
 func isCompletion(c []byte) bool {
 	t, _ := fsm.PeekType(c)
 	return t == fsm.TypeComplete
-}
-
-// carriesCompletion reports whether a forwarded batch's body holds a
-// completion.
-func carriesCompletion(body []byte) bool {
-	var req struct{ Cmds [][]byte }
-	if json.Unmarshal(body, &req) != nil {
-		return false
-	}
-	return slices.ContainsFunc(req.Cmds, isCompletion)
 }
 
 // A leader that refuses whole the batches carrying a follower's

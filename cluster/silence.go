@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/carmyhq/carmy/cluster/wire"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -114,7 +115,7 @@ func (n *Node) watchSilence() {
 			// behind the load (on a starved host, say), and an election
 			// would only add to it (SPEC §7). Raft's own check still runs
 			// on its timer.
-			if n.raft.State() != raft.Follower || n.fwd.heardSince(now.Add(-hb)) || !w.due(now, last) {
+			if n.raft.State() != raft.Follower || n.fwd.HeardSince(now.Add(-hb)) || !w.due(now, last) {
 				continue
 			}
 			_, leader := n.raft.LeaderWithID()
@@ -211,7 +212,7 @@ func (n *Node) askSilence(addr string, check bool, wait time.Duration) (logPosit
 func (n *Node) serveSilence(w http.ResponseWriter, r *http.Request) {
 	var req silenceRequest
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		writeInternalError(w, http.StatusBadRequest, codedWireError(store.CodeInvalidRequest, err.Error()))
+		writeInternalError(w, http.StatusBadRequest, wire.Coded(store.CodeInvalidRequest, err.Error()))
 		return
 	}
 	if req.Check && n.raft.State() == raft.Follower {
@@ -239,7 +240,7 @@ func (n *Node) httpAddrOf(id string) (string, bool) {
 	if info, ok := n.fsm.Node(id); ok && info.HTTPAddr != "" {
 		return info.HTTPAddr, true
 	}
-	if info, ok := n.members.info(id); ok && info.HTTPAddr != "" {
+	if info, ok := n.members.Info(id); ok && info.HTTPAddr != "" {
 		return info.HTTPAddr, true
 	}
 	return "", false

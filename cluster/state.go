@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"net/http"
+
+	"github.com/carmyhq/carmy/cluster/wire"
 )
 
 // StateDigest describes the replicated state a node has applied, for
@@ -39,7 +41,7 @@ func (n *Node) Digest() (StateDigest, error) {
 func (n *Node) serveState(w http.ResponseWriter, _ *http.Request) {
 	d, err := n.Digest()
 	if err != nil {
-		writeInternalError(w, http.StatusInternalServerError, wireErrorOf(err))
+		writeInternalError(w, http.StatusInternalServerError, wire.ErrorOf(err))
 		return
 	}
 	writeJSON(w, http.StatusOK, d)

@@ -43,7 +43,7 @@ func (n *Node) Status(context.Context) (Status, error) {
 		}
 		if info, ok := n.fsm.Node(ns.ID); ok {
 			ns.HTTPAddr = info.HTTPAddr
-		} else if info, ok := n.members.info(ns.ID); ok {
+		} else if info, ok := n.members.Info(ns.ID); ok {
 			ns.HTTPAddr = info.HTTPAddr
 		}
 		st.Nodes = append(st.Nodes, ns)

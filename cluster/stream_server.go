@@ -11,35 +11,34 @@ import (
 	"sync"
 	"time"
 
+	"github.com/carmyhq/carmy/cluster/forward"
+	"github.com/carmyhq/carmy/cluster/wire"
 	"github.com/carmyhq/carmy/store"
 )
 
 // Bounds of a served forward stream.
 //
 // streamServerIdle: a stream that sends no batch for this long is closed
-// (a forwarder closes its own after streamIdle, shorter; this ends one
-// whose follower vanished without closing it). streamWriteTimeout bounds
-// writing one answer.
-const (
-	streamServerIdle   = 5 * time.Minute
-	streamWriteTimeout = 10 * time.Second
-)
+// (a forwarder closes its own after 90 s of no batch in flight, shorter;
+// this ends one whose follower vanished without closing it).
+// forward.WriteTimeout bounds writing one answer.
+const streamServerIdle = 5 * time.Minute
 
 // serveStream turns an upgrade request into a forward stream (see
-// stream_wire.go): it takes over the connection, answers 101, then reads
+// package forward): it takes over the connection, answers 101, then reads
 // batches and answers each, in order, until the follower closes it, it
 // breaks, or the node stops. The caller was authenticated as any internal
 // request; its batches are audited as HTTP batches are, one line each.
 func (n *Node) serveStream(w http.ResponseWriter, r *http.Request) {
-	if !strings.EqualFold(r.Header.Get("Upgrade"), streamProtocol) ||
+	if !strings.EqualFold(r.Header.Get("Upgrade"), forward.Protocol) ||
 		!strings.Contains(strings.ToLower(r.Header.Get("Connection")), "upgrade") {
-		writeInternalError(w, http.StatusBadRequest, codedWireError(store.CodeInvalidRequest,
-			"this path only upgrades the connection to "+streamProtocol))
+		writeInternalError(w, http.StatusBadRequest, wire.Coded(store.CodeInvalidRequest,
+			"this path only upgrades the connection to "+forward.Protocol))
 		return
 	}
 	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
-		writeInternalError(w, http.StatusServiceUnavailable, codedWireError(store.CodeUnavailable,
+		writeInternalError(w, http.StatusServiceUnavailable, wire.Coded(store.CodeUnavailable,
 			"this connection cannot carry a stream: "+err.Error()))
 		return
 	}
@@ -49,7 +48,8 @@ func (n *Node) serveStream(w http.ResponseWriter, r *http.Request) {
 	}
 	defer n.streams.remove(conn)
 	_ = conn.SetDeadline(time.Time{})
-	_, err = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + streamProtocol + "\r\n\r\n")
+	_, err = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + forward.Protocol +
+		"\r\n" + ProtocolHeader + ": " + protocolString + "\r\n\r\n")
 	if err == nil {
 		err = brw.Flush()
 	}
@@ -70,7 +70,7 @@ type streamWork struct {
 // frame that cannot be read ends the stream: the follower then takes
 // every batch it has not had an answer to as of unknown outcome.
 func (n *Node) serveFrames(r *http.Request, conn net.Conn, br *bufio.Reader) {
-	work := make(chan streamWork, 8*maxInFlight)
+	work := make(chan streamWork, 8*forward.MaxInFlight)
 	answered := make(chan struct{})
 	go func() {
 		defer close(answered)
@@ -84,14 +84,14 @@ func (n *Node) serveFrames(r *http.Request, conn net.Conn, br *bufio.Reader) {
 		_ = conn.SetReadDeadline(time.Now().Add(streamServerIdle))
 		// A new buffer for each frame: its commands are sub-slices of it,
 		// and stay in the proposer's queue after the next frame is read.
-		body, err := readFrame(br, maxBatchFrame, nil)
+		body, err := forward.ReadFrame(br, forward.MaxBatchFrame, nil)
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 				n.log.Info("forward stream ended", append(callerOf(r), slog.Any("err", err))...)
 			}
 			return
 		}
-		seq, cmds, omit, err := decodeBatchFrame(body)
+		seq, cmds, omit, err := forward.DecodeBatch(body)
 		if err != nil {
 			n.log.Warn("forward stream: a batch cannot be read; closing the stream", append(callerOf(r), slog.Any("err", err))...)
 			_ = conn.Close()
@@ -114,9 +114,9 @@ func (n *Node) answerFrames(r *http.Request, conn net.Conn, work <-chan streamWo
 			continue
 		}
 		var err error
-		buf, err = appendAnswerFrame(buf[:0], sw.seq, results)
+		buf, err = forward.AppendAnswer(buf[:0], sw.seq, results)
 		if err == nil {
-			_ = conn.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+			_ = conn.SetWriteDeadline(time.Now().Add(forward.WriteTimeout))
 			_, err = conn.Write(buf) // the whole frame, built in buf: no buffering
 		}
 		if err != nil {

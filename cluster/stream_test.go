@@ -1,322 +1,65 @@
 package cluster
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/carmyhq/carmy/cluster/forward"
+	"github.com/carmyhq/carmy/cluster/wire"
 	"github.com/carmyhq/carmy/fsm"
-	"github.com/carmyhq/carmy/internal/testutil/wait"
 	"github.com/carmyhq/carmy/store"
 )
 
-// A batch frame and an answer frame come back from their bytes as they
-// went: the commands with their omit flags, responses and errors.
-func TestStreamFramesRoundTrip(t *testing.T) {
-	batch := []*fwdItem{{data: []byte("a")}, {data: []byte("bc"), omitResult: true}, {data: make([]byte, 300)}}
-	b := appendBatchFrame([]byte("junk"), 7, batch)
-	body := b[len("junk")+4:]
-	seq, cmds, omit, err := decodeBatchFrame(body)
-	if err != nil || seq != 7 || len(cmds) != 3 || string(cmds[1]) != "bc" || len(cmds[2]) != 300 || omit[0] || !omit[1] || omit[2] {
-		t.Fatalf("batch: seq %d, %d cmds, omit %v, %v", seq, len(cmds), omit, err)
-	}
+// The follower's end of the forward stream is package forward's; these
+// tests check what the node adds to it: its dialer (DialStream: the
+// upgrade, its credentials, how its refusals read) and the leader's end
+// (serveStream).
 
-	resp := fsm.Response{Outcome: store.Replay, Record: store.Record{ExecutionID: "e-1", Data: json.RawMessage(`{"a":1}`), Seq: 9}}
-	results := []applyResult{
-		{Response: &resp},
-		{wireError: wireErrorOf(errNotLeader)},
-		{wireError: codedWireError(store.CodeConflict, "no")},
-		{Response: &fsm.Response{}},
-	}
-	a, err := appendAnswerFrame(nil, 7, results)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seq, got, err := decodeAnswerFrame(a[4:])
-	if err != nil || seq != 7 || len(got) != 4 {
-		t.Fatalf("answer: seq %d, %d results, %v", seq, len(got), err)
-	}
-	if got[0].Response == nil || got[0].Response.Record.ExecutionID != "e-1" || string(got[0].Response.Record.Data) != `{"a":1}` || got[0].Response.Record.Seq != 9 {
-		t.Errorf("response: %+v", got[0].Response)
-	}
-	if !errors.Is(got[1].err(), errNotLeader) || !errors.Is(got[2].err(), store.ErrConflict) || got[3].Response == nil {
-		t.Errorf("results: %+v", got)
-	}
-}
-
-// Frames cut short, with bytes after their last entry, with a count the
-// frame cannot hold or an unknown result kind are refused.
-func TestStreamFramesRefuseMalformed(t *testing.T) {
-	batch := appendBatchFrame(nil, 1, []*fwdItem{{data: []byte("abc")}})[4:]
-	answer, _ := appendAnswerFrame(nil, 1, []applyResult{{wireError: wireErrorOf(errNotLeader)}})
-	answer = answer[4:]
-	for _, b := range [][]byte{nil, batch[:len(batch)-1], append(append([]byte(nil), batch...), 0), {1, 200}} {
-		if _, _, _, err := decodeBatchFrame(b); !errors.Is(err, errFrame) {
-			t.Errorf("batch %x: %v, want errFrame", b, err)
-		}
-	}
-	for _, b := range [][]byte{nil, answer[:len(answer)-1], append(append([]byte(nil), answer...), 0), {1, 1, 9}, {1, 1, 1, 0, 0, 0}} {
-		if _, _, err := decodeAnswerFrame(b); !errors.Is(err, errFrame) {
-			t.Errorf("answer %x: %v, want errFrame", b, err)
-		}
-	}
-	big := []byte{0, 1, 0, 0}
-	if _, err := readFrame(bufio.NewReader(strings.NewReader(string(big))), 1000, nil); !errors.Is(err, errFrame) {
-		t.Errorf("a frame over the limit: %v", err)
-	}
-}
-
-// FuzzDecodeBatchFrame: the decoder never panics, and what it accepts
-// encodes back to a frame that decodes the same.
-func FuzzDecodeBatchFrame(f *testing.F) {
-	f.Add(appendBatchFrame(nil, 3, []*fwdItem{{data: []byte("x")}, {data: []byte("yz"), omitResult: true}})[4:])
-	f.Add([]byte{0, 0})
-	f.Fuzz(func(t *testing.T, b []byte) {
-		seq, cmds, omit, err := decodeBatchFrame(b)
-		if err != nil {
-			return
-		}
-		items := make([]*fwdItem, len(cmds))
-		for i := range cmds {
-			items[i] = &fwdItem{data: cmds[i], omitResult: omit[i]}
-		}
-		seq2, cmds2, omit2, err := decodeBatchFrame(appendBatchFrame(nil, seq, items)[4:])
-		if err != nil || seq2 != seq || len(cmds2) != len(cmds) {
-			t.Fatalf("re-encoded batch: %d %d %v", seq2, len(cmds2), err)
-		}
-		for i := range cmds {
-			if string(cmds2[i]) != string(cmds[i]) || omit2[i] != omit[i] {
-				t.Fatalf("command %d changed", i)
-			}
-		}
-	})
-}
-
-// FuzzDecodeAnswerFrame: the decoder never panics, and what it accepts
-// encodes back to a frame that decodes the same.
-func FuzzDecodeAnswerFrame(f *testing.F) {
-	resp := fsm.Response{Outcome: store.Reserved, Record: store.Record{ExecutionID: "e", Data: json.RawMessage(`[1]`)}}
-	a, _ := appendAnswerFrame(nil, 2, []applyResult{{Response: &resp}, {wireError: codedWireError(store.CodeNotFound, "m")}})
-	f.Add(a[4:])
-	f.Add([]byte{0, 0})
-	f.Fuzz(func(t *testing.T, b []byte) {
-		seq, results, err := decodeAnswerFrame(b)
-		if err != nil {
-			return
-		}
-		again, err := appendAnswerFrame(nil, seq, results)
-		if err != nil {
-			t.Fatalf("decoded answer does not encode: %v", err)
-		}
-		seq2, results2, err := decodeAnswerFrame(again[4:])
-		if err != nil || seq2 != seq || len(results2) != len(results) {
-			t.Fatalf("re-encoded answer: %d %d %v", seq2, len(results2), err)
-		}
-		for i := range results {
-			x, _ := json.Marshal(results[i])
-			y, _ := json.Marshal(results2[i])
-			if string(x) != string(y) {
-				t.Fatalf("result %d changed: %s, %s", i, x, y)
-			}
-		}
-	})
-}
-
-// fakeLeader plays a leader at the other end of forward streams: serve
-// gets each batch and writes what it likes to w (writeAnswer, or bytes of
-// its own); false closes the stream. Batches sent as HTTP requests get
-// httpAnswer (nil: 404). It counts the streams opened.
-type fakeLeader struct {
-	addr    string
-	streams atomic.Int32
-}
-
-func newFakeLeader(t *testing.T, serve func(seq uint64, cmds [][]byte, w io.Writer) bool, httpAnswer http.HandlerFunc) *fakeLeader {
-	t.Helper()
-	fl := &fakeLeader{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != pathStream {
-			if httpAnswer == nil {
-				http.NotFound(w, r)
-				return
-			}
-			httpAnswer(w, r)
-			return
-		}
-		if serve == nil {
-			http.NotFound(w, r)
-			return
-		}
-		if r.Header.Get("Upgrade") != streamProtocol || r.Header.Get(nodeIDHeader) != "follower" {
-			http.Error(w, "bad upgrade", http.StatusBadRequest)
-			return
-		}
-		fl.streams.Add(1)
-		conn, brw, err := http.NewResponseController(w).Hijack()
-		if err != nil {
-			return
-		}
-		defer conn.Close()
-		_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + streamProtocol + "\r\n\r\n")
-		_ = brw.Flush()
-		for {
-			body, err := readFrame(brw.Reader, maxBatchFrame, nil)
-			if err != nil {
-				return
-			}
-			seq, cmds, _, err := decodeBatchFrame(body)
-			if err != nil {
-				t.Errorf("fake leader: %v", err)
-				return
-			}
-			if !serve(seq, cmds, conn) {
-				return
-			}
-		}
-	}))
-	t.Cleanup(srv.Close)
-	fl.addr = srv.Listener.Addr().String()
-	return fl
-}
-
-// writeAnswer writes the answer frame of batch seq.
-func writeAnswer(w io.Writer, seq uint64, results ...applyResult) bool {
-	b, err := appendAnswerFrame(nil, seq, results)
-	if err != nil {
-		return false
-	}
-	_, err = w.Write(b)
-	return err == nil
-}
-
-// newTestForwarder returns a forwarder of a node named "follower".
-func newTestForwarder(t *testing.T) *forwarder {
+// newTestForwarder returns a forwarder of a node named "follower", over
+// the node's own internal client.
+func newTestForwarder(t *testing.T) *forward.Forwarder {
 	c := newInternalClient(Config{NodeID: "follower"}, nil)
-	f := newForwarder(c, newNodeMetrics())
+	f := forward.New(c, fwdObserver{newNodeMetrics()})
 	t.Cleanup(func() {
-		f.close()
+		f.Close()
 		c.close()
 	})
 	return f
 }
 
-func forwardOne(t *testing.T, f *forwarder, addr string, cmd string, wait time.Duration) (fsm.Response, error) {
+func forwardOne(t *testing.T, f *forward.Forwarder, addr string, cmd string, wait time.Duration) (fsm.Response, error) {
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	return f.apply(ctx, addr, []byte(cmd), time.Now().Add(wait), false)
+	return f.Apply(ctx, addr, []byte(cmd), time.Now().Add(wait), false)
 }
 
-// Concurrent commands go over one stream, in pipelined batches, and each
-// gets its own answer.
-func TestStreamCarriesConcurrentBatches(t *testing.T) {
-	fl := newFakeLeader(t, func(seq uint64, cmds [][]byte, w io.Writer) bool {
-		results := make([]applyResult, len(cmds))
-		for i, c := range cmds {
-			results[i] = applyResult{Response: &fsm.Response{Record: store.Record{ExecutionID: string(c)}}}
+// The upgrade asks for the stream as an internal call: with the cluster
+// key, the node's id and its protocol version.
+func TestStreamUpgradeNamesTheNode(t *testing.T) {
+	got := make(chan http.Header, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == pathStream {
+			got <- r.Header.Clone()
 		}
-		return writeAnswer(w, seq, results...)
-	}, nil)
-	f := newTestForwarder(t)
-	var wg sync.WaitGroup
-	for i := range 200 {
-		wg.Go(func() {
-			cmd := "cmd-" + string(rune('a'+i%26)) + strings.Repeat("x", i)
-			resp, err := forwardOne(t, f, fl.addr, cmd, 5*time.Second)
-			if err != nil || resp.Record.ExecutionID != cmd {
-				t.Errorf("%s: %+v, %v", cmd, resp.Record, err)
-			}
-		})
+		http.NotFound(w, r)
+	}))
+	defer srv.Close()
+	c := newInternalClient(Config{NodeID: "follower", ClusterKey: "the-cluster-key-0123"}, nil)
+	defer c.close()
+	if _, _, err := c.DialStream(t.Context(), srv.Listener.Addr().String()); err == nil {
+		t.Fatal("a 404 upgraded the connection")
 	}
-	wg.Wait()
-	if n := fl.streams.Load(); n != 1 {
-		t.Errorf("%d streams opened, want 1", n)
-	}
-}
-
-// Each command's own error keeps its meaning over the stream, as over
-// HTTP (TestForwardedErrorsKeepTheirMeaning).
-func TestStreamErrorsKeepTheirMeaning(t *testing.T) {
-	cases := []struct {
-		we  wireError
-		is  error
-		not []error
-	}{
-		{codedWireError(store.CodeInvalidRequest, "empty command"), store.ErrInvalid, []error{store.ErrCommitUnknown}},
-		{wireErrorOf(errNotLeader), errNotLeader, []error{store.ErrCommitUnknown}},
-		{wireErrorOf(store.ErrCommitUnknown), store.ErrCommitUnknown, []error{store.ErrUnavailable, store.ErrInvalid}},
-		{wireError{State: "from_the_future", Message: "m"}, store.ErrCommitUnknown, []error{store.ErrInvalid}},
-		{codedWireError(store.CodeUnavailable, "raft is overloaded"), store.ErrUnavailable, []error{store.ErrCommitUnknown}},
-	}
-	for _, tc := range cases {
-		fl := newFakeLeader(t, func(seq uint64, _ [][]byte, w io.Writer) bool {
-			return writeAnswer(w, seq, applyResult{wireError: tc.we})
-		}, nil)
-		_, err := forwardOne(t, newTestForwarder(t), fl.addr, "c", 5*time.Second)
-		if !errors.Is(err, tc.is) {
-			t.Errorf("%+v: %v, want %v", tc.we, err, tc.is)
-		}
-		for _, n := range tc.not {
-			if errors.Is(err, n) {
-				t.Errorf("%+v: %v matches %v too", tc.we, err, n)
-			}
-		}
-	}
-}
-
-// A stream that breaks, or answers what cannot be read or out of order,
-// after a batch was sent leaves the batch's outcome unknown: never a
-// refusal, never "not sent".
-func TestStreamBrokenAfterSendIsOutcomeUnknown(t *testing.T) {
-	cases := map[string]func(seq uint64, cmds [][]byte, w io.Writer) bool{
-		"closed":  func(uint64, [][]byte, io.Writer) bool { return false },
-		"garbage": func(_ uint64, _ [][]byte, w io.Writer) bool { _, _ = w.Write([]byte{0, 0, 0, 2, 9, 9}); return true },
-		"wrong seq": func(seq uint64, _ [][]byte, w io.Writer) bool {
-			return writeAnswer(w, seq+1, applyResult{Response: &fsm.Response{}})
-		},
-		"too few":   func(seq uint64, _ [][]byte, w io.Writer) bool { return writeAnswer(w, seq) },
-		"cut short": func(_ uint64, _ [][]byte, w io.Writer) bool { _, _ = w.Write([]byte{0, 0, 0, 9, 1}); return false },
-		"over a limit": func(_ uint64, _ [][]byte, w io.Writer) bool {
-			_, _ = w.Write([]byte{0xff, 0xff, 0xff, 0xff})
-			return true
-		},
-	}
-	refusals := []error{store.ErrInvalid, store.ErrConflict, store.ErrNotFound, store.ErrUnavailable, errNotSent, errNotLeader}
-	for name, serve := range cases {
-		t.Run(name, func(t *testing.T) {
-			fl := newFakeLeader(t, serve, nil)
-			_, err := forwardOne(t, newTestForwarder(t), fl.addr, "c", 5*time.Second)
-			if !errors.Is(err, store.ErrCommitUnknown) {
-				t.Fatalf("err = %v, want store.ErrCommitUnknown", err)
-			}
-			for _, r := range refusals {
-				if errors.Is(err, r) {
-					t.Errorf("err = %v matches %v too", err, r)
-				}
-			}
-		})
-	}
-}
-
-// A leader that never answers leaves the batch's outcome unknown once its
-// deadline (and the leader's allowance) has passed: the stream gives up on
-// it (an outcomeUnknownError), not the caller's own context running out.
-func TestStreamSilentLeaderTimesOut(t *testing.T) {
-	release := make(chan struct{})
-	defer close(release)
-	fl := newFakeLeader(t, func(uint64, [][]byte, io.Writer) bool { <-release; return false }, nil)
-	_, err := forwardOne(t, newTestForwarder(t), fl.addr, "c", 100*time.Millisecond)
-	var unknown *outcomeUnknownError
-	if !errors.As(err, &unknown) || !errors.Is(err, store.ErrCommitUnknown) {
-		t.Fatalf("err = %v, want the stream's outcomeUnknownError", err)
+	h := <-got
+	if h.Get("Upgrade") != forward.Protocol || h.Get(nodeIDHeader) != "follower" || h.Get(keyHeader) != "the-cluster-key-0123" ||
+		h.Get(ProtocolHeader) != protocolString {
+		t.Errorf("upgrade headers: %v", h)
 	}
 }
 
@@ -324,66 +67,38 @@ func TestStreamSilentLeaderTimesOut(t *testing.T) {
 // nothing: the error says so, and is no unknown outcome.
 func TestStreamRefusedAsMember(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		writeInternalError(w, http.StatusForbidden, codedWireError(store.CodeForbidden, "missing or wrong cluster key"))
+		writeInternalError(w, http.StatusForbidden, wire.Coded(store.CodeForbidden, "missing or wrong cluster key"))
 	}))
 	defer srv.Close()
 	_, err := forwardOne(t, newTestForwarder(t), srv.Listener.Addr().String(), "c", 5*time.Second)
-	if !errors.Is(err, store.ErrUnavailable) || !errors.Is(err, errRefused) || errors.Is(err, store.ErrCommitUnknown) ||
+	if !errors.Is(err, store.ErrUnavailable) || !errors.Is(err, wire.ErrRefused) || errors.Is(err, store.ErrCommitUnknown) ||
 		!strings.Contains(err.Error(), "wrong cluster key") {
-		t.Errorf("refused: %v, want ErrUnavailable and errRefused alone", err)
+		t.Errorf("refused: %v, want ErrUnavailable and wire.ErrRefused alone", err)
 	}
 }
 
-// A leader that serves no stream (an older build: 404 to the upgrade)
-// gets HTTP batches, and is not asked to upgrade again for every batch.
-func TestStreamFallsBackToHTTP(t *testing.T) {
-	var upgrades, batches atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case pathStream:
+// A leader that does not upgrade the connection (404, or any other error
+// answer but a refusal) applied nothing: the batch was not sent, its error
+// is no unknown outcome, and there is no other way to send it (every
+// batch asks for a stream again).
+func TestStreamNotUpgradedIsNotSent(t *testing.T) {
+	for _, status := range []int{http.StatusNotFound, http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusInternalServerError} {
+		var upgrades atomic.Int32
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			upgrades.Add(1)
-			http.NotFound(w, r)
-		case pathApply:
-			batches.Add(1)
-			writeJSON(w, http.StatusOK, applyAnswer{Results: []applyResult{{Response: &fsm.Response{Count: 3}}}})
+			w.WriteHeader(status)
+		}))
+		f := newTestForwarder(t)
+		for range 3 {
+			_, err := forwardOne(t, f, srv.Listener.Addr().String(), "c", 5*time.Second)
+			if !errors.Is(err, wire.ErrNotSent) || errors.Is(err, store.ErrCommitUnknown) || errors.Is(err, wire.ErrRefused) {
+				t.Errorf("%d: %v, want wire.ErrNotSent alone", status, err)
+			}
 		}
-	}))
-	defer srv.Close()
-	f := newTestForwarder(t)
-	for range 3 {
-		resp, err := forwardOne(t, f, srv.Listener.Addr().String(), "c", 5*time.Second)
-		if err != nil || resp.Count != 3 {
-			t.Fatalf("%+v, %v", resp, err)
+		srv.Close()
+		if upgrades.Load() != 3 {
+			t.Errorf("%d: %d upgrades asked, want 3", status, upgrades.Load())
 		}
-	}
-	if upgrades.Load() != 1 || batches.Load() != 3 {
-		t.Errorf("%d upgrades and %d HTTP batches, want 1 and 3", upgrades.Load(), batches.Load())
-	}
-}
-
-// A stream the leader closed while nothing was in flight is replaced by a
-// new one for the next batch, which is answered (not taken as unknown).
-func TestStreamReopensAfterIdleClose(t *testing.T) {
-	fl := newFakeLeader(t, func(seq uint64, _ [][]byte, w io.Writer) bool {
-		writeAnswer(w, seq, applyResult{Response: &fsm.Response{Count: 1}})
-		return false // close after each answer
-	}, nil)
-	f := newTestForwarder(t)
-	for i := range 3 {
-		// Wait until the forwarder has seen the close, so that the next
-		// batch finds the stream broken rather than racing it.
-		wait.Until(t, 10*time.Second, "the stream to be seen closed", func() bool {
-			f.mu.Lock()
-			slot := f.streams[fl.addr]
-			f.mu.Unlock()
-			return slot == nil || slot.s == nil || !slot.s.working()
-		})
-		if _, err := forwardOne(t, f, fl.addr, "c", 5*time.Second); err != nil {
-			t.Fatalf("batch %d: %v", i, err)
-		}
-	}
-	if n := fl.streams.Load(); n != 3 {
-		t.Errorf("%d streams, want 3", n)
 	}
 }
 
@@ -393,7 +108,7 @@ func TestStreamPathNeedsTheUpgrade(t *testing.T) {
 	for name, hdr := range map[string]map[string]string{
 		"no upgrade":        {},
 		"another protocol":  {"Connection": "Upgrade", "Upgrade": "websocket"},
-		"upgrade, no conn.": {"Upgrade": streamProtocol},
+		"upgrade, no conn.": {"Upgrade": forward.Protocol},
 	} {
 		req := httptest.NewRequest(http.MethodPost, pathStream, nil)
 		for k, v := range hdr {
@@ -401,7 +116,7 @@ func TestStreamPathNeedsTheUpgrade(t *testing.T) {
 		}
 		rec := httptest.NewRecorder()
 		(&Node{}).serveStream(rec, req)
-		var we wireError
+		var we wire.Error
 		if err := json.Unmarshal(rec.Body.Bytes(), &we); err != nil || rec.Code != http.StatusBadRequest || we.Code != store.CodeInvalidRequest {
 			t.Errorf("%s: %d %s (%v), want 400 INVALID_REQUEST", name, rec.Code, rec.Body.String(), err)
 		}
@@ -425,17 +140,29 @@ func TestStreamUpgradeEndsWithItsContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
-		_, _, err := c.dialStream(ctx, srv.Listener.Addr().String())
+		_, _, err := c.DialStream(ctx, srv.Listener.Addr().String())
 		done <- err
 	}()
 	<-accepted
 	cancel()
 	select {
 	case err := <-done:
-		if !errors.Is(err, errNotSent) {
-			t.Errorf("err = %v, want errNotSent", err)
+		if !errors.Is(err, wire.ErrNotSent) {
+			t.Errorf("err = %v, want wire.ErrNotSent", err)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("dialStream still waits for the upgrade's answer after its context ended")
+		t.Fatal("DialStream still waits for the upgrade's answer after its context ended")
+	}
+}
+
+// A command over wire.MaxCommandBytes is refused before it is proposed or
+// forwarded, on any node alike: no leader could take it.
+func TestCommandOverTheLimitIsRefused(t *testing.T) {
+	if err := checkSize(fsm.TypeComplete, make([]byte, wire.MaxCommandBytes)); err != nil {
+		t.Fatalf("at the limit: %v", err)
+	}
+	err := checkSize(fsm.TypeComplete, make([]byte, wire.MaxCommandBytes+1))
+	if !errors.Is(err, store.ErrInvalid) || errors.Is(err, store.ErrCommitUnknown) || !strings.Contains(err.Error(), "over the limit") {
+		t.Fatalf("err = %v, want ErrInvalid: over the limit", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/carmyhq/carmy/cluster"
+	"github.com/carmyhq/carmy/cluster/nodeauth"
 	"github.com/carmyhq/carmy/fsm"
 	"github.com/carmyhq/carmy/internal/certs"
 	"github.com/carmyhq/carmy/internal/tlsmux"
@@ -118,9 +120,52 @@ func TestRaftOverMutualTLS(t *testing.T) {
 
 // internalPost sends body to a node's internal path: over TLS as a node
 // would (naming tlsmux.NodeServerName) with files' certificate, or with
-// none when files is nil, or over plain HTTP when plain. It returns the
-// status, or the error when no answer came.
+// none when files is nil, or over plain HTTP when plain, naming this
+// build's protocol version. It returns the status, or the error when no
+// answer came.
 func internalPost(t *testing.T, addr, path, body, key string, files *cluster.NodeTLS, plain bool) (int, error) {
+	t.Helper()
+	hc, base := internalClient(t, addr, files, plain)
+	defer hc.CloseIdleConnections()
+	req, _ := http.NewRequest(http.MethodPost, base+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(cluster.ProtocolHeader, strconv.Itoa(nodeauth.ProtocolVersion))
+	if key != "" {
+		req.Header.Set("Carmy-Cluster-Key", key)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// internalApply forwards cmds to a node as internalPost posts (over
+// files' TLS, or plain), on a forward stream: it returns the upgrade's
+// status (101: the stream opened), or the error when no answer came, or
+// the first command's error (nil: applied).
+func internalApply(t *testing.T, addr string, cmds []fsm.Command, key string, files *cluster.NodeTLS, plain bool) (int, error) {
+	t.Helper()
+	hc, base := internalClient(t, addr, files, plain)
+	defer hc.CloseIdleConnections()
+	var enc [][]byte
+	for _, c := range cmds {
+		b, err := fsm.Encode(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		enc = append(enc, b)
+	}
+	status, errs, err := cluster.StreamApply(hc, base, key, enc)
+	if err == nil && len(errs) > 0 {
+		err = errs[0]
+	}
+	return status, err
+}
+
+// internalClient is the client and base URL of internalPost.
+func internalClient(t *testing.T, addr string, files *cluster.NodeTLS, plain bool) (*http.Client, string) {
 	t.Helper()
 	tc := &tls.Config{ServerName: tlsmux.NodeServerName, InsecureSkipVerify: true, MinVersion: tls.VersionTLS13} //nolint:gosec // a stranger trusts anything
 	if files != nil {
@@ -134,19 +179,7 @@ func internalPost(t *testing.T, addr, path, body, key string, files *cluster.Nod
 	if plain {
 		scheme = "http"
 	}
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: tc}, Timeout: 5 * time.Second}
-	defer hc.CloseIdleConnections()
-	req, _ := http.NewRequest(http.MethodPost, scheme+"://"+addr+path, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	if key != "" {
-		req.Header.Set("Carmy-Cluster-Key", key)
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	resp.Body.Close()
-	return resp.StatusCode, nil
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: tc}, Timeout: 5 * time.Second}, scheme + "://" + addr
 }
 
 // TestInternalHTTPOverMutualTLS checks the node-to-node HTTP endpoints
@@ -170,7 +203,7 @@ func TestInternalHTTPOverMutualTLS(t *testing.T) {
 	}
 	// A reservation of its own: had any refused caller got it applied,
 	// the identity would exist.
-	forged := applyBody(t, fsm.Reserve(key("forged"), "fp", exec("intruder")))
+	forged := []fsm.Command{fsm.Reserve(key("forged"), "fp", exec("intruder"))}
 	// It is well formed: the same body from a member is applied (checked
 	// last).
 	join := `{"id":"intruder","raft_addr":"127.0.0.1:1","http_addr":"127.0.0.1:2"}`
@@ -185,8 +218,14 @@ func TestInternalHTTPOverMutualTLS(t *testing.T) {
 		{"no certificate", nil, false},
 		{"plain HTTP", nil, true},
 	} {
-		for _, p := range []struct{ path, body string }{{"/internal/v1/apply", forged}, {"/internal/v1/join", join}} {
-			status, err := internalPost(t, leader.HTTPAddr(), p.path, p.body, "s3cret-s3cret-s3cret", tc.files, tc.plain)
+		for _, p := range []struct{ path, body string }{{"/internal/v1/stream", ""}, {"/internal/v1/join", join}} {
+			var status int
+			var err error
+			if p.body == "" {
+				status, err = internalApply(t, leader.HTTPAddr(), forged, "s3cret-s3cret-s3cret", tc.files, tc.plain)
+			} else {
+				status, err = internalPost(t, leader.HTTPAddr(), p.path, p.body, "s3cret-s3cret-s3cret", tc.files, tc.plain)
+			}
 			t.Logf("%s %s: status %d, err %v", tc.name, p.path, status, err)
 			switch {
 			case tc.plain && status != http.StatusForbidden:
@@ -213,7 +252,7 @@ func TestInternalHTTPOverMutualTLS(t *testing.T) {
 	}
 	// The same forged body, from a member, is applied: the refusals above
 	// were the handshake's and the endpoint's, not the body's.
-	if status, err := internalPost(t, leader.HTTPAddr(), "/internal/v1/apply", forged, "s3cret-s3cret-s3cret", &own, false); err != nil || status != http.StatusOK {
+	if status, err := internalApply(t, leader.HTTPAddr(), forged, "s3cret-s3cret-s3cret", &own, false); err != nil || status != http.StatusSwitchingProtocols {
 		t.Fatalf("the body from a member: status %d, err %v", status, err)
 	}
 	if _, err := leader.Store().Lookup(t.Context(), key("forged")); err != nil {

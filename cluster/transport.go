@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/carmyhq/carmy/cluster/nodeauth"
 )
 
 // Raft transport settings.
@@ -28,10 +30,10 @@ const (
 
 // newTransport listens on cfg.RaftAddr and returns the Raft transport,
 // through cfg.Hooks.RaftStream when set, over mutual TLS when t is set and
-// else authenticated by the cluster key (keyStream), and its
+// else authenticated by the cluster key (nodeauth.NewKeyStream), and its
 // identity layer (whose lookup the node sets once Raft runs). The node
 // advertises raftAdvertise's address.
-func newTransport(cfg Config, t *nodeTLS, refusals *refusalLog) (*raft.NetworkTransport, *identityStream, error) {
+func newTransport(cfg Config, t *nodeauth.TLS, refusals *nodeauth.Refusals) (*raft.NetworkTransport, *nodeauth.IdentityStream, error) {
 	ln, err := net.Listen("tcp", cfg.RaftAddr)
 	if err != nil {
 		return nil, nil, fmt.Errorf("cluster: raft transport on %s: %w", cfg.RaftAddr, err)
@@ -49,11 +51,11 @@ func newTransport(cfg Config, t *nodeTLS, refusals *refusalLog) (*raft.NetworkTr
 	// mutual TLS with node certificates, or else by the cluster key
 	// (Validate requires one of them). Never by its source address.
 	if t != nil {
-		stream = newTLSStream(stream, t, refusals)
+		stream = nodeauth.NewTLSStream(stream, t, refusals)
 	} else {
-		stream = newKeyStream(stream, cfg.ClusterKey, refusals)
+		stream = nodeauth.NewKeyStream(stream, cfg.ClusterKey, refusals)
 	}
-	ident := &identityStream{StreamLayer: stream, self: cfg.NodeID}
+	ident := nodeauth.NewIdentityStream(stream, cfg.NodeID, refusals)
 	tr := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:          ident,
 		MaxPool:         raftMaxPool,

@@ -1,45 +1,35 @@
-package cluster
+package forward
 
 import (
 	"bufio"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/carmyhq/carmy/cluster/wire"
 )
 
 // Bounds of a forward stream on the follower's side.
 //
 // streamIdle: a stream with no batch in flight for this long is closed; the
-// next batch opens another. streamHTTPFor: after a leader answers the
-// upgrade with 404 or 405 (an older build, which serves no stream), batches
-// to it go as HTTP requests for this long before a stream is tried again.
-// streamDialTimeout bounds connecting and upgrading.
+// next batch opens another. streamDialTimeout bounds connecting and
+// upgrading.
 const (
 	streamIdle        = 90 * time.Second
-	streamHTTPFor     = time.Minute
 	streamDialTimeout = 5 * time.Second
 )
 
-var (
-	// errNoStream: the leader serves no forward stream (an older build).
-	errNoStream = errors.New("cluster: the leader serves no forward stream")
-	// errStreamBroken: the stream broke before the batch was sent.
-	errStreamBroken = errors.New("cluster: the forward stream is closed")
-)
+// errStreamBroken: the stream broke before the batch was sent.
+var errStreamBroken = errors.New("cluster: the forward stream is closed")
 
 // streamSlot holds the stream to one leader address: mu is held while
 // one is opened, so concurrent batches wait for it rather than open many.
 type streamSlot struct {
-	mu       sync.Mutex
-	s        *fwdStream
-	httpTill time.Time // no stream served there: HTTP batches until then
+	mu sync.Mutex
+	s  *fwdStream
 }
 
 func (slot *streamSlot) close() {
@@ -55,7 +45,7 @@ func (slot *streamSlot) close() {
 // Batches are written in turn (wmu); one reader goroutine (read) matches
 // the answers, which come in order, to the batches in pending.
 type fwdStream struct {
-	f    *forwarder
+	f    *Forwarder
 	addr string
 	conn net.Conn
 	br   *bufio.Reader
@@ -72,16 +62,16 @@ type fwdStream struct {
 // streamSent is a batch sent on a stream.
 type streamSent struct {
 	seq      uint64
-	batch    []*fwdItem
+	batch    []*item
 	deadline time.Time // the answer is not waited for past it
 	start    time.Time
 }
 
 // sendStream sends batch over the stream to addr, opening one when there
 // is none. nil means it was sent: the stream's reader delivers the answer
-// and frees the batch's slot. Otherwise nothing of the batch was sent:
-// errNoStream (addr serves no stream), or why not.
-func (f *forwarder) sendStream(addr string, batch []*fwdItem, deadline time.Time) error {
+// and frees the batch's slot. Otherwise nothing of the batch was sent, and
+// the error says why.
+func (f *Forwarder) sendStream(addr string, batch []*item, deadline time.Time) error {
 	s, err := f.streamTo(addr, deadline)
 	if err != nil {
 		return err
@@ -94,17 +84,17 @@ func (f *forwarder) sendStream(addr string, batch []*fwdItem, deadline time.Time
 		}
 	}
 	if errors.Is(err, errStreamBroken) {
-		err = fmt.Errorf("%w: %w", errNotSent, err)
+		err = fmt.Errorf("%w: %w", wire.ErrNotSent, err)
 	}
 	return err
 }
 
 // streamTo returns the working stream to addr, opening one if need be.
-func (f *forwarder) streamTo(addr string, deadline time.Time) (*fwdStream, error) {
+func (f *Forwarder) streamTo(addr string, deadline time.Time) (*fwdStream, error) {
 	f.mu.Lock()
 	if f.ctx.Err() != nil {
 		f.mu.Unlock()
-		return nil, fmt.Errorf("%w: the node is shutting down", errNotSent)
+		return nil, fmt.Errorf("%w: the node is shutting down", wire.ErrNotSent)
 	}
 	slot := f.streams[addr]
 	if slot == nil {
@@ -118,19 +108,13 @@ func (f *forwarder) streamTo(addr string, deadline time.Time) (*fwdStream, error
 	if slot.s != nil && slot.s.working() {
 		return slot.s, nil
 	}
-	if time.Now().Before(slot.httpTill) {
-		return nil, errNoStream
-	}
 	dialBy := time.Now().Add(streamDialTimeout)
 	if deadline.Before(dialBy) {
 		dialBy = deadline
 	}
 	ctx, cancel := context.WithDeadline(f.ctx, dialBy)
 	defer cancel()
-	conn, br, err := f.client.dialStream(ctx, addr)
-	if errors.Is(err, errNoStream) {
-		slot.httpTill = time.Now().Add(streamHTTPFor)
-	}
+	conn, br, err := f.dial.DialStream(ctx, addr)
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +137,7 @@ func (s *fwdStream) working() bool {
 // send writes batch's frame. nil means it was written whole (its answer
 // will come to read, or its failure through fail); errStreamBroken means
 // the stream had broken, and nothing was written.
-func (s *fwdStream) send(batch []*fwdItem, deadline time.Time) error {
+func (s *fwdStream) send(batch []*item, deadline time.Time) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	sent := &streamSent{seq: s.seq, batch: batch, deadline: deadline, start: time.Now()}
@@ -170,7 +154,7 @@ func (s *fwdStream) send(batch []*fwdItem, deadline time.Time) error {
 	s.mu.Unlock()
 	s.seq++
 	s.buf = appendBatchFrame(s.buf[:0], sent.seq, batch)
-	_ = s.conn.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+	_ = s.conn.SetWriteDeadline(time.Now().Add(WriteTimeout))
 	n, err := s.conn.Write(s.buf)
 	whole := n == len(s.buf)
 	if cap(s.buf) > 1<<20 {
@@ -194,7 +178,7 @@ func (s *fwdStream) send(batch []*fwdItem, deadline time.Time) error {
 func (s *fwdStream) read() {
 	var buf []byte
 	for {
-		body, err := readFrame(s.br, maxAnswerFrame, buf)
+		body, err := ReadFrame(s.br, MaxAnswerFrame, buf)
 		if err != nil {
 			s.fail(err, nil)
 			return
@@ -203,14 +187,14 @@ func (s *fwdStream) read() {
 		if cap(body) <= 1<<20 {
 			buf = body // the results are copies: the buffer can be reused
 		}
-		seq, results, err := decodeAnswerFrame(body)
+		seq, results, err := DecodeAnswer(body)
 		s.mu.Lock()
 		if err == nil && len(s.pending) == 0 {
-			err = fmt.Errorf("%w: an answer to no batch", errFrame)
+			err = fmt.Errorf("%w: an answer to no batch", ErrFrame)
 		}
 		if err == nil && (seq != s.pending[0].seq || len(results) != len(s.pending[0].batch)) {
 			err = fmt.Errorf("%w: answer %d with %d results for batch %d of %d commands",
-				errFrame, seq, len(results), s.pending[0].seq, len(s.pending[0].batch))
+				ErrFrame, seq, len(results), s.pending[0].seq, len(s.pending[0].batch))
 		}
 		if err != nil {
 			s.mu.Unlock()
@@ -246,73 +230,9 @@ func (s *fwdStream) fail(cause error, notSent *streamSent) {
 	for _, p := range pending {
 		var err error = &outcomeUnknownError{addr: s.addr, cause: cause}
 		if p == notSent {
-			err = fmt.Errorf("%w: %w", errNotSent, cause)
+			err = fmt.Errorf("%w: %w", wire.ErrNotSent, cause)
 		}
 		s.f.finish(s.addr, p.batch, nil, err, p.start)
 		s.f.release(p.batch)
-	}
-}
-
-// dialStream connects to addr as hc would (the same dialer, mutual TLS
-// with node TLS) and asks to upgrade the connection to a forward stream.
-// Errors: errNoStream when addr serves none (404 or 405: an older build);
-// errRefused (with store.ErrUnavailable) when it refuses this node as a
-// member; otherwise errNotSent, with why.
-func (c *internalClient) dialStream(ctx context.Context, addr string) (net.Conn, *bufio.Reader, error) {
-	req, err := c.newRequest(ctx, http.MethodPost, addr, pathStream, nil)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", errNotSent, err)
-	}
-	req.Header.Set("Connection", "Upgrade")
-	req.Header.Set("Upgrade", streamProtocol)
-	conn, err := c.dial(ctx, "tcp", addr)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", errNotSent, err)
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			_ = conn.Close()
-		}
-	}()
-	if d, has := ctx.Deadline(); has {
-		_ = conn.SetDeadline(d)
-	}
-	// ctx ending (the forwarder closing) ends the handshake too.
-	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
-	if c.tlsConf != nil {
-		tc := tls.Client(conn, c.tlsConf)
-		if err := tc.HandshakeContext(ctx); err != nil {
-			return nil, nil, fmt.Errorf("%w: %w", errNotSent, err)
-		}
-		conn = tc
-	}
-	if err := req.Write(conn); err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", errNotSent, err)
-	}
-	br := bufio.NewReaderSize(conn, 64<<10)
-	resp, err := http.ReadResponse(br, req)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: the answer to the stream's upgrade: %w", errNotSent, err)
-	}
-	if resp.StatusCode == http.StatusSwitchingProtocols && strings.EqualFold(resp.Header.Get("Upgrade"), streamProtocol) {
-		if !stop() {
-			return nil, nil, fmt.Errorf("%w: %w", errNotSent, ctx.Err())
-		}
-		_ = conn.SetDeadline(time.Time{})
-		ok = true
-		return conn, br, nil
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	switch err := errorAnswer(addr, resp.Status, raw); {
-	case resp.StatusCode == http.StatusNotFound, resp.StatusCode == http.StatusMethodNotAllowed:
-		return nil, nil, errNoStream
-	case errors.Is(err, errRefused):
-		return nil, nil, err
-	default:
-		// Nothing was sent, whatever the answer says.
-		return nil, nil, fmt.Errorf("%w: the stream's upgrade: %v", errNotSent, err)
 	}
 }

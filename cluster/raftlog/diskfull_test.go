@@ -1,4 +1,4 @@
-package cluster
+package raftlog
 
 import (
 	"errors"
@@ -53,13 +53,13 @@ func (s *fullableStore) DeleteRange(min, max uint64) error {
 // enospc is a write failing for want of space, as BoltDB returns it.
 var enospc = &fs.PathError{Op: "write", Path: "/data/raft.db", Err: syscall.ENOSPC}
 
-func newFullableLeaderLog(t *testing.T) (*fullableStore, *leaderLog, *atomic.Bool) {
+func newFullableLeaderLog(t *testing.T) (*fullableStore, *Store, *atomic.Bool) {
 	s := &fullableStore{InmemStore: raft.NewInmemStore()}
-	l := newLeaderLog(s, "/data/raft.db")
+	l := New(s, "/data/raft.db")
 	var leader atomic.Bool
 	leader.Store(true)
-	l.setLeaderCheck(leader.Load)
-	t.Cleanup(func() { _ = l.close() })
+	l.SetLeaderCheck(leader.Load)
+	t.Cleanup(func() { _ = l.Close() })
 	return s, l, &leader
 }
 
@@ -75,8 +75,8 @@ func TestDiskFullClassification(t *testing.T) {
 		{errors.New("disk full"), false},
 		{nil, false},
 	} {
-		if got := diskFull(c.err); got != c.full {
-			t.Errorf("diskFull(%v) = %v, want %v", c.err, got, c.full)
+		if got := DiskFull(c.err); got != c.full {
+			t.Errorf("DiskFull(%v) = %v, want %v", c.err, got, c.full)
 		}
 	}
 }
@@ -97,8 +97,8 @@ func TestLeaderLogRetriesWhenDiskFull(t *testing.T) {
 	if err := l.StoreLogs(logsFrom(3, 2)); err != nil {
 		t.Fatalf("a leader's StoreLogs on a full disk: %v (want it queued)", err)
 	}
-	wait.Until(t, 10*time.Second, "the log to stall", func() bool { return l.queueStalled() })
-	since, err := l.stalled()
+	wait.Until(t, 10*time.Second, "the log to stall", func() bool { return l.QueueStalled() })
+	since, err := l.Stalled()
 	if !errors.Is(err, syscall.ENOSPC) || since.IsZero() || !strings.Contains(err.Error(), "/data/raft.db") || !strings.Contains(err.Error(), "3–4") {
 		t.Fatalf("stalled() = %v, %v; want ENOSPC naming the file and entries 3–4", err, since)
 	}
@@ -159,7 +159,7 @@ func TestLeaderLogRetriesWhenDiskFull(t *testing.T) {
 			t.Errorf("waitDurable(5): %v", err)
 		}
 	})
-	if _, err := l.stalled(); err != nil || l.queueStalled() {
+	if _, err := l.Stalled(); err != nil || l.QueueStalled() {
 		t.Fatalf("still stalled after the write: %v", err)
 	}
 	if last, _ := s.InmemStore.LastIndex(); last != 5 {
@@ -185,14 +185,14 @@ func TestLeaderLogFollowerDiskFull(t *testing.T) {
 	if err := l.StoreLogs(logsFrom(1, 1)); !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("StoreLogs = %v, want ENOSPC", err)
 	}
-	if _, err := l.stalled(); !errors.Is(err, syscall.ENOSPC) || l.queueStalled() {
-		t.Fatalf("stalled() = %v, queueStalled = %v; want ENOSPC, false", err, l.queueStalled())
+	if _, err := l.Stalled(); !errors.Is(err, syscall.ENOSPC) || l.QueueStalled() {
+		t.Fatalf("stalled() = %v, QueueStalled = %v; want ENOSPC, false", err, l.QueueStalled())
 	}
 	s.heal()
 	if err := l.StoreLogs(logsFrom(1, 1)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.stalled(); err != nil {
+	if _, err := l.Stalled(); err != nil {
 		t.Fatalf("stalled() = %v after a write succeeded", err)
 	}
 }
@@ -217,7 +217,7 @@ func TestLeaderLogOtherWriteErrorIsFatal(t *testing.T) {
 	if got := s.attempts.Load(); got != tried {
 		t.Fatalf("a write failing with EIO was tried again (%d attempts, then %d)", tried, got)
 	}
-	if l.queueStalled() {
+	if l.QueueStalled() {
 		t.Fatal("an EIO stalled the log as if the disk were full")
 	}
 	defer func() {
@@ -241,10 +241,10 @@ func TestLeaderLogAbandonOnFullDisk(t *testing.T) {
 	if err := l.StoreLogs(logsFrom(1, 2)); err != nil {
 		t.Fatal(err)
 	}
-	wait.Until(t, 10*time.Second, "the log to stall", l.queueStalled)
+	wait.Until(t, 10*time.Second, "the log to stall", l.QueueStalled)
 	applied := make(chan error, 1)
 	go func() { applied <- gatedFSM{log: l}.wait(2) }()
-	l.abandon()
+	l.Abandon()
 	select {
 	case err := <-applied:
 		if !errors.Is(err, errLogClosed) || !errors.Is(err, syscall.ENOSPC) {
@@ -257,7 +257,7 @@ func TestLeaderLogAbandonOnFullDisk(t *testing.T) {
 		t.Fatalf("Snapshot after giving up = %v, want errLogClosed", err)
 	}
 	within(t, "close", func() {
-		if err := l.close(); !errors.Is(err, errLogClosed) {
+		if err := l.Close(); !errors.Is(err, errLogClosed) {
 			t.Errorf("close = %v, want errLogClosed", err)
 		}
 	})

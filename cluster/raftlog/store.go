@@ -1,4 +1,4 @@
-package cluster
+package raftlog
 
 import (
 	"errors"
@@ -12,20 +12,21 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// leaderLog lets the leader write its Raft log while its followers write
-// theirs, instead of before it sends them anything.
+// Store is the Raft log store beneath Raft's log cache: it lets the
+// leader write its Raft log while its followers write theirs, instead of
+// before it sends them anything.
 //
 // hashicorp/raft writes a new entry to the leader's log store, and only
 // when that returns sends it to the followers, which write it in turn: a
 // commit waits for two disk writes in a row, and the leader's main loop
 // can do nothing else (take an acknowledgement, commit the round before)
-// while its write lasts. leaderLog takes the leader's writes into a queue
+// while its write lasts. Store takes the leader's writes into a queue
 // and returns at once; one goroutine writes what is queued to the store
 // beneath (several rounds in one transaction when they pile up), so the
 // leader's disk write and the followers' overlap.
 //
 // Raft then counts the leader's copy toward a quorum before it is on
-// disk, so leaderLog holds back what that would expose. Nothing is
+// disk, so Store holds back what that would expose. Nothing is
 // applied, on any node, before the leader's copy is durable too:
 //   - the leader's state machine applies an entry only once the entry is
 //     written here (waitDurable, called by gatedFSM before every apply);
@@ -54,14 +55,14 @@ import (
 // (waitDurable, commitCap), writes from any other state fail at once with
 // the disk-full error instead of waiting behind it (Raft's main loop must
 // not block: a follower's append is refused and its leader sends it
-// again), and the node refuses new calls (Node.Apply) and hands its
-// leadership to another voter (watchDiskFull).
+// again), and the node refuses new calls and hands its leadership to
+// another voter (the cluster package watches Stalled and Changed).
 //
 // A queued write that fails otherwise is fatal to the node: the node
 // cannot go on as if the entries were stored. waitDurable then reports
 // the failure, and gatedFSM stops the process rather than apply on top of
 // a log it does not have.
-type leaderLog struct {
+type Store struct {
 	store    raft.LogStore
 	file     string      // the store's file, for messages
 	isLeader func() bool // reports whether Raft is in the leader state
@@ -80,7 +81,7 @@ type leaderLog struct {
 	// time the log stalls or recovers.
 	stall   atomic.Pointer[stallState]
 	changed chan struct{}
-	// giveUp is closed by abandon: a write that fails for want of space
+	// giveUp is closed by Abandon: a write that fails for want of space
 	// is no longer retried, as the node is stopping.
 	giveUp   chan struct{}
 	giveOnce sync.Once
@@ -93,12 +94,12 @@ type stallState struct {
 	queue bool // the leader's queued write is the one retried
 }
 
-// newLeaderLog starts the writer goroutine over store (whose file is
+// New starts the writer goroutine over store (whose file is
 // file, named in errors); close stops it. isLeader may be set later
-// (setLeaderCheck), before Raft runs: until then every write is
+// (SetLeaderCheck), before Raft runs: until then every write is
 // synchronous.
-func newLeaderLog(store raft.LogStore, file string) *leaderLog {
-	l := &leaderLog{store: store, file: file, isLeader: func() bool { return false }, done: make(chan struct{}),
+func New(store raft.LogStore, file string) *Store {
+	l := &Store{store: store, file: file, isLeader: func() bool { return false }, done: make(chan struct{}),
 		changed: make(chan struct{}, 1), giveUp: make(chan struct{})}
 	l.written = sync.NewCond(&l.mu)
 	l.work = sync.NewCond(&l.mu)
@@ -106,19 +107,19 @@ func newLeaderLog(store raft.LogStore, file string) *leaderLog {
 	return l
 }
 
-// setLeaderCheck installs the function that tells whether a write comes
+// SetLeaderCheck installs the function that tells whether a write comes
 // from the leader. It must be called before Raft starts.
-func (l *leaderLog) setLeaderCheck(isLeader func() bool) { l.isLeader = isLeader }
+func (l *Store) SetLeaderCheck(isLeader func() bool) { l.isLeader = isLeader }
 
 // errLogClosed is returned by writes after close, and by waitDurable for
 // entries the log gave up writing because the node stopped on a full disk.
 var errLogClosed = errors.New("cluster: the raft log is closed")
 
-// diskFull reports whether err is a file system out of space or over its
+// DiskFull reports whether err is a file system out of space or over its
 // quota. The errno is matched when wrapped (BoltDB returns the write's
 // *fs.PathError as is); its text when not, as BoltDB formats a failed
 // file resize with %s.
-func diskFull(err error) bool {
+func DiskFull(err error) bool {
 	if err == nil {
 		return false
 	}
@@ -129,25 +130,29 @@ func diskFull(err error) bool {
 	return strings.Contains(msg, syscall.ENOSPC.Error()) || strings.Contains(msg, syscall.EDQUOT.Error())
 }
 
-// stalled returns since when the log is stalled on a full disk, and the
+// Changed receives (without blocking; one pending at most) each time the
+// log stalls on a full disk or writes again.
+func (l *Store) Changed() <-chan struct{} { return l.changed }
+
+// Stalled returns since when the log is stalled on a full disk, and the
 // disk-full error; a nil error when it writes.
-func (l *leaderLog) stalled() (time.Time, error) {
+func (l *Store) Stalled() (time.Time, error) {
 	if s := l.stall.Load(); s != nil {
 		return s.since, s.err
 	}
 	return time.Time{}, nil
 }
 
-// queueStalled reports whether the leader's queue waits for disk space,
+// QueueStalled reports whether the leader's queue waits for disk space,
 // so that nothing more can be applied until there is room.
-func (l *leaderLog) queueStalled() bool {
+func (l *Store) QueueStalled() bool {
 	s := l.stall.Load()
 	return s != nil && s.queue
 }
 
 // setStall records a disk-full error (nil: writing again) and tells
 // changed when the state changes.
-func (l *leaderLog) setStall(err error, queue bool) {
+func (l *Store) setStall(err error, queue bool) {
 	old := l.stall.Load()
 	switch {
 	case err == nil && old == nil:
@@ -169,15 +174,16 @@ func (l *leaderLog) setStall(err error, queue bool) {
 	}
 }
 
-// retry backoff of a write that failed for want of space.
+// The retry backoff of a write that failed for want of space: from
+// diskFullRetryMin, doubling to DiskFullRetryMax.
 const (
 	diskFullRetryMin = 100 * time.Millisecond
-	diskFullRetryMax = time.Second
+	DiskFullRetryMax = time.Second
 )
 
 // run writes the queue, everything in it at once, until close or a
 // write fails for good. A write that fails for want of space is retried.
-func (l *leaderLog) run() {
+func (l *Store) run() {
 	defer close(l.done)
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -198,7 +204,7 @@ func (l *leaderLog) run() {
 		err := l.store.StoreLogs(logs)
 		l.mu.Lock()
 		first, last := logs[0].Index, logs[len(logs)-1].Index
-		if err != nil && diskFull(err) {
+		if err != nil && DiskFull(err) {
 			// They stay queued, and are written again once there is
 			// room; meanwhile whatever waits on them waits, and the
 			// synchronous writes fail at once (drain).
@@ -216,7 +222,7 @@ func (l *leaderLog) run() {
 			case <-l.giveUp:
 			}
 			l.mu.Lock()
-			wait = min(2*wait, diskFullRetryMax)
+			wait = min(2*wait, DiskFullRetryMax)
 			continue
 		}
 		if err != nil {
@@ -235,14 +241,14 @@ func (l *leaderLog) run() {
 
 // gaveUp reports whether the writer gave up entries it could not write
 // for want of space (the node is stopping).
-func (l *leaderLog) gaveUp() bool {
+func (l *Store) gaveUp() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return errors.Is(l.failed, errLogClosed)
 }
 
-// givingUp reports whether abandon (or close) was called.
-func (l *leaderLog) givingUp() bool {
+// givingUp reports whether Abandon (or Close) was called.
+func (l *Store) givingUp() bool {
 	select {
 	case <-l.giveUp:
 		return true
@@ -251,10 +257,10 @@ func (l *leaderLog) givingUp() bool {
 	}
 }
 
-// abandon makes the writer give up, rather than retry, a write that fails
+// Abandon makes the writer give up, rather than retry, a write that fails
 // for want of space: the node is stopping. What waits on such a write
 // then hears errLogClosed. It does nothing else; close stops the writer.
-func (l *leaderLog) abandon() {
+func (l *Store) Abandon() {
 	l.giveOnce.Do(func() { close(l.giveUp) })
 	l.mu.Lock()
 	l.work.Broadcast()
@@ -265,26 +271,26 @@ func (l *leaderLog) abandon() {
 // there was one, or the disk-full error when the queue waits for space: a
 // synchronous write fails at once then rather than block Raft behind it.
 // l.mu is held.
-func (l *leaderLog) drain() error {
-	for len(l.queue) > 0 && l.failed == nil && !l.queueStalled() {
+func (l *Store) drain() error {
+	for len(l.queue) > 0 && l.failed == nil && !l.QueueStalled() {
 		l.written.Wait()
 	}
 	if l.failed != nil {
 		return l.failed
 	}
 	if len(l.queue) > 0 {
-		_, err := l.stalled()
+		_, err := l.Stalled()
 		return err
 	}
 	return nil
 }
 
 // StoreLog implements raft.LogStore.
-func (l *leaderLog) StoreLog(log *raft.Log) error { return l.StoreLogs([]*raft.Log{log}) }
+func (l *Store) StoreLog(log *raft.Log) error { return l.StoreLogs([]*raft.Log{log}) }
 
 // StoreLogs implements raft.LogStore: queued when Raft leads, else
 // written synchronously after what is queued.
-func (l *leaderLog) StoreLogs(logs []*raft.Log) error {
+func (l *Store) StoreLogs(logs []*raft.Log) error {
 	if len(logs) == 0 {
 		return nil
 	}
@@ -314,17 +320,17 @@ func (l *leaderLog) StoreLogs(logs []*raft.Log) error {
 // synchronous notes the outcome of a synchronous write, described by
 // format and args: a disk-full error stalls the log until a write
 // succeeds. It returns err, described when the disk is full.
-func (l *leaderLog) synchronous(err error, format string, args ...any) error {
+func (l *Store) synchronous(err error, format string, args ...any) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if err != nil && diskFull(err) {
+	if err != nil && DiskFull(err) {
 		err = fmt.Errorf("cluster: %s to %s: the disk is full: %w", fmt.Sprintf(format, args...), l.file, err)
-		if !l.queueStalled() {
+		if !l.QueueStalled() {
 			l.setStall(err, false)
 		}
 		return err
 	}
-	if err == nil && !l.queueStalled() {
+	if err == nil && !l.QueueStalled() {
 		l.setStall(nil, false)
 	}
 	return err
@@ -332,9 +338,9 @@ func (l *leaderLog) synchronous(err error, format string, args ...any) error {
 
 // waitDurable waits until every entry up to index is written, and returns
 // the write failure if one of them cannot be. While the disk is full it
-// waits for room; once the log gives up (abandon), the error matches
+// waits for room; once the log gives up (Abandon), the error matches
 // errLogClosed.
-func (l *leaderLog) waitDurable(index uint64) error {
+func (l *Store) waitDurable(index uint64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for len(l.queue) > 0 && l.queue[0][0].Index <= index && l.failed == nil {
@@ -348,7 +354,7 @@ func (l *leaderLog) waitDurable(index uint64) error {
 
 // commitCap lowers a commit index the leader sends a follower below the
 // first entry not yet written here.
-func (l *leaderLog) commitCap(commit uint64) uint64 {
+func (l *Store) commitCap(commit uint64) uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.queue) > 0 {
@@ -358,7 +364,7 @@ func (l *leaderLog) commitCap(commit uint64) uint64 {
 }
 
 // GetLog implements raft.LogStore, reading queued entries too.
-func (l *leaderLog) GetLog(index uint64, log *raft.Log) error {
+func (l *Store) GetLog(index uint64, log *raft.Log) error {
 	l.mu.Lock()
 	for _, b := range l.queue {
 		if first, last := b[0].Index, b[len(b)-1].Index; index >= first && index <= last {
@@ -374,7 +380,7 @@ func (l *leaderLog) GetLog(index uint64, log *raft.Log) error {
 }
 
 // FirstIndex implements raft.LogStore.
-func (l *leaderLog) FirstIndex() (uint64, error) {
+func (l *Store) FirstIndex() (uint64, error) {
 	first, err := l.store.FirstIndex()
 	if err != nil || first != 0 {
 		return first, err
@@ -388,7 +394,7 @@ func (l *leaderLog) FirstIndex() (uint64, error) {
 }
 
 // LastIndex implements raft.LogStore, counting queued entries.
-func (l *leaderLog) LastIndex() (uint64, error) {
+func (l *Store) LastIndex() (uint64, error) {
 	l.mu.Lock()
 	if n := len(l.queue); n > 0 {
 		b := l.queue[n-1]
@@ -401,7 +407,7 @@ func (l *leaderLog) LastIndex() (uint64, error) {
 
 // DeleteRange implements raft.LogStore, after what is queued is written
 // (a follower truncating a conflicting suffix must not see it come back).
-func (l *leaderLog) DeleteRange(min, max uint64) error {
+func (l *Store) DeleteRange(min, max uint64) error {
 	l.mu.Lock()
 	err := l.drain()
 	l.mu.Unlock()
@@ -412,16 +418,16 @@ func (l *leaderLog) DeleteRange(min, max uint64) error {
 }
 
 // IsMonotonic implements raft.MonotonicLogStore as the store beneath does.
-func (l *leaderLog) IsMonotonic() bool {
+func (l *Store) IsMonotonic() bool {
 	m, ok := l.store.(raft.MonotonicLogStore)
 	return ok && m.IsMonotonic()
 }
 
-// close writes what is queued and stops the writer; later writes fail.
-// A write failing for want of space is given up (abandon). It returns the
+// Close writes what is queued and stops the writer; later writes fail.
+// A write failing for want of space is given up (Abandon). It returns the
 // write failure, if there was one.
-func (l *leaderLog) close() error {
-	l.abandon()
+func (l *Store) Close() error {
+	l.Abandon()
 	l.mu.Lock()
 	l.closed = true
 	l.work.Broadcast()

@@ -1,10 +1,11 @@
-package cluster
+package raftlog
 
 import (
 	"errors"
 	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 
 	"github.com/hashicorp/raft"
@@ -18,28 +19,35 @@ import (
 // write fails for want of space, so that the write (a few pages) goes
 // through, and made again once the log writes again (the disk has room).
 // The log's own writes do not touch the reserve: a full disk stalls them,
-// which makes the node refuse new calls (leaderLog).
+// which makes the node refuse new calls (Store).
 
-// reserveFile and reserveBytes name and size the reserve: enough for
+// ReserveFile and reserveBytes name and size the reserve: enough for
 // hundreds of term and vote writes, little beside a data dir.
 const (
-	reserveFile  = "disk-reserve"
+	ReserveFile  = "disk-reserve"
 	reserveBytes = 4 << 20
 )
 
-// diskReserve is the reserve file of a data dir. Safe for concurrent use.
-type diskReserve struct {
+// Reserve is the reserve file of a data dir (NewReserve). Safe for
+// concurrent use.
+type Reserve struct {
 	path string
 	size int64
 	log  *slog.Logger
 	mu   sync.Mutex
 }
 
-// ensure makes the reserve file whole, if it is not: size bytes written
+// NewReserve returns the reserve of the data dir dir (its file not made
+// yet: Ensure); its doings are logged to log.
+func NewReserve(dir string, log *slog.Logger) *Reserve {
+	return &Reserve{path: filepath.Join(dir, ReserveFile), size: reserveBytes, log: log}
+}
+
+// Ensure makes the reserve file whole, if it is not: size bytes written
 // (not a sparse file, which would keep no room; the file system counts
 // them against its free space once written, synced or not). When the disk
 // has no room for it, it leaves no partial file and says so at DEBUG.
-func (d *diskReserve) ensure() {
+func (d *Reserve) Ensure() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if st, err := os.Stat(d.path); err == nil && st.Size() == d.size {
@@ -51,7 +59,7 @@ func (d *diskReserve) ensure() {
 	}
 }
 
-func (d *diskReserve) write() error {
+func (d *Reserve) write() error {
 	f, err := os.OpenFile(d.path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
 		return err
@@ -68,7 +76,7 @@ func (d *diskReserve) write() error {
 
 // release deletes the reserve file, and reports whether there was one to
 // give back.
-func (d *diskReserve) release() bool {
+func (d *Reserve) release() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	err := os.Remove(d.path)
@@ -78,12 +86,17 @@ func (d *diskReserve) release() bool {
 	return err == nil
 }
 
-// reservedStable is Raft's stable store (its term and vote), whose write
-// that fails for want of space is tried once more after the reserve is
-// given back.
+// ReservedStable is s, Raft's stable store (its term and vote), with a
+// write that fails for want of space tried once more after r is given
+// back.
+func ReservedStable(s raft.StableStore, r *Reserve) raft.StableStore {
+	return reservedStable{StableStore: s, reserve: r}
+}
+
+// reservedStable is ReservedStable's store.
 type reservedStable struct {
 	raft.StableStore
-	reserve *diskReserve
+	reserve *Reserve
 }
 
 // Set implements raft.StableStore.
@@ -98,7 +111,7 @@ func (s reservedStable) SetUint64(key []byte, val uint64) error {
 
 func (s reservedStable) write(key []byte, set func() error) error {
 	err := set()
-	if diskFull(err) && s.reserve.release() {
+	if DiskFull(err) && s.reserve.release() {
 		s.reserve.log.Warn("the disk is full: gave back the disk reserve so that Raft could write its state",
 			slog.String("key", string(key)), slog.String("reserve", s.reserve.path))
 		err = set()

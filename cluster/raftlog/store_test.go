@@ -1,4 +1,4 @@
-package cluster
+package raftlog
 
 import (
 	"errors"
@@ -22,20 +22,20 @@ type heldStore struct {
 	freed   sync.Once
 }
 
-// newTestLeaderLog returns a leaderLog over a heldStore, leading while
+// newTestLeaderLog returns a Store over a heldStore, leading while
 // leader says so (always when leader is nil). The test's end releases the
 // store's writes and closes the log.
-func newTestLeaderLog(t *testing.T, leader *atomic.Bool) (*heldStore, *leaderLog) {
+func newTestLeaderLog(t *testing.T, leader *atomic.Bool) (*heldStore, *Store) {
 	s := &heldStore{InmemStore: raft.NewInmemStore(), hold: make(chan struct{}), started: make(chan int, 64)}
-	l := newLeaderLog(s, "raft.db")
+	l := New(s, "raft.db")
 	if leader == nil {
 		leader = new(atomic.Bool)
 		leader.Store(true)
 	}
-	l.setLeaderCheck(leader.Load)
+	l.SetLeaderCheck(leader.Load)
 	t.Cleanup(func() {
 		s.releaseAll()
-		_ = l.close()
+		_ = l.Close()
 	})
 	return s, l
 }
@@ -157,7 +157,7 @@ func TestLeaderLogQueuesLeaderWrites(t *testing.T) {
 		t.Fatalf("waitDurable past the end: %v", err)
 	}
 	s.releaseAll()
-	if err := l.close(); err != nil {
+	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -241,7 +241,7 @@ func TestLeaderLogWriteFailureIsFatal(t *testing.T) {
 		}
 	}()
 	within(t, "close", func() {
-		if err := l.close(); !errors.Is(err, boom) {
+		if err := l.Close(); !errors.Is(err, boom) {
 			t.Errorf("close = %v, want the failure", err)
 		}
 	})
@@ -257,7 +257,7 @@ func TestLeaderLogCloseWritesTheQueue(t *testing.T) {
 		}
 	}
 	within(t, "close", func() {
-		if err := l.close(); err != nil {
+		if err := l.Close(); err != nil {
 			t.Errorf("close: %v", err)
 		}
 	})

@@ -1,4 +1,4 @@
-package cluster
+package raftlog
 
 import (
 	"path/filepath"
@@ -10,12 +10,12 @@ import (
 // bbolt's "timeout".
 func TestOpenBoltLockedSaysWhy(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "raft.db")
-	first, err := openBolt(path)
+	first, err := OpenBolt(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { first.Close() })
-	second, err := openBolt(path)
+	second, err := OpenBolt(path)
 	if err == nil {
 		second.Close()
 		t.Fatal("a second open of a held raft.db succeeded")

@@ -1,4 +1,4 @@
-package cluster
+package nodeauth
 
 import (
 	"context"
@@ -17,66 +17,69 @@ import (
 	"github.com/carmyhq/carmy/internal/tlsmux"
 )
 
-// NodeTLS names the files of mutual TLS between nodes: the cluster's CA
+// Files names the files of mutual TLS between nodes: the cluster's CA
 // and this node's certificate and key (PEM). Every Raft connection and
 // every node-to-node HTTP call (forwarding, joins, read indexes) is then
 // TLS, both ends present a certificate, and each refuses at the handshake
 // a peer whose certificate does not chain to the CA, or that has none.
 // The files are read again when they change (checked at most every few
 // seconds), so certificates are renewed without a restart.
-type NodeTLS struct {
+type Files struct {
 	CAFile, CertFile, KeyFile string
 }
 
-// nodeTLS holds the loaded material, read again when its files change.
-type nodeTLS struct {
-	w *tlsmux.Watched[nodeMaterial]
+// TLS is a node's loaded TLS material (its certificate and the cluster
+// CA), read again when its files change. Safe for concurrent use.
+type TLS struct {
+	w *tlsmux.Watched[material]
 }
 
-// nodeMaterial is the node's certificate and the cluster CA's pool.
-type nodeMaterial struct {
+// material is the node's certificate and the cluster CA's pool.
+type material struct {
 	cert *tls.Certificate
 	pool *x509.CertPool
 }
 
-// loadNodeTLS reads the files once; it fails when they cannot be used. A
-// later reload that fails is logged to log (nil: not logged).
-func loadNodeTLS(files NodeTLS, log *slog.Logger) (*nodeTLS, error) {
+// LoadTLS reads the files once; it fails when they cannot be used (a CA
+// without a certificate, a pair that does not chain to the CA). A later
+// reload that fails is logged to log (nil: not logged) and keeps the
+// previous material.
+func LoadTLS(files Files, log *slog.Logger) (*TLS, error) {
 	w, err := tlsmux.Watch(log, files.load, files.CAFile, files.CertFile, files.KeyFile)
 	if err != nil {
 		return nil, err
 	}
-	return &nodeTLS{w: w}, nil
+	return &TLS{w: w}, nil
 }
 
 // load reads the CA and the node's pair, and checks that the pair chains
 // to the CA.
-func (files NodeTLS) load() (nodeMaterial, error) {
+func (files Files) load() (material, error) {
 	caPEM, err := os.ReadFile(files.CAFile)
 	if err != nil {
-		return nodeMaterial{}, fmt.Errorf("cluster: node TLS CA: %w", err)
+		return material{}, fmt.Errorf("cluster: node TLS CA: %w", err)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(caPEM) {
-		return nodeMaterial{}, fmt.Errorf("cluster: node TLS CA %s: no PEM certificate", files.CAFile)
+		return material{}, fmt.Errorf("cluster: node TLS CA %s: no PEM certificate", files.CAFile)
 	}
 	cert, err := tls.LoadX509KeyPair(files.CertFile, files.KeyFile)
 	if err != nil {
-		return nodeMaterial{}, fmt.Errorf("cluster: node TLS certificate: %w", err)
+		return material{}, fmt.Errorf("cluster: node TLS certificate: %w", err)
 	}
 	leaf, err := x509.ParseCertificate(cert.Certificate[0])
 	if err != nil {
-		return nodeMaterial{}, fmt.Errorf("cluster: node TLS certificate: %w", err)
+		return material{}, fmt.Errorf("cluster: node TLS certificate: %w", err)
 	}
 	if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
-		return nodeMaterial{}, fmt.Errorf("cluster: node TLS certificate %s does not chain to the CA %s: %w", files.CertFile, files.CAFile, err)
+		return material{}, fmt.Errorf("cluster: node TLS certificate %s does not chain to the CA %s: %w", files.CertFile, files.CAFile, err)
 	}
-	return nodeMaterial{cert: &cert, pool: pool}, nil
+	return material{cert: &cert, pool: pool}, nil
 }
 
 // current returns the certificate and CA pool (tlsmux.Watched reloads
 // changed files; a failed reload keeps the previous material).
-func (t *nodeTLS) current() (*tls.Certificate, *x509.CertPool) {
+func (t *TLS) current() (*tls.Certificate, *x509.CertPool) {
 	m := t.w.Current()
 	return m.cert, m.pool
 }
@@ -84,7 +87,7 @@ func (t *nodeTLS) current() (*tls.Certificate, *x509.CertPool) {
 // verifyPeer checks that a peer's certificate chains to the CA and carries
 // the node role (certs.NodeRoleURI). Names are not checked: peers dial
 // addresses, and the connection preamble names the server meant.
-func (t *nodeTLS) verifyPeer(rawCerts [][]byte, usage x509.ExtKeyUsage) error {
+func (t *TLS) verifyPeer(rawCerts [][]byte, usage x509.ExtKeyUsage) error {
 	if len(rawCerts) == 0 {
 		return errors.New("cluster: the peer presented no certificate")
 	}
@@ -106,7 +109,7 @@ func (t *nodeTLS) verifyPeer(rawCerts [][]byte, usage x509.ExtKeyUsage) error {
 		// A certificate of the CA made for another use (an API server's)
 		// must not make its holder a node.
 		err := fmt.Errorf("%w: %q (serial %s) lacks the URI SAN %s; node certificates are made by carmy tls cert (without --role api)",
-			errNoNodeRole, leaf.Subject.CommonName, leaf.SerialNumber, certs.NodeRoleURI)
+			ErrNoNodeRole, leaf.Subject.CommonName, leaf.SerialNumber, certs.NodeRoleURI)
 		// Logged where the handshake fails, with the peer's address: the
 		// Raft stream's refusal log, the HTTP server's error log.
 		return err
@@ -114,11 +117,15 @@ func (t *nodeTLS) verifyPeer(rawCerts [][]byte, usage x509.ExtKeyUsage) error {
 	return nil
 }
 
-// errNoNodeRole is the error of a peer certificate of the cluster's CA
+// ErrNoNodeRole is the error of a peer certificate of the cluster's CA
 // that lacks the node role.
-var errNoNodeRole = errors.New("cluster: the peer's certificate lacks the node role")
+var ErrNoNodeRole = errors.New("cluster: the peer's certificate lacks the node role")
 
-func (t *nodeTLS) serverConfig() *tls.Config {
+// ServerConfig is the configuration of a node's end that accepts: TLS
+// 1.3, its certificate, and a client certificate required, chained to the
+// CA and carrying the node role (checked on every handshake; no session
+// tickets).
+func (t *TLS) ServerConfig() *tls.Config {
 	return &tls.Config{
 		MinVersion: tls.VersionTLS13,
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
@@ -138,7 +145,11 @@ func (t *nodeTLS) serverConfig() *tls.Config {
 	}
 }
 
-func (t *nodeTLS) clientConfig() *tls.Config {
+// ClientConfig is the configuration of a node's end that dials: TLS 1.3,
+// its certificate, and a server certificate chained to the CA and carrying
+// the node role (names are not checked: peers dial addresses, and the
+// Raft preamble names the server meant).
+func (t *TLS) ClientConfig() *tls.Config {
 	return &tls.Config{
 		MinVersion: tls.VersionTLS13,
 		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
@@ -157,11 +168,15 @@ func (t *nodeTLS) clientConfig() *tls.Config {
 type tlsStream struct {
 	raft.StreamLayer
 	server, client *tls.Config
-	refusals       *refusalLog
+	refusals       *Refusals
 }
 
-func newTLSStream(inner raft.StreamLayer, t *nodeTLS, refusals *refusalLog) *tlsStream {
-	return &tlsStream{StreamLayer: inner, server: t.serverConfig(), client: t.clientConfig(), refusals: refusals}
+// NewTLSStream runs inner's connections over mutual TLS with t: both ends
+// present a node certificate of the CA, and an accepted connection whose
+// peer does not is closed at its handshake and logged to refusals (nil:
+// not logged).
+func NewTLSStream(inner raft.StreamLayer, t *TLS, refusals *Refusals) raft.StreamLayer {
+	return &tlsStream{StreamLayer: inner, server: t.ServerConfig(), client: t.ClientConfig(), refusals: refusals}
 }
 
 // Accept returns the next connection as a TLS server connection; its
@@ -200,17 +215,4 @@ func (s *tlsStream) Dial(address raft.ServerAddress, timeout time.Duration) (net
 		return nil, fmt.Errorf("cluster: raft TLS handshake with %s: %w", address, err)
 	}
 	return tc, nil
-}
-
-// ServerTLSConfig is the TLS configuration the node's HTTP listener serves
-// to other nodes (those naming tlsmux.NodeServerName): the node's
-// certificate, TLS 1.3, and a client certificate required and checked
-// against the cluster CA. It is nil without node TLS.
-func (n *Node) ServerTLSConfig() *tls.Config {
-	if n.tls == nil {
-		return nil
-	}
-	c := n.tls.serverConfig()
-	c.NextProtos = []string{"http/1.1"}
-	return c
 }

@@ -1,4 +1,4 @@
-package cluster
+package nodeauth
 
 import (
 	"errors"
@@ -13,36 +13,47 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// Every Raft connection starts with a preamble naming the server id the
-// dialler means to reach: "carmy-raft/1 <id>\n" (the id is empty when the
-// dialler does not know it). The accepting node closes a connection meant
-// for another id. Addresses are not identities: a stale DNS answer, or IPs
+// Every Raft connection starts with a preamble naming the node protocol
+// version the dialler speaks and the server id it means to reach:
+// "carmy-raft/<version> <id>\n" ("carmy-raft/1 n2\n"; the id is empty when
+// the dialler does not know it). The accepting node closes a connection
+// of another version (logged through the refusal log, with both versions)
+// or meant for another id. Addresses are not identities: a stale DNS answer, or IPs
 // that containers swapped across restarts, can route the leader's
 // AppendEntries for n2 to n3's process, which would then take n2's place
 // in every quorum while n2 silently falls behind.
 const (
-	preambleMagic   = "carmy-raft/1 "
+	preambleMagic   = "carmy-raft/"
 	preambleMax     = 512
 	preambleTimeout = 10 * time.Second
 )
 
-// errWrongServer is the error of a Raft connection that reached a server
+// ErrWrongServer is the error of a Raft connection that reached a server
 // other than the one it was meant for.
-var errWrongServer = errors.New("cluster: raft connection meant for another server")
+var ErrWrongServer = errors.New("cluster: raft connection meant for another server")
 
-// identityStream adds the preamble to a stream layer.
-type identityStream struct {
+// IdentityStream adds the preamble to a stream layer (NewIdentityStream).
+type IdentityStream struct {
 	raft.StreamLayer
-	self   string                                   // this node's server id
-	lookup atomic.Pointer[func(addr string) string] // address → server id, once Raft runs
+	self     string                                   // this node's server id
+	refusals *Refusals                                // where a peer of another version is logged
+	lookup   atomic.Pointer[func(addr string) string] // address → server id, once Raft runs
 }
 
-// setLookup tells the stream how to name the server at an address.
-func (s *identityStream) setLookup(fn func(addr string) string) { s.lookup.Store(&fn) }
+// NewIdentityStream adds the preamble to inner's connections, for the
+// node whose server id is self; a peer of another protocol version is
+// logged to refusals (nil: not logged). Until SetLookup, dialled
+// connections name no server.
+func NewIdentityStream(inner raft.StreamLayer, self string, refusals *Refusals) *IdentityStream {
+	return &IdentityStream{StreamLayer: inner, self: self, refusals: refusals}
+}
+
+// SetLookup tells the stream how to name the server at an address.
+func (s *IdentityStream) SetLookup(fn func(addr string) string) { s.lookup.Store(&fn) }
 
 // Dial connects and sends the preamble naming the server configured at
 // address.
-func (s *identityStream) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+func (s *IdentityStream) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	conn, err := s.StreamLayer.Dial(address, timeout)
 	if err != nil {
 		return nil, err
@@ -54,7 +65,7 @@ func (s *identityStream) Dial(address raft.ServerAddress, timeout time.Duration)
 	if timeout > 0 {
 		_ = conn.SetWriteDeadline(time.Now().Add(timeout))
 	}
-	if _, err := conn.Write([]byte(preambleMagic + id + "\n")); err != nil {
+	if _, err := conn.Write([]byte(preambleMagic + versionString + " " + id + "\n")); err != nil {
 		_ = conn.Close()
 		return nil, fmt.Errorf("cluster: raft preamble to %s: %w", address, err)
 	}
@@ -63,20 +74,21 @@ func (s *identityStream) Dial(address raft.ServerAddress, timeout time.Duration)
 }
 
 // Accept returns the next connection; its first Read checks the preamble.
-func (s *identityStream) Accept() (net.Conn, error) {
+func (s *IdentityStream) Accept() (net.Conn, error) {
 	conn, err := s.StreamLayer.Accept()
 	if err != nil {
 		return nil, err
 	}
-	return &checkedConn{Conn: conn, self: s.self}, nil
+	return &checkedConn{Conn: conn, self: s.self, refusals: s.refusals}, nil
 }
 
 // checkedConn reads and checks the preamble before its first Read.
 type checkedConn struct {
 	net.Conn
-	self string
-	once sync.Once
-	err  error
+	self     string
+	refusals *Refusals
+	once     sync.Once
+	err      error
 }
 
 func (c *checkedConn) Read(p []byte) (int, error) {
@@ -114,22 +126,30 @@ func (c *checkedConn) checkPreamble() error {
 		}
 	}
 	_ = c.Conn.SetReadDeadline(time.Time{})
-	id, ok := strings.CutPrefix(string(line), preambleMagic)
-	if !ok {
+	rest, ok := strings.CutPrefix(string(line), preambleMagic)
+	version, id, spaced := strings.Cut(rest, " ")
+	if !ok || !spaced {
 		_ = c.Conn.Close()
 		return fmt.Errorf("cluster: raft connection from %s without the preamble", c.Conn.RemoteAddr())
 	}
+	if version != versionString {
+		_ = c.Conn.Close()
+		remote := c.Conn.RemoteAddr().String()
+		c.refusals.Refused("raft connection of another node protocol version", remote, ProtocolMismatch(remote, version))
+		// Logged: Raft drops the connection quietly on a bare io.EOF.
+		return io.EOF
+	}
 	if id != "" && id != c.self {
 		_ = c.Conn.Close()
-		return fmt.Errorf("%w: %s reached %s (from %s)", errWrongServer, id, c.self, c.Conn.RemoteAddr())
+		return fmt.Errorf("%w: %s reached %s (from %s)", ErrWrongServer, id, c.self, c.Conn.RemoteAddr())
 	}
 	return nil
 }
 
-// serverAt names the server r's latest configuration lists at addr, ""
+// ServerAt names the server r's latest configuration lists at addr, ""
 // when none. (GetConfiguration does not wait on Raft's main loop, so it
 // may be called from the transport.)
-func serverAt(r *raft.Raft, addr string) string {
+func ServerAt(r *raft.Raft, addr string) string {
 	f := r.GetConfiguration()
 	if f.Error() != nil {
 		return ""

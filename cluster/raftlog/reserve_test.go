@@ -1,4 +1,4 @@
-package cluster
+package raftlog
 
 import (
 	"errors"
@@ -35,8 +35,8 @@ func (s *fullStable) SetUint64(key []byte, val uint64) error {
 // disk-full error is returned as is.
 func TestReservedStableGivesBackTheReserve(t *testing.T) {
 	dir := t.TempDir()
-	r := &diskReserve{path: filepath.Join(dir, reserveFile), size: 1 << 20, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	r.ensure()
+	r := &Reserve{path: filepath.Join(dir, ReserveFile), size: 1 << 20, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	r.Ensure()
 	if st, err := os.Stat(r.path); err != nil || st.Size() != 1<<20 {
 		t.Fatalf("the reserve after ensure: %v, %v; want %d bytes", st, err, 1<<20)
 	}
@@ -51,7 +51,7 @@ func TestReservedStableGivesBackTheReserve(t *testing.T) {
 	if _, err := os.Stat(r.path); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the reserve is still there: %v", err)
 	}
-	r.ensure()
+	r.Ensure()
 	if st, err := os.Stat(r.path); err != nil || st.Size() != 1<<20 {
 		t.Fatalf("the reserve after the disk has room again: %v, %v", st, err)
 	}
@@ -59,7 +59,7 @@ func TestReservedStableGivesBackTheReserve(t *testing.T) {
 	// No reserve to give: the error stands (the disk is full indeed).
 	os.Remove(r.path)
 	always := reservedStable{StableStore: &alwaysFull{}, reserve: r}
-	if err := always.SetUint64([]byte("CurrentTerm"), 8); !diskFull(err) {
+	if err := always.SetUint64([]byte("CurrentTerm"), 8); !DiskFull(err) {
 		t.Fatalf("SetUint64 with no reserve left: %v, want the disk-full error", err)
 	}
 }

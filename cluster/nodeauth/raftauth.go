@@ -1,4 +1,4 @@
-package cluster
+package nodeauth
 
 import (
 	"crypto/hmac"
@@ -40,9 +40,9 @@ const (
 	labelServer     = "carmy raft auth v1 server\x00"
 )
 
-// errRaftAuth is the error of a Raft connection whose peer failed the
-// handshake.
-var errRaftAuth = errors.New("cluster: raft handshake: the peer does not hold the cluster key")
+// ErrRaftAuth is the error of a Raft connection whose peer failed the
+// key handshake.
+var ErrRaftAuth = errors.New("cluster: raft handshake: the peer does not hold the cluster key")
 
 func raftMAC(key []byte, label string, ns, nd []byte) []byte {
 	m := hmac.New(sha256.New, key)
@@ -57,10 +57,14 @@ func raftMAC(key []byte, label string, ns, nd []byte) []byte {
 type keyStream struct {
 	raft.StreamLayer
 	key      []byte
-	refusals *refusalLog
+	refusals *Refusals
 }
 
-func newKeyStream(inner raft.StreamLayer, key string, refusals *refusalLog) *keyStream {
+// NewKeyStream authenticates inner's connections with the cluster key by
+// the handshake above: a dialled server that does not prove it holds the
+// key is hung up on, and an accepted peer that does not is closed and
+// logged to refusals (nil: not logged).
+func NewKeyStream(inner raft.StreamLayer, key string, refusals *Refusals) raft.StreamLayer {
 	return &keyStream{StreamLayer: inner, key: []byte(key), refusals: refusals}
 }
 
@@ -88,11 +92,11 @@ func (s *keyStream) serverHandshake(conn net.Conn) error {
 	}
 	answer := make([]byte, raftNonceSize+raftMACSize)
 	if _, err := io.ReadFull(conn, answer); err != nil {
-		return fmt.Errorf("%w: %w", errRaftAuth, err)
+		return fmt.Errorf("%w: %w", ErrRaftAuth, err)
 	}
 	nd, mac := answer[:raftNonceSize], answer[raftNonceSize:]
 	if !hmac.Equal(mac, raftMAC(s.key, labelDialer, ns, nd)) {
-		return errRaftAuth
+		return ErrRaftAuth
 	}
 	if _, err := conn.Write(raftMAC(s.key, labelServer, ns, nd)); err != nil {
 		return fmt.Errorf("cluster: raft handshake: %w", err)
@@ -154,13 +158,13 @@ func (s *keyStream) dialerHandshake(conn net.Conn, timeout time.Duration) error 
 type guardedConn struct {
 	net.Conn
 	what      string
-	refusals  *refusalLog
+	refusals  *Refusals
 	handshake func() error
 	once      sync.Once
 	err       error
 }
 
-func newGuardedConn(conn net.Conn, what string, refusals *refusalLog, handshake func() error) *guardedConn {
+func newGuardedConn(conn net.Conn, what string, refusals *Refusals, handshake func() error) *guardedConn {
 	return &guardedConn{Conn: conn, what: what, refusals: refusals, handshake: handshake}
 }
 
@@ -168,7 +172,7 @@ func (c *guardedConn) check() error {
 	c.once.Do(func() {
 		if err := c.handshake(); err != nil {
 			_ = c.Conn.Close()
-			c.refusals.refused(c.what, c.Conn.RemoteAddr().String(), err)
+			c.refusals.Refused(c.what, c.Conn.RemoteAddr().String(), err)
 			c.err = err
 		}
 	})

@@ -1,4 +1,4 @@
-package cluster
+package nodeauth
 
 import (
 	"crypto/tls"
@@ -12,7 +12,7 @@ import (
 )
 
 // testNodeTLS returns node TLS material of a fresh CA for node n1.
-func testNodeTLS(t *testing.T) *nodeTLS {
+func testNodeTLS(t *testing.T) *TLS {
 	t.Helper()
 	dir := t.TempDir()
 	write := func(name string, b []byte) string {
@@ -31,7 +31,7 @@ func testNodeTLS(t *testing.T) *nodeTLS {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nt, err := loadNodeTLS(NodeTLS{CAFile: write("ca.pem", caPEM), CertFile: write("n1.pem", c), KeyFile: write("n1-key.pem", k)}, nil)
+	nt, err := LoadTLS(Files{CAFile: write("ca.pem", caPEM), CertFile: write("n1.pem", c), KeyFile: write("n1-key.pem", k)}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func testNodeTLS(t *testing.T) *nodeTLS {
 // a client that keeps a session cache gets a full handshake every time.
 func TestNodeSessionsAreNotResumed(t *testing.T) {
 	nt := testNodeTLS(t)
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", nt.serverConfig())
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", nt.ServerConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestNodeSessionsAreNotResumed(t *testing.T) {
 			_ = c.Close()
 		}
 	}()
-	cfg := nt.clientConfig()
+	cfg := nt.ClientConfig()
 	cfg.ClientSessionCache = tls.NewLRUClientSessionCache(4)
 	for i := range 2 {
 		c, err := tls.Dial("tcp", ln.Addr().String(), cfg)

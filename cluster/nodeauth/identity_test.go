@@ -1,4 +1,4 @@
-package cluster
+package nodeauth
 
 import (
 	"errors"
@@ -10,31 +10,39 @@ import (
 	"github.com/hashicorp/raft"
 )
 
+// plainStream is a Raft stream layer of plain TCP connections on a
+// listener.
+type plainStream struct{ net.Listener }
+
+func (s plainStream) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	return net.DialTimeout("tcp", string(address), timeout)
+}
+
 // identityPair returns a stream for a node with id self listening on
 // loopback, and a dialling stream whose lookup names every address target.
-func identityPair(t *testing.T, self, target string) (accepting, dialling *identityStream) {
+func identityPair(t *testing.T, self, target string) (accepting, dialling *IdentityStream) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	accepting = &identityStream{StreamLayer: &tcpStream{Listener: ln, advertise: ln.Addr()}, self: self}
+	accepting = &IdentityStream{StreamLayer: plainStream{ln}, self: self}
 	other, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { other.Close() })
-	dialling = &identityStream{StreamLayer: &tcpStream{Listener: other, advertise: other.Addr()}, self: "dialler"}
+	dialling = &IdentityStream{StreamLayer: plainStream{other}, self: "dialler"}
 	if target != "-" {
-		dialling.setLookup(func(string) string { return target })
+		dialling.SetLookup(func(string) string { return target })
 	}
 	return accepting, dialling
 }
 
 // exchange dials accepting from dialling, writes payload and returns what
 // the accepted side read (or its error).
-func exchange(t *testing.T, accepting, dialling *identityStream, payload string) (string, error) {
+func exchange(t *testing.T, accepting, dialling *IdentityStream, payload string) (string, error) {
 	t.Helper()
 	type result struct {
 		got string
@@ -82,8 +90,8 @@ func TestRaftConnectionsNameTheirServer(t *testing.T) {
 	}
 	// Meant for n3 (its address is stale): refused.
 	a, d = identityPair(t, "n2", "n3")
-	if _, err := exchange(t, a, d, "append entries for n3"); !errors.Is(err, errWrongServer) {
-		t.Fatalf("connection meant for n3 reaching n2: %v, want errWrongServer", err)
+	if _, err := exchange(t, a, d, "append entries for n3"); !errors.Is(err, ErrWrongServer) {
+		t.Fatalf("connection meant for n3 reaching n2: %v, want ErrWrongServer", err)
 	}
 }
 
@@ -117,9 +125,9 @@ func TestRaftDialToSelfIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	self := &identityStream{StreamLayer: &tcpStream{Listener: ln, advertise: ln.Addr()}, self: "n3"}
-	self.setLookup(func(string) string { return "n2" }) // the stale entry: n2 at n3's address
-	if _, err := exchange(t, self, self, "vote for n3?"); !errors.Is(err, errWrongServer) {
-		t.Fatalf("a node dialling itself as n2: %v, want errWrongServer", err)
+	self := &IdentityStream{StreamLayer: plainStream{ln}, self: "n3"}
+	self.SetLookup(func(string) string { return "n2" }) // the stale entry: n2 at n3's address
+	if _, err := exchange(t, self, self, "vote for n3?"); !errors.Is(err, ErrWrongServer) {
+		t.Fatalf("a node dialling itself as n2: %v, want ErrWrongServer", err)
 	}
 }

@@ -1,49 +1,51 @@
-package cluster
+package forward
 
 import (
+	"bufio"
 	"context"
-	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/carmyhq/carmy/cluster/wire"
 	"github.com/carmyhq/carmy/fsm"
 	"github.com/carmyhq/carmy/store"
 )
 
-// forwarder carries a follower's commands to the leader. Concurrent
-// commands are gathered into one batch (up to maxBatch of them and
-// maxBatchBytes together), and up to maxInFlight batches are in flight at
+// Forwarder carries a follower's commands to the leader. Concurrent
+// commands are gathered into one batch (up to MaxBatch of them and
+// MaxBatchBytes together), and up to MaxInFlight batches are in flight at
 // once, so followers pay one round trip per batch rather than per
 // command. Batches go over one kept-alive stream per leader address
-// (stream_client.go), or as HTTP requests to a leader of an older build.
-type forwarder struct {
-	client  *internalClient
-	metrics *nodeMetrics
+// (stream.go).
+type Forwarder struct {
+	dial Dialer
+	obs  Observer
 
-	// ctx ends when the forwarder is closed: callers stop waiting, and
+	// ctx ends when the Forwarder is closed: callers stop waiting, and
 	// streams being opened give up.
 	ctx    context.Context
 	cancel context.CancelFunc
 
 	mu      sync.Mutex
-	queues  map[string][]*fwdItem  // by leader address
+	queues  map[string][]*item     // by leader address
 	streams map[string]*streamSlot // by leader address
 	wake    chan struct{}
 	sem     chan struct{}
 
 	// heard is when a leader last answered a batch (unix nanoseconds):
-	// a leader that answers is busy, not silent (watchSilence).
+	// a leader that answers is busy, not silent (HeardSince).
 	heard atomic.Int64
 }
 
-// heardSince reports whether a leader answered a batch after t.
-func (f *forwarder) heardSince(t time.Time) bool { return f.heard.Load() > t.UnixNano() }
+// HeardSince reports whether a leader answered a batch after t.
+func (f *Forwarder) HeardSince(t time.Time) bool { return f.heard.Load() > t.UnixNano() }
 
 // Bounds of a forwarded batch.
 //
-// maxBatchBytes bounds the commands of one request together, a command
+// MaxBatchBytes bounds the commands of one request together, a command
 // larger than that going alone. 4 MiB is far above what the count bound
 // lets ordinary commands reach (512 reservations or small completions, a
 // few hundred bytes each), so batching on the hot path is as before; it
@@ -54,7 +56,7 @@ func (f *forwarder) heardSince(t time.Time) bool { return f.heard.Load() > t.Uni
 // A smaller one keeps each request to milliseconds of sending and
 // decoding, far from the forward's deadline.
 //
-// maxInFlight bounds the batches in flight to one leader, and with them
+// MaxInFlight bounds the batches in flight to one leader, and with them
 // what they hold in memory on either side: a batch takes one slot per
 // started MiB of its commands (inFlightSlotBytes), so at most about 32 MiB
 // of batches are in flight however large the results (a single command
@@ -64,57 +66,79 @@ func (f *forwarder) heardSince(t time.Time) bool { return f.heard.Load() > t.Uni
 // wait for a slot: 32 against 8 gave about 7% more calls/s on 3 nodes at
 // 64 clients (docs/performance.md).
 //
-// The leader's body limit (maxInternalReq) holds the largest request the
-// forwarder builds: maxBatchBytes, or one command of up to maxCommandBytes,
+// The leader's frame limit (MaxBatchFrame) holds the largest batch the
+// Forwarder builds: MaxBatchBytes, or one command of up to wire.MaxCommandBytes,
 // plus the envelope. So the leader never refuses a batch for its size.
 const (
-	maxBatch      = 512
-	maxBatchBytes = 4 << 20
-	maxInFlight   = 32
+	MaxBatch      = 512
+	MaxBatchBytes = 4 << 20
+	MaxInFlight   = 32
 
 	inFlightSlotBytes = 1 << 20
 )
 
 // batchSlots is how many in-flight slots batch takes: one per started
-// inFlightSlotBytes of its commands, between 1 and maxInFlight.
-func batchSlots(batch []*fwdItem) int {
+// inFlightSlotBytes of its commands, between 1 and MaxInFlight.
+func batchSlots(batch []*item) int {
 	size := 0
 	for _, it := range batch {
 		size += len(it.data)
 	}
-	return min(maxInFlight, max(1, (size+inFlightSlotBytes-1)/inFlightSlotBytes))
+	return min(MaxInFlight, max(1, (size+inFlightSlotBytes-1)/inFlightSlotBytes))
 }
 
-type fwdItem struct {
-	data       []byte
-	deadline   time.Time
-	omitResult bool // see applyRequest.OmitResult
-	result     chan fwdResult
+type item struct {
+	data     []byte
+	deadline time.Time
+	// omitResult asks the leader to leave a successful answer's record
+	// data and error out: the sender has them. A completion's answer
+	// would otherwise carry its result back to the node that just sent
+	// it, and every result would cross the network twice.
+	omitResult bool
+	result     chan outcome
 }
 
-type fwdResult struct {
+type outcome struct {
 	resp fsm.Response
 	err  error
 }
 
-func newForwarder(c *internalClient, m *nodeMetrics) *forwarder {
-	f := &forwarder{
-		client:  c,
-		metrics: m,
-		queues:  make(map[string][]*fwdItem),
+// Dialer opens forward streams: DialStream connects to a leader's address
+// and upgrades the connection to a stream of Protocol, as an internal call
+// (the cluster key, node TLS, the node protocol version). Its errors say
+// that nothing was sent (wire.ErrNotSent), or that the leader refused this
+// node as a member (wire.ErrRefused).
+type Dialer interface {
+	DialStream(ctx context.Context, addr string) (net.Conn, *bufio.Reader, error)
+}
+
+// Observer is told of every batch a Forwarder finishes: its size and
+// round trip, and each of its commands that got no response.
+type Observer interface {
+	Batch(commands int, took time.Duration)
+	Failed(err error)
+}
+
+// New returns a Forwarder that opens its streams through d and tells o of
+// its batches; Close stops it.
+func New(d Dialer, o Observer) *Forwarder {
+	f := &Forwarder{
+		dial:    d,
+		obs:     o,
+		queues:  make(map[string][]*item),
 		streams: make(map[string]*streamSlot),
 		wake:    make(chan struct{}, 1),
-		sem:     make(chan struct{}, maxInFlight),
+		sem:     make(chan struct{}, MaxInFlight),
 	}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	go f.dispatch()
 	return f
 }
 
-// close stops the forwarder: callers waiting for an answer get
+// Close stops the forwarder: callers waiting for an answer get
 // store.ErrCommitUnknown, and its streams are closed.
 // It is safe to call more than once.
-func (f *forwarder) close() {
+func (f *Forwarder) Close() {
 	f.cancel()
 	// No slot is added once ctx has ended (streamTo), so the map is not
 	// written while it is read here.
@@ -126,12 +150,12 @@ func (f *forwarder) close() {
 	}
 }
 
-// apply forwards one command to addr and waits for its result. A caller
+// Apply forwards one command to addr and waits for its result. A caller
 // whose ctx ends first gets store.ErrCommitUnknown: the command may be on
 // its way. With omitResult, a successful answer's record may come without
-// its data and error (applyRequest.OmitResult).
-func (f *forwarder) apply(ctx context.Context, addr string, data []byte, deadline time.Time, omitResult bool) (fsm.Response, error) {
-	it := &fwdItem{data: data, deadline: deadline, omitResult: omitResult, result: make(chan fwdResult, 1)}
+// its data and error (the sender has them).
+func (f *Forwarder) Apply(ctx context.Context, addr string, data []byte, deadline time.Time, omitResult bool) (fsm.Response, error) {
+	it := &item{data: data, deadline: deadline, omitResult: omitResult, result: make(chan outcome, 1)}
 	f.mu.Lock()
 	f.queues[addr] = append(f.queues[addr], it)
 	f.mu.Unlock()
@@ -150,7 +174,7 @@ func (f *forwarder) apply(ctx context.Context, addr string, data []byte, deadlin
 }
 
 // dispatch sends queued commands in batches.
-func (f *forwarder) dispatch() {
+func (f *Forwarder) dispatch() {
 	for {
 		select {
 		case <-f.ctx.Done():
@@ -175,9 +199,9 @@ func (f *forwarder) dispatch() {
 }
 
 // take removes the next batch of one address from the queues: the first
-// items, up to maxBatch of them and maxBatchBytes of commands together;
-// an item larger than maxBatchBytes goes alone.
-func (f *forwarder) take() (string, []*fwdItem) {
+// items, up to MaxBatch of them and MaxBatchBytes of commands together;
+// an item larger than MaxBatchBytes goes alone.
+func (f *Forwarder) take() (string, []*item) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for addr, q := range f.queues {
@@ -194,11 +218,11 @@ func (f *forwarder) take() (string, []*fwdItem) {
 }
 
 // batchLen is how many of q's first items go in one batch (at least one).
-func batchLen(q []*fwdItem) int {
+func batchLen(q []*item) int {
 	n, size := 0, 0
-	for n < len(q) && n < maxBatch {
+	for n < len(q) && n < MaxBatch {
 		size += len(q[n].data)
-		if n > 0 && size > maxBatchBytes {
+		if n > 0 && size > MaxBatchBytes {
 			break
 		}
 		n++
@@ -206,23 +230,9 @@ func batchLen(q []*fwdItem) int {
 	return n
 }
 
-// newApplyRequest is the request that carries batch.
-func newApplyRequest(batch []*fwdItem) applyRequest {
-	req := applyRequest{Commands: make([][]byte, len(batch))}
-	for i, it := range batch {
-		req.Commands[i] = it.data
-		if it.omitResult {
-			req.OmitResult = append(req.OmitResult, i)
-		}
-	}
-	return req
-}
-
-// send sends batch to addr: over the forward stream to addr when it has
-// one (the stream's reader then delivers the answer and frees the batch's
-// slot), or as an HTTP request when addr serves no stream (an older
-// build).
-func (f *forwarder) send(addr string, batch []*fwdItem) {
+// send sends batch to addr over the forward stream to addr (the stream's
+// reader then delivers the answer and frees the batch's slot).
+func (f *Forwarder) send(addr string, batch []*item) {
 	// The leader bounds each apply by its own LeaderWait; allow for it.
 	deadline := batch[0].deadline
 	for _, it := range batch[1:] {
@@ -231,73 +241,44 @@ func (f *forwarder) send(addr string, batch []*fwdItem) {
 		}
 	}
 	deadline = deadline.Add(2 * time.Second)
-	err := f.sendStream(addr, batch, deadline)
-	if err == nil {
-		return
+	if err := f.sendStream(addr, batch, deadline); err != nil {
+		// Nothing of the batch was sent.
+		f.finish(addr, batch, nil, err, time.Now())
+		f.release(batch)
 	}
-	defer f.release(batch)
-	if errors.Is(err, errNoStream) {
-		f.sendHTTP(addr, batch, deadline)
-		return
-	}
-	// Nothing of the batch was sent.
-	f.finish(addr, batch, nil, err, time.Now())
 }
 
 // release frees the in-flight slots of a batch that has its answer.
-func (f *forwarder) release(batch []*fwdItem) {
+func (f *Forwarder) release(batch []*item) {
 	for range batchSlots(batch) {
 		<-f.sem
 	}
 }
 
-// sendHTTP sends batch as one HTTP request.
-func (f *forwarder) sendHTTP(addr string, batch []*fwdItem, deadline time.Time) {
-	ctx, cancel := context.WithDeadline(f.ctx, deadline)
-	defer cancel()
-	var ans applyAnswer
-	start := time.Now()
-	sent, err := f.client.post(ctx, addr, pathApply, newApplyRequest(batch), &ans)
-	if err == nil {
-		f.heard.Store(time.Now().UnixNano())
-	}
-	if err != nil && sent && !errors.Is(err, errNotLeader) && !errors.Is(err, errRefused) {
-		// The batch was sent and failed whole: a timeout, a broken
-		// connection, or an answer for the batch rather than for each
-		// command (such as a body the leader refused). Some commands
-		// may have been applied, and none was refused for itself.
-		err = &outcomeUnknownError{addr: addr, cause: err}
-	}
-	f.finish(addr, batch, ans.Results, err, start)
-}
-
 // finish gives every command of batch its outcome: err for all when it is
 // not nil (the batch failed whole), else each one's of results, which
 // must hold one per command (one short is an unknown outcome for all).
-func (f *forwarder) finish(addr string, batch []*fwdItem, results []applyResult, err error, start time.Time) {
-	f.metrics.fwdBatches.Inc()
-	f.metrics.fwdCommands.Add(float64(len(batch)))
-	f.metrics.fwdBatchSize.Observe(float64(len(batch)))
-	f.metrics.fwdDuration.Observe(time.Since(start).Seconds())
+func (f *Forwarder) finish(addr string, batch []*item, results []wire.Result, err error, start time.Time) {
+	f.obs.Batch(len(batch), time.Since(start))
 	if err == nil && len(results) != len(batch) {
 		err = &outcomeUnknownError{addr: addr, cause: fmt.Errorf("%d results for %d commands", len(results), len(batch))}
 	}
 	for i, it := range batch {
-		var r fwdResult
+		var r outcome
 		switch {
 		case err != nil:
 			// Not sent, not the leader, refused as a member: nothing
 			// was applied. Otherwise, outcome unknown.
 			r.err = err
-		case results[i].isError():
-			r.err = results[i].err()
+		case results[i].IsError():
+			r.err = results[i].Err()
 		case results[i].Response == nil:
 			r.err = fmt.Errorf("%w: %s answered no response", store.ErrCommitUnknown, addr)
 		default:
 			r.resp = *results[i].Response
 		}
 		if r.err != nil {
-			f.metrics.fwdErrors.WithLabelValues(errKind(r.err)).Inc()
+			f.obs.Failed(r.err)
 		}
 		it.result <- r
 	}
@@ -305,10 +286,10 @@ func (f *forwarder) finish(addr string, batch []*fwdItem, results []applyResult,
 
 // outcomeUnknownError is a forwarded batch that was sent and failed whole.
 // It matches store.ErrCommitUnknown and nothing else: its cause is told
-// in the message but deliberately not wrapped, since a refusal of the
-// batch (an INVALID_REQUEST answer, say) says nothing of each command, and
-// a caller that took it for a refusal of its own command would stop
-// trying to record an outcome that was never recorded.
+// in the message but deliberately not wrapped, since a failure of the
+// batch (a broken stream, an answer that cannot be read) says nothing of
+// each command, and a caller that took it for a refusal of its own
+// command would stop trying to record an outcome that was never recorded.
 type outcomeUnknownError struct {
 	addr  string
 	cause error

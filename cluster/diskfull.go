@@ -12,7 +12,7 @@ import (
 )
 
 // A full disk (SPEC §7). When the leader's queued log write fails for want
-// of space, leaderLog retries it until there is room; meanwhile this node:
+// of space, raftlog.Store retries it until there is room; meanwhile this node:
 //   - refuses new calls (a reservation, locally or forwarded) with
 //     UNAVAILABLE before anything is reserved, so no tool runs that could
 //     not be recorded (refuseOnFullDisk); every other command (a
@@ -32,10 +32,10 @@ import (
 // must not be proposed by this node because its log waits for disk space:
 // a reservation, which would let a tool run that could not be recorded.
 func (n *Node) refuseOnFullDisk(t fsm.Type) error {
-	if t != fsm.TypeReserve || !n.logs.queueStalled() {
+	if t != fsm.TypeReserve || !n.logs.QueueStalled() {
 		return nil
 	}
-	since, err := n.logs.stalled()
+	since, err := n.logs.Stalled()
 	if err == nil {
 		return nil
 	}
@@ -47,7 +47,7 @@ func (n *Node) refuseOnFullDisk(t fsm.Type) error {
 // refuseForwardedOnFullDisk is refuseOnFullDisk for a forwarded command,
 // known only by its encoding.
 func (n *Node) refuseForwardedOnFullDisk(raw []byte) error {
-	if !n.logs.queueStalled() {
+	if !n.logs.QueueStalled() {
 		return nil
 	}
 	t, ok := fsm.PeekType(raw)
@@ -74,20 +74,20 @@ func (n *Node) watchDiskFull() {
 		select {
 		case <-n.stop:
 			return
-		case <-n.logs.changed:
+		case <-n.logs.Changed():
 		case <-tick.C:
 		}
-		since, err := n.logs.stalled()
+		since, err := n.logs.Stalled()
 		switch {
 		case err != nil && was == nil:
 			n.log.Error("the raft log cannot be written: the disk is full; this node refuses new calls (503) and retries until there is room; free space in the data dir",
 				slog.String("data_dir", n.cfg.DataDir), slog.Bool("leader", n.IsLeader()), slog.Any("err", err))
 		case err == nil && was != nil:
 			n.log.Info("the raft log is written again: the disk has room", slog.Duration("full_for", time.Since(wasSince).Round(time.Millisecond)))
-			n.reserve.ensure()
+			n.reserve.Ensure()
 		}
 		was, wasSince = err, since
-		if err != nil && n.logs.queueStalled() && n.IsLeader() && n.voters() > 1 {
+		if err != nil && n.logs.QueueStalled() && n.IsLeader() && n.voters() > 1 {
 			n.log.Warn("handing leadership over: this leader cannot write its raft log")
 			n.HandOff()
 		}
@@ -101,7 +101,7 @@ func (n *Node) diskFullCollectors() []prometheus.Collector {
 			Name: "carmy_raft_log_disk_full",
 			Help: "1 while this node's Raft log cannot be written for want of disk space (ENOSPC, EDQUOT): on the leader, new calls are refused with 503 until there is room; 0 otherwise.",
 		}, func() float64 {
-			if _, err := n.logs.stalled(); err != nil {
+			if _, err := n.logs.Stalled(); err != nil {
 				return 1
 			}
 			return 0

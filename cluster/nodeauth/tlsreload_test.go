@@ -1,4 +1,4 @@
-package cluster
+package nodeauth
 
 import (
 	"bytes"
@@ -20,7 +20,7 @@ func TestNodeTLSReloadsRenewedFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files := NodeTLS{CAFile: filepath.Join(dir, "ca.pem"), CertFile: filepath.Join(dir, "n1.pem"), KeyFile: filepath.Join(dir, "n1-key.pem")}
+	files := Files{CAFile: filepath.Join(dir, "ca.pem"), CertFile: filepath.Join(dir, "n1.pem"), KeyFile: filepath.Join(dir, "n1-key.pem")}
 	issue := func(at time.Time) []byte {
 		c, k, err := certs.NewNodeCert(caPEM, caKey, "n1", nil, nil, time.Hour, now)
 		if err != nil {
@@ -37,7 +37,7 @@ func TestNodeTLSReloadsRenewedFiles(t *testing.T) {
 		return c
 	}
 	issue(now.Add(-time.Hour))
-	nt, err := loadNodeTLS(files, nil)
+	nt, err := LoadTLS(files, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

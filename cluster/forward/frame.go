@@ -1,4 +1,4 @@
-package cluster
+package forward
 
 import (
 	"bufio"
@@ -6,16 +6,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
+	"github.com/carmyhq/carmy/cluster/wire"
 	"github.com/carmyhq/carmy/fsm"
 	"github.com/carmyhq/carmy/store"
 )
 
 // The forward stream: a follower's kept-alive connection to the leader
-// that carries its forwarded batches, many at a time, instead of one HTTP
-// request each. It begins as an HTTP/1.1 request to pathStream, with the
-// cluster key and node id as any internal request, asking to upgrade to
-// streamProtocol; the leader answers 101 and from then on the connection
+// that carries its forwarded batches, many at a time; it is the only way
+// a command reaches the leader from another node. It begins as an
+// HTTP/1.1 request to the leader's stream path (the cluster package's), with the cluster key, node id and
+// protocol version as any internal request, asking to upgrade to
+// Protocol; the leader answers 101 and from then on the connection
 // carries frames. The follower sends batches; the leader answers every
 // batch, in the order it received them.
 //
@@ -25,14 +28,15 @@ import (
 //	answer: uvarint seq, uvarint n, then n × result
 //	result: byte 0, 4-byte length, fsm.AppendResponse's bytes (applied), or
 //	        byte 1, then code, state and message as uvarint-prefixed
-//	        strings (a wireError: nothing applied, or outcome unknown)
+//	        strings (a wire.Error: nothing applied, or outcome unknown)
 //
 // seq numbers the batches of one stream from 0; an answer carries its
 // batch's, and one out of order is a broken stream. Flag bit 0 of a
-// command is applyRequest.OmitResult.
+// command is item.omitResult: the answer, when it is a success, leaves
+// the record's data and error out (the follower has them).
 const (
-	pathStream     = "/internal/v1/stream"
-	streamProtocol = "carmy-forward/1"
+	// Protocol names the stream in the upgrade.
+	Protocol = "carmy-forward/1"
 
 	flagOmitResult = 1 << 0
 
@@ -40,18 +44,42 @@ const (
 	resultError    = 1
 )
 
-// Frame bounds: a batch frame holds what an HTTP batch may (maxInternalReq),
-// an answer what an HTTP answer may (maxInternalAnswer).
+// Frame bounds and the time a frame may take to be written.
+//
+// MaxBatchFrame, the largest batch frame a leader reads, holds the largest
+// batch a forwarder builds: a single command of up to
+// wire.MaxCommandBytes (or MaxBatchBytes of smaller ones, less), plus the
+// frame's envelope (a flag byte and a length per command: a few KiB for
+// MaxBatch commands; 64 KiB is ample).
+//
+// MaxAnswerFrame bounds an answer frame a follower reads. An answer may be
+// larger than its batch (a reservation that turns out a replay carries the
+// record's data back), so it is bounded only against a broken peer; an
+// answer over it leaves its commands' outcomes unknown, like a lost one.
+//
+// WriteTimeout bounds writing one frame, on either end.
 const (
-	maxBatchFrame  = maxInternalReq
-	maxAnswerFrame = maxInternalAnswer
+	MaxBatchFrame  = wire.MaxCommandBytes + 64<<10
+	MaxAnswerFrame = 512 << 20
+	WriteTimeout   = 10 * time.Second
 )
 
-// errFrame is a frame that cannot be read: the stream is broken.
-var errFrame = errors.New("cluster: malformed stream frame")
+// ErrFrame is a frame that cannot be read: the stream is broken.
+var ErrFrame = errors.New("cluster: malformed stream frame")
+
+// AppendBatch appends the frame of a batch of cmds, numbered seq, to b;
+// omit[i] (when omit is not nil) asks for the success of command i to be
+// answered without its record's data and error.
+func AppendBatch(b []byte, seq uint64, cmds [][]byte, omit []bool) []byte {
+	batch := make([]*item, len(cmds))
+	for i, c := range cmds {
+		batch[i] = &item{data: c, omitResult: omit != nil && omit[i]}
+	}
+	return appendBatchFrame(b, seq, batch)
+}
 
 // appendBatchFrame appends the frame of batch, numbered seq, to b.
-func appendBatchFrame(b []byte, seq uint64, batch []*fwdItem) []byte {
+func appendBatchFrame(b []byte, seq uint64, batch []*item) []byte {
 	start := len(b)
 	b = append(b, 0, 0, 0, 0)
 	b = binary.AppendUvarint(b, seq)
@@ -69,8 +97,8 @@ func appendBatchFrame(b []byte, seq uint64, batch []*fwdItem) []byte {
 	return b
 }
 
-// appendAnswerFrame appends the frame of the answer to batch seq to b.
-func appendAnswerFrame(b []byte, seq uint64, results []applyResult) ([]byte, error) {
+// AppendAnswer appends the frame of the answer to batch seq to b.
+func AppendAnswer(b []byte, seq uint64, results []wire.Result) ([]byte, error) {
 	start := len(b)
 	b = append(b, 0, 0, 0, 0)
 	b = binary.AppendUvarint(b, seq)
@@ -92,31 +120,31 @@ func appendAnswerFrame(b []byte, seq uint64, results []applyResult) ([]byte, err
 		}
 		binary.BigEndian.PutUint32(b[at-4:], uint32(len(b)-at))
 	}
-	if len(b)-start-4 > maxAnswerFrame {
-		return b[:start], fmt.Errorf("an answer of %d bytes is over the limit of %d", len(b)-start-4, maxAnswerFrame)
+	if len(b)-start-4 > MaxAnswerFrame {
+		return b[:start], fmt.Errorf("an answer of %d bytes is over the limit of %d", len(b)-start-4, MaxAnswerFrame)
 	}
 	binary.BigEndian.PutUint32(b[start:], uint32(len(b)-start-4))
 	return b, nil
 }
 
-// readFrame reads one frame's body from r, into buf when it fits (the
+// ReadFrame reads one frame's body from r, into buf when it fits (the
 // body is then only valid until the next call with buf). A body over max
 // is an error, before any of it is read.
-func readFrame(r *bufio.Reader, max int, buf []byte) ([]byte, error) {
+func ReadFrame(r *bufio.Reader, max int, buf []byte) ([]byte, error) {
 	var h [4]byte
 	if _, err := io.ReadFull(r, h[:]); err != nil {
 		return nil, err
 	}
 	n := int(binary.BigEndian.Uint32(h[:]))
 	if n > max {
-		return nil, fmt.Errorf("%w: a frame of %d bytes is over the limit of %d", errFrame, n, max)
+		return nil, fmt.Errorf("%w: a frame of %d bytes is over the limit of %d", ErrFrame, n, max)
 	}
 	if cap(buf) < n {
 		buf = make([]byte, n)
 	}
 	buf = buf[:n]
 	if _, err := io.ReadFull(r, buf); err != nil {
-		return nil, fmt.Errorf("%w: cut short: %w", errFrame, err)
+		return nil, fmt.Errorf("%w: cut short: %w", ErrFrame, err)
 	}
 	return buf, nil
 }
@@ -130,7 +158,7 @@ type frameReader struct {
 
 func (f *frameReader) fail(what string) {
 	if f.err == nil {
-		f.err = fmt.Errorf("%w: %s", errFrame, what)
+		f.err = fmt.Errorf("%w: %s", ErrFrame, what)
 	}
 	f.b = nil
 }
@@ -203,9 +231,9 @@ func (f *frameReader) end() error {
 	return f.err
 }
 
-// decodeBatchFrame reads a batch frame's body. The commands are
+// DecodeBatch reads a batch frame's body. The commands are
 // sub-slices of body, which must not be reused while they are in use.
-func decodeBatchFrame(body []byte) (seq uint64, cmds [][]byte, omit []bool, err error) {
+func DecodeBatch(body []byte) (seq uint64, cmds [][]byte, omit []bool, err error) {
 	f := frameReader{b: body}
 	seq = f.uint()
 	n := f.count(2)
@@ -221,12 +249,12 @@ func decodeBatchFrame(body []byte) (seq uint64, cmds [][]byte, omit []bool, err 
 	return seq, cmds, omit, nil
 }
 
-// decodeAnswerFrame reads an answer frame's body.
-func decodeAnswerFrame(body []byte) (seq uint64, results []applyResult, err error) {
+// DecodeAnswer reads an answer frame's body.
+func DecodeAnswer(body []byte) (seq uint64, results []wire.Result, err error) {
 	f := frameReader{b: body}
 	seq = f.uint()
 	n := f.count(2)
-	results = make([]applyResult, n)
+	results = make([]wire.Result, n)
 	for i := 0; i < n && f.err == nil; i++ {
 		switch f.byte() {
 		case resultResponse:
@@ -242,8 +270,8 @@ func decodeAnswerFrame(body []byte) (seq uint64, results []applyResult, err erro
 			results[i].Response = &r
 		case resultError:
 			code, state, msg := f.bytes(), f.bytes(), f.bytes()
-			results[i].wireError = wireError{Code: store.Code(code), State: string(state), Message: string(msg)}
-			if f.err == nil && !results[i].isError() {
+			results[i].Error = wire.Error{Code: store.Code(code), State: string(state), Message: string(msg)}
+			if f.err == nil && !results[i].IsError() {
 				f.fail("an error result without a code or state")
 			}
 		default:

@@ -1,20 +1,21 @@
-package cluster
+package raftlog
 
 import (
 	"errors"
 	"fmt"
 
 	"github.com/hashicorp/raft"
-
-	"github.com/carmyhq/carmy/fsm"
 )
 
-// gatedFSM is the state machine as Raft sees it: Carmy's FSM, applying an
-// entry only once the leader's own copy of it is on disk (leaderLog). On
-// a follower every entry it applies is already written, and nothing waits.
+// GatedFSM is f as Raft must see it over s: it applies an entry only once
+// the leader's own copy of it is on disk (Store). On a follower every
+// entry it applies is already written, and nothing waits.
+func GatedFSM(f raft.BatchingFSM, s *Store) raft.BatchingFSM { return gatedFSM{BatchingFSM: f, log: s} }
+
+// gatedFSM is GatedFSM's state machine.
 type gatedFSM struct {
-	*fsm.FSM
-	log *leaderLog
+	raft.BatchingFSM
+	log *Store
 }
 
 // Apply implements raft.FSM.
@@ -22,7 +23,7 @@ func (g gatedFSM) Apply(l *raft.Log) any {
 	if err := g.wait(l.Index); err != nil {
 		return err
 	}
-	return g.FSM.Apply(l)
+	return g.BatchingFSM.Apply(l)
 }
 
 // ApplyBatch implements raft.BatchingFSM.
@@ -36,7 +37,7 @@ func (g gatedFSM) ApplyBatch(logs []*raft.Log) []any {
 			return out
 		}
 	}
-	return g.FSM.ApplyBatch(logs)
+	return g.BatchingFSM.ApplyBatch(logs)
 }
 
 // Snapshot implements raft.FSM, refused once the log gave up writing
@@ -46,7 +47,7 @@ func (g gatedFSM) Snapshot() (raft.FSMSnapshot, error) {
 	if g.log.gaveUp() {
 		return nil, fmt.Errorf("cluster: no snapshot: %w", errLogClosed)
 	}
-	return g.FSM.Snapshot()
+	return g.BatchingFSM.Snapshot()
 }
 
 // wait returns once the log holds every entry up to index on disk; while
@@ -65,12 +66,17 @@ func (g gatedFSM) wait(index uint64) error {
 	panic(fmt.Sprintf("cluster: the node stops: its raft log could not be written, so it cannot apply entry %d: %v", index, err))
 }
 
-// cappedTransport is the Raft transport with every commit index the
-// leader sends lowered by leaderLog.commitCap: a follower applies only
-// what the leader holds on disk too.
+// CappedTransport is t with every commit index the leader sends lowered
+// below the first entry s has not written (Store.commitCap): a follower
+// applies only what the leader holds on disk too.
+func CappedTransport(t *raft.NetworkTransport, s *Store) raft.Transport {
+	return cappedTransport{NetworkTransport: t, log: s}
+}
+
+// cappedTransport is CappedTransport's transport.
 type cappedTransport struct {
 	*raft.NetworkTransport
-	log *leaderLog
+	log *Store
 }
 
 // AppendEntries implements raft.Transport.

@@ -1,4 +1,4 @@
-package cluster
+package gossip
 
 import (
 	"encoding/json"
@@ -12,12 +12,12 @@ import (
 	"github.com/carmyhq/carmy/fsm"
 )
 
-// membersCache keeps a copy of the replicated member table in the data
+// Cache keeps a copy of the replicated member table in the data
 // dir (members.json). Raft applies no log entry at start until it hears
 // from a leader, so a restarted node would not know its peers' HTTP and
 // gossip addresses; the cache lets it find them (to rejoin gossip, or to
 // ask to be re-added when its own address changed).
-type membersCache struct {
+type Cache struct {
 	path string
 	log  *slog.Logger
 
@@ -25,8 +25,10 @@ type membersCache struct {
 	members []fsm.NodeInfo
 }
 
-func newMembersCache(dataDir string, log *slog.Logger) *membersCache {
-	c := &membersCache{path: filepath.Join(dataDir, "members.json"), log: log}
+// NewCache reads the cache of the data dir dataDir (an unreadable one is
+// logged to log and ignored).
+func NewCache(dataDir string, log *slog.Logger) *Cache {
+	c := &Cache{path: filepath.Join(dataDir, "members.json"), log: log}
 	b, err := os.ReadFile(c.path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -41,15 +43,15 @@ func newMembersCache(dataDir string, log *slog.Logger) *membersCache {
 	return c
 }
 
-// get returns the cached members.
-func (c *membersCache) get() []fsm.NodeInfo {
+// Get returns the cached members.
+func (c *Cache) Get() []fsm.NodeInfo {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]fsm.NodeInfo(nil), c.members...)
 }
 
-// put replaces the cache (atomically on disk).
-func (c *membersCache) put(members []fsm.NodeInfo) {
+// Put replaces the cache (atomically on disk).
+func (c *Cache) Put(members []fsm.NodeInfo) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.members = members
@@ -65,13 +67,4 @@ func (c *membersCache) put(members []fsm.NodeInfo) {
 	if err := os.Rename(tmp, c.path); err != nil {
 		c.log.Warn("writing the members cache", slog.Any("err", err))
 	}
-}
-
-// knownMembers returns the member table, or the cached one while the
-// table is still empty (just after a restart).
-func (n *Node) knownMembers() []fsm.NodeInfo {
-	if m := n.fsm.Nodes(); len(m) > 0 {
-		return m
-	}
-	return n.cache.get()
 }

@@ -1,4 +1,4 @@
-package cluster
+package raftlog
 
 import (
 	"errors"
@@ -10,10 +10,10 @@ import (
 	bolterrors "go.etcd.io/bbolt/errors"
 )
 
-// openBolt opens the Raft log's BoltDB file at path. A file another
+// OpenBolt opens the Raft log's BoltDB file at path. A file another
 // process holds (its lock was not given up within boltOptions' Timeout)
 // is an error that says so and what to do, rather than bbolt's "timeout".
-func openBolt(path string) (*raftboltdb.BoltStore, error) {
+func OpenBolt(path string) (*raftboltdb.BoltStore, error) {
 	s, err := raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: boltOptions()})
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("cluster: %s is locked by another process: is another carmy serving this --data-dir? Stop it, or give this node another --data-dir (%w)", path, err)

@@ -1,4 +1,4 @@
-package cluster
+package nodeauth
 
 import (
 	"log/slog"
@@ -10,11 +10,11 @@ import (
 // with the count of refusals left unlogged since the last one.
 const refusalLogEvery = 10 * time.Second
 
-// refusalLog logs refused peers (a failed Raft handshake, a certificate
+// Refusals logs refused peers (a failed Raft handshake, a certificate
 // without the node role) at WARN, rate-limited: whoever can reach a port
 // can make refusals as fast as it connects, and must not be able to fill
-// the log. Safe for concurrent use; a nil *refusalLog logs nothing.
-type refusalLog struct {
+// the log. Safe for concurrent use; a nil *Refusals logs nothing.
+type Refusals struct {
 	log *slog.Logger
 
 	mu         sync.Mutex
@@ -22,11 +22,11 @@ type refusalLog struct {
 	suppressed int       // refusals since then, not logged
 }
 
-func newRefusalLog(log *slog.Logger) *refusalLog { return &refusalLog{log: log} }
+func NewRefusals(log *slog.Logger) *Refusals { return &Refusals{log: log} }
 
 // refused logs one refusal (what was refused, why and from where), or
 // counts it when a line was logged less than refusalLogEvery ago.
-func (r *refusalLog) refused(what, remote string, err error) {
+func (r *Refusals) Refused(what, remote string, err error) {
 	if r == nil || r.log == nil {
 		return
 	}
