@@ -2,9 +2,11 @@ package store_test
 
 import (
 	"encoding/json"
+	"errors"
 	"testing"
 
 	"github.com/carmyhq/carmy/store"
+	"github.com/carmyhq/carmy/store/jcs"
 )
 
 // pinnedFingerprints are fingerprints computed by the code before the
@@ -38,6 +40,41 @@ func TestFingerprintPinned(t *testing.T) {
 		}
 		if got != c.want {
 			t.Errorf("Fingerprint(%q, %q, %q) = %s, pinned %s", c.tool, c.args, c.meta, got, c.want)
+		}
+	}
+}
+
+// TestFingerprintCanonicalMatches holds FingerprintCanonical, given the
+// canonical forms of the arguments and metadata, to the same pinned
+// fingerprints as Fingerprint.
+func TestFingerprintCanonicalMatches(t *testing.T) {
+	for _, c := range pinnedFingerprints {
+		var args, meta []byte
+		var err error
+		if c.args != "" {
+			if args, err = jcs.Canonical([]byte(c.args)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if c.meta != "" {
+			if meta, err = jcs.Canonical([]byte(c.meta)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := store.FingerprintCanonical(c.tool, args, meta)
+		if err != nil {
+			t.Fatalf("FingerprintCanonical(%q, %q, %q): %v", c.tool, args, meta, err)
+		}
+		if got != c.want {
+			t.Errorf("FingerprintCanonical(%q, %q, %q) = %s, pinned %s", c.tool, args, meta, got, c.want)
+		}
+	}
+	// Not an object: refused as Fingerprint refuses it, naming the field.
+	for _, c := range []struct{ args, meta, field string }{{"[]", "", "arguments"}, {"{}", "1", "metadata"}} {
+		_, err := store.FingerprintCanonical("t", []byte(c.args), []byte(c.meta))
+		var fe *store.FieldError
+		if !errors.As(err, &fe) || fe.Field != c.field || !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("FingerprintCanonical(%q, %q) = %v, want an invalid %s", c.args, c.meta, err, c.field)
 		}
 	}
 }

@@ -1,5 +1,7 @@
 package jcs
 
+import "github.com/carmyhq/carmy/internal/jsonscan"
+
 // AppendCanonical appends the RFC 8785 canonical form of the single JSON
 // value in data to dst and returns the extended slice. On failure it
 // returns dst with its original length (bytes beyond that length may have
@@ -14,6 +16,19 @@ func AppendCanonical(dst, data []byte) ([]byte, error) {
 		return append(dst, data...), nil
 	}
 	return appendParsed(dst, data)
+}
+
+// Canonical returns the RFC 8785 canonical form of the single JSON value
+// in data, as AppendCanonical writes it: data itself when it is canonical
+// already (the result then aliases data), else a new slice. Errors are
+// AppendCanonical's.
+func Canonical(data []byte) ([]byte, error) {
+	if isCanonical(data) {
+		return data, nil
+	}
+	// Canonical text is seldom longer than its input (a number such as
+	// 1e21 gains a '+').
+	return appendParsed(make([]byte, 0, len(data)+8), data)
 }
 
 // appendParsed is AppendCanonical without its shortcut: it parses data
@@ -47,14 +62,8 @@ type parser struct {
 	scratch []byte
 }
 
-func isSpace(c byte) bool {
-	return c == ' ' || c == '\t' || c == '\n' || c == '\r'
-}
-
 func (p *parser) skipSpace() {
-	for p.pos < len(p.data) && isSpace(p.data[p.pos]) {
-		p.pos++
-	}
+	p.pos = jsonscan.SkipSpace(p.data, p.pos)
 }
 
 // value parses the value starting at p.pos (whitespace already skipped)
@@ -70,7 +79,7 @@ func (p *parser) value() error {
 		return p.array()
 	case c == '"':
 		return p.stringValue()
-	case c == '-' || ('0' <= c && c <= '9'):
+	case c == '-' || jsonscan.IsDigit(c):
 		return p.number()
 	case c == 't':
 		return p.literal("true")
@@ -84,9 +93,9 @@ func (p *parser) value() error {
 }
 
 func (p *parser) literal(lit string) error {
-	end := p.pos + len(lit)
-	if end > len(p.data) || string(p.data[p.pos:end]) != lit {
-		return errorAt(ErrSyntax, p.pos, "invalid literal")
+	end, err := jsonscan.ScanLiteral(p.data, p.pos, lit)
+	if err != nil {
+		return scanError(err)
 	}
 	p.pos = end
 	p.out = append(p.out, lit...)
