@@ -37,6 +37,9 @@ func Fingerprint(tool string, arguments, metadata json.RawMessage) (string, erro
 // call through Fingerprint matches. The result equals Fingerprint's of
 // the same call (TestFingerprintCanonicalMatches).
 func FingerprintCanonical(tool string, arguments, metadata []byte) (string, error) {
+	if len(arguments)+len(metadata) > 512 {
+		return fingerprintStreamed(tool, arguments, metadata)
+	}
 	// Most calls fit in the stack buffer: no allocation but the answer.
 	var stack [1024]byte
 	buf := append(stack[:0], `{"arguments":`...)
@@ -51,9 +54,51 @@ func FingerprintCanonical(tool string, arguments, metadata []byte) (string, erro
 	return finish(buf, tool)
 }
 
+// fingerprintStreamed is FingerprintCanonical of large arguments or
+// metadata, hashed where they are rather than copied first.
+func fingerprintStreamed(tool string, arguments, metadata []byte) (string, error) {
+	empty := []byte("{}")
+	if len(arguments) == 0 {
+		arguments = empty
+	} else if arguments[0] != '{' {
+		return "", &FieldError{Field: "arguments", Err: fmt.Errorf("must be a JSON object")}
+	}
+	if len(metadata) == 0 {
+		metadata = empty
+	} else if metadata[0] != '{' {
+		return "", &FieldError{Field: "metadata", Err: fmt.Errorf("must be a JSON object")}
+	}
+	var stack [256]byte
+	buf := append(stack[:0], `{"arguments":`...)
+	h := sha256.New()
+	h.Write(buf)
+	h.Write(arguments)
+	buf = append(buf[:0], `,"metadata":`...)
+	h.Write(buf)
+	h.Write(metadata)
+	buf, err := appendTool(buf[:0], tool)
+	if err != nil {
+		return "", err
+	}
+	h.Write(buf)
+	var sum [sha256.Size]byte
+	return hex.EncodeToString(h.Sum(sum[:0])), nil
+}
+
 // finish appends the tool member to buf, {"arguments":…,"metadata":…
 // in canonical form, closes it and returns its hash in hex.
 func finish(buf []byte, tool string) (string, error) {
+	buf, err := appendTool(buf, tool)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(buf)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// appendTool appends the tool member and the closing brace:
+// ,"tool":"…"}.
+func appendTool(buf []byte, tool string) ([]byte, error) {
 	buf = append(buf, `,"tool":`...)
 	if plainName(tool) {
 		// Its JSON string, canonical as it is.
@@ -63,16 +108,14 @@ func finish(buf []byte, tool string) (string, error) {
 	} else {
 		name, err := json.Marshal(tool)
 		if err != nil {
-			return "", fmt.Errorf("%w: tool: %w", ErrInvalid, err)
+			return nil, fmt.Errorf("%w: tool: %w", ErrInvalid, err)
 		}
 		if name, err = jcs.Canonical(name); err != nil {
-			return "", fmt.Errorf("%w: tool: %w", ErrInvalid, err)
+			return nil, fmt.Errorf("%w: tool: %w", ErrInvalid, err)
 		}
 		buf = append(buf, name...)
 	}
-	buf = append(buf, '}')
-	sum := sha256.Sum256(buf)
-	return hex.EncodeToString(sum[:]), nil
+	return append(buf, '}'), nil
 }
 
 // plainName reports whether s is printable ASCII without '"' or '\\', so

@@ -3,6 +3,7 @@ package store_test
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/carmyhq/carmy/store"
@@ -28,6 +29,8 @@ var pinnedFingerprints = []struct{ tool, args, meta, want string }{
 	{"tool with \"quote\" and é", "{\"a\":1}", "", "492ceac1e51aa6fe01f961221bc5df62cdbc66e8025cfcda3b16b738787c2698"},
 	{"ctl\x01<tool>", "{}", "{}", "4d43f8d585b74f3d954d525844f9cc6ed27bedf297104ff5eaf06148bec01129"},
 	{"t", "{\"big\":12345678901234567890,\"neg\":-12345678901234567890,\"frac\":3.14159265358979323846}", "", "dac1a0bd2a9e8424a9fbbfae9297b7acad40c53ad00b9fd1a43906d7295cf5f7"},
+	// Over 512 bytes: FingerprintCanonical hashes them where they are.
+	{"search", `{"z":[1,2.5,1e21,{"b":"\u00e9","a":null}],"k":"` + strings.Repeat("carmy ", 100) + `"}`, `{"m":1}`, "76bf22f5e810f2fd548e41d80f62b9f95e47ea7696c5953b12f65980ae77b19e"},
 }
 
 // TestFingerprintPinned holds Fingerprint to the fingerprints earlier

@@ -20,11 +20,11 @@ const (
 
 const hexDigits = "0123456789abcdef"
 
-// plain[e][c] says that the ASCII byte c is copied as it is under e.
+// plain[HTMLSafe][c] says that the ASCII byte c is copied as it is under
+// HTMLSafe.
 var plain = func() (t [2][utf8.RuneSelf]bool) {
 	for c := 0x20; c < utf8.RuneSelf; c++ {
-		t[Canonical][c] = c != '"' && c != '\\'
-		t[HTMLSafe][c] = t[Canonical][c] && c != '<' && c != '>' && c != '&'
+		t[HTMLSafe][c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
 	}
 	return t
 }()
@@ -32,8 +32,10 @@ var plain = func() (t [2][utf8.RuneSelf]bool) {
 // AppendString appends s to dst as a JSON string, quotes included,
 // escaped by the rules e.
 func AppendString[S ~string | ~[]byte](dst []byte, s S, e Escaping) []byte {
-	safe := &plain[e&1]
-	html := e == HTMLSafe
+	if e == Canonical {
+		return appendCanonical(dst, s)
+	}
+	safe := &plain[HTMLSafe]
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
@@ -47,10 +49,6 @@ func AppendString[S ~string | ~[]byte](dst []byte, s S, e Escaping) []byte {
 			dst = appendEscaped(dst, c)
 			i++
 			start = i
-			continue
-		}
-		if !html {
-			i++
 			continue
 		}
 		var buf [utf8.UTFMax]byte
@@ -68,6 +66,24 @@ func AppendString[S ~string | ~[]byte](dst []byte, s S, e Escaping) []byte {
 		}
 		i += size
 		start = i
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+// appendCanonical is AppendString with the rules Canonical, in a loop of
+// its own: the canonicaliser writes every string through it.
+func appendCanonical[S ~string | ~[]byte](dst []byte, s S) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		dst = append(dst, s[start:i]...)
+		dst = appendEscaped(dst, c)
+		start = i + 1
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')

@@ -1,6 +1,10 @@
 package jcs
 
-import "github.com/carmyhq/carmy/internal/jsonscan"
+import (
+	"sync"
+
+	"github.com/carmyhq/carmy/internal/jsonscan"
+)
 
 // AppendCanonical appends the RFC 8785 canonical form of the single JSON
 // value in data to dst and returns the extended slice. On failure it
@@ -26,10 +30,30 @@ func Canonical(data []byte) ([]byte, error) {
 	if isCanonical(data) {
 		return data, nil
 	}
-	// Canonical text is seldom longer than its input (a number such as
-	// 1e21 gains a '+').
-	return appendParsed(make([]byte, 0, len(data)+8), data)
+	if len(data) > maxPooledScratch/2 {
+		// Room for an object's parsed members and its canonical form.
+		return appendParsed(make([]byte, 0, 2*len(data)+64), data)
+	}
+	// Parsed into a pooled buffer (objects take room for their members
+	// and for their canonical form), then copied out at its size.
+	scratch := scratchPool.Get().(*[]byte)
+	out, err := appendParsed((*scratch)[:0], data)
+	var canonical []byte
+	if err == nil {
+		canonical = append([]byte(nil), out...)
+	}
+	if cap(out) <= maxPooledScratch {
+		*scratch = out[:0]
+		scratchPool.Put(scratch)
+	}
+	return canonical, err
 }
+
+// scratchPool holds the buffers Canonical parses into; a buffer that
+// grew past maxPooledScratch is left to the collector.
+var scratchPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+const maxPooledScratch = 64 << 10
 
 // appendParsed is AppendCanonical without its shortcut: it parses data
 // and writes its canonical form.
