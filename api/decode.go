@@ -77,31 +77,41 @@ func tooLarge(limit int64) error {
 // decodeStrict decodes one JSON object from body into v: unknown fields,
 // repeated fields, wrong types and trailing data are INVALID_REQUEST.
 func decodeStrict(body []byte, v any) error {
+	return decodeStrictKeep(body, v, nil)
+}
+
+// decodeStrictKeep is decodeStrict that keeps, in keep when it is not nil,
+// the canonical forms of the arguments and metadata it checks.
+func decodeStrictKeep(body []byte, v any, keep *canonicalMembers) error {
 	if len(body) == 0 {
 		return newError(store.CodeInvalidRequest, "the body is empty; a JSON object is required")
 	}
-	// The common case, a well-formed object, takes one validity scan, one
-	// scan of its members, one decode and the I-JSON check of its values.
+	// The common case, a well-formed object, takes one scan of its
+	// syntax and members, one decode and the I-JSON check of its values.
 	// Anything else takes the slow path below, which words each kind of
 	// error. Both refuse the same bodies with the same code and field
 	// (FuzzDecodeStrictPaths).
-	if json.Valid(body) {
-		if ms, ok := objectMembers(body); ok {
-			if err := checkNames(ms, jsonNames(v)); err != nil {
-				return err
-			}
-			if err := json.Unmarshal(body, v); err != nil {
-				return decodeError(err)
-			}
-			return checkStrict(ms)
+	if ms, ok := objectMembers(body); ok {
+		if err := checkNames(ms, jsonNames(v)); err != nil {
+			return err
 		}
+		if err := json.Unmarshal(body, v); err != nil {
+			return decodeError(err)
+		}
+		return checkStrictKeep(ms, keep)
 	}
-	return decodeStrictSlow(body, v)
+	return decodeStrictSlowKeep(body, v, keep)
 }
 
 // decodeStrictSlow is decodeStrict with a streaming decoder, whose errors
 // say what went wrong where.
 func decodeStrictSlow(body []byte, v any) error {
+	return decodeStrictSlowKeep(body, v, nil)
+}
+
+// decodeStrictSlowKeep is decodeStrictSlow that keeps canonical forms
+// as decodeStrictKeep does.
+func decodeStrictSlowKeep(body []byte, v any, keep *canonicalMembers) error {
 	if err := checkMembers(body, v); err != nil {
 		return err
 	}
@@ -115,7 +125,7 @@ func decodeStrictSlow(body []byte, v any) error {
 	}
 	// The body is one valid JSON value by now (a null has no members).
 	ms, _ := objectMembers(body)
-	return checkStrict(ms)
+	return checkStrictKeep(ms, keep)
 }
 
 // checkStrict refuses the first member whose value is not I-JSON by
@@ -126,10 +136,42 @@ func decodeStrictSlow(body []byte, v any) error {
 // without a request_id alike. The error is INVALID_REQUEST naming the
 // member.
 func checkStrict(ms []member) error {
+	return checkStrictKeep(ms, nil)
+}
+
+// canonicalMembers holds the RFC 8785 canonical forms of a call body's
+// arguments and metadata, which checking them makes (strictjson.Canonical):
+// the fingerprint takes them as they are (engine.Request's
+// CanonicalArguments). A member that is absent stays nil.
+type canonicalMembers struct {
+	arguments, metadata []byte
+}
+
+// checkStrictKeep is checkStrict that keeps, in keep when it is not nil,
+// the canonical forms of the members named arguments and metadata. The
+// members' names are unique (checkNames, fastCallBody, checkMembers).
+func checkStrictKeep(ms []member, keep *canonicalMembers) error {
 	for _, m := range ms {
-		if err := strictjson.Check(m.value); err != nil {
+		var slot *[]byte
+		if keep != nil {
+			switch string(m.name) {
+			case "arguments":
+				slot = &keep.arguments
+			case "metadata":
+				slot = &keep.metadata
+			}
+		}
+		if slot == nil {
+			if err := strictjson.Check(m.value); err != nil {
+				return notIJSON(string(m.name), err)
+			}
+			continue
+		}
+		canonical, err := strictjson.Canonical(m.value)
+		if err != nil {
 			return notIJSON(string(m.name), err)
 		}
+		*slot = canonical
 	}
 	return nil
 }
@@ -266,19 +308,20 @@ const maxTimeout = 24 * time.Hour
 // equal the body's when both are given.
 func decodeCall(body []byte, idemKey string) (engine.Request, error) {
 	b, ok := callBody{}, false
-	if len(body) > 0 && json.Valid(body) {
+	var canonical canonicalMembers
+	if len(body) > 0 {
 		// The fast path: as strict as decodeStrict (FuzzFastCallBody),
 		// about twice as fast on the bodies of BenchmarkDecodeCall.
 		if ms, isObject := objectMembers(body); isObject {
 			if b, ok = fastCallBody(ms); ok {
-				if err := checkStrict(ms); err != nil {
+				if err := checkStrictKeep(ms, &canonical); err != nil {
 					return engine.Request{}, err
 				}
 			}
 		}
 	}
 	if !ok {
-		if err := decodeStrict(body, &b); err != nil {
+		if err := decodeStrictKeep(body, &b, &canonical); err != nil {
 			return engine.Request{}, err
 		}
 	}
@@ -289,6 +332,18 @@ func decodeCall(body []byte, idemKey string) (engine.Request, error) {
 	req.Tool = *b.Tool
 	req.Arguments = nullIsAbsent(b.Arguments)
 	req.Metadata = nullIsAbsent(b.Metadata)
+	// The canonical forms checkStrict made, for the fingerprint: {} for
+	// arguments absent or null, empty (standing for {}) for metadata.
+	// Were one missing, the runtime would canonicalise both itself.
+	if (req.Arguments == nil || canonical.arguments != nil) && (req.Metadata == nil || canonical.metadata != nil) {
+		req.CanonicalArguments = canonicalEmptyObject
+		if req.Arguments != nil {
+			req.CanonicalArguments = canonical.arguments
+		}
+		if req.Metadata != nil {
+			req.CanonicalMetadata = canonical.metadata
+		}
+	}
 	if b.RequestID != nil {
 		if *b.RequestID == "" {
 			return req, invalidField("request_id", `"request_id" must not be empty; omit it to call without idempotency`)
@@ -319,6 +374,10 @@ func decodeCall(body []byte, idemKey string) (engine.Request, error) {
 	}
 	return req, nil
 }
+
+// canonicalEmptyObject is the canonical form of absent arguments. It is
+// never written to.
+var canonicalEmptyObject = json.RawMessage(`{}`)
 
 // nullIsAbsent treats a JSON null like an absent member.
 func nullIsAbsent(raw json.RawMessage) json.RawMessage {

@@ -1,13 +1,13 @@
 package api
 
 import (
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/carmyhq/carmy/internal/jsonscan"
 )
 
 // A record's JSON is written by hand on the hot path (every call answer
@@ -22,7 +22,7 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b 
 // valid JSON (a store that returned garbage) is an error, so the answer is
 // INTERNAL rather than broken JSON; checking costs one scan, no decoding.
 func writeRecord(c echo.Context, status int, v *recordView) error {
-	if (len(v.Data) > 0 && !json.Valid(v.Data)) || (len(v.Error) > 0 && !json.Valid(v.Error)) {
+	if (len(v.Data) > 0 && !jsonscan.Valid(v.Data)) || (len(v.Error) > 0 && !jsonscan.Valid(v.Error)) {
 		return fmt.Errorf("api: execution %s: the stored data or error is not valid JSON", v.ExecutionID)
 	}
 	bp := bufPool.Get().(*[]byte)
@@ -93,59 +93,10 @@ func appendRecord(dst []byte, v *recordView) []byte {
 	return append(dst, '}')
 }
 
-const hexDigits = "0123456789abcdef"
-
 // appendString appends s as a JSON string, escaped as encoding/json does
-// by default: control characters, quote and backslash; <, > and & (HTML
-// safety); U+2028 and U+2029; and invalid UTF-8 as U+FFFD.
+// by default (jsonscan.HTMLSafe): control characters, quote and
+// backslash; <, > and & (HTML safety); U+2028 and U+2029; and invalid
+// UTF-8 as U+FFFD.
 func appendString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		b := s[i]
-		if b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch b {
-			case '"', '\\':
-				dst = append(dst, '\\', b)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
+	return jsonscan.AppendString(dst, s, jsonscan.HTMLSafe)
 }

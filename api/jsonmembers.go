@@ -1,13 +1,16 @@
 package api
 
-// This file scans the members of a JSON object (names and raw values)
-// without decoding them: the fast path of strict decoding (decode.go).
+// This file splits a JSON object into its members (names and raw values)
+// without decoding them, with the one JSON scanner (internal/jsonscan):
+// the fast path of strict decoding (decode.go).
 // It has nothing to do with cluster members (cluster.go).
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+
+	"github.com/carmyhq/carmy/internal/jsonscan"
 )
 
 // member is one member of a JSON object: its name (unquoted) and its
@@ -16,41 +19,32 @@ type member struct {
 	name, value []byte
 }
 
-// objectMembers returns the members of the top-level object of body, which
-// must be valid JSON (json.Valid), in order. ok is false when body is not
-// an object. Plain ASCII names are not copied; any other is unquoted by
-// encoding/json (escapes decoded, invalid UTF-8 replaced), as a decoder
-// would see it. Values alias body.
+// objectMembers returns the members of the top-level object of body, in
+// order, when body is one valid JSON object (jsonscan.ObjectMembers, which
+// checks its syntax as encoding/json's Valid does); ok is false for
+// anything else. Plain ASCII names are not copied; any other is unquoted
+// by encoding/json (escapes decoded, invalid UTF-8 replaced), as a
+// decoder would see it. Values alias body.
 func objectMembers(body []byte) (members []member, ok bool) {
-	i := skipSpace(body, 0)
-	if i >= len(body) || body[i] != '{' {
+	var scanned [8]jsonscan.Member
+	ms, ok := jsonscan.ObjectMembers(scanned[:0], body)
+	if !ok {
 		return nil, false
 	}
-	i = skipSpace(body, i+1)
-	if i < len(body) && body[i] == '}' {
+	if len(ms) == 0 {
 		return nil, true
 	}
-	members = make([]member, 0, 8)
-	for i < len(body) {
-		// A name: body[i] is '"'.
-		end := stringEnd(body, i)
-		name := body[i+1 : end-1]
+	members = make([]member, len(ms))
+	for i, m := range ms {
+		name := m.Name[1 : len(m.Name)-1]
 		if !plainASCII(name) {
 			var s string
-			if json.Unmarshal(body[i:end], &s) != nil {
+			if json.Unmarshal(m.Name, &s) != nil {
 				return nil, false
 			}
 			name = []byte(s)
 		}
-		i = skipSpace(body, end)
-		i = skipSpace(body, i+1) // the ':'
-		vend := valueEnd(body, i)
-		members = append(members, member{name: name, value: body[i:vend]})
-		i = skipSpace(body, vend)
-		if i >= len(body) || body[i] == '}' {
-			return members, true
-		}
-		i = skipSpace(body, i+1) // the ','
+		members[i] = member{name: name, value: m.Value}
 	}
 	return members, true
 }
@@ -64,58 +58,6 @@ func plainASCII(b []byte) bool {
 		}
 	}
 	return true
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// stringEnd returns the index after the string that starts at b[i] ('"').
-func stringEnd(b []byte, i int) int {
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
-		}
-	}
-	return len(b)
-}
-
-// valueEnd returns the index after the valid JSON value that starts at b[i].
-func valueEnd(b []byte, i int) int {
-	if i >= len(b) {
-		return i
-	}
-	switch b[i] {
-	case '"':
-		return stringEnd(b, i)
-	case '{', '[':
-		depth := 0
-		for ; i < len(b); i++ {
-			switch b[i] {
-			case '"':
-				i = stringEnd(b, i) - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1
-				}
-			}
-		}
-		return i
-	}
-	// A number, true, false or null: up to the next delimiter.
-	for i < len(b) && b[i] != ',' && b[i] != '}' && b[i] != ']' && b[i] != ' ' && b[i] != '\t' && b[i] != '\n' && b[i] != '\r' {
-		i++
-	}
-	return i
 }
 
 // checkNames refuses the first repeated name, or the first name that is

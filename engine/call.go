@@ -31,6 +31,16 @@ type Request struct {
 	// Metadata must be a JSON object; empty means {}. It is part of the
 	// fingerprint.
 	Metadata json.RawMessage
+	// CanonicalArguments, when not nil, is the RFC 8785 canonical form of
+	// Arguments (store/jcs's; empty when Arguments is), and
+	// CanonicalMetadata that of Metadata: from a decoder that made them
+	// while it checked the body (package api's), so that the fingerprint
+	// does not canonicalise the arguments a second time
+	// (store.FingerprintCanonical). The caller vouches for them: bytes
+	// that are not the canonical forms give a fingerprint no retry
+	// matches. Nil: the runtime canonicalises Arguments and Metadata
+	// itself (store.Fingerprint). The tool sees Arguments, never these.
+	CanonicalArguments, CanonicalMetadata json.RawMessage
 	// Timeout, when positive, lowers the tool's timeout.
 	Timeout time.Duration
 	// Task asks that a call without RequestID be recorded all the same
@@ -56,6 +66,15 @@ type Request struct {
 type Response struct {
 	Record   store.Record
 	Replayed bool
+}
+
+// fingerprint is the call's fingerprint: from the canonical forms the
+// caller made when it made them, else from the arguments and metadata.
+func fingerprint(req Request, p *pending) (string, error) {
+	if req.CanonicalArguments != nil {
+		return store.FingerprintCanonical(req.Tool, req.CanonicalArguments, req.CanonicalMetadata)
+	}
+	return store.Fingerprint(req.Tool, p.args, p.meta)
 }
 
 // Call runs req for caller with at-most-once semantics when req has a
@@ -101,7 +120,7 @@ func (r *Runtime) Call(ctx context.Context, caller Caller, req Request) (Respons
 			return r.runUnrecorded(ctx, p)
 		}
 	}
-	fp, err := store.Fingerprint(req.Tool, p.args, p.meta)
+	fp, err := fingerprint(req, p)
 	if err != nil {
 		return Response{}, err
 	}

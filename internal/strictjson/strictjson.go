@@ -38,6 +38,14 @@ func Check(value []byte) error {
 	return err
 }
 
+// Canonical is Check that keeps what it makes: the RFC 8785 canonical
+// form of value (jcs.Canonical: value itself when it is canonical
+// already, else a new slice), for a fingerprint that need not
+// canonicalise value again (store.FingerprintCanonical).
+func Canonical(value []byte) ([]byte, error) {
+	return jcs.Canonical(value)
+}
+
 // Reason words an error of Check for a client: what is wrong, and at
 // which byte of the value checked ("duplicate object member name \"a\" at
 // offset 12"), without the jcs prefix and sentinel suffix.

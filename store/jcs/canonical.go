@@ -2,7 +2,8 @@ package jcs
 
 import (
 	"bytes"
-	"unicode/utf8"
+
+	"github.com/carmyhq/carmy/internal/jsonscan"
 )
 
 // isCanonical reports whether data is one JSON value written exactly as
@@ -30,7 +31,7 @@ func canonicalValue(data []byte, pos, depth int) (int, bool) {
 		return canonicalArray(data, pos, depth+1)
 	case c == '"':
 		return canonicalString(data, pos, false)
-	case c == '-' || ('0' <= c && c <= '9'):
+	case c == '-' || jsonscan.IsDigit(c):
 		return canonicalInteger(data, pos)
 	case c == 't':
 		return canonicalLiteral(data, pos, "true")
@@ -118,50 +119,25 @@ func canonicalArray(data []byte, pos, depth int) (int, bool) {
 // escapes only '"', '\' and control characters, which this leaves to the
 // parser) whose other bytes are valid UTF-8, ASCII only when asciiOnly.
 func canonicalString(data []byte, pos int, asciiOnly bool) (int, bool) {
-	pos++ // '"'
-	for pos < len(data) {
-		c := data[pos]
-		switch {
-		case c == '"':
-			return pos + 1, true
-		case c < 0x20 || c == '\\':
-			return pos, false
-		case c < utf8.RuneSelf:
-			pos++
-		case asciiOnly:
-			return pos, false
-		default:
-			r, size := utf8.DecodeRune(data[pos:])
-			if r == utf8.RuneError && size == 1 {
-				return pos, false
-			}
-			pos += size
-		}
+	end, flags, err := jsonscan.ScanString(data, pos)
+	refused := jsonscan.Escaped | jsonscan.BadUTF8
+	if asciiOnly {
+		refused |= jsonscan.NonASCII
 	}
-	return pos, false
+	return end, err == nil && flags&refused == 0
 }
 
 // canonicalInteger scans an integer as RFC 8785 writes it: 0, or up to 15
 // digits without a leading zero, negative or not (every such integer is
 // a double exactly, written in full). A fraction or an exponent is left
-// to the parser.
+// to the parser, and so is -0.
 func canonicalInteger(data []byte, pos int) (int, bool) {
-	start := pos
-	if data[pos] == '-' {
-		pos++
+	n, err := jsonscan.ScanNumber(data, pos)
+	if err != nil || !n.Integer || n.IntDigits > 15 {
+		return n.End, false
 	}
-	digits := pos
-	for pos < len(data) && isDigit(data[pos]) {
-		pos++
+	if n.Negative && n.IntDigits == 1 && data[pos+1] == '0' { // -0
+		return n.End, false
 	}
-	n := pos - digits
-	switch {
-	case n == 0 || n > 15:
-		return pos, false
-	case data[digits] == '0' && (n > 1 || digits > start): // 01, -0
-		return pos, false
-	case pos < len(data) && (data[pos] == '.' || data[pos] == 'e' || data[pos] == 'E'):
-		return pos, false
-	}
-	return pos, true
+	return n.End, true
 }

@@ -3,6 +3,8 @@ package jcs
 import (
 	"errors"
 	"fmt"
+
+	"github.com/carmyhq/carmy/internal/jsonscan"
 )
 
 // MaxDepth is the deepest nesting of arrays and objects accepted. A value
@@ -39,4 +41,21 @@ var (
 // byte offset off of the input.
 func errorAt(sentinel error, off int, msg string) error {
 	return fmt.Errorf("jcs: %s at offset %d: %w", msg, off, sentinel)
+}
+
+// scanError is errorAt of an error of the scanner (a *jsonscan.Error),
+// with the sentinel of its kind.
+func scanError(err error) error {
+	var e *jsonscan.Error
+	if !errors.As(err, &e) {
+		return fmt.Errorf("jcs: %w: %w", ErrSyntax, err)
+	}
+	sentinel := ErrSyntax
+	switch e.Kind {
+	case jsonscan.InvalidUTF8:
+		sentinel = ErrInvalidUTF8
+	case jsonscan.TooDeep:
+		sentinel = ErrTooDeep
+	}
+	return errorAt(sentinel, e.Off, e.Msg)
 }

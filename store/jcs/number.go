@@ -1,61 +1,26 @@
 package jcs
 
-import "strconv"
+import (
+	"strconv"
 
-func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+	"github.com/carmyhq/carmy/internal/jsonscan"
+)
 
 // number parses the RFC 8259 number at p.pos and appends its canonical
 // form to p.out.
 func (p *parser) number() error {
-	d := p.data
 	start := p.pos
-	i := start
-	if d[i] == '-' {
-		i++
+	n, err := jsonscan.ScanNumber(p.data, start)
+	if err != nil {
+		return scanError(err)
 	}
-	intStart := i
-	switch {
-	case i >= len(d) || !isDigit(d[i]):
-		return errorAt(ErrSyntax, start, "invalid number: missing integer digits")
-	case d[i] == '0':
-		i++
-		if i < len(d) && isDigit(d[i]) {
-			return errorAt(ErrSyntax, start, "invalid number: leading zero")
-		}
-	default:
-		for i < len(d) && isDigit(d[i]) {
-			i++
-		}
-	}
-	intEnd := i
-	if i < len(d) && d[i] == '.' {
-		i++
-		if i >= len(d) || !isDigit(d[i]) {
-			return errorAt(ErrSyntax, start, "invalid number: missing fraction digits")
-		}
-		for i < len(d) && isDigit(d[i]) {
-			i++
-		}
-	}
-	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
-		i++
-		if i < len(d) && (d[i] == '+' || d[i] == '-') {
-			i++
-		}
-		if i >= len(d) || !isDigit(d[i]) {
-			return errorAt(ErrSyntax, start, "invalid number: missing exponent digits")
-		}
-		for i < len(d) && isDigit(d[i]) {
-			i++
-		}
-	}
-	p.pos = i
-	text := d[start:i]
+	p.pos = n.End
+	text := p.data[start:n.End]
 
 	// Fast path: a plain integer of at most 15 digits is exactly
 	// representable and ECMAScript prints it digit for digit. The
-	// grammar above already excludes leading zeros.
-	if i == intEnd && intEnd-intStart <= 15 {
+	// grammar already excludes leading zeros.
+	if n.Integer && n.IntDigits <= 15 {
 		if len(text) == 2 && text[0] == '-' && text[1] == '0' {
 			p.out = append(p.out, '0') // -0 prints as 0
 		} else {

@@ -1,5 +1,11 @@
 package jcs
 
+import (
+	"sync"
+
+	"github.com/carmyhq/carmy/internal/jsonscan"
+)
+
 // AppendCanonical appends the RFC 8785 canonical form of the single JSON
 // value in data to dst and returns the extended slice. On failure it
 // returns dst with its original length (bytes beyond that length may have
@@ -15,6 +21,39 @@ func AppendCanonical(dst, data []byte) ([]byte, error) {
 	}
 	return appendParsed(dst, data)
 }
+
+// Canonical returns the RFC 8785 canonical form of the single JSON value
+// in data, as AppendCanonical writes it: data itself when it is canonical
+// already (the result then aliases data), else a new slice. Errors are
+// AppendCanonical's.
+func Canonical(data []byte) ([]byte, error) {
+	if isCanonical(data) {
+		return data, nil
+	}
+	if len(data) > maxPooledScratch/2 {
+		// Room for an object's parsed members and its canonical form.
+		return appendParsed(make([]byte, 0, 2*len(data)+64), data)
+	}
+	// Parsed into a pooled buffer (objects take room for their members
+	// and for their canonical form), then copied out at its size.
+	scratch := scratchPool.Get().(*[]byte)
+	out, err := appendParsed((*scratch)[:0], data)
+	var canonical []byte
+	if err == nil {
+		canonical = append([]byte(nil), out...)
+	}
+	if cap(out) <= maxPooledScratch {
+		*scratch = out[:0]
+		scratchPool.Put(scratch)
+	}
+	return canonical, err
+}
+
+// scratchPool holds the buffers Canonical parses into; a buffer that
+// grew past maxPooledScratch is left to the collector.
+var scratchPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+const maxPooledScratch = 64 << 10
 
 // appendParsed is AppendCanonical without its shortcut: it parses data
 // and writes its canonical form.
@@ -47,14 +86,8 @@ type parser struct {
 	scratch []byte
 }
 
-func isSpace(c byte) bool {
-	return c == ' ' || c == '\t' || c == '\n' || c == '\r'
-}
-
 func (p *parser) skipSpace() {
-	for p.pos < len(p.data) && isSpace(p.data[p.pos]) {
-		p.pos++
-	}
+	p.pos = jsonscan.SkipSpace(p.data, p.pos)
 }
 
 // value parses the value starting at p.pos (whitespace already skipped)
@@ -70,7 +103,7 @@ func (p *parser) value() error {
 		return p.array()
 	case c == '"':
 		return p.stringValue()
-	case c == '-' || ('0' <= c && c <= '9'):
+	case c == '-' || jsonscan.IsDigit(c):
 		return p.number()
 	case c == 't':
 		return p.literal("true")
@@ -84,9 +117,9 @@ func (p *parser) value() error {
 }
 
 func (p *parser) literal(lit string) error {
-	end := p.pos + len(lit)
-	if end > len(p.data) || string(p.data[p.pos:end]) != lit {
-		return errorAt(ErrSyntax, p.pos, "invalid literal")
+	end, err := jsonscan.ScanLiteral(p.data, p.pos, lit)
+	if err != nil {
+		return scanError(err)
 	}
 	p.pos = end
 	p.out = append(p.out, lit...)
