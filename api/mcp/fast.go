@@ -57,9 +57,9 @@ import (
 //     four a client sends with every request (fast_meta.go);
 //   - it runs the call through the same middleware and tool handler as
 //     the SDK does (the allow-list, the catalog, Observe, callTool),
-//     with the request the SDK would have built (but for the values of
-//     the protocol's _meta keys, which stay raw JSON: Carmy never reads
-//     them, meta.go), and looks the tool up
+//     with the request the SDK would have built (but for the protocol's
+//     _meta keys, which it leaves out: Carmy never reads them, meta.go),
+//     and looks the tool up
 //     in the same registry, answering an unknown one as Server.callTool
 //     does;
 //   - it writes the answer in the bytes and with the headers the SDK
@@ -337,20 +337,16 @@ func parseFastCall(body []byte, newProtocol bool) (fastCall, bool) {
 			if len(v) == 0 || v[0] != '{' {
 				return false
 			}
-			c.meta = sdk.Meta{}
+			c.meta = make(sdk.Meta, 4)
 			return members(v, func(key []byte, v json.RawMessage) bool {
 				if bytes.HasPrefix(key, protocolMetaPrefix) {
-					// Kept as their raw JSON: Carmy reads only its own
-					// keys (meta.go); fast_meta.go decodes them to check.
-					if !newProtocol || !c.proto.note(string(key), v) {
-						return false
-					}
-					c.meta[string(key)] = v
-					return true
+					// Left out of the request: Carmy reads only its own
+					// keys (meta.go); fast_meta.go checks them.
+					return newProtocol && c.proto.note(key, v)
 				}
 				val, ok := valueOf(v)
 				if ok {
-					c.meta[string(key)] = val
+					c.meta[metaKey(key)] = val
 				}
 				return ok
 			})
@@ -358,6 +354,21 @@ func parseFastCall(body []byte, newProtocol bool) (fastCall, bool) {
 		return false
 	})
 	return c, ok && named
+}
+
+// metaKey is key as a string, Carmy's own keys without an allocation.
+func metaKey(key []byte) string {
+	switch string(key) {
+	case MetaRequestID:
+		return MetaRequestID
+	case MetaSessionID:
+		return MetaSessionID
+	case MetaMetadata:
+		return MetaMetadata
+	case MetaTimeoutMS:
+		return MetaTimeoutMS
+	}
+	return string(key)
 }
 
 // valueOf decodes v, valid plain JSON, as encoding/json decodes it into
