@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"mime"
 	"net/http"
 	"reflect"
@@ -255,10 +254,6 @@ type callBody struct {
 	TimeoutMS json.RawMessage `json:"timeout_ms"`
 }
 
-// maxTimeout caps timeout_ms before it becomes a Duration; the tool's own
-// timeout caps it further.
-const maxTimeout = 24 * time.Hour
-
 // decodeCall decodes a call body and checks its shape: the members, their
 // JSON types, a tool, no empty request_id, timeout_ms a positive integer.
 // The runtime checks the rest (engine.Runtime.Call). idemKey is the
@@ -287,8 +282,8 @@ func decodeCall(body []byte, idemKey string) (engine.Request, error) {
 		return req, invalidField("tool", `"tool" is required`)
 	}
 	req.Tool = *b.Tool
-	req.Arguments = nullIsAbsent(b.Arguments)
-	req.Metadata = nullIsAbsent(b.Metadata)
+	req.Arguments = engine.NullIsAbsent(b.Arguments)
+	req.Metadata = engine.NullIsAbsent(b.Metadata)
 	if b.RequestID != nil {
 		if *b.RequestID == "" {
 			return req, invalidField("request_id", `"request_id" must not be empty; omit it to call without idempotency`)
@@ -304,28 +299,18 @@ func decodeCall(body []byte, idemKey string) (engine.Request, error) {
 	if b.SessionID != nil {
 		req.SessionID = *b.SessionID
 	}
-	if raw := nullIsAbsent(b.TimeoutMS); raw != nil {
+	if raw := engine.NullIsAbsent(b.TimeoutMS); raw != nil {
 		// Any JSON number whose value is a positive integer (1000, 1e3,
-		// 1000.0); values beyond maxTimeout are capped like any other
-		// value above the tool's timeout.
+		// 1000.0); values beyond engine.MaxTimeout are capped like any
+		// other value above the tool's timeout.
 		ms, err := json.Number(bytes.TrimSpace(raw)).Float64()
-		if err != nil || raw[0] == '"' || ms < 1 || ms != math.Trunc(ms) {
+		timeout, ok := engine.TimeoutOfMS(ms)
+		if err != nil || raw[0] == '"' || !ok {
 			return req, invalidField("timeout_ms", `"timeout_ms" must be a positive integer`)
 		}
-		req.Timeout = maxTimeout
-		if ms < float64(maxTimeout/time.Millisecond) {
-			req.Timeout = time.Duration(ms) * time.Millisecond
-		}
+		req.Timeout = timeout
 	}
 	return req, nil
-}
-
-// nullIsAbsent treats a JSON null like an absent member.
-func nullIsAbsent(raw json.RawMessage) json.RawMessage {
-	if string(bytes.TrimSpace(raw)) == "null" {
-		return nil
-	}
-	return raw
 }
 
 // resolveBody is the JSON body of POST /v1/executions/{id}/resolve.
@@ -343,5 +328,5 @@ func decodeResolve(body []byte) (engine.Resolution, error) {
 	if b.Status == nil {
 		return engine.Resolution{}, invalidField("status", `"status" is required: "completed", "failed" or "released"`)
 	}
-	return engine.Resolution{Status: *b.Status, Data: b.Data, Error: nullIsAbsent(b.Error)}, nil
+	return engine.Resolution{Status: *b.Status, Data: b.Data, Error: engine.NullIsAbsent(b.Error)}, nil
 }
