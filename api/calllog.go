@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
@@ -28,44 +29,65 @@ func callLineOf(c echo.Context) *callLine {
 	return &callLine{}
 }
 
-// logCall writes one line per call: who called which tool under which
-// identity, which execution answered, the outcome (ran, replayed,
-// conflict, …) and the time the answer took. A call refused before its
-// body was read (auth, size) has no tool or request_id. An error answer
-// gives the code, and the execution and status it names, from the
-// envelope the error handler wrote. Bodies, arguments and results are
-// never logged.
+// logCall writes one line per call of POST /v1/tools/call (logCallEntry):
+// a call refused before its body was read (auth, size) has no tool or
+// request_id; an error answer gives the code, and the execution and
+// status it names, from the envelope the error handler wrote.
 func (s *Server) logCall(c echo.Context, l *callLine, outcome string, took time.Duration) {
 	ctx := c.Request().Context()
 	if !s.log.Enabled(ctx, slog.LevelInfo) {
 		return // --log-level warn: no attributes built for a line nobody keeps
 	}
-	principal := ""
+	e := callEntry{transport: TransportHTTP, tool: l.tool, requestID: l.requestID, session: l.session,
+		executionID: l.executionID, status: l.status, outcome: outcome, httpStatus: c.Response().Status, took: took}
 	if caller := callerOf(c); caller != nil {
-		principal = caller.Principal
+		e.principal = caller.Principal
 	}
-	executionID, status, code := l.executionID, l.status, ""
 	if body, ok := c.Get(errorBodyKey).(map[string]any); ok {
-		code, _ = body["code"].(string)
+		e.code, _ = body["code"].(string)
 		if id, ok := body["execution_id"].(string); ok {
-			executionID = id
+			e.executionID = id
 		}
 		if st, ok := body["status"].(store.Status); ok {
-			status = string(st)
+			e.status = string(st)
 		}
+	}
+	s.logCallEntry(ctx, e)
+}
+
+// callEntry is what the call log says of one call, by either transport.
+type callEntry struct {
+	transport                           string // TransportHTTP or TransportMCP
+	principal, tool, requestID, session string
+	executionID, status, code, outcome  string
+	httpStatus                          int // POST /v1/tools/call's only
+	took                                time.Duration
+}
+
+// logCallEntry writes the line of one call, the same for both transports:
+// who called which tool under which identity, which execution answered,
+// the outcome (ran, replayed, conflict, …), the code of a refusal, the
+// transport, the HTTP status (of POST /v1/tools/call) and the time the
+// answer took. Bodies, arguments and results are never logged.
+func (s *Server) logCallEntry(ctx context.Context, e callEntry) {
+	if !s.log.Enabled(ctx, slog.LevelInfo) {
+		return
 	}
 	attrs := make([]slog.Attr, 0, 12)
 	attrs = append(attrs,
-		slog.String("principal", principal), slog.String("tool", l.tool),
-		slog.String("request_id", l.requestID), slog.String("session_id", l.session),
-		slog.String("execution_id", executionID), slog.String("outcome", outcome))
-	if status != "" {
-		attrs = append(attrs, slog.String("status", status))
+		slog.String("principal", e.principal), slog.String("tool", e.tool),
+		slog.String("request_id", e.requestID), slog.String("session_id", e.session),
+		slog.String("execution_id", e.executionID), slog.String("outcome", e.outcome))
+	if e.status != "" {
+		attrs = append(attrs, slog.String("status", e.status))
 	}
-	if code != "" {
-		attrs = append(attrs, slog.String("code", code))
+	if e.code != "" {
+		attrs = append(attrs, slog.String("code", e.code))
 	}
-	attrs = append(attrs, slog.String("transport", TransportHTTP), slog.Int("http_status", c.Response().Status),
-		slog.Float64("duration_ms", float64(took.Microseconds())/1000))
+	attrs = append(attrs, slog.String("transport", e.transport))
+	if e.transport == TransportHTTP {
+		attrs = append(attrs, slog.Int("http_status", e.httpStatus))
+	}
+	attrs = append(attrs, slog.Float64("duration_ms", float64(e.took.Microseconds())/1000))
 	s.log.LogAttrs(ctx, slog.LevelInfo, "call", attrs...)
 }

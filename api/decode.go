@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"mime"
 	"net/http"
 	"reflect"
@@ -297,10 +296,6 @@ type callBody struct {
 	TimeoutMS json.RawMessage `json:"timeout_ms"`
 }
 
-// maxTimeout caps timeout_ms before it becomes a Duration; the tool's own
-// timeout caps it further.
-const maxTimeout = 24 * time.Hour
-
 // decodeCall decodes a call body and checks its shape: the members, their
 // JSON types, a tool, no empty request_id, timeout_ms a positive integer.
 // The runtime checks the rest (engine.Runtime.Call). idemKey is the
@@ -330,8 +325,8 @@ func decodeCall(body []byte, idemKey string) (engine.Request, error) {
 		return req, invalidField("tool", `"tool" is required`)
 	}
 	req.Tool = *b.Tool
-	req.Arguments = nullIsAbsent(b.Arguments)
-	req.Metadata = nullIsAbsent(b.Metadata)
+	req.Arguments = engine.NullIsAbsent(b.Arguments)
+	req.Metadata = engine.NullIsAbsent(b.Metadata)
 	// The canonical forms checkStrict made, for the fingerprint: {} for
 	// arguments absent or null, empty (standing for {}) for metadata.
 	// Were one missing, the runtime would canonicalise both itself.
@@ -359,18 +354,16 @@ func decodeCall(body []byte, idemKey string) (engine.Request, error) {
 	if b.SessionID != nil {
 		req.SessionID = *b.SessionID
 	}
-	if raw := nullIsAbsent(b.TimeoutMS); raw != nil {
+	if raw := engine.NullIsAbsent(b.TimeoutMS); raw != nil {
 		// Any JSON number whose value is a positive integer (1000, 1e3,
-		// 1000.0); values beyond maxTimeout are capped like any other
-		// value above the tool's timeout.
+		// 1000.0); values beyond engine.MaxTimeout are capped like any
+		// other value above the tool's timeout.
 		ms, err := json.Number(bytes.TrimSpace(raw)).Float64()
-		if err != nil || raw[0] == '"' || ms < 1 || ms != math.Trunc(ms) {
+		timeout, ok := engine.TimeoutOfMS(ms)
+		if err != nil || raw[0] == '"' || !ok {
 			return req, invalidField("timeout_ms", `"timeout_ms" must be a positive integer`)
 		}
-		req.Timeout = maxTimeout
-		if ms < float64(maxTimeout/time.Millisecond) {
-			req.Timeout = time.Duration(ms) * time.Millisecond
-		}
+		req.Timeout = timeout
 	}
 	return req, nil
 }
@@ -378,14 +371,6 @@ func decodeCall(body []byte, idemKey string) (engine.Request, error) {
 // canonicalEmptyObject is the canonical form of absent arguments. It is
 // never written to.
 var canonicalEmptyObject = json.RawMessage(`{}`)
-
-// nullIsAbsent treats a JSON null like an absent member.
-func nullIsAbsent(raw json.RawMessage) json.RawMessage {
-	if string(bytes.TrimSpace(raw)) == "null" {
-		return nil
-	}
-	return raw
-}
 
 // resolveBody is the JSON body of POST /v1/executions/{id}/resolve.
 type resolveBody struct {
@@ -402,5 +387,5 @@ func decodeResolve(body []byte) (engine.Resolution, error) {
 	if b.Status == nil {
 		return engine.Resolution{}, invalidField("status", `"status" is required: "completed", "failed" or "released"`)
 	}
-	return engine.Resolution{Status: *b.Status, Data: b.Data, Error: nullIsAbsent(b.Error)}, nil
+	return engine.Resolution{Status: *b.Status, Data: b.Data, Error: engine.NullIsAbsent(b.Error)}, nil
 }

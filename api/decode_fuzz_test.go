@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/store"
 	"github.com/carmyhq/carmy/store/jcs"
 )
@@ -168,8 +169,8 @@ func FuzzDecodeCall(f *testing.F) {
 		if err != nil || n < 1 || n != math.Trunc(n) {
 			t.Fatalf("accepted timeout_ms %s", raw)
 		}
-		want := maxTimeout
-		if n < float64(maxTimeout/time.Millisecond) {
+		want := engine.MaxTimeout
+		if n < float64(engine.MaxTimeout/time.Millisecond) {
 			want = time.Duration(n) * time.Millisecond
 		}
 		if req.Timeout != want {
@@ -200,9 +201,9 @@ func TestDecodeCallTimeoutCap(t *testing.T) {
 		want time.Duration
 	}{
 		{"1", time.Millisecond},
-		{"86400000", maxTimeout},
-		{"86400001", maxTimeout},
-		{"9223372036854775807", maxTimeout},
+		{"86400000", engine.MaxTimeout},
+		{"86400001", engine.MaxTimeout},
+		{"9223372036854775807", engine.MaxTimeout},
 	} {
 		req, err := decodeCall([]byte(`{"tool":"echo","timeout_ms":`+tc.ms+`}`), "")
 		if err != nil || req.Timeout != tc.want {

@@ -1,13 +1,13 @@
 package api
 
 import (
-	"context"
 	"errors"
 	"log/slog"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -170,8 +170,8 @@ func (s *Server) classify(err error, c echo.Context) (code, msg string, extra ma
 			return code, err.Error(), extra
 		}
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return store.CodeUnavailable, "the request ended before an answer: " + err.Error(), nil
+	if ended, ok := engine.RequestEnded(err); ok {
+		return store.CodeUnavailable, ended.Error(), nil
 	}
 	s.log.Error("internal error", slog.String("method", c.Request().Method),
 		slog.String("path", c.Request().URL.Path), slog.Any("err", err))

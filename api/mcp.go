@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"net/http"
 	"time"
 
@@ -177,7 +176,9 @@ func newMCPMetrics(reg prometheus.Registerer) (*apiMetrics, error) {
 	return newCallMetrics(reg, "carmy_mcp_calls_total", "carmy_mcp_call_duration_seconds", "tools/call at /mcp")
 }
 
-// observeMCP counts and logs one tools/call of /mcp.
+// observeMCP counts and logs one tools/call of /mcp, through the same
+// counting and call log as POST /v1/tools/call (countCall,
+// logCallEntry).
 func (s *Server) observeMCP(ctx context.Context, c mcp.CallInfo) {
 	outcome := OutcomeRan
 	switch {
@@ -186,28 +187,8 @@ func (s *Server) observeMCP(ctx context.Context, c mcp.CallInfo) {
 	case c.Replayed:
 		outcome = OutcomeReplayed
 	}
-	series, ok := s.mcpMetrics.byOutcome[outcome]
-	if !ok {
-		series = s.mcpMetrics.byOutcome[OutcomeError]
-	}
-	series.calls.Inc()
-	series.duration.Observe(c.Took.Seconds())
-	s.activity.record(outcome)
-	if !s.log.Enabled(ctx, slog.LevelInfo) {
-		return
-	}
-	attrs := make([]slog.Attr, 0, 11)
-	attrs = append(attrs,
-		slog.String("principal", c.Principal), slog.String("tool", c.Tool),
-		slog.String("request_id", c.RequestID), slog.String("session_id", c.SessionID),
-		slog.String("execution_id", c.ExecutionID), slog.String("outcome", outcome))
-	if c.Status != "" {
-		attrs = append(attrs, slog.String("status", c.Status))
-	}
-	if c.Code != "" {
-		attrs = append(attrs, slog.String("code", c.Code))
-	}
-	attrs = append(attrs, slog.String("transport", TransportMCP),
-		slog.Float64("duration_ms", float64(c.Took.Microseconds())/1000))
-	s.log.LogAttrs(ctx, slog.LevelInfo, "call", attrs...)
+	s.countCall(s.mcpMetrics, outcome, c.Took)
+	s.logCallEntry(ctx, callEntry{transport: TransportMCP, principal: c.Principal, tool: c.Tool,
+		requestID: c.RequestID, session: c.SessionID, executionID: c.ExecutionID, status: c.Status,
+		code: c.Code, outcome: outcome, took: c.Took})
 }

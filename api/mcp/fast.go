@@ -57,14 +57,16 @@ import (
 //     four a client sends with every request (fast_meta.go);
 //   - it runs the call through the same middleware and tool handler as
 //     the SDK does (the allow-list, the catalog, Observe, callTool),
-//     with the request the SDK would have built (but for the values of
-//     the protocol's _meta keys, which stay raw JSON: Carmy never reads
-//     them, meta.go), and looks the tool up
+//     with the request the SDK would have built (but for the protocol's
+//     _meta keys, which it leaves out: Carmy never reads them, meta.go),
+//     and looks the tool up
 //     in the same registry, answering an unknown one as Server.callTool
 //     does;
-//   - it encodes the answer with the SDK's own JSON-RPC encoder and
-//     headers (Content-Type application/json, Cache-Control), and at
-//     2026-07-28 adds to a result what the SDK adds (fast_meta.go).
+//   - it writes the answer in the bytes and with the headers the SDK
+//     writes (Content-Type application/json, Cache-Control): a result of
+//     the shape Carmy's tools give in one pass (fast_encode.go), anything
+//     else with the SDK's own encoders; at 2026-07-28 it adds to a result
+//     what the SDK adds (fast_meta.go).
 //
 // TestFastPathMatchesSDK, TestFastPathMatchesSDKNewProtocol and
 // FuzzFastPathMatchesSDK send requests through both paths and compare
@@ -102,6 +104,50 @@ func (h *Handler) serveFast(w http.ResponseWriter, r *http.Request, call fastCal
 		ran = err == nil && res != nil
 		return res, err
 	})(ctx, methodCallTool, req)
+	bufp := answerBufs.Get().(*[]byte)
+	defer func() {
+		if cap(*bufp) <= maxPooledAnswer {
+			answerBufs.Put(bufp)
+		}
+	}()
+	var data []byte
+	var status int
+	if cr, isCall := res.(*sdk.CallToolResult); err == nil && isCall {
+		var info json.RawMessage
+		if call.newProtocol {
+			info = h.implJSON
+		}
+		var ok bool
+		if data, ok = appendAnswer((*bufp)[:0], call.id, cr, info, call.newProtocol && ran); ok {
+			*bufp = data
+		} else {
+			data = nil
+		}
+	}
+	if data == nil {
+		data, status = h.encodeAnswer(call, res, err, ran)
+	}
+	hdr := w.Header()
+	hdr["Cache-Control"] = cacheControlValue
+	hdr["Content-Type"] = contentTypeJSON
+	if status != 0 {
+		w.WriteHeader(status)
+	}
+	_, _ = w.Write(data)
+}
+
+// The values of the headers of a fast answer, shared: a header's value
+// is never changed in place (Header.Set and Add replace or grow it).
+var (
+	cacheControlValue = []string{"no-cache, no-transform"}[:1:1]
+	contentTypeJSON   = []string{"application/json"}[:1:1]
+)
+
+// encodeAnswer is the answer to call with the SDK's encoders (the
+// result's, then the JSON-RPC envelope's), for what appendAnswer does not
+// encode: an error, or a result of another shape. status is the HTTP
+// status of a JSON-RPC error at 2026-07-28 (errorStatus), else 0.
+func (h *Handler) encodeAnswer(call fastCall, res sdk.Result, err error, ran bool) (data []byte, status int) {
 	resp := &jsonrpc.Response{ID: call.id, Error: err}
 	if err == nil {
 		var raw json.RawMessage
@@ -120,19 +166,15 @@ func (h *Handler) serveFast(w http.ResponseWriter, r *http.Request, call fastCal
 			resp.Result = raw
 		}
 	}
-	data, err := jsonrpc.EncodeMessage(resp)
+	data, err = jsonrpc.EncodeMessage(resp)
 	if err != nil {
 		h.log.Error("mcp: a tools/call answer does not encode", "err", err)
 		data = []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"internal error"}}`)
 	}
-	w.Header().Set("Cache-Control", "no-cache, no-transform")
-	w.Header().Set("Content-Type", "application/json")
 	if call.newProtocol {
-		if status := errorStatus(resp.Error); status != 0 {
-			w.WriteHeader(status)
-		}
+		status = errorStatus(resp.Error)
 	}
-	_, _ = w.Write(data)
+	return data, status
 }
 
 // runTool is the SDK's Server.callTool: the tool of the registry the
@@ -295,20 +337,16 @@ func parseFastCall(body []byte, newProtocol bool) (fastCall, bool) {
 			if len(v) == 0 || v[0] != '{' {
 				return false
 			}
-			c.meta = sdk.Meta{}
+			c.meta = make(sdk.Meta, 4)
 			return members(v, func(key []byte, v json.RawMessage) bool {
 				if bytes.HasPrefix(key, protocolMetaPrefix) {
-					// Kept as their raw JSON: Carmy reads only its own
-					// keys (meta.go); fast_meta.go decodes them to check.
-					if !newProtocol || !c.proto.note(string(key), v) {
-						return false
-					}
-					c.meta[string(key)] = v
-					return true
+					// Left out of the request: Carmy reads only its own
+					// keys (meta.go); fast_meta.go checks them.
+					return newProtocol && c.proto.note(key, v)
 				}
 				val, ok := valueOf(v)
 				if ok {
-					c.meta[string(key)] = val
+					c.meta[metaKey(key)] = val
 				}
 				return ok
 			})
@@ -316,6 +354,21 @@ func parseFastCall(body []byte, newProtocol bool) (fastCall, bool) {
 		return false
 	})
 	return c, ok && named
+}
+
+// metaKey is key as a string, Carmy's own keys without an allocation.
+func metaKey(key []byte) string {
+	switch string(key) {
+	case MetaRequestID:
+		return MetaRequestID
+	case MetaSessionID:
+		return MetaSessionID
+	case MetaMetadata:
+		return MetaMetadata
+	case MetaTimeoutMS:
+		return MetaTimeoutMS
+	}
+	return string(key)
 }
 
 // valueOf decodes v, valid plain JSON, as encoding/json decodes it into

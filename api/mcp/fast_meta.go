@@ -69,8 +69,8 @@ type protocolMeta struct {
 
 // note keeps the value v of the protocol's _meta key key, and reports
 // whether the fast path serves a call with that key.
-func (p *protocolMeta) note(key string, v json.RawMessage) bool {
-	switch key {
+func (p *protocolMeta) note(key []byte, v json.RawMessage) bool {
+	switch string(key) {
 	case metaProtocolVersion:
 		p.version = v
 	case metaClientInfo:

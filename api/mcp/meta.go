@@ -1,12 +1,9 @@
 package mcp
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"math"
 	"net/http"
-	"time"
 
 	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/store"
@@ -29,10 +26,6 @@ const (
 	MetaErrorCode   = "carmy/error_code"
 )
 
-// maxTimeout caps carmy/timeout_ms before it becomes a Duration, as
-// timeout_ms is capped over HTTP; the tool's own timeout caps it further.
-const maxTimeout = 24 * time.Hour
-
 // requestOf builds the runtime's request of a tools/call: the tool, its
 // arguments, and Carmy's keys of _meta, checked for their JSON types as
 // POST /v1/tools/call checks its members (a null is absent; an empty
@@ -43,7 +36,7 @@ const maxTimeout = 24 * time.Hour
 // header is the HTTP request's (nil when there is none): its
 // Carmy-Session-Id names the session when _meta does not.
 func requestOf(tool string, args json.RawMessage, meta map[string]any, header http.Header) (engine.Request, error) {
-	req := engine.Request{Tool: tool, Arguments: nullIsAbsent(args)}
+	req := engine.Request{Tool: tool, Arguments: engine.NullIsAbsent(args)}
 	if v, ok := present(meta, MetaRequestID); ok {
 		s, isString := v.(string)
 		switch {
@@ -75,14 +68,13 @@ func requestOf(tool string, args json.RawMessage, meta map[string]any, header ht
 		req.Metadata = raw
 	}
 	if v, ok := present(meta, MetaTimeoutMS); ok {
+		// Capped at engine.MaxTimeout, as timeout_ms is over HTTP.
 		ms, isNumber := v.(float64)
-		if !isNumber || ms < 1 || ms != math.Trunc(ms) {
+		timeout, ok := engine.TimeoutOfMS(ms)
+		if !isNumber || !ok {
 			return req, invalidField("timeout_ms", fmt.Sprintf("%q must be a positive integer", MetaTimeoutMS))
 		}
-		req.Timeout = maxTimeout
-		if ms < float64(maxTimeout/time.Millisecond) {
-			req.Timeout = time.Duration(ms) * time.Millisecond
-		}
+		req.Timeout = timeout
 	}
 	return req, nil
 }
@@ -91,14 +83,6 @@ func requestOf(tool string, args json.RawMessage, meta map[string]any, header ht
 func present(meta map[string]any, key string) (any, bool) {
 	v, ok := meta[key]
 	return v, ok && v != nil
-}
-
-// nullIsAbsent treats JSON null arguments like absent ones.
-func nullIsAbsent(raw json.RawMessage) json.RawMessage {
-	if string(bytes.TrimSpace(raw)) == "null" {
-		return nil
-	}
-	return raw
 }
 
 // invalidField is an INVALID_REQUEST refusal naming field.

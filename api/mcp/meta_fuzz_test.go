@@ -53,7 +53,7 @@ func FuzzRequestOf(f *testing.F) {
 		if req.Metadata != nil && !json.Valid(req.Metadata) {
 			t.Fatalf("metadata %q is not JSON", req.Metadata)
 		}
-		if req.Timeout < 0 || req.Timeout > maxTimeout {
+		if req.Timeout < 0 || req.Timeout > engine.MaxTimeout {
 			t.Fatalf("timeout %v", req.Timeout)
 		}
 	})

@@ -85,7 +85,7 @@ type reconcileArgs struct {
 func (h *Handler) reconcile(ctx context.Context, req *sdk.CallToolRequest, info *CallInfo) (*sdk.CallToolResult, error) {
 	caller := info.caller
 	var args reconcileArgs
-	raw := nullIsAbsent(req.Params.Arguments)
+	raw := engine.NullIsAbsent(req.Params.Arguments)
 	if len(raw) > 0 {
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.DisallowUnknownFields()

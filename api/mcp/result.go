@@ -1,7 +1,6 @@
 package mcp
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -103,12 +102,9 @@ var refusalCodes = map[string]bool{
 // refusal for Carmy's refusals; JSON-RPC error -32602 for an unknown tool,
 // as MCP requires; -32603 with a generic message for anything else (the
 // detail is for the log). A call whose context ended is UNAVAILABLE, as
-// over HTTP: nobody may be listening, and the tool, if it started, runs
-// on and is recorded.
+// over HTTP (engine.RequestEnded).
 func answer(err error, info *CallInfo) (*sdk.CallToolResult, error) {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		err = store.NewError(store.CodeUnavailable, "the request ended before an answer: "+err.Error())
-	}
+	err, _ = engine.RequestEnded(err)
 	code := store.CodeOf(err)
 	switch {
 	case refusalCodes[code]:
