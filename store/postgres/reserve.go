@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -12,7 +13,9 @@ import (
 
 // Reserve implements store.Store.
 //
-// Every reservation joins the next round (see rounds.go): one READ
+// A reservation joins the next round (see rounds.go), after a read of its
+// identity only while most recent ones found theirs held (reserve_path.go;
+// a held identity is then answered from the read): one READ
 // COMMITTED transaction whose statement for all its reservations
 // (reserveAll, rounds_set.go) answers a held identity from its record
 // (replay, conflict, uncertain) and reserves the vacant ones, deciding
@@ -34,10 +37,27 @@ func (s *Store) Reserve(ctx context.Context, key store.Key, fingerprint string, 
 	if err := checkReserve(key, fingerprint, exec); err != nil {
 		return store.Reservation{}, err
 	}
+	if s.held.readFirst() {
+		rec, err := s.Lookup(ctx, key)
+		switch {
+		case err == nil && !(rec.Fingerprint == fingerprint && exec.Expired(rec)):
+			s.held.observe(true)
+			return answer(rec, fingerprint), nil
+		case err == nil:
+			// Past the dedupe window: the round's statement decides, under
+			// the lock, whether it replaces the record.
+		case !errors.Is(err, store.ErrNotFound):
+			return store.Reservation{}, err
+		}
+	}
 	if err := ctx.Err(); err != nil {
 		return store.Reservation{}, notApplied("reserve", err)
 	}
-	return s.rounds.submit(ctx, &reservation{key: key, fingerprint: fingerprint, exec: exec, maxBytes: s.maxBytes.Load()})
+	res, err := s.rounds.submit(ctx, &reservation{key: key, fingerprint: fingerprint, exec: exec, maxBytes: s.maxBytes.Load()})
+	if err == nil {
+		s.held.observe(res.Outcome != store.Reserved)
+	}
+	return res, err
 }
 
 func checkReserve(key store.Key, fingerprint string, exec store.Execution) error {
