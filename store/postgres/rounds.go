@@ -34,9 +34,11 @@ import (
 // of its own.
 //
 // A round is two round trips: one pipeline of BEGIN, the planner's
-// settings (roundPlan), the lock and a statement for all its reservations
-// and one for all its completions (rounds_set.go), then COMMIT; a third
-// runs one statement per member when those for all did not apply. Members are answered once the round's
+// settings (roundPlan), the lock (for a round of reservations alone, only
+// when one of its identities is vacant: lockIfVacant) and a statement for
+// all its reservations and one for all its completions (rounds_set.go),
+// then COMMIT; a third takes the lock if the round holds none and runs one
+// statement per member when those for all did not apply. Members are answered once the round's
 // outcome is known. Two reservations of one round never share an identity
 // or an execution id (the later waits for the next round), so every answer
 // from a held record reads a committed record. Completions run after the

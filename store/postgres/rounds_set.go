@@ -17,14 +17,16 @@ import (
 // statements kept the lock busy nearly all the time).
 //
 // Each applies only when every one of its members would succeed if they
-// ran one after the other in the round's order (every identity vacant and
-// every execution id unused, and every bound leaves room for the members
-// before it and itself; every outcome fits), and then writes exactly what
-// running them in that order would have written: the same seqs, counts
-// and bytes. Otherwise it writes nothing, and the round runs its members
-// one statement each (reserve, complete), which decide each in turn. So
-// far from the bounds a round is one statement of each kind, and at a
-// bound, or when an identity is held, the answers are the same as before.
+// ran one after the other in the round's order (for reserveAll: a held
+// identity is answered from its record, unless the record is past its
+// dedupe window; every vacant identity's execution id is unused, and every
+// bound leaves room for the vacant members before it and itself; for
+// completeAll: every outcome fits), and then writes exactly what running
+// them in that order would have written: the same seqs, counts and bytes.
+// Otherwise it writes nothing, and the round runs its members one
+// statement each (reserve, complete), which decide each in turn. So far
+// from the bounds a round is one statement of each kind, and at a bound
+// the answers are the same as before.
 
 // reserveAllSQL answers every member of a round whose identity is held
 // from its record, and reserves every other member, or writes nothing:
