@@ -56,11 +56,15 @@
 // a serialization conflict, and none is retried. (Under SERIALIZABLE,
 // concurrent reservers would fail and retry instead of wait.)
 //
-// Reserve first reads the identity's record without a lock: a held
-// identity is answered from it. A vacant one joins a round: one
-// transaction that locks the meta row (SELECT … FOR UPDATE), then runs its
-// reservations (one statement for all of them when all succeed, else one
-// per reservation: see below), and commits. While the transaction holds that
+// Reserve joins a round: one transaction that locks the meta row (SELECT
+// … FOR UPDATE) when one of its identities is vacant, then runs its
+// reservations (one statement for all of them, which answers the held
+// identities from their records and reserves the vacant ones, else one per
+// reservation: see below), and commits. A round whose identities are all
+// held locks nothing and writes nothing. While most recent reservations
+// found their identity held (retries, replays), Reserve reads the identity
+// first, without a lock, and only a vacant one joins a round
+// (reserve_path.go): a node runs one round at a time, reads side by side. While the transaction holds that
 // row no other transaction can insert or delete a record or change a
 // counter (every one that does takes the row first), so each statement's
 // snapshot is the current state: it checks that the identity is vacant,
@@ -88,8 +92,9 @@
 // flight into the next round (rounds.go): one transaction, one statement
 // over arrays for all its reservations and one for all its completions,
 // each all or nothing (rounds_set.go), and one statement per member only
-// when that does not apply (a bound reached, an identity held). Replays,
-// conflicts and uncertain answers take no lock; MarkInterrupted is a
+// when that does not apply (a bound reached, an execution id in use, a
+// record past its dedupe window). Replays, conflicts and uncertain answers
+// take no lock; MarkInterrupted is a
 // single UPDATE. Complete adds the outcome's bytes to the counts, so its
 // statement decides under the lock whether the outcome fits
 // (store.Overflow: a result that does not is recorded as

@@ -18,7 +18,7 @@ type queries struct {
 
 	complete, cancel, resolve, markInterrupted string
 
-	lockMeta, release, expire, prunePrincipals string
+	lockMeta, lockIfVacant, release, expire, prunePrincipals string
 
 	// bytesOf reads, under the meta row's lock, the store's bytes and one
 	// principal's; addBytes adds to both.
@@ -160,6 +160,17 @@ RETURNING ` + recordColumns),
 		// first: it is the lock that makes counts exact, and taking it first
 		// means no two writers wait for each other in opposite orders.
 		lockMeta: x(`SELECT entries FROM {meta} WHERE singleton FOR UPDATE`),
+		// lockIfVacant is lockMeta for a round of reservations alone: it
+		// locks the row only when one of the identities ($1-$3 arrays) is
+		// vacant, so that a round of replays takes no lock. A transaction
+		// that locked nothing has no transaction id, which reserveAll
+		// checks before it writes (an identity found held here may be
+		// released before it runs).
+		lockIfVacant: x(`SELECT mt.entries FROM {meta} mt WHERE mt.singleton AND EXISTS (
+	SELECT 1 FROM unnest($1::text[], $2::text[], $3::text[]) AS k(principal, session_id, request_id)
+	WHERE NOT EXISTS (SELECT 1 FROM {records} r
+		WHERE r.principal = k.principal AND r.session_id = k.session_id AND r.request_id = k.request_id))
+FOR UPDATE OF mt`),
 		release: x(`WITH d AS (
 	DELETE FROM {records}
 	WHERE execution_id = $1 AND (status = 'interrupted' OR (status = 'running' AND $2::boolean))

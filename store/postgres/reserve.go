@@ -13,16 +13,20 @@ import (
 
 // Reserve implements store.Store.
 //
-// A held identity is answered from its record, read without a lock
-// (replay, conflict, uncertain). A vacant one joins the next round of
-// reservations (see rounds.go): one READ COMMITTED transaction that first
-// locks the meta row, then runs one all-or-nothing statement per
-// reservation, which decides against the current state (the lock keeps
-// every other writer of records and counters out) and either inserts the
-// record and counts it, or writes nothing and says why. Of concurrent
-// reservers of one identity, in this process or others, exactly one
-// inserts; the others find the identity held and are answered from its
-// record.
+// A reservation joins the next round (see rounds.go), after a read of its
+// identity only while most recent ones found theirs held (reserve_path.go;
+// a held identity is then answered from the read): one READ
+// COMMITTED transaction whose statement for all its reservations
+// (reserveAll, rounds_set.go) answers a held identity from its record
+// (replay, conflict, uncertain) and reserves the vacant ones, deciding
+// against the current state under the meta row's lock, which a round
+// takes only when one of its identities is vacant (a round of replays
+// locks nothing). When that statement does not apply (a bound reached, an
+// execution id in use, a record past its dedupe window), one statement per
+// reservation decides each in turn, and either inserts the record and
+// counts it, or writes nothing and says why. Of concurrent reservers of
+// one identity, in this process or others, exactly one inserts; the others
+// find the identity held and are answered from its record.
 //
 // Errors: store.ErrCapacity, a *store.QuotaError or store.ErrInvalid mean
 // nothing was reserved, and so does store.ErrUnavailable;
@@ -33,20 +37,27 @@ func (s *Store) Reserve(ctx context.Context, key store.Key, fingerprint string, 
 	if err := checkReserve(key, fingerprint, exec); err != nil {
 		return store.Reservation{}, err
 	}
-	rec, err := s.Lookup(ctx, key)
-	switch {
-	case err == nil && !(rec.Fingerprint == fingerprint && exec.Expired(rec)):
-		return answer(rec, fingerprint), nil
-	case err == nil:
-		// Past the dedupe window: the round's statement decides, under
-		// the lock, whether it replaces the record.
-	case !errors.Is(err, store.ErrNotFound):
-		return store.Reservation{}, err
+	if s.held.readFirst() {
+		rec, err := s.Lookup(ctx, key)
+		switch {
+		case err == nil && !(rec.Fingerprint == fingerprint && exec.Expired(rec)):
+			s.held.observe(true)
+			return answer(rec, fingerprint), nil
+		case err == nil:
+			// Past the dedupe window: the round's statement decides, under
+			// the lock, whether it replaces the record.
+		case !errors.Is(err, store.ErrNotFound):
+			return store.Reservation{}, err
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return store.Reservation{}, notApplied("reserve", err)
 	}
-	return s.rounds.submit(ctx, &reservation{key: key, fingerprint: fingerprint, exec: exec, maxBytes: s.maxBytes.Load()})
+	res, err := s.rounds.submit(ctx, &reservation{key: key, fingerprint: fingerprint, exec: exec, maxBytes: s.maxBytes.Load()})
+	if err == nil {
+		s.held.observe(res.Outcome != store.Reserved)
+	}
+	return res, err
 }
 
 func checkReserve(key store.Key, fingerprint string, exec store.Execution) error {

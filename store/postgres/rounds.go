@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/carmyhq/carmy/store"
 )
@@ -33,9 +34,11 @@ import (
 // of its own.
 //
 // A round is two round trips: one pipeline of BEGIN, the planner's
-// settings (roundPlan), the lock and a statement for all its reservations
-// and one for all its completions (rounds_set.go), then COMMIT; a third
-// runs one statement per member when those for all did not apply. Members are answered once the round's
+// settings (roundPlan), the lock (for a round of reservations alone, only
+// when one of its identities is vacant: lockIfVacant) and a statement for
+// all its reservations and one for all its completions (rounds_set.go),
+// then COMMIT; a third takes the lock if the round holds none and runs one
+// statement per member when those for all did not apply. Members are answered once the round's
 // outcome is known. Two reservations of one round never share an identity
 // or an execution id (the later waits for the next round), so every answer
 // from a held record reads a committed record. Completions run after the
@@ -224,7 +227,13 @@ func (s *Store) round(batch []*reservation, settles []*completion) {
 	b := &pgx.Batch{}
 	b.BeginTx(readCommitted)
 	b.Queue(roundPlan)
-	b.Queue(s.q.lockMeta)
+	if len(settles) > 0 {
+		b.Queue(s.q.lockMeta)
+	} else {
+		// Reservations alone: the lock only when one of them is vacant
+		// (a round of replays takes none, and waits for no other round).
+		s.queueLockIfVacant(b, batch)
+	}
 	if len(batch) > 0 {
 		s.queueReserveAll(b, batch)
 	}
@@ -237,17 +246,21 @@ func (s *Store) round(batch []*reservation, settles []*completion) {
 	reservedAll, settledAll := len(batch) == 0, len(settles) == 0
 	var (
 		allOuts  []reserveResult
+		allKinds []decision
 		allSouts []completeResult
+		locked   bool
 	)
 	_, err := br.Exec() // BEGIN
 	if err == nil {
 		_, err = br.Exec() // roundPlan
 	}
 	if err == nil {
-		_, err = br.Exec() // the lock
+		var tag pgconn.CommandTag
+		tag, err = br.Exec() // the lock
+		locked = tag.RowsAffected() > 0
 	}
 	if err == nil && len(batch) > 0 {
-		reservedAll, allOuts, err = readReserveAll(br, batch)
+		reservedAll, allOuts, allKinds, err = readReserveAll(br, batch)
 	}
 	if err == nil && len(settles) > 0 {
 		settledAll, allSouts, err = readCompleteAll(br, len(settles))
@@ -260,6 +273,9 @@ func (s *Store) round(batch []*reservation, settles []*completion) {
 	rows := make([]reserveRow, len(batch))
 	if err == nil && (!reservedAll || !settledAll) {
 		b := &pgx.Batch{}
+		if !locked {
+			b.Queue(s.q.lockMeta)
+		}
 		if !reservedAll {
 			for _, it := range batch {
 				s.queueReserve(b, it)
@@ -271,6 +287,9 @@ func (s *Store) round(batch []*reservation, settles []*completion) {
 			}
 		}
 		br := tx.SendBatch(ctx, b)
+		if !locked {
+			_, err = br.Exec()
+		}
 		for i := range rows {
 			if err == nil && !reservedAll {
 				err = rows[i].scan(br.QueryRow())
@@ -297,7 +316,7 @@ func (s *Store) round(batch []*reservation, settles []*completion) {
 	kinds := make([]decision, len(batch))
 	for i, it := range batch {
 		if reservedAll {
-			outs[i], kinds[i] = allOuts[i], decidedReserved
+			outs[i], kinds[i] = allOuts[i], allKinds[i]
 			continue
 		}
 		outs[i], kinds[i] = decide(it, &rows[i])
@@ -341,6 +360,18 @@ func (s *Store) round(batch []*reservation, settles []*completion) {
 // said the table was small, and kept in its cached plan). The settings are
 // local to the transaction; jit exists from PostgreSQL 11.
 const roundPlan = "SELECT set_config('jit', 'off', true), set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)"
+
+// queueLockIfVacant adds the statement that locks the meta row when one of
+// batch's identities is vacant (reserveAll then reserves under it), and
+// otherwise locks nothing (reserveAll answers every member from its record,
+// and writes nothing without the lock).
+func (s *Store) queueLockIfVacant(b *pgx.Batch, batch []*reservation) {
+	principal, session, request := make([]string, len(batch)), make([]string, len(batch)), make([]string, len(batch))
+	for i, it := range batch {
+		principal[i], session[i], request[i] = it.key.Principal, it.key.Session, it.key.RequestID
+	}
+	b.Queue(s.q.lockIfVacant, principal, session, request)
+}
 
 // queueReserve adds one reservation's statement to a batch.
 func (s *Store) queueReserve(b *pgx.Batch, it *reservation) {

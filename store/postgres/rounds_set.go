@@ -17,36 +17,55 @@ import (
 // statements kept the lock busy nearly all the time).
 //
 // Each applies only when every one of its members would succeed if they
-// ran one after the other in the round's order (every identity vacant and
-// every execution id unused, and every bound leaves room for the members
-// before it and itself; every outcome fits), and then writes exactly what
-// running them in that order would have written: the same seqs, counts
-// and bytes. Otherwise it writes nothing, and the round runs its members
-// one statement each (reserve, complete), which decide each in turn. So
-// far from the bounds a round is one statement of each kind, and at a
-// bound, or when an identity is held, the answers are the same as before.
+// ran one after the other in the round's order (for reserveAll: a held
+// identity is answered from its record, unless the record is past its
+// dedupe window; every vacant identity's execution id is unused, and every
+// bound leaves room for the vacant members before it and itself; for
+// completeAll: every outcome fits), and then writes exactly what running
+// them in that order would have written: the same seqs, counts and bytes.
+// Otherwise it writes nothing, and the round runs its members one
+// statement each (reserve, complete), which decide each in turn. So far
+// from the bounds a round is one statement of each kind, and at a bound
+// the answers are the same as before.
 
-// reserveAllSQL reserves every member of a round or none: $1-$13 arrays,
-// one element per member in the round's order (principal, session,
-// request id, execution id, tool, fingerprint, node id, started at, quota,
-// byte quota, the room asked: the record's size and the headroom, the
-// store's bound on bytes, the record's size), $14 the capacity. It
-// returns one row per reserved member in order (seq, started at), or one
-// row with fits false.
-const reserveAllSQL = `WITH i AS (
+// reserveAllSQL answers every member of a round whose identity is held
+// from its record, and reserves every other member, or writes nothing:
+// $1-$13 arrays, one element per member in the round's order (principal,
+// session, request id, execution id, tool, fingerprint, node id, started
+// at, quota, byte quota, the room asked: the record's size and the
+// headroom, the store's bound on bytes, the record's size), $14 the
+// capacity, $15 the members' dedupe windows (microseconds; 0: none). It
+// returns one row per member in order: fits, then the new record's seq and
+// started at when it reserved, then the held record's columns when the
+// identity is held (all NULL otherwise). fits is false, and nothing
+// written, when a vacant member would be refused, a vacant member's
+// execution id is in use, a held record is past its dedupe window (its
+// replacement is decided by reserve), or a member is vacant and the
+// transaction holds no lock (it took no transaction id: lockIfVacant found
+// every identity held, and one was released since).
+var reserveAllSQL = `WITH i AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
-		$8::timestamptz[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[])
+		$8::timestamptz[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[], $15::bigint[])
 		WITH ORDINALITY AS i(principal, session_id, request_id, execution_id, tool, fingerprint, node_id,
-			started_at, quota, byte_quota, ask, max_bytes, size, n)
+			started_at, quota, byte_quota, ask, max_bytes, size, window_us, n)
+), h AS (
+	SELECT i.n, i.fingerprint AS asked, i.started_at AS asked_at, i.window_us, r.*
+	FROM i JOIN {records} r ON r.principal = i.principal AND r.session_id = i.session_id AND r.request_id = i.request_id
+), v AS (
+	SELECT i.* FROM i WHERE NOT EXISTS (SELECT 1 FROM h WHERE h.n = i.n)
 ), c AS (
-	SELECT i.*, row_number() OVER (PARTITION BY i.principal ORDER BY i.n) AS prank,
-		coalesce(sum(i.size) OVER (PARTITION BY i.principal ORDER BY i.n ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS pprev,
-		coalesce(sum(i.size) OVER (ORDER BY i.n ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS sprev
-	FROM i
+	SELECT v.*, row_number() OVER (ORDER BY v.n) AS vrank,
+		row_number() OVER (PARTITION BY v.principal ORDER BY v.n) AS prank,
+		coalesce(sum(v.size) OVER (PARTITION BY v.principal ORDER BY v.n ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS pprev,
+		coalesce(sum(v.size) OVER (ORDER BY v.n ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS sprev
+	FROM v
 ), ok AS (
-	SELECT mt.entries + (SELECT count(*) FROM i) <= $14::bigint
-		AND NOT EXISTS (SELECT 1 FROM {records} r JOIN i ON r.principal = i.principal AND r.session_id = i.session_id AND r.request_id = i.request_id)
-		AND NOT EXISTS (SELECT 1 FROM {records} r JOIN i ON r.execution_id = i.execution_id)
+	SELECT (NOT EXISTS (SELECT 1 FROM v)
+			OR (txid_current_if_assigned() IS NOT NULL AND mt.entries + (SELECT count(*) FROM v) <= $14::bigint))
+		AND NOT EXISTS (SELECT 1 FROM {records} r JOIN v ON r.execution_id = v.execution_id)
+		AND NOT EXISTS (SELECT 1 FROM h WHERE h.window_us > 0 AND h.fingerprint = h.asked
+			AND h.status IN ('completed', 'failed', 'timed_out', 'cancelled')
+			AND h.started_at <= h.asked_at - h.window_us * interval '1 microsecond')
 		AND coalesce((SELECT bool_and((c.quota = 0 OR coalesce(pr.entries, 0) + c.prank <= c.quota)
 			AND (c.max_bytes = 0 OR mt.bytes + c.sprev + c.ask <= c.max_bytes)
 			AND (c.byte_quota = 0 OR coalesce(pr.bytes, 0) + c.pprev + c.ask <= c.byte_quota))
@@ -55,20 +74,22 @@ const reserveAllSQL = `WITH i AS (
 	FROM {meta} mt WHERE mt.singleton
 ), ins AS (
 	INSERT INTO {records} (principal, session_id, request_id, execution_id, seq, tool, fingerprint, status, node_id, started_at)
-	SELECT i.principal, i.session_id, i.request_id, i.execution_id, ok.last_seq + i.n, i.tool, i.fingerprint, 'running', i.node_id, i.started_at
-	FROM i, ok WHERE ok.fits
-	RETURNING seq, started_at
+	SELECT c.principal, c.session_id, c.request_id, c.execution_id, ok.last_seq + c.vrank, c.tool, c.fingerprint, 'running', c.node_id, c.started_at
+	FROM c, ok WHERE ok.fits
+	RETURNING execution_id, seq, started_at
 ), m AS (
-	UPDATE {meta} SET entries = entries + (SELECT count(*) FROM i), bytes = bytes + (SELECT sum(size) FROM i),
-		last_seq = last_seq + (SELECT count(*) FROM i)
-	WHERE singleton AND (SELECT fits FROM ok)
+	UPDATE {meta} SET entries = entries + (SELECT count(*) FROM v), bytes = bytes + (SELECT coalesce(sum(size), 0) FROM v),
+		last_seq = last_seq + (SELECT count(*) FROM v)
+	WHERE singleton AND (SELECT fits FROM ok) AND EXISTS (SELECT 1 FROM v)
 ), pc AS (
-	SELECT principal, count(*) AS n, sum(size) AS size FROM i GROUP BY principal
+	SELECT principal, count(*) AS n, sum(size) AS size FROM v GROUP BY principal
 ), p AS (
 	INSERT INTO {principals} AS pr (principal, entries, bytes) SELECT pc.principal, pc.n, pc.size FROM pc, ok WHERE ok.fits
 	ON CONFLICT (principal) DO UPDATE SET entries = pr.entries + excluded.entries, bytes = pr.bytes + excluded.bytes
 )
-SELECT ok.fits, ins.seq, ins.started_at FROM ok LEFT JOIN ins ON true ORDER BY ins.seq`
+SELECT ok.fits, ins.seq, ins.started_at, ` + recordColumnsOf("h") + `
+FROM ok CROSS JOIN i LEFT JOIN ins ON ins.execution_id = i.execution_id LEFT JOIN h ON h.n = i.n
+ORDER BY i.n`
 
 // completeAllSQL settles every member of a round or none: $1-$12 arrays,
 // one element per member (principal, session, request id, fingerprint,
@@ -115,57 +136,72 @@ func recordColumnsOf(alias string) string {
 		alias + ".resolved, " + alias + ".resolved_by"
 }
 
-// queueReserveAll adds the statement that reserves all of batch.
+// queueReserveAll adds the statement that answers or reserves all of batch.
 func (s *Store) queueReserveAll(b *pgx.Batch, batch []*reservation) {
 	n := len(batch)
 	var (
 		principal, session, request, id, tool, fp, node = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		started                                         = make([]time.Time, n)
-		quota, byteQuota, ask, maxBytes, size           = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+		quota, byteQuota, ask, maxBytes, size, window   = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 	)
 	for i, it := range batch {
 		principal[i], session[i], request[i] = it.key.Principal, it.key.Session, it.key.RequestID
 		id[i], tool[i], fp[i], node[i], started[i] = it.exec.ID, it.exec.Tool, it.fingerprint, it.exec.NodeID, it.exec.StartedAt
 		size[i] = store.RecordSize(store.Record{Key: it.key, ExecutionID: it.exec.ID, Tool: it.exec.Tool, Fingerprint: it.fingerprint, NodeID: it.exec.NodeID})
 		quota[i], byteQuota[i], ask[i], maxBytes[i] = int64(it.exec.Quota), it.exec.ByteQuota, size[i]+it.exec.Headroom, it.maxBytes
+		window[i] = it.exec.DedupeWindow.Microseconds()
 	}
-	b.Queue(s.q.reserveAll, principal, session, request, id, tool, fp, node, started, quota, byteQuota, ask, maxBytes, size, s.cfg.Capacity)
+	b.Queue(s.q.reserveAll, principal, session, request, id, tool, fp, node, started, quota, byteQuota, ask, maxBytes, size, s.cfg.Capacity, window)
 }
 
-// readReserveAll reads reserveAll's answer: whether it reserved them
-// all, and then each one's answer.
-func readReserveAll(br pgx.BatchResults, batch []*reservation) (bool, []reserveResult, error) {
+// readReserveAll reads reserveAll's answer: whether it applied, and then
+// each member's answer and what decided it (decidedAnswer for a held
+// identity, decidedReserved for a reservation).
+func readReserveAll(br pgx.BatchResults, batch []*reservation) (bool, []reserveResult, []decision, error) {
 	rows, err := br.Query()
 	if err != nil {
-		return false, nil, err
+		return false, nil, nil, err
 	}
 	defer rows.Close()
 	outs := make([]reserveResult, 0, len(batch))
-	fits := false
+	kinds := make([]decision, 0, len(batch))
+	fits := true
 	for rows.Next() {
 		var (
+			fit     *bool
 			seq     *int64
 			started *time.Time
 		)
-		if err := rows.Scan(&fits, &seq, &started); err != nil {
-			return false, nil, err
+		rec, err := scanFitRecord(rows, &fit, &seq, &started)
+		if err != nil {
+			return false, nil, nil, err
 		}
-		if !fits || seq == nil || started == nil || len(outs) == len(batch) {
+		fits = fits && fit != nil && *fit
+		if !fits || len(outs) == len(batch) {
 			continue
 		}
 		it := batch[len(outs)]
-		outs = append(outs, reserveResult{res: store.Reservation{Outcome: store.Reserved, Record: store.Record{
-			ExecutionID: it.exec.ID, Key: it.key, Tool: it.exec.Tool, Fingerprint: it.fingerprint,
-			Status: store.StatusRunning, NodeID: it.exec.NodeID, StartedAt: started.UTC(), Seq: uint64(*seq),
-		}}})
+		switch {
+		case seq != nil && started != nil:
+			outs = append(outs, reserveResult{res: store.Reservation{Outcome: store.Reserved, Record: store.Record{
+				ExecutionID: it.exec.ID, Key: it.key, Tool: it.exec.Tool, Fingerprint: it.fingerprint,
+				Status: store.StatusRunning, NodeID: it.exec.NodeID, StartedAt: started.UTC(), Seq: uint64(*seq),
+			}}})
+			kinds = append(kinds, decidedReserved)
+		case rec != nil && rec.Key == it.key:
+			outs = append(outs, reserveResult{res: answer(*rec, it.fingerprint)})
+			kinds = append(kinds, decidedAnswer)
+		default:
+			fits = false
+		}
 	}
 	if err := rows.Err(); err != nil {
-		return false, nil, err
+		return false, nil, nil, err
 	}
 	if !fits || len(outs) != len(batch) {
-		return false, nil, nil
+		return false, nil, nil, nil
 	}
-	return true, outs, nil
+	return true, outs, kinds, nil
 }
 
 // queueCompleteAll adds the statement that settles all of settles.
@@ -215,9 +251,10 @@ func readCompleteAll(br pgx.BatchResults, n int) (bool, []completeResult, error)
 	return true, outs, nil
 }
 
-// scanFitRecord reads a row of completeAll: fits, then a record whose
-// columns are all NULL when the statement settled nothing (nil).
-func scanFitRecord(rows pgx.Rows, fit **bool) (*store.Record, error) {
+// scanFitRecord reads a row of completeAll or reserveAll: fits, then the
+// columns of lead (reserveAll's seq and started at), then a record whose
+// columns are all NULL when the row has none (nil).
+func scanFitRecord(rows pgx.Rows, fit **bool, lead ...any) (*store.Record, error) {
 	var (
 		principal, session, request, id, tool, fp, status, node *string
 		seq                                                     *int64
@@ -226,8 +263,9 @@ func scanFitRecord(rows pgx.Rows, fit **bool) (*store.Record, error) {
 		resolved                                                *bool
 		by                                                      *string
 	)
-	if err := rows.Scan(fit, &principal, &session, &request, &id, &seq, &tool, &fp, &status, &node,
-		&started, &finished, &data, &errBody, &resolved, &by); err != nil {
+	dest := append(append([]any{fit}, lead...), &principal, &session, &request, &id, &seq, &tool, &fp, &status, &node,
+		&started, &finished, &data, &errBody, &resolved, &by)
+	if err := rows.Scan(dest...); err != nil {
 		return nil, err
 	}
 	if id == nil {

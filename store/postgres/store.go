@@ -27,6 +27,7 @@ type Store struct {
 	q        queries
 	fq       fleetQueries
 	rounds   rounds
+	held     heldShare       // chooses Reserve's path (reserve_path.go)
 	ctx      context.Context // ends at Close: rounds in flight stop
 	stop     context.CancelFunc
 }
