@@ -122,14 +122,27 @@ func (c *Client) Call(ctx context.Context, tool string, args any, opts ...CallOp
 	if s.retry != nil {
 		req.retry = *s.retry
 	}
-	var rec record
-	h, err := c.do(ctx, req, &rec)
+	var ans callAnswer
+	h, err := c.do(ctx, req, &ans)
 	if err != nil {
 		return nil, err
 	}
-	res := rec.result()
+	res := ans.result()
 	res.Replayed = res.Replayed || strings.EqualFold(h.Get("Idempotent-Replayed"), "true")
+	res.Raw, res.Header = ans.raw, h
 	return res, nil
+}
+
+// callAnswer is a call's answer: the record, and the body as it came.
+type callAnswer struct {
+	record
+	raw json.RawMessage
+}
+
+// UnmarshalJSON decodes the record and keeps a copy of the body.
+func (a *callAnswer) UnmarshalJSON(b []byte) error {
+	a.raw = append(json.RawMessage(nil), b...)
+	return json.Unmarshal(b, &a.record)
 }
 
 // body checks the settings, fills the zero fields of a Retry policy, and

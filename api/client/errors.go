@@ -85,6 +85,11 @@ type APIError struct {
 	Principal string
 	// Field names the request member at fault for INVALID_REQUEST.
 	Field string
+	// ToolRan is the envelope's tool_ran, nil when absent: false on a
+	// refusal before anything was reserved (UNAVAILABLE for load or the
+	// running limits), true on UNAVAILABLE for a tool that ran but whose
+	// outcome is not recorded yet (retry with the same request_id).
+	ToolRan *bool
 	// RetryAfter is the Retry-After header (0 when absent).
 	RetryAfter time.Duration
 	// Fields holds every member of the envelope's error object, those

@@ -71,7 +71,7 @@ func TestInterruptedThenResolved(t *testing.T) {
 
 	// Completed: replayed from then on, marked resolved.
 	exec, err = c.Resolve(ctx, done.ExecutionID, client.Completed(map[string]int{"order_id": 7}))
-	if err != nil || exec.Status != client.StatusCompleted || !exec.Resolved || string(exec.Data) != `{"order_id":7}` {
+	if err != nil || exec.Status != client.StatusCompleted || !exec.Resolved || exec.ResolvedBy == "" || string(exec.Data) != `{"order_id":7}` {
 		t.Fatalf("Resolve completed = %+v, %v", exec, err)
 	}
 	res, err := c.Call(ctx, "create_order", json.RawMessage(args), client.RequestID("int-done"))

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 )
 
@@ -106,6 +107,11 @@ type Result struct {
 	Resolved   bool
 	StartedAt  time.Time
 	FinishedAt time.Time
+	// Raw is the answer's body and Header its HTTP header, as the node
+	// sent them: for a caller that checks the answer itself or passes it
+	// on (Replayed above is the body's "replayed" or the header's).
+	Raw    json.RawMessage
+	Header http.Header
 }
 
 // Err returns nil when the call completed, else a *ToolError naming the
@@ -145,8 +151,11 @@ type Execution struct {
 	Status Status
 	Data   json.RawMessage
 	Error  *ToolError
-	// Resolved is true when Resolve settled the outcome.
-	Resolved bool
+	// Resolved is true when Resolve settled the outcome, and ResolvedBy
+	// says by whom: the principal that called Resolve, or "probe" for the
+	// tool's reconcile probe (SPEC §3.3).
+	Resolved   bool
+	ResolvedBy string
 	// Released is true in Resolve's answer to a release: the reservation
 	// is gone and the next call of the identity runs the tool.
 	Released    bool
@@ -169,6 +178,7 @@ type record struct {
 	Error       *ToolError      `json:"error"`
 	Replayed    bool            `json:"replayed"`
 	Resolved    bool            `json:"resolved"`
+	ResolvedBy  string          `json:"resolved_by"`
 	Released    bool            `json:"released"`
 	StartedAt   string          `json:"started_at"`
 	FinishedAt  string          `json:"finished_at"`
@@ -218,7 +228,7 @@ func (r *record) result() *Result {
 func (r *record) execution() *Execution {
 	return &Execution{
 		ExecutionID: r.ExecutionID, RequestID: r.RequestID, SessionID: r.SessionID, Tool: r.Tool,
-		Status: r.Status, Data: r.Data, Error: r.Error, Resolved: r.Resolved, Released: r.Released,
+		Status: r.Status, Data: r.Data, Error: r.Error, Resolved: r.Resolved, ResolvedBy: r.ResolvedBy, Released: r.Released,
 		Fingerprint: r.Fingerprint, NodeID: r.NodeID, Principal: r.Principal,
 		StartedAt: r.started, FinishedAt: r.finished,
 	}

@@ -169,6 +169,7 @@ func decodeAnswer(resp *http.Response, raw []byte, out any) error {
 		ExecStatus:  Status(stringField(env.Error, "status")),
 		Principal:   stringField(env.Error, "principal"),
 		Field:       stringField(env.Error, "field"),
+		ToolRan:     boolField(env.Error, "tool_ran"),
 		RetryAfter:  retryAfter,
 		Fields:      env.Error,
 		Body:        raw,
@@ -183,6 +184,16 @@ func stringField(obj map[string]json.RawMessage, name string) string {
 		_ = json.Unmarshal(raw, &s)
 	}
 	return s
+}
+
+// boolField returns a boolean member of an object, nil when absent or not
+// a boolean.
+func boolField(obj map[string]json.RawMessage, name string) *bool {
+	var b bool
+	if raw, ok := obj[name]; ok && !bytes.Equal(bytes.TrimSpace(raw), []byte("null")) && json.Unmarshal(raw, &b) == nil {
+		return &b
+	}
+	return nil
 }
 
 // snippet returns the start of a body as valid UTF-8.

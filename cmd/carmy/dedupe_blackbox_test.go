@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -69,17 +68,9 @@ auth:
 			t.Fatalf("%s again: %d %s, want the replay of %s", tool, status, again, raw)
 		}
 		// The agent looks the call up by the derived request_id.
-		req, _ := http.NewRequest(http.MethodGet, n.URL+"/v1/executions?session_id=s1&request_id="+url.QueryEscape(first.RequestID), nil)
-		req.Header.Set("Authorization", "Bearer "+gwCallerToken)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var rec answer
-		json.NewDecoder(resp.Body).Decode(&rec)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK || rec.ExecutionID != first.ExecutionID {
-			t.Fatalf("lookup of %s by %s: %d %+v", tool, first.RequestID, resp.StatusCode, rec)
+		rec, err := apiClient(t, n.URL, gwCallerToken).Lookup(t.Context(), first.RequestID, "s1")
+		if err != nil || rec.ExecutionID != first.ExecutionID {
+			t.Fatalf("lookup of %s by %s: %+v, %v", tool, first.RequestID, rec, err)
 		}
 	}
 	if got := orders.requests.Load(); got != 1 {

@@ -1,7 +1,7 @@
 package main_test
 
 import (
-	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os/exec"
@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/carmyhq/carmy/api/client"
+	"github.com/carmyhq/carmy/api/wire"
 	"github.com/carmyhq/carmy/internal/pgtest"
 	"github.com/carmyhq/carmy/internal/testutil"
 )
@@ -41,15 +43,18 @@ func TestBlackBoxPostgresSingleNode(t *testing.T) {
 	}
 
 	st := getFleetStatus(t, n)
-	if st.Store != "postgres" || st.Leader != nil || !st.Database.Reachable || st.Database.Version == "" ||
-		st.heartbeatOf("solo") != "alive" || st.Entries != 1 || st.Capacity != 100000 {
-		t.Fatalf("GET /v1/cluster = %+v", st)
+	if st.Store != "postgres" || st.Leader != nil || st.Database == nil || !st.Database.Reachable || st.Database.Version == "" ||
+		heartbeatOf(st, "solo") != "alive" || st.Entries != 1 || st.Capacity != 100000 {
+		t.Fatalf("GET /v1/cluster = %s", st.Raw)
 	}
-	if code, body := do(t, http.MethodPost, n.URL+"/v1/cluster/nodes", `{"id":"x","raft_addr":"127.0.0.1:1","http_addr":"127.0.0.1:2"}`); code != http.StatusConflict || !strings.Contains(body, "INVALID_STATE") {
-		t.Fatalf("POST /v1/cluster/nodes: %d %s, want 409 INVALID_STATE", code, body)
+	_, err := apiClient(t, n.URL, "").AddNode(t.Context(), wire.NodeSpec{ID: "x", RaftAddr: "127.0.0.1:1", HTTPAddr: "127.0.0.1:2"})
+	var ae *client.APIError
+	if !errors.As(err, &ae) || ae.Status != http.StatusConflict || ae.Code != client.CodeInvalidState {
+		t.Fatalf("POST /v1/cluster/nodes: %v, want 409 INVALID_STATE", err)
 	}
-	if code, body := do(t, http.MethodDelete, n.URL+"/v1/cluster/nodes/solo", ""); code != http.StatusConflict || !strings.Contains(body, "INVALID_STATE") {
-		t.Fatalf("DELETE /v1/cluster/nodes/solo: %d %s, want 409 INVALID_STATE", code, body)
+	_, err = apiClient(t, n.URL, "").RemoveNode(t.Context(), "solo")
+	if !errors.As(err, &ae) || ae.Status != http.StatusConflict || ae.Code != client.CodeInvalidState {
+		t.Fatalf("DELETE /v1/cluster/nodes/solo: %v, want 409 INVALID_STATE", err)
 	}
 	out, err := exec.Command(bin, "cluster", "status", "--addr", n.Addr).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "Store: PostgreSQL") || !regexp.MustCompile(`(?m)^solo +127\.0\.0\.1:\d+ +alive `).Match(out) {
@@ -144,18 +149,13 @@ func TestBlackBoxPostgresFleet(t *testing.T) {
 		running := asyncCall(a, "sleep", `{"ms":30000}`, "cancel-me")
 		var id string
 		testutil.WaitFor(t, 20*time.Second, "the execution to be running", func() error {
-			code, body := do(t, http.MethodGet, c.URL+"/v1/executions?request_id=cancel-me", "")
-			var r pgCall
-			_ = json.Unmarshal([]byte(body), &r)
-			if code != http.StatusOK || r.Status != "running" {
-				return fmt.Errorf("%d %s", code, body)
-			}
-			id = r.ExecutionID
-			return nil
+			got, err := runningID(t, c, "cancel-me")
+			id = got
+			return err
 		})
 		asked := time.Now()
-		if code, body := do(t, http.MethodPost, c.URL+"/v1/executions/"+id+"/cancel", ""); code != http.StatusOK || !strings.Contains(body, `"cancelled"`) {
-			t.Fatalf("cancel on c: %d %s", code, body)
+		if e, err := apiClient(t, c.URL, "").Cancel(t.Context(), id); err != nil || e.Status != client.StatusCancelled {
+			t.Fatalf("cancel on c: %+v, %v", e, err)
 		}
 		select {
 		case r := <-running:
@@ -172,14 +172,9 @@ func TestBlackBoxPostgresFleet(t *testing.T) {
 		_ = asyncCall(b, "sleep", `{"ms":60000}`, "orphan")
 		var id string
 		testutil.WaitFor(t, 20*time.Second, "the execution to be running", func() error {
-			code, body := do(t, http.MethodGet, a.URL+"/v1/executions?request_id=orphan", "")
-			var r pgCall
-			_ = json.Unmarshal([]byte(body), &r)
-			if code != http.StatusOK || r.Status != "running" {
-				return fmt.Errorf("%d %s", code, body)
-			}
-			id = r.ExecutionID
-			return nil
+			got, err := runningID(t, a, "orphan")
+			id = got
+			return err
 		})
 		b.Kill()
 		killed := time.Now()
@@ -195,8 +190,8 @@ func TestBlackBoxPostgresFleet(t *testing.T) {
 		if r := call(t, a, "sleep", `{"ms":60000}`, "orphan"); r.status != http.StatusConflict || r.Error.Code != "EXECUTION_UNCERTAIN" || r.Error.Status != "interrupted" {
 			t.Fatalf("a retry: %d %s, want 409 EXECUTION_UNCERTAIN interrupted", r.status, r.body)
 		}
-		if st := getFleetStatus(t, a); st.heartbeatOf("b") != "dead" || st.heartbeatOf("a") != "alive" || st.heartbeatOf("c") != "alive" {
-			t.Fatalf("GET /v1/cluster: %+v, want b dead, a and c alive", st)
+		if st := getFleetStatus(t, a); heartbeatOf(st, "b") != "dead" || heartbeatOf(st, "a") != "alive" || heartbeatOf(st, "c") != "alive" {
+			t.Fatalf("GET /v1/cluster: %s, want b dead, a and c alive", st.Raw)
 		}
 	})
 }
@@ -374,14 +369,9 @@ func TestBlackBoxPostgresPartitionedNodeComesBack(t *testing.T) {
 	ids := map[string]string{}
 	for _, rid := range []string{"left-alone", "resolved"} {
 		testutil.WaitFor(t, 20*time.Second, rid+" running", func() error {
-			code, body := do(t, http.MethodGet, b.URL+"/v1/executions?request_id="+rid, "")
-			var r pgCall
-			_ = json.Unmarshal([]byte(body), &r)
-			if code != http.StatusOK || r.Status != "running" {
-				return fmt.Errorf("%d %s", code, body)
-			}
-			ids[rid] = r.ExecutionID
-			return nil
+			got, err := runningID(t, b, rid)
+			ids[rid] = got
+			return err
 		})
 	}
 	proxy.Cut()
@@ -398,12 +388,11 @@ func TestBlackBoxPostgresPartitionedNodeComesBack(t *testing.T) {
 	if r := call(t, a, "create_order", `{"sku":"x"}`, "while-cut"); r.status != http.StatusServiceUnavailable || r.Error.Code != "UNAVAILABLE" {
 		t.Fatalf("a call on a while it is cut off: %d %s, want 503 UNAVAILABLE", r.status, r.body)
 	}
-	if st := getFleetStatus(t, b); st.heartbeatOf("a") != "dead" {
-		t.Fatalf("b's GET /v1/cluster: %+v, want a dead", st)
+	if st := getFleetStatus(t, b); heartbeatOf(st, "a") != "dead" {
+		t.Fatalf("b's GET /v1/cluster: %s, want a dead", st.Raw)
 	}
-	code, body := do(t, http.MethodPost, b.URL+"/v1/executions/"+ids["resolved"]+"/resolve", `{"status":"completed","data":{"by":"operator"}}`)
-	if code != http.StatusOK {
-		t.Fatalf("resolve on b: %d %s", code, body)
+	if _, err := apiClient(t, b.URL, "").Resolve(t.Context(), ids["resolved"], client.Completed(map[string]string{"by": "operator"})); err != nil {
+		t.Fatalf("resolve on b: %v", err)
 	}
 	proxy.Restore()
 
@@ -417,12 +406,12 @@ func TestBlackBoxPostgresPartitionedNodeComesBack(t *testing.T) {
 	}
 	testutil.WaitFor(t, 30*time.Second, "a's result recorded over the interrupted mark", func() error {
 		if r := execution(t, b, ids["left-alone"]); r.Status != "completed" || r.Resolved || !strings.Contains(string(r.Data), "slept_ms") {
-			return fmt.Errorf("%s", r.body)
+			return fmt.Errorf("%+v (data %s)", r, r.Data)
 		}
 		return nil
 	})
 	if r := execution(t, b, ids["resolved"]); r.Status != "completed" || !r.Resolved || !strings.Contains(string(r.Data), "operator") {
-		t.Fatalf("the resolved execution after a came back: %s, want the operator's resolution", r.body)
+		t.Fatalf("the resolved execution after a came back: %+v (data %s), want the operator's resolution", r, r.Data)
 	}
 	testutil.WaitFor(t, 20*time.Second, "a serving again", func() error {
 		if r, err := tryCall(a, "create_order", `{"sku":"x"}`, "after-cut"); err != nil || r.status != http.StatusOK {

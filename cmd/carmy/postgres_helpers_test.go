@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/carmyhq/carmy/api/client"
 	"github.com/carmyhq/carmy/internal/pgtest"
 	"github.com/carmyhq/carmy/internal/testutil"
 )
@@ -125,47 +126,42 @@ func do(t testing.TB, method, url, body string) (int, string) {
 }
 
 // execution reads GET /v1/executions/{id}.
-func execution(t testing.TB, n *testutil.Node, id string) pgCall {
+func execution(t testing.TB, n *testutil.Node, id string) *client.Execution {
 	t.Helper()
-	code, body := do(t, http.MethodGet, n.URL+"/v1/executions/"+id, "")
-	c := pgCall{status: code, body: body}
-	if err := json.Unmarshal([]byte(body), &c); err != nil {
-		t.Fatalf("GET /v1/executions/%s: %d %q", id, code, body)
+	e, err := apiClient(t, n.URL, "").GetExecution(t.Context(), id)
+	if err != nil {
+		t.Fatalf("GET /v1/executions/%s: %v", id, err)
 	}
-	return c
+	return e
 }
 
-// fleetStatus is GET /v1/cluster of a fleet node.
-type fleetStatus struct {
-	Store    string `json:"store"`
-	Leader   any    `json:"leader"`
-	Database struct {
-		Reachable bool   `json:"reachable"`
-		Version   string `json:"version"`
-	} `json:"database"`
-	Nodes []struct {
-		ID            string `json:"id"`
-		HTTPAddr      string `json:"http_addr"`
-		Heartbeat     string `json:"heartbeat"`
-		LastHeartbeat string `json:"last_heartbeat"`
-	} `json:"nodes"`
-	Entries  int `json:"entries"`
-	Capacity int `json:"capacity"`
-}
-
-func getFleetStatus(t testing.TB, n *testutil.Node) fleetStatus {
+// runningID looks requestID up on n and returns its execution when it is
+// running, else an error (to poll).
+func runningID(t testing.TB, n *testutil.Node, requestID string) (string, error) {
 	t.Helper()
-	code, body := do(t, http.MethodGet, n.URL+"/v1/cluster", "")
-	var st fleetStatus
-	if code != http.StatusOK || json.Unmarshal([]byte(body), &st) != nil {
-		t.Fatalf("GET /v1/cluster: %d %s", code, body)
+	e, err := apiClient(t, n.URL, "").Lookup(t.Context(), requestID, "")
+	switch {
+	case err != nil:
+		return "", err
+	case e.Status != client.StatusRunning:
+		return "", fmt.Errorf("status %s", e.Status)
+	}
+	return e.ExecutionID, nil
+}
+
+// getFleetStatus reads GET /v1/cluster of a fleet node.
+func getFleetStatus(t testing.TB, n *testutil.Node) *client.ClusterStatus {
+	t.Helper()
+	st, err := apiClient(t, n.URL, "").ClusterStatus(t.Context())
+	if err != nil {
+		t.Fatalf("GET /v1/cluster: %v", err)
 	}
 	return st
 }
 
 // heartbeatOf returns what st says of node id's heartbeat ("" when it is
 // not listed).
-func (st fleetStatus) heartbeatOf(id string) string {
+func heartbeatOf(st *client.ClusterStatus, id string) string {
 	for _, n := range st.Nodes {
 		if n.ID == id {
 			return n.Heartbeat

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/carmyhq/carmy/api/client"
 	"github.com/carmyhq/carmy/internal/robustness/ledgerapi"
 )
 
@@ -18,7 +19,7 @@ const settleTimeout = 60 * time.Second
 // finalRecord is an identity's record once the run settled.
 type finalRecord struct {
 	found bool
-	rec   record
+	rec   client.Execution
 }
 
 // settle reads every identity's record until none is running or

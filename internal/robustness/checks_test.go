@@ -1,11 +1,15 @@
 package robustness
 
 import (
+	"io"
+	"maps"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/carmyhq/carmy/api/client"
 	"github.com/carmyhq/carmy/internal/robustness/ledgerapi"
 )
 
@@ -18,7 +22,7 @@ func TestCheckLedger(t *testing.T) {
 			data: ledgerapi.Result{Seq: seq, ExecutionID: exec, Value: "v"}}
 	}
 	rec := func(exec string) finalRecord {
-		return finalRecord{found: true, rec: record{ExecutionID: exec, Status: "completed"}}
+		return finalRecord{found: true, rec: client.Execution{ExecutionID: exec, Status: client.StatusCompleted}}
 	}
 	for _, tc := range []struct {
 		name    string
@@ -74,6 +78,21 @@ func TestUnavailableSeconds(t *testing.T) {
 	}
 }
 
+// answerOf serves one answer on 127.0.0.1 and returns how the harness
+// classifies what its client made of it.
+func answerOf(t *testing.T, status int, h http.Header, body string) outcome {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		maps.Copy(w.Header(), h)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, body)
+	}))
+	defer srv.Close()
+	nc := &nodeClient{hc: &http.Client{Timeout: callTimeout}}
+	return nc.call(t.Context(), srv.URL, "k", ledgerapi.Args{Value: "v"})
+}
+
 func TestClassify(t *testing.T) {
 	replayed := http.Header{"Idempotent-Replayed": []string{"true"}}
 	for _, tc := range []struct {
@@ -85,8 +104,11 @@ func TestClassify(t *testing.T) {
 	}{
 		{200, nil, `{"execution_id":"e1","status":"completed","data":{"seq":1,"execution_id":"e1","value":"v"},"replayed":false}`, KindOK, false},
 		{200, replayed, `{"execution_id":"e1","status":"timed_out","error":{"code":"TIMEOUT"},"replayed":true}`, KindOK, false},
-		{200, nil, `{"execution_id":"e1","status":"completed","replayed":true}`, KindUnknown, true}, // header disagrees
+		{200, nil, `{"execution_id":"e1","status":"completed","replayed":true}`, KindUnknown, true},       // header disagrees
+		{200, replayed, `{"execution_id":"e1","status":"completed","replayed":false}`, KindUnknown, true}, // header disagrees
 		{200, nil, `{"status":"running"}`, KindUnknown, true},
+		{200, nil, `{"execution_id":"e1","status":"running"}`, KindUnknown, true},
+		{200, nil, `{"execution_id":"e1","status":"completed","started_at":"s"}`, KindUnknown, true},
 		{409, nil, `{"error":{"code":"IDEMPOTENCY_CONFLICT","message":"m","execution_id":"e1"}}`, KindConflict, false},
 		{409, nil, `{"error":{"code":"EXECUTION_UNCERTAIN","message":"m","execution_id":"e1","status":"running"}}`, KindUncertain, false},
 		{409, nil, `{"error":{"code":"EXECUTION_UNCERTAIN","message":"m","status":"completed"}}`, KindUnknown, true},
@@ -94,16 +116,21 @@ func TestClassify(t *testing.T) {
 		{503, nil, `{"error":{"code":"IDEMPOTENCY_CAPACITY","message":"m"}}`, KindUnknown, true},
 		{500, nil, `<html>`, KindUnknown, true},
 	} {
-		o := classify(tc.status, tc.h, []byte(tc.body))
-		if o.kind != tc.kind || (o.detail != "") != tc.bad {
-			t.Errorf("%d %s: kind %v detail %q; want kind %v, outside the contract %v", tc.status, tc.body, o.kind, o.detail, tc.kind, tc.bad)
+		o := answerOf(t, tc.status, tc.h, tc.body)
+		if o.kind != tc.kind || (o.detail != "") != tc.bad || o.httpStatus != tc.status {
+			t.Errorf("%d %s: kind %v detail %q HTTP %d; want kind %v, outside the contract %v", tc.status, tc.body, o.kind, o.detail, o.httpStatus, tc.kind, tc.bad)
 		}
 	}
-	a := classify(200, nil, []byte(`{"execution_id":"e1","status":"completed","data":{"seq":3,"execution_id":"e1","value":"v"},"started_at":"s","finished_at":"f"}`))
-	b := classify(200, replayed, []byte(`{"execution_id":"e1","status":"completed","data":{"seq":3, "execution_id":"e1","value":"v"},"replayed":true,"started_at":"s","finished_at":"f"}`))
-	c := classify(200, replayed, []byte(`{"execution_id":"e1","status":"completed","data":{"seq":3,"execution_id":"e1","value":"v"},"replayed":true,"started_at":"s","finished_at":"g"}`))
-	if !a.hasData || a.data.Seq != 3 || a.result != b.result {
-		t.Fatalf("a replay differing only in white space must encode alike: %q vs %q", a.result, b.result)
+	const (
+		started  = `"started_at":"2026-12-04T10:00:00.1Z"`
+		finished = `"finished_at":"2026-12-04T10:00:00.2Z"`
+		later    = `"finished_at":"2026-12-04T10:00:00.3Z"`
+	)
+	a := answerOf(t, 200, nil, `{"execution_id":"e1","status":"completed","data":{"seq":3,"execution_id":"e1","value":"v"},`+started+`,`+finished+`}`)
+	b := answerOf(t, 200, replayed, `{"execution_id":"e1","status":"completed","data":{"seq":3, "execution_id":"e1","value":"v"},"replayed":true,`+started+`,`+finished+`}`)
+	c := answerOf(t, 200, replayed, `{"execution_id":"e1","status":"completed","data":{"seq":3,"execution_id":"e1","value":"v"},"replayed":true,`+started+`,`+later+`}`)
+	if !a.hasData || a.data.Seq != 3 || a.result != b.result || !b.replayed || a.replayed {
+		t.Fatalf("a replay differing only in white space must encode alike: %+v vs %+v", a, b)
 	}
 	if a.stamps == c.stamps || a.stamps != b.stamps {
 		t.Fatalf("timestamps %q, %q, %q: a replay with another finished_at must differ", a.stamps, b.stamps, c.stamps)
@@ -116,6 +143,27 @@ func TestClassify(t *testing.T) {
 	}
 	if got := checkReplays([]Op{op(a), op(c)}); len(got) != 1 || !strings.Contains(got[0], "timestamps") {
 		t.Errorf("a replay with another finished_at: %q, want one anomaly", got)
+	}
+}
+
+// TestClassifyNoAnswer: a call that got no answer (the node is gone, or
+// the answer did not come within callTimeout) is an unknown outcome, not
+// an answer outside the contract.
+func TestClassifyNoAnswer(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close()
+	nc := &nodeClient{hc: &http.Client{Timeout: callTimeout}}
+	if o := nc.call(t.Context(), url, "k", ledgerapi.Args{Value: "v"}); o.kind != KindUnknown || o.detail != "" {
+		t.Errorf("a refused connection: %+v, want an unknown outcome without detail", o)
+	}
+	hang := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-hang }))
+	defer slow.Close()
+	defer close(hang)
+	nc = &nodeClient{hc: &http.Client{Timeout: 50 * time.Millisecond}}
+	if o := nc.call(t.Context(), slow.URL, "k", ledgerapi.Args{Value: "v"}); o.kind != KindUnknown || o.detail != "" {
+		t.Errorf("no answer within the client's timeout: %+v, want an unknown outcome without detail", o)
 	}
 }
 
@@ -162,13 +210,13 @@ func TestClassifyMCP(t *testing.T) {
 		}
 	}
 	overMCP := classifyMCP(200, "k", []byte(completed))
-	overHTTP := classify(200, http.Header{"Idempotent-Replayed": []string{"true"}},
-		[]byte(`{"execution_id":"e1","status":"completed","data":`+data+`,"replayed":true,"started_at":"s","finished_at":"f"}`))
+	overHTTP := answerOf(t, 200, http.Header{"Idempotent-Replayed": []string{"true"}},
+		`{"execution_id":"e1","status":"completed","data":`+data+`,"replayed":true,"started_at":"2026-12-04T10:00:00.1Z","finished_at":"2026-12-04T10:00:00.2Z"}`)
 	if overMCP.result != overHTTP.result || !overMCP.hasData || overMCP.data != overHTTP.data || !overMCP.replayed || overMCP.stamps != "" {
 		t.Errorf("the same record over MCP %+v and over HTTP %+v", overMCP, overHTTP)
 	}
 	failedMCP := classifyMCP(200, "k", []byte(timedOut))
-	failedHTTP := classify(200, nil, []byte(`{"execution_id":"e1","status":"timed_out","error":{"message":"m","code":"TIMEOUT"},"replayed":false}`))
+	failedHTTP := answerOf(t, 200, nil, `{"execution_id":"e1","status":"timed_out","error":{"message":"m","code":"TIMEOUT"},"replayed":false}`)
 	if failedMCP.result != failedHTTP.result || failedMCP.hasData {
 		t.Errorf("a timed_out record over MCP %q and over HTTP %q", failedMCP.result, failedHTTP.result)
 	}

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/carmyhq/carmy/api/client"
+	"github.com/carmyhq/carmy/api/wire"
 	"github.com/carmyhq/carmy/internal/robustness/ledgerapi"
 	"github.com/carmyhq/carmy/internal/tlsmux"
 )
@@ -32,17 +34,6 @@ const (
 	// then is an unknown outcome.
 	callTimeout = 10 * time.Second
 )
-
-// answer is a POST /v1/tools/call answer, success or error.
-type answer struct {
-	ExecutionID string          `json:"execution_id"`
-	Status      string          `json:"status"`
-	Replayed    bool            `json:"replayed"`
-	Data        json.RawMessage `json:"data"`
-	Err         json.RawMessage `json:"error"`
-	StartedAt   string          `json:"started_at"`
-	FinishedAt  string          `json:"finished_at"`
-}
 
 // errorBody is the error envelope of SPEC §2.2.
 type errorBody struct {
@@ -135,67 +126,98 @@ func (c *nodeClient) callVia(ctx context.Context, transport, baseURL, requestID 
 	return c.call(ctx, baseURL, requestID, args)
 }
 
+// api returns a client of the node at baseURL that sends each request
+// once (the workload retries by itself, and counts every attempt), through
+// the harness's HTTP client, whose timeout (callTimeout) bounds it.
+func (c *nodeClient) api(baseURL string) (*client.Client, error) {
+	return client.New(baseURL, client.WithHTTPClient(c.hc), client.WithRetry(client.NoRetry))
+}
+
 // call sends one tool call to baseURL and classifies the answer. An answer
 // that fits no kind of the contract is KindUnknown with detail set.
 func (c *nodeClient) call(ctx context.Context, baseURL, requestID string, args ledgerapi.Args) outcome {
-	body, _ := json.Marshal(map[string]any{
-		"tool": toolName, "arguments": args, "request_id": requestID, "session_id": session,
-	})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, baseURL+"/v1/tools/call", bytes.NewReader(body))
+	api, err := c.api(baseURL)
 	if err != nil {
 		return outcome{kind: KindUnknown, detail: err.Error()}
 	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return outcome{kind: KindUnknown} // no answer: it may or may not have happened
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return outcome{kind: KindUnknown, httpStatus: resp.StatusCode}
-	}
-	return classify(resp.StatusCode, resp.Header, raw)
+	res, err := api.Call(ctx, toolName, args, client.RequestID(requestID), client.Session(session))
+	return classify(res, err)
 }
 
-// classify turns an HTTP answer into an outcome.
-func classify(status int, h http.Header, raw []byte) outcome {
-	o := outcome{kind: KindUnknown, httpStatus: status}
-	if status == http.StatusOK {
-		var a answer
-		if err := json.Unmarshal(raw, &a); err != nil || a.ExecutionID == "" || !finalStatuses[a.Status] {
-			o.detail = fmt.Sprintf("malformed 200 answer: %s", raw)
-			return o
-		}
-		if (h.Get("Idempotent-Replayed") == "true") != a.Replayed {
-			o.detail = fmt.Sprintf("Idempotent-Replayed header %q disagrees with the body: %s", h.Get("Idempotent-Replayed"), raw)
-			return o
-		}
-		o.kind, o.executionID, o.status, o.replayed = KindOK, a.ExecutionID, a.Status, a.Replayed
-		o.result, o.stamps = canonicalResult(a.Status, a.Data, a.Err), a.StartedAt+"|"+a.FinishedAt
-		if a.Status == "completed" && json.Unmarshal(a.Data, &o.data) == nil {
-			o.hasData = true
-		}
-		return o
-	}
-	var e errorBody
-	if err := json.Unmarshal(raw, &e); err != nil || e.Error.Code == "" {
-		o.detail = fmt.Sprintf("HTTP %d without the error envelope: %q", status, raw)
-		return o
-	}
-	o.code = e.Error.Code
+// classify turns what api/client made of a call's answer into an outcome:
+// a Result, a refusal (*client.APIError), an answer outside SPEC §2
+// (*client.ProtocolError: an anomaly), or no answer at all (a transport
+// error or a timeout: the call may or may not have happened).
+func classify(res *client.Result, err error) outcome {
+	var (
+		ae *client.APIError
+		pe *client.ProtocolError
+	)
 	switch {
-	case status == http.StatusConflict && e.Error.Code == "IDEMPOTENCY_CONFLICT":
-		o.kind, o.executionID = KindConflict, e.Error.ExecutionID
-	case status == http.StatusConflict && e.Error.Code == "EXECUTION_UNCERTAIN":
-		o.kind, o.executionID, o.status = KindUncertain, e.Error.ExecutionID, e.Error.Status
+	case err == nil:
+		return classifyResult(res)
+	case errors.As(err, &ae):
+		return classifyRefusal(ae)
+	case errors.As(err, &pe) && pe.Status == http.StatusOK:
+		return outcome{kind: KindUnknown, httpStatus: pe.Status, detail: fmt.Sprintf("malformed 200 answer: %s", pe.Body)}
+	case errors.As(err, &pe):
+		return outcome{kind: KindUnknown, httpStatus: pe.Status, detail: fmt.Sprintf("HTTP %d without the error envelope: %q", pe.Status, pe.Body)}
+	case errors.Is(err, client.ErrInvalid):
+		return outcome{kind: KindUnknown, detail: err.Error()} // refused before sending
+	}
+	return outcome{kind: KindUnknown} // no answer: it may or may not have happened
+}
+
+// classifyResult classifies a 200 answer: a finished record whose body's
+// "replayed" the Idempotent-Replayed header repeats.
+func classifyResult(res *client.Result) outcome {
+	o := outcome{kind: KindUnknown, httpStatus: http.StatusOK}
+	var body struct {
+		Replayed bool `json:"replayed"`
+	}
+	if json.Unmarshal(res.Raw, &body) != nil || !finalStatuses[string(res.Status)] {
+		o.detail = fmt.Sprintf("malformed 200 answer: %s", res.Raw)
+		return o
+	}
+	if (res.Header.Get("Idempotent-Replayed") == "true") != body.Replayed {
+		o.detail = fmt.Sprintf("Idempotent-Replayed header %q disagrees with the body: %s", res.Header.Get("Idempotent-Replayed"), res.Raw)
+		return o
+	}
+	var errObj json.RawMessage
+	if res.Error != nil {
+		errObj = res.Error.Details
+	}
+	o.kind, o.executionID, o.status, o.replayed = KindOK, res.ExecutionID, string(res.Status), body.Replayed
+	o.result, o.stamps = canonicalResult(o.status, res.Data, errObj), stamp(res.StartedAt)+"|"+stamp(res.FinishedAt)
+	if res.Status == client.StatusCompleted && json.Unmarshal(res.Data, &o.data) == nil {
+		o.hasData = true
+	}
+	return o
+}
+
+// stamp writes a record's timestamp ("" when absent).
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+// classifyRefusal classifies an error answer (SPEC §2.2's envelope).
+func classifyRefusal(ae *client.APIError) outcome {
+	o := outcome{kind: KindUnknown, httpStatus: ae.Status, code: ae.Code}
+	switch {
+	case ae.Status == http.StatusConflict && ae.Code == client.CodeConflict:
+		o.kind, o.executionID = KindConflict, ae.ExecutionID
+	case ae.Status == http.StatusConflict && ae.Code == client.CodeUncertain:
+		o.kind, o.executionID, o.status = KindUncertain, ae.ExecutionID, string(ae.ExecStatus)
 		if o.status != statusRunning && o.status != statusInterrupted {
 			o.kind, o.detail = KindUnknown, fmt.Sprintf("EXECUTION_UNCERTAIN with status %q", o.status)
 		}
-	case status == http.StatusServiceUnavailable && e.Error.Code == "UNAVAILABLE":
+	case ae.Status == http.StatusServiceUnavailable && ae.Code == client.CodeUnavailable:
 		o.kind = KindUnavailable
 	default:
-		o.detail = fmt.Sprintf("unexpected answer HTTP %d %s: %s", status, e.Error.Code, e.Error.Message)
+		o.detail = fmt.Sprintf("unexpected answer HTTP %d %s: %s", ae.Status, ae.Code, ae.Message)
 	}
 	return o
 }
@@ -353,36 +375,21 @@ func classifyMCP(status int, requestID string, raw []byte) outcome {
 	return o
 }
 
-// record is the part of GET /v1/executions?request_id=… the checks read.
-type record struct {
-	ExecutionID string          `json:"execution_id"`
-	Status      string          `json:"status"`
-	NodeID      string          `json:"node_id"`
-	Data        json.RawMessage `json:"data"`
-	Resolved    bool            `json:"resolved"`
-	ResolvedBy  string          `json:"resolved_by"`
-}
-
-// lookup reads the identity's record; found is false on 404.
-func (c *nodeClient) lookup(ctx context.Context, baseURL, requestID string) (r record, found bool, err error) {
-	u := baseURL + "/v1/executions?session_id=" + session + "&request_id=" + requestID
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+// lookup reads the identity's record (once, from that node); found is
+// false on NOT_FOUND.
+func (c *nodeClient) lookup(ctx context.Context, baseURL, requestID string) (r client.Execution, found bool, err error) {
+	api, err := c.api(baseURL)
 	if err != nil {
 		return r, false, err
 	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return r, false, err
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	switch resp.StatusCode {
-	case http.StatusOK:
-		return r, true, json.Unmarshal(raw, &r)
-	case http.StatusNotFound:
+	exec, err := api.Lookup(ctx, requestID, session)
+	switch {
+	case errors.Is(err, client.ErrNotFound):
 		return r, false, nil
+	case err != nil:
+		return r, false, err
 	}
-	return r, false, fmt.Errorf("GET %s: %d %s", u, resp.StatusCode, raw)
+	return *exec, true, nil
 }
 
 // faultRules is the body of PUT /internal/v1/faults.
@@ -422,13 +429,23 @@ func (c *nodeClient) internal(ctx context.Context, method, url string, body []by
 	return c.send(ctx, method, strings.Replace(url, "http://", "https://", 1), body, true, out)
 }
 
-// admin sends a cluster-administration request (auth is off in --dev).
-func (c *nodeClient) admin(ctx context.Context, method, url string, body any) error {
-	var b []byte
-	if body != nil {
-		b, _ = json.Marshal(body)
+// addNode adds n as a voter through the node at baseURL (once; auth is
+// off in --dev).
+func (c *nodeClient) addNode(ctx context.Context, baseURL string, n wire.NodeSpec) error {
+	api, err := c.api(baseURL)
+	if err == nil {
+		_, err = api.AddNode(ctx, n)
 	}
-	return c.send(ctx, method, url, b, false, nil)
+	return err
+}
+
+// removeNode removes the member id through the node at baseURL (once).
+func (c *nodeClient) removeNode(ctx context.Context, baseURL, id string) error {
+	api, err := c.api(baseURL)
+	if err == nil {
+		_, err = api.RemoveNode(ctx, id)
+	}
+	return err
 }
 
 // send makes one request, with the cluster key when withKey, and decodes a

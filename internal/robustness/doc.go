@@ -20,7 +20,9 @@
 // by a retry). A third of the calls, chosen anew
 // for every attempt, go through the MCP endpoint (a stateless tools/call
 // at /mcp with the identity in _meta, at protocol version 2025-11-25 or
-// 2026-07-28) instead of POST /v1/tools/call, so that an identity's calls
+// 2026-07-28) instead of POST /v1/tools/call (sent through api/client, one
+// attempt each, as are the harness's reads of the records and its cluster
+// administration), so that an identity's calls
 // and retries mix the transports; both are classified into the same
 // outcomes, and an MCP answer's result (status, data or error) must equal
 // the HTTP answers' (which alone carry the record's timestamps, compared

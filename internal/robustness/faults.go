@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"time"
 
+	"github.com/carmyhq/carmy/api/wire"
 	"github.com/carmyhq/carmy/internal/testutil"
 )
 
@@ -76,7 +76,7 @@ func (c *testCluster) removeMember(target string, wipe bool) (testutil.ClusterMe
 			return nil // removed
 		}
 		member = m
-		if err := c.nc.admin(ctx, http.MethodDelete, url+"/v1/cluster/nodes/"+target, nil); err != nil {
+		if err := c.nc.removeNode(ctx, url, target); err != nil {
 			return err
 		}
 		return errors.New("removal not yet visible")
@@ -102,9 +102,9 @@ func (c *testCluster) readd(target string, member testutil.ClusterMember, wipe b
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	body := map[string]string{"id": target, "raft_addr": member.RaftAddr, "http_addr": member.HTTPAddr}
+	spec := wire.NodeSpec{ID: target, RaftAddr: member.RaftAddr, HTTPAddr: member.HTTPAddr}
 	return c.retry(ctx, target, func(url string) error {
-		return c.nc.admin(ctx, http.MethodPost, url+"/v1/cluster/nodes", body)
+		return c.nc.addNode(ctx, url, spec)
 	})
 }
 

@@ -2,7 +2,6 @@ package robustness
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -10,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/carmyhq/carmy/api/client"
 )
 
 // The overload nemeses (SPEC §7): load alone causes no leader change and
@@ -70,18 +71,23 @@ func (nm *nemesis) injectLargeResults(target string) (heal func() error, targets
 	if n == nil {
 		return nil, []string{target}, fmt.Errorf("%s is not running", target)
 	}
-	url := n.URL() + "/v1/tools/call"
+	// Each call is sent once, and may take largeCallTimeout.
+	api, err := client.New(n.URL(), client.WithHTTPClient(&http.Client{Timeout: largeCallTimeout}), client.WithRetry(client.NoRetry))
+	if err != nil {
+		// The node has no published port (it is being restarted): every
+		// call would fail to connect, which is not an answer of load.
+		return func() error { return nil }, []string{target}, nil
+	}
 	tag := fmt.Sprintf("large-%d", time.Since(nm.start).Milliseconds())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		client := &http.Client{Timeout: 2 * time.Minute}
 		var wg sync.WaitGroup
 		for i := range largeResultCalls {
 			wg.Go(func() {
-				body := fmt.Sprintf(`{"tool":"echo","request_id":"%s-%d","arguments":{"s":%q}}`, tag, i, strings.Repeat("r", largeResultBytes))
-				if why := largeCall(client, url, body); why != "" {
-					nm.anomaly(fmt.Sprintf("large results on %s: call %s-%d: %s", target, tag, i, why))
+				id := fmt.Sprintf("%s-%d", tag, i)
+				if why := largeCall(api, id, strings.Repeat("r", largeResultBytes)); why != "" {
+					nm.anomaly(fmt.Sprintf("large results on %s: call %s: %s", target, id, why))
 				}
 			})
 		}
@@ -90,33 +96,20 @@ func (nm *nemesis) injectLargeResults(target string) (heal func() error, targets
 	return func() error { <-done; return nil }, []string{target}, nil
 }
 
-// largeCall makes one call and says what was wrong with its answer ("" when
-// it was 200, or a refusal before reserving).
-func largeCall(client *http.Client, url, body string) string {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+// largeCallTimeout bounds one call of the burst.
+const largeCallTimeout = 2 * time.Minute
+
+// largeCall makes one echo call of s through api and says what was wrong with
+// its answer ("" when it was 200, or a refusal before reserving).
+func largeCall(api *client.Client, requestID, s string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), largeCallTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		return err.Error()
+	_, err := api.Call(ctx, "echo", map[string]string{"s": s}, client.RequestID(requestID))
+	var ae *client.APIError
+	if errors.As(err, &ae) && ae.Status == http.StatusServiceUnavailable && ae.ToolRan != nil && *ae.ToolRan {
+		return fmt.Sprintf("503 the tool ran but its outcome is not recorded: %.200s", ae.Message)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := client.Do(req)
-	if err != nil {
-		return "" // the network or the node failed: not an answer of load
-	}
-	defer resp.Body.Close()
-	var env struct {
-		Error struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
-			ToolRan *bool  `json:"tool_ran"`
-		} `json:"error"`
-	}
-	_ = json.NewDecoder(resp.Body).Decode(&env)
-	if resp.StatusCode == http.StatusServiceUnavailable && env.Error.ToolRan != nil && *env.Error.ToolRan {
-		return fmt.Sprintf("503 the tool ran but its outcome is not recorded: %.200s", env.Error.Message)
-	}
-	return ""
+	return "" // a 200, a refusal, or the network or the node failed: not an answer of load
 }
 
 // loadFaults are the faults of load alone: the event's effect tells

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/carmyhq/carmy/api/client"
 	"github.com/carmyhq/carmy/internal/robustness/ledgerapi"
 )
 
@@ -19,10 +20,10 @@ func TestCheckProbes(t *testing.T) {
 	}
 	byProbe := func(exec, status string, seq uint64) finalRecord {
 		data, _ := json.Marshal(ledgerapi.Result{Seq: seq, ExecutionID: exec, Value: "v"})
-		return finalRecord{found: true, rec: record{ExecutionID: exec, Status: status, Data: data, Resolved: true, ResolvedBy: resolvedByProbe}}
+		return finalRecord{found: true, rec: client.Execution{ExecutionID: exec, Status: client.Status(status), Data: data, Resolved: true, ResolvedBy: resolvedByProbe}}
 	}
 	ran := func(exec string) finalRecord {
-		return finalRecord{found: true, rec: record{ExecutionID: exec, Status: "completed"}}
+		return finalRecord{found: true, rec: client.Execution{ExecutionID: exec, Status: client.StatusCompleted}}
 	}
 	for _, tc := range []struct {
 		name    string
