@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"bytes"
+	"github.com/carmyhq/carmy/internal/jsonscan"
 
 	"fmt"
 	"io"
@@ -125,15 +126,18 @@ func batchEligible(r *http.Request) bool {
 // aliasing it.
 func arrayElements(body []byte) [][]byte {
 	var out [][]byte
-	i := skipSpace(body, 0) + 1
+	i := jsonscan.SkipSpace(body, 0) + 1
 	for {
-		i = skipSpace(body, i)
+		i = jsonscan.SkipSpace(body, i)
 		if i >= len(body) || body[i] == ']' {
 			return out
 		}
-		end := skipValue(body, i)
+		end, err := jsonscan.ScanValue(body, i)
+		if err != nil {
+			return out
+		}
 		out = append(out, body[i:end])
-		if i = skipSpace(body, end); i < len(body) && body[i] == ',' {
+		if i = jsonscan.SkipSpace(body, end); i < len(body) && body[i] == ',' {
 			i++
 		}
 	}

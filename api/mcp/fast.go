@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/carmyhq/carmy/internal/jsonscan"
 	"io"
 	"mime"
 	"net"
@@ -406,21 +407,24 @@ func idOf(v json.RawMessage) (jsonrpc.ID, bool) {
 // members calls fn with each member of the JSON object raw, in order, and
 // reports whether raw is one object (and nothing after it), with no key
 // twice, whose every member fn accepted. raw must be valid JSON (see
-// parseFastCall): members finds the members' bounds, it does not check
-// their syntax. The key fn is given is only valid during the call (it
+// parseFastCall): members finds the members' bounds with the one JSON
+// scanner (internal/jsonscan), which also refuses what is not JSON. The key fn is given is only valid during the call (it
 // may point into raw); a key with an escape is decoded first.
 func members(raw []byte, fn func(key []byte, v json.RawMessage) bool) bool {
-	i := skipSpace(raw, 0)
+	i := jsonscan.SkipSpace(raw, 0)
 	if i == len(raw) || raw[i] != '{' {
 		return false
 	}
 	var seenBuf [16][]byte
 	seen := seenBuf[:0]
-	for i = skipSpace(raw, i+1); i < len(raw) && raw[i] != '}'; {
+	for i = jsonscan.SkipSpace(raw, i+1); i < len(raw) && raw[i] != '}'; {
 		if raw[i] != '"' {
 			return false
 		}
-		end := skipValue(raw, i)
+		end, err := jsonscan.ScanValue(raw, i)
+		if err != nil {
+			return false
+		}
 		key := raw[i+1 : end-1]
 		if bytes.IndexByte(key, '\\') >= 0 {
 			var s string
@@ -435,61 +439,18 @@ func members(raw []byte, fn func(key []byte, v json.RawMessage) bool) bool {
 			}
 		}
 		seen = append(seen, key)
-		if i = skipSpace(raw, end); i == len(raw) || raw[i] != ':' {
+		if i = jsonscan.SkipSpace(raw, end); i == len(raw) || raw[i] != ':' {
 			return false
 		}
-		i = skipSpace(raw, i+1)
-		end = skipValue(raw, i)
-		if !fn(key, raw[i:end]) {
+		i = jsonscan.SkipSpace(raw, i+1)
+		if end, err = jsonscan.ScanValue(raw, i); err != nil || !fn(key, raw[i:end]) {
 			return false
 		}
-		if i = skipSpace(raw, end); i < len(raw) && raw[i] == ',' {
-			i = skipSpace(raw, i+1)
+		if i = jsonscan.SkipSpace(raw, end); i < len(raw) && raw[i] == ',' {
+			i = jsonscan.SkipSpace(raw, i+1)
 		}
 	}
-	return i < len(raw) && skipSpace(raw, i+1) == len(raw)
-}
-
-// skipSpace returns the index of the first byte of raw from i on that is
-// not JSON whitespace.
-func skipSpace(raw []byte, i int) int {
-	for i < len(raw) && (raw[i] == ' ' || raw[i] == '\t' || raw[i] == '\n' || raw[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipValue returns the index just past the JSON value that begins at
-// raw[i], which is valid JSON.
-func skipValue(raw []byte, i int) int {
-	depth := 0
-	for ; i < len(raw); i++ {
-		switch raw[i] {
-		case '"':
-			for i++; i < len(raw) && raw[i] != '"'; i++ {
-				if raw[i] == '\\' {
-					i++
-				}
-			}
-			if depth == 0 {
-				return i + 1
-			}
-		case '{', '[':
-			depth++
-		case '}', ']':
-			if depth == 0 { // the end of the object a scalar is in
-				return i
-			}
-			if depth--; depth == 0 {
-				return i + 1
-			}
-		case ',', ' ', '\t', '\n', '\r', ':':
-			if depth == 0 {
-				return i
-			}
-		}
-	}
-	return i
+	return i < len(raw) && jsonscan.SkipSpace(raw, i+1) == len(raw)
 }
 
 // plainJSON reports whether body keeps to the plain JSON on which decoders

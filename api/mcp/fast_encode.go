@@ -3,6 +3,7 @@ package mcp
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/carmyhq/carmy/internal/jsonscan"
 	"slices"
 	"strconv"
 	"sync"
@@ -186,7 +187,7 @@ func appendContent(dst []byte, content []sdk.Content) ([]byte, bool) {
 // compacted, with <, >, &, U+2028 and U+2029 escaped. It reports false
 // for raw that is not valid JSON (json.Marshal fails on it).
 func appendRawJSON(dst, raw []byte) ([]byte, bool) {
-	if !json.Valid(raw) {
+	if !jsonscan.Valid(raw) {
 		return dst, false
 	}
 	if plainCompact(raw) {

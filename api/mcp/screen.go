@@ -3,6 +3,7 @@ package mcp
 import (
 	"encoding/json"
 	"errors"
+	"github.com/carmyhq/carmy/internal/jsonscan"
 	"math"
 	"mime"
 	"net/http"
@@ -57,7 +58,7 @@ func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) {
 		h.stream.ServeHTTP(w, r)
 		return
 	}
-	valid := json.Valid(body)
+	valid := jsonscan.Valid(body)
 	if valid {
 		if err := strictjson.Check(body); err != nil {
 			writeRPCError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest,
@@ -65,7 +66,7 @@ func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) {
 					"the message is not strict JSON (I-JSON, RFC 7493): "+strictjson.Reason(err)))
 			return
 		}
-		if b := body[skipSpace(body, 0)]; b == '[' {
+		if b := body[jsonscan.SkipSpace(body, 0)]; b == '[' {
 			h.serveBatch(w, r, body)
 			return
 		}
@@ -140,19 +141,10 @@ func idOfMessage(body []byte) json.RawMessage {
 // matches no plain name, and a message whose method is so spelt is
 // counted against the rate as any other.
 func topMembers(body []byte, fn func(key, v []byte)) {
-	i := skipSpace(body, 0)
-	if i == len(body) || body[i] != '{' {
-		return
-	}
-	for i = skipSpace(body, i+1); i < len(body) && body[i] == '"'; {
-		end := skipValue(body, i)
-		key := body[i:end]
-		i = skipSpace(body, skipSpace(body, end)+1) // past the ':'
-		vend := skipValue(body, i)
-		fn(key, body[i:vend])
-		if i = skipSpace(body, vend); i < len(body) && body[i] == ',' {
-			i = skipSpace(body, i+1)
-		}
+	var buf [8]jsonscan.Member
+	ms, _ := jsonscan.ObjectMembers(buf[:0], body)
+	for _, m := range ms {
+		fn(m.Name, m.Value)
 	}
 }
 
