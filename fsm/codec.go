@@ -70,13 +70,12 @@ func Encode(c Command) ([]byte, error) {
 
 // PeekType returns the type of an encoded command without decoding it
 // (for logs and metrics; the FSM decodes and decides). ok is false when
-// data does not begin like a command (for now, it also names the type of
-// a JSON command of earlier builds: compat.go).
+// data does not begin like a command.
 func PeekType(data []byte) (t Type, ok bool) {
 	if len(data) >= 2 && data[0] == commandTag && int(data[1]) < len(codeTypes) && codeTypes[data[1]] != "" {
 		return codeTypes[data[1]], true
 	}
-	return peekJSONType(data)
+	return "", false
 }
 
 // encoder appends fields to b; the first field that cannot be written

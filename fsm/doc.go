@@ -23,7 +23,6 @@
 // refusal that changes nothing, a snapshot of another version is not
 // restored. No older form is read: there has been no release, so no build
 // needs one. A reader kept for an older form goes in compat.go, and is
-// deleted by the rule of docs/design.md ("Compatibility"); the one there
-// today only names the type of an earlier build's JSON command in logs,
-// and goes with a test of cluster that still uses it.
+// deleted by the rule of docs/design.md ("Compatibility"); there is none
+// today.
 package fsm
