@@ -202,8 +202,11 @@ func TestHTTPUpstreamResults(t *testing.T) {
 	// call leaves the node, so nothing is recorded and the caller is told
 	// UNAVAILABLE (SPEC §1), in words that name neither the URL nor a
 	// secret; the identity stays free for the retry.
-	f.CloseClientConnections()
+	// The listener first: closed after the connections, a connection the
+	// gateway's client opened in between (its event stream reconnecting)
+	// was accepted and served the call (failed once, at load).
 	f.Listener.Close()
+	f.CloseClientConnections()
 	_, err := rt.Call(t.Context(), alice, engine.Request{Tool: "tickets.text", RequestID: "gone"})
 	if store.CodeOf(err) != store.CodeUnavailable {
 		t.Fatalf("a call after the upstream went away: %v, want UNAVAILABLE", err)
