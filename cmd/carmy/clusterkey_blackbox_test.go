@@ -89,6 +89,7 @@ func getCluster(t *testing.T, base string) clusterView {
 // forged capacity command is 403 and not applied); and that a second node
 // given a copy of the file with --cluster-key-file joins and replicates.
 func TestBlackBoxGeneratedClusterKey(t *testing.T) {
+	t.Parallel() // its own processes on ports the kernel picks
 	if testing.Short() {
 		t.Skip("builds and runs the carmy binary")
 	}
@@ -209,6 +210,7 @@ func TestBlackBoxGeneratedClusterKey(t *testing.T) {
 // forged RPC. Before, the forged entries truncated the log and the node's
 // shutdown then hung for over a minute.
 func TestBlackBoxSIGTERMAfterRaftGarbage(t *testing.T) {
+	t.Parallel() // its own processes on ports the kernel picks
 	if testing.Short() {
 		t.Skip("builds and runs the carmy binary")
 	}

@@ -18,6 +18,7 @@ import (
 )
 
 func TestBlackBoxDedupeWindow(t *testing.T) {
+	t.Parallel() // its own processes on ports the kernel picks
 	if testing.Short() {
 		t.Skip("builds and runs the carmy binary")
 	}

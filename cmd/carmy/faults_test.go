@@ -31,24 +31,31 @@ func TestWithFaultControlWithoutFaults(t *testing.T) {
 // one symbol of internal/faultnet, which only -tags carmyfaults brings in.
 func TestDefaultBinaryLinksNoFaultLayer(t *testing.T) {
 	const pkg = "github.com/carmyhq/carmy/internal/faultnet."
-	if n := faultnetSymbols(t); n != 0 {
+	if n := faultnetSymbols(t, testutil.BuildCarmy(t)); n != 0 {
 		t.Fatalf("the default binary has %d symbols of %s", n, strings.TrimSuffix(pkg, "."))
 	}
-	if n := faultnetSymbols(t, "-tags", "carmyfaults"); n == 0 {
+	if n := faultnetSymbols(t, buildCarmyTagged(t, "carmyfaults")); n == 0 {
 		t.Fatal("the carmyfaults binary has no faultnet symbol: the check above proves nothing")
 	}
 }
 
-// faultnetSymbols builds cmd/carmy with buildArgs and counts the symbols
-// `go tool nm` lists in internal/faultnet.
-func faultnetSymbols(t *testing.T, buildArgs ...string) int {
+// buildCarmyTagged builds cmd/carmy with -tags tags into the test's
+// temporary directory.
+func buildCarmyTagged(t *testing.T, tags string) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "carmy")
-	build := exec.CommandContext(t.Context(), "go", append(append([]string{"build"}, buildArgs...), "-o", bin, "./cmd/carmy")...)
+	build := exec.CommandContext(t.Context(), "go", "build", "-tags", tags, "-o", bin, "./cmd/carmy")
 	build.Dir = testutil.ModuleRoot(t)
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", strings.Join(buildArgs, " "), err, out)
+		t.Fatalf("go build -tags %s: %v\n%s", tags, err, out)
 	}
+	return bin
+}
+
+// faultnetSymbols counts the symbols `go tool nm` lists in
+// internal/faultnet in the binary bin.
+func faultnetSymbols(t *testing.T, bin string) int {
+	t.Helper()
 	out, err := exec.CommandContext(t.Context(), "go", "tool", "nm", bin).Output()
 	if err != nil {
 		t.Fatalf("go tool nm: %v", err)

@@ -22,6 +22,7 @@ import (
 // dir is 0700 and every file 0600 (or tighter): the records, the Raft log,
 // the snapshots and any key file hold tenants' data and secrets.
 func TestBlackBoxDataDirIsPrivate(t *testing.T) {
+	t.Parallel() // its own processes on ports the kernel picks
 	if testing.Short() {
 		t.Skip("builds and runs the carmy binary")
 	}

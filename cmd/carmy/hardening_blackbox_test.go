@@ -63,6 +63,7 @@ func errorCode(body string) string {
 // localhost and --allowed-hosts are served; a cross-origin POST without
 // Content-Type (no preflight) is refused 403 and runs nothing.
 func TestBlackBoxHostAllowList(t *testing.T) {
+	t.Parallel() // its own processes on ports the kernel picks
 	if testing.Short() {
 		t.Skip("builds and runs the carmy binary")
 	}
@@ -185,6 +186,7 @@ func mcpHeaders(token, version string) map[string]string {
 // versions that removed them and capped at 100 entries where they exist;
 // each entry, and every method, counts against the principal's rate.
 func TestBlackBoxMCPDuplicateKeysAndBatches(t *testing.T) {
+	t.Parallel() // its own processes on ports the kernel picks
 	if testing.Short() {
 		t.Skip("builds and runs the carmy binary")
 	}
@@ -256,6 +258,7 @@ func TestBlackBoxMCPDuplicateKeysAndBatches(t *testing.T) {
 // the lockout keys on the client X-Forwarded-For names, so that one
 // client's wrong tokens do not lock the others out.
 func TestBlackBoxMetadataAndTrustedProxies(t *testing.T) {
+	t.Parallel() // its own processes on ports the kernel picks
 	if testing.Short() {
 		t.Skip("builds and runs the carmy binary")
 	}

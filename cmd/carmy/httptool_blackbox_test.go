@@ -107,6 +107,7 @@ type toolAnswer struct {
 }
 
 func TestBlackBoxHTTPToolsKeepSecretsAndStayOnTheirHost(t *testing.T) {
+	t.Parallel() // its own processes on ports the kernel picks
 	if testing.Short() {
 		t.Skip("builds and runs the carmy binary")
 	}

@@ -305,6 +305,7 @@ func (c *m3Client) call(tool string, args, meta map[string]any) mcpOutcome {
 // over HTTP replays the MCP call, and one made over HTTP first is replayed
 // over MCP; an allow-list refuses over MCP as over HTTP.
 func TestMCPBlackBox(t *testing.T) {
+	t.Parallel() // its own processes on ports the kernel picks
 	if testing.Short() {
 		t.Skip("builds and runs the carmy binary")
 	}
@@ -541,6 +542,7 @@ func mcpRawChecks(t *testing.T, n mcpNode) {
 // fencing token, unique cluster-wide, so a second execution anywhere
 // would show as another order id, as well as another execution id.
 func TestMCPThreeNodes(t *testing.T) {
+	t.Parallel() // its own processes on ports the kernel picks
 	if testing.Short() {
 		t.Skip("builds the carmy binary and runs a cluster of three processes")
 	}

@@ -79,6 +79,7 @@ func (m *m3Tasks) get(id string) (*m3.GetTaskResult, error) {
 }
 
 func TestBlackBoxMCPTasksThreeNodes(t *testing.T) {
+	t.Parallel() // its own processes on ports the kernel picks
 	if testing.Short() {
 		t.Skip("builds the carmy binary and runs a cluster of three processes")
 	}

@@ -133,6 +133,7 @@ func gwWaitTools(t *testing.T, base string, names ...string) {
 }
 
 func TestBlackBoxMCPGateway(t *testing.T) {
+	t.Parallel() // its own processes on ports the kernel picks
 	if testing.Short() {
 		t.Skip("builds and runs the carmy binary")
 	}

@@ -24,6 +24,7 @@ import (
 // runs leaves the identity EXECUTION_UNCERTAIN on the other nodes, and the
 // tool never runs again.
 func TestBlackBoxMCPGatewayThreeNodes(t *testing.T) {
+	t.Parallel() // its own processes on ports the kernel picks
 	if testing.Short() {
 		t.Skip("builds the carmy binary and runs a cluster of three processes")
 	}

@@ -181,6 +181,7 @@ func gwGet(t *testing.T, base, path string) (int, string) {
 // references a local file is left out, logged by server and tool, and the
 // file's content appears nowhere.
 func TestBlackBoxGatewayHostileUpstreams(t *testing.T) {
+	t.Parallel() // its own processes on ports the kernel picks
 	if testing.Short() {
 		t.Skip("builds and runs the carmy binary")
 	}
@@ -295,6 +296,7 @@ func vmHWM(t *testing.T, pid int) int64 {
 // grows by less than twice its result limit; the upstream serves the
 // next call.
 func TestBlackBoxGatewayBoundsAnswers(t *testing.T) {
+	t.Parallel() // its own processes on ports the kernel picks
 	if testing.Short() {
 		t.Skip("builds and runs the carmy binary")
 	}

@@ -26,6 +26,7 @@ import (
 const oauthAudience = "carmy-blackbox"
 
 func TestOAuthBlackBox(t *testing.T) {
+	t.Parallel() // its own processes on ports the kernel picks
 	if testing.Short() {
 		t.Skip("builds and runs the carmy binary")
 	}

@@ -23,6 +23,7 @@ import (
 // live node. The upstream saw the tool once and the probe once: no two
 // nodes settled the execution twice.
 func TestBlackBoxProbeResolvesADeadRunnersCall(t *testing.T) {
+	t.Parallel() // its own processes on ports the kernel picks
 	if testing.Short() {
 		t.Skip("builds and runs the carmy binary")
 	}

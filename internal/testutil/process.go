@@ -36,19 +36,6 @@ func ModuleRoot(tb testing.TB) string {
 	}
 }
 
-// BuildCarmy builds cmd/carmy into a temporary directory and returns the
-// binary's path.
-func BuildCarmy(tb testing.TB) string {
-	tb.Helper()
-	bin := filepath.Join(tb.TempDir(), "carmy")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/carmy")
-	cmd.Dir = ModuleRoot(tb)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		tb.Fatalf("building carmy: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // Node is a running carmy process.
 type Node struct {
 	// Addr is the HTTP API's host:port; URL is "http://" + Addr.

@@ -1,0 +1,11 @@
+package api_test
+
+import (
+	"testing"
+
+	"github.com/carmyhq/carmy/internal/testutil"
+)
+
+// TestMain builds cmd/carmy once for the package's tests
+// (testutil.BuildCarmy) and removes that build when they end.
+func TestMain(m *testing.M) { testutil.Main(m) }
