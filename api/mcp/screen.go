@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"github.com/carmyhq/carmy/internal/jsonscan"
@@ -58,9 +59,13 @@ func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) {
 		h.stream.ServeHTTP(w, r)
 		return
 	}
-	valid := jsonscan.Valid(body)
+	// One pass judges a plain body valid and strict at once
+	// (strictjson.Quick); any other is checked by jsonscan.Valid, then
+	// strictjson.Check, which words what is wrong.
+	checked := strictjson.Quick(body)
+	valid := checked || jsonscan.Valid(body)
 	if valid {
-		if err := strictjson.Check(body); err != nil {
+		if err := strictCheck(body, checked); err != nil {
 			writeRPCError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest,
 				"the message is not strict JSON (I-JSON, RFC 7493): "+strictjson.Reason(err), envelope(store.CodeInvalidRequest, nil,
 					"the message is not strict JSON (I-JSON, RFC 7493): "+strictjson.Reason(err)))
@@ -77,27 +82,54 @@ func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) {
 // serveOne answers one message, body, read from r (whose body it
 // replaces when the SDK is to read it); valid says whether body is valid
 // JSON (then strict JSON too).
+//
+// A tools/call is served under a context that holds its JSON-RPC id
+// (withRPCID); the request is copied with that context only for the
+// handlers that take a request (serveOwn, the SDK), not for the fast
+// path.
 func (h *Handler) serveOne(w http.ResponseWriter, r *http.Request, body []byte, valid bool) {
 	if valid {
+		ctx := r.Context()
 		if isCallTool(body) {
-			r = r.WithContext(withRPCID(r.Context(), idOfMessage(body)))
+			ctx = withRPCID(ctx, idOfMessage(body))
 		} else if err := h.admit(r); err != nil {
 			h.refuseRate(w, idOfMessage(body), err)
 			return
 		}
-		if h.serveOwn(w, r, body) {
-			return
+		if mayBeOwn(body) {
+			r = requestWith(r, ctx)
+			if h.serveOwn(w, r, body) {
+				return
+			}
 		}
-	}
-	if valid && !h.noFastPath && h.fastEligible(r) {
-		newProtocol := r.Header.Get("Mcp-Protocol-Version") == versionNewProtocol
-		if call, ok := parseFastCall(body, newProtocol); ok && (!newProtocol || h.newProtocolEligible(r, call)) {
-			h.serveFast(w, r, call)
-			return
+		if !h.noFastPath && h.fastEligible(r) {
+			newProtocol := r.Header.Get("Mcp-Protocol-Version") == versionNewProtocol
+			if call, ok := parseFastCall(body, newProtocol); ok && (!newProtocol || h.newProtocolEligible(r, call)) {
+				h.serveFast(ctx, w, r, call)
+				return
+			}
 		}
+		r = requestWith(r, ctx)
 	}
 	r.Body = restoredBody(body, nil, r.Body)
 	h.stream.ServeHTTP(w, r)
+}
+
+// requestWith is r with ctx, r itself when ctx is its context already.
+func requestWith(r *http.Request, ctx context.Context) *http.Request {
+	if ctx == r.Context() {
+		return r
+	}
+	return r.WithContext(ctx)
+}
+
+// strictCheck is strictjson.Check of body, valid JSON, unless
+// strictjson.Quick accepted it already (checked).
+func strictCheck(body []byte, checked bool) error {
+	if checked {
+		return nil
+	}
+	return strictjson.Check(body)
 }
 
 // screenable reports a request the SDK would read the body of: a POST of
@@ -106,7 +138,17 @@ func screenable(r *http.Request) bool {
 	if r.Method != http.MethodPost || r.Body == nil || r.Body == http.NoBody {
 		return false
 	}
-	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	return isJSONType(r.Header.Get("Content-Type"))
+}
+
+// isJSONType reports whether a Content-Type is application/json, as
+// mime.ParseMediaType reads it (parameters allowed); the plain value
+// without parsing.
+func isJSONType(contentType string) bool {
+	if contentType == "application/json" {
+		return true
+	}
+	mt, _, err := mime.ParseMediaType(contentType)
 	return err == nil && mt == "application/json"
 }
 

@@ -111,6 +111,8 @@ type Handler struct {
 	noFastPath bool
 	// fastServed counts the requests the fast path answered.
 	fastServed atomic.Int64
+	// fastChain is middleware over fastTool, built once (fast.go).
+	fastChain sdk.MethodHandler
 	// impl is the server's name, as the SDK tells it; implJSON its JSON
 	// (fast_meta.go).
 	impl     *sdk.Implementation
@@ -164,6 +166,7 @@ func New(cfg Config) (*Handler, error) {
 	})
 	h.catalog = newCatalog(cfg.Runtime, h.server, h.callTool, cfg.Logger)
 	h.server.AddReceivingMiddleware(h.middleware)
+	h.fastChain = h.middleware(h.fastTool)
 	h.disableLocalhostProtection = cfg.Verify != nil || cfg.HostChecked
 	h.stream = sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return h.server }, &sdk.StreamableHTTPOptions{
 		Stateless: true,
