@@ -88,39 +88,40 @@ var protocolMetaPrefix = []byte("io.modelcontextprotocol/")
 
 // fastRequest is the request of one call on the fast path, the SDK's
 // request and its parts in one allocation, and what fastTool tells of it.
+// The call's context holds it in place of its JSON-RPC id (rpcIDOf).
 type fastRequest struct {
 	req    sdk.CallToolRequest
 	params sdk.CallToolParamsRaw
 	extra  sdk.RequestExtra
+	rpcID  json.RawMessage
 	// ran says the tool handler answered with a result (Server.callTool
 	// marks such a result complete at 2026-07-28).
 	ran bool
 }
-
-type fastRequestKey struct{}
 
 // fastTool is the method handler at the end of the fast path's chain
 // (Handler.fastChain, middleware over it): runTool, which also notes in
 // the call's fastRequest whether the tool handler answered.
 func (h *Handler) fastTool(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
 	res, err := h.runTool(ctx, method, req)
-	if fr, ok := ctx.Value(fastRequestKey{}).(*fastRequest); ok {
+	if fr, ok := ctx.Value(rpcIDKey{}).(*fastRequest); ok {
 		fr.ran = err == nil && res != nil
 	}
 	return res, err
 }
 
 // serveFast answers call, a tools/call read from r's body by
-// parseFastCall, as the SDK would; ctx is r's context with the call's
-// JSON-RPC id (serveOne).
-func (h *Handler) serveFast(ctx context.Context, w http.ResponseWriter, r *http.Request, call fastCall) {
+// parseFastCall whose raw JSON-RPC id is rpcID, as the SDK would.
+func (h *Handler) serveFast(w http.ResponseWriter, r *http.Request, call fastCall, rpcID json.RawMessage) {
 	h.fastServed.Add(1)
+	ctx := r.Context()
 	fr := &fastRequest{
 		params: sdk.CallToolParamsRaw{Name: call.name, Arguments: call.args, Meta: call.meta},
 		extra:  sdk.RequestExtra{TokenInfo: auth.TokenInfoFromContext(ctx), Header: r.Header},
+		rpcID:  rpcID,
 	}
 	fr.req.Params, fr.req.Extra = &fr.params, &fr.extra
-	res, err := h.fastChain(context.WithValue(ctx, fastRequestKey{}, fr), methodCallTool, &fr.req)
+	res, err := h.fastChain(context.WithValue(ctx, rpcIDKey{}, fr), methodCallTool, &fr.req)
 	ran := fr.ran
 	bufp := answerBufs.Get().(*[]byte)
 	defer func() {

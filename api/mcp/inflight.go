@@ -203,6 +203,8 @@ func isShortInteger(raw []byte) bool {
 	return len(digits) <= 15 && isInteger(raw) && string(raw) != "-0"
 }
 
+// rpcIDKey holds the JSON-RPC id of the tools/call being served: its
+// canonicalID, or the fast path's request (fast.go), which holds it raw.
 type rpcIDKey struct{}
 
 // withRPCID keeps the JSON-RPC id of the tools/call being served.
@@ -213,9 +215,18 @@ func withRPCID(ctx context.Context, raw json.RawMessage) context.Context {
 	return context.WithValue(ctx, rpcIDKey{}, canonicalID(raw))
 }
 
+// rpcIDOf is the canonicalID of the JSON-RPC id of the tools/call of
+// ctx, "" when there is none.
 func rpcIDOf(ctx context.Context) string {
-	id, _ := ctx.Value(rpcIDKey{}).(string)
-	return id
+	switch v := ctx.Value(rpcIDKey{}).(type) {
+	case string:
+		return v
+	case *fastRequest:
+		if len(v.rpcID) > 0 {
+			return canonicalID(v.rpcID)
+		}
+	}
+	return ""
 }
 
 // callerOfRequest is the caller of r: its token's, or anonymous when auth

@@ -1,7 +1,6 @@
 package mcp
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"github.com/carmyhq/carmy/internal/jsonscan"
@@ -84,20 +83,21 @@ func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) {
 // JSON (then strict JSON too).
 //
 // A tools/call is served under a context that holds its JSON-RPC id
-// (withRPCID); the request is copied with that context only for the
-// handlers that take a request (serveOwn, the SDK), not for the fast
-// path.
+// (withRPCID, or the fast path's request that holds it): the request is
+// copied with that context only for the handlers that take a request
+// (serveOwn, the SDK), not for the fast path.
 func (h *Handler) serveOne(w http.ResponseWriter, r *http.Request, body []byte, valid bool) {
 	if valid {
-		ctx := r.Context()
+		var rpcID json.RawMessage
 		if isCallTool(body) {
-			ctx = withRPCID(ctx, idOfMessage(body))
+			rpcID = idOfMessage(body)
 		} else if err := h.admit(r); err != nil {
 			h.refuseRate(w, idOfMessage(body), err)
 			return
 		}
+		withID := false
 		if mayBeOwn(body) {
-			r = requestWith(r, ctx)
+			r, withID = requestWithRPCID(r, rpcID), true
 			if h.serveOwn(w, r, body) {
 				return
 			}
@@ -105,22 +105,25 @@ func (h *Handler) serveOne(w http.ResponseWriter, r *http.Request, body []byte, 
 		if !h.noFastPath && h.fastEligible(r) {
 			newProtocol := r.Header.Get("Mcp-Protocol-Version") == versionNewProtocol
 			if call, ok := parseFastCall(body, newProtocol); ok && (!newProtocol || h.newProtocolEligible(r, call)) {
-				h.serveFast(ctx, w, r, call)
+				h.serveFast(w, r, call, rpcID)
 				return
 			}
 		}
-		r = requestWith(r, ctx)
+		if !withID {
+			r = requestWithRPCID(r, rpcID)
+		}
 	}
 	r.Body = restoredBody(body, nil, r.Body)
 	h.stream.ServeHTTP(w, r)
 }
 
-// requestWith is r with ctx, r itself when ctx is its context already.
-func requestWith(r *http.Request, ctx context.Context) *http.Request {
-	if ctx == r.Context() {
+// requestWithRPCID is r with the JSON-RPC id raw in its context
+// (withRPCID); r itself when raw is nil.
+func requestWithRPCID(r *http.Request, raw json.RawMessage) *http.Request {
+	if len(raw) == 0 {
 		return r
 	}
-	return r.WithContext(ctx)
+	return r.WithContext(withRPCID(r.Context(), raw))
 }
 
 // strictCheck is strictjson.Check of body, valid JSON, unless
