@@ -245,7 +245,7 @@ UPDATE {principals} AS pr SET entries = pr.entries - coalesce((SELECT sum(d.entr
 WHERE pr.lim_entries IS NOT NULL OR pr.lim_bytes IS NOT NULL OR pr.principal IN (SELECT principal FROM d WHERE kind = 1)`
 
 // queueLockLeases adds lockLeasesSQL for a round.
-func (s *Store) queueLockLeases(b *pgx.Batch, batch []*reservation, settles []*completion) {
+func (s *Store) queueLockLeases(b *pgx.Batch, slot string, batch []*reservation, settles []*completion) {
 	principal, session, request := make([]string, len(batch)), make([]string, len(batch)), make([]string, len(batch))
 	seen := make(map[string]bool)
 	var principals []string
@@ -262,7 +262,7 @@ func (s *Store) queueLockLeases(b *pgx.Batch, batch []*reservation, settles []*c
 	for _, c := range settles {
 		add(c.key.Principal)
 	}
-	b.Queue(s.q.lockLeases, s.slot, principals, len(settles) > 0, principal, session, request)
+	b.Queue(s.q.lockLeases, slot, principals, len(settles) > 0, principal, session, request)
 }
 
 // need is what a round asks of one principal's leases, and the bounds
@@ -275,7 +275,7 @@ type need struct {
 // queueRefill adds refillSQL for a round, and reports false (queuing
 // nothing) when its members apply different bounds: the round is then
 // decided under the meta row.
-func (s *Store) queueRefill(b *pgx.Batch, batch []*reservation, settles []*completion) bool {
+func (s *Store) queueRefill(b *pgx.Batch, slot string, batch []*reservation, settles []*completion) bool {
 	var (
 		entries, bytes int64
 		maxBytes       int64 = noBound
@@ -330,7 +330,7 @@ func (s *Store) queueRefill(b *pgx.Batch, batch []*reservation, settles []*compl
 		n := needs[p]
 		principals[i], needE[i], needB[i], quota[i], byteQuota[i] = p, n.entries, n.bytes, n.quota, n.byteQuota
 	}
-	b.Queue(s.q.refill, s.slot, entries, bytes, capacity, maxBytes, principals, needE, needB, quota, byteQuota)
+	b.Queue(s.q.refill, slot, entries, bytes, capacity, maxBytes, principals, needE, needB, quota, byteQuota)
 	return true
 }
 
