@@ -184,10 +184,15 @@ func startFleet(t testing.TB, size int) *testCluster {
 		t.Fatalf("starting the ledger: %v", err)
 	}
 	c.ledger = ledger
-	for _, name := range names {
+	// Nodes of a fleet start in any order (the first to take the
+	// database's advisory lock migrates the schema): all at once.
+	if err := each(names, func(name string) error {
 		if _, err := network.Launch(name, fleetArgs()...); err != nil {
-			t.Fatalf("starting %s: %v", name, err)
+			return fmt.Errorf("starting %s: %w", name, err)
 		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 	if err := c.waitFleetWhole(context.Background(), 2*time.Minute); err != nil {
 		t.Fatalf("the fleet did not form: %v\n%s", err, c.describe())
