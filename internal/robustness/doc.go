@@ -96,9 +96,10 @@
 // node; cut a node off the network (from the database and the ledger) with
 // `docker network disconnect`. A fault must bite, as a leader's loss must
 // above: while the database is down or paused every node answers /readyz
-// 503; a paused or cut-off node is listed dead by the others (its running
-// executions are then theirs to mark interrupted, and the reconcile probe
-// settles them). Whole again, after each fault and at the end, means every
+// 503; a paused or cut-off node is listed dead by the others within 30 s,
+// and then none of its executions may be listed running for more than
+// 30 s (the others' liveness sweep marks them interrupted; the reconcile
+// probe settles them) — the report says how many there were. Whole again, after each fault and at the end, means every
 // node ready, every node listing every node's heartbeat alive and the
 // database reachable in GET /v1/cluster, and the database answering the
 // harness, within 90 s. The checks are the ones above but those with no

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/carmyhq/carmy/api/client"
 	"github.com/carmyhq/carmy/internal/dockertest"
 	"github.com/carmyhq/carmy/internal/testutil"
 )
@@ -374,4 +375,70 @@ func (c *testCluster) describeFleet() string {
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// markTimeout bounds how long the others may take to mark a dead node's
+// running executions interrupted (SPEC §8: 30 s).
+const markTimeout = 30 * time.Second
+
+// awaitMarked waits, once target is declared dead, until none of its
+// executions is listed running by the others (their liveness sweep marks
+// them interrupted, for the reconcile probe to settle), and says how many
+// there were; one still running after markTimeout is an anomaly.
+func (nm *nemesis) awaitMarked(target string, others []string) string {
+	start := time.Now()
+	first := -1
+	var last error
+	for time.Since(start) < markTimeout {
+		running, err := nm.c.runningOf(target, others)
+		if err == nil && first < 0 {
+			first = len(running)
+		}
+		if err == nil && len(running) == 0 {
+			return fmt.Sprintf("its %d running executions marked after %.1fs", max(first, 0), time.Since(start).Seconds())
+		}
+		if last = err; err == nil {
+			last = fmt.Errorf("still running: %v", running)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	nm.anomaly(fmt.Sprintf("dead %s: its executions not marked interrupted within %s: %v\n%s", target, markTimeout, last, nm.c.describe()))
+	return "its executions not marked"
+}
+
+// runningOf lists the executions of node target that one of others (the
+// first that answers) lists running.
+func (c *testCluster) runningOf(target string, others []string) ([]string, error) {
+	var last error
+	for _, name := range others {
+		n := c.node(name)
+		if n == nil || n.URL() == "" {
+			continue
+		}
+		api, err := c.nc.api(n.URL())
+		if err != nil {
+			return nil, err
+		}
+		var out []string
+		opts := client.ListOptions{Limit: 200, Statuses: []client.Status{client.StatusRunning}}
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			page, err := api.ListExecutions(ctx, session, opts)
+			cancel()
+			if err != nil {
+				last = err
+				break
+			}
+			for _, e := range page.Executions {
+				if e.NodeID == target && e.Status == client.StatusRunning {
+					out = append(out, e.ExecutionID)
+				}
+			}
+			if page.NextCursor == "" {
+				return out, nil
+			}
+			opts.Cursor = page.NextCursor
+		}
+	}
+	return nil, fmt.Errorf("no other node listed the executions: %v", last)
 }

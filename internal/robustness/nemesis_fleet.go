@@ -96,12 +96,15 @@ func (nm *nemesis) killConnections() (heal func() error, targets []string, err e
 }
 
 // biteFleet waits until fault kind, injected on targets, is seen to act,
-// and says how: a silent node is declared dead by the others; with the
-// database down every node refuses to be ready.
+// and says how: a silent node is declared dead by the others, which then
+// mark its running executions interrupted; with the database down every
+// node refuses to be ready.
 func (nm *nemesis) biteFleet(kind string, targets []string) string {
 	switch kind {
 	case faultNodePause, faultNodeIsolate:
-		return nm.awaitDeclaredDead(targets[0], without(nm.c.names, targets))
+		others := without(nm.c.names, targets)
+		dead := nm.awaitDeclaredDead(targets[0], others)
+		return dead + "; " + nm.awaitMarked(targets[0], others)
 	case faultDBStop, faultDBKill, faultDBPause:
 		return nm.awaitRefusing()
 	}
