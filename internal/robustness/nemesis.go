@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -142,7 +143,8 @@ func (nm *nemesis) once(ctx context.Context, kind string) {
 		}
 		nm.mu.Lock()
 		if nm.effect != "" {
-			ev.Effect, nm.effect = nm.effect, ""
+			ev.Effect = strings.TrimPrefix(ev.Effect+"; "+nm.effect, "; ")
+			nm.effect = ""
 		}
 		nm.mu.Unlock()
 		if loadFaults[kind] {

@@ -41,9 +41,9 @@ func (nm *nemesis) injectFleet(kind string) (heal func() error, targets []string
 	n := c.node(target)
 	switch kind {
 	case faultDBStop:
-		return db.Start, []string{dbName}, db.Stop(dbStopTimeout)
+		return nm.startDB, []string{dbName}, db.Stop(dbStopTimeout)
 	case faultDBKill:
-		return db.Start, []string{dbName}, db.Kill()
+		return nm.startDB, []string{dbName}, db.Kill()
 	case faultDBPause:
 		return db.Unpause, []string{dbName}, db.Pause()
 	case faultDBConnKill:
@@ -56,6 +56,17 @@ func (nm *nemesis) injectFleet(kind string) (heal func() error, targets []string
 		return n.Connect, []string{target}, n.Disconnect()
 	}
 	return nil, nil, fmt.Errorf("unknown fault %q", kind)
+}
+
+// startDB starts the database again and notes how long it took to
+// answer (after a kill, its recovery from the WAL included).
+func (nm *nemesis) startDB() error {
+	start := time.Now()
+	err := nm.c.fleet.c.Start()
+	nm.mu.Lock()
+	nm.effect = fmt.Sprintf("answering %.1fs after its start", time.Since(start).Seconds())
+	nm.mu.Unlock()
+	return err
 }
 
 // killConnections ends the nodes' database connections now and every
