@@ -114,6 +114,10 @@ type Handler struct {
 	noFastPath bool
 	// fastServed counts the requests the fast path answered.
 	fastServed atomic.Int64
+	// fastChain is middleware over fastTool, built once (fast.go).
+	fastChain sdk.MethodHandler
+	// serve is authenticate over serveMCP, built once.
+	serve http.Handler
 	// impl is the server's name, as the SDK tells it; implJSON its JSON
 	// (fast_meta.go).
 	impl     *sdk.Implementation
@@ -167,6 +171,8 @@ func New(cfg Config) (*Handler, error) {
 	})
 	h.catalog = newCatalog(cfg.Runtime, h.server, h.handOver, cfg.Logger)
 	h.server.AddReceivingMiddleware(h.middleware)
+	h.fastChain = h.middleware(h.fastTool)
+	h.serve = h.authenticate(http.HandlerFunc(h.serveMCP))
 	h.disableLocalhostProtection = cfg.Verify != nil || cfg.HostChecked
 	h.stream = sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return h.server }, &sdk.StreamableHTTPOptions{
 		Stateless: true,
@@ -188,7 +194,7 @@ func New(cfg Config) (*Handler, error) {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sw := &wireWriter{ResponseWriter: w}
 	defer sw.finish()
-	h.authenticate(http.HandlerFunc(h.serveMCP)).ServeHTTP(sw, r)
+	h.serve.ServeHTTP(sw, r)
 }
 
 // middleware sees every JSON-RPC request the server receives: it keeps

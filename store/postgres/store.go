@@ -28,6 +28,7 @@ type Store struct {
 	fq       fleetQueries
 	rounds   rounds
 	held     heldShare       // chooses Reserve's path (reserve_path.go)
+	slot     string          // names this Store's leases (leases.go)
 	ctx      context.Context // ends at Close: rounds in flight stop
 	stop     context.CancelFunc
 }
@@ -80,17 +81,20 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if err := migrate(ctx, pool, n, cfg.Schema != "", cfg.Logger); err != nil {
 		return nil, err
 	}
-	s := &Store{pool: pool, cfg: cfg, names: n, q: newQueries(n), fq: newFleetQueries(n)}
+	s := &Store{pool: pool, cfg: cfg, names: n, q: newQueries(n), fq: newFleetQueries(n), slot: newSlot()}
 	s.maxBytes.Store(cfg.MaxBytes)
 	s.rounds.s = s
 	s.ctx, s.stop = context.WithCancel(context.Background())
 	return s, nil
 }
 
-// Close ends the reservation rounds in flight and closes the pool when
-// Open made it. Calls in flight fail.
+// Close ends the reservation rounds in flight, returns the leases to the
+// counts (at most closeFoldTimeout; a Store that cannot leaves its leases
+// to the next fold, see leases.go) and closes the pool when Open made it.
+// Calls in flight fail.
 func (s *Store) Close() {
 	s.stop()
+	s.foldLeases()
 	if s.owned {
 		s.pool.Close()
 	}
