@@ -9,7 +9,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/carmyhq/carmy/api/mcp"
 	"github.com/carmyhq/carmy/engine"
@@ -189,13 +188,6 @@ func (r *rateRefusal) Unwrap() error { return r.err }
 // RetryAfter implements mcp.RetryAfter.
 func (r *rateRefusal) RetryAfter() time.Duration { return r.wait }
 
-// mcpMetrics count the tools/calls of /mcp, as carmy_calls_total and
-// carmy_call_duration_seconds count those of POST /v1/tools/call, with
-// the same outcomes.
-func newMCPMetrics(reg prometheus.Registerer) (*apiMetrics, error) {
-	return newCallMetrics(reg, "carmy_mcp_calls_total", "carmy_mcp_call_duration_seconds", "tools/call at /mcp")
-}
-
 // observeMCP counts and logs one tools/call of /mcp, through the same
 // counting and call log as POST /v1/tools/call (countCall,
 // logCallEntry).
@@ -207,7 +199,7 @@ func (s *Server) observeMCP(ctx context.Context, c mcp.CallInfo) {
 	case c.Replayed:
 		outcome = OutcomeReplayed
 	}
-	s.countCall(s.mcpMetrics, outcome, c.Took)
+	s.countCall(TransportMCP, outcome, c.Took)
 	s.logCallEntry(ctx, callEntry{transport: TransportMCP, principal: c.Principal, tool: c.Tool,
 		requestID: c.RequestID, session: c.SessionID, executionID: c.ExecutionID, status: c.Status,
 		code: c.Code, outcome: outcome, took: c.Took})

@@ -59,10 +59,23 @@ func (nm *nemesis) injectFleet(kind string) (heal func() error, targets []string
 }
 
 // startDB starts the database again and notes how long it took to
-// answer (after a kill, its recovery from the WAL included).
+// answer (after a kill, its recovery from the WAL included: it fsyncs its
+// data directory first, which on a loaded host takes tens of seconds, so
+// a database that runs but has not answered within Start's minute gets
+// recoverTimeout more; the contract bounds the nodes' return once it
+// answers, not its own).
 func (nm *nemesis) startDB() error {
 	start := time.Now()
-	err := nm.c.fleet.c.Start()
+	db := nm.c.fleet
+	err := db.c.Start()
+	if err != nil && db.c.Running() && db.c.HostAddr() != "" {
+		deadline := time.Now().Add(recoverTimeout)
+		for err != nil && time.Now().Before(deadline) {
+			if err = db.reachable(context.Background()); err != nil {
+				time.Sleep(200 * time.Millisecond)
+			}
+		}
+	}
 	nm.mu.Lock()
 	nm.effect = fmt.Sprintf("answering %.1fs after its start", time.Since(start).Seconds())
 	nm.mu.Unlock()
