@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"github.com/carmyhq/carmy/internal/jsonscan"
 	"io"
 	"net"
@@ -54,13 +53,12 @@ import (
 //     string name, params and _meta objects, and no _meta key of the
 //     protocol's own (io.modelcontextprotocol/…) but, at 2026-07-28, the
 //     four a client sends with every request (fast_meta.go);
-//   - it runs the call through the same middleware and tool handler as
-//     the SDK does (the allow-list, the catalog, Observe, callTool),
-//     with the request the SDK would have built (but for the protocol's
-//     _meta keys, which it leaves out: Carmy never reads them, meta.go),
-//     and looks the tool up
-//     in the same registry, answering an unknown one as Server.callTool
-//     does;
+//   - it runs the call through the same middleware as the SDK does
+//     (Observe, and callTool, where the runtime decides the allow-list
+//     and the tool), with the request the SDK would have built (but for
+//     the protocol's _meta keys, which it leaves out: Carmy never reads
+//     them, meta.go), and finishes the result as Server.callTool does
+//     (runTool);
 //   - it writes the answer in the bytes and with the headers the SDK
 //     writes (Content-Type application/json, Cache-Control): a result of
 //     the shape Carmy's tools give in one pass (fast_encode.go), anything
@@ -196,18 +194,14 @@ func (h *Handler) encodeAnswer(call fastCall, res sdk.Result, err error, ran boo
 	return data, status
 }
 
-// runTool is the SDK's Server.callTool: the tool of the registry the
-// catalog keeps, or the SDK's -32602 for a name it does not hold.
+// runTool is the SDK's Server.callTool after middleware ran the call:
+// the tool handler's result (handOver), never "null" content.
 func (h *Handler) runTool(ctx context.Context, _ string, req sdk.Request) (sdk.Result, error) {
-	cr := req.(*sdk.CallToolRequest)
-	if !h.catalog.has(cr.Params.Name) {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", cr.Params.Name)}
-	}
-	res, err := h.callTool(ctx, cr)
+	res, err := h.handOver(ctx, req.(*sdk.CallToolRequest))
 	if err != nil {
 		return nil, err
 	}
-	if res != nil && res.Content == nil {
+	if res.Content == nil {
 		res.Content = []sdk.Content{} // as the SDK does: never "null"
 	}
 	return res, nil

@@ -132,20 +132,22 @@ var refusalCodes = map[string]bool{
 	store.CodeRateLimited:    true,
 }
 
-// answer turns the error of a call into what the client is told: a
-// refusal for Carmy's refusals; JSON-RPC error -32602 for an unknown tool,
-// as MCP requires; -32603 with a generic message for anything else (the
-// detail is for the log). A call whose context ended is UNAVAILABLE, as
-// over HTTP (engine.RequestEnded).
+// answer turns the error of a call into what the client is told: JSON-RPC
+// error -32602 for an unknown tool, as MCP requires (the runtime's
+// UNKNOWN_TOOL, or an empty params.name, as the SDK answers both); a
+// refusal for Carmy's refusals; -32603 with a generic message for
+// anything else (the detail is for the log). A call whose context ended
+// is UNAVAILABLE, as over HTTP (engine.RequestEnded).
 func answer(err error, info *CallInfo) (*sdk.CallToolResult, error) {
 	err, _ = engine.RequestEnded(err)
 	code := store.CodeOf(err)
+	var fe *store.FieldError
 	switch {
+	case code == store.CodeUnknownTool, errors.As(err, &fe) && fe.Field == "tool":
+		info.Code = store.CodeUnknownTool
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", info.Tool)}
 	case refusalCodes[code]:
 		return refusal(err, info), nil
-	case code == store.CodeUnknownTool:
-		info.Code = code
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", info.Tool)}
 	}
 	info.Code = store.CodeInternal
 	return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}

@@ -245,7 +245,7 @@ UPDATE {principals} AS pr SET entries = pr.entries - coalesce((SELECT sum(d.entr
 WHERE pr.lim_entries IS NOT NULL OR pr.lim_bytes IS NOT NULL OR pr.principal IN (SELECT principal FROM d WHERE kind = 1)`
 
 // queueLockLeases adds lockLeasesSQL for a round.
-func (s *Store) queueLockLeases(b *pgx.Batch, batch []*reservation, settles []*completion) {
+func (s *Store) queueLockLeases(b *pgx.Batch, slot string, batch []*reservation, settles []*completion) {
 	principal, session, request := make([]string, len(batch)), make([]string, len(batch)), make([]string, len(batch))
 	seen := make(map[string]bool)
 	var principals []string
@@ -262,22 +262,26 @@ func (s *Store) queueLockLeases(b *pgx.Batch, batch []*reservation, settles []*c
 	for _, c := range settles {
 		add(c.key.Principal)
 	}
-	b.Queue(s.q.lockLeases, s.slot, principals, len(settles) > 0, principal, session, request)
+	b.Queue(s.q.lockLeases, slot, principals, len(settles) > 0, principal, session, request)
 }
 
 // need is what a round asks of one principal's leases, and the bounds
-// its members apply.
+// its members apply: its members' bytes, and the largest headroom of its
+// reservations (reserveOwn checks each member's headroom above the bytes
+// of those before it, and uses up only its record's size).
 type need struct {
 	entries, bytes   int64
+	headroom         int64
 	quota, byteQuota int64 // noBound: not asked
 }
 
 // queueRefill adds refillSQL for a round, and reports false (queuing
 // nothing) when its members apply different bounds: the round is then
 // decided under the meta row.
-func (s *Store) queueRefill(b *pgx.Batch, batch []*reservation, settles []*completion) bool {
+func (s *Store) queueRefill(b *pgx.Batch, slot string, batch []*reservation, settles []*completion) bool {
 	var (
 		entries, bytes int64
+		headroom       int64
 		maxBytes       int64 = noBound
 		capacity       int64 = noBound
 		order          []string
@@ -301,12 +305,13 @@ func (s *Store) queueRefill(b *pgx.Batch, batch []*reservation, settles []*compl
 	}
 	for _, it := range batch {
 		size := store.RecordSize(store.Record{Key: it.key, ExecutionID: it.exec.ID, Tool: it.exec.Tool, Fingerprint: it.fingerprint, NodeID: it.exec.NodeID})
-		ask := size + it.exec.Headroom
 		n := of(it.key.Principal)
 		n.entries++
-		n.bytes += ask
+		n.bytes += size
+		n.headroom = max(n.headroom, it.exec.Headroom)
 		entries++
-		bytes += ask
+		bytes += size
+		headroom = max(headroom, it.exec.Headroom)
 		capacity = int64(s.cfg.Capacity)
 		if !bound(&maxBytes, it.maxBytes) || !bound(&n.quota, int64(it.exec.Quota)) || !bound(&n.byteQuota, it.exec.ByteQuota) {
 			return false
@@ -328,9 +333,9 @@ func (s *Store) queueRefill(b *pgx.Batch, batch []*reservation, settles []*compl
 	principals, needE, needB, quota, byteQuota := make([]string, k), make([]int64, k), make([]int64, k), make([]int64, k), make([]int64, k)
 	for i, p := range order {
 		n := needs[p]
-		principals[i], needE[i], needB[i], quota[i], byteQuota[i] = p, n.entries, n.bytes, n.quota, n.byteQuota
+		principals[i], needE[i], needB[i], quota[i], byteQuota[i] = p, n.entries, n.bytes+n.headroom, n.quota, n.byteQuota
 	}
-	b.Queue(s.q.refill, s.slot, entries, bytes, capacity, maxBytes, principals, needE, needB, quota, byteQuota)
+	b.Queue(s.q.refill, slot, entries, bytes+headroom, capacity, maxBytes, principals, needE, needB, quota, byteQuota)
 	return true
 }
 

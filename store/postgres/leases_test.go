@@ -15,14 +15,25 @@ import (
 // the bounds, where the leases run out together: a principal's quota
 // admits exactly its quota, the capacity exactly its capacity, every
 // other call is refused as SPEC says (a QuotaError naming the principal,
-// ErrCapacity), and the counts less the leases are the records'.
+// ErrCapacity), and the counts less the leases are the records'. With
+// one round in flight per store, and with three (each with leases of its
+// own).
 func TestLeasesExactAtBounds(t *testing.T) {
 	t.Parallel()
+	for _, rounds := range []int{1, 3} {
+		t.Run(fmt.Sprint("rounds=", rounds), func(t *testing.T) {
+			t.Parallel()
+			leasesExactAtBounds(t, rounds)
+		})
+	}
+}
+
+func leasesExactAtBounds(t *testing.T, rounds int) {
 	const (
 		capacity = 1000
 		quota    = 200
 	)
-	stores := processes(t, 3, postgres.Config{Capacity: capacity})
+	stores := processes(t, 3, postgres.Config{Capacity: capacity, Rounds: rounds})
 	ctx := context.Background()
 	admin := adminPool(t, needServer(t))
 	call := func(s *postgres.Store, principal, id string, quota int) reserved {
@@ -44,8 +55,8 @@ func TestLeasesExactAtBounds(t *testing.T) {
 	if err := admin.QueryRow(ctx, "SELECT count(DISTINCT slot) FROM "+table(stores[0], "leases")+" WHERE kind = 0 AND entries > 0").Scan(&slots); err != nil {
 		t.Fatal(err)
 	}
-	if slots != len(stores) {
-		t.Fatalf("%d stores hold leases of entries, want %d", slots, len(stores))
+	if slots < len(stores) {
+		t.Fatalf("%d slots hold leases of entries, want one of each of %d stores at least", slots, len(stores))
 	}
 	wantCountsExact(t, readCounts(t, admin, stores[0]))
 

@@ -83,7 +83,9 @@ type rounds struct {
 	mu      sync.Mutex
 	queue   []*reservation
 	settles []*completion
-	running bool
+	// free are the slots (leases.go) of no round in flight; a runner
+	// holds one while it runs, so len(free) == 0 means no runner more.
+	free []string
 }
 
 // submit queues it and waits for its answer, or for its context: a
@@ -106,11 +108,14 @@ func (r *rounds) submit(ctx context.Context, it *reservation) (store.Reservation
 func (r *rounds) enqueue(add func()) {
 	r.mu.Lock()
 	add()
-	start := !r.running
-	r.running = true
+	var slot string
+	start := len(r.free) > 0
+	if start {
+		slot, r.free = r.free[len(r.free)-1], r.free[:len(r.free)-1]
+	}
 	r.mu.Unlock()
 	if start {
-		go r.run()
+		go r.run(slot)
 	}
 }
 
@@ -143,14 +148,14 @@ func await[R any](r *rounds, op string, p *pending, done <-chan R, dequeue func(
 	}
 }
 
-// run runs rounds until the queues are empty.
-func (r *rounds) run() {
+// run runs rounds with slot's leases until the queues are empty.
+func (r *rounds) run(slot string) {
 	for {
-		batch, settles := r.take()
+		batch, settles := r.take(slot)
 		if len(batch) == 0 && len(settles) == 0 {
 			return
 		}
-		r.s.round(batch, settles)
+		r.s.round(slot, batch, settles)
 	}
 }
 
@@ -158,8 +163,9 @@ func (r *rounds) run() {
 // taken, skipping those whose context has ended (their callers answer for
 // them): up to maxRound reservations, the first of each identity and
 // execution id (the others stay for a later round), and up to maxRound
-// completions, the first of each identity. With none it stops the runner.
-func (r *rounds) take() ([]*reservation, []*completion) {
+// completions, the first of each identity. With none it stops the runner,
+// whose slot is free again.
+func (r *rounds) take(slot string) ([]*reservation, []*completion) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var (
@@ -195,7 +201,7 @@ func (r *rounds) take() ([]*reservation, []*completion) {
 	}
 	r.settles = later
 	if len(batch) == 0 && len(settles) == 0 {
-		r.running = false
+		r.free = append(r.free, slot)
 	}
 	return batch, settles
 }
@@ -203,7 +209,7 @@ func (r *rounds) take() ([]*reservation, []*completion) {
 // round writes batch and settles in one transaction and answers every
 // member: against its Store's leases alone when they hold what it needs
 // (ownRound), else under the meta row (lockedRound; leases.go).
-func (s *Store) round(batch []*reservation, settles []*completion) {
+func (s *Store) round(slot string, batch []*reservation, settles []*completion) {
 	ctx, cancel := roundContext(s.ctx, batch, settles)
 	defer cancel()
 	outs := make([]reserveResult, len(batch))
@@ -216,10 +222,10 @@ func (s *Store) round(batch []*reservation, settles []*completion) {
 			c.done <- souts[i]
 		}
 	}()
-	if s.ownRound(ctx, batch, settles, outs, souts) {
+	if s.ownRound(ctx, slot, batch, settles, outs, souts) {
 		return
 	}
-	s.lockedRound(ctx, batch, settles, outs, souts)
+	s.lockedRound(ctx, slot, batch, settles, outs, souts)
 }
 
 // failAll answers every member with err.
@@ -241,12 +247,12 @@ func failAll(outs []reserveResult, souts []completeResult, err error) {
 // not apply to either); the transaction is READ COMMITTED whatever the
 // server's default, since its statements must see what committed while
 // the lock was awaited.
-func (s *Store) ownRound(ctx context.Context, batch []*reservation, settles []*completion, outs []reserveResult, souts []completeResult) bool {
+func (s *Store) ownRound(ctx context.Context, slot string, batch []*reservation, settles []*completion, outs []reserveResult, souts []completeResult) bool {
 	b := &pgx.Batch{}
 	b.BeginTx(readCommitted)
 	b.Queue(roundPlan)
-	s.queueLockLeases(b, batch, settles)
-	s.queueOwn(b, batch, settles)
+	s.queueLockLeases(b, slot, batch, settles)
+	s.queueOwn(b, slot, batch, settles)
 	br := s.pool.SendBatch(ctx, b)
 	tx := br.Tx()
 	defer tx.Rollback(context.WithoutCancel(ctx)) // releases the connection; after Commit a no-op
@@ -285,15 +291,15 @@ func (s *Store) ownRound(ctx context.Context, batch []*reservation, settles []*c
 // the completions against the counts (reserveAll, completeAll,
 // rounds_set.go); a third runs one statement per member when those did not
 // apply. Then COMMIT.
-func (s *Store) lockedRound(ctx context.Context, batch []*reservation, settles []*completion, outs []reserveResult, souts []completeResult) {
+func (s *Store) lockedRound(ctx context.Context, slot string, batch []*reservation, settles []*completion, outs []reserveResult, souts []completeResult) {
 	b := &pgx.Batch{}
 	b.BeginTx(readCommitted)
 	b.Queue(roundPlan)
 	b.Queue(s.q.lockMeta)
-	refilling := s.queueRefill(b, batch, settles)
+	refilling := s.queueRefill(b, slot, batch, settles)
 	if refilling {
 		b.Queue("SAVEPOINT own")
-		s.queueOwn(b, batch, settles)
+		s.queueOwn(b, slot, batch, settles)
 	} else {
 		s.queueExact(b, batch, settles)
 	}
@@ -431,12 +437,12 @@ type allResults struct {
 }
 
 // queueOwn adds reserveOwn and completeOwn for a round's members.
-func (s *Store) queueOwn(b *pgx.Batch, batch []*reservation, settles []*completion) {
+func (s *Store) queueOwn(b *pgx.Batch, slot string, batch []*reservation, settles []*completion) {
 	if len(batch) > 0 {
-		b.Queue(s.q.reserveOwn, append(s.reserveArgs(batch), s.slot)...)
+		b.Queue(s.q.reserveOwn, append(s.reserveArgs(batch), slot)...)
 	}
 	if len(settles) > 0 {
-		b.Queue(s.q.completeOwn, append(completeArgs(settles), s.slot)...)
+		b.Queue(s.q.completeOwn, append(completeArgs(settles), slot)...)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -28,7 +29,7 @@ type Store struct {
 	fq       fleetQueries
 	rounds   rounds
 	held     heldShare       // chooses Reserve's path (reserve_path.go)
-	slot     string          // names this Store's leases (leases.go)
+	slots    []string        // name this Store's leases, one a round in flight (leases.go)
 	ctx      context.Context // ends at Close: rounds in flight stop
 	stop     context.CancelFunc
 }
@@ -81,7 +82,11 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if err := migrate(ctx, pool, n, cfg.Schema != "", cfg.Logger); err != nil {
 		return nil, err
 	}
-	s := &Store{pool: pool, cfg: cfg, names: n, q: newQueries(n), fq: newFleetQueries(n), slot: newSlot()}
+	s := &Store{pool: pool, cfg: cfg, names: n, q: newQueries(n), fq: newFleetQueries(n)}
+	for range cfg.Rounds {
+		s.slots = append(s.slots, newSlot())
+	}
+	s.rounds.free = slices.Clone(s.slots)
 	s.maxBytes.Store(cfg.MaxBytes)
 	s.rounds.s = s
 	s.ctx, s.stop = context.WithCancel(context.Background())
