@@ -122,7 +122,7 @@ func TestQuotaOverHTTP(t *testing.T) {
 	}
 	metrics, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if !strings.Contains(string(metrics), `carmy_calls_total{outcome="capacity"} 2`) {
+	if !strings.Contains(string(metrics), `carmy_calls_total{outcome="capacity",transport="http"} 2`) {
 		t.Errorf("metrics do not count the 2 refusals as capacity")
 	}
 }

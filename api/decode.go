@@ -296,9 +296,11 @@ type callBody struct {
 	TimeoutMS json.RawMessage `json:"timeout_ms"`
 }
 
-// decodeCall decodes a call body and checks its shape: the members, their
-// JSON types, a tool, no empty request_id, timeout_ms a positive integer.
-// The runtime checks the rest (engine.Runtime.Call). idemKey is the
+// decodeCall decodes a call body and checks its shape: the members and
+// their JSON types; engine.RequestOf then applies the rules both
+// transports share (a tool, no empty request_id, metadata an object,
+// timeout_ms a positive integer), and the runtime the rest
+// (engine.Runtime.Call). idemKey is the
 // Idempotency-Key header ("" when absent): the request_id, which must then
 // equal the body's when both are given.
 func decodeCall(body []byte, idemKey string) (engine.Request, error) {
@@ -320,13 +322,14 @@ func decodeCall(body []byte, idemKey string) (engine.Request, error) {
 			return engine.Request{}, err
 		}
 	}
-	var req engine.Request
-	if b.Tool == nil || *b.Tool == "" {
-		return req, invalidField("tool", `"tool" is required`)
+	w := engine.WireCall{Arguments: b.Arguments, RequestID: b.RequestID, SessionID: b.SessionID, Metadata: &b.Metadata, TimeoutMS: &b.TimeoutMS}
+	if b.Tool != nil {
+		w.Tool = *b.Tool
 	}
-	req.Tool = *b.Tool
-	req.Arguments = engine.NullIsAbsent(b.Arguments)
-	req.Metadata = engine.NullIsAbsent(b.Metadata)
+	req, err := engine.RequestOf(w)
+	if err != nil {
+		return req, wireRefusal(err)
+	}
 	// The canonical forms checkStrict made, for the fingerprint: {} for
 	// arguments absent or null, empty (standing for {}) for metadata.
 	// Were one missing, the runtime would canonicalise both itself.
@@ -339,33 +342,23 @@ func decodeCall(body []byte, idemKey string) (engine.Request, error) {
 			req.CanonicalMetadata = canonical.metadata
 		}
 	}
-	if b.RequestID != nil {
-		if *b.RequestID == "" {
-			return req, invalidField("request_id", `"request_id" must not be empty; omit it to call without idempotency`)
-		}
-		req.RequestID = *b.RequestID
-	}
 	if idemKey != "" {
 		if req.RequestID != "" && req.RequestID != idemKey {
 			return req, invalidField("request_id", "the Idempotency-Key header and request_id differ")
 		}
 		req.RequestID = idemKey
 	}
-	if b.SessionID != nil {
-		req.SessionID = *b.SessionID
-	}
-	if raw := engine.NullIsAbsent(b.TimeoutMS); raw != nil {
-		// Any JSON number whose value is a positive integer (1000, 1e3,
-		// 1000.0); values beyond engine.MaxTimeout are capped like any
-		// other value above the tool's timeout.
-		ms, err := json.Number(bytes.TrimSpace(raw)).Float64()
-		timeout, ok := engine.TimeoutOfMS(ms)
-		if err != nil || raw[0] == '"' || !ok {
-			return req, invalidField("timeout_ms", `"timeout_ms" must be a positive integer`)
-		}
-		req.Timeout = timeout
-	}
 	return req, nil
+}
+
+// wireRefusal is engine.RequestOf's refusal as this API's INVALID_REQUEST
+// naming the field, with the message alone.
+func wireRefusal(err error) error {
+	var fe *store.FieldError
+	if errors.As(err, &fe) {
+		return invalidField(fe.Field, fe.Err.Error())
+	}
+	return &Error{Code: store.CodeInvalidRequest, Message: err.Error(), Err: err}
 }
 
 // canonicalEmptyObject is the canonical form of absent arguments. It is

@@ -9,7 +9,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/carmyhq/carmy/api/mcp"
 	"github.com/carmyhq/carmy/engine"
@@ -67,12 +66,15 @@ func (s *Server) mcpRoutes(rt Runtime, limit int64, base func(*http.Request) str
 	return nil
 }
 
-// gateMCP does for /mcp what identify does before it reads a token: a
-// client address over its failed authentications is answered 429
-// RATE_LIMITED, two Authorization headers 400, both as JSON-RPC errors
-// whose data is SPEC §2.2's error object; a credential that is not a
-// bearer token counts as a failure (the SDK's check answers it 401). It
-// also bounds the time the body may take to arrive.
+// gateMCP does for /mcp what identify does: a client address over its
+// failed authentications is answered 429 RATE_LIMITED, two Authorization
+// headers 400, both as JSON-RPC errors whose data is SPEC §2.2's error
+// object; a credential that is not a bearer token counts as a failure
+// (the endpoint answers it 401). A bearer token is resolved here, once
+// per request, and an unknown one counts as a failure; the outcome
+// travels in the request's context to verifyMCP, which the endpoint asks
+// (its 401 carries MCP's WWW-Authenticate). It also bounds the time the
+// body may take to arrive.
 func (s *Server) gateMCP(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
@@ -81,14 +83,21 @@ func (s *Server) gateMCP(next echo.HandlerFunc) echo.HandlerFunc {
 			err := s.auth.guard.check(src, r.URL.Path, c.Response().Header())
 			if err == nil {
 				// The header read as the API reads it; no token at all
-				// is left to the SDK's 401.
-				if _, presented, reason, e := bearerToken(r); presented {
-					switch {
-					case reason != "":
+				// is left to the endpoint's 401.
+				token, presented, reason, e := bearerToken(r)
+				switch {
+				case !presented:
+				case reason != "":
+					s.auth.guard.fail(src, reason, r.URL.Path)
+				case e != nil:
+					err = e
+				default:
+					id, reason := s.auth.resolve(r.Context(), token)
+					if id == nil {
 						s.auth.guard.fail(src, reason, r.URL.Path)
-					case e != nil:
-						err = e
 					}
+					r = r.WithContext(context.WithValue(r.Context(), mcpTokenKey{}, mcpToken{token: token, caller: id}))
+					c.SetRequest(r)
 				}
 			}
 			if err != nil {
@@ -104,6 +113,17 @@ func (s *Server) gateMCP(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		return next(c)
 	}
+}
+
+// mcpTokenKey holds, in the context of a request to /mcp, the mcpToken
+// gateMCP resolved.
+type mcpTokenKey struct{}
+
+// mcpToken is a bearer token and its caller (nil for a token that
+// resolves to none).
+type mcpToken struct {
+	token  string
+	caller *engine.Caller
 }
 
 // mcpRefuse answers a refusal at the HTTP level of /mcp as a JSON-RPC
@@ -133,15 +153,14 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// verifyMCP is the token check of /mcp: the caller of a known token or
-// a valid access token (resolve); any other counts as a failure of the
-// client's address.
+// verifyMCP is mcp.Config.Verify: the caller gateMCP resolved token to.
+// Anything else, a token gateMCP did not resolve (the endpoint reads the
+// header otherwise than the API, or the request did not pass gateMCP)
+// included, is mcp.ErrInvalidToken: the token is never resolved twice.
 func (au *authenticator) verifyMCP(r *http.Request, token string) (*engine.Caller, error) {
-	id, reason := au.resolve(r.Context(), token)
-	if id != nil {
-		return id, nil
+	if t, ok := r.Context().Value(mcpTokenKey{}).(mcpToken); ok && t.caller != nil && t.token == token {
+		return t.caller, nil
 	}
-	au.guard.fail(au.guard.sourceOf(r), reason, r.URL.Path)
 	return nil, mcp.ErrInvalidToken
 }
 
@@ -169,13 +188,6 @@ func (r *rateRefusal) Unwrap() error { return r.err }
 // RetryAfter implements mcp.RetryAfter.
 func (r *rateRefusal) RetryAfter() time.Duration { return r.wait }
 
-// mcpMetrics count the tools/calls of /mcp, as carmy_calls_total and
-// carmy_call_duration_seconds count those of POST /v1/tools/call, with
-// the same outcomes.
-func newMCPMetrics(reg prometheus.Registerer) (*apiMetrics, error) {
-	return newCallMetrics(reg, "carmy_mcp_calls_total", "carmy_mcp_call_duration_seconds", "tools/call at /mcp")
-}
-
 // observeMCP counts and logs one tools/call of /mcp, through the same
 // counting and call log as POST /v1/tools/call (countCall,
 // logCallEntry).
@@ -187,7 +199,7 @@ func (s *Server) observeMCP(ctx context.Context, c mcp.CallInfo) {
 	case c.Replayed:
 		outcome = OutcomeReplayed
 	}
-	s.countCall(s.mcpMetrics, outcome, c.Took)
+	s.countCall(TransportMCP, outcome, c.Took)
 	s.logCallEntry(ctx, callEntry{transport: TransportMCP, principal: c.Principal, tool: c.Tool,
 		requestID: c.RequestID, session: c.SessionID, executionID: c.ExecutionID, status: c.Status,
 		code: c.Code, outcome: outcome, took: c.Took})

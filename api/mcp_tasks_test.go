@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/api"
+	"github.com/carmyhq/carmy/internal/testutil/wait"
 )
 
 // rpc posts one JSON-RPC message to base/mcp at version as token (none
@@ -248,6 +249,14 @@ func TestMCPTasksCore(t *testing.T) {
 	// same call again is a new task; with a request_id, a retry is the
 	// same task.
 	_, a := rpc(t, base, oasAdmin, v1125, `{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"echo","arguments":{"x":1},"task":{},"_meta":{"carmy/request_id":"tk-1"}}}`)
+	// The task is answered once reserved: the retry comes once it ran.
+	if first, _ := result(t, "a", a)["task"].(map[string]any); first != nil {
+		firstID, _ := first["taskId"].(string)
+		wait.Until(t, 30*time.Second, "the first task to complete", func() bool {
+			r, _ := get(oasAdmin, "tasks/get", firstID)["result"].(map[string]any)
+			return r["status"] == "completed"
+		})
+	}
 	_, b := rpc(t, base, oasAdmin, v1125, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"x":1},"task":{},"_meta":{"carmy/request_id":"tk-1"}}}`)
 	ta, tb := result(t, "a", a)["task"].(map[string]any), result(t, "b", b)["task"].(map[string]any)
 	if ta["taskId"] != tb["taskId"] || tb["status"] != "completed" {

@@ -117,15 +117,15 @@ func TestMCPRateLimitQuotaMetricsAndLog(t *testing.T) {
 
 	m := scrapeURL(t, base)
 	for outcome, want := range map[string]float64{"ran": 5, "replayed": 1, "capacity": 1, "rate_limited": 1, "conflict": 0} {
-		if got := m[`carmy_mcp_calls_total{outcome="`+outcome+`"}`]; got != want {
-			t.Errorf(`carmy_mcp_calls_total{outcome=%q} = %v, want %v`, outcome, got, want)
+		if got := m[`carmy_calls_total{outcome="`+outcome+`",transport="mcp"}`]; got != want {
+			t.Errorf(`carmy_calls_total{outcome=%q,transport="mcp"} = %v, want %v`, outcome, got, want)
 		}
-		if got := m[`carmy_mcp_call_duration_seconds_count{outcome="`+outcome+`"}`]; got != want {
-			t.Errorf(`carmy_mcp_call_duration_seconds_count{outcome=%q} = %v, want %v`, outcome, got, want)
+		if got := m[`carmy_call_duration_seconds_count{outcome="`+outcome+`",transport="mcp"}`]; got != want {
+			t.Errorf(`carmy_call_duration_seconds_count{outcome=%q,transport="mcp"} = %v, want %v`, outcome, got, want)
 		}
 	}
-	if got := m[`carmy_calls_total{outcome="ran"}`]; got != 0 {
-		t.Errorf(`carmy_calls_total{outcome="ran"} = %v: MCP calls counted as HTTP ones`, got)
+	if got := m[`carmy_calls_total{outcome="ran",transport="http"}`]; got != 0 {
+		t.Errorf(`carmy_calls_total{outcome="ran",transport="http"} = %v: MCP calls counted as HTTP ones`, got)
 	}
 
 	wantLine := `msg=call principal=limited tool=echo request_id=q-2 session_id="" execution_id="" outcome=capacity code=IDEMPOTENCY_CAPACITY transport=mcp duration_ms=`

@@ -16,8 +16,9 @@ import (
 	"github.com/carmyhq/carmy/store"
 )
 
-// Outcomes of a call, the label of carmy_calls_total (POST /v1/tools/call)
-// and of carmy_mcp_calls_total (tools/call at /mcp).
+// Outcomes of a call, the outcome label of carmy_calls_total and
+// carmy_call_duration_seconds, whose transport label says how the call
+// came (TransportHTTP, TransportMCP).
 const (
 	OutcomeRan         = "ran"          // the tool ran now (200)
 	OutcomeReplayed    = "replayed"     // a recorded outcome was replayed (200)
@@ -31,36 +32,41 @@ const (
 	OutcomeError       = "error"        // INTERNAL
 )
 
-// apiMetrics are the HTTP layer's instruments.
+// apiMetrics are the instruments of the calls of both transports.
 type apiMetrics struct {
 	calls    *prometheus.CounterVec
 	duration *prometheus.HistogramVec
-	// byOutcome holds each outcome's series, looked up once.
-	byOutcome map[string]outcomeSeries
+	// series holds each transport's and outcome's series, looked up once.
+	series map[seriesKey]outcomeSeries
 }
+
+// seriesKey names the series of one transport and outcome.
+type seriesKey struct{ transport, outcome string }
 
 type outcomeSeries struct {
 	calls    prometheus.Counter
 	duration prometheus.Observer
 }
 
-func newAPIMetrics(reg prometheus.Registerer) (*apiMetrics, error) {
-	return newCallMetrics(reg, "carmy_calls_total", "carmy_call_duration_seconds", "POST /v1/tools/call")
-}
+// callOutcomes are the outcome label's values.
+var callOutcomes = []string{OutcomeRan, OutcomeReplayed, OutcomeConflict, OutcomeUncertain,
+	OutcomeCapacity, OutcomeUnavailable, OutcomeInvalid, OutcomeDenied, OutcomeLimited, OutcomeError}
 
-// newCallMetrics returns the counter and the histogram of the calls of
-// one transport, by outcome.
-func newCallMetrics(reg prometheus.Registerer, calls, duration, what string) (*apiMetrics, error) {
+// newAPIMetrics returns the counter and the histogram of the calls of
+// both transports (POST /v1/tools/call, tools/call at /mcp), by transport
+// and outcome.
+func newAPIMetrics(reg prometheus.Registerer) (*apiMetrics, error) {
 	m := &apiMetrics{
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: calls,
-			Help: "Answers to " + what + " by outcome: ran, replayed, conflict, uncertain, capacity, unavailable, invalid, denied, rate_limited, error.",
-		}, []string{"outcome"}),
+			Name: "carmy_calls_total",
+			Help: "Answers to tool calls by transport (http: POST /v1/tools/call, mcp: tools/call at /mcp) and outcome: " +
+				"ran, replayed, conflict, uncertain, capacity, unavailable, invalid, denied, rate_limited, error.",
+		}, []string{"transport", "outcome"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    duration,
-			Help:    "Time to answer " + what + ", by outcome.",
+			Name:    "carmy_call_duration_seconds",
+			Help:    "Time to answer a tool call, by transport and outcome.",
 			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5, 10, 30, 60},
-		}, []string{"outcome"}),
+		}, []string{"transport", "outcome"}),
 	}
 	var err error
 	if m.calls, err = register(reg, m.calls); err != nil {
@@ -69,12 +75,13 @@ func newCallMetrics(reg prometheus.Registerer, calls, duration, what string) (*a
 	if m.duration, err = register(reg, m.duration); err != nil {
 		return nil, err
 	}
-	// Every outcome is exported from the start, at 0, so that rates work
+	// Every series is exported from the start, at 0, so that rates work
 	// from the first scrape.
-	m.byOutcome = make(map[string]outcomeSeries)
-	for _, o := range []string{OutcomeRan, OutcomeReplayed, OutcomeConflict, OutcomeUncertain,
-		OutcomeCapacity, OutcomeUnavailable, OutcomeInvalid, OutcomeDenied, OutcomeLimited, OutcomeError} {
-		m.byOutcome[o] = outcomeSeries{calls: m.calls.WithLabelValues(o), duration: m.duration.WithLabelValues(o)}
+	m.series = make(map[seriesKey]outcomeSeries)
+	for _, t := range []string{TransportHTTP, TransportMCP} {
+		for _, o := range callOutcomes {
+			m.series[seriesKey{t, o}] = outcomeSeries{calls: m.calls.WithLabelValues(t, o), duration: m.duration.WithLabelValues(t, o)}
+		}
 	}
 	return m, nil
 }
@@ -130,19 +137,20 @@ func (s *Server) meterCalls(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		took := time.Since(start)
 		outcome, _ := c.Get(outcomeKey).(string)
-		s.countCall(s.metrics, outcome, took)
+		s.countCall(TransportHTTP, outcome, took)
 		s.logCall(c, line, outcome, took)
 		return nil
 	}
 }
 
-// countCall counts one call of a transport, in its metrics m, and in the
-// node's activity: the one place both transports' calls are counted. An
-// unknown outcome counts as an error.
-func (s *Server) countCall(m *apiMetrics, outcome string, took time.Duration) {
-	series, ok := m.byOutcome[outcome]
+// countCall counts one call of a transport in carmy_calls_total and
+// carmy_call_duration_seconds, and in the node's activity: the one place
+// both transports' calls are counted. An unknown outcome counts as an
+// error.
+func (s *Server) countCall(transport, outcome string, took time.Duration) {
+	series, ok := s.metrics.series[seriesKey{transport, outcome}]
 	if !ok {
-		series = m.byOutcome[OutcomeError]
+		series = s.metrics.series[seriesKey{transport, OutcomeError}]
 	}
 	series.calls.Inc()
 	series.duration.Observe(took.Seconds())

@@ -22,7 +22,7 @@ import (
 )
 
 // scrape reads GET /metrics and returns each sample's value by its line
-// name with labels, e.g. `carmy_calls_total{outcome="ran"}`.
+// name with labels, e.g. `carmy_calls_total{outcome="ran",transport="http"}`.
 func scrape(t *testing.T, a answer) map[string]float64 {
 	t.Helper()
 	if a.status != http.StatusOK {
@@ -89,10 +89,10 @@ func TestMetricsCountCallsByOutcome(t *testing.T) {
 		"unavailable": 2, "error": 1, "invalid": 1, "denied": 2,
 	}
 	for outcome, n := range want {
-		if v := got[`carmy_calls_total{outcome="`+outcome+`"}`]; v != n {
+		if v := got[`carmy_calls_total{outcome="`+outcome+`",transport="http"}`]; v != n {
 			t.Errorf("carmy_calls_total{outcome=%q} = %v, want %v", outcome, v, n)
 		}
-		if v := got[`carmy_call_duration_seconds_count{outcome="`+outcome+`"}`]; v != n {
+		if v := got[`carmy_call_duration_seconds_count{outcome="`+outcome+`",transport="http"}`]; v != n {
 			t.Errorf("carmy_call_duration_seconds_count{outcome=%q} = %v, want %v", outcome, v, n)
 		}
 	}
@@ -154,7 +154,7 @@ func TestServersShareARegistry(t *testing.T) {
 	second := newTestServer(t, rt, api.Config{Metrics: reg})
 	post(t, first, callPath, `{"tool":"echo","request_id":"a"}`)
 	post(t, second, callPath, `{"tool":"echo","request_id":"b"}`)
-	if got := scrape(t, get(t, first, "/metrics"))[`carmy_calls_total{outcome="ran"}`]; got != 2 {
+	if got := scrape(t, get(t, first, "/metrics"))[`carmy_calls_total{outcome="ran",transport="http"}`]; got != 2 {
 		t.Errorf("ran = %v across two servers on one registry, want 2", got)
 	}
 }

@@ -57,8 +57,8 @@ func TestRateLimitPerPrincipal(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	m := scrape(t, get(t, srv, "/metrics"))
-	if m[`carmy_calls_total{outcome="rate_limited"}`] < 1 {
-		t.Errorf("no rate_limited call counted: %v", m[`carmy_calls_total{outcome="rate_limited"}`])
+	if m[`carmy_calls_total{outcome="rate_limited",transport="http"}`] < 1 {
+		t.Errorf("no rate_limited call counted: %v", m[`carmy_calls_total{outcome="rate_limited",transport="http"}`])
 	}
 }
 

@@ -157,7 +157,6 @@ type Server struct {
 	clu         Cluster
 
 	metrics    *apiMetrics
-	mcpMetrics *apiMetrics
 	auditCount *prometheus.CounterVec
 	limits     *limiters // nil: no rate limit
 	guard      *authGuard
@@ -195,10 +194,6 @@ func New(rt Runtime, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("api: metrics: %w", err)
 	}
-	mm, err := newMCPMetrics(cfg.Metrics)
-	if err != nil {
-		return nil, fmt.Errorf("api: metrics: %w", err)
-	}
 	guard, err := newAuthGuard(cfg.AuthFailures, cfg.Logger, cfg.Metrics)
 	if err != nil {
 		return nil, fmt.Errorf("api: metrics: %w", err)
@@ -211,7 +206,7 @@ func New(rt Runtime, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}
-	s := &Server{rt: rt, auth: au, limit: cfg.BodyLimit, log: cfg.Logger, clu: cfg.Cluster, metrics: m, mcpMetrics: mm, auditCount: audit,
+	s := &Server{rt: rt, auth: au, limit: cfg.BodyLimit, log: cfg.Logger, clu: cfg.Cluster, metrics: m, auditCount: audit,
 		bodyTimeout: cfg.Timeouts.WithDefaults().Body, guard: guard, keyGuard: keyGuard, activity: newActivity(time.Now), nodeID: cfg.NodeID}
 	if rc, ok := rt.(interface{ Config() engine.Config }); ok && s.nodeID == "" {
 		s.nodeID = rc.Config().NodeID

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"time"
 
@@ -14,6 +15,165 @@ import (
 // The rules both transports (POST /v1/tools/call and tools/call at /mcp)
 // apply when they turn a call's wire members into a Request, and an
 // error into what the caller is told, kept here once.
+
+// WireCall is one call as its transport read it, before the rules below
+// make it a Request: RequestOf applies them, for POST /v1/tools/call
+// (package api) and tools/call at /mcp (package api/mcp) alike.
+//
+// Each optional member is given as encoding/json decodes a JSON value
+// into an any (a string, a float64, a map[string]any, …), or by a
+// transport that decodes into types of its own as a *string or as a
+// *json.RawMessage holding its JSON text (valid JSON). Pointers, not
+// values, so that the conversion to an any costs no allocation. nil, a
+// nil pointer, empty text and JSON null are all absent.
+type WireCall struct {
+	// Tool is the tool's name ("" is refused).
+	Tool string
+	// Arguments is the arguments' JSON text (nil or null: none); the
+	// runtime checks it is an object.
+	Arguments json.RawMessage
+	// RequestID and SessionID must be strings, RequestID not empty (an
+	// empty one is refused, never read as absent); Metadata a JSON
+	// object; TimeoutMS a positive integer (1000, 1e3 and 1000.0 alike),
+	// capped at MaxTimeout.
+	RequestID, SessionID, Metadata, TimeoutMS any
+	// Names are the members' names as the transport spells them, for
+	// the messages of its refusals (nil: HTTPNames).
+	Names *WireNames
+}
+
+// WireNames are the names a transport gives a call's members. A refusal
+// of RequestOf names the member by its field of SPEC §2.1 (request_id,
+// session_id, metadata, timeout_ms, tool), and speaks of it by the
+// transport's name.
+type WireNames struct {
+	Tool, RequestID, SessionID, Metadata, TimeoutMS string
+}
+
+// HTTPNames are the members' names in POST /v1/tools/call's body, which
+// are the fields' own.
+var HTTPNames = WireNames{Tool: "tool", RequestID: "request_id", SessionID: "session_id", Metadata: "metadata", TimeoutMS: "timeout_ms"}
+
+// RequestOf checks w's members and returns the Request they make. Its
+// errors are INVALID_REQUEST, a *store.FieldError naming the field at
+// fault. The runtime checks the rest (Runtime.Call): the allow-list, the
+// tool, the identifiers' characters, the arguments.
+func RequestOf(w WireCall) (Request, error) {
+	names := w.Names
+	if names == nil {
+		names = &HTTPNames
+	}
+	req := Request{Tool: w.Tool, Arguments: NullIsAbsent(w.Arguments)}
+	if w.Tool == "" {
+		return req, wireInvalid("tool", "%q is required", names.Tool)
+	}
+	if present(w.RequestID) {
+		s, ok := wireString(w.RequestID)
+		switch {
+		case !ok:
+			return req, wireInvalid("request_id", "%q must be a string", names.RequestID)
+		case s == "":
+			return req, wireInvalid("request_id", "%q must not be empty; omit it to call without idempotency", names.RequestID)
+		}
+		req.RequestID = s
+	}
+	if present(w.SessionID) {
+		s, ok := wireString(w.SessionID)
+		if !ok {
+			return req, wireInvalid("session_id", "%q must be a string", names.SessionID)
+		}
+		req.SessionID = s
+	}
+	if present(w.Metadata) {
+		raw, err := wireObject(w.Metadata)
+		if err != nil {
+			return req, wireInvalid("metadata", "%q %v", names.Metadata, err)
+		}
+		req.Metadata = raw
+	}
+	if present(w.TimeoutMS) {
+		timeout, ok := wireTimeout(w.TimeoutMS)
+		if !ok {
+			return req, wireInvalid("timeout_ms", "%q must be a positive integer", names.TimeoutMS)
+		}
+		req.Timeout = timeout
+	}
+	return req, nil
+}
+
+// present reports whether a member of a WireCall is present.
+func present(v any) bool {
+	switch v := v.(type) {
+	case *string:
+		return v != nil
+	case *json.RawMessage:
+		return v != nil && NullIsAbsent(*v) != nil && len(bytes.TrimSpace(*v)) > 0
+	}
+	return v != nil
+}
+
+// wireInvalid is RequestOf's refusal of field.
+func wireInvalid(field, format string, args ...any) error {
+	return &store.FieldError{Field: field, Err: fmt.Errorf(format, args...)}
+}
+
+// wireString returns v as a string: a decoded one, or the JSON text of
+// one.
+func wireString(v any) (string, bool) {
+	switch v := v.(type) {
+	case string:
+		return v, true
+	case *string:
+		return *v, true
+	case *json.RawMessage:
+		var s string
+		return s, json.Unmarshal(*v, &s) == nil
+	}
+	return "", false
+}
+
+// errNotObject is the complaint about a metadata that is not an object.
+var errNotObject = errors.New("must be a JSON object")
+
+// wireObject returns the JSON text of v, which must be a JSON object.
+func wireObject(v any) (json.RawMessage, error) {
+	switch v := v.(type) {
+	case map[string]any:
+		raw, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("does not encode: %w", err)
+		}
+		return raw, nil
+	case *json.RawMessage:
+		if t := bytes.TrimSpace(*v); len(t) > 0 && t[0] == '{' {
+			return *v, nil
+		}
+	}
+	return nil, errNotObject
+}
+
+// wireTimeout returns the timeout of v, a number of milliseconds, by
+// TimeoutOfMS.
+func wireTimeout(v any) (time.Duration, bool) {
+	var ms float64
+	switch v := v.(type) {
+	case float64:
+		ms = v
+	case *json.RawMessage:
+		t := bytes.TrimSpace(*v)
+		if len(t) == 0 || t[0] == '"' {
+			return 0, false
+		}
+		f, err := json.Number(t).Float64()
+		if err != nil {
+			return 0, false
+		}
+		ms = f
+	default:
+		return 0, false
+	}
+	return TimeoutOfMS(ms)
+}
 
 // MaxTimeout caps a call's timeout_ms (carmy/timeout_ms over MCP) before
 // it becomes a Duration; the tool's own timeout caps it further.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,5 +52,57 @@ func TestRequestEnded(t *testing.T) {
 	other := errors.New("disk on fire")
 	if got, ok := RequestEnded(other); ok || got != other {
 		t.Errorf("RequestEnded(other) = %v, %v", got, ok)
+	}
+}
+
+// TestRequestOf: both forms of a member (decoded and JSON text) make the
+// same Request, null is absent, and every refusal is INVALID_REQUEST
+// naming the field and speaking of the transport's own name.
+func TestRequestOf(t *testing.T) {
+	raw := func(s string) *json.RawMessage { r := json.RawMessage(s); return &r }
+	str := func(s string) *string { return &s }
+	mcpNames := &WireNames{Tool: "name", RequestID: "carmy/request_id", SessionID: "carmy/session_id", Metadata: "carmy/metadata", TimeoutMS: "carmy/timeout_ms"}
+	for _, w := range []WireCall{
+		{Tool: "echo", Arguments: *raw(`{"a":1}`), RequestID: "r-1", SessionID: "s", Metadata: map[string]any{"k": "v"}, TimeoutMS: 1500.0},
+		{Tool: "echo", Arguments: *raw(`{"a":1}`), RequestID: raw(`"r-1"`), SessionID: str("s"), Metadata: raw(`{"k":"v"}`), TimeoutMS: raw(`1.5e3`)},
+	} {
+		req, err := RequestOf(w)
+		if err != nil || req.Tool != "echo" || string(req.Arguments) != `{"a":1}` || req.RequestID != "r-1" || req.SessionID != "s" ||
+			string(req.Metadata) != `{"k":"v"}` || req.Timeout != 1500*time.Millisecond {
+			t.Errorf("RequestOf(%+v) = %+v, %v", w, req, err)
+		}
+	}
+	for _, w := range []WireCall{
+		{Tool: "echo", Arguments: *raw(`null`), RequestID: (*string)(nil), Metadata: raw(`null`), TimeoutMS: raw(``), SessionID: raw(` null `)},
+		{Tool: "echo", Metadata: (*json.RawMessage)(nil), TimeoutMS: nil},
+		{Tool: "echo"},
+	} {
+		req, err := RequestOf(w)
+		if err != nil || req.Arguments != nil || req.RequestID != "" || req.SessionID != "" || req.Metadata != nil || req.Timeout != 0 {
+			t.Errorf("RequestOf(%+v) = %+v, %v; want every member absent", w, req, err)
+		}
+	}
+	for _, c := range []struct {
+		w            WireCall
+		field, words string
+	}{
+		{WireCall{}, "tool", `"tool" is required`},
+		{WireCall{Names: mcpNames}, "tool", `"name" is required`},
+		{WireCall{Tool: "echo", RequestID: 5.0, Names: mcpNames}, "request_id", `"carmy/request_id" must be a string`},
+		{WireCall{Tool: "echo", RequestID: str("")}, "request_id", `"request_id" must not be empty; omit it to call without idempotency`},
+		{WireCall{Tool: "echo", RequestID: raw(`""`)}, "request_id", `"request_id" must not be empty`},
+		{WireCall{Tool: "echo", SessionID: true, Names: mcpNames}, "session_id", `"carmy/session_id" must be a string`},
+		{WireCall{Tool: "echo", Metadata: []any{1.0}, Names: mcpNames}, "metadata", `"carmy/metadata" must be a JSON object`},
+		{WireCall{Tool: "echo", Metadata: raw(` [1]`)}, "metadata", `"metadata" must be a JSON object`},
+		{WireCall{Tool: "echo", TimeoutMS: 1.5, Names: mcpNames}, "timeout_ms", `"carmy/timeout_ms" must be a positive integer`},
+		{WireCall{Tool: "echo", TimeoutMS: raw(`"100"`)}, "timeout_ms", `"timeout_ms" must be a positive integer`},
+		{WireCall{Tool: "echo", TimeoutMS: raw(`0`)}, "timeout_ms", `"timeout_ms" must be a positive integer`},
+		{WireCall{Tool: "echo", TimeoutMS: "100"}, "timeout_ms", `"timeout_ms" must be a positive integer`},
+	} {
+		_, err := RequestOf(c.w)
+		var fe *store.FieldError
+		if store.CodeOf(err) != store.CodeInvalidRequest || !errors.As(err, &fe) || fe.Field != c.field || !strings.HasPrefix(fe.Err.Error(), c.words) {
+			t.Errorf("RequestOf(%+v) = %v; want INVALID_REQUEST of field %s saying %s", c.w, err, c.field, c.words)
+		}
 	}
 }

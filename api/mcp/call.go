@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/carmyhq/carmy/store"
@@ -14,9 +15,10 @@ import (
 // which authenticate prevents; answered -32603.
 var errNoCaller = errors.New("mcp: no authenticated caller")
 
-// callTool is the handler of every tool: it runs a tools/call through the
-// runtime, under the identity _meta and the token give it, and answers as
-// SPEC §5.1 says. middleware has checked the allow-list.
+// callTool runs a tools/call through the runtime, under the identity
+// _meta and the token give it, and answers as SPEC §5.1 says; the
+// runtime decides the allow-list and the tool (Runtime.Call), the
+// reconcile tools (reconcile.go) aside, which every caller may call.
 //
 // The call runs under ctx, which the SDK ends when the request does; the
 // runtime does not let that cancel the tool (a dropped connection never
@@ -26,7 +28,7 @@ var errNoCaller = errors.New("mcp: no authenticated caller")
 // in ctx (callMode).
 func (h *Handler) callTool(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 	info := callInfoOf(ctx)
-	if info == nil { // not through middleware: cannot happen, but stay safe
+	if info == nil { // not through observed: cannot happen, but stay safe
 		info = &CallInfo{Tool: req.Params.Name, caller: callerOf(req.Extra, h.cfg.Anonymous)}
 	}
 	caller := info.caller
@@ -41,7 +43,7 @@ func (h *Handler) callTool(ctx context.Context, req *sdk.CallToolRequest) (*sdk.
 	call, err := requestOf(req.Params.Name, req.Params.Arguments, req.Params.Meta, header)
 	info.RequestID, info.SessionID = call.RequestID, call.SessionID
 	if err != nil {
-		return refusal(err, info), nil
+		return answer(err, info)
 	}
 	if h.cfg.Admit != nil {
 		if err := h.cfg.Admit(caller); err != nil {
@@ -65,4 +67,15 @@ func (h *Handler) callTool(ctx context.Context, req *sdk.CallToolRequest) (*sdk.
 	}
 	info.ExecutionID, info.Status, info.Replayed = resp.Record.ExecutionID, string(resp.Record.Status), resp.Replayed
 	return resultOf(resp), nil
+}
+
+// handOver is the handler of every tool in the SDK's registry: it
+// returns the result the middleware had the runtime make (CallInfo's
+// ran), so that the SDK finishes it as a result of its own tools.
+// Reached by any other way, it answers -32603.
+func (h *Handler) handOver(ctx context.Context, _ *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+	if info := callInfoOf(ctx); info != nil && info.ran != nil {
+		return info.ran, nil
+	}
+	return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}
 }

@@ -94,13 +94,6 @@ func mayBindHeaders(t *sdk.Tool) bool {
 	return err != nil || bytes.Contains(raw, []byte("x-mcp-header")) || bytes.Contains(raw, []byte(`\u`))
 }
 
-// has reports whether the server holds the tool name, as of the last sync.
-func (c *catalog) has(name string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.have[name]
-}
-
 // allowed returns the tools of list that caller may call: the same set as
 // GET /v1/tools, and the reconcile tools (reconcile.go), which every
 // caller may call.

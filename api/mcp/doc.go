@@ -12,8 +12,11 @@
 //
 // The files, one concept each: server.go builds the handler; catalog.go
 // mirrors the runtime's tools into the SDK's server and lists each
-// principal's own; meta.go reads Carmy's keys of _meta; call.go runs a
-// tools/call; result.go turns records and refusals into results;
+// principal's own; meta.go reads Carmy's keys of _meta into a request
+// by the rules of POST /v1/tools/call (engine.RequestOf); call.go runs a
+// tools/call through the runtime, which decides it (the allow-list, the
+// tool) as it decides an HTTP call; result.go turns records and refusals
+// into results;
 // auth.go checks bearer tokens and serves the RFC 9728 metadata document;
 // wire.go keeps the transport's own refusals in JSON-RPC's shape;
 // fast.go answers a plain tools/call without the SDK's per-request

@@ -4,14 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"github.com/carmyhq/carmy/internal/jsonscan"
 	"io"
-	"mime"
 	"net"
 	"net/http"
 	"net/netip"
-	"regexp"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -56,13 +53,12 @@ import (
 //     string name, params and _meta objects, and no _meta key of the
 //     protocol's own (io.modelcontextprotocol/…) but, at 2026-07-28, the
 //     four a client sends with every request (fast_meta.go);
-//   - it runs the call through the same middleware and tool handler as
-//     the SDK does (the allow-list, the catalog, Observe, callTool),
-//     with the request the SDK would have built (but for the protocol's
-//     _meta keys, which it leaves out: Carmy never reads them, meta.go),
-//     and looks the tool up
-//     in the same registry, answering an unknown one as Server.callTool
-//     does;
+//   - it runs the call through the same middleware as the SDK does
+//     (Observe, and callTool, where the runtime decides the allow-list
+//     and the tool), with the request the SDK would have built (but for
+//     the protocol's _meta keys, which it leaves out: Carmy never reads
+//     them, meta.go), and finishes the result as Server.callTool does
+//     (runTool);
 //   - it writes the answer in the bytes and with the headers the SDK
 //     writes (Content-Type application/json, Cache-Control): a result of
 //     the shape Carmy's tools give in one pass (fast_encode.go), anything
@@ -88,23 +84,43 @@ const (
 // protocolMetaPrefix begins the _meta keys the SDK reads itself.
 var protocolMetaPrefix = []byte("io.modelcontextprotocol/")
 
-// serveFast answers call, a tools/call read from r's body by
-// parseFastCall, as the SDK would.
-func (h *Handler) serveFast(w http.ResponseWriter, r *http.Request, call fastCall) {
-	h.fastServed.Add(1)
-	ctx := r.Context()
-	req := &sdk.CallToolRequest{
-		Params: &sdk.CallToolParamsRaw{Name: call.name, Arguments: call.args, Meta: call.meta},
-		Extra:  &sdk.RequestExtra{TokenInfo: auth.TokenInfoFromContext(ctx), Header: r.Header},
-	}
+// fastRequest is the request of one call on the fast path, the SDK's
+// request and its parts in one allocation, and what fastTool tells of it.
+// The call's context holds it in place of its JSON-RPC id (rpcIDOf).
+type fastRequest struct {
+	req    sdk.CallToolRequest
+	params sdk.CallToolParamsRaw
+	extra  sdk.RequestExtra
+	rpcID  json.RawMessage
 	// ran says the tool handler answered with a result (Server.callTool
 	// marks such a result complete at 2026-07-28).
-	var ran bool
-	res, err := h.middleware(func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
-		res, err := h.runTool(ctx, method, req)
-		ran = err == nil && res != nil
-		return res, err
-	})(ctx, methodCallTool, req)
+	ran bool
+}
+
+// fastTool is the method handler at the end of the fast path's chain
+// (Handler.fastChain, middleware over it): runTool, which also notes in
+// the call's fastRequest whether the tool handler answered.
+func (h *Handler) fastTool(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+	res, err := h.runTool(ctx, method, req)
+	if fr, ok := ctx.Value(rpcIDKey{}).(*fastRequest); ok {
+		fr.ran = err == nil && res != nil
+	}
+	return res, err
+}
+
+// serveFast answers call, a tools/call read from r's body by
+// parseFastCall whose raw JSON-RPC id is rpcID, as the SDK would.
+func (h *Handler) serveFast(w http.ResponseWriter, r *http.Request, call fastCall, rpcID json.RawMessage) {
+	h.fastServed.Add(1)
+	ctx := r.Context()
+	fr := &fastRequest{
+		params: sdk.CallToolParamsRaw{Name: call.name, Arguments: call.args, Meta: call.meta},
+		extra:  sdk.RequestExtra{TokenInfo: auth.TokenInfoFromContext(ctx), Header: r.Header},
+		rpcID:  rpcID,
+	}
+	fr.req.Params, fr.req.Extra = &fr.params, &fr.extra
+	res, err := h.fastChain(context.WithValue(ctx, rpcIDKey{}, fr), methodCallTool, &fr.req)
+	ran := fr.ran
 	bufp := answerBufs.Get().(*[]byte)
 	defer func() {
 		if cap(*bufp) <= maxPooledAnswer {
@@ -178,18 +194,14 @@ func (h *Handler) encodeAnswer(call fastCall, res sdk.Result, err error, ran boo
 	return data, status
 }
 
-// runTool is the SDK's Server.callTool: the tool of the registry the
-// catalog keeps, or the SDK's -32602 for a name it does not hold.
+// runTool is the SDK's Server.callTool after middleware ran the call:
+// the tool handler's result (handOver), never "null" content.
 func (h *Handler) runTool(ctx context.Context, _ string, req sdk.Request) (sdk.Result, error) {
-	cr := req.(*sdk.CallToolRequest)
-	if !h.catalog.has(cr.Params.Name) {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", cr.Params.Name)}
-	}
-	res, err := h.callTool(ctx, cr)
+	res, err := h.handOver(ctx, req.(*sdk.CallToolRequest))
 	if err != nil {
 		return nil, err
 	}
-	if res != nil && res.Content == nil {
+	if res.Content == nil {
 		res.Content = []sdk.Content{} // as the SDK does: never "null"
 	}
 	return res, nil
@@ -208,7 +220,7 @@ func (h *Handler) fastEligible(r *http.Request) bool {
 	if !fastVersions[r.Header.Get("Mcp-Protocol-Version")] || r.Method != http.MethodPost {
 		return false
 	}
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+	if !isJSONType(r.Header.Get("Content-Type")) {
 		return false
 	}
 	if jsonOK, streamOK := accepts(r.Header.Values("Accept")); !jsonOK || !streamOK {
@@ -251,7 +263,9 @@ func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 // an event stream.
 func accepts(values []string) (jsonOK, streamOK bool) {
 	for _, value := range values {
-		for _, raw := range strings.Split(value, ",") {
+		for rest, more := value, true; more; {
+			var raw string
+			raw, rest, more = strings.Cut(rest, ",")
 			base, _, _ := strings.Cut(strings.TrimSpace(raw), ";")
 			switch strings.ToLower(strings.TrimSpace(base)) {
 			case "application/json", "application/*":
@@ -291,8 +305,22 @@ type fastCall struct {
 	proto       protocolMeta
 }
 
-// integerID is an id the fast path reads as a number.
-var integerID = regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`)
+// isInteger reports whether v is an integer as JSON writes it
+// (-?(0|[1-9][0-9]*)): an id the fast path reads as a number.
+func isInteger(v []byte) bool {
+	if len(v) > 0 && v[0] == '-' {
+		v = v[1:]
+	}
+	if len(v) == 0 || (v[0] == '0' && len(v) > 1) {
+		return false
+	}
+	for _, b := range v {
+		if b < '0' || b > '9' {
+			return false
+		}
+	}
+	return true
+}
 
 // parseFastCall reads body, valid JSON (serveOne checked it), as a
 // tools/call of the plain JSON the fast path serves (see the top of this
@@ -329,7 +357,7 @@ func parseFastCall(body []byte, newProtocol bool) (fastCall, bool) {
 	ok = members(params, func(key []byte, v json.RawMessage) bool {
 		switch string(key) {
 		case "name":
-			named = len(v) > 0 && v[0] == '"' && json.Unmarshal(v, &c.name) == nil
+			c.name, named = stringOf(v)
 			return named
 		case "arguments":
 			c.args = v
@@ -372,6 +400,20 @@ func metaKey(key []byte) string {
 	return string(key)
 }
 
+// stringOf decodes v, valid plain JSON, as encoding/json decodes it into
+// a string, or returns false when it is no string; one without escapes
+// directly.
+func stringOf(v json.RawMessage) (string, bool) {
+	if len(v) < 2 || v[0] != '"' {
+		return "", false
+	}
+	if bytes.IndexByte(v, '\\') < 0 {
+		return string(v[1 : len(v)-1]), true
+	}
+	var s string
+	return s, json.Unmarshal(v, &s) == nil
+}
+
 // valueOf decodes v, valid plain JSON, as encoding/json decodes it into
 // an any; a string without escapes directly.
 func valueOf(v json.RawMessage) (any, bool) {
@@ -385,15 +427,11 @@ func valueOf(v json.RawMessage) (any, bool) {
 // idOf reads a JSON-RPC id the fast path serves: a string, or an integer
 // (which the SDK reads through a float64, exact at this length).
 func idOf(v json.RawMessage) (jsonrpc.ID, bool) {
-	if len(v) > 0 && v[0] == '"' {
-		var s string
-		if json.Unmarshal(v, &s) != nil {
-			return jsonrpc.ID{}, false
-		}
+	if s, ok := stringOf(v); ok {
 		id, err := jsonrpc.MakeID(s)
 		return id, err == nil
 	}
-	if !integerID.Match(v) {
+	if !isInteger(v) {
 		return jsonrpc.ID{}, false
 	}
 	n, err := strconv.ParseInt(string(v), 10, 64)

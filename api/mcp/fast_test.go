@@ -43,7 +43,25 @@ func (detRuntime) Tools() []engine.ToolInfo {
 
 func (detRuntime) ToolsGeneration() uint64 { return 1 }
 
-func (detRuntime) Call(_ context.Context, caller engine.Caller, req engine.Request) (engine.Response, error) {
+// detTools are the names of detRuntime's tools.
+var detTools = func() map[string]bool {
+	names := map[string]bool{}
+	for _, t := range (detRuntime{}).Tools() {
+		names[t.Name] = true
+	}
+	names["unlisted"] = true // runs, though Tools does not list it
+	return names
+}()
+
+func (d detRuntime) Call(_ context.Context, caller engine.Caller, req engine.Request) (engine.Response, error) {
+	// The runtime decides the allow-list and the tool, as
+	// engine.Runtime.Call does.
+	if !caller.MayCall(req.Tool) {
+		return engine.Response{}, &engine.ForbiddenError{Principal: caller.Principal, Tool: req.Tool}
+	}
+	if !detTools[req.Tool] {
+		return engine.Response{}, fmt.Errorf("%w: %q", engine.ErrUnknownTool, req.Tool)
+	}
 	rec := store.Record{
 		ExecutionID: "ex-" + req.Tool + "-" + req.RequestID,
 		Key:         store.Key{Principal: caller.Principal, Session: req.SessionID, RequestID: req.RequestID},

@@ -28,49 +28,57 @@ import (
 // is ignored, as MCP says. Tasks are cancelled with tasks/cancel instead.
 
 // inflight is the table of the tools/calls this node serves, by
-// principal, session and JSON-RPC id. It is safe for concurrent use.
+// principal, session and JSON-RPC id: the calls of one key in a list
+// (newest first). It is safe for concurrent use.
 type inflight struct {
 	mu    sync.Mutex
-	calls map[inflightKey][]*inflightCall
+	calls map[inflightKey]*inflightCall
 }
 
 type inflightKey struct{ principal, session, id string }
 
-// inflightCall is one call in the table: its execution once reserved,
-// and whether a cancel came first.
+// inflightCall is one call in the table (a tools/call of h's, by caller):
+// its execution once reserved, and whether a cancel came first.
 type inflightCall struct {
+	h      *Handler
+	caller *engine.Caller
+	key    inflightKey
+	next   *inflightCall // the table's next call of the same key
+
 	mu        sync.Mutex
 	execID    string
 	recorded  bool
 	cancelled bool
-	cancel    func(execID string, recorded bool)
 }
 
-// add registers a call of principal and session whose JSON-RPC id is id;
-// cancel is how it is cancelled once its execution is known.
-func (t *inflight) add(principal, session, id string, cancel func(string, bool)) (*inflightCall, func()) {
-	k := inflightKey{principal, session, id}
-	c := &inflightCall{cancel: cancel}
+// add registers c under its key.
+func (t *inflight) add(c *inflightCall) {
 	t.mu.Lock()
 	if t.calls == nil {
-		t.calls = make(map[inflightKey][]*inflightCall)
+		t.calls = make(map[inflightKey]*inflightCall)
 	}
-	t.calls[k] = append(t.calls[k], c)
+	c.next = t.calls[c.key]
+	t.calls[c.key] = c
 	t.mu.Unlock()
-	return c, func() {
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		list := t.calls[k]
-		for i, x := range list {
-			if x == c {
-				list = append(list[:i], list[i+1:]...)
-				break
-			}
-		}
-		if len(list) == 0 {
-			delete(t.calls, k)
-		} else {
-			t.calls[k] = list
+}
+
+// remove takes c out of the table.
+func (t *inflight) remove(c *inflightCall) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	head := t.calls[c.key]
+	switch {
+	case head == c && c.next == nil:
+		delete(t.calls, c.key)
+		return
+	case head == c:
+		t.calls[c.key] = c.next
+		return
+	}
+	for p := head; p != nil; p = p.next {
+		if p.next == c {
+			p.next = c.next
+			return
 		}
 	}
 }
@@ -79,7 +87,10 @@ func (t *inflight) add(principal, session, id string, cancel func(string, bool))
 // there were.
 func (t *inflight) cancelAll(k inflightKey) int {
 	t.mu.Lock()
-	list := append([]*inflightCall(nil), t.calls[k]...)
+	var list []*inflightCall
+	for c := t.calls[k]; c != nil; c = c.next {
+		list = append(list, c)
+	}
 	t.mu.Unlock()
 	for _, c := range list {
 		c.cancelNow()
@@ -95,7 +106,7 @@ func (c *inflightCall) reserved(rec store.Record) {
 	cancelled := c.cancelled
 	c.mu.Unlock()
 	if cancelled {
-		go c.cancel(rec.ExecutionID, c.recorded)
+		go c.h.cancelExecution(*c.caller, rec.ExecutionID, c.recorded)
 	}
 }
 
@@ -108,9 +119,12 @@ func (c *inflightCall) cancelNow() {
 	id, recorded := c.execID, c.recorded
 	c.mu.Unlock()
 	if !already && id != "" {
-		c.cancel(id, recorded)
+		c.h.cancelExecution(*c.caller, id, recorded)
 	}
 }
+
+// done takes the call out of its handler's table.
+func (c *inflightCall) done() { c.h.inflight.remove(c) }
 
 // track registers a tools/call of ctx (its JSON-RPC id is in ctx, from
 // serveOne) for caller and session, and sets call.OnReserved; the
@@ -121,11 +135,10 @@ func (h *Handler) track(ctx context.Context, caller *engine.Caller, call *engine
 	if id == "" {
 		return func() {}
 	}
-	c, remove := h.inflight.add(caller.Principal, call.SessionID, id, func(execID string, recorded bool) {
-		h.cancelExecution(*caller, execID, recorded)
-	})
+	c := &inflightCall{h: h, caller: caller, key: inflightKey{caller.Principal, call.SessionID, id}}
+	h.inflight.add(c)
 	call.OnReserved = c.reserved
-	return remove
+	return c.done
 }
 
 // cancelExecution cancels a call's execution as POST …/cancel does, or
@@ -167,6 +180,9 @@ func (h *Handler) serveCancelled(w http.ResponseWriter, r *http.Request, p ownPa
 // canonicalID spells a JSON-RPC id one way: a string as its JSON text, a
 // number as the number it is (1 and 1.0 are one id).
 func canonicalID(raw json.RawMessage) string {
+	if isShortInteger(raw) {
+		return string(raw) // as encoding/json writes its float64
+	}
 	if len(raw) > 0 && raw[0] != '"' {
 		var f float64
 		if json.Unmarshal(raw, &f) == nil {
@@ -177,6 +193,18 @@ func canonicalID(raw json.RawMessage) string {
 	return string(raw)
 }
 
+// isShortInteger reports an integer of at most 15 digits, not -0: a
+// float64 exactly, which encoding/json writes digit for digit.
+func isShortInteger(raw []byte) bool {
+	digits := raw
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+	}
+	return len(digits) <= 15 && isInteger(raw) && string(raw) != "-0"
+}
+
+// rpcIDKey holds the JSON-RPC id of the tools/call being served: its
+// canonicalID, or the fast path's request (fast.go), which holds it raw.
 type rpcIDKey struct{}
 
 // withRPCID keeps the JSON-RPC id of the tools/call being served.
@@ -187,9 +215,18 @@ func withRPCID(ctx context.Context, raw json.RawMessage) context.Context {
 	return context.WithValue(ctx, rpcIDKey{}, canonicalID(raw))
 }
 
+// rpcIDOf is the canonicalID of the JSON-RPC id of the tools/call of
+// ctx, "" when there is none.
 func rpcIDOf(ctx context.Context) string {
-	id, _ := ctx.Value(rpcIDKey{}).(string)
-	return id
+	switch v := ctx.Value(rpcIDKey{}).(type) {
+	case string:
+		return v
+	case *fastRequest:
+		if len(v.rpcID) > 0 {
+			return canonicalID(v.rpcID)
+		}
+	}
+	return ""
 }
 
 // callerOfRequest is the caller of r: its token's, or anonymous when auth

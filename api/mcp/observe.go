@@ -23,6 +23,9 @@ type CallInfo struct {
 	Took                                  time.Duration
 
 	caller *engine.Caller
+	// ran is the result of the call the runtime made, for the SDK's
+	// tool handler (handOver).
+	ran *sdk.CallToolResult
 }
 
 type callInfoKey struct{}

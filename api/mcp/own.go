@@ -38,6 +38,10 @@ var ownMarkers = [][]byte{
 	[]byte(`"tools/list"`), []byte(`"initialize"`), []byte(`"server/discover"`), []byte(`"subscriptions/listen"`),
 }
 
+// mayBeOwn reports whether body holds one of ownMarkers: whether serveOwn
+// may answer it.
+func mayBeOwn(body []byte) bool { return hasAny(body, ownMarkers) }
+
 // ownMessage is a JSON-RPC message as serveOwn reads it.
 type ownMessage struct {
 	ID     json.RawMessage `json:"id"`
@@ -71,7 +75,7 @@ const (
 // serveOwn answers body, a valid JSON message of r admitted already, when
 // it is one of Carmy's own (above), and reports whether it did.
 func (h *Handler) serveOwn(w http.ResponseWriter, r *http.Request, body []byte) bool {
-	if !hasAny(body, ownMarkers) {
+	if !mayBeOwn(body) {
 		return false
 	}
 	var msg ownMessage

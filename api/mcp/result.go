@@ -22,7 +22,7 @@ func resultOf(resp engine.Response) *sdk.CallToolResult {
 	rec := resp.Record
 	meta := sdk.Meta{
 		MetaExecutionID: rec.ExecutionID,
-		MetaStatus:      string(rec.Status),
+		MetaStatus:      statusValue(rec.Status),
 		MetaReplayed:    resp.Replayed,
 	}
 	if rec.Key.RequestID != "" {
@@ -37,14 +37,48 @@ func resultOf(resp engine.Response) *sdk.CallToolResult {
 		if !isObject(data) {
 			structured = wrap("value", data)
 		}
-		return &sdk.CallToolResult{Meta: meta, Content: textOf(data), StructuredContent: structured}
+		return newResult(meta, data, structured, false)
 	}
 	errObj := rec.Error
 	if !isObject(errObj) {
 		errObj = json.RawMessage(`{"code":"` + engine.CodeToolError + `","message":""}`)
 	}
 	body := wrap("error", errObj)
-	return &sdk.CallToolResult{Meta: meta, Content: textOf(body), StructuredContent: body, IsError: true}
+	return newResult(meta, body, body, true)
+}
+
+// resultBox holds a result of resultOf and its one text item, in one
+// allocation.
+type resultBox struct {
+	res     sdk.CallToolResult
+	text    sdk.TextContent
+	content [1]sdk.Content
+}
+
+// newResult is the result with meta, one text item holding text, and
+// structured as its structuredContent.
+func newResult(meta sdk.Meta, text []byte, structured json.RawMessage, isError bool) *sdk.CallToolResult {
+	b := &resultBox{text: sdk.TextContent{Text: string(text)}}
+	b.content[0] = &b.text
+	b.res = sdk.CallToolResult{Meta: meta, Content: b.content[:], StructuredContent: structured, IsError: isError}
+	return &b.res
+}
+
+// statusValues are the statuses as _meta values, boxed once.
+var statusValues = func() map[store.Status]any {
+	m := map[store.Status]any{}
+	for _, s := range []store.Status{store.StatusRunning, store.StatusInterrupted, store.StatusCompleted, store.StatusFailed, store.StatusTimedOut, store.StatusCancelled} {
+		m[s] = string(s)
+	}
+	return m
+}()
+
+// statusValue is status as a _meta value: its string.
+func statusValue(status store.Status) any {
+	if v, ok := statusValues[status]; ok {
+		return v
+	}
+	return string(status)
 }
 
 // refusal is the result of a call Carmy refused (IDEMPOTENCY_CONFLICT,
@@ -98,20 +132,22 @@ var refusalCodes = map[string]bool{
 	store.CodeRateLimited:    true,
 }
 
-// answer turns the error of a call into what the client is told: a
-// refusal for Carmy's refusals; JSON-RPC error -32602 for an unknown tool,
-// as MCP requires; -32603 with a generic message for anything else (the
-// detail is for the log). A call whose context ended is UNAVAILABLE, as
-// over HTTP (engine.RequestEnded).
+// answer turns the error of a call into what the client is told: JSON-RPC
+// error -32602 for an unknown tool, as MCP requires (the runtime's
+// UNKNOWN_TOOL, or an empty params.name, as the SDK answers both); a
+// refusal for Carmy's refusals; -32603 with a generic message for
+// anything else (the detail is for the log). A call whose context ended
+// is UNAVAILABLE, as over HTTP (engine.RequestEnded).
 func answer(err error, info *CallInfo) (*sdk.CallToolResult, error) {
 	err, _ = engine.RequestEnded(err)
 	code := store.CodeOf(err)
+	var fe *store.FieldError
 	switch {
+	case code == store.CodeUnknownTool, errors.As(err, &fe) && fe.Field == "tool":
+		info.Code = store.CodeUnknownTool
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", info.Tool)}
 	case refusalCodes[code]:
 		return refusal(err, info), nil
-	case code == store.CodeUnknownTool:
-		info.Code = code
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", info.Tool)}
 	}
 	info.Code = store.CodeInternal
 	return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}

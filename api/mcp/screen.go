@@ -58,9 +58,13 @@ func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) {
 		h.stream.ServeHTTP(w, r)
 		return
 	}
-	valid := jsonscan.Valid(body)
+	// One pass judges a plain body valid and strict at once
+	// (strictjson.Quick); any other is checked by jsonscan.Valid, then
+	// strictjson.Check, which words what is wrong.
+	checked := strictjson.Quick(body)
+	valid := checked || jsonscan.Valid(body)
 	if valid {
-		if err := strictjson.Check(body); err != nil {
+		if err := strictCheck(body, checked); err != nil {
 			writeRPCError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest,
 				"the message is not strict JSON (I-JSON, RFC 7493): "+strictjson.Reason(err), envelope(store.CodeInvalidRequest, nil,
 					"the message is not strict JSON (I-JSON, RFC 7493): "+strictjson.Reason(err)))
@@ -77,27 +81,58 @@ func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) {
 // serveOne answers one message, body, read from r (whose body it
 // replaces when the SDK is to read it); valid says whether body is valid
 // JSON (then strict JSON too).
+//
+// A tools/call is served under a context that holds its JSON-RPC id
+// (withRPCID, or the fast path's request that holds it): the request is
+// copied with that context only for the handlers that take a request
+// (serveOwn, the SDK), not for the fast path.
 func (h *Handler) serveOne(w http.ResponseWriter, r *http.Request, body []byte, valid bool) {
 	if valid {
+		var rpcID json.RawMessage
 		if isCallTool(body) {
-			r = r.WithContext(withRPCID(r.Context(), idOfMessage(body)))
+			rpcID = idOfMessage(body)
 		} else if err := h.admit(r); err != nil {
 			h.refuseRate(w, idOfMessage(body), err)
 			return
 		}
-		if h.serveOwn(w, r, body) {
-			return
+		withID := false
+		if mayBeOwn(body) {
+			r, withID = requestWithRPCID(r, rpcID), true
+			if h.serveOwn(w, r, body) {
+				return
+			}
 		}
-	}
-	if valid && !h.noFastPath && h.fastEligible(r) {
-		newProtocol := r.Header.Get("Mcp-Protocol-Version") == versionNewProtocol
-		if call, ok := parseFastCall(body, newProtocol); ok && (!newProtocol || h.newProtocolEligible(r, call)) {
-			h.serveFast(w, r, call)
-			return
+		if !h.noFastPath && h.fastEligible(r) {
+			newProtocol := r.Header.Get("Mcp-Protocol-Version") == versionNewProtocol
+			if call, ok := parseFastCall(body, newProtocol); ok && (!newProtocol || h.newProtocolEligible(r, call)) {
+				h.serveFast(w, r, call, rpcID)
+				return
+			}
+		}
+		if !withID {
+			r = requestWithRPCID(r, rpcID)
 		}
 	}
 	r.Body = restoredBody(body, nil, r.Body)
 	h.stream.ServeHTTP(w, r)
+}
+
+// requestWithRPCID is r with the JSON-RPC id raw in its context
+// (withRPCID); r itself when raw is nil.
+func requestWithRPCID(r *http.Request, raw json.RawMessage) *http.Request {
+	if len(raw) == 0 {
+		return r
+	}
+	return r.WithContext(withRPCID(r.Context(), raw))
+}
+
+// strictCheck is strictjson.Check of body, valid JSON, unless
+// strictjson.Quick accepted it already (checked).
+func strictCheck(body []byte, checked bool) error {
+	if checked {
+		return nil
+	}
+	return strictjson.Check(body)
 }
 
 // screenable reports a request the SDK would read the body of: a POST of
@@ -106,7 +141,17 @@ func screenable(r *http.Request) bool {
 	if r.Method != http.MethodPost || r.Body == nil || r.Body == http.NoBody {
 		return false
 	}
-	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	return isJSONType(r.Header.Get("Content-Type"))
+}
+
+// isJSONType reports whether a Content-Type is application/json, as
+// mime.ParseMediaType reads it (parameters allowed); the plain value
+// without parsing.
+func isJSONType(contentType string) bool {
+	if contentType == "application/json" {
+		return true
+	}
+	mt, _, err := mime.ParseMediaType(contentType)
 	return err == nil && mt == "application/json"
 }
 

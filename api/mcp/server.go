@@ -26,7 +26,10 @@ const SessionHeader = "Carmy-Session-Id"
 // Runtime is what the endpoint calls of the tool runtime; *engine.Runtime
 // implements it. Errors carry SPEC §2.2 codes through store.Coded.
 type Runtime interface {
-	// Call runs a tool (SPEC §2.1).
+	// Call runs a tool (SPEC §2.1). It decides every call: a tool
+	// outside the caller's allow-list is an *engine.ForbiddenError
+	// (whether it exists or not), an unknown one an error of code
+	// UNKNOWN_TOOL; the endpoint checks neither itself.
 	Call(ctx context.Context, caller engine.Caller, req engine.Request) (engine.Response, error)
 	// Tools lists the registered tools.
 	Tools() []engine.ToolInfo
@@ -65,8 +68,8 @@ type Config struct {
 	// Anonymous is every caller when Verify is nil.
 	Anonymous *engine.Caller
 	// Admit, when set, is asked for every message the caller sends (each
-	// entry of a batch apart): for a tools/call before it runs, after the
-	// allow-list, refusing the call with a result (isError); for any
+	// entry of a batch apart): for a tools/call before the runtime
+	// decides it, refusing the call with a result (isError); for any
 	// other message before it is read, refusing it with HTTP 429 and
 	// JSON-RPC error CodeRateLimited. An error of it is RATE_LIMITED,
 	// with its fields, and may implement RetryAfter.
@@ -111,6 +114,10 @@ type Handler struct {
 	noFastPath bool
 	// fastServed counts the requests the fast path answered.
 	fastServed atomic.Int64
+	// fastChain is middleware over fastTool, built once (fast.go).
+	fastChain sdk.MethodHandler
+	// serve is authenticate over serveMCP, built once.
+	serve http.Handler
 	// impl is the server's name, as the SDK tells it; implJSON its JSON
 	// (fast_meta.go).
 	impl     *sdk.Implementation
@@ -162,8 +169,10 @@ func New(cfg Config) (*Handler, error) {
 			c.TTLMs, c.CacheScope = 0, "private"
 		},
 	})
-	h.catalog = newCatalog(cfg.Runtime, h.server, h.callTool, cfg.Logger)
+	h.catalog = newCatalog(cfg.Runtime, h.server, h.handOver, cfg.Logger)
 	h.server.AddReceivingMiddleware(h.middleware)
+	h.fastChain = h.middleware(h.fastTool)
+	h.serve = h.authenticate(http.HandlerFunc(h.serveMCP))
 	h.disableLocalhostProtection = cfg.Verify != nil || cfg.HostChecked
 	h.stream = sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return h.server }, &sdk.StreamableHTTPOptions{
 		Stateless: true,
@@ -185,13 +194,22 @@ func New(cfg Config) (*Handler, error) {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sw := &wireWriter{ResponseWriter: w}
 	defer sw.finish()
-	h.authenticate(http.HandlerFunc(h.serveMCP)).ServeHTTP(sw, r)
+	h.serve.ServeHTTP(sw, r)
 }
 
 // middleware sees every JSON-RPC request the server receives: it keeps
-// the catalog current, refuses a tool outside the caller's allow-list
-// (whether it exists or not, as POST /v1/tools/call does), lists the
-// caller's own tools, and observes every tools/call.
+// the catalog current, lists the caller's own tools, and runs and
+// observes every tools/call.
+//
+// A tools/call does not go to the SDK's registry first: the runtime
+// decides it, the allow-list and the tool included (callTool), as it
+// decides POST /v1/tools/call, so that a tool outside the caller's
+// allow-list is FORBIDDEN whether it exists or not, and an unknown one
+// is -32602 from the runtime's UNKNOWN_TOOL. The result is then handed
+// to the SDK (next, whose tool handler, handOver, returns CallInfo's
+// ran), which
+// finishes it as it finishes its tools' results (resultType at
+// 2026-07-28).
 func (h *Handler) middleware(next sdk.MethodHandler) sdk.MethodHandler {
 	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
 		switch method {
@@ -208,15 +226,24 @@ func (h *Handler) middleware(next sdk.MethodHandler) sdk.MethodHandler {
 				return next(ctx, method, req)
 			}
 			return h.observed(ctx, cr, func(ctx context.Context, info *CallInfo) (sdk.Result, error) {
-				caller := info.caller
-				if caller == nil {
-					return nil, errNoCaller
-				}
-				if !caller.MayCall(cr.Params.Name) && !isReconcileTool(cr.Params.Name) {
-					return refusal(&engine.ForbiddenError{Principal: caller.Principal, Tool: cr.Params.Name}, info), nil
-				}
+				// The SDK's registry must hold what the runtime runs, for
+				// next to find it.
 				h.catalog.sync()
-				return next(ctx, method, req)
+				res, err := h.callTool(ctx, cr)
+				switch {
+				case err != nil:
+					return nil, err
+				case res == nil: // a task whose reservation committed (serveTaskCall)
+					return res, nil
+				}
+				info.ran = res
+				out, err := next(ctx, method, req)
+				if err != nil {
+					// The tool left the registry between the sync and now:
+					// the call ran, and its result stands as it is.
+					return res, nil
+				}
+				return out, nil
 			})
 		}
 		if h.cfg.Upstreams != nil && passthroughMethods[method] {
@@ -238,7 +265,7 @@ func (h *Handler) observed(ctx context.Context, req *sdk.CallToolRequest, call f
 	if err != nil && info.Code == "" {
 		info.Code = codeOfRPCError(err)
 	}
-	info.Took = time.Since(start)
+	info.Took, info.ran = time.Since(start), nil
 	if h.cfg.Observe != nil {
 		h.cfg.Observe(ctx, *info)
 	}

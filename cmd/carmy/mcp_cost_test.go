@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,7 +36,9 @@ import (
 // calls/s and of node CPU per call, and the ratio to HTTP's, and asserts
 // only that the calls succeeded. CARMY_MCP_COST_BIN names a carmy binary
 // to measure instead of the one built from this tree (another version,
-// for a before and after). Run it with
+// for a before and after). CARMY_MCP_COST_PROFILE names a directory
+// where the node's CPU profile of each kind's first round is written
+// (<kind>.pprof, for `go tool pprof`). Run it with
 //
 //	CARMY_MCP_COST=1 go test -count=1 -run TestMCPCostPerCall -v ./cmd/carmy
 func TestMCPCostPerCall(t *testing.T) {
@@ -54,7 +57,12 @@ func TestMCPCostPerCall(t *testing.T) {
 	if bin == "" {
 		bin = testutil.BuildCarmy(t)
 	}
-	n := testutil.StartCarmy(t, bin, testutil.StartOptions{}, "--dev", "--max-entries", "5000000")
+	profileDir := os.Getenv("CARMY_MCP_COST_PROFILE")
+	args := []string{"--dev", "--max-entries", "5000000"}
+	if profileDir != "" {
+		args = append(args, "--pprof")
+	}
+	n := testutil.StartCarmy(t, bin, testutil.StartOptions{}, args...)
 	n.WaitReady(t, 30*time.Second)
 
 	// What the node spends without calls (Raft, gossip, timers) is taken
@@ -76,6 +84,12 @@ func TestMCPCostPerCall(t *testing.T) {
 				defer cancel()
 				pace := pacer(ctx, rate)
 				startCPU := processCPU(t, n.PID())
+				var profiled sync.WaitGroup
+				if profileDir != "" && round == 0 && d == duration {
+					profiled.Go(func() {
+						profileNode(t, n.URL, d, filepath.Join(profileDir, strings.ReplaceAll(kind, " ", "-")+".pprof"))
+					})
+				}
 				var done atomic.Int64
 				var wg sync.WaitGroup
 				for _, call := range callers {
@@ -96,7 +110,9 @@ func TestMCPCostPerCall(t *testing.T) {
 					})
 				}
 				wg.Wait()
-				return done.Load(), processCPU(t, n.PID()) - startCPU
+				cpu = processCPU(t, n.PID()) - startCPU
+				profiled.Wait()
+				return done.Load(), cpu
 			}
 			runFor(time.Second) // warm-up
 			calls, cpu := runFor(duration)
@@ -170,6 +186,26 @@ func costCallers(t *testing.T, base, kind string, clients int, seq *atomic.Int64
 		})
 	}
 	return out
+}
+
+// profileNode writes to path the node's CPU profile of the next d (less
+// half a second, to end within the run).
+func profileNode(t *testing.T, base string, d time.Duration, path string) {
+	secs := max(1, int((d-500*time.Millisecond)/time.Second))
+	resp, err := http.Get(base + "/debug/pprof/profile?seconds=" + strconv.Itoa(secs))
+	if err != nil {
+		t.Errorf("profiling the node: %v", err)
+		return
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("profiling the node: %d %v", resp.StatusCode, err)
+		return
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Errorf("profiling the node: %v", err)
+	}
 }
 
 // pacer returns a wait that holds each call to its slot of a schedule

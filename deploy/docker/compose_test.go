@@ -73,7 +73,7 @@ func TestCompose(t *testing.T) {
 	if out, err := setup.CombinedOutput(); err != nil {
 		t.Fatalf("deploy/docker/setup: %v\n%s", err, out)
 	}
-	s := newStack(t, composeCmd, dir, secrets, image)
+	s := newStack(t, composeCmd, dir, "compose.yaml", secrets, image)
 	t.Logf("compose %v, project %s, image %s (image and binary built in %s)", composeCmd, s.project, image, built.Round(time.Millisecond))
 
 	step := time.Now()
@@ -146,11 +146,12 @@ func TestCompose(t *testing.T) {
 	lap("scaled back to three")
 }
 
-// stack is one Compose project of compose.yaml.
+// stack is one Compose project of a file of deploy/docker.
 type stack struct {
 	t       *testing.T
 	cmd     []string // docker compose, or docker-compose
 	dir     string   // deploy/docker
+	file    string   // compose.yaml, compose.postgres.yaml
 	project string
 	env     []string
 	client  *http.Client
@@ -161,7 +162,7 @@ type stack struct {
 	urls map[string]string // service: its API's URL on the host
 }
 
-func newStack(t *testing.T, cmd []string, dir, secrets, image string) *stack {
+func newStack(t *testing.T, cmd []string, dir, file, secrets, image string, extraEnv ...string) *stack {
 	t.Helper()
 	env, err := readEnvFile(filepath.Join(secrets, "carmy.env"))
 	if err != nil {
@@ -177,10 +178,10 @@ func newStack(t *testing.T, cmd []string, dir, secrets, image string) *stack {
 	}
 	dockertest.Prepare(t)
 	s := &stack{
-		t: t, cmd: cmd, dir: dir,
+		t: t, cmd: cmd, dir: dir, file: file,
 		project: dockertest.ProjectName("compose-test"),
-		env: append(os.Environ(), "CARMY_IMAGE="+image, "CARMY_SECRETS="+secrets, "COMPOSE_PROFILES=",
-			"CARMY_N1_PORT=0", "CARMY_N2_PORT=0", "CARMY_N3_PORT=0", "CARMY_N4_PORT=0", "CARMY_N5_PORT=0"),
+		env: append(append(os.Environ(), "CARMY_IMAGE="+image, "CARMY_SECRETS="+secrets, "COMPOSE_PROFILES=",
+			"CARMY_N1_PORT=0", "CARMY_N2_PORT=0", "CARMY_N3_PORT=0", "CARMY_N4_PORT=0", "CARMY_N5_PORT=0"), extraEnv...),
 		client: &http.Client{
 			Timeout:   10 * time.Second,
 			Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}},
@@ -225,7 +226,7 @@ func readEnvFile(path string) (map[string]string, error) {
 func (s *stack) compose(args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	argv := append(slices.Clone(s.cmd[1:]), "--project-name", s.project, "--file", filepath.Join(s.dir, "compose.yaml"))
+	argv := append(slices.Clone(s.cmd[1:]), "--project-name", s.project, "--file", filepath.Join(s.dir, s.file))
 	argv = append(argv, args...)
 	cmd := exec.CommandContext(ctx, s.cmd[0], argv...)
 	cmd.Dir = s.dir

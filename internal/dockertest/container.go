@@ -30,6 +30,10 @@ type Container struct {
 	port int // the container port published on the host
 	// dataDir is the host path of its tmpfs /data, or "" for a volume.
 	dataDir string
+	// image is what it runs when not the network's (StartService), and
+	// ready how to tell it serves (nil: GET /healthz answers 200).
+	image string
+	ready func(hostAddr string) error
 
 	mu       sync.Mutex
 	hostAddr string // 127.0.0.1:<port> the HTTP port is published at; "" while unknown
@@ -106,7 +110,11 @@ func (n *Network) run(c *Container, opts, cmd []string) error {
 		"--network", n.runID, "--network-alias", c.name, "--publish", "127.0.0.1::" + strconv.Itoa(c.port)}
 	run = append(run, n.labels()...)
 	run = append(run, opts...)
-	run = append(run, n.image)
+	image := n.image
+	if c.image != "" {
+		image = c.image
+	}
+	run = append(run, image)
 	_, err := docker(append(run, cmd...)...)
 	// Track it even when `docker run` failed: a created container is
 	// still there, and its logs say why.
@@ -324,11 +332,14 @@ func (c *Container) readHostAddr() error {
 var healthClient = &http.Client{Timeout: 2 * time.Second}
 
 // awaitServing reads the published port, then polls GET /healthz until it
-// answers 200. It gives up when the container stops running or after
+// answers 200 (a service: its Ready). It gives up when the container stops running or after
 // timeout, with the node's output.
 func (c *Container) awaitServing(timeout time.Duration) error {
 	if err := c.readHostAddr(); err != nil {
 		return fmt.Errorf("%w\n%s output:\n%s", err, c.id, c.Logs())
+	}
+	if c.ready != nil {
+		return c.awaitReady(timeout)
 	}
 	deadline := time.Now().Add(timeout)
 	url := c.URL() + "/healthz"

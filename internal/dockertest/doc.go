@@ -52,6 +52,12 @@
 // without -v. ComposeCommand finds Docker Compose (the v2 plugin or
 // docker-compose).
 //
+// Network.StartService runs a container of another image on the network,
+// such as the database of a fleet on PostgreSQL (BuildPostgresImage), with
+// a readiness check of its own instead of GET /healthz; Container.HostAddr
+// is where the host reaches its published port. It carries the run's
+// labels and goes with the run.
+//
 // Container's fault methods (Kill, Stop, Start, Pause, Unpause, Disconnect,
 // Connect) return errors instead of failing the test, so that a harness may
 // call them from its own goroutines; they are safe for concurrent use.

@@ -24,6 +24,9 @@ const (
 	// EnvTestImage names the robustness test image's tag (default
 	// DefaultTestImage).
 	EnvTestImage = "CARMY_TEST_IMAGE"
+	// EnvPostgresImage names the PostgreSQL test image's tag (default
+	// DefaultPostgresImage).
+	EnvPostgresImage = "CARMY_POSTGRES_TEST_IMAGE"
 )
 
 // DefaultImage is the tag BuildImage gives the image when $CARMY_IMAGE is
@@ -33,6 +36,11 @@ const DefaultImage = "carmy:dev"
 // DefaultTestImage is the tag BuildTestImage gives the test image when
 // $CARMY_TEST_IMAGE is empty (the same default as scripts/image --test).
 const DefaultTestImage = "carmy-test:dev"
+
+// DefaultPostgresImage is the tag BuildPostgresImage gives the PostgreSQL
+// test image when $CARMY_POSTGRES_TEST_IMAGE is empty (the same default as
+// scripts/image --postgres).
+const DefaultPostgresImage = "carmy-postgres-test:dev"
 
 // Labels every object the package creates carries.
 const (
@@ -124,6 +132,19 @@ func TestImageTag() string {
 func BuildTestImage(tb testing.TB) string {
 	tb.Helper()
 	return buildImage(tb, TestImageTag(), EnvTestImage, "--test")
+}
+
+// BuildPostgresImage builds the PostgreSQL test image (`scripts/image
+// --postgres`: the machine's own PostgreSQL server on an empty base) like
+// BuildImage, and returns its tag. It needs the server installed
+// (Debian's postgresql package).
+func BuildPostgresImage(tb testing.TB) string {
+	tb.Helper()
+	tag := DefaultPostgresImage
+	if t := os.Getenv(EnvPostgresImage); t != "" {
+		tag = t
+	}
+	return buildImage(tb, tag, EnvPostgresImage, "--postgres")
 }
 
 func buildImage(tb testing.TB, tag, env string, args ...string) string {

@@ -38,6 +38,9 @@ type testCluster struct {
 	nc     *nodeClient
 	ledger *dockertest.Container
 	names  []string // n1…nN
+	// fleet is the database of a fleet on PostgreSQL (fleet.go); nil for
+	// a Raft cluster.
+	fleet *fleetDB
 }
 
 // startCluster builds the test image, starts the ledger and size nodes
@@ -122,8 +125,12 @@ func (c *testCluster) urls() map[string]string {
 }
 
 // waitHealthy waits until every node is ready, lists every node as a
-// gossip-alive voter and names the same leader, which it returns.
+// gossip-alive voter and names the same leader, which it returns; for a
+// fleet, until it is whole (waitFleetWhole), and returns "".
 func (c *testCluster) waitHealthy(ctx context.Context, timeout time.Duration) (string, error) {
+	if c.fleet != nil { // no leader: whole is every node ready and alive
+		return "", c.waitFleetWhole(ctx, timeout)
+	}
 	return c.waitAgreed(ctx, timeout, c.names, testutil.Agreement{Ready: true, Voters: len(c.names)})
 }
 
@@ -161,6 +168,9 @@ func (c *testCluster) agreed(names []string, want testutil.Agreement) (string, e
 
 // leader returns the leader most reachable nodes name now, "" when none.
 func (c *testCluster) leader() string {
+	if c.fleet != nil {
+		return "" // a fleet has none
+	}
 	votes := map[string]int{}
 	for _, url := range c.urls() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -181,6 +191,9 @@ func (c *testCluster) leader() string {
 
 // describe returns every node's view of the cluster, for failures.
 func (c *testCluster) describe() string {
+	if c.fleet != nil {
+		return c.describeFleet()
+	}
 	var b strings.Builder
 	for _, name := range c.names {
 		n := c.node(name)

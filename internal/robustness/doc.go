@@ -75,11 +75,45 @@
 // seconds in which no call got a settled answer, and the anomalies, which
 // must be none.
 //
+// A fleet on PostgreSQL (SPEC §8; TestRobustnessPostgres, fleet.go,
+// nemesis_fleet.go): the same workload, ledger and checks against one
+// database container (the image `scripts/image --postgres` builds:
+// Debian's PostgreSQL, its data in the container's own layer, which
+// outlives a kill) and 3 nodes of the test image started with
+// `--store postgres://carmy@db:5432/carmy?sslmode=disable`, the password
+// from a file (--store-password-file), and --store-lease 3s (as the Raft
+// nodes run with --fast-failover): no Raft, no gossip, no leader. The
+// nodes' API is plain HTTP, as the Raft nodes'; a fleet node has no
+// node-to-node endpoints, so none of the Raft nodes' mutual TLS applies,
+// and the database test image serves no TLS. The nemesis, one fault at a
+// time as above, every kind once in a random order per seed, then again:
+// stop the database (SIGINT, its fast shutdown) and start it again; kill it
+// (SIGKILL: it recovers from its WAL when started again); pause it (cgroup
+// freezer) and resume it; end the nodes' connections
+// (pg_terminate_backend of every backend of the nodes' role, from the host
+// through the database's published port with pgx) at once and every
+// 500 ms while the fault lasts; kill a node and start it again; pause a
+// node; cut a node off the network (from the database and the ledger) with
+// `docker network disconnect`. A fault must bite, as a leader's loss must
+// above: while the database is down or paused every node answers /readyz
+// 503; a paused or cut-off node is listed dead by the others within 30 s,
+// and then none of its executions may be listed running for more than
+// 30 s (the others' liveness sweep marks them interrupted; the reconcile
+// probe settles them) — the report says how many there were. Whole again, after each fault and at the end, means every
+// node ready, every node listing every node's heartbeat alive and the
+// database reachable in GET /v1/cluster, and the database answering the
+// harness, within 90 s. The checks are the ones above but those with no
+// meaning for a fleet: there is no leader to depose or keep, and no
+// applied index or state-machine hash to converge (one database holds the
+// records); the report leaves them out and says "(postgres)".
+//
 // Modes (CARMY_ROBUSTNESS): short, the default, which `go test ./...` and
 // CI run: 3 nodes for 30 s with seeds 1 and 2, and 5 nodes for 35 s with
 // seed 1, about three minutes on a busy 2-core machine once the test image
-// is built; long: 3 nodes for 120 s and 5 nodes for
-// 150 s, seeds 1 to 10 each (scripts/robustness); off. CARMY_ROBUSTNESS_SEEDS
+// is built, and a fleet of 3 nodes for 30 s with seed 1, 80 to 105 s
+// more (plus 30 to 60 s for the PostgreSQL test image's build); long: 3
+// nodes for 120 s and 5 nodes for 150 s, and a fleet of 3 nodes for 120 s,
+// seeds 1 to 10 each (scripts/robustness); off. CARMY_ROBUSTNESS_SEEDS
 // sets the seeds (a count or a list), CARMY_ROBUSTNESS_OUT the directory of
 // reports and visualisations (default $TMPDIR/carmy-robustness). Without a
 // Docker engine the test is skipped with a loud message, except in CI

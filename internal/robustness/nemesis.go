@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -70,20 +71,29 @@ type nemesis struct {
 	start time.Time
 	hold  [2]time.Duration // a fault lasts between these
 
+	// faults are the kinds it injects: allFaults, or fleetFaults for a
+	// fleet on PostgreSQL.
+	faults []string
+
 	mu        sync.Mutex
 	events    []faultEvent
 	anomalies []string
+	effect    string // what the heal of the current fault saw it do, if anything
 }
 
 func newNemesis(c *testCluster, seed uint64, start time.Time) *nemesis {
-	return &nemesis{c: c, rng: rand.New(rand.NewPCG(seed, 0x6e656d)), start: start, hold: [2]time.Duration{3 * time.Second, 8 * time.Second}}
+	faults := allFaults
+	if c.fleet != nil {
+		faults = fleetFaults
+	}
+	return &nemesis{c: c, rng: rand.New(rand.NewPCG(seed, 0x6e656d)), start: start, hold: [2]time.Duration{3 * time.Second, 8 * time.Second}, faults: faults}
 }
 
 // run injects faults, every kind once in a random order and then again,
 // until ctx ends. A fault injected is always healed, and run returns only
 // once the cluster is healthy again (or recoverTimeout passed, an anomaly).
 func (nm *nemesis) run(ctx context.Context) {
-	order := slices.Clone(allFaults)
+	order := slices.Clone(nm.faults)
 	nm.rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 	for i := 0; ; i++ {
 		if !sleep(ctx, nm.between(1*time.Second, 3*time.Second)) {
@@ -101,7 +111,11 @@ func (nm *nemesis) between(lo, hi time.Duration) time.Duration {
 func (nm *nemesis) once(ctx context.Context, kind string) {
 	ev := faultEvent{Kind: kind, At: time.Since(nm.start)}
 	before := nm.c.leader()
-	heal, targets, err := nm.inject(kind)
+	inject := nm.inject
+	if nm.c.fleet != nil {
+		inject = nm.injectFleet
+	}
+	heal, targets, err := inject(kind)
 	ev.Targets = targets
 	if err != nil {
 		ev.Err = "inject: " + err.Error()
@@ -115,6 +129,10 @@ func (nm *nemesis) once(ctx context.Context, kind string) {
 			// another leader (and the fault lasts at least until then).
 			ev.Effect = nm.awaitNewLeader(targets[0], without(nm.c.names, targets))
 		}
+		if err == nil && nm.c.fleet != nil {
+			// The fault must bite as for a leader above.
+			ev.Effect = nm.biteFleet(kind, targets)
+		}
 		select {
 		case <-t.C:
 		case <-ctx.Done():
@@ -123,6 +141,12 @@ func (nm *nemesis) once(ctx context.Context, kind string) {
 		if err := heal(); err != nil {
 			ev.Err += " heal: " + err.Error()
 		}
+		nm.mu.Lock()
+		if nm.effect != "" {
+			ev.Effect = strings.TrimPrefix(ev.Effect+"; "+nm.effect, "; ")
+			nm.effect = ""
+		}
+		nm.mu.Unlock()
 		if loadFaults[kind] {
 			if after := nm.c.leader(); after == before {
 				ev.Effect = "leader kept: " + before

@@ -10,6 +10,7 @@ import (
 
 // report sums up one run.
 type report struct {
+	Store          string // "raft" or "postgres"
 	Nodes, Clients int
 	Seed           uint64
 	Duration       time.Duration
@@ -55,7 +56,7 @@ func unavailableSeconds(ops []Op) int {
 // String renders the report as the harness prints it.
 func (r report) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "robustness run: %d nodes, %d clients, seed %d, %s of workload\n", r.Nodes, r.Clients, r.Seed, r.Duration.Round(time.Second))
+	fmt.Fprintf(&b, "robustness run (%s): %d nodes, %d clients, seed %d, %s of workload\n", r.Store, r.Nodes, r.Clients, r.Seed, r.Duration.Round(time.Second))
 	fmt.Fprintf(&b, "  operations      %d on %d identities; tool executions (ledger) %d, %d of them a cut request delivered again\n", r.Ops, r.Identities, r.Executions, r.Resent)
 	for _, k := range []Kind{KindOK, KindConflict, KindUncertain, KindUnavailable, KindUnknown} {
 		fmt.Fprintf(&b, "    %-12s %d\n", k, r.ByKind[k])
@@ -90,7 +91,9 @@ func (r report) String() string {
 		}
 		b.WriteString("\n")
 	}
-	fmt.Fprintf(&b, "  converged at applied index %d, state hash %.16s…, %d records\n", r.Digest.AppliedIndex, r.Digest.Hash, r.Digest.Records)
+	if r.Store != storePostgres { // a fleet has no replicas to converge
+		fmt.Fprintf(&b, "  converged at applied index %d, state hash %.16s…, %d records\n", r.Digest.AppliedIndex, r.Digest.Hash, r.Digest.Records)
+	}
 	fmt.Fprintf(&b, "  linearizability: %s\n", r.Linearizable)
 	for _, v := range r.Visualizations {
 		fmt.Fprintf(&b, "    visualization: %s\n", v)

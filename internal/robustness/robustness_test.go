@@ -57,6 +57,30 @@ func schedules(t *testing.T) []schedule {
 	default:
 		t.Fatalf("%s=%q: want short, long or off", envMode, mode)
 	}
+	return withSeeds(t, out)
+}
+
+// fleetSchedules are the runs of a fleet on PostgreSQL of the mode: short,
+// 3 nodes for 30 s with seed 1 (about 80 s once the images are built);
+// long, 3 nodes for 120 s with seeds 1 to 10.
+func fleetSchedules(t *testing.T) []schedule {
+	var out []schedule
+	switch mode := os.Getenv(envMode); mode {
+	case "", "short":
+		out = []schedule{{nodes: 3, clients: 6, duration: 30 * time.Second, seeds: []uint64{1}, hold: [2]time.Duration{2 * time.Second, 4 * time.Second}}}
+	case "long":
+		out = []schedule{{nodes: 3, clients: 6, duration: 120 * time.Second, seeds: seedRange(10), hold: [2]time.Duration{3 * time.Second, 15 * time.Second}}}
+	case "off":
+		t.Skipf("%s=off", envMode)
+	default:
+		t.Fatalf("%s=%q: want short, long or off", envMode, mode)
+	}
+	return withSeeds(t, out)
+}
+
+// withSeeds gives every schedule the seeds of $CARMY_ROBUSTNESS_SEEDS,
+// when set.
+func withSeeds(t *testing.T, out []schedule) []schedule {
 	if s := os.Getenv(envSeeds); s != "" {
 		seeds, err := parseSeeds(s)
 		if err != nil {
@@ -122,6 +146,25 @@ func TestRobustness(t *testing.T) {
 	testutil.LongTier(t, "the fault-injection harness")
 	plan := schedules(t)
 	requireDocker(t)
+	runSchedules(t, storeRaft, plan)
+}
+
+// TestRobustnessPostgres runs the fault-injection harness on a fleet
+// (SPEC §8): for each seed, a PostgreSQL container and stateless nodes
+// sharing it, the same agents, and a nemesis stopping, killing, pausing
+// the database and ending its connections, and killing, pausing and
+// isolating nodes; then the same checks as TestRobustness but
+// convergence (there are no replicas). Any anomaly fails the run.
+func TestRobustnessPostgres(t *testing.T) {
+	testutil.LongTier(t, "the fault-injection harness on PostgreSQL")
+	plan := fleetSchedules(t)
+	requireDocker(t)
+	runSchedules(t, storePostgres, plan)
+}
+
+// runSchedules runs plan's seeds on store, one subtest each, and writes a
+// summary of their reports.
+func runSchedules(t *testing.T, store string, plan []schedule) {
 	out := os.Getenv(envOut)
 	if out == "" {
 		out = filepath.Join(os.TempDir(), "carmy-robustness")
@@ -130,7 +173,7 @@ func TestRobustness(t *testing.T) {
 	for _, s := range plan {
 		for _, seed := range s.seeds {
 			t.Run(fmt.Sprintf("nodes=%d/seed=%d", s.nodes, seed), func(t *testing.T) {
-				r := run(t, runConfig{Nodes: s.nodes, Clients: s.clients, Seed: seed, Duration: s.duration, Hold: s.hold, OutDir: out})
+				r := run(t, runConfig{Store: store, Nodes: s.nodes, Clients: s.clients, Seed: seed, Duration: s.duration, Hold: s.hold, OutDir: out})
 				t.Log("\n" + r.String())
 				summary.WriteString(r.String())
 				if len(r.Anomalies) > 0 {
@@ -140,7 +183,11 @@ func TestRobustness(t *testing.T) {
 		}
 	}
 	if err := os.MkdirAll(out, 0o755); err == nil {
-		_ = os.WriteFile(filepath.Join(out, "summary.txt"), []byte(summary.String()), 0o644)
+		name := "summary.txt"
+		if store == storePostgres {
+			name = "summary-postgres.txt"
+		}
+		_ = os.WriteFile(filepath.Join(out, name), []byte(summary.String()), 0o644)
 	}
 	t.Logf("reports under %s", out)
 }

@@ -1,6 +1,7 @@
 package robustness
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -11,6 +12,7 @@ import (
 
 // runConfig is one run of the harness.
 type runConfig struct {
+	Store    string // storeRaft ("" too) or storePostgres (a fleet: fleet.go)
 	Nodes    int
 	Clients  int
 	Seed     uint64
@@ -19,13 +21,19 @@ type runConfig struct {
 	OutDir   string           // where the report and visualisations go
 }
 
-// run starts a cluster, drives the workload against it while the nemesis
-// injects faults, heals everything, checks the history, the ledger and the
-// replicas, and returns the report. It fails t on harness errors (the
+// run starts a cluster (or a fleet on PostgreSQL), drives the workload
+// against it while the nemesis injects faults, heals everything, checks
+// the history, the ledger and the replicas (a Raft cluster's), and
+// returns the report. It fails t on harness errors (the
 // cluster does not form, the ledger cannot be read); anomalies are in the
 // report for the caller to judge.
 func run(t *testing.T, cfg runConfig) report {
-	c := startCluster(t, cfg.Nodes)
+	var c *testCluster
+	if cfg.Store == storePostgres {
+		c = startFleet(t, cfg.Nodes)
+	} else {
+		c = startCluster(t, cfg.Nodes)
+	}
 	w := newWorkload(cfg.Seed, c.nc, c)
 	nm := newNemesis(c, cfg.Seed, w.start)
 	nm.hold = cfg.Hold
@@ -40,7 +48,7 @@ func run(t *testing.T, cfg runConfig) report {
 	w.run(ctx, cfg.Clients)
 	<-nemesisDone
 
-	r := report{Nodes: cfg.Nodes, Clients: cfg.Clients, Seed: cfg.Seed, Duration: cfg.Duration, ByKind: map[Kind]int{}, ByTransport: map[string]int{}}
+	r := report{Store: cmp.Or(cfg.Store, storeRaft), Nodes: cfg.Nodes, Clients: cfg.Clients, Seed: cfg.Seed, Duration: cfg.Duration, ByKind: map[Kind]int{}, ByTransport: map[string]int{}}
 	ops, anomalies := w.history()
 	r.Anomalies = append(r.Anomalies, anomalies...)
 	nm.mu.Lock()
@@ -88,11 +96,13 @@ func run(t *testing.T, cfg runConfig) report {
 	}
 	final, stuck := c.settle(check, keyList)
 	r.Anomalies = append(r.Anomalies, stuck...)
-	d, err := c.converge(check)
-	if err != nil {
-		r.Anomalies = append(r.Anomalies, err.Error()+"\n"+c.describe())
+	if c.fleet == nil { // a fleet has no replicas: one database holds the records
+		d, err := c.converge(check)
+		if err != nil {
+			r.Anomalies = append(r.Anomalies, err.Error()+"\n"+c.describe())
+		}
+		r.Digest = d
 	}
-	r.Digest = d
 	entries, err := c.ledgerEntries(check)
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +126,11 @@ func run(t *testing.T, cfg runConfig) report {
 	r.Anomalies = append(r.Anomalies, probeAnomalies...)
 	r.Anomalies = append(r.Anomalies, checkReplays(ops)...)
 
-	dir := filepath.Join(cfg.OutDir, fmt.Sprintf("n%d-seed%d", cfg.Nodes, cfg.Seed))
+	name := fmt.Sprintf("n%d-seed%d", cfg.Nodes, cfg.Seed)
+	if c.fleet != nil {
+		name = "postgres-" + name
+	}
+	dir := filepath.Join(cfg.OutDir, name)
 	v, err := CheckHistory(ops, dir, 2*time.Minute)
 	switch {
 	case err != nil:

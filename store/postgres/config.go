@@ -38,6 +38,11 @@ type Config struct {
 	// Logger receives the store's few messages (schema migrations). nil
 	// means slog.Default().
 	Logger *slog.Logger
+	// Rounds is how many rounds of writes (rounds.go) the store runs at
+	// once, each with leases of its own (leases.go); 0 means 1. More
+	// rounds in flight make smaller rounds (more commits) that wait less
+	// for one another.
+	Rounds int
 }
 
 // withDefaults returns c with its zero fields set to their defaults.
@@ -51,8 +56,14 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.Rounds == 0 {
+		c.Rounds = 1
+	}
 	return c
 }
+
+// maxRounds bounds Config.Rounds.
+const maxRounds = 16
 
 // maxIdentifier is PostgreSQL's limit on an identifier, in bytes
 // (NAMEDATALEN-1); longer names are silently truncated by the server.
@@ -69,6 +80,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("postgres: negative capacity %d", c.Capacity)
 	case c.MaxBytes < 0:
 		return fmt.Errorf("postgres: negative max bytes %d", c.MaxBytes)
+	case c.Rounds < 0 || c.Rounds > maxRounds:
+		return fmt.Errorf("postgres: rounds %d, want 0 to %d", c.Rounds, maxRounds)
 	case !validName(c.Schema):
 		return fmt.Errorf("postgres: schema %q must be valid UTF-8 without NUL, at most %d bytes", c.Schema, maxIdentifier)
 	case !validName(c.TablePrefix + longestTable):

@@ -40,12 +40,16 @@
 //     principal, one session of every principal, every session of a
 //     principal (principal, seq), the open records (seq, partial:
 //     running and interrupted), and seq alone, newest first.
-//   - meta: one row, the number of records (entries), their bytes
+//   - meta: one row, the number of records (entries) and their bytes
 //     (store.RecordSize summed, kept by every write that changes a record's
-//     size) and the last seq; its row lock serialises every change to the
-//     set of records and to the counts.
-//   - principals: the number of records of each principal, and their
-//     bytes.
+//     size), each plus the leases outstanding, and the bounds those were
+//     granted under; its row lock serialises every grant of a lease and
+//     every write decided against the counts.
+//   - principals: the same counts for each principal.
+//   - leases (schema version 6): each Store's leases of entries and bytes,
+//     store-wide and per principal (leases.go), which its rounds use up
+//     without the meta row.
+//   - seq: the sequence of seq (schema version 6).
 //
 // # Isolation and locking
 //
@@ -56,38 +60,56 @@
 // a serialization conflict, and none is retried. (Under SERIALIZABLE,
 // concurrent reservers would fail and retry instead of wait.)
 //
-// Reserve joins a round: one transaction that locks the meta row (SELECT
-// … FOR UPDATE) when one of its identities is vacant, then runs its
+// Reserve joins a round: one transaction that locks its Store's lease rows
+// (or, when they do not hold the round, the meta row: see Leases below)
+// when one of its identities is vacant, then runs its
 // reservations (one statement for all of them, which answers the held
 // identities from their records and reserves the vacant ones, else one per
 // reservation: see below), and commits. A round whose identities are all
 // held locks nothing and writes nothing. While most recent reservations
 // found their identity held (retries, replays), Reserve reads the identity
 // first, without a lock, and only a vacant one joins a round
-// (reserve_path.go): a node runs one round at a time, reads side by side. While the transaction holds that
-// row no other transaction can insert or delete a record or change a
-// counter (every one that does takes the row first), so each statement's
-// snapshot is the current state: it checks that the identity is vacant,
+// (reserve_path.go): a node runs one round at a time, reads side by side.
+// Against the counts (under the meta row, every lease folded in), no
+// other transaction can insert or delete a record or change a counter
+// (every one that does takes the row or a lease first), so each
+// statement's snapshot is the current state: it checks that the identity is vacant,
 // the execution id unused, entries below Capacity, the principal's count
 // below the execution's Quota, and the record and the execution's Headroom
 // within Config.MaxBytes and the execution's ByteQuota, and then inserts the record with the
-// next seq and increments the counters, or writes nothing and says which
+// next seq and increments the counters (against a lease: that the lease
+// holds them, and then uses it up), or writes nothing and says which
 // check failed, or returns the identity's record when it is held.
 //
 //   - Exactly one of concurrent reservers of an identity reserves, in one
-//     process or across many: the second to take the lock finds the first's
-//     committed record. (The identity is also the primary key, and the
-//     insert says ON CONFLICT DO NOTHING.)
-//   - Capacity and quotas are exact: the counts only change under the lock,
-//     and are read under it. A count(*) would not do without it: a
-//     statement's snapshot is taken before it waits for a lock, which is
-//     why the checks run in statements after the one that takes the lock.
-//   - Seq is taken under the same lock, so it grows in commit order, as a
-//     fencing token should (a bigserial grows in the order of nextval
-//     calls, not of commits).
+//     process or across many: the identity is the primary key and the
+//     insert says ON CONFLICT DO NOTHING; a round whose insert found the
+//     identity taken by another Store's round rolls back and runs again,
+//     and answers from the committed record.
+//   - Capacity and quotas are exact: a lease was counted when granted
+//     (the counts never exceed a bound the leases were granted under), a
+//     round admits only what its leases hold, and at a bound every lease is
+//     folded back and the counts are read under the lock. A count(*) would
+//     not do without it: a statement's snapshot is taken before it waits
+//     for a lock, which is why the checks run in statements after the one
+//     that takes the lock.
+//   - Seq comes from a sequence: unique, and larger than the seq of every
+//     reservation that committed before this one began (what a fencing
+//     token needs: a re-run of an identity, after its record was released,
+//     interrupted or expired, gets a larger one). Two reservations in
+//     flight at once, on different nodes, may commit in the other order
+//     than their seqs.
 //
-// Holding one row until the commit means transactions that write commit
-// one at a time, each paying a WAL flush. To pay it once for many, a Store
+// # Leases
+//
+// Holding one row until the commit meant that the transactions of every
+// process that write committed one at a time, each paying a WAL flush.
+// Leases (leases.go) take that row out of the common path: each Store's
+// rounds use up leases of entries and bytes granted to it alone, and take
+// the meta row only to be granted more (about once per 512 new records
+// far from the bounds) or, near a bound, to fold every Store's leases
+// back and decide against the exact counts. Within a Store, transactions
+// that write still pay a WAL flush each. To pay it once for many, a Store
 // gathers the reservations and completions that arrive while a round is in
 // flight into the next round (rounds.go): one transaction, one statement
 // over arrays for all its reservations and one for all its completions,
@@ -102,7 +124,9 @@
 // takes the meta row first (as rounds do, so no two writers wait for each
 // other in opposite orders), reads the counts, decides whether the outcome
 // fits (a resolution that does not is refused), updates the record and
-// the counts, and commits: they queue behind rounds for that row.
+// the counts, and commits: they take the meta row and fold every lease
+// first (as Release and Expire do), so they wait for the rounds that hold
+// leases, and the Stores' next rounds are granted leases again.
 //
 // # Failures
 //

@@ -142,4 +142,7 @@ var loadRecordsSQL = `WITH ins AS (
 ), p AS (
 	INSERT INTO {principals} (principal, entries, bytes) SELECT principal, count(*), sum(size) FROM ins GROUP BY principal
 )
-UPDATE {meta} SET entries = (SELECT count(*) FROM ins), bytes = (SELECT sum(size) FROM ins), last_seq = $1::bigint WHERE singleton`
+), m AS (
+	UPDATE {meta} SET entries = (SELECT count(*) FROM ins), bytes = (SELECT sum(size) FROM ins), last_seq = $1::bigint WHERE singleton
+)
+SELECT setval('{seq}', $1::bigint)`

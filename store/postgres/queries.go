@@ -16,9 +16,14 @@ type queries struct {
 	// completions in one statement each, all or nothing (rounds_set.go).
 	reserveAll, completeAll string
 
+	// The leases (leases.go): a round's statements on its Store's own
+	// leases, the grant of more, and the fold of every lease back into
+	// the counts.
+	lockLeases, reserveOwn, completeOwn, refill, lockAllLeases, fold string
+
 	complete, cancel, resolve, markInterrupted string
 
-	lockMeta, lockIfVacant, release, expire, prunePrincipals string
+	lockMeta, release, expire, prunePrincipals string
 
 	// bytesOf reads, under the meta row's lock, the store's bytes and one
 	// principal's; addBytes adds to both.
@@ -28,9 +33,11 @@ type queries struct {
 func newQueries(n names) queries {
 	x := func(sql string) string { return n.expand(sql) }
 	return queries{
-		get:          x(`SELECT ` + recordColumns + ` FROM {records} WHERE execution_id = $1`),
-		lookup:       x(`SELECT ` + recordColumns + ` FROM {records} WHERE principal = $1 AND session_id = $2 AND request_id = $3`),
-		stats:        x(`SELECT entries, bytes FROM {meta} WHERE singleton`),
+		get:    x(`SELECT ` + recordColumns + ` FROM {records} WHERE execution_id = $1`),
+		lookup: x(`SELECT ` + recordColumns + ` FROM {records} WHERE principal = $1 AND session_id = $2 AND request_id = $3`),
+		// The counts less the leases outstanding (leases.go).
+		stats: x(`SELECT mt.entries - coalesce((SELECT sum(entries) FROM {leases} WHERE kind = 0), 0),
+	mt.bytes - coalesce((SELECT sum(bytes) FROM {leases} WHERE kind = 0), 0) FROM {meta} mt WHERE mt.singleton`),
 		runningNodes: x(`SELECT DISTINCT node_id FROM {records} WHERE status = 'running' ORDER BY node_id`),
 		// interrupted scans the records (for a gauge, not for calls).
 		interrupted: x(`SELECT count(*) FROM {records} WHERE status = 'interrupted'`),
@@ -63,8 +70,7 @@ func newQueries(n names) queries {
 		mt.entries < $1::bigint AS room,
 		($10::bigint = 0 OR coalesce((SELECT entries FROM {principals} WHERE principal = $2::text), 0) < $10::bigint) AS under_quota,
 		mt.bytes AS bytes,
-		coalesce((SELECT bytes FROM {principals} WHERE principal = $2::text), 0) AS principal_bytes,
-		mt.last_seq + 1 AS seq
+		coalesce((SELECT bytes FROM {principals} WHERE principal = $2::text), 0) AS principal_bytes
 	FROM {meta} mt WHERE mt.singleton
 ), freeing AS (
 	SELECT base.*, CASE WHEN base.stale THEN base.held_size ELSE 0 END AS freed FROM base
@@ -74,7 +80,7 @@ func newQueries(n names) queries {
 		($11::bigint = 0 OR freeing.principal_bytes + $12::bigint - freeing.freed <= $11::bigint) AS under_byte_quota
 	FROM freeing
 ), upd AS (
-	UPDATE {records} AS r SET execution_id = $5::text, seq = cond.seq, tool = $6::text, status = 'running',
+	UPDATE {records} AS r SET execution_id = $5::text, seq = nextval('{seq}'), tool = $6::text, status = 'running',
 		node_id = $8::text, started_at = $9::timestamptz, finished_at = NULL, data = NULL, error = NULL, resolved = false, resolved_by = NULL
 	FROM cond
 	WHERE cond.stale AND cond.fresh_id AND cond.room_bytes AND cond.under_byte_quota
@@ -82,14 +88,13 @@ func newQueries(n names) queries {
 	RETURNING r.seq, r.started_at
 ), ins AS (
 	INSERT INTO {records} (principal, session_id, request_id, execution_id, seq, tool, fingerprint, status, node_id, started_at)
-	SELECT $2::text, $3::text, $4::text, $5::text, cond.seq, $6::text, $7::text, 'running', $8::text, $9::timestamptz FROM cond
+	SELECT $2::text, $3::text, $4::text, $5::text, nextval('{seq}'), $6::text, $7::text, 'running', $8::text, $9::timestamptz FROM cond
 	WHERE cond.vacant AND cond.fresh_id AND cond.room AND cond.under_quota AND cond.room_bytes AND cond.under_byte_quota
 	ON CONFLICT (principal, session_id, request_id) DO NOTHING
 	RETURNING seq, started_at
 ), m AS (
 	UPDATE {meta} SET entries = entries + (SELECT count(*) FROM ins),
-		bytes = bytes + $14::bigint - (SELECT CASE WHEN EXISTS (SELECT 1 FROM upd) THEN cond.freed ELSE 0 END FROM cond),
-		last_seq = x.seq
+		bytes = bytes + $14::bigint - (SELECT CASE WHEN EXISTS (SELECT 1 FROM upd) THEN cond.freed ELSE 0 END FROM cond)
 	FROM (SELECT seq FROM ins UNION ALL SELECT seq FROM upd) x WHERE singleton
 ), p AS (
 	INSERT INTO {principals} AS pr (principal, entries, bytes) SELECT $2::text, 1, $14::bigint FROM ins
@@ -106,6 +111,13 @@ FROM cond LEFT JOIN ins ON true LEFT JOIN upd ON true LEFT JOIN cur ON true`),
 
 		reserveAll:  x(reserveAllSQL),
 		completeAll: x(completeAllSQL),
+
+		lockLeases:    x(lockLeasesSQL),
+		reserveOwn:    x(reserveOwnSQL),
+		completeOwn:   x(completeOwnSQL),
+		refill:        x(refillSQL),
+		lockAllLeases: x(`SELECT count(*) FROM (SELECT 1 FROM {leases} ORDER BY slot, kind, principal FOR UPDATE) l`),
+		fold:          x(foldSQL),
 
 		// The conditional writes: each applies only to a record its WHERE
 		// admits, and returns it; no row means refused (the caller reads
@@ -160,17 +172,6 @@ RETURNING ` + recordColumns),
 		// first: it is the lock that makes counts exact, and taking it first
 		// means no two writers wait for each other in opposite orders.
 		lockMeta: x(`SELECT entries FROM {meta} WHERE singleton FOR UPDATE`),
-		// lockIfVacant is lockMeta for a round of reservations alone: it
-		// locks the row only when one of the identities ($1-$3 arrays) is
-		// vacant, so that a round of replays takes no lock. A transaction
-		// that locked nothing has no transaction id, which reserveAll
-		// checks before it writes (an identity found held here may be
-		// released before it runs).
-		lockIfVacant: x(`SELECT mt.entries FROM {meta} mt WHERE mt.singleton AND EXISTS (
-	SELECT 1 FROM unnest($1::text[], $2::text[], $3::text[]) AS k(principal, session_id, request_id)
-	WHERE NOT EXISTS (SELECT 1 FROM {records} r
-		WHERE r.principal = k.principal AND r.session_id = k.session_id AND r.request_id = k.request_id))
-FOR UPDATE OF mt`),
 		release: x(`WITH d AS (
 	DELETE FROM {records}
 	WHERE execution_id = $1 AND (status = 'interrupted' OR (status = 'running' AND $2::boolean))
@@ -195,7 +196,9 @@ SELECT ` + recordColumns + ` FROM d`),
 	WHERE singleton AND EXISTS (SELECT 1 FROM d)
 )
 SELECT count(*) FROM d`),
-		prunePrincipals: x(`DELETE FROM {principals} WHERE entries = 0`),
+		// A principal with leases outstanding (lims set) keeps its row;
+		// Expire folds the leases first (inTx), so none are.
+		prunePrincipals: x(`DELETE FROM {principals} WHERE entries = 0 AND bytes = 0 AND lim_entries IS NULL AND lim_bytes IS NULL`),
 
 		bytesOf: x(`SELECT mt.bytes, coalesce((SELECT bytes FROM {principals} WHERE principal = $1), 0) FROM {meta} mt WHERE mt.singleton`),
 		addBytes: x(`WITH m AS (

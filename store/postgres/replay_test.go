@@ -13,9 +13,10 @@ import (
 )
 
 // TestReplaysTakeNoLock checks that Reserve answers held identities
-// (replay, conflict, uncertain) without the meta row's lock, many at once
-// and in one round, while another transaction holds that lock; and that a
-// vacant identity, which needs it, waits for it and then reserves.
+// (replay, conflict, uncertain) without the lock of the counts (the meta
+// row and every lease row), many at once and in one round, while another
+// transaction holds them; and that a vacant identity, which needs them,
+// waits for them and then reserves.
 func TestReplaysTakeNoLock(t *testing.T) {
 	s := newStore(t, postgres.Config{Capacity: 100})
 	pool := adminPool(t, needServer(t))
@@ -37,6 +38,11 @@ func TestReplaysTakeNoLock(t *testing.T) {
 	}
 	defer tx.Rollback(context.Background())
 	if _, err := tx.Exec(ctx, "SELECT entries FROM "+table(s, "meta")+" FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	// And every lease, as a fold holds them (leases.go): a vacant
+	// identity's round needs its Store's.
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM "+table(s, "leases")+" FOR UPDATE"); err != nil {
 		t.Fatal(err)
 	}
 

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/carmyhq/carmy/store"
 )
@@ -30,20 +29,25 @@ import (
 // on one row lock), then 381-612. Completions, which were still one
 // transaction each, joined the rounds next (rounds_complete.go): see
 // docs/performance.md for carmy bench before and after.
-// Processes sharing the database take turns at the lock, each with a round
-// of its own.
+// Processes sharing the database took turns at the lock, each with a round
+// of its own, until the leases (leases.go) let their rounds commit side by
+// side.
 //
-// A round is two round trips: one pipeline of BEGIN, the planner's
-// settings (roundPlan), the lock (for a round of reservations alone, only
-// when one of its identities is vacant: lockIfVacant) and a statement for
-// all its reservations and one for all its completions (rounds_set.go),
-// then COMMIT; a third takes the lock if the round holds none and runs one
-// statement per member when those for all did not apply. Members are answered once the round's
-// outcome is known. Two reservations of one round never share an identity
-// or an execution id (the later waits for the next round), so every answer
-// from a held record reads a committed record. Completions run after the
-// round's reservations, in the order they queued; each statement sees
-// what the earlier ones wrote, as if they ran one after the other.
+// A round is two round trips when its Store's leases hold what it needs
+// (leases.go): one pipeline of BEGIN, the planner's settings (roundPlan),
+// the lock of its own lease rows (only when it writes: lockLeases) and a
+// statement for all its reservations and one for all its completions
+// against the leases, then COMMIT; the rounds of other Stores on the
+// database take none of the rows it holds. Otherwise it runs again under
+// the meta row (lockedRound): refilled leases, or every lease folded into
+// the counts and a statement for all against them (rounds_set.go), and
+// one statement per member when those for all did not apply. Members are
+// answered once the round's outcome is known. Two reservations of one
+// round never share an identity or an execution id (the later waits for
+// the next round), so every answer from a held record reads a committed
+// record. Completions run after the round's reservations, in the order
+// they queued; each statement sees what the earlier ones wrote, as if
+// they ran one after the other.
 
 // maxRound bounds the reservations of one round, and its completions.
 const maxRound = 128
@@ -79,7 +83,9 @@ type rounds struct {
 	mu      sync.Mutex
 	queue   []*reservation
 	settles []*completion
-	running bool
+	// free are the slots (leases.go) of no round in flight; a runner
+	// holds one while it runs, so len(free) == 0 means no runner more.
+	free []string
 }
 
 // submit queues it and waits for its answer, or for its context: a
@@ -102,11 +108,14 @@ func (r *rounds) submit(ctx context.Context, it *reservation) (store.Reservation
 func (r *rounds) enqueue(add func()) {
 	r.mu.Lock()
 	add()
-	start := !r.running
-	r.running = true
+	var slot string
+	start := len(r.free) > 0
+	if start {
+		slot, r.free = r.free[len(r.free)-1], r.free[:len(r.free)-1]
+	}
 	r.mu.Unlock()
 	if start {
-		go r.run()
+		go r.run(slot)
 	}
 }
 
@@ -139,14 +148,14 @@ func await[R any](r *rounds, op string, p *pending, done <-chan R, dequeue func(
 	}
 }
 
-// run runs rounds until the queues are empty.
-func (r *rounds) run() {
+// run runs rounds with slot's leases until the queues are empty.
+func (r *rounds) run(slot string) {
 	for {
-		batch, settles := r.take()
+		batch, settles := r.take(slot)
 		if len(batch) == 0 && len(settles) == 0 {
 			return
 		}
-		r.s.round(batch, settles)
+		r.s.round(slot, batch, settles)
 	}
 }
 
@@ -154,8 +163,9 @@ func (r *rounds) run() {
 // taken, skipping those whose context has ended (their callers answer for
 // them): up to maxRound reservations, the first of each identity and
 // execution id (the others stay for a later round), and up to maxRound
-// completions, the first of each identity. With none it stops the runner.
-func (r *rounds) take() ([]*reservation, []*completion) {
+// completions, the first of each identity. With none it stops the runner,
+// whose slot is free again.
+func (r *rounds) take(slot string) ([]*reservation, []*completion) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var (
@@ -191,14 +201,15 @@ func (r *rounds) take() ([]*reservation, []*completion) {
 	}
 	r.settles = later
 	if len(batch) == 0 && len(settles) == 0 {
-		r.running = false
+		r.free = append(r.free, slot)
 	}
 	return batch, settles
 }
 
 // round writes batch and settles in one transaction and answers every
-// member.
-func (s *Store) round(batch []*reservation, settles []*completion) {
+// member: against its Store's leases alone when they hold what it needs
+// (ownRound), else under the meta row (lockedRound; leases.go).
+func (s *Store) round(slot string, batch []*reservation, settles []*completion) {
 	ctx, cancel := roundContext(s.ctx, batch, settles)
 	defer cancel()
 	outs := make([]reserveResult, len(batch))
@@ -211,92 +222,151 @@ func (s *Store) round(batch []*reservation, settles []*completion) {
 			c.done <- souts[i]
 		}
 	}()
-	fail := func(err error) {
-		for i := range outs {
-			outs[i] = reserveResult{err: err}
-		}
-		for i := range souts {
-			souts[i] = completeResult{err: err}
-		}
+	if s.ownRound(ctx, slot, batch, settles, outs, souts) {
+		return
 	}
+	s.lockedRound(ctx, slot, batch, settles, outs, souts)
+}
 
-	// One round trip for BEGIN, the lock and a statement for all the
-	// reservations and one for all the completions (rounds_set.go); the
-	// transaction is READ COMMITTED whatever the server's default, since
-	// the statements must see what committed while the lock was awaited.
+// failAll answers every member with err.
+func failAll(outs []reserveResult, souts []completeResult, err error) {
+	for i := range outs {
+		outs[i] = reserveResult{err: err}
+	}
+	for i := range souts {
+		souts[i] = completeResult{err: err}
+	}
+}
+
+// ownRound runs a round against its Store's leases, in one round trip for
+// BEGIN, the lock of its own lease rows and a statement for all its
+// reservations (reserveOwn) and one for all its completions
+// (completeOwn), then COMMIT. It reports false, having written nothing,
+// when they did not apply (a lease short, a bound changed, an identity
+// another Store inserted meanwhile, or what reserveAll and completeAll do
+// not apply to either); the transaction is READ COMMITTED whatever the
+// server's default, since its statements must see what committed while
+// the lock was awaited.
+func (s *Store) ownRound(ctx context.Context, slot string, batch []*reservation, settles []*completion, outs []reserveResult, souts []completeResult) bool {
 	b := &pgx.Batch{}
 	b.BeginTx(readCommitted)
 	b.Queue(roundPlan)
-	if len(settles) > 0 {
-		b.Queue(s.q.lockMeta)
-	} else {
-		// Reservations alone: the lock only when one of them is vacant
-		// (a round of replays takes none, and waits for no other round).
-		s.queueLockIfVacant(b, batch)
-	}
-	if len(batch) > 0 {
-		s.queueReserveAll(b, batch)
-	}
-	if len(settles) > 0 {
-		s.queueCompleteAll(b, settles)
-	}
+	s.queueLockLeases(b, slot, batch, settles)
+	s.queueOwn(b, slot, batch, settles)
 	br := s.pool.SendBatch(ctx, b)
 	tx := br.Tx()
 	defer tx.Rollback(context.WithoutCancel(ctx)) // releases the connection; after Commit a no-op
-	reservedAll, settledAll := len(batch) == 0, len(settles) == 0
-	var (
-		allOuts  []reserveResult
-		allKinds []decision
-		allSouts []completeResult
-		locked   bool
-	)
-	_, err := br.Exec() // BEGIN
+	_, err := br.Exec()                           // BEGIN
 	if err == nil {
 		_, err = br.Exec() // roundPlan
 	}
 	if err == nil {
-		var tag pgconn.CommandTag
-		tag, err = br.Exec() // the lock
-		locked = tag.RowsAffected() > 0
+		_, err = br.Exec() // the lock
 	}
-	if err == nil && len(batch) > 0 {
-		reservedAll, allOuts, allKinds, err = readReserveAll(br, batch)
-	}
-	if err == nil && len(settles) > 0 {
-		settledAll, allSouts, err = readCompleteAll(br, len(settles))
+	var all allResults
+	if err == nil {
+		all, err = readAll(br, batch, settles)
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
-	// What the statements for all did not do, one statement per member
-	// does, in a second round trip.
-	rows := make([]reserveRow, len(batch))
-	if err == nil && (!reservedAll || !settledAll) {
-		b := &pgx.Batch{}
-		if !locked {
-			b.Queue(s.q.lockMeta)
+	if err != nil {
+		failAll(outs, souts, notApplied("write", err))
+		return true
+	}
+	if !all.reserved || !all.settled {
+		return false
+	}
+	copy(outs, all.outs)
+	copy(souts, all.souts)
+	commitRound(ctx, tx, all.kinds, outs, souts)
+	return true
+}
+
+// lockedRound runs a round under the meta row. The first round trip takes
+// the row, asks for leases (refill) and runs the round against them
+// (reserveOwn, completeOwn, after a savepoint); when those did not apply,
+// the second returns to the savepoint, folds every Store's leases into the
+// counts and runs a statement for all the reservations and one for all
+// the completions against the counts (reserveAll, completeAll,
+// rounds_set.go); a third runs one statement per member when those did not
+// apply. Then COMMIT.
+func (s *Store) lockedRound(ctx context.Context, slot string, batch []*reservation, settles []*completion, outs []reserveResult, souts []completeResult) {
+	b := &pgx.Batch{}
+	b.BeginTx(readCommitted)
+	b.Queue(roundPlan)
+	b.Queue(s.q.lockMeta)
+	refilling := s.queueRefill(b, slot, batch, settles)
+	if refilling {
+		b.Queue("SAVEPOINT own")
+		s.queueOwn(b, slot, batch, settles)
+	} else {
+		s.queueExact(b, batch, settles)
+	}
+	br := s.pool.SendBatch(ctx, b)
+	tx := br.Tx()
+	defer tx.Rollback(context.WithoutCancel(ctx)) // releases the connection; after Commit a no-op
+	_, err := br.Exec()                           // BEGIN
+	if err == nil {
+		_, err = br.Exec() // roundPlan
+	}
+	if err == nil {
+		_, err = br.Exec() // the lock
+	}
+	granted := false
+	if err == nil && refilling {
+		err = br.QueryRow().Scan(&granted)
+		if err == nil {
+			_, err = br.Exec() // SAVEPOINT
 		}
-		if !reservedAll {
+	}
+	var all allResults
+	if err == nil && refilling {
+		all, err = readAll(br, batch, settles)
+	} else if err == nil {
+		all, err = readExact(br, batch, settles)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && refilling && !(granted && all.reserved && all.settled) {
+		// The leases did not hold the round: back to before it used them,
+		// and against the counts, every lease folded into them.
+		b := &pgx.Batch{}
+		b.Queue("ROLLBACK TO SAVEPOINT own")
+		s.queueExact(b, batch, settles)
+		br := tx.SendBatch(ctx, b)
+		_, err = br.Exec()
+		if err == nil {
+			all, err = readExact(br, batch, settles)
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+	}
+	// What the statements for all did not do, one statement per member
+	// does, in another round trip.
+	rows := make([]reserveRow, len(batch))
+	if err == nil && (!all.reserved || !all.settled) {
+		b := &pgx.Batch{}
+		if !all.reserved {
 			for _, it := range batch {
 				s.queueReserve(b, it)
 			}
 		}
-		if !settledAll {
+		if !all.settled {
 			for _, c := range settles {
 				s.queueComplete(b, c)
 			}
 		}
 		br := tx.SendBatch(ctx, b)
-		if !locked {
-			_, err = br.Exec()
-		}
 		for i := range rows {
-			if err == nil && !reservedAll {
+			if err == nil && !all.reserved {
 				err = rows[i].scan(br.QueryRow())
 			}
 		}
 		for i := range souts {
-			if err == nil && !settledAll {
+			if err == nil && !all.settled {
 				souts[i], err = readComplete(br)
 			}
 		}
@@ -305,26 +375,33 @@ func (s *Store) round(batch []*reservation, settles []*completion) {
 		}
 	}
 	if err != nil {
-		fail(notApplied("write", err))
+		failAll(outs, souts, notApplied("write", err))
 		return
 	}
-	if settledAll {
-		copy(souts, allSouts)
+	if all.settled {
+		copy(souts, all.souts)
 	}
-	applied := slices.ContainsFunc(souts, func(o completeResult) bool { return o.applied })
-
 	kinds := make([]decision, len(batch))
 	for i, it := range batch {
-		if reservedAll {
-			outs[i], kinds[i] = allOuts[i], allKinds[i]
+		if all.reserved {
+			outs[i], kinds[i] = all.outs[i], all.kinds[i]
 			continue
 		}
 		outs[i], kinds[i] = decide(it, &rows[i])
 	}
+	commitRound(ctx, tx, kinds, outs, souts)
+}
+
+// commitRound commits a round's transaction when a member wrote (else the
+// caller's deferred rollback ends it), and turns the answers of the
+// members that wrote, or that a bound refused, into errors when the
+// commit fails.
+func commitRound(ctx context.Context, tx pgx.Tx, kinds []decision, outs []reserveResult, souts []completeResult) {
+	applied := slices.ContainsFunc(souts, func(o completeResult) bool { return o.applied })
 	if !applied && !slices.Contains(kinds, decidedReserved) {
-		return // nothing written: the deferred rollback ends it
+		return
 	}
-	err = tx.Commit(ctx)
+	err := tx.Commit(ctx)
 	if err == nil {
 		return
 	}
@@ -350,6 +427,63 @@ func (s *Store) round(batch []*reservation, settles []*completion) {
 	}
 }
 
+// allResults are the answers of a round's statements for all: whether
+// each kind applied (a kind with no member did), and then the answers.
+type allResults struct {
+	reserved, settled bool
+	outs              []reserveResult
+	kinds             []decision
+	souts             []completeResult
+}
+
+// queueOwn adds reserveOwn and completeOwn for a round's members.
+func (s *Store) queueOwn(b *pgx.Batch, slot string, batch []*reservation, settles []*completion) {
+	if len(batch) > 0 {
+		b.Queue(s.q.reserveOwn, append(s.reserveArgs(batch), slot)...)
+	}
+	if len(settles) > 0 {
+		b.Queue(s.q.completeOwn, append(completeArgs(settles), slot)...)
+	}
+}
+
+// queueExact adds the fold of every lease, then reserveAll and
+// completeAll for a round's members.
+func (s *Store) queueExact(b *pgx.Batch, batch []*reservation, settles []*completion) {
+	b.Queue(s.q.lockAllLeases)
+	b.Queue(s.q.fold)
+	if len(batch) > 0 {
+		b.Queue(s.q.reserveAll, s.reserveArgs(batch)...)
+	}
+	if len(settles) > 0 {
+		b.Queue(s.q.completeAll, completeArgs(settles)...)
+	}
+}
+
+// readExact reads what queueExact queued.
+func readExact(br pgx.BatchResults, batch []*reservation, settles []*completion) (allResults, error) {
+	if _, err := br.Exec(); err != nil { // lockAllLeases
+		return allResults{}, err
+	}
+	if _, err := br.Exec(); err != nil { // fold
+		return allResults{}, err
+	}
+	return readAll(br, batch, settles)
+}
+
+// readAll reads the statements for all of a round (own or against the
+// counts, which answer alike).
+func readAll(br pgx.BatchResults, batch []*reservation, settles []*completion) (allResults, error) {
+	all := allResults{reserved: len(batch) == 0, settled: len(settles) == 0}
+	var err error
+	if len(batch) > 0 {
+		all.reserved, all.outs, all.kinds, err = readReserveAll(br, batch)
+	}
+	if err == nil && len(settles) > 0 {
+		all.settled, all.souts, err = readCompleteAll(br, len(settles))
+	}
+	return all, err
+}
+
 // roundPlan sets the planner for a round's transaction. JIT compilation
 // is off: the planner's estimates for the statements over arrays
 // (rounds_set.go) are far above jit_above_cost, and compiling them took
@@ -360,18 +494,6 @@ func (s *Store) round(batch []*reservation, settles []*completion) {
 // said the table was small, and kept in its cached plan). The settings are
 // local to the transaction; jit exists from PostgreSQL 11.
 const roundPlan = "SELECT set_config('jit', 'off', true), set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)"
-
-// queueLockIfVacant adds the statement that locks the meta row when one of
-// batch's identities is vacant (reserveAll then reserves under it), and
-// otherwise locks nothing (reserveAll answers every member from its record,
-// and writes nothing without the lock).
-func (s *Store) queueLockIfVacant(b *pgx.Batch, batch []*reservation) {
-	principal, session, request := make([]string, len(batch)), make([]string, len(batch)), make([]string, len(batch))
-	for i, it := range batch {
-		principal[i], session[i], request[i] = it.key.Principal, it.key.Session, it.key.RequestID
-	}
-	b.Queue(s.q.lockIfVacant, principal, session, request)
-}
 
 // queueReserve adds one reservation's statement to a batch.
 func (s *Store) queueReserve(b *pgx.Batch, it *reservation) {

@@ -41,8 +41,9 @@ import (
 // written, when a vacant member would be refused, a vacant member's
 // execution id is in use, a held record is past its dedupe window (its
 // replacement is decided by reserve), or a member is vacant and the
-// transaction holds no lock (it took no transaction id: lockIfVacant found
-// every identity held, and one was released since).
+// transaction holds no lock (it took no transaction id: a lock taken only
+// for a vacant identity found every identity held, and one was released
+// since; reserveOwn's case).
 var reserveAllSQL = `WITH i AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
 		$8::timestamptz[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[], $15::bigint[])
@@ -70,16 +71,15 @@ var reserveAllSQL = `WITH i AS (
 			AND (c.max_bytes = 0 OR mt.bytes + c.sprev + c.ask <= c.max_bytes)
 			AND (c.byte_quota = 0 OR coalesce(pr.bytes, 0) + c.pprev + c.ask <= c.byte_quota))
 			FROM c LEFT JOIN {principals} pr ON pr.principal = c.principal), true) AS fits,
-		mt.last_seq
+		mt.entries
 	FROM {meta} mt WHERE mt.singleton
 ), ins AS (
 	INSERT INTO {records} (principal, session_id, request_id, execution_id, seq, tool, fingerprint, status, node_id, started_at)
-	SELECT c.principal, c.session_id, c.request_id, c.execution_id, ok.last_seq + c.vrank, c.tool, c.fingerprint, 'running', c.node_id, c.started_at
-	FROM c, ok WHERE ok.fits
+	SELECT c.principal, c.session_id, c.request_id, c.execution_id, nextval('{seq}'), c.tool, c.fingerprint, 'running', c.node_id, c.started_at
+	FROM c, ok WHERE ok.fits ORDER BY c.vrank
 	RETURNING execution_id, seq, started_at
 ), m AS (
-	UPDATE {meta} SET entries = entries + (SELECT count(*) FROM v), bytes = bytes + (SELECT coalesce(sum(size), 0) FROM v),
-		last_seq = last_seq + (SELECT count(*) FROM v)
+	UPDATE {meta} SET entries = entries + (SELECT count(*) FROM v), bytes = bytes + (SELECT coalesce(sum(size), 0) FROM v)
 	WHERE singleton AND (SELECT fits FROM ok) AND EXISTS (SELECT 1 FROM v)
 ), pc AS (
 	SELECT principal, count(*) AS n, sum(size) AS size FROM v GROUP BY principal
@@ -136,8 +136,9 @@ func recordColumnsOf(alias string) string {
 		alias + ".resolved, " + alias + ".resolved_by"
 }
 
-// queueReserveAll adds the statement that answers or reserves all of batch.
-func (s *Store) queueReserveAll(b *pgx.Batch, batch []*reservation) {
+// reserveArgs are reserveAll's arguments for batch (reserveOwn's, but
+// the slot).
+func (s *Store) reserveArgs(batch []*reservation) []any {
 	n := len(batch)
 	var (
 		principal, session, request, id, tool, fp, node = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
@@ -151,7 +152,7 @@ func (s *Store) queueReserveAll(b *pgx.Batch, batch []*reservation) {
 		quota[i], byteQuota[i], ask[i], maxBytes[i] = int64(it.exec.Quota), it.exec.ByteQuota, size[i]+it.exec.Headroom, it.maxBytes
 		window[i] = it.exec.DedupeWindow.Microseconds()
 	}
-	b.Queue(s.q.reserveAll, principal, session, request, id, tool, fp, node, started, quota, byteQuota, ask, maxBytes, size, s.cfg.Capacity, window)
+	return []any{principal, session, request, id, tool, fp, node, started, quota, byteQuota, ask, maxBytes, size, int64(s.cfg.Capacity), window}
 }
 
 // readReserveAll reads reserveAll's answer: whether it applied, and then
@@ -204,8 +205,9 @@ func readReserveAll(br pgx.BatchResults, batch []*reservation) (bool, []reserveR
 	return true, outs, kinds, nil
 }
 
-// queueCompleteAll adds the statement that settles all of settles.
-func (s *Store) queueCompleteAll(b *pgx.Batch, settles []*completion) {
+// completeArgs are completeAll's arguments for settles (completeOwn's,
+// but the slot).
+func completeArgs(settles []*completion) []any {
 	n := len(settles)
 	var (
 		principal, session, request, fp, id, status = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
@@ -218,7 +220,7 @@ func (s *Store) queueCompleteAll(b *pgx.Batch, settles []*completion) {
 		status[i], data[i], errBody[i], finished[i] = string(c.res.Status), []byte(c.res.Data), []byte(c.res.Error), finishedAt(c.res)
 		delta[i], byteQuota[i], maxBytes[i] = store.OutcomeSize(c.res.Data, c.res.Error), c.res.ByteQuota, c.maxBytes
 	}
-	b.Queue(s.q.completeAll, principal, session, request, fp, id, status, data, errBody, finished, delta, byteQuota, maxBytes)
+	return []any{principal, session, request, fp, id, status, data, errBody, finished, delta, byteQuota, maxBytes}
 }
 
 // readCompleteAll reads completeAll's answer: whether it settled them

@@ -17,7 +17,7 @@ import (
 // SchemaVersion is the version of the tables this package creates and
 // uses. A database whose tables are at a later version (made by a newer
 // build) is refused by Open rather than written with an older layout.
-const SchemaVersion = 5
+const SchemaVersion = 6
 
 // migrations[v-1] takes the tables from version v-1 to v. Each runs in the
 // migrating transaction, so a version is applied whole or not at all.
@@ -106,6 +106,30 @@ CREATE INDEX IF NOT EXISTS {rec_open} ON {records} (seq) WHERE status IN ('runni
 	CONSTRAINT {nodes_pkey} PRIMARY KEY (node_id),
 	CONSTRAINT {nodes_lease} CHECK (lease_us > 0)
 );`,
+	// 6: leases (leases.go). The counts of meta and principals become
+	// the records' counts plus the leases outstanding; each Store holds
+	// leases of entries and bytes, store-wide (kind 0, principal '') and
+	// per principal (kind 1), that its rounds use up without the meta
+	// row. lim_entries and lim_bytes are the bounds the outstanding leases
+	// were granted under (NULL: none outstanding; 0: no bound). seq comes
+	// from a sequence, which starts after the last seq given (last_seq is
+	// no longer kept).
+	`ALTER TABLE {meta} ADD COLUMN IF NOT EXISTS lim_entries bigint, ADD COLUMN IF NOT EXISTS lim_bytes bigint;
+ALTER TABLE {principals} ADD COLUMN IF NOT EXISTS lim_entries bigint, ADD COLUMN IF NOT EXISTS lim_bytes bigint;
+CREATE TABLE IF NOT EXISTS {leases} (
+	slot        text     NOT NULL,
+	kind        smallint NOT NULL,
+	principal   text     NOT NULL,
+	entries     bigint   NOT NULL,
+	bytes       bigint   NOT NULL,
+	lim_entries bigint,
+	lim_bytes   bigint,
+	CONSTRAINT {leases_pkey} PRIMARY KEY (slot, kind, principal),
+	CONSTRAINT {leases_left} CHECK (entries >= 0 AND bytes >= 0)
+);
+CREATE SEQUENCE IF NOT EXISTS {seq};
+SELECT setval('{seq}', greatest(x.last, 1), x.last > 0)
+FROM (SELECT greatest(mt.last_seq, (SELECT coalesce(max(seq), 0) FROM {records})) AS last FROM {meta} mt WHERE mt.singleton) x;`,
 }
 
 // recordSizeSQL is store.RecordSize of a row of {records}, in SQL: the
@@ -130,7 +154,7 @@ var placeholder = regexp.MustCompile(`\{[a-z_]+\}`)
 // tables are the placeholders that stand for schema-qualified tables; every
 // other placeholder is a constraint or an index, named with the prefix and
 // unqualified (it lives in its table's schema).
-var tables = map[string]bool{"records": true, "meta": true, "principals": true, "schema_version": true, "nodes": true}
+var tables = map[string]bool{"records": true, "meta": true, "principals": true, "schema_version": true, "nodes": true, "leases": true, "seq": true}
 
 // expand replaces the braced names in a statement with quoted identifiers.
 func (n names) expand(sql string) string {

@@ -240,7 +240,7 @@ func (s *Store) settle(ctx context.Context, op string, write func(pgx.Tx) (pgx.R
 var readCommitted = pgx.TxOptions{IsoLevel: pgx.ReadCommitted}
 
 // inTx runs fn in a READ COMMITTED transaction that first holds the
-// counter row, and commits when fn says so (else rolls back). Errors of fn
+// counter row and folds every lease into the counts, and commits when fn says so (else rolls back). Errors of fn
 // and of BEGIN mean nothing was applied; an error of COMMIT is sorted by
 // atCommit.
 func (s *Store) inTx(ctx context.Context, op string, fn func(pgx.Tx) (commit bool, err error)) error {
@@ -250,6 +250,14 @@ func (s *Store) inTx(ctx context.Context, op string, fn func(pgx.Tx) (commit boo
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	if _, err := tx.Exec(ctx, s.q.lockMeta); err != nil {
+		return notApplied(op, err)
+	}
+	// Every lease back into the counts, which are then the records'
+	// (leases.go): what fn checks against them is exact.
+	if _, err := tx.Exec(ctx, s.q.lockAllLeases); err != nil {
+		return notApplied(op, err)
+	}
+	if _, err := tx.Exec(ctx, s.q.fold); err != nil {
 		return notApplied(op, err)
 	}
 	commit, err := fn(tx)
