@@ -34,16 +34,7 @@ func TestRuntimeDecidesToolsCall(t *testing.T) {
 	} {
 		for path, h := range map[string]*Handler{"fast": p.fast, "sdk": p.sdk} {
 			got := p.serve(h, fastCase{body: callBody("1", c.params), header: c.header})
-			var msg struct {
-				Result *struct {
-					IsError bool           `json:"isError"`
-					Meta    map[string]any `json:"_meta"`
-				} `json:"result"`
-				Error *struct {
-					Code    int    `json:"code"`
-					Message string `json:"message"`
-				} `json:"error"`
-			}
+			var msg rpcAnswer
 			if err := json.Unmarshal([]byte(got.body), &msg); err != nil {
 				t.Fatalf("%s over %s: %v: %s", c.name, path, err, got.body)
 			}
