@@ -74,23 +74,7 @@ ORDER BY l.kind, l.principal FOR UPDATE OF l`
 // order) with seq from the sequence; an identity inserted meanwhile by
 // another Store is left alone (ON CONFLICT), and that member's row then
 // has neither a seq nor a record: the caller rolls the round back.
-var reserveOwnSQL = `WITH i AS (
-	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
-		$8::timestamptz[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[], $15::bigint[])
-		WITH ORDINALITY AS i(principal, session_id, request_id, execution_id, tool, fingerprint, node_id,
-			started_at, quota, byte_quota, ask, max_bytes, size, window_us, n)
-), h AS (
-	SELECT i.n, i.fingerprint AS asked, i.started_at AS asked_at, i.window_us, r.*
-	FROM i JOIN {records} r ON r.principal = i.principal AND r.session_id = i.session_id AND r.request_id = i.request_id
-), v AS (
-	SELECT i.* FROM i WHERE NOT EXISTS (SELECT 1 FROM h WHERE h.n = i.n)
-), c AS (
-	SELECT v.*, row_number() OVER (ORDER BY v.n) AS vrank,
-		row_number() OVER (PARTITION BY v.principal ORDER BY v.n) AS prank,
-		coalesce(sum(v.size) OVER (PARTITION BY v.principal ORDER BY v.n ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS pprev,
-		coalesce(sum(v.size) OVER (ORDER BY v.n ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS sprev
-	FROM v
-), sl AS (
+var reserveOwnSQL = roundMembersCTE + `sl AS (
 	SELECT entries, bytes, lim_entries, lim_bytes FROM {leases} WHERE slot = $16::text AND kind = 0 AND principal = ''
 ), ok AS (
 	SELECT (NOT EXISTS (SELECT 1 FROM v) OR txid_current_if_assigned() IS NOT NULL)

@@ -256,13 +256,7 @@ func (s *Store) ownRound(ctx context.Context, slot string, batch []*reservation,
 	br := s.pool.SendBatch(ctx, b)
 	tx := br.Tx()
 	defer tx.Rollback(context.WithoutCancel(ctx)) // releases the connection; after Commit a no-op
-	_, err := br.Exec()                           // BEGIN
-	if err == nil {
-		_, err = br.Exec() // roundPlan
-	}
-	if err == nil {
-		_, err = br.Exec() // the lock
-	}
+	err := execEach(br, 3)                        // BEGIN, roundPlan, the lock
 	var all allResults
 	if err == nil {
 		all, err = readAll(br, batch, settles)
@@ -306,13 +300,7 @@ func (s *Store) lockedRound(ctx context.Context, slot string, batch []*reservati
 	br := s.pool.SendBatch(ctx, b)
 	tx := br.Tx()
 	defer tx.Rollback(context.WithoutCancel(ctx)) // releases the connection; after Commit a no-op
-	_, err := br.Exec()                           // BEGIN
-	if err == nil {
-		_, err = br.Exec() // roundPlan
-	}
-	if err == nil {
-		_, err = br.Exec() // the lock
-	}
+	err := execEach(br, 3)                        // BEGIN, roundPlan, the lock
 	granted := false
 	if err == nil && refilling {
 		err = br.QueryRow().Scan(&granted)
@@ -482,6 +470,17 @@ func readAll(br pgx.BatchResults, batch []*reservation, settles []*completion) (
 		all.settled, all.souts, err = readCompleteAll(br, len(settles))
 	}
 	return all, err
+}
+
+// execEach reads the results of the next n statements of br that return
+// no rows, stopping at the first error.
+func execEach(br pgx.BatchResults, n int) error {
+	for range n {
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // roundPlan sets the planner for a round's transaction. JIT compilation

@@ -28,6 +28,31 @@ import (
 // from the bounds a round is one statement of each kind, and at a bound
 // the answers are the same as before.
 
+// roundMembersCTE begins the statements that reserve a round's members
+// (reserveAllSQL, reserveOwnSQL): i, the members in the round's order
+// (the arrays $1-$13 and $15, numbered n); h, the held ones with their
+// records; v, the vacant ones; c, the vacant ones with their rank in the
+// round and within their principal and the bytes of the vacant members
+// before them (all, and their principal's). What follows names the next
+// part of the WITH.
+const roundMembersCTE = `WITH i AS (
+	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+		$8::timestamptz[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[], $15::bigint[])
+		WITH ORDINALITY AS i(principal, session_id, request_id, execution_id, tool, fingerprint, node_id,
+			started_at, quota, byte_quota, ask, max_bytes, size, window_us, n)
+), h AS (
+	SELECT i.n, i.fingerprint AS asked, i.started_at AS asked_at, i.window_us, r.*
+	FROM i JOIN {records} r ON r.principal = i.principal AND r.session_id = i.session_id AND r.request_id = i.request_id
+), v AS (
+	SELECT i.* FROM i WHERE NOT EXISTS (SELECT 1 FROM h WHERE h.n = i.n)
+), c AS (
+	SELECT v.*, row_number() OVER (ORDER BY v.n) AS vrank,
+		row_number() OVER (PARTITION BY v.principal ORDER BY v.n) AS prank,
+		coalesce(sum(v.size) OVER (PARTITION BY v.principal ORDER BY v.n ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS pprev,
+		coalesce(sum(v.size) OVER (ORDER BY v.n ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS sprev
+	FROM v
+), `
+
 // reserveAllSQL answers every member of a round whose identity is held
 // from its record, and reserves every other member, or writes nothing:
 // $1-$13 arrays, one element per member in the round's order (principal,
@@ -44,23 +69,7 @@ import (
 // transaction holds no lock (it took no transaction id: a lock taken only
 // for a vacant identity found every identity held, and one was released
 // since; reserveOwn's case).
-var reserveAllSQL = `WITH i AS (
-	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
-		$8::timestamptz[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[], $15::bigint[])
-		WITH ORDINALITY AS i(principal, session_id, request_id, execution_id, tool, fingerprint, node_id,
-			started_at, quota, byte_quota, ask, max_bytes, size, window_us, n)
-), h AS (
-	SELECT i.n, i.fingerprint AS asked, i.started_at AS asked_at, i.window_us, r.*
-	FROM i JOIN {records} r ON r.principal = i.principal AND r.session_id = i.session_id AND r.request_id = i.request_id
-), v AS (
-	SELECT i.* FROM i WHERE NOT EXISTS (SELECT 1 FROM h WHERE h.n = i.n)
-), c AS (
-	SELECT v.*, row_number() OVER (ORDER BY v.n) AS vrank,
-		row_number() OVER (PARTITION BY v.principal ORDER BY v.n) AS prank,
-		coalesce(sum(v.size) OVER (PARTITION BY v.principal ORDER BY v.n ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS pprev,
-		coalesce(sum(v.size) OVER (ORDER BY v.n ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS sprev
-	FROM v
-), ok AS (
+var reserveAllSQL = roundMembersCTE + `ok AS (
 	SELECT (NOT EXISTS (SELECT 1 FROM v)
 			OR (txid_current_if_assigned() IS NOT NULL AND mt.entries + (SELECT count(*) FROM v) <= $14::bigint))
 		AND NOT EXISTS (SELECT 1 FROM {records} r JOIN v ON r.execution_id = v.execution_id)
