@@ -2,7 +2,6 @@ package docker_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -109,23 +108,8 @@ func (s *stack) waitFleet(want []string) {
 	s.t.Helper()
 	testutil.WaitFor(s.t, settle, fmt.Sprintf("%v healthy, each seeing the fleet", want), func() error {
 		for _, n := range want {
-			h, err := s.health(n)
+			st, body, err := s.readyStatus(n)
 			if err != nil {
-				return err
-			}
-			if h != "healthy" {
-				return fmt.Errorf("%s is %s", n, h)
-			}
-			code, body, err := s.do(http.MethodGet, n, "/readyz", "", nil)
-			if err != nil || code != http.StatusOK {
-				return fmt.Errorf("%s /readyz: %d %s %v", n, code, body, err)
-			}
-			var st testutil.ClusterStatus
-			code, body, err = s.do(http.MethodGet, n, "/v1/cluster", s.adminToken, nil)
-			if err != nil || code != http.StatusOK {
-				return fmt.Errorf("%s /v1/cluster: %d %s %v", n, code, body, err)
-			}
-			if err := json.Unmarshal(body, &st); err != nil {
 				return err
 			}
 			if st.Store != "postgres" || st.Database == nil || !st.Database.Reachable {

@@ -385,23 +385,8 @@ func (s *stack) waitFormed(want []string) {
 	testutil.WaitFor(s.t, settle, fmt.Sprintf("%v healthy and formed", want), func() error {
 		leaders := map[string]bool{}
 		for _, n := range want {
-			h, err := s.health(n)
+			st, _, err := s.readyStatus(n)
 			if err != nil {
-				return err
-			}
-			if h != "healthy" {
-				return fmt.Errorf("%s is %s", n, h)
-			}
-			code, body, err := s.do(http.MethodGet, n, "/readyz", "", nil)
-			if err != nil || code != http.StatusOK {
-				return fmt.Errorf("%s /readyz: %d %s %v", n, code, body, err)
-			}
-			var st testutil.ClusterStatus
-			code, body, err = s.do(http.MethodGet, n, "/v1/cluster", s.adminToken, nil)
-			if err != nil || code != http.StatusOK {
-				return fmt.Errorf("%s /v1/cluster: %d %s %v", n, code, body, err)
-			}
-			if err := json.Unmarshal(body, &st); err != nil {
 				return err
 			}
 			if got := st.Voters(); !slices.Equal(got, want) {
@@ -419,6 +404,32 @@ func (s *stack) waitFormed(want []string) {
 		}
 		return nil
 	})
+}
+
+// readyStatus returns service's GET /v1/cluster (decoded, and its body)
+// once the container is healthy by its own healthcheck and /readyz
+// answers 200.
+func (s *stack) readyStatus(service string) (testutil.ClusterStatus, []byte, error) {
+	var st testutil.ClusterStatus
+	h, err := s.health(service)
+	if err != nil {
+		return st, nil, err
+	}
+	if h != "healthy" {
+		return st, nil, fmt.Errorf("%s is %s", service, h)
+	}
+	code, body, err := s.do(http.MethodGet, service, "/readyz", "", nil)
+	if err != nil || code != http.StatusOK {
+		return st, nil, fmt.Errorf("%s /readyz: %d %s %v", service, code, body, err)
+	}
+	code, body, err = s.do(http.MethodGet, service, "/v1/cluster", s.adminToken, nil)
+	if err != nil || code != http.StatusOK {
+		return st, nil, fmt.Errorf("%s /v1/cluster: %d %s %v", service, code, body, err)
+	}
+	if err := json.Unmarshal(body, &st); err != nil {
+		return st, nil, fmt.Errorf("%s /v1/cluster: %w: %s", service, err, body)
+	}
+	return st, body, nil
 }
 
 // do sends a request to service's API over HTTPS and returns the status
