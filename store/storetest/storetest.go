@@ -251,12 +251,16 @@ func testCompleteInterrupted(t *testing.T, newStore Factory) {
 	// Released: the next call runs.
 	k2 := key("lost2")
 	ex2 := newExec("t")
-	mustReserve(t, s, k2, "fp", ex2, store.Reserved)
+	first := mustReserve(t, s, k2, "fp", ex2, store.Reserved)
 	mustComplete(t, s, k2, "fp", lost(ex2.ID))
 	if _, err := s.Release(ctx, ex2.ID, false); err != nil {
 		t.Fatalf("Release of an execution interrupted by its runner: %v", err)
 	}
-	mustReserve(t, s, k2, "fp", newExec("t"), store.Reserved)
+	// The re-run's fencing token is larger than the released run's, so
+	// an upstream refuses a late write of the presumed-dead runner.
+	if again := mustReserve(t, s, k2, "fp", newExec("t"), store.Reserved); again.Seq <= first.Seq {
+		t.Fatalf("the re-run after a release has Seq %d, not above the released run's %d", again.Seq, first.Seq)
+	}
 
 	// Malformed: an interrupted result carries nothing.
 	k3 := key("lost3")
