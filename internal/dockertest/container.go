@@ -331,35 +331,30 @@ func (c *Container) readHostAddr() error {
 
 var healthClient = &http.Client{Timeout: 2 * time.Second}
 
-// awaitServing reads the published port, then polls GET /healthz until it
-// answers 200 (a service: its Ready). It gives up when the container stops running or after
-// timeout, with the node's output.
+// awaitServing reads the published port, then polls the container's
+// readiness (a node: GET /healthz answers 200; a service: its Ready)
+// until it serves (awaitReady).
 func (c *Container) awaitServing(timeout time.Duration) error {
 	if err := c.readHostAddr(); err != nil {
 		return fmt.Errorf("%w\n%s output:\n%s", err, c.id, c.Logs())
 	}
-	if c.ready != nil {
-		return c.awaitReady(timeout)
+	ready := c.ready
+	if ready == nil {
+		ready = c.healthz
 	}
-	deadline := time.Now().Add(timeout)
+	return c.awaitReady(ready, timeout)
+}
+
+// healthz is a node's readiness: GET /healthz answers 200.
+func (c *Container) healthz(string) error {
 	url := c.URL() + "/healthz"
-	var last error
-	for {
-		resp, err := healthClient.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			err = fmt.Errorf("GET %s: %s", url, resp.Status)
-		}
-		last = err
-		if !c.Running() {
-			return fmt.Errorf("dockertest: %s stopped before serving (%s):\n%s", c.id, c.describe(), c.Logs())
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("dockertest: %s did not serve within %s (%v):\n%s", c.id, timeout, last, c.Logs())
-		}
-		time.Sleep(100 * time.Millisecond)
+	resp, err := healthClient.Get(url)
+	if err != nil {
+		return err
 	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return nil
 }

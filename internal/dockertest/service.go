@@ -44,8 +44,12 @@ func (n *Network) StartService(name string, opts ServiceOptions) (*Container, er
 	if opts.Image == "" || opts.Port <= 0 {
 		return nil, fmt.Errorf("dockertest: service %s: an image and a port are needed", name)
 	}
+	ready := opts.Ready
+	if ready == nil {
+		ready = func(string) error { return nil } // served once published
+	}
 	c := &Container{net: n, name: name, id: n.runID + "-" + name, args: append([]string(nil), opts.Args...),
-		port: opts.Port, image: opts.Image, ready: opts.Ready}
+		port: opts.Port, image: opts.Image, ready: ready}
 	var runOpts []string
 	for _, e := range opts.Env {
 		runOpts = append(runOpts, "--env", e)
@@ -64,12 +68,12 @@ func (c *Container) HostAddr() string {
 	return c.hostAddr
 }
 
-// awaitReady polls c.ready at the published address until it returns nil,
-// the container stops running, or timeout passes.
-func (c *Container) awaitReady(timeout time.Duration) error {
+// awaitReady polls ready at the published address every 100 ms until it
+// returns nil, the container stops running, or timeout passes.
+func (c *Container) awaitReady(ready func(hostAddr string) error, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		err := c.ready(c.HostAddr())
+		err := ready(c.HostAddr())
 		if err == nil {
 			return nil
 		}
