@@ -29,6 +29,10 @@ type callState struct {
 	tooLarge atomic.Bool
 	// done is set when the call has returned, for or without an answer.
 	done atomic.Bool
+	// sessionGone is set when the upstream answered the call's request
+	// 404 on the session it named: the session is gone, and the request
+	// was refused unread (session.go).
+	sessionGone atomic.Bool
 
 	// Whether any byte of the call's request left this node (SPEC §1):
 	// over HTTP, each request made for the call is traced

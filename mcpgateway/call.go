@@ -66,20 +66,6 @@ func (u *Upstream) callFunc(name string) engine.ToolFunc {
 			// Known to be down: nothing is sent, and the call is released.
 			return nil, &engine.NotSentError{Reason: "the upstream MCP server is not connected"}
 		}
-		st := &callState{call: c}
-		defer st.done.Store(true)
-		// A call that ends by its context (its timeout, a cancellation)
-		// before its answer: the SDK sends notifications/cancelled, and a
-		// stdio child must show it still answers. The AfterFunc covers a
-		// call stuck in writing to a child that does not read; the check
-		// on return, a call that returned as its context ended (stop may
-		// win the race with the AfterFunc then).
-		stop := context.AfterFunc(ctx, func() { u.probe(cn) })
-		defer func() {
-			if !stop() || ctx.Err() != nil {
-				u.probe(cn)
-			}
-		}()
 		meta := mcp.Meta{MetaExecutionID: c.ExecutionID}
 		if c.RequestID != "" {
 			meta[MetaRequestID] = c.RequestID
@@ -96,20 +82,19 @@ func (u *Upstream) callFunc(name string) engine.ToolFunc {
 			}()
 			meta["progressToken"] = token
 		}
-		res, err := cn.cs.CallTool(withCall(ctx, st), &mcp.CallToolParams{
-			Name: name, Arguments: json.RawMessage(c.Arguments), Meta: meta,
-		})
-		if st.tooLarge.Load() {
-			u.log.Warn("mcp server: an answer is larger than the bound", slog.String("tool", c.Tool),
-				slog.String("execution_id", c.ExecutionID), slog.Int("bound", u.maxAnswer))
-			return nil, &engine.ToolError{Code: engine.CodeResultTooLarge,
-				Message: fmt.Sprintf("tool %s: the upstream MCP server's answer is larger than %d bytes", c.Tool, u.maxAnswer)}
+		params := &mcp.CallToolParams{Name: name, Arguments: json.RawMessage(c.Arguments), Meta: meta}
+		res, err := u.send(ctx, cn, c, params)
+		if errors.Is(err, errSessionGone) {
+			// Refused unread: nothing ran, so the call goes once more, on
+			// the session that replaces the lost one (session.go).
+			if next := u.reconnected(ctx, cn); next != nil {
+				u.log.Info("mcp server: sending the call again on a new session", slog.String("tool", c.Tool),
+					slog.String("execution_id", c.ExecutionID))
+				res, err = u.send(ctx, next, c, params)
+			}
 		}
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			return nil, u.failed(c, err, st.sent())
+			return nil, err
 		}
 		if res.IsError {
 			return nil, &engine.ToolError{Code: engine.CodeUpstreamToolError, Message: u.errorText(res.Content)}
@@ -125,12 +110,48 @@ func (u *Upstream) callFunc(name string) engine.ToolFunc {
 	}
 }
 
+// send sends the tools/call of c on cn and returns its result, or the
+// tool's error when it got none (failed).
+func (u *Upstream) send(ctx context.Context, cn *conn, c engine.Call, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	st := &callState{call: c}
+	defer st.done.Store(true)
+	// A call that ends by its context (its timeout, a cancellation)
+	// before its answer: the SDK sends notifications/cancelled, and a
+	// stdio child must show it still answers. The AfterFunc covers a
+	// call stuck in writing to a child that does not read; the check
+	// on return, a call that returned as its context ended (stop may
+	// win the race with the AfterFunc then).
+	stop := context.AfterFunc(ctx, func() { u.probe(cn) })
+	defer func() {
+		if !stop() || ctx.Err() != nil {
+			u.probe(cn)
+		}
+	}()
+	res, err := cn.cs.CallTool(withCall(ctx, st), params)
+	if st.tooLarge.Load() {
+		u.log.Warn("mcp server: an answer is larger than the bound", slog.String("tool", c.Tool),
+			slog.String("execution_id", c.ExecutionID), slog.Int("bound", u.maxAnswer))
+		return nil, &engine.ToolError{Code: engine.CodeResultTooLarge,
+			Message: fmt.Sprintf("tool %s: the upstream MCP server's answer is larger than %d bytes", c.Tool, u.maxAnswer)}
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, u.failed(c, err, st)
+	}
+	return res, nil
+}
+
 // failed turns a tools/call that got no result into the tool's error, and
 // logs its detail: UPSTREAM_TOOL_ERROR for the upstream's JSON-RPC error
-// answer; else, as SPEC §1 says, an *engine.NotSentError when not one byte
-// of the request left this node (the reservation is released), or an
-// *engine.AnswerLostError when some did (the execution is interrupted).
-func (u *Upstream) failed(c engine.Call, err error, sent bool) error {
+// answer; else, as SPEC §1 says, an *engine.NotSentError when the
+// upstream cannot have acted on the request — not one byte of it left
+// this node, or the upstream refused it unread because it no longer knows
+// the session (wrapping errSessionGone; session.go) — so the reservation
+// is released, or an *engine.AnswerLostError when some of it may have
+// been read (the execution is interrupted).
+func (u *Upstream) failed(c engine.Call, err error, st *callState) error {
 	var we *jsonrpc.Error
 	if errors.As(err, &we) && !localCode(we.Code) {
 		// The upstream answered with a JSON-RPC error: it was reached.
@@ -140,7 +161,13 @@ func (u *Upstream) failed(c engine.Call, err error, sent bool) error {
 			Message: clip(u.redactor.Redact(we.Message)), Details: map[string]any{"rpc_code": we.Code}}
 	}
 	kind := egress.Describe(err)
-	if !sent {
+	if sessionRefused(err, st) {
+		u.log.Warn("mcp server: the upstream no longer knows the session; the call was refused unread", slog.String("tool", c.Tool),
+			slog.String("execution_id", c.ExecutionID), slog.String("target", u.target), slog.String("err", egress.Detail(err, u.redactor)))
+		return &engine.NotSentError{Reason: "the upstream MCP server refused it unread: it no longer knows this node's session (it restarted?)",
+			Err: fmt.Errorf("%w: %w", errSessionGone, err)}
+	}
+	if !st.sent() {
 		u.log.Warn("mcp server: the upstream could not be reached, nothing was sent", slog.String("tool", c.Tool), slog.String("execution_id", c.ExecutionID),
 			slog.String("target", u.target), slog.String("err", egress.Detail(err, u.redactor)))
 		return &engine.NotSentError{Reason: "the upstream MCP server could not be reached: " + kind, Err: err}

@@ -131,6 +131,13 @@ type fakeUpstream struct {
 	lastFind atomic.Value
 	started  chan string // request ids, as block starts
 	release  chan struct{}
+	// handler serves MCP; restart replaces it, by one that keeps the
+	// events of its streams for a client to resume them when resumable
+	// is set. refuseNew, when set, answers 503 to every request that
+	// names no session (an initialize).
+	handler   atomic.Pointer[mcp.StreamableHTTPHandler]
+	resumable atomic.Bool
+	refuseNew atomic.Bool
 }
 
 func newFakeUpstream(t *testing.T) *fakeUpstream {
@@ -189,12 +196,12 @@ func newFakeUpstream(t *testing.T) *fakeUpstream {
 			}
 			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "lookup down"}}}, nil
 		})
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return f.mcp }, &mcp.StreamableHTTPOptions{Logger: quietLogger()})
+	f.restart()
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		f.auths = append(f.auths, r.Header.Get("Authorization"))
 		f.mu.Unlock()
-		if f.refuse.Load() {
+		if f.refuse.Load() || f.refuseNew.Load() && r.Header.Get("Mcp-Session-Id") == "" {
 			http.Error(w, "not now", http.StatusServiceUnavailable)
 			return
 		}
@@ -208,13 +215,25 @@ func newFakeUpstream(t *testing.T) *fakeUpstream {
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
 		}
-		h.ServeHTTP(w, r)
+		f.handler.Load().ServeHTTP(w, r)
 	}))
 	t.Cleanup(func() {
 		f.Server.CloseClientConnections()
 		f.Server.Close()
 	})
 	return f
+}
+
+// restart puts a new MCP handler, with sessions of its own, behind f's
+// address, as a restarted server process: it answers 404 to a request
+// on a session of the old one (which goes on serving the streams it has
+// open, unknown to the new one).
+func (f *fakeUpstream) restart() {
+	opts := &mcp.StreamableHTTPOptions{Logger: quietLogger()}
+	if f.resumable.Load() {
+		opts.EventStore = mcp.NewMemoryEventStore(nil)
+	}
+	f.handler.Store(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return f.mcp }, opts))
 }
 
 func (f *fakeUpstream) count(tool string, req *mcp.CallToolRequest) int {

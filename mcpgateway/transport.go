@@ -69,6 +69,9 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
+	if st != nil && refusedSession(req, resp) {
+		st.sessionGone.Store(true)
+	}
 	boundBody(req, resp, t.maxAnswer, func() {
 		if st != nil {
 			st.tooLarge.Store(true)

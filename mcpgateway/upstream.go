@@ -151,8 +151,11 @@ type Upstream struct {
 
 	mu   sync.Mutex
 	conn *conn // nil while not connected
-	stop context.CancelFunc
-	done chan struct{}
+	// attempt is closed, and replaced, as each attempt to connect ends,
+	// connected or not (attemptEnded; session.go waits on it).
+	attempt chan struct{}
+	stop    context.CancelFunc
+	done    chan struct{}
 }
 
 // conn is one connection to the upstream.
@@ -206,6 +209,7 @@ func New(reg Registry, cfg Config) (*Upstream, error) {
 		reg:       reg,
 		log:       cfg.Logger.With(slog.String("mcp_server", cfg.Name)),
 		changed:   make(chan struct{}, 1),
+		attempt:   make(chan struct{}),
 		maxAnswer: max(cfg.MaxAnswerBytes, MinAnswerBytes),
 	}
 	if cfg.URL != "" {
@@ -314,6 +318,19 @@ func (u *Upstream) setConn(cn *conn) {
 	u.conn = cn
 }
 
+// attemptEnded ends an attempt to connect: cn, when not nil, is the new
+// connection (nil: the attempt failed). Whoever waits for the attempt is
+// woken.
+func (u *Upstream) attemptEnded(cn *conn) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if cn != nil {
+		u.conn = cn
+	}
+	close(u.attempt)
+	u.attempt = make(chan struct{})
+}
+
 // run connects, lists and serves until ctx ends, reconnecting with a
 // growing pause whenever the connection is lost or a listing fails.
 func (u *Upstream) run(ctx context.Context) {
@@ -369,6 +386,7 @@ func (u *Upstream) connectAndServe(ctx context.Context) (listed bool, err error)
 		}
 	}
 	if err != nil {
+		u.attemptEnded(nil)
 		return false, fmt.Errorf("connecting: %w", err)
 	}
 	ended := make(chan struct{})
@@ -385,7 +403,7 @@ func (u *Upstream) connectAndServe(ctx context.Context) (listed bool, err error)
 		u.setConn(nil)
 		cs.Close()
 	}()
-	u.setConn(cn)
+	u.attemptEnded(cn)
 	if err := u.refresh(ctx, cs); err != nil {
 		return false, err
 	}
