@@ -14,9 +14,11 @@ import (
 //   - ErrNotSent: not one byte of the request left this node (the
 //     connection was refused, the name did not resolve, the TLS handshake
 //     failed, the upstream was known to be down, a stdio child was not
-//     running). The tool cannot have had an effect, so the reservation is
-//     released, nothing is recorded, and the caller is answered
-//     UNAVAILABLE: its retry runs the tool.
+//     running), or the upstream refused it unread (an MCP server answers
+//     404 to a request on a session it no longer knows). The tool cannot
+//     have had an effect, so the reservation is released, nothing is
+//     recorded, and the caller is answered UNAVAILABLE: its retry runs
+//     the tool.
 //   - ErrAnswerLost: the request left (some or all of it) but no whole
 //     answer came back (the connection broke, the child died, the answer
 //     was cut short). The effect may have happened, so the execution
@@ -24,7 +26,8 @@ import (
 //     EXECUTION_UNCERTAIN until it is reconciled.
 //
 // Decide between them at the transport — whether any byte of the request
-// was written — never from an error's text. When in doubt, the request
+// was written, or the status it was refused with — never from an error's
+// text. When in doubt, the request
 // was sent: a false "sent" leaves an execution to reconcile, a false "not
 // sent" could run a tool twice.
 var (

@@ -32,7 +32,9 @@
 // failed) is an engine.NotSentError, so the reservation is released and
 // nothing recorded; some (the server hung up, the child died or was
 // replaced) is an engine.AnswerLostError, so the execution is
-// interrupted. Messages never hold the URL or a configured header value:
+// interrupted. A call an HTTP server refused unread, with 404, because it
+// no longer knows the session (it restarted) is not sent either: it is
+// sent once more on the new session, or released (session.go). Messages never hold the URL or a configured header value:
 // the detail goes to the log, redacted.
 //
 // HTTP upstreams follow the rules of HTTP tools: the egress policy of
