@@ -145,7 +145,7 @@ func (u *Upstream) send(ctx context.Context, cn *conn, c engine.Call, params *mc
 
 // failed turns a tools/call that got no result into the tool's error, and
 // logs its detail: UPSTREAM_TOOL_ERROR for the upstream's JSON-RPC error
-// answer; else, as SPEC §1 says, an *engine.NotSentError when the
+// answer; else (docs/guarantees.md), an *engine.NotSentError when the
 // upstream cannot have acted on the request — not one byte of it left
 // this node, or the upstream refused it unread because it no longer knows
 // the session (wrapping errSessionGone; session.go) — so the reservation
