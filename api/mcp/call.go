@@ -20,12 +20,14 @@ var errNoCaller = errors.New("mcp: no authenticated caller")
 // runtime decides the allow-list and the tool (Runtime.Call), the
 // reconcile tools (reconcile.go) aside, which every caller may call.
 //
-// The call runs under ctx, which the SDK ends when the request does; the
-// runtime does not let that cancel the tool (a dropped connection never
-// does), which runs to its own timeout and is recorded, for the next
-// retry to replay. A notifications/cancelled naming the call cancels it
-// (inflight.go); a call serveOwn runs as a task or with progress says so
-// in ctx (callMode).
+// The call runs under ctx, which ends when the client goes away before
+// the answer (the request's context; through the SDK, at 2026-07-28);
+// the runtime does not let that cancel the tool, which runs to its own
+// timeout and is recorded, for the next retry to replay — unless the
+// protocol version says a closed stream cancels (2026-07-28: detached.go).
+// A notifications/cancelled naming the call cancels it (inflight.go),
+// also for a while after its client went away; a call serveOwn runs as
+// a task or with progress says so in ctx (callMode).
 func (h *Handler) callTool(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 	info := callInfoOf(ctx)
 	if info == nil { // not through observed: cannot happen, but stay safe
@@ -56,8 +58,9 @@ func (h *Handler) callTool(ctx context.Context, req *sdk.CallToolRequest) (*sdk.
 		}
 		call.Progress = mode.progress
 	}
-	defer h.track(ctx, caller, &call)()
+	tracked := h.track(ctx, caller, &call, protocolVersion(header, req.Params.Meta))
 	resp, err := h.cfg.Runtime.Call(ctx, *caller, call)
+	tracked.ended(ctx.Err() != nil && errors.Is(err, ctx.Err()))
 	if err != nil {
 		res, rpcErr := answer(err, info)
 		if info.Code == store.CodeInternal {

@@ -16,7 +16,9 @@
 // by the rules of POST /v1/tools/call (engine.RequestOf); call.go runs a
 // tools/call through the runtime, which decides it (the allow-list, the
 // tool) as it decides an HTTP call; result.go turns records and refusals
-// into results;
+// into results; inflight.go cancels the call a notifications/cancelled
+// names, and detached.go decides what becomes of a call whose client
+// went away before its answer;
 // auth.go checks bearer tokens and serves the RFC 9728 metadata document;
 // wire.go keeps the transport's own refusals in JSON-RPC's shape;
 // fast.go answers a plain tools/call without the SDK's per-request

@@ -26,13 +26,17 @@ import (
 // A call without request_id has no record: its tool is cancelled all the
 // same, and its answer says cancelled. A notification that names nothing
 // is ignored, as MCP says. Tasks are cancelled with tasks/cancel instead.
+// A call whose client went away before its answer stays in the table a
+// while, or is cancelled at once at 2026-07-28 (detached.go).
 
 // inflight is the table of the tools/calls this node serves, by
 // principal, session and JSON-RPC id: the calls of one key in a list
-// (newest first). It is safe for concurrent use.
+// (newest first), and the calls whose client went away, kept a while
+// (detached, oldest first: detached.go). It is safe for concurrent use.
 type inflight struct {
-	mu    sync.Mutex
-	calls map[inflightKey]*inflightCall
+	mu       sync.Mutex
+	calls    map[inflightKey]*inflightCall
+	detached []*inflightCall
 }
 
 type inflightKey struct{ principal, session, id string }
@@ -44,6 +48,10 @@ type inflightCall struct {
 	caller *engine.Caller
 	key    inflightKey
 	next   *inflightCall // the table's next call of the same key
+	// streamCancels says the client's closing the response stream
+	// cancels the call (its protocol version's rule: detached.go).
+	streamCancels bool
+	until         time.Time // when detached: when it leaves the table
 
 	mu        sync.Mutex
 	execID    string
@@ -66,6 +74,11 @@ func (t *inflight) add(c *inflightCall) {
 func (t *inflight) remove(c *inflightCall) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.removeLocked(c)
+}
+
+// removeLocked is remove with t.mu held.
+func (t *inflight) removeLocked(c *inflightCall) {
 	head := t.calls[c.key]
 	switch {
 	case head == c && c.next == nil:
@@ -83,10 +96,11 @@ func (t *inflight) remove(c *inflightCall) {
 	}
 }
 
-// cancelAll cancels the calls registered under k, and reports how many
-// there were.
+// cancelAll cancels the calls registered under k (the detached ones
+// whose time is not up among them), and reports how many there were.
 func (t *inflight) cancelAll(k inflightKey) int {
 	t.mu.Lock()
+	t.expire(time.Now())
 	var list []*inflightCall
 	for c := t.calls[k]; c != nil; c = c.next {
 		list = append(list, c)
@@ -127,18 +141,19 @@ func (c *inflightCall) cancelNow() {
 func (c *inflightCall) done() { c.h.inflight.remove(c) }
 
 // track registers a tools/call of ctx (its JSON-RPC id is in ctx, from
-// serveOne) for caller and session, and sets call.OnReserved; the
-// returned func removes it. A call without an id (or a task) is not
-// tracked.
-func (h *Handler) track(ctx context.Context, caller *engine.Caller, call *engine.Request) func() {
+// serveOne) for caller and session, at protocol version, and sets
+// call.OnReserved; the returned call must be told how Runtime.Call ended
+// (ended). A call without an id (or a task) is not tracked: nil.
+func (h *Handler) track(ctx context.Context, caller *engine.Caller, call *engine.Request, version string) *inflightCall {
 	id := rpcIDOf(ctx)
 	if id == "" {
-		return func() {}
+		return nil
 	}
-	c := &inflightCall{h: h, caller: caller, key: inflightKey{caller.Principal, call.SessionID, id}}
+	c := &inflightCall{h: h, caller: caller, key: inflightKey{caller.Principal, call.SessionID, id},
+		streamCancels: closedStreamCancels(version)}
 	h.inflight.add(c)
 	call.OnReserved = c.reserved
-	return c.done
+	return c
 }
 
 // cancelExecution cancels a call's execution as POST …/cancel does, or

@@ -1,6 +1,10 @@
 package mcp
 
-import "testing"
+import (
+	"strconv"
+	"testing"
+	"time"
+)
 
 // TestInflightTable adds calls of one key and of another, removes them
 // in every position of their list, and counts what cancelAll finds.
@@ -36,5 +40,63 @@ func TestInflightTable(t *testing.T) {
 	}
 	if n := h.inflight.cancelAll(other); n != 1 {
 		t.Errorf("cancelAll of the other key: %d, want 1", n)
+	}
+}
+
+// TestInflightDetached: a call whose client went away stays in the table
+// until detachedFor has passed, and no more than maxDetached such calls
+// are kept, the oldest leaving first.
+func TestInflightDetached(t *testing.T) {
+	h := &Handler{}
+	at := time.Unix(1000, 0)
+	first := &inflightCall{h: h, key: inflightKey{"p", "s", "first"}}
+	h.inflight.add(first)
+	h.inflight.detach(first, at)
+	inTable := func(k inflightKey) bool {
+		h.inflight.mu.Lock()
+		defer h.inflight.mu.Unlock()
+		_, ok := h.inflight.calls[k]
+		return ok
+	}
+	if !inTable(first.key) {
+		t.Fatal("a detached call left the table at once")
+	}
+	// Just before its time is up it is kept; at its time it goes.
+	second := &inflightCall{h: h, key: inflightKey{"p", "s", "second"}}
+	h.inflight.add(second)
+	h.inflight.detach(second, at.Add(detachedFor-time.Millisecond))
+	if !inTable(first.key) {
+		t.Error("a detached call left the table before detachedFor")
+	}
+	third := &inflightCall{h: h, key: inflightKey{"p", "s", "third"}}
+	h.inflight.add(third)
+	h.inflight.detach(third, at.Add(detachedFor))
+	if inTable(first.key) || !inTable(second.key) || !inTable(third.key) {
+		t.Errorf("after detachedFor: first %v second %v third %v, want only the first gone",
+			inTable(first.key), inTable(second.key), inTable(third.key))
+	}
+	// However many go away at once, at most maxDetached are kept.
+	now := at.Add(detachedFor)
+	for i := range 3 * maxDetached {
+		c := &inflightCall{h: h, key: inflightKey{"p", "s", strconv.Itoa(i)}}
+		h.inflight.add(c)
+		h.inflight.detach(c, now)
+	}
+	h.inflight.mu.Lock()
+	kept, detached := len(h.inflight.calls), len(h.inflight.detached)
+	h.inflight.mu.Unlock()
+	if kept != maxDetached || detached != maxDetached {
+		t.Errorf("%d calls in the table, %d detached; want %d", kept, detached, maxDetached)
+	}
+	if inTable(second.key) || !inTable(inflightKey{"p", "s", strconv.Itoa(3*maxDetached - 1)}) {
+		t.Error("the oldest detached calls were not the ones to leave")
+	}
+	// Their time up, they all leave.
+	h.inflight.mu.Lock()
+	h.inflight.expire(now.Add(detachedFor))
+	kept = len(h.inflight.calls)
+	h.inflight.mu.Unlock()
+	if kept != 0 {
+		t.Errorf("%d calls left once their time was up", kept)
 	}
 }

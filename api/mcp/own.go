@@ -146,7 +146,12 @@ func wantsTask(p ownParams, version string) bool {
 // versionOf is the request's protocol version: its Mcp-Protocol-Version
 // header, else the one its _meta names (2026-07-28), else "".
 func versionOf(r *http.Request, meta map[string]any) string {
-	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" {
+	return protocolVersion(r.Header, meta)
+}
+
+// protocolVersion is versionOf a request of header and _meta meta.
+func protocolVersion(header http.Header, meta map[string]any) string {
+	if v := header.Get("Mcp-Protocol-Version"); v != "" {
 		return v
 	}
 	v, _ := meta[metaProtocolVersion].(string)

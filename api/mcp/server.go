@@ -186,6 +186,10 @@ func New(cfg Config) (*Handler, error) {
 		// kept for a node without auth, unless the server in front checks
 		// Host itself (HostChecked).
 		DisableLocalhostProtection: h.disableLocalhostProtection,
+		// From 2026-07-28 on, a handler's context ends with its request,
+		// as the fast path's does: a tools/call whose client closes the
+		// stream is cancelled (detached.go).
+		PropagateRequestCancellation: true,
 	})
 	return h, nil
 }
