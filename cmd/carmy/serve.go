@@ -32,6 +32,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	log := newLogger(cfg, stderr)
+	if cfg.NodeID, err = resolveNodeID(cfg, log); err != nil {
+		return err
+	}
 	fc, auth, err := loadConfigAndAuth(cfg, log)
 	if err != nil {
 		return err
