@@ -46,11 +46,14 @@ func defaultDataDir(nodeID string) string {
 // resolveNodeID returns the node's id: --node-id when given; else the id
 // kept in <data-dir>/node-id; else node1 when the data dir holds Raft
 // state (an earlier version's node, started without --node-id); else a new
-// id, node-<8 hex digits>, written to <data-dir>/node-id (the data dir
-// made, mode 0700, when missing) and logged.
-func resolveNodeID(cfg serveConfig, log *slog.Logger) (string, error) {
+// id, node-<8 hex digits>. keep writes an id not read from the file to
+// <data-dir>/node-id (the data dir made, mode 0700, when missing) and logs
+// it: serve calls it once the node's configuration has been accepted, so
+// that a node refused at start leaves no data dir behind.
+func resolveNodeID(cfg serveConfig, log *slog.Logger) (id string, keep func() error, err error) {
+	none := func() error { return nil }
 	if cfg.NodeID != "" {
-		return cfg.NodeID, nil
+		return cfg.NodeID, none, nil
 	}
 	path := filepath.Join(cfg.DataDir, nodeIDFile)
 	b, err := os.ReadFile(path)
@@ -58,27 +61,29 @@ func resolveNodeID(cfg serveConfig, log *slog.Logger) (string, error) {
 	case err == nil:
 		id := strings.TrimSpace(string(b))
 		if err := checkNodeID(id); err != nil {
-			return "", fmt.Errorf("refusing to start: %s: %w; give --node-id, or remove the file to generate an id", path, err)
+			return "", nil, fmt.Errorf("refusing to start: %s: %w; give --node-id, or remove the file to generate an id", path, err)
 		}
-		return id, nil
+		return id, none, nil
 	case !errors.Is(err, fs.ErrNotExist):
-		return "", fmt.Errorf("the node id in the data dir: %w", err)
+		return "", nil, fmt.Errorf("the node id in the data dir: %w", err)
 	}
 	id, how := legacyNodeID, "the data dir holds cluster state from before node ids were kept: it is node1's, the id it was started with"
 	if _, err := os.Stat(filepath.Join(cfg.DataDir, "raft.db")); err != nil {
 		if id, err = newNodeID(); err != nil {
-			return "", err
+			return "", nil, err
 		}
 		how = "generated a node id (no --node-id given); it is kept in the data dir and used on every start without --node-id"
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return "", fmt.Errorf("data dir: %w", err)
-	}
-	if err := replaceFile(path, []byte(id+"\n"), 0o600); err != nil {
-		return "", fmt.Errorf("writing the node id: %w", err)
-	}
-	log.Info(how, slog.String("node_id", id), slog.String("path", path))
-	return id, nil
+	return id, func() error {
+		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+			return fmt.Errorf("data dir: %w", err)
+		}
+		if err := replaceFile(path, []byte(id+"\n"), 0o600); err != nil {
+			return fmt.Errorf("writing the node id: %w", err)
+		}
+		log.Info(how, slog.String("node_id", id), slog.String("path", path))
+		return nil
+	}, nil
 }
 
 // newNodeID returns node-<8 random hex digits>.
