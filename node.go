@@ -21,6 +21,13 @@ import (
 // tools, the API's listener and configuration, and where the records
 // live: a Raft cluster (Raft) or a fleet sharing a PostgreSQL database
 // (Postgres), exactly one of them.
+//
+// The node has one id, the runtime's (carmy.WithNodeID): its records'
+// node_id, its Raft server id and gossip name, its fleet heartbeat, the
+// API's. Raft.NodeID, Postgres.Fleet.NodeID and API.NodeID may be left
+// empty (StartNode sets them to it); one set to another id is refused, as
+// records naming another node than the cluster knows would never get a
+// cancel to their runner, nor be marked interrupted when it dies.
 type NodeConfig struct {
 	// Runtime is the node's tool runtime (App), its tools registered,
 	// those of Upstreams included. Required.
@@ -98,6 +105,10 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 		cfg.Listener.Close()
 		return nil, errors.New("StartNode: exactly one of Raft and Postgres is required")
 	}
+	if err := oneNodeID(&cfg); err != nil {
+		cfg.Listener.Close()
+		return nil, err
+	}
 	serveCtx, stopServing := context.WithCancel(context.Background())
 	n := &Node{rt: cfg.Runtime, ln: cfg.Listener, upstreams: cfg.Upstreams, log: cfg.Runtime.Config().Logger,
 		stopServing: stopServing, served: make(chan struct{})}
@@ -122,6 +133,9 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	}
 	if len(cfg.Upstreams) > 0 {
 		apiCfg.MCPUpstreams = mcpgateway.NewDirectory(cfg.Upstreams)
+	}
+	if n.raft != nil {
+		go n.stopServingOnFailure(serveCtx)
 	}
 	go func() {
 		defer close(n.served)
@@ -155,6 +169,18 @@ func (n *Node) openRaft(c cluster.Config, apiCfg *api.Config, wrap func(http.Han
 	}
 	apiCfg.Cluster, apiCfg.Internal, apiCfg.NodeTLS = clusterAdmin{node}, internal, node.ServerTLSConfig()
 	return nil
+}
+
+// stopServingOnFailure stops serving when the Raft node gives up (its
+// join refused for good: cluster.Node.Failed), so that Done closes and
+// Close returns why; it returns once serving ends otherwise.
+func (n *Node) stopServingOnFailure(serving context.Context) {
+	select {
+	case <-n.raft.Failed():
+		n.log.Error("the cluster member gave up; stopping", slog.Any("err", n.raft.Failure()))
+		n.stopServing()
+	case <-serving.Done():
+	}
 }
 
 // openFleet makes the fleet node, its backend the runtime's, and runs it

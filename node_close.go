@@ -12,7 +12,9 @@ import (
 )
 
 // Done is closed once the node has stopped serving: after Close began,
-// or on its own (the API's listener failed, a fleet's store gave up).
+// or on its own (the API's listener failed, a fleet's store gave up, the
+// Raft member gave up: its join refused because a live member holds its
+// id).
 // Close still has to be called.
 func (n *Node) Done() <-chan struct{} { return n.served }
 
@@ -36,8 +38,8 @@ func (n *Node) Fleet() *postgres.Fleet { return n.fleet }
 // close; the store's connections and the listener close.
 //
 // It returns the first of: the Raft node's shutdown passing its time
-// (an error matching cluster.ErrShutdownTimeout), the fleet's failure,
-// the API's serving error. Another error closing the Raft node is logged.
+// (an error matching cluster.ErrShutdownTimeout), the Raft node's or the
+// fleet's failure, the API's serving error. Another error closing the Raft node is logged.
 // Later calls return the same as the first.
 func (n *Node) Close(ctx context.Context) error {
 	n.closeOnce.Do(func() { n.closeErr = n.close(ctx) })
@@ -74,6 +76,9 @@ func (n *Node) stopBackend(ctx context.Context) error {
 		}
 		if err != nil {
 			n.log.Warn("closing the node", slog.Any("err", err))
+		}
+		if err := n.raft.Failure(); err != nil {
+			return fmt.Errorf("the cluster: %w", err)
 		}
 		return nil
 	}

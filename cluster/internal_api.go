@@ -56,6 +56,8 @@ func statusOf(err error) int {
 		return http.StatusBadRequest
 	case store.CodeNotFound:
 		return http.StatusNotFound
+	case store.CodeInvalidState:
+		return http.StatusConflict
 	}
 	return http.StatusServiceUnavailable
 }

@@ -34,9 +34,11 @@ func (i NodeInfo) entry() fsm.NodeInfo {
 }
 
 // AddNode adds (or updates) a voter: the same id and addresses again is a
-// no-op; a known id with new addresses replaces its entry; another id on
-// the same Raft address is removed first when gossip does not see it alive,
-// and refuses the join (store.ErrInvalid) when it does. It may be called
+// no-op; a known id with new addresses replaces its entry when that member
+// is not live, and refuses the join (store.ErrInvalidState) while it is
+// (claimRefusal); another id on the same Raft address is removed first
+// when gossip does not see it alive, and refuses the join (store.ErrInvalid)
+// when it does. It may be called
 // on any node (a follower forwards it to the leader) and returns the
 // member table, sorted by id.
 func (n *Node) AddNode(ctx context.Context, info NodeInfo) ([]NodeInfo, error) {
@@ -72,6 +74,9 @@ func (n *Node) addNode(ctx context.Context, info fsm.NodeInfo) ([]fsm.NodeInfo, 
 }
 
 func (n *Node) addLocal(ctx context.Context, info fsm.NodeInfo) error {
+	if err := n.claimRefusal(info); err != nil {
+		return err
+	}
 	cfg := n.raft.GetConfiguration()
 	if err := cfg.Error(); err != nil {
 		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
@@ -184,8 +189,11 @@ const joinKeyHint = "that node does not accept this node's cluster key (or its n
 	"--cluster-key-file <the copy>, or give both nodes certificates of one CA (--node-tls-*). Retrying"
 
 // joinCluster asks the --join addresses to add this node until one does,
-// then joins the gossip pool through the members it learns of.
-func (n *Node) joinCluster() {
+// then joins the gossip pool through the members it learns of; it reports
+// whether it joined. A refusal because a live member holds this node's id
+// is final: the node logs it and gives up (Failed), as retrying cannot
+// succeed while that member lives.
+func (n *Node) joinCluster() bool {
 	info := n.info()
 	for attempt := 0; !n.stopped(); attempt++ {
 		for _, addr := range n.cfg.Join {
@@ -194,6 +202,12 @@ func (n *Node) joinCluster() {
 			_, err := n.client.post(ctx, addr, pathJoin, info, &ans)
 			cancel()
 			if err != nil {
+				if store.CodeOf(err) == store.CodeInvalidState {
+					n.log.Error("join: refused: another node of the cluster has this node's id; start this node with an id of its own (--node-id). Giving up",
+						slog.String("via", addr), slog.Any("err", err))
+					n.giveUp(fmt.Errorf("join refused: %w", err))
+					return false
+				}
 				if errors.Is(err, nodeauth.ErrProtocol) {
 					n.log.Error("join: refused: that node runs a build of another node protocol version; "+
 						"run one build on every node of a cluster. Retrying", slog.String("via", addr), slog.Any("err", err))
@@ -216,12 +230,13 @@ func (n *Node) joinCluster() {
 				n.log.Warn("join: gossip join failed; retrying in the background", slog.Any("err", err))
 			}
 			n.log.Info("joined the cluster", slog.String("via", addr))
-			return
+			return true
 		}
 		if !n.sleep(min(500*time.Millisecond<<min(attempt, 3), 5*time.Second)) {
-			return
+			return false
 		}
 	}
+	return false
 }
 
 // registerSelf makes sure the replicated member table holds this node's
@@ -309,8 +324,9 @@ func (n *Node) bootstrapSelf() error {
 // answers that it holds no cluster state, and joins through Join as soon
 // as one holds some (BootstrapUnlessCluster). A node that lost its data
 // dir thus rejoins its cluster rather than found a second one; while an
-// address does not answer, it waits.
-func (n *Node) bootstrapUnlessCluster() {
+// address does not answer, it waits. It reports whether the node is now a
+// member (founded or joined).
+func (n *Node) bootstrapUnlessCluster() bool {
 	for attempt := 0; !n.stopped(); attempt++ {
 		found, all := "", true
 		for _, addr := range n.cfg.Join {
@@ -335,18 +351,18 @@ func (n *Node) bootstrapUnlessCluster() {
 		switch {
 		case found != "":
 			n.log.Info("bootstrap: a cluster exists; joining it instead of founding one", slog.String("via", found))
-			n.joinCluster()
-			return
+			return n.joinCluster()
 		case all:
 			if err := n.bootstrapSelf(); err != nil {
 				n.log.Error("bootstrap failed; trying again", slog.Any("err", err))
 				break
 			}
 			n.log.Info("bootstrapped a new cluster: no other member holds cluster state")
-			return
+			return true
 		}
 		if !n.sleep(min(500*time.Millisecond<<min(attempt, 3), 5*time.Second)) {
-			return
+			return false
 		}
 	}
+	return false
 }

@@ -54,6 +54,11 @@ type Node struct {
 
 	stop     chan struct{}
 	stopOnce sync.Once
+	// failed is closed when the node gives up (giveUp), with why in
+	// failErr.
+	failed   chan struct{}
+	failOnce sync.Once
+	failErr  error
 	wg       sync.WaitGroup
 	// closeOnce starts the one shutdown; closed is closed when it is
 	// over, with its error in closeErr.
@@ -77,7 +82,7 @@ func Open(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger.With(slog.String("node_id", cfg.NodeID)), fsm: fsm.New(), stop: make(chan struct{}),
-		closed: make(chan struct{}), metrics: newNodeMetrics()}
+		failed: make(chan struct{}), closed: make(chan struct{}), metrics: newNodeMetrics()}
 	n.refusals = nodeauth.NewRefusals(n.log)
 	n.bgCtx, n.bgCancel = context.WithCancel(context.Background())
 	n.fsm.Observe(n.observe, fsm.TypeNode, fsm.TypeNodeRemoved, fsm.TypeCancel)
@@ -170,9 +175,17 @@ func Open(cfg Config) (*Node, error) {
 	// write them a second time.
 	switch {
 	case !hasState && cfg.BootstrapUnlessCluster:
-		n.background(func() { n.bootstrapUnlessCluster(); n.registerSelf() })
+		n.background(func() {
+			if n.bootstrapUnlessCluster() {
+				n.registerSelf()
+			}
+		})
 	case !hasState && !cfg.Bootstrap && len(cfg.Join) > 0:
-		n.background(func() { n.joinCluster(); n.registerSelf() })
+		n.background(func() {
+			if n.joinCluster() {
+				n.registerSelf()
+			}
+		})
 	case !hasState && !cfg.Bootstrap:
 		n.log.Warn("no state, no --bootstrap and no --join: waiting to be added by an operator (POST /v1/cluster/nodes)")
 		n.background(n.registerSelf)

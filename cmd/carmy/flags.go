@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -21,7 +20,12 @@ import (
 // serveConfig is everything `carmy serve` is told by flags and the
 // environment.
 type serveConfig struct {
-	NodeID        string
+	// NodeID is --node-id; "" when neither it nor CARMY_NODE_ID is given:
+	// serve then takes the id kept in the data dir (resolveNodeID).
+	NodeID string
+	// NodeIDSet says whether --node-id (or its variable) was given, so
+	// that an explicitly empty id is refused.
+	NodeIDSet     bool
 	DataDir       string
 	HTTPAddr      string
 	RaftAddr      string
@@ -72,9 +76,8 @@ type serveConfig struct {
 	StoreLease        time.Duration
 }
 
-// Defaults of SPEC §3.
+// Defaults of SPEC §3 (the node id's: nodeid.go).
 const (
-	defaultNodeID     = "node1"
 	defaultHTTPAddr   = "127.0.0.1:8080"
 	defaultRaftAddr   = "127.0.0.1:8300"
 	defaultGossipAddr = "127.0.0.1:8301"
@@ -127,8 +130,8 @@ var flagEnv = []struct{ flag, env string }{
 func serveFlags(cfg *serveConfig, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("carmy serve", flag.ContinueOnError)
 	fs.SetOutput(out)
-	fs.StringVar(&cfg.NodeID, "node-id", defaultNodeID, "unique, stable name of this node")
-	fs.StringVar(&cfg.DataDir, "data-dir", "", "`dir` of the Raft log, stable store and snapshots (default ./carmy-data/<node-id>)")
+	fs.StringVar(&cfg.NodeID, "node-id", "", "unique, stable `name` of this node (Raft id, gossip name, node_id in records); without one, the id kept in <data-dir>/node-id, generated (node-<8 hex digits>) on first start")
+	fs.StringVar(&cfg.DataDir, "data-dir", "", "`dir` of the Raft log, stable store and snapshots (default ./carmy-data/<node-id>; without --node-id, ./carmy-data/default, or ./carmy-data/node1 when that exists)")
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", defaultHTTPAddr, "`host:port` of the HTTP API (port 0 picks a free one)")
 	fs.StringVar(&cfg.RaftAddr, "raft-addr", defaultRaftAddr, "`host:port` of the Raft transport")
 	fs.StringVar(&cfg.GossipAddr, "gossip-addr", defaultGossipAddr, "`host:port` of memberlist gossip (TCP and UDP)")
@@ -209,7 +212,7 @@ node advertises what it binds (docs/operations.md, "Addresses").
 
 // shownDefaults are defaults the help shows for flags whose zero value
 // means something computed at start.
-var shownDefaults = map[string]string{"cluster-key": "generated"}
+var shownDefaults = map[string]string{"cluster-key": "generated", "node-id": "generated, kept in <data-dir>/node-id"}
 
 func envOf(flagName string) string {
 	for _, fe := range flagEnv {
@@ -251,13 +254,16 @@ func parseServe(args []string, getenv func(string) string, out io.Writer) (serve
 		}
 		return cfg, errUsage
 	}
-	fs.Visit(func(f *flag.Flag) { cfg.MaxBytesSet = cfg.MaxBytesSet || f.Name == "max-bytes" })
+	fs.Visit(func(f *flag.Flag) {
+		cfg.MaxBytesSet = cfg.MaxBytesSet || f.Name == "max-bytes"
+		cfg.NodeIDSet = cfg.NodeIDSet || f.Name == "node-id"
+	})
 	if fs.NArg() > 0 {
 		fmt.Fprintf(out, "carmy serve: unexpected argument %q\n", fs.Arg(0))
 		return cfg, errUsage
 	}
 	if cfg.DataDir == "" {
-		cfg.DataDir = filepath.Join("carmy-data", cfg.NodeID)
+		cfg.DataDir = defaultDataDir(cfg.NodeID)
 	}
 	if cfg.Dev && cfg.Join == "" && cfg.BootstrapNode == "" {
 		// --dev starts a cluster of its own, unless it joins one.
@@ -268,7 +274,7 @@ func parseServe(args []string, getenv func(string) string, out io.Writer) (serve
 
 func (c serveConfig) validate() error {
 	switch {
-	case c.NodeID == "" || strings.ContainsAny(c.NodeID, " \t\r\n/"):
+	case (c.NodeIDSet || c.NodeID != "") && checkNodeID(c.NodeID) != nil:
 		return fmt.Errorf("--node-id %q: must be non-empty, without spaces or slashes", c.NodeID)
 	case c.MaxEntries <= 0:
 		return fmt.Errorf("--max-entries %d: must be positive", c.MaxEntries)

@@ -29,10 +29,11 @@ func clearCarmyEnv(t *testing.T) {
 }
 
 // defaultServeConfig is the configuration of `carmy serve` without flags
-// or environment (SPEC §3).
+// or environment (SPEC §3), in a directory without carmy-data/node1: no
+// node id yet (serve takes the one kept in the data dir), and the data dir
+// of a node without one.
 var defaultServeConfig = serveConfig{
-	NodeID:            "node1",
-	DataDir:           filepath.Join("carmy-data", "node1"),
+	DataDir:           filepath.Join("carmy-data", "default"),
 	HTTPAddr:          "127.0.0.1:8080",
 	RaftAddr:          "127.0.0.1:8300",
 	GossipAddr:        "127.0.0.1:8301",
@@ -74,7 +75,7 @@ func TestParseServeEnvironment(t *testing.T) {
 	}{
 		{"CARMY_NODE_ID", "node7", func(c serveConfig) bool {
 			// The default data dir follows the node id.
-			return c.NodeID == "node7" && c.DataDir == filepath.Join("carmy-data", "node7")
+			return c.NodeID == "node7" && c.NodeIDSet && c.DataDir == filepath.Join("carmy-data", "node7")
 		}},
 		{"CARMY_DATA_DIR", "/var/lib/carmy", func(c serveConfig) bool { return c.DataDir == "/var/lib/carmy" }},
 		{"CARMY_HTTP_ADDR", "127.0.0.1:9999", func(c serveConfig) bool { return c.HTTPAddr == "127.0.0.1:9999" }},
@@ -188,7 +189,7 @@ func TestParseServeFlagBeatsEnvironment(t *testing.T) {
 		t.Fatalf("parseServe: %v", err)
 	}
 	want := serveConfig{
-		NodeID: "from-flag", DataDir: "/env/data", HTTPAddr: "127.0.0.1:2222", RaftAddr: "127.0.0.1:2300",
+		NodeID: "from-flag", NodeIDSet: true, DataDir: "/env/data", HTTPAddr: "127.0.0.1:2222", RaftAddr: "127.0.0.1:2300",
 		GossipAddr: "127.0.0.1:1301", Join: "127.0.0.1:2,127.0.0.1:3", MaxEntries: 7, MaxBytes: 1 << 30, Retention: "30d",
 		ClusterKey: "flag-key", SnapshotThreshold: 20, SnapshotInterval: 10 * time.Second,
 		LogFormat: "text", LogLevel: "debug", Store: "raft", StoreLease: 10 * time.Second,
@@ -458,7 +459,7 @@ func checkServeUsage(t *testing.T, text string) {
 		}
 	}
 	for _, s := range []string{
-		"Usage: carmy serve", "--dev", "(default node1)", "(default 127.0.0.1:8080)", "(default 100000)",
+		"Usage: carmy serve", "--dev", "(default generated, kept in <data-dir>/node-id)", "(default 127.0.0.1:8080)", "(default 100000)",
 		"(default 127.0.0.1:8300)", "(default 127.0.0.1:8301)", "(default off)", "(default 8192)", "(default 2m0s)",
 		"./carmy-data/<node-id>",
 	} {

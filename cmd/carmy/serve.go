@@ -32,6 +32,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	log := newLogger(cfg, stderr)
+	var keepNodeID func() error
+	if cfg.NodeID, keepNodeID, err = resolveNodeID(cfg, log); err != nil {
+		return err
+	}
 	fc, auth, err := loadConfigAndAuth(cfg, log)
 	if err != nil {
 		return err
@@ -57,6 +61,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		started, err = raftNode(ctx, cfg, fc, auth, lim, &nc, log)
 	}
 	if err != nil {
+		return err
+	}
+	if err := keepNodeID(); err != nil {
+		nc.Listener.Close()
 		return err
 	}
 	node, err := carmy.StartNode(ctx, nc)

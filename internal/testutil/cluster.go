@@ -29,13 +29,20 @@ var startedLine = regexp.MustCompile(`msg="node started" .*?raft_addr=(\S+) goss
 // addresses Launch defaulted are not among them).
 func (n *Node) Args() []string { return slices.Clone(n.args) }
 
-// ID returns the node's --node-id ("node1", the binary's default, when
-// none was given).
+// nodeIDField is the node id its log names (the API's "serving" line
+// does, before Launch returns).
+var nodeIDField = regexp.MustCompile(`\bnode_id=(\S+)`)
+
+// ID returns the node's --node-id, or when none was given the id the node
+// took (kept in its data dir) as its log names it; "" until it logged one.
 func (n *Node) ID() string {
 	if id, ok := flagValue(n.args, "--node-id"); ok {
 		return id
 	}
-	return "node1"
+	if m := nodeIDField.FindStringSubmatch(n.Logs()); m != nil {
+		return m[1]
+	}
+	return ""
 }
 
 // RaftAddr returns the Raft address the node bound, from its log line
