@@ -168,7 +168,7 @@ func (n *Node) finishForwarded(r *http.Request, b *forwardedBatch) []wire.Result
 		if it == nil {
 			continue
 		}
-		out := <-it.done
+		out := n.awaitProposal(it, b.start.Add(n.cfg.LeaderWait))
 		resp, err := out.resp, out.err
 		n.observeApply(originForwarded, b.start, err)
 		if err != nil {
