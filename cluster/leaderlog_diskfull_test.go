@@ -170,7 +170,7 @@ func TestFullDiskLeaderHandsOver(t *testing.T) {
 // full disk on the leader waits for its answer (docs/operations.md).
 const diskFullAnswerWithin = 2 * time.Second
 
-// TestFullDiskAnswersTheReservationThatMetIt checks on real Rafts that the
+// TestDiskFullAnswersTheReservationThatMetIt checks on real Rafts that the
 // reservation whose log entry is the one the leader's full disk failed,
 // proposed on the leader or forwarded to it, is answered within
 // diskFullAnswerWithin that its outcome is unknown (it may still commit:
@@ -178,7 +178,7 @@ const diskFullAnswerWithin = 2 * time.Second
 // after the write's deadline; and that once there is room the node that
 // made it can release it (as its runtime does), so the identity is
 // vacant, not running, and a retry reserves it afresh.
-func TestFullDiskAnswersTheReservationThatMetIt(t *testing.T) {
+func TestDiskFullAnswersTheReservationThatMetIt(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		size      int
