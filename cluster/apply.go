@@ -22,7 +22,9 @@ import (
 // been applied; store.ErrInvalid means c was refused before it was
 // proposed (it cannot be encoded, or it is over wire.MaxCommandBytes encoded).
 // A reservation is refused with store.ErrUnavailable while this node leads
-// with a log that waits for disk space (refuseOnFullDisk).
+// with a log that waits for disk space (refuseOnFullDisk); one already
+// proposed when the log stalls gets store.ErrCommitUnknown at once
+// (awaitProposal).
 // The Response's own error (Response.Err) is an application outcome,
 // committed like any other.
 func (n *Node) Apply(ctx context.Context, c fsm.Command) (fsm.Response, error) {
