@@ -22,7 +22,9 @@ import (
 // been applied; store.ErrInvalid means c was refused before it was
 // proposed (it cannot be encoded, or it is over wire.MaxCommandBytes encoded).
 // A reservation is refused with store.ErrUnavailable while this node leads
-// with a log that waits for disk space (refuseOnFullDisk).
+// with a log that waits for disk space (refuseOnFullDisk); one already
+// proposed when the log stalls gets store.ErrCommitUnknown at once
+// (awaitProposal).
 // The Response's own error (Response.Err) is an application outcome,
 // committed like any other.
 func (n *Node) Apply(ctx context.Context, c fsm.Command) (fsm.Response, error) {
@@ -117,9 +119,8 @@ func (n *Node) untilLeader(ctx context.Context, what string, attempt func(deadli
 
 // applyLocal applies data on this node as leader. It waits for the
 // outcome however long the commit takes, except while the log waits for
-// disk space: past deadline the answer is then store.ErrCommitUnknown
-// (the entry is applied once there is room, unless leadership changes
-// first), so that a caller is not held for as long as the disk is full.
+// disk space (awaitProposal), so that a caller is not held for as long as
+// the disk is full.
 func (n *Node) applyLocal(data []byte, deadline time.Time) (fsm.Response, error) {
 	start := time.Now()
 	it := newProposal(data, max(time.Until(deadline), 10*time.Millisecond))
@@ -129,23 +130,56 @@ func (n *Node) applyLocal(data []byte, deadline time.Time) (fsm.Response, error)
 	return r.resp, r.err
 }
 
-// awaitProposal waits for it's outcome, or until deadline if by then the
-// log waits for disk space (checked again every raftlog.DiskFullRetryMax after).
+// awaitProposal waits for it's outcome, proposed on this node as leader
+// (its own or a forwarded command), except while the log waits for disk
+// space, when nothing more is applied until there is room: the answer is
+// then store.ErrCommitUnknown (the entry is applied once there is room, or
+// by the next leader, or never), for a reservation as soon as the log
+// stalls, for any other command past deadline (checked again every
+// raftlog.DiskFullRetryMax after). A reservation's caller is so answered
+// at once: its tool has not run, and the runtime that proposed it releases
+// it should it commit after all; a completion, whose tool did run, waits
+// for room as long as its caller does.
 func (n *Node) awaitProposal(it *proposal, deadline time.Time) proposalResult {
 	t := time.NewTimer(max(time.Until(deadline), 0))
 	defer t.Stop()
+	var stall <-chan struct{} // nil: never ready
+	if typ, ok := fsm.PeekType(it.data); ok && typ == fsm.TypeReserve {
+		stall = n.logs.QueueStall()
+	}
 	for {
 		select {
 		case r := <-it.done:
 			return r
+		case <-stall:
+			select {
+			case r := <-it.done:
+				return r // its outcome came with the stall
+			default:
+			}
+			if err := n.diskFullUnknown(); err != nil {
+				return proposalResult{err: err}
+			}
+			stall = n.logs.QueueStall() // the log writes again: wait for its next stall
 		case <-t.C:
-			if _, err := n.logs.Stalled(); err != nil && n.logs.QueueStalled() {
-				return proposalResult{err: fmt.Errorf("%w: the write waits for disk space on node %s, and is applied once there is room, unless leadership changes first (%w)",
-					store.ErrCommitUnknown, n.cfg.NodeID, err)}
+			if err := n.diskFullUnknown(); err != nil {
+				return proposalResult{err: err}
 			}
 			t.Reset(raftlog.DiskFullRetryMax)
 		}
 	}
+}
+
+// diskFullUnknown returns the store.ErrCommitUnknown a proposal waiting
+// on this node's log is answered with while the log waits for disk space,
+// or nil when it does not.
+func (n *Node) diskFullUnknown() error {
+	_, err := n.logs.Stalled()
+	if err == nil || !n.logs.QueueStalled() {
+		return nil
+	}
+	return fmt.Errorf("%w: the write waits for disk space on node %s, and is applied once there is room, unless leadership changes first (%w)",
+		store.ErrCommitUnknown, n.cfg.NodeID, err)
 }
 
 // Origins of the commands a leader applies, for carmy_raft_applies_total.

@@ -17,6 +17,11 @@ import (
 //     UNAVAILABLE before anything is reserved, so no tool runs that could
 //     not be recorded (refuseOnFullDisk); every other command (a
 //     completion, a cancel) waits in the queue for room instead;
+//   - answers a reservation proposed before the log stalled, whose entry
+//     may be the very write that failed, with store.ErrCommitUnknown the
+//     moment it stalls (awaitProposal), not at its deadline: its tool has
+//     not run, and the runtime that proposed it releases it should it
+//     commit after all;
 //   - hands its leadership to another voter, so that the cluster takes
 //     writes on the others (watchDiskFull); a single voter keeps leading
 //     and takes writes again as soon as the write goes through;

@@ -2,7 +2,9 @@ package cluster_test
 
 // A full disk, black-box (SPEC §7): real `carmy serve` processes whose
 // data dirs are small tmpfs mounts, filled with a file until the file
-// system answers ENOSPC while calls are made, then emptied again.
+// system answers ENOSPC while calls are made, then emptied again. The
+// calls go to an HTTP tool (procUpstream) that counts how often each
+// request_id ran.
 
 import (
 	"bufio"
@@ -90,14 +92,17 @@ type diskNode struct {
 }
 
 // startDiskCluster starts size nodes n1…nN, each with its data dir on a
-// tmpfs of its own, and waits until they form one cluster, all ready.
-func startDiskCluster(t *testing.T, bin string, size int) []*diskNode {
+// tmpfs of its own and the tool "upstream" calling up, and waits until
+// they form one cluster, all ready.
+func startDiskCluster(t *testing.T, bin string, size int, up *procUpstream) []*diskNode {
 	t.Helper()
+	config := procWriteConfig(t, up.URL)
 	var nodes []*diskNode
 	for i := 1; i <= size; i++ {
 		mount := mountTmpfs(t, "32m")
 		id := fmt.Sprintf("n%d", i)
-		args := []string{"--dev", "--fast-failover", "--node-id", id, "--data-dir", filepath.Join(mount, "data"), "--cluster-key", testutil.ClusterKey}
+		args := []string{"--dev", "--fast-failover", "--node-id", id, "--data-dir", filepath.Join(mount, "data"), "--cluster-key", testutil.ClusterKey,
+			"--config", config}
 		if i == 1 {
 			args = append(args, "--bootstrap")
 		} else {
@@ -139,10 +144,10 @@ func leaderOf(t *testing.T, nodes []*diskNode, n *diskNode) *diskNode {
 	return nil
 }
 
-// diskCall is one call with a few KB of arguments (so that each takes new
-// pages in the log's file), under request id id.
+// diskCall is one call of the upstream tool with a few KB of arguments
+// (so that each takes new pages in the log's file), under request id id.
 func diskCall(id string) string {
-	return fmt.Sprintf(`{"tool":"echo","request_id":%q,"arguments":{"id":%q,"pad":%q}}`, id, id, strings.Repeat("x", 6000))
+	return fmt.Sprintf(`{"tool":"upstream","request_id":%q,"arguments":{"id":%q,"pad":%q}}`, id, id, strings.Repeat("x", 6000))
 }
 
 // tally counts the answers to calls made during a fault, by kind, with
@@ -168,24 +173,91 @@ type acked struct {
 	id, execID string
 }
 
-// diskFullCall makes a call on n while its disk is (or is about to be)
+// diskFullCall makes a call on n while a disk is (or is about to be)
 // full. The answer must be 200 (recorded: then it is returned) or 503
-// UNAVAILABLE in the envelope, refused before its tool ran: never "the
-// tool ran but its outcome is not recorded".
-func diskFullCall(t *testing.T, n *diskNode, id string) (procAnswer, *acked) {
+// UNAVAILABLE in the envelope, refused before its tool ran ("tool_ran":
+// false) within diskFullAnswerWithin: never "the tool ran but its
+// outcome is not recorded", and never held for the write's deadline,
+// the call whose reservation met the full disk included. A refused call
+// is noted in refused, to retry once there is room (settleRefused).
+func diskFullCall(t *testing.T, n *diskNode, id string, refused *[]refusedCall) (procAnswer, *acked) {
 	t.Helper()
+	start := time.Now()
 	a := procCall(t, n.Node, diskCall(id))
+	took := time.Since(start)
 	switch {
 	case a.status == http.StatusOK && a.str("status") == "completed":
 		return a, &acked{id: id, execID: a.str("execution_id")}
 	case a.status == http.StatusServiceUnavailable && a.str("error", "code") == "UNAVAILABLE":
 		if msg := a.str("error", "message"); strings.Contains(msg, "tool ran") || strings.Contains(msg, "not recorded") {
-			t.Fatalf("call %s on %s while its disk is full: %s: the tool ran but was not recorded", id, n.ID(), a)
+			t.Fatalf("call %s on %s while a disk is full: %s: the tool ran but was not recorded", id, n.ID(), a)
 		}
+		if took > diskFullAnswerWithin {
+			t.Fatalf("call %s on %s while a disk is full: answered %s after %s, want within %s", id, n.ID(), a, took.Round(time.Millisecond), diskFullAnswerWithin)
+		}
+		if a.get("error", "tool_ran") != false {
+			t.Fatalf("call %s on %s while a disk is full: %s, want \"tool_ran\": false", id, n.ID(), a)
+		}
+		*refused = append(*refused, refusedCall{id: id, node: n, took: took})
 		return a, nil
 	}
 	t.Fatalf("call %s on %s while its disk is full: %s, want 200 completed or 503 UNAVAILABLE", id, n.ID(), a)
 	return a, nil
+}
+
+// refusedCall is a call answered 503 during the fault, on node.
+type refusedCall struct {
+	id   string
+	node *diskNode
+	took time.Duration
+}
+
+// settleRefused retries every refused call on its node once there is
+// room, until it runs: the identity of a call answered 503 "tool_ran":
+// false is not left running or uncertain (a reservation of it that
+// committed after all is released by the node that made it), and its
+// retry is a first run, not a replay, since the tool did not run for the
+// refused call. The retries are returned, to replay later.
+func settleRefused(t *testing.T, refused []refusedCall) []acked {
+	t.Helper()
+	var slowest time.Duration
+	var out []acked
+	for _, r := range refused {
+		slowest = max(slowest, r.took)
+		var a procAnswer
+		testutil.WaitFor(t, diskFullDeadline, "a retry of "+r.id+" on "+r.node.ID()+" to run", func() error {
+			a = procCall(t, r.node.Node, diskCall(r.id))
+			switch {
+			case a.status == http.StatusOK:
+				return nil
+			case a.uncertain("running"), a.status == http.StatusServiceUnavailable:
+				return fmt.Errorf("%s", a)
+			}
+			t.Fatalf("a retry of %s, refused while the disk was full: %s, want it to run once its reservation is released", r.id, a)
+			return nil
+		})
+		out = append(out, acked{id: r.id, execID: procWantRun(t, "a retry of "+r.id+", refused while the disk was full", a, "completed")})
+	}
+	t.Logf("MEASURED: %d calls answered 503 during the fault, the slowest after %s (bound %s); each ran once on its retry", len(refused), slowest.Round(time.Millisecond), diskFullAnswerWithin)
+	return out
+}
+
+// ranOnce checks that the upstream tool ran exactly once for each of
+// calls, and at most once for every request_id it saw.
+func ranOnce(t *testing.T, up *procUpstream, calls []acked) {
+	t.Helper()
+	up.mu.Lock()
+	defer up.mu.Unlock()
+	for id, n := range up.byReq {
+		if n > 1 {
+			t.Errorf("the tool ran %d times for request_id %s", n, id)
+		}
+	}
+	for _, c := range calls {
+		if up.byReq[c.id] != 1 || up.execOf[c.id] != c.execID {
+			t.Errorf("request_id %s: the tool ran %d times, first for %s; want once, for %s", c.id, up.byReq[c.id], up.execOf[c.id], c.execID)
+		}
+	}
 }
 
 // refusedForDisk reports whether a is the 503 of a node refusing a call
@@ -247,50 +319,56 @@ func replayAll(t *testing.T, n *diskNode, calls []acked) {
 // node, then on the leader and on a follower of a 3-node cluster. The node
 // stays up; it answers new calls 503 UNAVAILABLE before running them (a
 // lone leader), or forwards them to a leader that can write (a follower,
-// or a leader that handed over); it answers /healthz, /metrics and
-// replays throughout; it takes writes again within diskFullDeadline of the
-// fill file's removal (the target is diskFullWritesAgain: the measure is
-// logged), and every call answered 200 replays.
+// or a leader that handed over); every 503, the call whose reservation met
+// the full disk included, comes within diskFullAnswerWithin and says
+// "tool_ran": false; it answers /healthz, /metrics and replays throughout;
+// it takes writes again within diskFullDeadline of the fill file's removal
+// (the target is diskFullWritesAgain: the measure is logged); every call
+// refused meanwhile runs on its retry (its identity not left running),
+// every call answered 200 replays, and the tool ran once per request_id.
 func TestProcessDiskFull(t *testing.T) {
 	procSkipShort(t)
 	testutil.LongTier(t, "full disks under a cluster of processes")
 	mountTmpfs(t, "1m") // skip (or fail) at once where tmpfs cannot be had
 	bin := testutil.BuildCarmy(t)
 	t.Run("single node", func(t *testing.T) {
-		n := startDiskCluster(t, bin, 1)[0]
-		diskFullLoneLeader(t, n)
+		up := procStartUpstream(t)
+		n := startDiskCluster(t, bin, 1, up)[0]
+		diskFullLoneLeader(t, n, up)
 	})
 	t.Run("three nodes", func(t *testing.T) {
-		nodes := startDiskCluster(t, bin, 3)
-		procStep(t, "leader", func(t *testing.T) { diskFullClusterNode(t, nodes, true) })
-		procStep(t, "follower", func(t *testing.T) { diskFullClusterNode(t, nodes, false) })
+		up := procStartUpstream(t)
+		nodes := startDiskCluster(t, bin, 3, up)
+		procStep(t, "leader", func(t *testing.T) { diskFullClusterNode(t, nodes, true, up) })
+		procStep(t, "follower", func(t *testing.T) { diskFullClusterNode(t, nodes, false, up) })
 	})
 }
 
 // diskFullLoneLeader fills the disk of a single node.
-func diskFullLoneLeader(t *testing.T, n *diskNode) {
-	a, ok := diskFullCall(t, n, "lone-before")
+func diskFullLoneLeader(t *testing.T, n *diskNode, up *procUpstream) {
+	var refused []refusedCall
+	a, ok := diskFullCall(t, n, "lone-before", &refused)
 	if ok == nil {
 		t.Fatalf("a call before the fill: %s", a)
 	}
 	calls := []acked{*ok}
 	fill := fillDisk(t, n.mount)
-	refused := false
+	doorRefused := false
 	answers := tally{}
 	defer func() { t.Logf("answers during the fault: %v", answers) }()
-	for i := 0; i < 200 && !refused; i++ {
-		a, ok := diskFullCall(t, n, fmt.Sprintf("lone-during-%d", i))
+	for i := 0; i < 200 && !doorRefused; i++ {
+		a, ok := diskFullCall(t, n, fmt.Sprintf("lone-during-%d", i), &refused)
 		answers.add(t, a)
 		if ok != nil {
 			calls = append(calls, *ok)
 		}
-		refused = refusedForDisk(a)
+		doorRefused = refusedForDisk(a)
 	}
-	if !refused {
+	if !doorRefused {
 		t.Fatal("200 calls on a full disk, none refused for it")
 	}
 	stillServes(t, n, calls)
-	if a, _ := diskFullCall(t, n, "lone-refused"); !refusedForDisk(a) {
+	if a, _ := diskFullCall(t, n, "lone-refused", &refused); !refusedForDisk(a) {
 		t.Fatalf("a new call once the node refuses calls: %s, want 503 for the full disk", a)
 	} else {
 		t.Logf("a new call on a full disk: %s", a)
@@ -302,7 +380,7 @@ func diskFullLoneLeader(t *testing.T, n *diskNode) {
 	room := time.Now()
 	var took time.Duration
 	for i := 0; ; i++ {
-		a, ok := diskFullCall(t, n, fmt.Sprintf("lone-after-%d", i))
+		a, ok := diskFullCall(t, n, fmt.Sprintf("lone-after-%d", i), &refused)
 		if ok != nil {
 			calls = append(calls, *ok)
 			took = time.Since(room)
@@ -314,28 +392,34 @@ func diskFullLoneLeader(t *testing.T, n *diskNode) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Logf("MEASURED: single node: first write %s after the fill file's removal (target %s)", took.Round(time.Millisecond), diskFullWritesAgain)
+	calls = append(calls, settleRefused(t, refused)...)
 	replayAll(t, n, calls)
+	ranOnce(t, up, calls)
 }
 
 // diskFullClusterNode fills the disk of the leader (or of a follower) of
 // a 3-node cluster; calls go to that node, which either refuses them
-// (503, before running them) or has them written by a leader that can.
-func diskFullClusterNode(t *testing.T, nodes []*diskNode, fillLeader bool) {
+// (503, before running them) or has them written by a leader that can,
+// and, when the leader is filled, every other one to a follower, which
+// forwards it to the full leader until the leader hands over.
+func diskFullClusterNode(t *testing.T, nodes []*diskNode, fillLeader bool, up *procUpstream) {
 	leader := leaderOf(t, nodes, nodes[0])
-	full := leader
-	if !fillLeader {
-		for _, n := range nodes {
-			if n != leader {
-				full = n
-				break
-			}
+	full, via := leader, leader
+	for _, n := range nodes {
+		if n != leader {
+			via = n
+			break
 		}
+	}
+	if !fillLeader {
+		full = via // every call goes to the follower filled
 	}
 	tag := map[bool]string{true: "leader", false: "follower"}[fillLeader]
 	// Every node holds what the leader applied, so that the one filled
 	// takes appends while its disk fills.
 	testutil.WaitFor(t, procWait, "every node to catch up with the leader", func() error { return caughtUp(t, nodes, leader) })
-	a, ok := diskFullCall(t, full, tag+"-before")
+	var refused []refusedCall
+	a, ok := diskFullCall(t, full, tag+"-before", &refused)
 	if ok == nil {
 		t.Fatalf("a call before the fill: %s", a)
 	}
@@ -349,7 +433,11 @@ func diskFullClusterNode(t *testing.T, nodes []*diskNode, fillLeader bool) {
 	answers := tally{}
 	defer func() { t.Logf("answers during the fault: %v", answers) }()
 	for i := 0; i < 300 && (seen < 0 || time.Since(seenAt) < diskFullHold); i++ {
-		a, ok := diskFullCall(t, full, fmt.Sprintf("%s-during-%d", tag, i))
+		to := full
+		if i%2 == 1 {
+			to = via
+		}
+		a, ok := diskFullCall(t, to, fmt.Sprintf("%s-during-%d", tag, i), &refused)
 		answers.add(t, a)
 		if ok != nil {
 			calls = append(calls, *ok)
@@ -388,7 +476,7 @@ func diskFullClusterNode(t *testing.T, nodes []*diskNode, fillLeader bool) {
 	var writes, caughtUp time.Duration
 	for i := 0; writes == 0 || caughtUp == 0; i++ {
 		if writes == 0 {
-			if _, ok := diskFullCall(t, full, fmt.Sprintf("%s-after-%d", tag, i)); ok != nil {
+			if _, ok := diskFullCall(t, full, fmt.Sprintf("%s-after-%d", tag, i), &refused); ok != nil {
 				calls = append(calls, *ok)
 				writes = time.Since(room)
 			}
@@ -404,9 +492,11 @@ func diskFullClusterNode(t *testing.T, nodes []*diskNode, fillLeader bool) {
 	}
 	t.Logf("MEASURED: 3 nodes, %s %s filled: first write through it %s after the fill file's removal (target %s); its log written again, caught up with the leader and ready after %s",
 		tag, full.ID(), writes.Round(time.Millisecond), diskFullWritesAgain, caughtUp.Round(time.Millisecond))
+	calls = append(calls, settleRefused(t, refused)...)
 	for _, n := range nodes {
 		replayAll(t, n, calls)
 	}
+	ranOnce(t, up, calls)
 }
 
 // caughtUp returns nil once every node has applied what leader has.

@@ -156,8 +156,10 @@ func (n *Node) startForwarded(cmds [][]byte, omit []bool) *forwardedBatch {
 	return b
 }
 
-// finishForwarded waits for the outcome of every command of b, logs the
-// batch (audit, with r's caller) and returns its results.
+// finishForwarded waits for the outcome of every command of b, as a local
+// command's is waited for (awaitProposal, bounded by LeaderWait only while
+// the log waits for disk space), logs the batch (audit, with r's caller)
+// and returns its results.
 func (n *Node) finishForwarded(r *http.Request, b *forwardedBatch) []wire.Result {
 	kinds := commandKinds(b.cmds)
 	if b.items == nil {
@@ -168,7 +170,7 @@ func (n *Node) finishForwarded(r *http.Request, b *forwardedBatch) []wire.Result
 		if it == nil {
 			continue
 		}
-		out := <-it.done
+		out := n.awaitProposal(it, b.start.Add(n.cfg.LeaderWait))
 		resp, err := out.resp, out.err
 		n.observeApply(originForwarded, b.start, err)
 		if err != nil {

@@ -165,3 +165,74 @@ func TestFullDiskLeaderHandsOver(t *testing.T) {
 		}
 	}
 }
+
+// diskFullAnswerWithin bounds how long a reservation whose log entry met a
+// full disk on the leader waits for its answer (docs/operations.md).
+const diskFullAnswerWithin = 2 * time.Second
+
+// TestDiskFullAnswersTheReservationThatMetIt checks on real Rafts that the
+// reservation whose log entry is the one the leader's full disk failed,
+// proposed on the leader or forwarded to it, is answered within
+// diskFullAnswerWithin that its outcome is unknown (it may still commit:
+// followers hold it, and the leader writes it once there is room), not
+// after the write's deadline; and that once there is room the node that
+// made it can release it (as its runtime does), so the identity is
+// vacant, not running, and a retry reserves it afresh.
+func TestDiskFullAnswersTheReservationThatMetIt(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		size      int
+		forwarded bool
+	}{
+		{"single node", 1, false},
+		{"three nodes, on the leader", 3, false},
+		{"three nodes, forwarded", 3, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			disks, tune := fullDisks()
+			c := newCluster(t, tc.size, tune)
+			leader := c.leader()
+			n := leader
+			if tc.forwarded {
+				n = c.followers()[0]
+			}
+			ctx := context.Background()
+			mustReserve(t, n.Store(), key("before"), exec(n.ID()), store.Reserved)
+			testutil.WaitUntil(t, 10*time.Second, "every node to apply what the leader did", func() bool {
+				for _, m := range c.nodes {
+					if m.FSM().AppliedIndex() < leader.FSM().AppliedIndex() {
+						return false
+					}
+				}
+				return true
+			})
+
+			disks[leader.ID()].full.Store(true)
+			met := exec(n.ID())
+			start := time.Now()
+			_, err := n.Store().Reserve(ctx, key("met"), "fp", met)
+			took := time.Since(start)
+			t.Logf("the reservation that met the full disk was answered after %s: %v", took.Round(time.Millisecond), err)
+			if !errors.Is(err, store.ErrCommitUnknown) {
+				t.Fatalf("the reservation that met the full disk: %v, want its outcome unknown", err)
+			}
+			if took > diskFullAnswerWithin {
+				t.Fatalf("the reservation that met the full disk was answered after %s, want within %s", took.Round(time.Millisecond), diskFullAnswerWithin)
+			}
+
+			disks[leader.ID()].full.Store(false)
+			// What the runtime does with an unknown reservation: release
+			// it, until it is released or found never made.
+			var released error
+			testutil.WaitUntil(t, 15*time.Second, "the reservation to be released or found never made", func() bool {
+				_, released = n.Store().Release(ctx, met.ID, true)
+				return released == nil || errors.Is(released, store.ErrNotFound)
+			})
+			t.Logf("its release once there was room: %v (nil: it had committed)", released)
+			if rec, err := n.Store().Lookup(ctx, key("met")); !errors.Is(err, store.ErrNotFound) {
+				t.Fatalf("the identity after its release: %+v, %v; want none", rec, err)
+			}
+			mustReserve(t, n.Store(), key("met"), exec(n.ID()), store.Reserved)
+		})
+	}
+}

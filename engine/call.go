@@ -211,13 +211,17 @@ func (r *Runtime) storeContext(ctx context.Context) (context.Context, context.Ca
 
 // reserveFailed handles a Reserve error. The tool has not started. When the
 // reservation may have been made anyway, it is released in the background,
-// so the identity is not left uncertain for good.
+// so the identity is not left uncertain for good. An UNAVAILABLE answer
+// says the tool did not run (notReservedError).
 func (r *Runtime) reserveFailed(key store.Key, exec store.Execution, err error) error {
-	if errors.Is(err, store.ErrCapacity) || errors.Is(err, store.ErrInvalid) || errors.Is(err, store.ErrUnavailable) {
+	if errors.Is(err, store.ErrCapacity) || errors.Is(err, store.ErrInvalid) {
 		return fmt.Errorf("reserve: %w", err)
 	}
+	if errors.Is(err, store.ErrUnavailable) {
+		return &notReservedError{fmt.Errorf("reserve: %w", err)}
+	}
 	r.releaseInBackground(key, exec.ID)
-	return fmt.Errorf("reserve: %w (%w; the tool did not run)", store.ErrUnavailable, err)
+	return &notReservedError{fmt.Errorf("reserve: %w (%w; the tool did not run)", store.ErrUnavailable, err)}
 }
 
 // runUnrecorded runs a call without request_id: no reservation, no record.

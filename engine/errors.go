@@ -155,8 +155,9 @@ const (
 
 // FieldToolRan is the envelope member that tells, on a 503 UNAVAILABLE,
 // whether the tool ran: false on a refusal made before anything was
-// reserved (*BusyError), true when the tool ran but its outcome is not
-// recorded yet (*UnrecordedError).
+// reserved (*BusyError) and on a reservation the store could not take or
+// confirm (*notReservedError), true when the tool ran but its outcome is
+// not recorded yet (*UnrecordedError).
 const FieldToolRan = "tool_ran"
 
 // Fields returns the envelope's extra members, named as a capacity error's
@@ -216,3 +217,22 @@ func (e *UnrecordedError) ErrorCode() string { return store.CodeUnavailable }
 func (e *UnrecordedError) Fields() map[string]any {
 	return map[string]any{"execution_id": e.ExecutionID, FieldToolRan: true}
 }
+
+// notReservedError answers a call whose reservation the store could not
+// take (UNAVAILABLE: nothing was reserved) or whose commit it could not
+// confirm (a reservation that may have been made is released in the
+// background: reserveFailed). Either way the tool did not run: the
+// envelope says "tool_ran": false, and a retry with the same request_id is
+// safe. Err is the whole answer, matching what it wraps.
+type notReservedError struct{ err error }
+
+func (e *notReservedError) Error() string { return e.err.Error() }
+
+// Unwrap returns the store's error, as described.
+func (e *notReservedError) Unwrap() error { return e.err }
+
+// ErrorCode implements store.Coded.
+func (e *notReservedError) ErrorCode() string { return store.CodeUnavailable }
+
+// Fields returns the envelope's extra member "tool_ran": false.
+func (e *notReservedError) Fields() map[string]any { return map[string]any{FieldToolRan: false} }

@@ -61,6 +61,11 @@ func TestUnknownReserveCommitIsReleased(t *testing.T) {
 	if store.CodeOf(err) != "UNAVAILABLE" || c.runs.Load() != 0 {
 		t.Fatalf("code %q, runs %d: the tool must not run when the reservation is unconfirmed", store.CodeOf(err), c.runs.Load())
 	}
+	// The answer says so ("tool_ran": false): a retry is safe.
+	var f interface{ Fields() map[string]any }
+	if !errors.As(err, &f) || f.Fields()[engine.FieldToolRan] != false {
+		t.Fatalf("an unconfirmed reservation's answer %v: want %q false among its fields", err, engine.FieldToolRan)
+	}
 	// The node releases its never-run reservation once it can.
 	testutil.Until(t, 10*time.Second, "the reservation to be released", func() bool {
 		_, err := fs.Memory.Lookup(context.Background(), store.Key{Principal: "alice", RequestID: "u1"})

@@ -262,3 +262,47 @@ func TestLeaderLogAbandonOnFullDisk(t *testing.T) {
 		}
 	})
 }
+
+// TestLeaderLogQueueStallTells checks QueueStall: its channel stays open
+// while the log writes and while only a follower's write fails, is closed
+// the moment the leader's queued write fails for want of space (with
+// QueueStalled already true), and is open again once the log writes.
+func TestLeaderLogQueueStallTells(t *testing.T) {
+	s, l, leader := newFullableLeaderLog(t)
+	open := func(what string, ch <-chan struct{}) {
+		t.Helper()
+		select {
+		case <-ch:
+			t.Fatalf("QueueStall is closed %s", what)
+		default:
+		}
+	}
+	stall := l.QueueStall()
+	open("while the log writes", stall)
+	leader.Store(false)
+	s.fail(enospc)
+	if err := l.StoreLogs(logsFrom(1, 1)); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("a follower's StoreLogs = %v, want ENOSPC", err)
+	}
+	open("when a follower's write fails", stall)
+
+	leader.Store(true)
+	if err := l.StoreLogs(logsFrom(1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-stall:
+	case <-time.After(10 * time.Second):
+		t.Fatal("QueueStall was not closed when the queued write failed for want of space")
+	}
+	if !l.QueueStalled() {
+		t.Fatal("QueueStall closed, but QueueStalled is false")
+	}
+	if again := l.QueueStall(); again != stall {
+		t.Fatal("QueueStall gave another channel while the queue is still stalled")
+	}
+
+	s.heal()
+	wait.Until(t, 10*time.Second, "the queued write to go through", func() bool { return !l.QueueStalled() })
+	open("once the log writes again", l.QueueStall())
+}

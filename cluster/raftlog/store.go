@@ -81,6 +81,9 @@ type Store struct {
 	// time the log stalls or recovers.
 	stall   atomic.Pointer[stallState]
 	changed chan struct{}
+	// queueStall is closed when the leader's queued write stalls, and
+	// replaced by an open channel when the log writes again (QueueStall).
+	queueStall atomic.Pointer[chan struct{}]
 	// giveUp is closed by Abandon: a write that fails for want of space
 	// is no longer retried, as the node is stopping.
 	giveUp   chan struct{}
@@ -103,6 +106,8 @@ func New(store raft.LogStore, file string) *Store {
 		changed: make(chan struct{}, 1), giveUp: make(chan struct{})}
 	l.written = sync.NewCond(&l.mu)
 	l.work = sync.NewCond(&l.mu)
+	open := make(chan struct{})
+	l.queueStall.Store(&open)
 	go l.run()
 	return l
 }
@@ -150,23 +155,38 @@ func (l *Store) QueueStalled() bool {
 	return s != nil && s.queue
 }
 
+// QueueStall returns a channel that is closed once the leader's queue
+// waits for disk space (QueueStalled): at once if it does now. Whoever
+// waits on it is told the moment a queued write fails for want of space,
+// not at its next poll. Once the log writes again a new, open channel is
+// returned; one taken before may then be closed while the queue no longer
+// waits, so a receiver checks QueueStalled.
+func (l *Store) QueueStall() <-chan struct{} { return *l.queueStall.Load() }
+
 // setStall records a disk-full error (nil: writing again) and tells
-// changed when the state changes.
+// changed when the state changes, and queueStall when the leader's queue
+// stalls. l.mu is held, so that its changes are made one at a time.
 func (l *Store) setStall(err error, queue bool) {
 	old := l.stall.Load()
-	switch {
-	case err == nil && old == nil:
-		return
-	case err == nil:
+	if err == nil && old == nil || err != nil && old != nil && old.queue == queue {
+		return // unchanged (still stalled: keep its start)
+	}
+	wasQueue, isQueue := old != nil && old.queue, err != nil && queue
+	if wasQueue && !isQueue {
+		open := make(chan struct{})
+		l.queueStall.Store(&open) // before the state: a receiver that sees no stall finds it open
+	}
+	if err == nil {
 		l.stall.Store(nil)
-	case old != nil && old.queue == queue:
-		return // still stalled: keep its start
-	default:
+	} else {
 		since := time.Now()
 		if old != nil {
 			since = old.since
 		}
 		l.stall.Store(&stallState{err: err, since: since, queue: queue})
+	}
+	if isQueue && !wasQueue {
+		close(*l.queueStall.Load()) // after the state: a receiver sees the stall
 	}
 	select {
 	case l.changed <- struct{}{}:
