@@ -8,8 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/carmyhq/carmy/internal/egress"
@@ -19,8 +17,15 @@ import (
 // none): a GET of the URL with the execution's values put in, sent as the
 // tool's own requests are (its headers and Carmy's, the egress policy, no
 // redirect followed). 200 with a JSON body: found, the body is the data;
-// 404: not found; anything else, or no answer: undecided. An error names
-// what is wrong with the URL without repeating it.
+// 404: not found; anything else, or no answer: undecided.
+//
+// A value is put in escaped so that it stays within its path segment or
+// query value (see probeURL.expand), and a request whose URL would not
+// have the template's shape is not sent (undecided). The URL's host is
+// checked against the egress policy now when it is an IP address (a name
+// is checked when the probe connects, as the tool's own host is), unless
+// h.Client brings a Transport of its own. An error names what is wrong
+// with the URL, naming it without its userinfo or query.
 func (h HTTPTool) Probe() (ProbeFunc, error) {
 	if h.ReconcileURL == "" {
 		return nil, nil
@@ -29,29 +34,28 @@ func (h HTTPTool) Probe() (ProbeFunc, error) {
 	if err != nil {
 		return nil, err
 	}
-	sample := expandProbeURL(h.ReconcileURL, ProbeCall{ExecutionID: "exec_x", RequestID: "r", IdempotencyKey: "k", FencingToken: 1})
-	if u, err := url.Parse(sample); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, errors.New("http tool: reconcile: the url is not an absolute http or https URL")
+	p, err := parseProbeURL(h.ReconcileURL)
+	if err != nil {
+		return nil, err
 	}
-	return t.probe, nil
-}
-
-// expandProbeURL puts c's values in place of the placeholders of tmpl,
-// each escaped so that it stays one path segment or query value.
-func expandProbeURL(tmpl string, c ProbeCall) string {
-	return strings.NewReplacer(
-		"{idempotency_key}", url.QueryEscape(c.IdempotencyKey),
-		"{execution_id}", url.QueryEscape(c.ExecutionID),
-		"{request_id}", url.QueryEscape(c.RequestID),
-		"{fencing_token}", strconv.FormatUint(c.FencingToken, 10),
-	).Replace(tmpl)
+	if h.Client == nil || h.Client.Transport == nil {
+		if err := p.checkEgress(h.AllowNetworks); err != nil {
+			return nil, err
+		}
+	}
+	return func(ctx context.Context, c ProbeCall) (ProbeAnswer, error) { return t.probe(ctx, p, c) }, nil
 }
 
 // probe asks the upstream about c.
-func (t *httpTool) probe(ctx context.Context, c ProbeCall) (ProbeAnswer, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, expandProbeURL(t.ReconcileURL, c), nil)
+func (t *httpTool) probe(ctx context.Context, p *probeURL, c ProbeCall) (ProbeAnswer, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.expand(c), nil)
 	if err != nil {
 		return ProbeAnswer{}, errors.New("the probe's request could not be built")
+	}
+	if err := p.check(req.URL); err != nil {
+		t.log.Warn("http tool: reconcile probe: not sent", slog.String("tool", c.Tool), slog.String("execution_id", c.ExecutionID),
+			slog.String("reason", err.Error()))
+		return ProbeAnswer{}, fmt.Errorf("not sent: %w", err)
 	}
 	call := Call{Tool: c.Tool, RequestID: c.RequestID, IdempotencyKey: c.IdempotencyKey, FencingToken: c.FencingToken, ExecutionID: c.ExecutionID}
 	req.Header = t.header(call, true)

@@ -81,7 +81,10 @@ type HTTPTool struct {
 	// ReconcileURL, when set, is the URL of the tool's reconcile probe
 	// (SPEC §3.3; Probe): a GET with the tool's headers, in which
 	// {idempotency_key}, {execution_id}, {request_id} and {fencing_token}
-	// are replaced by the execution's, URL-escaped.
+	// are replaced by the execution's, only in the path or the query: in
+	// the path every byte but ALPHA, DIGIT, "-", "_" and "~" is
+	// percent-encoded ("." too), in the query a value is query escaped,
+	// so that a value never leaves its segment or parameter.
 	ReconcileURL string
 
 	// control, when set (by tests), runs after the egress policy accepted

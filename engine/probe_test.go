@@ -274,19 +274,3 @@ func TestProbeOnlyWhileOwner(t *testing.T) {
 		return err == nil && r.Status == store.StatusCompleted
 	})
 }
-
-func TestHTTPProbeURL(t *testing.T) {
-	c := ProbeCall{ExecutionID: "exec_1", RequestID: "a/b?c&d=e#f", IdempotencyKey: "carmy_ab", FencingToken: 9}
-	got := expandProbeURL("http://h/x/{request_id}?k={idempotency_key}&e={execution_id}&f={fencing_token}", c)
-	if want := "http://h/x/a%2Fb%3Fc%26d%3De%23f?k=carmy_ab&e=exec_1&f=9"; got != want {
-		t.Fatalf("expanded = %s, want %s", got, want)
-	}
-	for _, bad := range []string{"not a url", "ftp://h/{request_id}", "/relative/{request_id}"} {
-		if _, err := (HTTPTool{URL: "http://h/x", ReconcileURL: bad}).Probe(); err == nil {
-			t.Errorf("ReconcileURL %q: accepted", bad)
-		}
-	}
-	if p, err := (HTTPTool{URL: "http://h/x"}).Probe(); p != nil || err != nil {
-		t.Errorf("no ReconcileURL: %v, %v; want no probe", p, err)
-	}
-}

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +12,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/carmyhq/carmy"
 	"github.com/carmyhq/carmy/store"
@@ -173,6 +176,81 @@ func TestToolSpecsErrorsKeepSecretsOut(t *testing.T) {
 		_, err := fc.toolSpecsLogging(env, discardLogger())
 		if err == nil || strings.Contains(err.Error(), "SECRET") || !strings.Contains(err.Error(), "tools[0] (t)") {
 			t.Errorf("toolSpecsLogging(url %q) = %v, want an error naming the tool but not the secret", u, err)
+		}
+	}
+}
+
+// A reconcile probe's answer settles an execution: its url is checked
+// against the tool's egress policy when the tools are built, so that a
+// config sending it outside fails to load rather than probing in vain.
+func TestToolSpecsRefusesProbeOutsideEgress(t *testing.T) {
+	tests := []struct{ name, config, probe, want string }{
+		{"outside egress.allow", "egress:\n  allow: [10.0.0.0/8]\n", "http://127.0.0.1:9/orders/{request_id}/status",
+			"config tools[0] (t): http tool: reconcile: url http://127.0.0.1:9/orders/{request_id}/status: its host 127.0.0.1 is outside the allowed networks: the egress policy does not allow it"},
+		{"outside allow_networks", "", "http://127.0.0.1:9/orders/{request_id}?token=${TOKEN}",
+			"config tools[0] (t): http tool: reconcile: url http://127.0.0.1:9/orders/{request_id}?[redacted]: its host 127.0.0.1 is outside the allowed networks"},
+		{"a metadata address", "", "http://169.254.169.254/latest/{request_id}",
+			"config tools[0] (t): http tool: reconcile: url http://169.254.169.254/latest/{request_id}: its host 169.254.169.254 is a cloud metadata address"},
+		{"a placeholder in the host", "", "http://{request_id}.orders.internal/x",
+			"config tools[0] (t): http tool: reconcile: the url has a placeholder in its scheme, userinfo, host or port"},
+		{"within egress.allow", "egress:\n  allow: [10.0.0.0/8]\n", "http://10.1.2.3:9/orders/{request_id}", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tool := "    http: {url: \"http://10.0.0.1:9/orders\"}\n"
+			if tt.name == "outside allow_networks" {
+				tool = "    http: {url: \"http://10.0.0.1:9/orders\", allow_networks: [10.0.0.0/8]}\n"
+			}
+			text := tt.config + "tools:\n  - name: t\n" + tool + "    reconcile: {url: \"" + tt.probe + "\"}\n"
+			fc := mustLoadConfig(t, text)
+			specs, err := fc.toolSpecsLogging(fakeEnv(map[string]string{"TOKEN": "tok-SECRET-value"}), discardLogger())
+			if tt.want == "" {
+				if err != nil || len(specs) != 1 || specs[0].Probe == nil {
+					t.Fatalf("toolSpecs = %v, %v; want the tool with its probe", specs, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("toolSpecs = %v\nwant an error with %q", err, tt.want)
+			}
+			if strings.Contains(err.Error(), "SECRET") {
+				t.Errorf("the error repeats a secret: %v", err)
+			}
+		})
+	}
+}
+
+// carmy serve stops at such a config, before it serves.
+func TestServeRefusesProbeOutsideEgress(t *testing.T) {
+	clearCarmyEnv(t)
+	path := writeConfig(t, "egress:\n  allow: [10.0.0.0/8]\ntools:\n  - name: t\n    http: {url: \"http://10.0.0.1:9/orders\"}\n"+
+		"    reconcile: {url: \"http://127.0.0.1:9/orders/{request_id}/status\"}\n")
+	args := append(nodeArgs(t), "--http-addr", "127.0.0.1:0", "--config", path)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	logs := newLogBuffer()
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, args, io.Discard, logs) }()
+	deadline := time.NewTimer(30 * time.Second)
+	defer deadline.Stop()
+	for {
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), "tools[0] (t): http tool: reconcile: url http://127.0.0.1:9/orders/{request_id}/status: its host 127.0.0.1 is outside the allowed networks") {
+				t.Fatalf("serve = %v, want the config refused, naming the tool and the probe's url", err)
+			}
+			return
+		case <-logs.changed:
+			if servingLine.MatchString(logs.String()) {
+				cancel()
+				select {
+				case <-done:
+				case <-time.After(15 * time.Second):
+				}
+				t.Fatalf("serve started with a reconcile url outside the egress policy; logs:\n%s", logs)
+			}
+		case <-deadline.C:
+			t.Fatalf("serve neither refused the config nor served within 30 s; logs:\n%s", logs)
 		}
 	}
 }
