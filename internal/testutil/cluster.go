@@ -88,6 +88,13 @@ func (n *Node) Restart(tb testing.TB, args ...string) *Node {
 	return m
 }
 
+// Relaunch is Restart for a subtest that restarts a node of its parent:
+// the new process lives as long as owner (the test that started the
+// node), and an error is returned rather than failing either test.
+func (n *Node) Relaunch(owner testing.TB, args ...string) (*Node, error) {
+	return n.relaunch(owner, args)
+}
+
 // relaunch is Restart with the new process's lifetime owned by owner.
 func (n *Node) relaunch(owner testing.TB, args []string) (*Node, error) {
 	if n.Running() {
