@@ -62,6 +62,20 @@ func TestToolGroupUnavailableThenListed(t *testing.T) {
 	if app.ToolsGeneration() == gen {
 		t.Fatal("ToolsGeneration did not change when a tool's description did")
 	}
+	for field, change := range map[string]func(*engine.ToolSpec){
+		"title":         func(s *engine.ToolSpec) { s.Title = "Close" },
+		"output schema": func(s *engine.ToolSpec) { s.OutputSchema = json.RawMessage(`{"type":"object"}`) },
+		"_meta":         func(s *engine.ToolSpec) { s.Meta = json.RawMessage(`{"vendor/x":1}`) },
+	} {
+		gen = app.ToolsGeneration()
+		change(&changed)
+		if err := app.SetToolGroup("tickets", []engine.ToolSpec{groupSpec("tickets.create", &c), changed}); err != nil {
+			t.Fatal(err)
+		}
+		if app.ToolsGeneration() == gen {
+			t.Fatalf("ToolsGeneration did not change when a tool's %s did", field)
+		}
+	}
 	call(t, app, engine.Request{Tool: "tickets.create", RequestID: "r1"})
 	if resp := call(t, app, engine.Request{Tool: "tickets.create", RequestID: "r1"}); !resp.Replayed || c.runs.Load() != 1 {
 		t.Fatalf("retry: replayed %v, runs %d", resp.Replayed, c.runs.Load())
