@@ -127,9 +127,6 @@ func (s *Server) resolveExecution(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	v := executionView(rec)
-	if res.Status == "released" {
-		v.Released = true
-	}
+	v := resolvedView(rec, res.Status == "released")
 	return writeRecord(c, http.StatusOK, &v)
 }

@@ -35,7 +35,7 @@ func (s *Server) mcpRoutes(rt Runtime, limit int64, base func(*http.Request) str
 		// The server checks Host on every route (hosts.go).
 		HostChecked: true,
 		BaseURL:     base,
-		RecordView:  func(r store.Record) any { return executionView(r) },
+		RecordView:  func(r store.Record, released bool) any { return resolvedView(r, released) },
 		Upstreams:   ups,
 	}
 	if s.auth.enabled {

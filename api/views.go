@@ -64,6 +64,16 @@ func callView(resp engine.Response) recordView {
 	return v
 }
 
+// resolvedView is the answer to a resolve (POST
+// /v1/executions/{id}/resolve, and carmy.resolve at /mcp): the execution
+// as it now stands; for a release (released), the record it removed,
+// marked "released": true.
+func resolvedView(r store.Record, released bool) recordView {
+	v := executionView(r)
+	v.Released = released
+	return v
+}
+
 // executionView is a record as GET /v1/executions shows it.
 func executionView(r store.Record) recordView {
 	v := baseView(r)

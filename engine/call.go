@@ -84,7 +84,11 @@ func fingerprint(req Request, p *pending) (string, error) {
 // reserved (validate.go); then it answers a retry of a finished record
 // from the backend's local state when it can (Backend.PeekFinished, the one
 // pre-check: a finished record never changes); then the store's Reserve
-// decides authoritatively.
+// decides authoritatively. While the tool's group is unavailable
+// (group.go), the record the store holds answers in Reserve's place
+// (replay, conflict, uncertain), and a call it does not answer, which
+// would run the tool, is refused with the group's error: nothing is
+// reserved.
 //
 // Errors carry SPEC §2.2 codes: *ForbiddenError (FORBIDDEN: the tool is
 // outside caller.Tools), ErrUnknownTool, *store.FieldError
@@ -113,6 +117,9 @@ func (r *Runtime) Call(ctx context.Context, caller Caller, req Request) (Respons
 		switch {
 		case p.tool.DedupeWindow > 0:
 			window = p.tool.DedupeWindow
+		case p.down != nil:
+			// A new identity, or none: only the tool could answer it.
+			return Response{}, p.down
 		case req.Task:
 			taskID = NewExecutionID(r.now())
 			req.RequestID, p.req.RequestID = taskID, taskID
@@ -144,11 +151,13 @@ func (r *Runtime) Call(ctx context.Context, caller Caller, req Request) (Respons
 	}
 	// The one replay pre-check before the store decides. A record the
 	// window has expired goes to the store, which replaces it.
-	if rec, ok := st.PeekFinished(key); ok && !(rec.Fingerprint == fp && exec.Expired(rec)) {
-		if rec.Fingerprint == fp {
-			return Response{Record: rec, Replayed: true}, nil
+	if rec, ok := st.PeekFinished(key); ok {
+		if out := exec.Held(rec, fp); out != store.Reserved {
+			return answerHeld(out, rec)
 		}
-		return Response{}, &store.ConflictError{Record: rec}
+	}
+	if p.down != nil {
+		return r.heldOrDown(ctx, key, fp, exec, p.down)
 	}
 	exec.ID = taskID
 	if exec.ID == "" {
@@ -173,20 +182,47 @@ func (r *Runtime) Call(ctx context.Context, caller Caller, req Request) (Respons
 	if err != nil {
 		return Response{}, r.reserveFailed(key, exec, err)
 	}
-	switch res.Outcome {
-	case store.Replay:
-		return Response{Record: res.Record, Replayed: true}, nil
-	case store.Conflict:
-		return Response{}, &store.ConflictError{Record: res.Record}
-	case store.Uncertain:
-		return Response{}, &store.UncertainError{Record: res.Record}
-	case store.Reserved:
+	if res.Outcome == store.Reserved {
 		if req.OnReserved != nil {
 			req.OnReserved(res.Record)
 		}
 		return r.execute(ctx, p, rn, res.Record)
 	}
-	return Response{}, fmt.Errorf("reserve: unexpected outcome %v", res.Outcome)
+	return answerHeld(res.Outcome, res.Record)
+}
+
+// answerHeld is the answer to a call whose identity the store holds as
+// rec, out being Reserve's word on it (or store.Execution.Held's): a
+// replay, a *store.ConflictError or a *store.UncertainError.
+func answerHeld(out store.Outcome, rec store.Record) (Response, error) {
+	switch out {
+	case store.Replay:
+		return Response{Record: rec, Replayed: true}, nil
+	case store.Conflict:
+		return Response{}, &store.ConflictError{Record: rec}
+	case store.Uncertain:
+		return Response{}, &store.UncertainError{Record: rec}
+	}
+	return Response{}, fmt.Errorf("reserve: unexpected outcome %v", out)
+}
+
+// heldOrDown answers a call of a tool whose group is unavailable (down)
+// that the peek did not answer: from the record the store holds under
+// key, as Reserve would (a backend that peeks nothing, a running or
+// interrupted record); else, when the call would reserve (no record, or
+// one its dedupe window lets it replace), with down. It writes nothing.
+func (r *Runtime) heldOrDown(ctx context.Context, key store.Key, fp string, exec store.Execution, down error) (Response, error) {
+	rec, err := r.Store().Lookup(ctx, key)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return Response{}, down
+	case err != nil:
+		return Response{}, fmt.Errorf("%w (its record could not be read either: %v)", down, err)
+	}
+	if out := exec.Held(rec, fp); out != store.Reserved {
+		return answerHeld(out, rec)
+	}
+	return Response{}, down
 }
 
 // Overloaded returns the *BusyError a call whose arguments are about size

@@ -11,9 +11,12 @@ import (
 // (an upstream MCP server's, SPEC §5.2), registered and replaced together
 // under one prefix. A group is named by its prefix; its tools are named
 // prefix + "." + something. While a group is unavailable (its source cannot
-// be listed), every call of a name under its prefix answers the group's
-// error before anything is reserved, instead of UNKNOWN_TOOL: the caller
-// retries later, and no identity is spent on a call that could not run.
+// be listed), a call of a name under its prefix that would run the tool
+// (a new identity, or none) answers the group's error before anything is
+// reserved, instead of UNKNOWN_TOOL: the caller retries later, and no
+// identity is spent on a call that could not run. A retry of an identity
+// the store holds is answered from its record as ever (replay, conflict,
+// uncertain): what was recorded does not depend on the source (Call).
 //
 // A group's tools are ordinary tools otherwise: they take the same path
 // (validate, reserve, run, record), appear in Tools, and a call already
@@ -95,8 +98,8 @@ func (r *Runtime) SetToolGroup(prefix string, specs []ToolSpec) error {
 }
 
 // sameListingLocked reports whether tools list exactly as the group's
-// tools do now (names in order, descriptions, schemas, timeouts,
-// annotations, request id rule, dedupe window): replacing one by the other
+// tools do now (names in order, titles, descriptions, schemas, timeouts,
+// annotations, _meta, request id rule, dedupe window): replacing one by the other
 // changes what a caller sees of them nowhere. r.mu is held.
 func (r *Runtime) sameListingLocked(g *toolGroup, tools []*tool) bool {
 	if len(g.names) != len(tools) {
@@ -106,7 +109,8 @@ func (r *Runtime) sameListingLocked(g *toolGroup, tools []*tool) bool {
 		old, ok := r.tools[g.names[i]]
 		if !ok || old.Name != t.Name || old.Description != t.Description || old.Timeout != t.Timeout ||
 			old.RequireRequestID != t.RequireRequestID || old.DedupeWindow != t.DedupeWindow ||
-			!bytes.Equal(old.InputSchema, t.InputSchema) || !bytes.Equal(old.Annotations, t.Annotations) {
+			!bytes.Equal(old.InputSchema, t.InputSchema) || !bytes.Equal(old.Annotations, t.Annotations) ||
+			old.Title != t.Title || !bytes.Equal(old.OutputSchema, t.OutputSchema) || !bytes.Equal(old.Meta, t.Meta) {
 			return false
 		}
 	}
@@ -114,8 +118,10 @@ func (r *Runtime) sameListingLocked(g *toolGroup, tools []*tool) bool {
 }
 
 // SetToolGroupUnavailable makes the group prefix unavailable: until the
-// next SetToolGroup, a call of any name under prefix answers err, before
-// anything is reserved. err must carry the UNAVAILABLE code (a
+// next SetToolGroup, a call of any name under prefix that would run the
+// tool answers err, before anything is reserved (a retry of a recorded
+// identity is answered from its record). err must carry the UNAVAILABLE
+// code (a
 // *store.Error of store.CodeUnavailable, say), so that the API answers
 // 503 with Retry-After. The group's tools, when it had any, stay listed
 // by Tools. A group unknown until now is declared (with no tools).
@@ -147,18 +153,27 @@ func checkGroupPrefix(prefix string) error {
 	return nil
 }
 
-// lookup returns the tool called name, or why there is none: its group's
-// error while the group is unavailable, else ErrUnknownTool.
-func (r *Runtime) lookup(name string) (*tool, error) {
+// lookup returns the tool called name, or ErrUnknownTool; and, while its
+// group is unavailable, the group's error (down), which refuses every call
+// of it that would run it (Call). A name the unavailable group does not
+// list (not listed yet on this node, or not at all) is a tool of no rules
+// (any arguments, no request_id required, no dedupe window) that never
+// runs: a retry of an identity the store holds is answered all the same,
+// any other call is down.
+func (r *Runtime) lookup(name string) (t *tool, down, err error) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if g := r.groups[groupOf(name)]; g != nil && g.down != nil {
-		return nil, g.down
+	prefix := groupOf(name)
+	if g := r.groups[prefix]; g != nil && g.down != nil {
+		down = g.down
 	}
 	if t, ok := r.tools[name]; ok {
-		return t, nil
+		return t, down, nil
 	}
-	return nil, fmt.Errorf("%w: %q", ErrUnknownTool, name)
+	if down != nil {
+		return &tool{ToolSpec: ToolSpec{Name: name, Timeout: DefaultToolTimeout}, group: prefix}, down, nil
+	}
+	return nil, nil, fmt.Errorf("%w: %q", ErrUnknownTool, name)
 }
 
 // CheckTool reports what AddTool or SetToolGroup would refuse in spec

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/store"
@@ -61,6 +62,20 @@ func TestToolGroupUnavailableThenListed(t *testing.T) {
 	if app.ToolsGeneration() == gen {
 		t.Fatal("ToolsGeneration did not change when a tool's description did")
 	}
+	for field, change := range map[string]func(*engine.ToolSpec){
+		"title":         func(s *engine.ToolSpec) { s.Title = "Close" },
+		"output schema": func(s *engine.ToolSpec) { s.OutputSchema = json.RawMessage(`{"type":"object"}`) },
+		"_meta":         func(s *engine.ToolSpec) { s.Meta = json.RawMessage(`{"vendor/x":1}`) },
+	} {
+		gen = app.ToolsGeneration()
+		change(&changed)
+		if err := app.SetToolGroup("tickets", []engine.ToolSpec{groupSpec("tickets.create", &c), changed}); err != nil {
+			t.Fatal(err)
+		}
+		if app.ToolsGeneration() == gen {
+			t.Fatalf("ToolsGeneration did not change when a tool's %s did", field)
+		}
+	}
 	call(t, app, engine.Request{Tool: "tickets.create", RequestID: "r1"})
 	if resp := call(t, app, engine.Request{Tool: "tickets.create", RequestID: "r1"}); !resp.Replayed || c.runs.Load() != 1 {
 		t.Fatalf("retry: replayed %v, runs %d", resp.Replayed, c.runs.Load())
@@ -79,15 +94,19 @@ func TestToolGroupUnavailableThenListed(t *testing.T) {
 		t.Fatalf("tools %v", names)
 	}
 
-	// Unavailable again: the tools stay listed, calls answer UNAVAILABLE.
+	// Unavailable again: the tools stay listed, a recorded identity
+	// replays, a new one answers UNAVAILABLE.
 	if err := app.SetToolGroupUnavailable("tickets", down); err != nil {
 		t.Fatal(err)
 	}
 	if len(app.Tools()) != 2 {
 		t.Fatalf("tools while unavailable: %v", app.Tools())
 	}
-	if _, err := app.Call(t.Context(), alice, engine.Request{Tool: "tickets.create", RequestID: "r1"}); !errors.Is(err, down) {
-		t.Fatalf("replay while unavailable: %v", err)
+	if resp, err := app.Call(t.Context(), alice, engine.Request{Tool: "tickets.create", RequestID: "r1"}); err != nil || !resp.Replayed {
+		t.Fatalf("replay while unavailable: %+v, %v", resp, err)
+	}
+	if _, err := app.Call(t.Context(), alice, engine.Request{Tool: "tickets.create", RequestID: "r2"}); !errors.Is(err, down) {
+		t.Fatalf("a new identity while unavailable: %v, want %v", err, down)
 	}
 
 	// A replacement drops what it does not hold.
@@ -99,6 +118,72 @@ func TestToolGroupUnavailableThenListed(t *testing.T) {
 	}
 	if len(app.Tools()) != 1 {
 		t.Fatalf("tools after the replacement: %v", app.Tools())
+	}
+}
+
+// TestToolGroupDownAnswersHeldRecords: while a group is unavailable, the
+// record the store holds answers a retry as Reserve would, read from the
+// store when the backend peeks nothing (a fleet's): a finished identity
+// replays, another fingerprint conflicts, a running one is uncertain,
+// also on a node that never listed the group (restarted while its
+// source is down). Only a call that would run the tool is refused, and
+// nothing is reserved.
+func TestToolGroupDownAnswersHeldRecords(t *testing.T) {
+	mem := store.NewMemory(100)
+	down := store.NewError(store.CodeUnavailable, "upstream tickets cannot be listed")
+	var c counter
+	listed := newApp(t)
+	listed.IdempotencyStore(engine.Basic{Store: mem})
+	if err := listed.SetToolGroup("tickets", []engine.ToolSpec{groupSpec("tickets.create", &c)}); err != nil {
+		t.Fatal(err)
+	}
+	done := engine.Request{Tool: "tickets.create", RequestID: "r1", Arguments: json.RawMessage(`{"a":1}`)}
+	first := call(t, listed, done)
+	if err := listed.SetToolGroupUnavailable("tickets", down); err != nil {
+		t.Fatal(err)
+	}
+	// Another node of the same store, whose group was never listed.
+	unlisted := newApp(t)
+	unlisted.IdempotencyStore(engine.Basic{Store: mem})
+	if err := unlisted.SetToolGroupUnavailable("tickets", down); err != nil {
+		t.Fatal(err)
+	}
+	fp, err := store.Fingerprint("tickets.create", json.RawMessage(`{}`), json.RawMessage(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mem.Reserve(t.Context(), store.Key{Principal: alice.Principal, RequestID: "running"}, fp,
+		store.Execution{ID: "exec_running", Tool: "tickets.create", NodeID: "elsewhere", StartedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	for name, app := range map[string]*engine.Runtime{"listed": listed, "unlisted": unlisted} {
+		resp, err := app.Call(t.Context(), alice, done)
+		if err != nil || !resp.Replayed || resp.Record.ExecutionID != first.Record.ExecutionID {
+			t.Errorf("%s: a retry of a completed identity: %+v, %v; want its replay", name, resp, err)
+		}
+		var ce *store.ConflictError
+		if _, err := app.Call(t.Context(), alice, engine.Request{Tool: "tickets.create", RequestID: "r1"}); !errors.As(err, &ce) {
+			t.Errorf("%s: other arguments: %v; want IDEMPOTENCY_CONFLICT", name, err)
+		}
+		var ue *store.UncertainError
+		if _, err := app.Call(t.Context(), alice, engine.Request{Tool: "tickets.create", RequestID: "running"}); !errors.As(err, &ue) {
+			t.Errorf("%s: a running identity: %v; want EXECUTION_UNCERTAIN", name, err)
+		}
+		for _, req := range []engine.Request{
+			{Tool: "tickets.create", RequestID: "new-" + name},
+			{Tool: "tickets.create"},
+			{Tool: "tickets.create", Task: true},
+		} {
+			if _, err := app.Call(t.Context(), alice, req); !errors.Is(err, down) {
+				t.Errorf("%s: %+v: %v; want %v", name, req, err, down)
+			}
+		}
+		if _, err := mem.Lookup(t.Context(), store.Key{Principal: alice.Principal, RequestID: "new-" + name}); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("%s: a refused call left a record: %v", name, err)
+		}
+	}
+	if n := c.runs.Load(); n != 1 {
+		t.Fatalf("the tool ran %d times, want 1", n)
 	}
 }
 

@@ -172,8 +172,8 @@ func (r *Runtime) probeRound(ctx context.Context, states map[string]*probeState)
 
 // probeOne probes rec if its tool has a probe and it is due.
 func (r *Runtime) probeOne(ctx context.Context, rec store.Record, states map[string]*probeState) {
-	t, err := r.lookup(rec.Tool)
-	if err != nil || t.Probe == nil {
+	t, down, err := r.lookup(rec.Tool)
+	if err != nil || down != nil || t.Probe == nil {
 		return
 	}
 	st := states[rec.ExecutionID]

@@ -62,7 +62,16 @@ type ToolSpec struct {
 	// destructiveHint, idempotentHint, openWorldHint): what the MCP
 	// endpoint lists. The runtime does not read it.
 	Annotations json.RawMessage
-	Func        ToolFunc
+	// Title, OutputSchema and Meta are what the MCP endpoint lists of the
+	// tool besides: its name for display, the JSON Schema of its result's
+	// structured content, and its _meta (whose keys beginning "carmy/"
+	// are Carmy's own: the endpoint lists none of a tool's). OutputSchema
+	// and Meta, when set, must be JSON objects. The runtime reads none
+	// of them (it does not check a result against OutputSchema).
+	Title        string
+	OutputSchema json.RawMessage
+	Meta         json.RawMessage
+	Func         ToolFunc
 	// Probe, when set, settles this tool's interrupted executions by
 	// asking its upstream whether their effect happened (SPEC §3.3;
 	// RunProbes), for ProbeGiveUp after each started (DefaultProbeGiveUp
@@ -79,6 +88,10 @@ type ToolInfo struct {
 	Timeout     time.Duration
 	// Annotations is ToolSpec.Annotations (nil when unknown).
 	Annotations json.RawMessage
+	// Title, OutputSchema and Meta are ToolSpec's (empty when unknown).
+	Title        string
+	OutputSchema json.RawMessage
+	Meta         json.RawMessage
 }
 
 // ToolOption sets a field of a ToolSpec.
@@ -143,6 +156,10 @@ func newTool(spec ToolSpec) (*tool, error) {
 		return nil, fmt.Errorf("tool %q: negative dedupe window", spec.Name)
 	case len(spec.Annotations) > 0 && !isJSONObject(spec.Annotations):
 		return nil, fmt.Errorf("tool %q: annotations must be a JSON object", spec.Name)
+	case len(spec.OutputSchema) > 0 && !isJSONObject(spec.OutputSchema):
+		return nil, fmt.Errorf("tool %q: the output schema must be a JSON object", spec.Name)
+	case len(spec.Meta) > 0 && !isJSONObject(spec.Meta):
+		return nil, fmt.Errorf("tool %q: _meta must be a JSON object", spec.Name)
 	}
 	if spec.Timeout == 0 {
 		spec.Timeout = DefaultToolTimeout
@@ -168,7 +185,8 @@ func (t *tool) checkArguments(args json.RawMessage) error {
 }
 
 func (t *tool) info() ToolInfo {
-	return ToolInfo{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema, Timeout: t.Timeout, Annotations: t.Annotations}
+	return ToolInfo{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema, Timeout: t.Timeout, Annotations: t.Annotations,
+		Title: t.Title, OutputSchema: t.OutputSchema, Meta: t.Meta}
 }
 
 // callOf builds the tool's view of a call.

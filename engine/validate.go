@@ -21,6 +21,10 @@ type pending struct {
 	args    json.RawMessage
 	meta    json.RawMessage
 	timeout time.Duration
+	// down, when not nil, is the error of the tool's group while it is
+	// unavailable (group.go): the call may be answered from a record the
+	// store holds, and is refused with down wherever it would run the tool.
+	down error
 }
 
 var emptyObject = json.RawMessage(`{}`)
@@ -41,7 +45,7 @@ func (r *Runtime) validate(caller Caller, req Request) (*pending, error) {
 		// allow-list is refused alike whether it exists or not.
 		return nil, &ForbiddenError{Principal: caller.Principal, Tool: req.Tool}
 	}
-	t, err := r.lookup(req.Tool)
+	t, down, err := r.lookup(req.Tool)
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +66,7 @@ func (r *Runtime) validate(caller Caller, req Request) (*pending, error) {
 	case req.Timeout < 0:
 		return nil, invalid("timeout_ms", "must be positive")
 	}
-	p := &pending{caller: caller, req: req, tool: t, args: req.Arguments, meta: req.Metadata, timeout: t.Timeout}
+	p := &pending{caller: caller, req: req, tool: t, args: req.Arguments, meta: req.Metadata, timeout: t.Timeout, down: down}
 	if len(bytes.TrimSpace(p.args)) == 0 {
 		p.args = emptyObject
 	}

@@ -27,10 +27,12 @@ const (
 // maxErrorText bounds the upstream text kept in a failed result's message.
 const maxErrorText = 4 << 10
 
-// spec returns the engine tool of an upstream tool.
+// spec returns the engine tool of an upstream tool, listed with its
+// title, schemas, annotations and _meta.
 func (u *Upstream) spec(t *mcp.Tool) (engine.ToolSpec, error) {
 	spec := engine.ToolSpec{
 		Name:             u.cfg.Name + "." + t.Name,
+		Title:            t.Title,
 		Description:      t.Description,
 		Timeout:          u.cfg.Timeout,
 		RequireRequestID: u.cfg.RequireRequestID,
@@ -54,6 +56,26 @@ func (u *Upstream) spec(t *mcp.Tool) (engine.ToolSpec, error) {
 			return spec, fmt.Errorf("annotations: %w", err)
 		}
 		spec.Annotations = raw
+	}
+	if t.OutputSchema != nil {
+		raw, err := json.Marshal(t.OutputSchema)
+		if err != nil {
+			return spec, fmt.Errorf("output schema: %w", err)
+		}
+		if len(raw) > 0 && raw[0] == '{' {
+			spec.OutputSchema = raw
+		} else {
+			// A schema such as true says nothing a client could use:
+			// the tool is listed without it rather than left out.
+			u.log.Warn("mcp server: a tool's output schema is not a JSON object; listing the tool without it", slog.String("tool", t.Name))
+		}
+	}
+	if len(t.Meta) > 0 {
+		raw, err := json.Marshal(t.Meta)
+		if err != nil {
+			return spec, fmt.Errorf("_meta: %w", err)
+		}
+		spec.Meta = raw
 	}
 	return spec, engine.CheckTool(spec)
 }

@@ -100,6 +100,24 @@ func (exec Execution) Expired(rec Record) bool {
 	return exec.DedupeWindow > 0 && rec.Status.Finished() && !exec.StartedAt.Before(rec.StartedAt.Add(exec.DedupeWindow))
 }
 
+// Held is how a reservation of fingerprint by exec is answered when the
+// store holds rec under its key: Conflict when rec has another
+// fingerprint, Reserved when exec replaces rec (Expired), else Replay for
+// a finished rec and Uncertain for a running or interrupted one: State's
+// table, by which a caller that read rec without reserving (a peek, a
+// lookup) answers as Reserve would.
+func (exec Execution) Held(rec Record, fingerprint string) Outcome {
+	switch {
+	case rec.Fingerprint != fingerprint:
+		return Conflict
+	case exec.Expired(rec):
+		return Reserved
+	case rec.Status.Finished():
+		return Replay
+	}
+	return Uncertain
+}
+
 // Result is the outcome of an execution. Completed carries Data, any JSON
 // value; failed, timed_out and cancelled carry Error, a JSON object with at
 // least "code" and "message".

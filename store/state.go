@@ -121,16 +121,12 @@ func (s *State) Reserve(key Key, fingerprint string, exec Execution, seq uint64)
 	// replaced by a fresh execution: its count and the principal's stay,
 	// its bytes are given back (checked before it goes, so a refusal
 	// leaves it in place). Any other held record is answered.
-	replace := ok && held.Fingerprint == fingerprint && exec.Expired(*held)
-	if ok && !replace {
-		switch {
-		case held.Fingerprint != fingerprint:
-			return Reservation{Outcome: Conflict, Record: *held}, nil
-		case held.Status.Finished():
-			return Reservation{Outcome: Replay, Record: *held}, nil
-		default:
-			return Reservation{Outcome: Uncertain, Record: *held}, nil
+	replace := false
+	if ok {
+		if out := exec.Held(*held, fingerprint); out != Reserved {
+			return Reservation{Outcome: out, Record: *held}, nil
 		}
+		replace = true
 	}
 	if _, dup := s.byID[exec.ID]; dup {
 		return Reservation{}, invalidf("reserve: execution id %s already in use", exec.ID)

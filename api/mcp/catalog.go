@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"log/slog"
+	"strings"
 	"sync"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -116,7 +117,10 @@ func (c *catalog) allowed(caller *engine.Caller, list []*sdk.Tool) []*sdk.Tool {
 // toolOf describes t as MCP does. The input schema is the tool's own, as
 // GET /v1/tools shows it ({"type":"object"} when it has none); MCP needs
 // its type to be "object", which every call's arguments are anyway: a
-// schema that names no type is given that one.
+// schema that names no type is given that one. Its title, output schema
+// and _meta are passed on as they are (an upstream MCP server's), but
+// for the _meta keys beginning "carmy/", which are Carmy's own: a tool's
+// never stand for them.
 func toolOf(t engine.ToolInfo, log *slog.Logger) *sdk.Tool {
 	schema := json.RawMessage(`{"type":"object"}`)
 	if len(t.InputSchema) > 0 {
@@ -136,7 +140,24 @@ func toolOf(t engine.ToolInfo, log *slog.Logger) *sdk.Tool {
 			}
 		}
 	}
-	out := &sdk.Tool{Name: t.Name, Description: t.Description, InputSchema: schema}
+	out := &sdk.Tool{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: schema}
+	if len(t.OutputSchema) > 0 {
+		out.OutputSchema = t.OutputSchema
+	}
+	if len(t.Meta) > 0 {
+		var m sdk.Meta
+		if err := json.Unmarshal(t.Meta, &m); err != nil {
+			log.Warn("mcp: a tool's _meta is not a JSON object; not listing it", slog.String("tool", t.Name), slog.Any("err", err))
+		}
+		for k := range m {
+			if strings.HasPrefix(k, metaPrefix) {
+				delete(m, k)
+			}
+		}
+		if len(m) > 0 {
+			out.Meta = m
+		}
+	}
 	if len(t.Annotations) > 0 {
 		var a sdk.ToolAnnotations
 		if err := json.Unmarshal(t.Annotations, &a); err == nil {

@@ -18,6 +18,9 @@ const (
 	MetaTimeoutMS = "carmy/timeout_ms"
 )
 
+// metaPrefix begins every _meta key of Carmy's own.
+const metaPrefix = "carmy/"
+
 // The keys of a result's _meta.
 const (
 	MetaExecutionID = "carmy/execution_id"

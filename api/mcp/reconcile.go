@@ -99,8 +99,9 @@ func (h *Handler) reconcile(ctx context.Context, req *sdk.CallToolRequest, info 
 		}
 	}
 	var (
-		rec store.Record
-		err error
+		rec      store.Record
+		err      error
+		released bool // a release: rec is the record it removed
 	)
 	switch req.Params.Name {
 	case ToolLookup:
@@ -124,6 +125,7 @@ func (h *Handler) reconcile(ctx context.Context, req *sdk.CallToolRequest, info 
 			rec, err = h.cfg.Runtime.Cancel(ctx, *caller, *args.ExecutionID)
 		} else {
 			rec, err = h.cfg.Runtime.Resolve(ctx, *caller, *args.ExecutionID, engine.Resolution{Status: args.Status, Data: args.Data, Error: args.Error})
+			released = args.Status == engine.ResolutionReleased
 		}
 	}
 	if err != nil {
@@ -138,7 +140,7 @@ func (h *Handler) reconcile(ctx context.Context, req *sdk.CallToolRequest, info 
 		return refusal(err, info), nil
 	}
 	info.ExecutionID, info.Status = rec.ExecutionID, string(rec.Status)
-	body, mErr := json.Marshal(h.recordView(rec))
+	body, mErr := json.Marshal(h.recordView(rec, released))
 	if mErr != nil {
 		return answer(mErr, info)
 	}
@@ -150,16 +152,17 @@ func (h *Handler) reconcile(ctx context.Context, req *sdk.CallToolRequest, info 
 }
 
 // recordView is Config.RecordView, or recordJSON.
-func (h *Handler) recordView(rec store.Record) any {
+func (h *Handler) recordView(rec store.Record, released bool) any {
 	if h.cfg.RecordView != nil {
-		return h.cfg.RecordView(rec)
+		return h.cfg.RecordView(rec, released)
 	}
-	return recordJSON(rec)
+	return recordJSON(rec, released)
 }
 
-// recordJSON is an execution as GET /v1/executions shows it, for a
-// handler whose Config names no RecordView.
-func recordJSON(rec store.Record) map[string]any {
+// recordJSON is an execution as GET /v1/executions shows it (and, for
+// the record a release removed, "released": true), for a handler whose
+// Config names no RecordView.
+func recordJSON(rec store.Record, released bool) map[string]any {
 	const timeFormat = "2006-01-02T15:04:05.000Z07:00"
 	out := map[string]any{
 		"execution_id": rec.ExecutionID, "session_id": rec.Key.Session, "tool": rec.Tool,
@@ -181,6 +184,9 @@ func recordJSON(rec store.Record) map[string]any {
 	}
 	if !rec.FinishedAt.IsZero() {
 		out["finished_at"] = rec.FinishedAt.UTC().Format(timeFormat)
+	}
+	if released {
+		out["released"] = true
 	}
 	return out
 }

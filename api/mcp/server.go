@@ -95,8 +95,11 @@ type Config struct {
 	Upstreams Upstreams
 	// RecordView, when set, gives the JSON of an execution as
 	// GET /v1/executions shows it, for the reconcile tools (SPEC §5.4);
-	// nil means a rendering of the same fields of its own.
-	RecordView func(store.Record) any
+	// released tells that it is the record a release removed
+	// (carmy.resolve with status released), which the view says as
+	// POST /v1/executions/{id}/resolve does ("released": true). Nil means
+	// a rendering of the same fields of its own.
+	RecordView func(rec store.Record, released bool) any
 }
 
 // Handler serves /mcp. It is an http.Handler, safe for concurrent use.

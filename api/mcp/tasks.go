@@ -131,22 +131,22 @@ func errorMessage(raw json.RawMessage) string {
 
 // serveTaskCall answers a tools/call that asks for a task: the task once
 // the reservation has committed (or the task of the identity's record,
-// when the call is a retry of it), else the refusal as a result.
+// when the call is a retry of it), else the refusal as a result. From
+// 2026-07-28 on, a call answered with a result rather than a task (a
+// retry of a finished call, a refusal, a reconcile tool) is finished as
+// the SDK finishes any tools/call's result (newProtocolResult).
 func (h *Handler) serveTaskCall(w http.ResponseWriter, r *http.Request, msg ownMessage, p ownParams, version string) {
 	mode := &callMode{task: true}
 	ctx := withCallMode(r.Context(), mode)
 	res, err := h.middleware(h.runTool)(ctx, methodCallTool, callRequest(r, p))
+	modern := version >= versionTasksExtension
+	cr, _ := res.(*sdk.CallToolResult)
 	switch {
 	case err != nil:
 		writeErrorResult(w, msg.ID, err)
-	case mode.rec != nil:
+	case mode.rec != nil && (!modern || cr == nil || !mode.rec.Status.Finished()):
 		t := taskOf(*mode.rec, version)
-		if version >= versionTasksExtension {
-			if cr, ok := res.(*sdk.CallToolResult); ok && cr != nil && mode.rec.Status.Finished() {
-				// A retry of a finished call: its result, no task.
-				writeResult(w, msg.ID, completeResult{cr})
-				return
-			}
+		if modern {
 			t.ResultType, t.Result = "task", nil
 			writeResult(w, msg.ID, t)
 			return
@@ -154,23 +154,20 @@ func (h *Handler) serveTaskCall(w http.ResponseWriter, r *http.Request, msg ownM
 		writeResult(w, msg.ID, struct {
 			Task task `json:"task"`
 		}{t})
+	case modern:
+		// A result, no task: a retry of a finished call, a refusal, a
+		// reconcile tool's answer. Finished as the SDK finishes a
+		// tools/call's at this version (serverInfo, resultType), as
+		// when the client does not declare the extension.
+		raw, ferr := h.newProtocolResult(res, true)
+		if ferr != nil {
+			writeErrorResult(w, msg.ID, ferr)
+			return
+		}
+		writeResult(w, msg.ID, raw)
 	default:
 		writeResult(w, msg.ID, res)
 	}
-}
-
-// completeResult is a result with resultType "complete" (2026-07-28).
-type completeResult struct{ *sdk.CallToolResult }
-
-func (c completeResult) MarshalJSON() ([]byte, error) {
-	raw, err := marshalNoEscape(c.CallToolResult)
-	if err != nil || len(raw) < 2 {
-		return raw, err
-	}
-	if string(raw) == "{}" {
-		return []byte(`{"resultType":"complete"}`), nil
-	}
-	return append([]byte(`{"resultType":"complete",`), raw[1:]...), nil
 }
 
 // startTask runs call as a task (callTool, for a mode.task call): it
