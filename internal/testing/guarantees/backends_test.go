@@ -185,6 +185,7 @@ func (d *three) restore(t *testing.T) {
 // fleet is two nodes on one PostgreSQL database.
 type fleet struct {
 	owner *testing.T
+	bin   string
 	a, b  *testutil.Node
 }
 
@@ -199,7 +200,7 @@ func startFleet(t *testing.T, bin, config string) deployment {
 		n.WaitReady(t, 60*time.Second)
 		return n
 	}
-	return &fleet{owner: t, a: start("a"), b: start("b")}
+	return &fleet{owner: t, bin: bin, a: start("a"), b: start("b")}
 }
 
 func (f *fleet) entry() *testutil.Node { return f.a }
