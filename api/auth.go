@@ -77,7 +77,8 @@ type Auth struct {
 	MetricsTokenSHA256 string
 	// OAuth, when set, also accepts JWT access tokens of an OAuth
 	// authorization server (package api/oauth), beside the tokens above:
-	// its principal claim names the caller, its tools claim (if
+	// its principal claim, under OAuthPrincipalPrefix, names the caller
+	// (never a static token's principal), its tools claim (if
 	// configured) is the allow-list, and the per-principal bounds apply.
 	// Such a caller is never the admin. It turns auth on.
 	OAuth *oauth.Config
@@ -107,8 +108,9 @@ func digestOf(secret, hexDigest string) ([sha256.Size]byte, error) {
 }
 
 // Validate reports tokens that cannot work: empty secrets or principals,
-// a secret used twice, a principal named like the admin or anonymous; and
-// negative per-principal bounds.
+// a secret used twice, a principal named like the admin or anonymous, or,
+// with OAuth, beginning with OAuthPrincipalPrefix (the access tokens'
+// namespace); and negative per-principal bounds.
 func (a Auth) Validate() error {
 	if a.MaxEntriesPerPrincipal < 0 {
 		return fmt.Errorf("auth: negative MaxEntriesPerPrincipal %d", a.MaxEntriesPerPrincipal)
@@ -157,6 +159,8 @@ func (a Auth) Validate() error {
 			return errors.New("auth: a token has no principal")
 		case t.Principal == AdminPrincipal || t.Principal == engine.AnonymousPrincipal:
 			return fmt.Errorf("auth: principal name %q is reserved", t.Principal)
+		case a.OAuth != nil && strings.HasPrefix(t.Principal, OAuthPrincipalPrefix):
+			return fmt.Errorf("auth: principal name %q begins with %q, which names the callers of OAuth access tokens", t.Principal, OAuthPrincipalPrefix)
 		case t.MaxEntries < 0:
 			return fmt.Errorf("auth: negative MaxEntries %d of %q", t.MaxEntries, t.Principal)
 		case t.MaxBytes < 0:
