@@ -22,8 +22,9 @@ import (
 const AdminPrincipal = "admin"
 
 // MinTokenBytes is the shortest token `carmy serve` accepts from its
-// config: 16 bytes, so that a token cannot be guessed within the failures
-// AuthFailures allows. Use random ones: `carmy keygen` prints 32 random
+// config: 16 bytes, so that a token cannot be guessed at any rate (an
+// address over its AuthFailures learns that a token is wrong from its 429
+// as fast as it asks). Use random ones: `carmy keygen` prints 32 random
 // bytes in base64, which serve as a token as they are. Auth.Validate does
 // not enforce it (a library's tests may use short tokens), and a token
 // given as a SHA-256 cannot be measured.
@@ -76,7 +77,8 @@ type Auth struct {
 	MetricsTokenSHA256 string
 	// OAuth, when set, also accepts JWT access tokens of an OAuth
 	// authorization server (package api/oauth), beside the tokens above:
-	// its principal claim names the caller, its tools claim (if
+	// its principal claim, under OAuthPrincipalPrefix, names the caller
+	// (never a static token's principal), its tools claim (if
 	// configured) is the allow-list, and the per-principal bounds apply.
 	// Such a caller is never the admin. It turns auth on.
 	OAuth *oauth.Config
@@ -106,8 +108,9 @@ func digestOf(secret, hexDigest string) ([sha256.Size]byte, error) {
 }
 
 // Validate reports tokens that cannot work: empty secrets or principals,
-// a secret used twice, a principal named like the admin or anonymous; and
-// negative per-principal bounds.
+// a secret used twice, a principal named like the admin or anonymous, or,
+// with OAuth, beginning with OAuthPrincipalPrefix (the access tokens'
+// namespace); and negative per-principal bounds.
 func (a Auth) Validate() error {
 	if a.MaxEntriesPerPrincipal < 0 {
 		return fmt.Errorf("auth: negative MaxEntriesPerPrincipal %d", a.MaxEntriesPerPrincipal)
@@ -156,6 +159,8 @@ func (a Auth) Validate() error {
 			return errors.New("auth: a token has no principal")
 		case t.Principal == AdminPrincipal || t.Principal == engine.AnonymousPrincipal:
 			return fmt.Errorf("auth: principal name %q is reserved", t.Principal)
+		case a.OAuth != nil && strings.HasPrefix(t.Principal, OAuthPrincipalPrefix):
+			return fmt.Errorf("auth: principal name %q begins with %q, which names the callers of OAuth access tokens", t.Principal, OAuthPrincipalPrefix)
 		case t.MaxEntries < 0:
 			return fmt.Errorf("auth: negative MaxEntries %d of %q", t.MaxEntries, t.Principal)
 		case t.MaxBytes < 0:
@@ -287,35 +292,59 @@ func (au *authenticator) lookup(sum [sha256.Size]byte) *engine.Caller {
 	return found
 }
 
+// admit reads r's bearer token and resolves it with resolve, which
+// reports whether the token is a credential of the route and, when not,
+// the reason to log. A token that resolves is admitted whatever its
+// client address's failures (AuthFailures): the limit is on failed
+// attempts only, so that a stale token in one client (a console page in
+// the operator's browser) cannot lock out the others that share its
+// address. Anything else — no Authorization, two of them, one that is not
+// a bearer token, a token that does not resolve — is refused:
+// RATE_LIMITED when the address is over its failures; else
+// INVALID_REQUEST for two headers, or UNAUTHORIZED, counted as a failure
+// of the address when a credential was presented. The token is always
+// compared (resolve compares static tokens in constant time); an address
+// over the limit learns no more of a wrong token than 429, and guessing
+// stays out of reach at any rate for tokens of MinTokenBytes and more.
+func (au *authenticator) admit(c echo.Context, resolve func(token string) (ok bool, reason string)) (token string, presented bool, err error) {
+	r := c.Request()
+	token, presented, reason, err := bearerToken(r)
+	if err == nil {
+		var ok bool
+		if ok, reason = resolve(token); ok {
+			return token, true, nil
+		}
+		err = newError(store.CodeUnauthorized, messageOf(reason))
+	}
+	src := au.guard.sourceOf(r)
+	if limited := au.guard.check(src, r.URL.Path, c.Response().Header()); limited != nil {
+		return token, presented, limited
+	}
+	if presented && reason != "" {
+		au.guard.fail(src, reason, r.URL.Path)
+	}
+	return token, presented, err
+}
+
 // identify returns the caller behind a request: the anonymous caller with
-// auth off; else, in this order, RATE_LIMITED when the client's address is
-// over its failures (the token is not looked at), INVALID_REQUEST for two
-// Authorization headers, UNAUTHORIZED for none, one that is not a bearer
-// token or an unknown token (the last two count as failures of the
-// address). With OAuth, a token that no static token matches and that
-// has a JWT's shape is verified as an access token.
+// auth off; else the caller of its bearer token, admitted as admit says
+// (RATE_LIMITED, INVALID_REQUEST or UNAUTHORIZED otherwise). With OAuth,
+// a token that no static token matches and that has a JWT's shape is
+// verified as an access token.
 func (au *authenticator) identify(c echo.Context) (*engine.Caller, error) {
 	if !au.enabled {
 		return au.anonymous, nil
 	}
-	r := c.Request()
-	src := au.guard.sourceOf(r)
-	if err := au.guard.check(src, r.URL.Path, c.Response().Header()); err != nil {
-		return nil, err
-	}
-	token, presented, reason, err := bearerToken(r)
+	var id *engine.Caller
+	_, _, err := au.admit(c, func(token string) (bool, string) {
+		var reason string
+		id, reason = au.resolve(c.Request().Context(), token)
+		return id != nil, reason
+	})
 	if err != nil {
-		if presented && reason != "" {
-			au.guard.fail(src, reason, r.URL.Path)
-		}
 		return nil, err
 	}
-	id, reason := au.resolve(r.Context(), token)
-	if id != nil {
-		return id, nil
-	}
-	au.guard.fail(src, reason, r.URL.Path)
-	return nil, newError(store.CodeUnauthorized, messageOf(reason))
+	return id, nil
 }
 
 const callerKey = "carmy.caller"
@@ -333,37 +362,30 @@ func (au *authenticator) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 // authenticateMetrics is the middleware of GET /metrics: open without a
-// metrics token; with one, it or the admin token is needed, refused as
-// identify refuses (the same failures per address).
+// metrics token; with one, it or the admin token is needed, admitted as
+// identify admits (the same failures per address); another principal's
+// token is FORBIDDEN.
 func (au *authenticator) authenticateMetrics(next echo.HandlerFunc) echo.HandlerFunc {
 	if au.metrics == nil {
 		return next
 	}
 	return func(c echo.Context) error {
-		r := c.Request()
-		src := au.guard.sourceOf(r)
-		if err := au.guard.check(src, r.URL.Path, c.Response().Header()); err != nil {
-			return err
-		}
-		token, presented, reason, err := bearerToken(r)
-		if err != nil {
-			if presented && reason != "" {
-				au.guard.fail(src, reason, r.URL.Path)
+		var id *engine.Caller
+		_, _, err := au.admit(c, func(token string) (bool, string) {
+			if sum := sha256.Sum256([]byte(token)); subtle.ConstantTimeCompare(au.metrics[:], sum[:]) == 1 {
+				return true, ""
 			}
+			var reason string
+			id, reason = au.resolve(c.Request().Context(), token)
+			return id != nil, reason
+		})
+		switch {
+		case err != nil:
 			return err
-		}
-		if sum := sha256.Sum256([]byte(token)); subtle.ConstantTimeCompare(au.metrics[:], sum[:]) == 1 {
-			return next(c)
-		}
-		switch id, reason := au.resolve(r.Context(), token); {
-		case id != nil && id.Principal == AdminPrincipal && id.Admin:
-			return next(c)
-		case id != nil:
+		case id != nil && !(id.Principal == AdminPrincipal && id.Admin):
 			return newError(store.CodeForbidden, "GET /metrics needs the metrics token or the admin token")
-		default:
-			au.guard.fail(src, reason, r.URL.Path)
-			return newError(store.CodeUnauthorized, messageOf(reason))
 		}
+		return next(c)
 	}
 }
 

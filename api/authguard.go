@@ -28,12 +28,14 @@ import (
 type AuthFailures struct {
 	// PerMinute is how many failures one address (an IPv4 address, or an
 	// IPv6 /64) may make per minute, in bursts of as many. Past it, every
-	// request of that address to a route that needs a token is answered
-	// 429 RATE_LIMITED, with Retry-After and the address as `source`,
-	// without its token being looked at, until the bucket refills (one
-	// attempt per 60/PerMinute seconds): a right token from that address
-	// is refused too. 0 means DefaultAuthFailuresPerMinute; negative, no
-	// limit (failures are still logged).
+	// request of that address to a route that needs a token whose token
+	// is not a valid one (or that has none) is answered 429 RATE_LIMITED,
+	// with Retry-After and the address as `source`, until the bucket
+	// refills (one attempt per 60/PerMinute seconds). A valid token is
+	// served even then: the limit is on failed attempts, so that a client
+	// with a stale token cannot lock out the others of its address. 0
+	// means DefaultAuthFailuresPerMinute; negative, no limit (failures
+	// are still logged).
 	PerMinute int
 	// LogEvery bounds the log (0 means DefaultAuthFailuresLogEvery): an
 	// address's first failure is logged at WARN at once, then at most one
@@ -154,7 +156,8 @@ func sourceName(src netip.Prefix) string {
 }
 
 // check returns RATE_LIMITED, and sets Retry-After on h, when src is over
-// its failures; nil when it may try. path is logged.
+// its failures; nil when it may try. Callers ask it only for a request
+// whose credential failed (authenticator.admit). path is logged.
 func (g *authGuard) check(src netip.Prefix, path string, h http.Header) error {
 	if g.perMinute < 0 {
 		return nil

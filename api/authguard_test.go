@@ -105,8 +105,9 @@ func logged(t *testing.T, line, key string) int {
 
 // TestAuthFailuresLimitedPerAddress checks issue 14 finding 6 in process:
 // after PerMinute failed authentications from one address, its requests
-// are 429 RATE_LIMITED with Retry-After, whatever their token, without the
-// runtime seeing them; requests without a token are not failures; another
+// are 429 RATE_LIMITED with Retry-After unless their token is valid
+// (TestAuthFailuresAdmitValidTokens), without the runtime seeing them;
+// requests without a token are not failures; another
 // address is not limited; the failures are logged at WARN, once per
 // interval with a count, never with a token.
 func TestAuthFailuresLimitedPerAddress(t *testing.T) {
@@ -124,14 +125,14 @@ func TestAuthFailuresLimitedPerAddress(t *testing.T) {
 	for _, g := range guesses {
 		wantError(t, doFrom(t, one, http.MethodPost, call, `{"tool":"echo"}`, g), http.StatusUnauthorized, store.CodeUnauthorized)
 	}
-	// Then the address is refused, the right token included, on every
-	// route that needs a token.
+	// Then a wrong token from the address is refused, on every route that
+	// needs a token.
 	for _, r := range []struct{ method, path, body string }{
 		{http.MethodPost, callPath, `{"tool":"echo"}`},
 		{http.MethodGet, "/v1/tools", ""},
 		{http.MethodGet, "/metrics", ""},
 	} {
-		a := doFrom(t, one, r.method, srv.URL+r.path, r.body, "Bearer "+plannerToken)
+		a := doFrom(t, one, r.method, srv.URL+r.path, r.body, "Bearer guess-number-four")
 		e := wantError(t, a, http.StatusTooManyRequests, store.CodeRateLimited)
 		if e["source"] != "127.0.0.1" {
 			t.Errorf("%s: source = %v, want 127.0.0.1", r.path, e["source"])
@@ -159,11 +160,61 @@ func TestAuthFailuresLimitedPerAddress(t *testing.T) {
 	if len(lines) != 2 || logged(t, lines[1], "failures") != 2 || logged(t, lines[1], "rate_limited") != 3 {
 		t.Fatalf("log lines after close, want a second with 2 failures and 3 refusals:\n%s", strings.Join(lines, "\n"))
 	}
-	for _, secret := range append(guesses, plannerToken, "c2VjcmV0LWd1ZXNz", "guess-number") {
+	for _, secret := range append(guesses, "c2VjcmV0LWd1ZXNz", "guess-number") {
 		if strings.Contains(logs.String(), secret) {
 			t.Errorf("the log holds %q:\n%s", secret, logs.String())
 		}
 	}
+}
+
+// TestAuthFailuresAdmitValidTokens checks issue 39 item 4.1: the limit
+// on failed authentications is on failures only. From an address over it
+// (a console page with a stale token polling from the operator's
+// machine), a valid token — a principal's, the admin's, the metrics
+// token — is served on every route, /mcp included, while a wrong one, a
+// credential that is not a bearer token and no token at all are still
+// 429 RATE_LIMITED with Retry-After, and never reach the runtime.
+func TestAuthFailuresAdmitValidTokens(t *testing.T) {
+	srv, calls, _ := guardServer(t, api.AuthFailures{PerMinute: 2, LogEvery: time.Hour}, io.Discard)
+	one := fromAddr("127.0.0.1")
+	call := srv.URL + callPath
+	for range 2 {
+		wantError(t, doFrom(t, one, http.MethodGet, srv.URL+"/v1/tools", "", "Bearer stale-token-of-a-page"), http.StatusUnauthorized, store.CodeUnauthorized)
+	}
+	for _, auth := range []string{"Bearer stale-token-of-a-page", "Basic c2VjcmV0LWd1ZXNz", ""} {
+		var headers []string
+		if auth != "" {
+			headers = []string{auth}
+		}
+		a := doFrom(t, one, http.MethodPost, call, `{"tool":"echo"}`, headers...)
+		if wantError(t, a, http.StatusTooManyRequests, store.CodeRateLimited); a.header.Get("Retry-After") == "" {
+			t.Errorf("%q from the limited address: no Retry-After", auth)
+		}
+		if status, _, body := mcpFrom(t, one, srv.URL, headers...); status != http.StatusTooManyRequests || rpcErrorCode(body) != store.CodeRateLimited {
+			t.Errorf("%q at /mcp from the limited address: %d %v, want 429 RATE_LIMITED", auth, status, body)
+		}
+	}
+	if _, n := calls.get(); n != 0 {
+		t.Fatalf("the runtime saw %d calls with wrong tokens", n)
+	}
+
+	wantJSON(t, doFrom(t, one, http.MethodPost, call, `{"tool":"echo"}`, "Bearer "+plannerToken), http.StatusOK)
+	if c, n := calls.get(); n != 1 || c.Principal != "planner" {
+		t.Fatalf("the planner's call from the limited address: %d calls, caller %+v", n, c)
+	}
+	wantJSON(t, doFrom(t, one, http.MethodGet, srv.URL+"/v1/tools", "", "Bearer "+plannerToken), http.StatusOK)
+	wantJSON(t, doFrom(t, one, http.MethodGet, srv.URL+"/v1/activity", "", "Bearer "+adminToken), http.StatusOK)
+	for _, token := range []string{metricsToken, adminToken} {
+		if a := doFrom(t, one, http.MethodGet, srv.URL+"/metrics", "", "Bearer "+token); a.status != http.StatusOK {
+			t.Errorf("/metrics from the limited address: %d %s", a.status, a.body)
+		}
+	}
+	wantError(t, doFrom(t, one, http.MethodGet, srv.URL+"/metrics", "", "Bearer "+plannerToken), http.StatusForbidden, store.CodeForbidden)
+	if status, _, body := mcpFrom(t, one, srv.URL, "Bearer "+plannerToken); status != http.StatusOK || body["error"] != nil {
+		t.Errorf("the planner at /mcp from the limited address: %d %v", status, body)
+	}
+	// Valid tokens left the address over its limit.
+	wantError(t, doFrom(t, one, http.MethodGet, srv.URL+"/v1/tools", "", "Bearer stale-token-of-a-page"), http.StatusTooManyRequests, store.CodeRateLimited)
 }
 
 // TestAuthFailuresLoggedOncePerInterval checks the log's bound: lines of
@@ -293,8 +344,9 @@ func rpcErrorCode(body map[string]any) string {
 // TestMCPAuthGate: /mcp counts failed authentications with the API's
 // limiter — an unknown bearer token and a Basic credential are failures,
 // no token is not — and, once the address is over its limit, answers 429
-// RATE_LIMITED with Retry-After as a JSON-RPC error, the right token
-// included; two Authorization headers are 400 there too.
+// RATE_LIMITED with Retry-After as a JSON-RPC error to a wrong token (the
+// right one is served: TestAuthFailuresAdmitValidTokens); two
+// Authorization headers are 400 there too.
 func TestMCPAuthGate(t *testing.T) {
 	srv, calls, _ := guardServer(t, api.AuthFailures{PerMinute: 2, LogEvery: time.Hour}, io.Discard)
 	one := fromAddr("127.0.0.1")
@@ -308,9 +360,9 @@ func TestMCPAuthGate(t *testing.T) {
 			t.Fatalf("%s: %d, want 401", g, status)
 		}
 	}
-	status, hdr, body := mcpFrom(t, one, srv.URL, "Bearer "+plannerToken)
+	status, hdr, body := mcpFrom(t, one, srv.URL, "Bearer guess-number-two")
 	if status != http.StatusTooManyRequests || rpcErrorCode(body) != store.CodeRateLimited || hdr.Get("Retry-After") == "" {
-		t.Fatalf("the right token from a limited address: %d %v %v, want 429 RATE_LIMITED with Retry-After", status, hdr, body)
+		t.Fatalf("a wrong token from a limited address: %d %v %v, want 429 RATE_LIMITED with Retry-After", status, hdr, body)
 	}
 	two := fromAddr("127.0.0.2")
 	status, _, body = mcpFrom(t, two, srv.URL, "Bearer "+plannerToken, "Bearer "+plannerToken)

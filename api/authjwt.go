@@ -16,10 +16,20 @@ import (
 // the verifier's reason follows it.
 const reasonInvalidJWT = "invalid access token"
 
+// OAuthPrincipalPrefix begins the principal of every OAuth access token's
+// caller: the value of its principal claim follows it ("oauth:alice" for
+// sub "alice"). Access tokens and static tokens thus name principals of
+// two namespaces: an issuer's subject can never be a static token's
+// principal, the admin or anonymous, whatever it is called, so it never
+// sees their executions nor spends their quotas. Auth.Validate refuses a
+// static token principal that begins with it when OAuth is configured.
+const OAuthPrincipalPrefix = "oauth:"
+
 // resolve returns the caller of a bearer token: the static token's
 // (compared in constant time), else, with OAuth configured and a token
-// of a JWT's shape, the access token's. Nil with the reason to log when
-// the token is neither.
+// of a JWT's shape, the access token's, whose principal is its claim's
+// under OAuthPrincipalPrefix. Nil with the reason to log when the token is
+// neither.
 func (au *authenticator) resolve(ctx context.Context, token string) (*engine.Caller, string) {
 	if id := au.lookup(sha256.Sum256([]byte(token))); id != nil {
 		return id, ""
@@ -31,10 +41,7 @@ func (au *authenticator) resolve(ctx context.Context, token string) (*engine.Cal
 	if err != nil {
 		return nil, reasonInvalidJWT + strings.TrimPrefix(err.Error(), oauth.ErrInvalidToken.Error())
 	}
-	if id.Principal == AdminPrincipal || id.Principal == engine.AnonymousPrincipal {
-		return nil, reasonInvalidJWT + ": principal " + id.Principal + " is reserved"
-	}
-	caller := &engine.Caller{Principal: id.Principal, MaxEntries: au.maxEntries, MaxBytes: au.maxBytes}
+	caller := &engine.Caller{Principal: OAuthPrincipalPrefix + id.Principal, MaxEntries: au.maxEntries, MaxBytes: au.maxBytes}
 	if !id.AllTools {
 		caller.Tools = engine.NewToolSet(id.Tools...)
 	}

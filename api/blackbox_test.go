@@ -547,10 +547,13 @@ auth:
 		guesses[i] = fmt.Sprintf("guess-%02d-0123456789abcdef", i)
 		wantError(t, doFrom(t, one, http.MethodPost, callURL, body, "Bearer "+guesses[i]), http.StatusUnauthorized, "UNAUTHORIZED")
 	}
-	a = doFrom(t, one, http.MethodPost, callURL, body, "Bearer "+planner)
+	guesses = append(guesses, "guess-10-0123456789abcdef")
+	a = doFrom(t, one, http.MethodPost, callURL, body, "Bearer "+guesses[10])
 	if e := wantError(t, a, http.StatusTooManyRequests, "RATE_LIMITED"); e["source"] != "127.0.0.1" || a.header.Get("Retry-After") == "" {
-		t.Fatalf("the right token after 10 failures: %v %s", a.header, a.body)
+		t.Fatalf("a wrong token after 10 failures: %v %s", a.header, a.body)
 	}
+	// The limit is on failures: the right token is still served.
+	wantJSON(t, doFrom(t, one, http.MethodPost, callURL, body, "Bearer "+planner), http.StatusOK)
 	wantJSON(t, doFrom(t, two, http.MethodPost, callURL, body, "Bearer "+planner), http.StatusOK)
 
 	logs := node.Logs()

@@ -66,43 +66,33 @@ func (s *Server) mcpRoutes(rt Runtime, limit int64, base func(*http.Request) str
 	return nil
 }
 
-// gateMCP does for /mcp what identify does: a client address over its
-// failed authentications is answered 429 RATE_LIMITED, two Authorization
-// headers 400, both as JSON-RPC errors whose data is SPEC §2.2's error
-// object; a credential that is not a bearer token counts as a failure
-// (the endpoint answers it 401). A bearer token is resolved here, once
-// per request, and an unknown one counts as a failure; the outcome
-// travels in the request's context to verifyMCP, which the endpoint asks
-// (its 401 carries MCP's WWW-Authenticate). It also bounds the time the
-// body may take to arrive.
+// gateMCP does for /mcp what identify does: a bearer token is resolved
+// here, once per request, and admitted as admit says; the outcome travels
+// in the request's context to verifyMCP, which the endpoint asks. A
+// refusal RATE_LIMITED (the client address is over its failed
+// authentications and the token does not resolve) or INVALID_REQUEST
+// (two Authorization headers) is answered here as a JSON-RPC error whose
+// data is the API's error object; an UNAUTHORIZED one (no token, a
+// credential that is not a bearer token, an unknown token: the last two
+// counted as failures) is left to the endpoint's 401, which carries MCP's
+// WWW-Authenticate. It also bounds the time the body may take to arrive.
 func (s *Server) gateMCP(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
 		if s.auth.enabled {
-			src := s.auth.guard.sourceOf(r)
-			err := s.auth.guard.check(src, r.URL.Path, c.Response().Header())
-			if err == nil {
-				// The header read as the API reads it; no token at all
-				// is left to the endpoint's 401.
-				token, presented, reason, e := bearerToken(r)
-				switch {
-				case !presented:
-				case reason != "":
-					s.auth.guard.fail(src, reason, r.URL.Path)
-				case e != nil:
-					err = e
-				default:
-					id, reason := s.auth.resolve(r.Context(), token)
-					if id == nil {
-						s.auth.guard.fail(src, reason, r.URL.Path)
-					}
-					r = r.WithContext(context.WithValue(r.Context(), mcpTokenKey{}, mcpToken{token: token, caller: id}))
-					c.SetRequest(r)
-				}
-			}
-			if err != nil {
+			var id *engine.Caller
+			token, _, err := s.auth.admit(c, func(token string) (bool, string) {
+				var reason string
+				id, reason = s.auth.resolve(r.Context(), token)
+				return id != nil, reason
+			})
+			if e := (*Error)(nil); errors.As(err, &e) && e.Code != store.CodeUnauthorized {
 				s.mcpRefuse(c, err)
 				return nil
+			}
+			if id != nil {
+				r = r.WithContext(context.WithValue(r.Context(), mcpTokenKey{}, mcpToken{token: token, caller: id}))
+				c.SetRequest(r)
 			}
 		}
 		if r.Body != nil && r.Body != http.NoBody {

@@ -6,14 +6,19 @@ package api_test
 // 2026-07-28 tasks extension are checked as the protocol writes them.
 
 import (
+	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/carmyhq/carmy/api"
+	"github.com/carmyhq/carmy/api/mcp"
+	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/internal/testutil/wait"
 )
 
@@ -392,5 +397,93 @@ func TestMCPNotificationsCancelled(t *testing.T) {
 				t.Fatal("notifications/cancelled did not cancel the call")
 			}
 		})
+	}
+}
+
+// TestMCPTasksListCursor checks issue 39 item 4.4: a tasks/list cursor
+// is opaque — not the position of its task in the cluster's global
+// sequence, which would tell a tenant how many calls the others make —
+// yet pages through every task of the caller once; a cursor that is not
+// one tasks/list gave (an old numeric one, garbage, a task that is not
+// the caller's or does not exist) is -32602.
+func TestMCPTasksListCursor(t *testing.T) {
+	app, base := startOASNode(t, api.Config{Auth: oasAuth()})
+	call := func(token, rid string) {
+		t.Helper()
+		_, msg := rpc(t, base, token, v1125, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{},"_meta":{"carmy/request_id":"`+rid+`"}}}`)
+		if res := result(t, "echo "+rid, msg); res["isError"] == true {
+			t.Fatalf("echo %s: %v", rid, res)
+		}
+	}
+	type page struct {
+		ids  []string
+		next string
+		code int
+	}
+	list := func(token string, cursor *string) page {
+		t.Helper()
+		params := ""
+		if cursor != nil {
+			params = `,"params":{"cursor":"` + *cursor + `"}`
+		}
+		_, msg := rpc(t, base, token, v1125, `{"jsonrpc":"2.0","id":2,"method":"tasks/list"`+params+`}`)
+		if code := jsonrpcCode(msg); code != 0 {
+			return page{code: code}
+		}
+		res := result(t, "tasks/list", msg)
+		var p page
+		p.next, _ = res["nextCursor"].(string)
+		tasks, _ := res["tasks"].([]any)
+		for _, tk := range tasks {
+			id, _ := tk.(map[string]any)["taskId"].(string)
+			p.ids = append(p.ids, id)
+		}
+		return p
+	}
+	// Others' calls move the global sequence.
+	for i := range 7 {
+		call(oasAdmin, fmt.Sprintf("admin-%d", i))
+	}
+	const total = mcp.TaskListLimit + 3
+	for i := range total {
+		call(oasPlanner, fmt.Sprintf("planner-%d", i))
+	}
+
+	first := list(oasPlanner, nil)
+	if len(first.ids) != mcp.TaskListLimit || first.next == "" {
+		t.Fatalf("first page: %d tasks, nextCursor %q; want %d and a cursor", len(first.ids), first.next, mcp.TaskListLimit)
+	}
+	last, err := app.Execution(t.Context(), engine.Caller{Principal: api.AdminPrincipal, Admin: true}, first.ids[len(first.ids)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq := strconv.FormatUint(last.Seq, 10)
+	raw, _ := base64.RawURLEncoding.DecodeString(first.next)
+	_, numeric := strconv.ParseUint(first.next, 10, 64)
+	_, rawNumeric := strconv.ParseUint(string(raw), 10, 64)
+	if first.next == seq || string(raw) == seq || numeric == nil || rawNumeric == nil {
+		t.Errorf("nextCursor %q (%q decoded) is a number: the global sequence of the page's last task is %s", first.next, raw, seq)
+	}
+
+	second := list(oasPlanner, &first.next)
+	if second.code != 0 || len(second.ids) != total-mcp.TaskListLimit || second.next != "" {
+		t.Fatalf("second page: %+v, want the %d oldest tasks and no cursor", second, total-mcp.TaskListLimit)
+	}
+	seen := make(map[string]bool)
+	for _, id := range append(first.ids, second.ids...) {
+		seen[id] = true
+	}
+	if len(seen) != total {
+		t.Errorf("two pages hold %d distinct tasks, want %d", len(seen), total)
+	}
+
+	// Another principal cannot page with the planner's cursor.
+	if p := list(oasLimited, &first.next); p.code != -32602 {
+		t.Errorf("the planner's cursor used by another principal: %+v, want -32602", p)
+	}
+	for _, bad := range []string{"", "garbage!", seq, "1", base64.RawURLEncoding.EncodeToString([]byte("t1:exec_nosuch"))} {
+		if p := list(oasPlanner, &bad); p.code != -32602 {
+			t.Errorf("cursor %q: %+v, want -32602", bad, p)
+		}
 	}
 }

@@ -27,7 +27,8 @@ func oauthConfig(iss *oauthtest.Issuer) api.Config {
 }
 
 // TestOAuthCallers checks that a valid access token is its principal
-// claim with its tools claim as allow-list, on the HTTP API and at /mcp,
+// claim (under "oauth:") with its tools claim as allow-list, on the HTTP
+// API and at /mcp,
 // and that the static tokens keep working beside it.
 func TestOAuthCallers(t *testing.T) {
 	iss := oauthtest.NewIssuer(t)
@@ -37,11 +38,11 @@ func TestOAuthCallers(t *testing.T) {
 
 	wantJSON(t, post(t, srv, callPath, `{"tool":"echo"}`, bearer(alice)...), http.StatusOK)
 	c := callers.mustGet(t)
-	if c.Principal != "alice" || c.Admin || !c.MayCall("echo") || c.MayCall("sleep") {
+	if c.Principal != "oauth:alice" || c.Admin || !c.MayCall("echo") || c.MayCall("sleep") {
 		t.Errorf("caller of alice's access token: %+v (echo %v, sleep %v)", c, c.MayCall("echo"), c.MayCall("sleep"))
 	}
 	wantJSON(t, get(t, srv, "/v1/executions/exec_1", bearer(alice)...), http.StatusOK)
-	if c := callers.mustGet(t); c.Principal != "alice" {
+	if c := callers.mustGet(t); c.Principal != "oauth:alice" {
 		t.Errorf("GET execution: caller %+v", c)
 	}
 	// Static tokens beside it.
@@ -90,8 +91,6 @@ func TestOAuthRefusals(t *testing.T) {
 		{"expired", iss.Sign(t, "k1", false, claims("alice", oauthAudience, -time.Hour))},
 		{"wrong audience", iss.Sign(t, "k1", false, claims("alice", "https://other.test", time.Minute))},
 		{"alg none", oauthtest.Unsigned(t, claims("alice", oauthAudience, time.Minute))},
-		{"reserved principal admin", iss.Sign(t, "k1", false, claims(api.AdminPrincipal, oauthAudience, time.Minute))},
-		{"reserved principal anonymous", iss.Sign(t, "k1", false, claims("anonymous", oauthAudience, time.Minute))},
 	} {
 		a := post(t, srv, callPath, `{"tool":"echo"}`, bearer(tc.token)...)
 		wantError(t, a, http.StatusUnauthorized, store.CodeUnauthorized)
@@ -130,7 +129,8 @@ func TestOAuthRefusals(t *testing.T) {
 
 // TestOAuthFailuresCount checks that refused access tokens count as
 // failed authentications of the client's address, at /mcp and on the
-// HTTP API alike: past the limit, even a valid one is 429.
+// HTTP API alike: past the limit, a bad one is 429 and a valid one is
+// served.
 func TestOAuthFailuresCount(t *testing.T) {
 	iss := oauthtest.NewIssuer(t)
 	iss.AddKey(t, "k1", jose.RS256)
@@ -144,6 +144,41 @@ func TestOAuthFailuresCount(t *testing.T) {
 			t.Fatalf("bad access token at /mcp: %d, want 401", status)
 		}
 	}
+	wantError(t, post(t, srv, callPath, `{"tool":"echo"}`, bearer(bad)...), http.StatusTooManyRequests, store.CodeRateLimited)
 	good := iss.Token(t, "k1", "alice", oauthAudience, map[string]any{"carmy_tools": "echo"})
-	wantError(t, post(t, srv, callPath, `{"tool":"echo"}`, bearer(good)...), http.StatusTooManyRequests, store.CodeRateLimited)
+	wantJSON(t, post(t, srv, callPath, `{"tool":"echo"}`, bearer(good)...), http.StatusOK)
+}
+
+// TestOAuthPrincipalNamespace checks issue 39 item 4.3: an access token
+// whose principal claim equals a static token's principal (or the
+// admin's, or anonymous) is not that principal but its own, under
+// "oauth:" (api.OAuthPrincipalPrefix), with no admin rights; and that
+// with OAuth a static token principal cannot take a name of that
+// namespace.
+func TestOAuthPrincipalNamespace(t *testing.T) {
+	iss := oauthtest.NewIssuer(t)
+	iss.AddKey(t, "k1", jose.ES256)
+	srv, callers := authServer(t, oauthConfig(iss))
+	for _, sub := range []string{"planner", api.AdminPrincipal, "anonymous"} {
+		token := iss.Token(t, "k1", sub, oauthAudience, map[string]any{"carmy_tools": "*"})
+		wantJSON(t, post(t, srv, callPath, `{"tool":"echo"}`, bearer(token)...), http.StatusOK)
+		if c := callers.mustGet(t); c.Principal != "oauth:"+sub || c.Admin {
+			t.Errorf("access token of sub %q: caller %+v, want principal %q without admin rights", sub, c, "oauth:"+sub)
+		}
+		wantError(t, get(t, srv, "/v1/activity", bearer(token)...), http.StatusForbidden, store.CodeForbidden)
+	}
+	wantJSON(t, post(t, srv, callPath, `{"tool":"echo"}`, bearer(plannerToken)...), http.StatusOK)
+	if c := callers.mustGet(t); c.Principal != "planner" {
+		t.Errorf("the static planner token: caller %+v", c)
+	}
+
+	cfg := oauthConfig(iss)
+	cfg.Auth.Tokens = append(cfg.Auth.Tokens, api.Token{Principal: "oauth:planner", Secret: "tok-squatter-0123456789"})
+	if err := cfg.Auth.Validate(); err == nil || !strings.Contains(err.Error(), `"oauth:"`) {
+		t.Errorf("a static principal oauth:planner beside OAuth: %v, want an error naming the prefix", err)
+	}
+	cfg.Auth.OAuth = nil
+	if err := cfg.Auth.Validate(); err != nil {
+		t.Errorf("a static principal oauth:planner without OAuth: %v", err)
+	}
 }

@@ -853,8 +853,8 @@ func TestOpenAPIConformanceAuthFailures(t *testing.T) {
 	get(oasAdmin, "/metrics", 200, "", conforms)
 	get("", "/metrics", 401, "UNAUTHORIZED", conforms) // the document cannot tell whether a token is configured
 	get(oasPlanner, "/metrics", 403, "FORBIDDEN", conforms)
-	// One failure, then this address is refused everywhere a token is
-	// needed, the right token included.
+	// One failure, then a wrong token from this address is refused
+	// everywhere a token is needed; the right one is still served.
 	get("oas-wrong-token", "/v1/tools", 401, "UNAUTHORIZED", conforms)
 	for _, x := range []exchange{
 		{method: http.MethodGet, path: "/v1/tools", token: oasPlanner},
@@ -863,10 +863,13 @@ func TestOpenAPIConformanceAuthFailures(t *testing.T) {
 		{method: http.MethodGet, path: "/debug/pprof/", token: oasAdmin},
 		{method: http.MethodGet, path: "/metrics", token: metricsToken},
 	} {
-		x.status, x.code, x.req = 429, "RATE_LIMITED", conforms
+		right := x
+		x.token, x.status, x.code, x.req = "oas-wrong-token", 429, "RATE_LIMITED", conforms
 		if r := c.do(x); r.str("error", "source") != "127.0.0.1" || r.header.Get("Retry-After") == "" {
 			t.Errorf("%s %s: %v %s", x.method, x.path, r.header, r.raw)
 		}
+		right.status, right.req = 200, conforms
+		c.do(right)
 	}
 	get("", "/healthz", 200, "", conforms)
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -320,18 +319,30 @@ func (h *Handler) awaitFinished(ctx context.Context, caller engine.Caller, id st
 const TaskListLimit = 50
 
 // listTasks answers tasks/list: the caller's own executions, in every
-// session, newest first, TaskListLimit a page; nextCursor names the next.
+// session, newest first, TaskListLimit a page; nextCursor names the next
+// (taskcursor.go), and a cursor that is not one it gave is -32602.
 func (h *Handler) listTasks(w http.ResponseWriter, r *http.Request, msg ownMessage, p ownParams, caller engine.Caller, version string) {
 	req := engine.ListRequest{AllSessions: true, Principal: caller.Principal, Limit: TaskListLimit}
 	if p.Cursor != nil {
-		n, err := strconv.ParseUint(*p.Cursor, 10, 64)
-		if err != nil || n == 0 {
-			writeRPCError(w, http.StatusOK, msg.ID, jsonrpc.CodeInvalidParams, "tasks/list: the cursor is not one this server gave", nil)
+		before, err := decodeTaskCursor(r.Context(), h.cfg.Runtime, caller, *p.Cursor)
+		if errors.Is(err, errBadCursor) {
+			writeRPCError(w, http.StatusOK, msg.ID, jsonrpc.CodeInvalidParams, err.Error(), nil)
 			return
 		}
-		req.Before = n
+		if err != nil {
+			h.taskError(w, msg.ID, "", err)
+			return
+		}
+		req.Before = before
 	}
 	page, err := h.cfg.Runtime.List(r.Context(), caller, req)
+	// A page whose every record was of a tool outside the caller's
+	// allow-list (engine.Runtime.List drops them) has no task to name
+	// in a cursor: the next is read instead.
+	for err == nil && len(page.Records) == 0 && page.Next != 0 {
+		req.Before = page.Next
+		page, err = h.cfg.Runtime.List(r.Context(), caller, req)
+	}
 	if err != nil {
 		h.taskError(w, msg.ID, "", err)
 		return
@@ -343,8 +354,8 @@ func (h *Handler) listTasks(w http.ResponseWriter, r *http.Request, msg ownMessa
 	for _, rec := range page.Records {
 		out.Tasks = append(out.Tasks, taskOf(rec, version))
 	}
-	if page.Next != 0 {
-		out.NextCursor = strconv.FormatUint(page.Next, 10)
+	if page.Next != 0 && len(page.Records) > 0 {
+		out.NextCursor = encodeTaskCursor(page.Records[len(page.Records)-1].ExecutionID)
 	}
 	writeResult(w, msg.ID, out)
 }

@@ -17,8 +17,13 @@ const (
 	DefaultMinRefreshInterval = 30 * time.Second
 	// Leeway is how far exp, nbf and iat may be off the local clock.
 	Leeway = 30 * time.Second
-	// FetchTimeout bounds one fetch of the key set.
+	// FetchTimeout bounds one fetch of the key set, and the wait of a
+	// token that finds no key held (before the first fetch succeeds).
 	FetchTimeout = 10 * time.Second
+	// UnknownKeyWait bounds the wait of a token whose key id the keys
+	// held lack for the fetch it causes (or finds running): past it the
+	// token is refused, and the fetch goes on in the background.
+	UnknownKeyWait = 2 * time.Second
 	// MaxKeySetBytes bounds the key set document.
 	MaxKeySetBytes = 1 << 20
 	// MaxPrincipalBytes bounds a principal taken from a token, as a

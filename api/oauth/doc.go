@@ -7,9 +7,11 @@
 // shared-secret algorithms are refused), its iss is the configured
 // issuer, its aud names the configured audience, and it has not expired
 // (exp is required; exp, nbf and iat are compared with a small leeway).
-// The keys are cached: fetched on first use, again when older than
-// Config.Refresh, and when a token names a key id the set lacks (at most
-// once per Config.MinRefreshInterval); a failed fetch keeps the keys
-// already held. A token that passed is remembered by its SHA-256 while
+// The keys are cached: fetched on first use (which waits for it), again
+// when older than Config.Refresh, in the background while the keys held
+// keep serving, and when a token names a key id the set lacks (that token
+// waits for the fetch at most UnknownKeyWait); at most one fetch runs,
+// and at most one starts per Config.MinRefreshInterval. A failed or hung
+// fetch keeps the keys already held and stalls no token of theirs. A token that passed is remembered by its SHA-256 while
 // its exp and nbf allow and the keys are those it was verified under.
 package oauth

@@ -36,8 +36,9 @@ type verifyKey struct {
 	key any
 }
 
-// keySet caches the issuer's keys. Fetches are single-flight: callers
-// that find one running wait for it rather than start another.
+// keySet caches the issuer's keys. Fetches run in the background, one at
+// a time: a request never waits for one longer than its need calls for
+// (see candidates).
 type keySet struct {
 	url      string
 	client   *http.Client
@@ -59,15 +60,19 @@ func newKeySet(c Config) *keySet {
 }
 
 // candidates returns the keys that may have signed a token with key id
-// kid (any, when empty) and algorithm alg: fetching the set first when
-// none is held or the held one is older than the refresh interval, and
-// again when no key matches (each at most once per minimum interval).
+// kid (any, when empty) and algorithm alg, among the keys held. When none
+// matches — the issuer rotated its keys, or kid is made up — it starts a
+// fetch (at most once per minimum interval; or finds one running) and
+// waits for it at most UnknownKeyWait: past that the token is refused,
+// and the fetch goes on for the tokens that follow. Stale keys are
+// refreshed by refreshIfStale, in the background.
 func (k *keySet) candidates(ctx context.Context, kid string, alg jose.SignatureAlgorithm) ([]verifyKey, error) {
-	k.refreshIfStale(ctx)
 	if found := k.match(kid, alg); len(found) > 0 {
 		return found, nil
 	}
-	k.fetchIf(ctx, func(time.Time) bool { return true })
+	if running, _ := k.start(func(time.Time) bool { return true }); running != nil {
+		await(ctx, running, UnknownKeyWait)
+	}
 	if found := k.match(kid, alg); len(found) > 0 {
 		return found, nil
 	}
@@ -91,12 +96,18 @@ func sameKey(a, b verifyKey) bool {
 	return ok && a.id == b.id && a.alg == b.alg && e.Equal(b.key)
 }
 
-// refreshIfStale fetches the set when none is held or the held one is
-// older than the refresh interval (at most once per minimum interval).
+// refreshIfStale starts a fetch of the set when none is held or the held
+// one is older than the refresh interval (at most once per minimum
+// interval), and returns at once while keys are held: they serve until
+// the fetch replaces them, however long the issuer takes. Only without
+// any key (the first fetch) does it wait for the fetch, or for ctx.
 func (k *keySet) refreshIfStale(ctx context.Context) {
-	k.fetchIf(ctx, func(now time.Time) bool {
+	running, held := k.start(func(now time.Time) bool {
 		return k.fetched.IsZero() || now.Sub(k.fetched) >= k.refresh
 	})
+	if running != nil && !held {
+		await(ctx, running, FetchTimeout)
+	}
 }
 
 // match returns the held keys of id kid (any, when empty) and algorithm
@@ -113,50 +124,61 @@ func (k *keySet) match(kid string, alg jose.SignatureAlgorithm) []verifyKey {
 	return found
 }
 
-// fetchIf fetches the set when due (called under k.mu) says so and the
-// last fetch started at least minGap ago; when due finds a fetch already
-// running it waits for that one instead. A failed fetch keeps the keys
-// held and is logged.
-func (k *keySet) fetchIf(ctx context.Context, due func(now time.Time) bool) {
+// start starts a fetch of the set in the background when due (called
+// under k.mu) says so, none is running and the last one started at least
+// minGap ago. It returns the channel that the running fetch — the one it
+// started, or one it found — closes when it ends (nil when none runs),
+// and whether keys are held.
+func (k *keySet) start(due func(now time.Time) bool) (running <-chan struct{}, held bool) {
 	k.mu.Lock()
+	defer k.mu.Unlock()
 	now := k.now()
+	held = len(k.keys) > 0
 	if !due(now) {
-		k.mu.Unlock()
-		return
+		return nil, held
 	}
-	if ch := k.inflight; ch != nil {
-		k.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-		}
-		return
+	if k.inflight != nil {
+		return k.inflight, held
 	}
 	if !k.tried.IsZero() && now.Sub(k.tried) < k.minGap {
-		k.mu.Unlock()
-		return
+		return nil, held
 	}
 	ch := make(chan struct{})
 	k.inflight, k.tried = ch, now
-	k.mu.Unlock()
+	go k.run(ch, now)
+	return ch, held
+}
 
-	// The fetch outlives a caller that leaves: others may wait for it.
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), FetchTimeout)
-	keys, err := k.fetch(fctx)
+// run fetches the set, bounded by FetchTimeout, and closes ch. A failed
+// fetch keeps the keys held and is logged.
+func (k *keySet) run(ch chan struct{}, started time.Time) {
+	ctx, cancel := context.WithTimeout(context.Background(), FetchTimeout)
+	keys, err := k.fetch(ctx)
 	cancel()
 
 	k.mu.Lock()
+	defer k.mu.Unlock()
 	if err != nil {
 		k.log.Warn("oauth: fetching the issuer's keys failed; keeping the keys held", slog.String("jwks_url", k.url), slog.Int("keys_held", len(k.keys)), slog.Any("err", err))
 	} else {
 		if !slices.EqualFunc(keys, k.keys, sameKey) {
 			k.gen++
 		}
-		k.keys, k.fetched = keys, now
+		k.keys, k.fetched = keys, started
 	}
 	k.inflight = nil
 	close(ch)
-	k.mu.Unlock()
+}
+
+// await waits until running is closed, d has passed or ctx ends.
+func await(ctx context.Context, running <-chan struct{}, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-running:
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // fetch reads the key set at k.url: its usable signing keys (others are

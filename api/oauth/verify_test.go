@@ -15,6 +15,7 @@ import (
 
 	"github.com/carmyhq/carmy/api/oauth"
 	"github.com/carmyhq/carmy/api/oauth/oauthtest"
+	"github.com/carmyhq/carmy/internal/testutil/wait"
 )
 
 const aud = "https://carmy.test/mcp"
@@ -238,21 +239,20 @@ func TestVerifyIssuerDown(t *testing.T) {
 	v := newVerifier(t, iss, clk, nil)
 	mustVerify(t, v, long(t, iss, "k1", "alice"))
 	iss.SetDown(true)
-	clk.advance(2 * time.Hour) // past Refresh: the next token tries a fetch
+	clk.advance(2 * time.Hour) // past Refresh: the next token starts a refresh
 	mustVerify(t, v, long(t, iss, "k1", "alice"))
-	if n := iss.Fetches(); n != 2 {
-		t.Fatalf("fetches: %d, want 2 (one refresh tried)", n)
-	}
+	wait.Until(t, 10*time.Second, "one refresh tried", func() bool { return iss.Fetches() == 2 })
 	mustVerify(t, v, long(t, iss, "k1", "alice"))
 	if n := iss.Fetches(); n != 2 {
 		t.Fatalf("fetches right after a failed one: %d, want 2", n)
 	}
 	iss.SetDown(false)
 	clk.advance(time.Minute)
-	mustVerify(t, v, long(t, iss, "k1", "alice"))
-	if n := iss.Fetches(); n != 3 {
-		t.Fatalf("fetches once back: %d, want 3", n)
-	}
+	// Each token starts the refresh once the failed one has ended.
+	wait.Until(t, 10*time.Second, "a refresh once back", func() bool {
+		mustVerify(t, v, long(t, iss, "k1", "alice"))
+		return iss.Fetches() == 3
+	})
 
 	// A verifier that never got keys refuses every token.
 	down := oauthtest.NewIssuer(t)
@@ -315,8 +315,57 @@ func TestVerifyCache(t *testing.T) {
 	iss.Unpublish("k1")
 	mustVerify(t, v, day) // the keys held are still fresh
 	clk.advance(2 * time.Hour)
-	mustRefuse(t, v, day, "a remembered token whose key left the set")
+	// Stale, they keep serving until the refresh the next token starts
+	// lands; then the remembered token no longer passes.
+	wait.Until(t, 10*time.Second, "a remembered token whose key left the set refused", func() bool {
+		_, err := v.Verify(context.Background(), day)
+		return errors.Is(err, oauth.ErrInvalidToken)
+	})
 	if id := mustVerify(t, v, long(t, iss, "k2", "carol")); id.Principal != "carol" {
 		t.Errorf("the new key's token: %+v", id)
 	}
+}
+
+// TestVerifyIssuerHangs checks issue 39 item 4.2: a key set endpoint that
+// hangs never stalls the tokens of the keys held. Stale keys are
+// refreshed in the background and serve meanwhile; a token of an unknown
+// key waits for the hung fetch at most UnknownKeyWait, then is refused;
+// once the issuer answers, its new key verifies.
+func TestVerifyIssuerHangs(t *testing.T) {
+	iss := oauthtest.NewIssuer(t)
+	iss.AddKey(t, "k1", jose.ES256)
+	clk := &clock{}
+	v := newVerifier(t, iss, clk, nil)
+	alice := long(t, iss, "k1", "alice")
+	mustVerify(t, v, alice)
+	iss.SetHang(true)
+	clk.advance(2 * time.Hour) // past Refresh
+	// Well under FetchTimeout, which a request waited before.
+	const quick = oauth.FetchTimeout / 2
+	for _, token := range []string{alice, long(t, iss, "k1", "bob"), alice} {
+		start := time.Now()
+		mustVerify(t, v, token)
+		if d := time.Since(start); d > quick {
+			t.Fatalf("a token of a held key took %s while the issuer hangs, want under %s", d, quick)
+		}
+	}
+	wait.Until(t, 10*time.Second, "the background refresh reaches the issuer", func() bool { return iss.Fetches() == 2 })
+
+	iss.AddKey(t, "k2", jose.ES256)
+	carol := long(t, iss, "k2", "carol")
+	start := time.Now()
+	mustRefuse(t, v, carol, "a key the hung issuer has not served")
+	if d := time.Since(start); d > oauth.UnknownKeyWait+quick/2 {
+		t.Errorf("a token of an unknown key waited %s for the hung issuer, want at most about %s", d, oauth.UnknownKeyWait)
+	}
+	if n := iss.Fetches(); n != 2 {
+		t.Errorf("fetches while one hangs: %d, want 2", n)
+	}
+
+	iss.SetHang(false)
+	clk.advance(time.Minute)
+	wait.Until(t, 20*time.Second, "the new key verifying once the issuer answers", func() bool {
+		id, err := v.Verify(context.Background(), carol)
+		return err == nil && id.Principal == "carol"
+	})
 }

@@ -286,8 +286,11 @@ func TestBlackBoxMetadataAndTrustedProxies(t *testing.T) {
 			t.Fatalf("a wrong token: %d %s", status, body)
 		}
 	}
-	if status, body := guess("198.51.100.9, 203.0.113.7", hbAdmin); status != http.StatusTooManyRequests || !strings.Contains(body, `"source":"203.0.113.7"`) {
+	if status, body := guess("198.51.100.9, 203.0.113.7", "wrong-token-wrong-token"); status != http.StatusTooManyRequests || !strings.Contains(body, `"source":"203.0.113.7"`) {
 		t.Errorf("the guessing client, after its failures: %d %s, want 429 for 203.0.113.7", status, body)
+	}
+	if status, body := guess("198.51.100.9, 203.0.113.7", hbAdmin); status != http.StatusOK {
+		t.Errorf("the guessing client's right token: %d %s, want 200 (the limit is on failures)", status, body)
 	}
 	if status, body := guess("203.0.113.8", hbAdmin); status != http.StatusOK {
 		t.Errorf("another client behind the same proxy: %d %s, want 200", status, body)

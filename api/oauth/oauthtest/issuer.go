@@ -31,6 +31,7 @@ type Issuer struct {
 	keys    map[string]signingKey
 	order   []string
 	down    bool
+	hang    chan struct{} // non-nil: requests wait for it to close
 	fetches atomic.Int64
 }
 
@@ -49,6 +50,7 @@ func NewIssuer(t testing.TB) *Issuer {
 	iss := &Issuer{keys: make(map[string]signingKey)}
 	iss.srv = httptest.NewServer(http.HandlerFunc(iss.serve))
 	t.Cleanup(iss.srv.Close)
+	t.Cleanup(func() { iss.SetHang(false) }) // before Close, which waits for them
 	iss.URL = iss.srv.URL
 	return iss
 }
@@ -63,6 +65,15 @@ func (iss *Issuer) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	iss.fetches.Add(1)
 	iss.mu.Lock()
+	if hang := iss.hang; hang != nil {
+		iss.mu.Unlock()
+		select {
+		case <-hang:
+		case <-r.Context().Done():
+			return
+		}
+		iss.mu.Lock()
+	}
 	defer iss.mu.Unlock()
 	if iss.down {
 		http.Error(w, "down", http.StatusServiceUnavailable)
@@ -87,6 +98,21 @@ func (iss *Issuer) SetDown(down bool) {
 	iss.mu.Lock()
 	defer iss.mu.Unlock()
 	iss.down = down
+}
+
+// SetHang makes the key set's requests hang, answering nothing until
+// SetHang(false) (then they are served), their client leaves or the test
+// ends; or stops that.
+func (iss *Issuer) SetHang(hang bool) {
+	iss.mu.Lock()
+	defer iss.mu.Unlock()
+	switch {
+	case hang && iss.hang == nil:
+		iss.hang = make(chan struct{})
+	case !hang && iss.hang != nil:
+		close(iss.hang)
+		iss.hang = nil
+	}
 }
 
 // AddKey makes a key for alg (RS256 or ES256), published under kid.
