@@ -106,6 +106,10 @@ func mcpResult(raw json.RawMessage) answer {
 		}
 		return a
 	}
+	if released(res.Structured) {
+		a.Status = "released"
+		return a
+	}
 	if a.Status == "" {
 		// A reconcile tool's answer: the record itself.
 		var rec struct {
@@ -143,4 +147,12 @@ func (a answer) dataN() any {
 	}
 	_ = json.Unmarshal(a.Data, &d)
 	return d.N
+}
+
+// released reports whether a reconcile tool's record says it was released.
+func released(structured json.RawMessage) bool {
+	var rec struct {
+		Released bool `json:"released"`
+	}
+	return json.Unmarshal(structured, &rec) == nil && rec.Released
 }

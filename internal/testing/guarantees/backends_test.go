@@ -206,7 +206,18 @@ func startFleet(t *testing.T, bin, config string) deployment {
 func (f *fleet) entry() *testutil.Node { return f.a }
 func (f *fleet) other() *testutil.Node { return f.b }
 func (f *fleet) kill(t *testing.T)     { f.a.Kill() }
-func (f *fleet) restore(t *testing.T)  { f.a = relaunch(t, f.owner, f.a) }
+func (f *fleet) restore(t *testing.T) {
+	t.Helper()
+	// A fleet node has no Raft or gossip address to keep: the same
+	// command line on the same HTTP address.
+	args := append(testutil.WithoutFlag(f.a.Args(), "--http-addr"), "--http-addr", f.a.Addr)
+	n, err := testutil.Launch(f.owner, f.bin, testutil.StartOptions{}, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.WaitReady(t, 60*time.Second)
+	f.a = n
+}
 
 // relaunch starts n again (with its data and addresses) for a cell t, the
 // new process owned by the back end's test, and waits until it is ready.
