@@ -299,7 +299,7 @@ func TestBlackBoxOutcomes(t *testing.T) {
 			ids = append(ids, n.call(fmt.Sprintf(`{"tool":"echo","arguments":{"i":%d},"request_id":"l-%d","session_id":"list"}`, i, i)).str("execution_id"))
 		}
 		one := n.get("/v1/executions/" + ids[0])
-		if one.status != 200 || len(one.str("fingerprint")) != 64 || one.str("node_id") != "node1" || one.body["resolved"] != false {
+		if one.status != 200 || len(one.str("fingerprint")) != 64 || one.str("node_id") != n.ID() || one.body["resolved"] != false {
 			t.Fatalf("GET execution: %d %s", one.status, one.raw)
 		}
 		p1 := n.get("/v1/executions?session_id=list&limit=2")
