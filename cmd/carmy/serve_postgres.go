@@ -15,12 +15,13 @@ import (
 	"github.com/carmyhq/carmy/store/postgres"
 )
 
-// A node with --store postgres://… (or a key=value connection string) is
-// one of a fleet (SPEC §8): it runs
+// A node with --store postgres://… is one of a fleet (SPEC §8): it runs
 // no Raft and no gossip; its records, their bounds, the nodes' heartbeats
 // and the cancellations live in the database (postgres.Fleet). The rest —
 // the API, MCP and the gateway, the console, quotas, dedupe windows,
-// probes — is the same node as with Raft.
+// probes — is the same node as with Raft. A key=value connection string
+// ("host=/run/postgresql user=carmy dbname=carmy") names the database as
+// well as a URL.
 
 // usesPostgres reports whether --store names a PostgreSQL database: a
 // postgres:// URL or a key=value connection string ("host=/run/postgresql
