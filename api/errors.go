@@ -163,6 +163,12 @@ func (s *Server) classify(err error, c echo.Context) (code, msg string, extra ma
 	}
 	if code := store.CodeOf(err); code != "" {
 		if _, known := statusOf[code]; known {
+			if detail := store.DetailOf(err); detail != "" {
+				// What the store's backend said (its address, user,
+				// database) is for the node's log, not the answer.
+				s.log.Warn("the store failed", slog.String("method", c.Request().Method),
+					slog.String("path", c.Request().URL.Path), slog.String("err", detail))
+			}
 			var f fielder
 			if errors.As(err, &f) {
 				extra = f.Fields()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -190,6 +191,9 @@ func (s *Server) observeMCP(ctx context.Context, c mcp.CallInfo) {
 		outcome = OutcomeReplayed
 	}
 	s.countCall(TransportMCP, outcome, c.Took)
+	if c.StoreDetail != "" {
+		s.log.Warn("the store failed", slog.String("method", "tools/call"), slog.String("tool", c.Tool), slog.String("err", c.StoreDetail))
+	}
 	s.logCallEntry(ctx, callEntry{transport: TransportMCP, principal: c.Principal, tool: c.Tool,
 		requestID: c.RequestID, session: c.SessionID, executionID: c.ExecutionID, status: c.Status,
 		code: c.Code, outcome: outcome, took: c.Took})

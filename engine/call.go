@@ -254,7 +254,7 @@ func (r *Runtime) reserveFailed(key store.Key, exec store.Execution, err error) 
 		return fmt.Errorf("reserve: %w", err)
 	}
 	if errors.Is(err, store.ErrUnavailable) {
-		return &notReservedError{fmt.Errorf("reserve: %w", err)}
+		return &notReservedError{fmt.Errorf("reserve: %w; the tool did not run and nothing was reserved: retry later with the same request_id", err)}
 	}
 	r.releaseInBackground(key, exec.ID)
 	return &notReservedError{fmt.Errorf("reserve: %w (%w; the tool did not run)", store.ErrUnavailable, err)}

@@ -84,5 +84,6 @@ func (t *httpTool) probe(ctx context.Context, p *probeURL, c ProbeCall) (ProbeAn
 	if !isJSONType(resp.Header.Get("Content-Type")) || !json.Valid([]byte(trimmed)) {
 		return ProbeAnswer{}, errors.New("the probe answered 200 without a JSON body")
 	}
-	return ProbeAnswer{Found: true, Data: json.RawMessage(trimmed)}, nil
+	data, _ := t.redactor.RedactJSON([]byte(trimmed))
+	return ProbeAnswer{Found: true, Data: json.RawMessage(data)}, nil
 }

@@ -109,7 +109,11 @@ const maxRedirects = 10
 // body, with the Idempotency-Key, Carmy-Execution-Id, Carmy-Request-Id and
 // Carmy-Fencing-Token headers. A 2xx answer is the result: its JSON when
 // the answer is JSON (by Content-Type, or valid JSON without one), else
-// {"body": text}. Any other status fails with UPSTREAM_STATUS, an address
+// {"body": text}, with the configured values (the URL's userinfo and
+// query values, the headers' values) it echoes replaced by "[redacted]":
+// in the decoded text of its strings when it is JSON, however they were
+// escaped, else in its text and the forms encoders commonly give them
+// (see egress.Redactor). Any other status fails with UPSTREAM_STATUS, an address
 // the egress policy refuses with EGRESS_DENIED, a request that gets no
 // answer with UPSTREAM_UNREACHABLE; the end of the tool's context is
 // returned as its error (timed_out or cancelled).
@@ -262,9 +266,10 @@ func (t *httpTool) call(ctx context.Context, c Call) (any, error) {
 		}
 	}
 	if trimmed := bytes.TrimSpace(body); len(trimmed) > 0 && isJSONType(resp.Header.Get("Content-Type")) && json.Valid(trimmed) {
-		return json.RawMessage(trimmed), nil
+		data, _ := t.redactor.RedactJSON(trimmed)
+		return json.RawMessage(data), nil
 	}
-	return map[string]string{"body": string(body)}, nil
+	return map[string]string{"body": t.redactor.Redact(string(body))}, nil
 }
 
 // header returns the headers of a request for c: Content-Type and Accept
@@ -311,9 +316,15 @@ func (t *httpTool) refuseRedirect(next *http.Request, via []*http.Request) strin
 }
 
 // errorBody returns the start of a failed answer's body for the record,
-// with the configured values it echoes redacted. Redaction comes before
-// the cut, so that no part of a secret survives at the cut.
+// with the configured values it echoes redacted: in the decoded text of
+// its strings when the body is JSON (however they were escaped), else in
+// its text. Redaction comes before the cut, so that no part of a secret
+// survives at the cut.
 func (t *httpTool) errorBody(body []byte) string {
+	if trimmed := bytes.TrimSpace(body); t.redactor != nil && json.Valid(trimmed) {
+		red, _ := t.redactor.RedactJSON(trimmed)
+		return truncate(red, maxErrorBody)
+	}
 	if len(body) > maxRedactedBody {
 		body = body[:maxRedactedBody]
 	}

@@ -60,13 +60,17 @@ func (p *probeCounter) count(outcome string) int {
 // probedUpstream is an HTTP upstream whose tool (POST /orders) loses its
 // answer while lose is set (it reads the request, then hangs up), and
 // answers {"order_id":1} otherwise; and whose probe (GET
-// /orders/by-key/<key>) answers with probe's status and body.
+// /orders/by-key/<key>) answers with probe's status and body (or
+// probeEcho's body for the probe's request, when set). The tool is
+// configured with headers.
 type probedUpstream struct {
 	lose        atomic.Bool
 	calls       atomic.Int32 // requests the tool got
 	probes      atomic.Int32 // requests the probe got
 	probeStatus atomic.Int32
 	probeBody   string
+	probeEcho   func(r *http.Request) string
+	headers     map[string]string
 	lastKey     atomic.Value
 }
 
@@ -76,6 +80,10 @@ func (u *probedUpstream) handler(w http.ResponseWriter, r *http.Request) {
 		u.lastKey.Store(strings.TrimPrefix(r.URL.Path, "/orders/by-key/"))
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(int(u.probeStatus.Load()))
+		if u.probeEcho != nil {
+			io.WriteString(w, u.probeEcho(r))
+			return
+		}
 		io.WriteString(w, u.probeBody)
 		return
 	}
@@ -100,7 +108,7 @@ func probedApp(t *testing.T, up *probedUpstream, giveUp time.Duration) (*Runtime
 	srv := newFakeUpstream(t, up.handler)
 	obs := &probeCounter{}
 	app := New(WithLogger(slog.New(slog.DiscardHandler)), WithObserver(obs))
-	h := HTTPTool{URL: srv.URL + "/orders", ReconcileURL: srv.URL + "/orders/by-key/{idempotency_key}", Logger: slog.New(slog.DiscardHandler)}
+	h := HTTPTool{URL: srv.URL + "/orders", ReconcileURL: srv.URL + "/orders/by-key/{idempotency_key}", Headers: up.headers, Logger: slog.New(slog.DiscardHandler)}
 	fn, err := h.Func()
 	if err != nil {
 		t.Fatal(err)
@@ -242,7 +250,7 @@ func TestProbeOnlyWhileOwner(t *testing.T) {
 	up := &probedUpstream{probeBody: `{"order_id":1}`}
 	up.probeStatus.Store(http.StatusOK)
 	srv := newFakeUpstream(t, up.handler)
-	h := HTTPTool{URL: srv.URL + "/orders", ReconcileURL: srv.URL + "/orders/by-key/{idempotency_key}", Logger: slog.New(slog.DiscardHandler)}
+	h := HTTPTool{URL: srv.URL + "/orders", ReconcileURL: srv.URL + "/orders/by-key/{idempotency_key}", Headers: up.headers, Logger: slog.New(slog.DiscardHandler)}
 	fn, _ := h.Func()
 	probe, _ := h.Probe()
 	app := quietApp(t)

@@ -21,6 +21,9 @@ type CallInfo struct {
 	Replayed                              bool
 	Code                                  string
 	Took                                  time.Duration
+	// StoreDetail is what the store's backend said of a failure the
+	// answer reports without it (store.DetailOf), for the node's log.
+	StoreDetail string
 
 	caller *engine.Caller
 	// ran is the result of the call the runtime made, for the SDK's

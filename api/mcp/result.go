@@ -108,6 +108,7 @@ func refusal(err error, info *CallInfo) *sdk.CallToolResult {
 		info.Status = string(st)
 	}
 	info.Code = code
+	info.StoreDetail = store.DetailOf(err)
 	body, mErr := json.Marshal(map[string]any{"error": fields})
 	if mErr != nil { // a field that does not encode: the envelope without it
 		body, _ = json.Marshal(map[string]any{"error": map[string]any{"code": code, "message": err.Error()}})

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -20,22 +19,27 @@ import (
 // no Raft and no gossip; its records, their bounds, the nodes' heartbeats
 // and the cancellations live in the database (postgres.Fleet). The rest —
 // the API, MCP and the gateway, the console, quotas, dedupe windows,
-// probes — is the same node as with Raft.
+// probes — is the same node as with Raft. A key=value connection string
+// ("host=/run/postgresql user=carmy dbname=carmy") names the database as
+// well as a URL.
 
-// usesPostgres reports whether --store names a PostgreSQL URL.
+// usesPostgres reports whether --store names a PostgreSQL database: a
+// postgres:// URL or a key=value connection string ("host=/run/postgresql
+// user=carmy dbname=carmy"), the two forms pgx takes.
 func (c serveConfig) usesPostgres() bool {
-	return strings.HasPrefix(c.Store, "postgres://") || strings.HasPrefix(c.Store, "postgresql://")
+	return postgres.IsURLDSN(c.Store) || postgres.IsKeyValueDSN(c.Store)
 }
 
 // validateStore checks --store and what goes with it.
 func (c serveConfig) validateStore() error {
 	if !c.usesPostgres() {
 		if c.Store != storeRaft {
-			return fmt.Errorf("--store %q: must be raft or a postgres:// URL", redactedStore(c.Store))
+			// Not the value: it may hold a password in a form not parsed.
+			return errors.New("--store: must be raft, a postgres:// URL or a key=value connection string")
 		}
 		return nil
 	}
-	if _, err := url.Parse(c.Store); err != nil {
+	if _, err := url.Parse(c.Store); err != nil && postgres.IsURLDSN(c.Store) {
 		return fmt.Errorf("--store: not a URL: %s", redactedStore(c.Store))
 	}
 	switch {
@@ -49,23 +53,17 @@ func (c serveConfig) validateStore() error {
 	return nil
 }
 
-// redactedStore is --store fit for a message or the log: a URL's
-// password, and any password= parameter, replaced.
+// redactedStore is --store fit for a message or the log: every password
+// of a URL or a key=value connection string replaced (postgres.RedactDSN).
 func redactedStore(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "(unparsable)"
+	if s == storeRaft {
+		return s
 	}
-	q := u.Query()
-	if q.Has("password") {
-		q.Set("password", "xxxxx")
-		u.RawQuery = q.Encode()
-	}
-	return u.Redacted()
+	return postgres.RedactDSN(s)
 }
 
 // postgresNode fills nc for a fleet node: API TLS, the listener, the
-// fleet's pool (the URL parsed: TLS and the rest as it says; the password
+// fleet's pool (the URL or key=value string parsed: TLS and the rest as it says; the password
 // from --store-password-file when given), bounds and settings. Nothing
 // connects yet.
 func postgresNode(ctx context.Context, cfg serveConfig, fc fileConfig, auth api.Auth, lim limits, nc *carmy.NodeConfig, log *slog.Logger) (func(*carmy.Node), error) {
@@ -77,8 +75,9 @@ func postgresNode(ctx context.Context, cfg serveConfig, fc fileConfig, auth api.
 	warnPlainAPI(cfg, apiKeys, log)
 	pc, err := pgxpool.ParseConfig(cfg.Store)
 	if err != nil {
-		// pgx's message may quote the URL: say only where it is wrong.
-		return nil, fmt.Errorf("--store %s: not a PostgreSQL URL pgx can use", redactedStore(cfg.Store))
+		// pgx's message quotes --store, its passwords redacted only as far
+		// as a pattern finds them: not repeated.
+		return nil, fmt.Errorf("--store %s: not a PostgreSQL connection string pgx can use", redactedStore(cfg.Store))
 	}
 	if cfg.StorePasswordFile != "" {
 		pw, err := readKeyFile("store-password-file", cfg.StorePasswordFile)

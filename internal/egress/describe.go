@@ -1,7 +1,6 @@
 package egress
 
 import (
-	"cmp"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"syscall"
 )
@@ -117,88 +115,4 @@ func RedactURL(u *url.URL) string {
 		s += "?[redacted]"
 	}
 	return s
-}
-
-// minSecret is the length below which a configured value is not taken
-// for a secret by a Redactor: shorter ones ("1", "json", "true") would
-// match ordinary text.
-const minSecret = 6
-
-// Redactor replaces configured values (header values, a URL's userinfo
-// and query values) by "[redacted]" in text that came back from an
-// upstream or from an error, so that an upstream echoing its request does
-// not carry a secret into a record or a log line. A nil *Redactor
-// redacts nothing. It is safe for concurrent use.
-type Redactor struct {
-	r *strings.Replacer
-}
-
-// NewRedactor returns a Redactor of the values given, of those of
-// headers, and of the userinfo and query values of u (any may be nil).
-// Each value is also redacted in its URL-escaped forms, and a header
-// value of several words in each word after the first ("Bearer <token>":
-// the token). Values shorter than six bytes are not redacted.
-func NewRedactor(u *url.URL, headers map[string]string, values ...string) *Redactor {
-	var secrets []string
-	add := func(v string) {
-		for _, s := range []string{v, url.QueryEscape(v), url.PathEscape(v)} {
-			if len(s) >= minSecret {
-				secrets = append(secrets, s)
-			}
-		}
-	}
-	for _, v := range values {
-		add(v)
-	}
-	for _, v := range headers {
-		add(v)
-		// "Bearer <token>", "Basic <credentials>": the words after the
-		// first, which names a scheme.
-		if words := strings.Fields(v); len(words) > 1 {
-			for _, w := range words[1:] {
-				add(w)
-			}
-		}
-	}
-	if u != nil {
-		if u.User != nil {
-			add(u.User.Username())
-			if pw, ok := u.User.Password(); ok {
-				add(pw)
-			}
-			add(u.User.String())
-		}
-		if u.RawQuery != "" {
-			add(u.RawQuery)
-			for _, vs := range u.Query() {
-				for _, v := range vs {
-					add(v)
-				}
-			}
-		}
-	}
-	if len(secrets) == 0 {
-		return nil
-	}
-	// Longest first, so that a value containing another is replaced whole.
-	slices.SortFunc(secrets, func(a, b string) int {
-		if c := cmp.Compare(len(b), len(a)); c != 0 {
-			return c
-		}
-		return strings.Compare(a, b)
-	})
-	secrets = slices.Compact(secrets)
-	pairs := make([]string, 0, 2*len(secrets))
-	for _, s := range secrets {
-		pairs = append(pairs, s, "[redacted]")
-	}
-	return &Redactor{r: strings.NewReplacer(pairs...)}
-}
-
-// Redact returns s with every value of r replaced by "[redacted]".
-func (r *Redactor) Redact(s string) string {
-	if r == nil {
-		return s
-	}
-	return r.r.Replace(s)
 }

@@ -3,6 +3,7 @@ package postgres
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -25,26 +26,57 @@ import (
 //     flight.
 //   - a read that fails is store.ErrUnavailable: it changed nothing.
 //
-// The cause stays in the chain (%w), so errors.As finds the *pgconn.PgError
-// and errors.Is finds context.Canceled.
+// The cause stays in the chain, so errors.As finds the *pgconn.PgError and
+// errors.Is finds context.Canceled; but not in the text, which reaches a
+// tenant's answer (see dbError).
 
 // notApplied wraps an error of a write that did not reach its commit.
 func notApplied(op string, err error) error {
-	return fmt.Errorf("postgres: %s: %w (not applied: %w)", op, store.ErrUnavailable, err)
+	return dbFailure(op+": "+store.ErrUnavailable.Error()+" (not applied)", store.ErrUnavailable, err)
 }
 
 // readErr wraps an error of a read.
 func readErr(op string, err error) error {
-	return fmt.Errorf("postgres: %s: %w: %w", op, store.ErrUnavailable, err)
+	return dbFailure(op+": "+store.ErrUnavailable.Error(), store.ErrUnavailable, err)
 }
 
 // atCommit wraps an error of the statement that commits a write.
 func atCommit(op string, err error) error {
 	if surelyNotCommitted(err) {
-		return fmt.Errorf("postgres: %s: %w (not applied: %w)", op, store.ErrUnavailable, err)
+		return notApplied(op, err)
 	}
-	return fmt.Errorf("postgres: %s: %w: %w", op, store.ErrCommitUnknown, err)
+	return dbFailure(op+": "+store.ErrCommitUnknown.Error(), store.ErrCommitUnknown, err)
 }
+
+// dbError is a failure of the database as the store answers it. Its text
+// names the operation and the answer ("reserve: the store is unavailable
+// (not applied)"), never the cause: pgx's messages name the database's
+// user, name and address ("failed to connect to `user=carmy
+// database=orders`: /run/postgresql/.s.PGSQL.5432 …"), which a tenant must
+// not see. The cause is in the chain (Unwrap) and in Detail, for the
+// node's log (store.DetailOf; slog logs Detail too).
+type dbError struct {
+	text   string
+	answer error // store.ErrUnavailable or store.ErrCommitUnknown
+	cause  error
+}
+
+// dbFailure returns a *dbError saying text, matching answer and cause.
+func dbFailure(text string, answer, cause error) error {
+	return &dbError{text: text, answer: answer, cause: cause}
+}
+
+func (e *dbError) Error() string { return e.text }
+
+// Detail is the error's text with its cause, for the node's log.
+func (e *dbError) Detail() string { return "postgres: " + e.text + ": " + e.cause.Error() }
+
+// LogValue makes slog log Detail.
+func (e *dbError) LogValue() slog.Value { return slog.StringValue(e.Detail()) }
+
+// Unwrap returns the answer (store.ErrUnavailable or
+// store.ErrCommitUnknown) and the cause.
+func (e *dbError) Unwrap() []error { return []error{e.answer, e.cause} }
 
 // surelyNotCommitted reports whether err, returned by a committing
 // statement, proves that the server did not commit: nothing was sent, the

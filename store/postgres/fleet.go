@@ -243,7 +243,7 @@ func (f *Fleet) Ready(context.Context) error {
 	f.mu.Unlock()
 	switch {
 	case beatErr != nil:
-		return fmt.Errorf("postgres: %w: the database is unreachable (the heartbeat failed: %w)", store.ErrUnavailable, beatErr)
+		return dbFailure(store.ErrUnavailable.Error()+": the database is unreachable (the heartbeat failed)", store.ErrUnavailable, beatErr)
 	case last.IsZero() || time.Since(last) >= f.cfg.Lease:
 		return fmt.Errorf("postgres: %w: this node's heartbeat lease has lapsed", store.ErrUnavailable)
 	}

@@ -52,7 +52,9 @@ func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
 	}
 	pc, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: %w", err)
+		// Not pgx's error, which quotes dsn and redacts its passwords
+		// only as far as a pattern finds them.
+		return nil, fmt.Errorf("postgres: the connection string %s cannot be parsed", RedactDSN(dsn))
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {

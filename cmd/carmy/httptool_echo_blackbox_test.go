@@ -1,0 +1,88 @@
+package main_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/carmyhq/carmy/internal/testutil"
+)
+
+// Issue 39: an upstream that echoes its request's headers, as httpbin
+// does, had an HTTP tool's configured Authorization and X-Api-Key (from
+// the environment, by ${VAR}) recorded and served by GET
+// /v1/executions/{id}: in a 2xx answer, and in an error body that escaped
+// '/' as PHP does. Neither holds them now, as written or decoded.
+func TestBlackBoxHTTPToolEchoedHeadersAreRedacted(t *testing.T) {
+	t.Parallel() // its own processes on ports the kernel picks
+	if testing.Short() {
+		t.Skip("builds and runs the carmy binary")
+	}
+	bin := testutil.BuildCarmy(t)
+	const (
+		token = "tok/en-SECRET-5e1d"
+		key   = "key/2222-SECRET-0b7c"
+	)
+	echo := func(status int, php bool) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			h := map[string]string{}
+			for k := range r.Header {
+				h[k] = r.Header.Get(k)
+			}
+			b, _ := json.Marshal(map[string]any{"headers": h})
+			if php {
+				b = []byte(strings.ReplaceAll(string(b), "/", `\/`))
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			w.Write(b)
+		}
+	}
+	ok := startUpstream(t, nil, echo(http.StatusOK, false))
+	refused := startUpstream(t, nil, echo(http.StatusUnauthorized, true))
+	config := fmt.Sprintf(`tools:
+  - name: echo_ok
+    http:
+      url: %s/anything
+      headers: {Authorization: "Bearer ${CARMY_ECHO_TOKEN}", X-Api-Key: "${CARMY_ECHO_KEY}"}
+  - name: echo_refused
+    http:
+      url: %s/status/401
+      headers: {Authorization: "Bearer ${CARMY_ECHO_TOKEN}", X-Api-Key: "${CARMY_ECHO_KEY}"}
+`, ok.URL, refused.URL)
+	path := filepath.Join(t.TempDir(), "carmy.yaml")
+	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n := testutil.StartCarmy(t, bin, testutil.StartOptions{Env: []string{"CARMY_ECHO_TOKEN=" + token, "CARMY_ECHO_KEY=" + key}},
+		"--config", path, "--bootstrap")
+	n.WaitReady(t, 30*time.Second)
+
+	for tool, want := range map[string]string{"echo_ok": "completed", "echo_refused": "failed"} {
+		status, raw := bbPost(t, n.URL+"/v1/tools/call", fmt.Sprintf(`{"tool":%q,"arguments":{},"request_id":"r-%s"}`, tool, tool))
+		var a toolAnswer
+		if err := json.Unmarshal([]byte(raw), &a); status != http.StatusOK || err != nil || a.Status != want {
+			t.Fatalf("call %s: %d %s, want %s", tool, status, raw, want)
+		}
+		status, rec := bbGet(t, n.URL+"/v1/executions/"+a.ExecutionID)
+		if status != http.StatusOK || !strings.Contains(rec, "[redacted]") {
+			t.Fatalf("GET the execution of %s: %d %s; want the echo, redacted", tool, status, rec)
+		}
+		// Decoded: every string as the upstream meant it.
+		var v any
+		if err := json.Unmarshal([]byte(rec), &v); err != nil {
+			t.Fatal(err)
+		}
+		decoded := fmt.Sprint(v)
+		for _, text := range []string{raw, rec, decoded} {
+			if strings.Contains(text, "SECRET") || strings.Contains(text, "2222") {
+				t.Errorf("%s: the answer or the record holds a configured secret:\n%s", tool, text)
+			}
+		}
+	}
+}
