@@ -53,6 +53,9 @@ func TestConfigErrorsSayWhere(t *testing.T) {
 		{"an unknown key", "demo_tool: true\n", `line 1: unknown key "demo_tool" (did you mean "demo_tools"?)`},
 		{"a nested unknown key", "limits:\n  max_runing: 3\n", `line 2: unknown key "max_runing" (did you mean "max_running"?)`},
 		{"an unknown key like none", "zzzzzzzzzz: 1\n", `line 1: unknown key "zzzzzzzzzz"; docs/config.md lists every key`},
+		{"a bad bool", "demo_tools: maybe\n", `line 1: demo_tools: "maybe" is not valid here: want true or false`},
+		{"a quoted bool, nested", "tools:\n  - name: a\n    http:\n      url: http://127.0.0.1:9/x\n      follow_redirects: \"true\"\n",
+			`line 5: follow_redirects: "true" is not valid here: want true or false`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "carmy.yaml")
