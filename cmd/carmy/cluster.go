@@ -17,6 +17,7 @@ import (
 	"github.com/carmyhq/carmy/api/client"
 	"github.com/carmyhq/carmy/api/wire"
 	"github.com/carmyhq/carmy/internal/certs"
+	"github.com/carmyhq/carmy/internal/didyoumean"
 	"github.com/carmyhq/carmy/internal/netaddr"
 )
 
@@ -232,7 +233,7 @@ func parseClusterFlags(sub string, args []string, getenv func(string) string, st
 		opts.Addr = a
 	}
 	fs := flag.NewFlagSet("carmy cluster "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard)
 	fs.Usage = func() {} // --help prints clusterUsage to stdout; an error says where the usage is (below)
 	fs.StringVar(&opts.Addr, "addr", opts.Addr, "")
 	fs.StringVar(&opts.Token, "token", opts.Token, "")
@@ -253,7 +254,7 @@ func parseClusterFlags(sub string, args []string, getenv func(string) string, st
 				fmt.Fprint(stdout, clusterUsage)
 				return opts, nil, flag.ErrHelp
 			}
-			fmt.Fprintf(stderr, "\nRun 'carmy cluster --help' for the usage.\n")
+			fmt.Fprintf(stderr, "carmy cluster %s: %s\n\nRun 'carmy cluster --help' for the usage.\n", sub, didyoumean.FlagError(err, fs))
 			return opts, nil, errUsage
 		}
 		rest := fs.Args()

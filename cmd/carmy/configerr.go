@@ -57,7 +57,8 @@ var (
 	wrongType    = regexp.MustCompile("^line (\\d+): cannot unmarshal !!\\w+ `(.*)` into (\\S+)$")
 )
 
-// wantOfType says what a value of a Go type is written as in the file.
+// wantOfType says how a value of a scalar Go type is written in the file;
+// the decoder's own words stay for the others (lists, maps).
 var wantOfType = map[string]string{
 	"bool": "true or false", "int": "a whole number", "int64": "a whole number", "uint64": "a whole number",
 	"float64": "a number", "string": "a string",
@@ -67,12 +68,9 @@ var wantOfType = map[string]string{
 // "cannot unmarshal !!str `v` into T" of the config file raw, naming the
 // key and what its value should be.
 func explainField(raw []byte, e string) string {
-	if m := wrongType.FindStringSubmatch(e); m != nil {
+	if m := wrongType.FindStringSubmatch(e); m != nil && wantOfType[m[3]] != "" {
 		line, _ := strconv.Atoi(m[1])
-		want := "a " + m[3]
-		if w, ok := wantOfType[m[3]]; ok {
-			want = w
-		}
+		want := wantOfType[m[3]]
 		if key := keyOnLine(raw, line); key != "" {
 			return fmt.Sprintf("line %d: %s: %q is not valid here: want %s", line, key, m[2], want)
 		}

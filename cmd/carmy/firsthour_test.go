@@ -105,3 +105,62 @@ func TestServeHelpExampleBindsNoWildcard(t *testing.T) {
 		t.Errorf("serve --help's examples bind a wildcard address:\n%s", examples)
 	}
 }
+
+// TestHelpOfEachCommand: `carmy help X` prints X's own help and exits 0;
+// `carmy X --help` too, version included; an unknown X is a usage error.
+func TestHelpOfEachCommand(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"help", "keygen"}, "Usage: carmy keygen"},
+		{[]string{"help", "version"}, "Usage: carmy version"},
+		{[]string{"help", "cluster"}, "Usage: carmy cluster"},
+		{[]string{"help", "health"}, "Usage: carmy health"},
+		{[]string{"help", "tls"}, "Usage: carmy tls"},
+		{[]string{"help", "bench"}, "Usage: carmy bench"},
+		{[]string{"help", "help"}, "Usage: carmy help"},
+		{[]string{"help", "serve"}, "Usage: carmy serve"},
+		{[]string{"version", "--help"}, "Usage: carmy version"},
+		{[]string{"version", "-h"}, "Usage: carmy version"},
+	} {
+		var out, errOut bytes.Buffer
+		if err := run(t.Context(), tt.args, &out, &errOut); err != nil || !strings.HasPrefix(out.String(), tt.want) || errOut.Len() != 0 {
+			t.Errorf("carmy %s: %v, stdout %q, stderr %q; want %q on stdout", strings.Join(tt.args, " "), err, firstLine(out.String()), errOut.String(), tt.want)
+		}
+	}
+	var out, errOut bytes.Buffer
+	if err := run(t.Context(), []string{"help", "nosuch"}, &out, &errOut); err != errUsage || out.Len() != 0 ||
+		!strings.Contains(errOut.String(), `unknown command "nosuch"`) {
+		t.Errorf("carmy help nosuch: %v, stdout %q, stderr %q; want a usage error naming the command", err, out.String(), firstLine(errOut.String()))
+	}
+	out.Reset()
+	if err := run(t.Context(), []string{"version"}, &out, &errOut); err != nil || !strings.HasPrefix(out.String(), "carmy ") || !strings.Contains(out.String(), "go1.") {
+		t.Errorf("carmy version: %v, %q; want carmy <version> (commit …, <go version>)", err, out.String())
+	}
+}
+
+// TestMistypedFlagSaysWhatWasMeant: a wrong flag gets one line naming it
+// and the nearest flag, and a pointer to the help, not the whole usage.
+func TestMistypedFlagSaysWhatWasMeant(t *testing.T) {
+	for _, tt := range []struct {
+		args       []string
+		want, help string
+	}{
+		{[]string{"serve", "--http-adr", "127.0.0.1:0"}, "unknown flag --http-adr (did you mean --http-addr?)", "carmy serve --help"},
+		{[]string{"cluster", "status", "--adr", "x"}, "unknown flag --adr (did you mean --addr?)", "carmy cluster --help"},
+		{[]string{"bench", "--client", "3"}, "unknown flag --client (did you mean --clients?)", "carmy bench --help"},
+	} {
+		var out, errOut bytes.Buffer
+		err := run(t.Context(), tt.args, &out, &errOut)
+		msg := errOut.String()
+		if err != errUsage || !strings.Contains(msg, tt.want) || !strings.Contains(msg, tt.help) {
+			t.Errorf("carmy %s: %v, stderr %q; want %q and a pointer to %q", strings.Join(tt.args, " "), err, msg, tt.want, tt.help)
+		}
+		if n := strings.Count(msg, "\n"); n > 4 || strings.Contains(msg, "provided but not defined") {
+			t.Errorf("carmy %s printed %d lines: want the problem and a pointer, not the usage:\n%s", strings.Join(tt.args, " "), n, msg)
+		}
+	}
+}
+
+func firstLine(s string) string { l, _, _ := strings.Cut(s, "\n"); return l }
