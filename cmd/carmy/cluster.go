@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -301,13 +302,13 @@ func printClusterStatus(w io.Writer, st wire.ClusterStatus) error {
 		fmt.Fprint(&b, "Leader: none known to this node\n\n")
 	}
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  ID\tRAFT ADDR\tHTTP ADDR\tSUFFRAGE\tGOSSIP")
-	for _, n := range st.Nodes {
+	fmt.Fprintln(tw, "  ID\tRAFT ADDR\tHTTP ADDR\tSUFFRAGE\tGOSSIP\tVERSION")
+	for _, n := range byID(st.Nodes) {
 		mark := " "
 		if n.ID == leaderID {
 			mark = "*"
 		}
-		fmt.Fprintf(tw, "%s %s\t%s\t%s\t%s\t%s\n", mark, orDash(n.ID), orDash(n.RaftAddr), orDash(n.HTTPAddr), orDash(n.Suffrage), orDash(n.Gossip))
+		fmt.Fprintf(tw, "%s %s\t%s\t%s\t%s\t%s\t%s\n", mark, orDash(n.ID), orDash(n.RaftAddr), orDash(n.HTTPAddr), orDash(n.Suffrage), orDash(n.Gossip), orDash(n.Version))
 	}
 	if len(st.Nodes) == 0 {
 		fmt.Fprintln(tw, "  (no members)")
@@ -330,7 +331,7 @@ func printFleetStatus(w io.Writer, st wire.ClusterStatus) error {
 	fmt.Fprintf(&b, "Store: PostgreSQL (no leader: the nodes share the database)\nDatabase: %s\n\n", db)
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tHTTP ADDR\tHEARTBEAT\tLAST HEARTBEAT\tVERSION")
-	for _, n := range st.Nodes {
+	for _, n := range byID(st.Nodes) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", orDash(n.ID), orDash(n.HTTPAddr), orDash(n.Heartbeat), orDash(n.LastHeartbeat), orDash(n.Version))
 	}
 	if len(st.Nodes) == 0 {
@@ -340,6 +341,12 @@ func printFleetStatus(w io.Writer, st wire.ClusterStatus) error {
 	fmt.Fprintf(&b, "\nEntries: %d of capacity %d\n", st.Entries, st.Capacity)
 	_, err := w.Write(b.Bytes())
 	return err
+}
+
+// byID returns a copy of nodes sorted by id: the order a person looks
+// for a node in, whatever order the node answered them in.
+func byID(nodes []wire.ClusterNode) []wire.ClusterNode {
+	return slices.SortedFunc(slices.Values(nodes), func(a, b wire.ClusterNode) int { return strings.Compare(a.ID, b.ID) })
 }
 
 func orDash(s string) string {
