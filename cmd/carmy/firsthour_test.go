@@ -164,3 +164,34 @@ func TestMistypedFlagSaysWhatWasMeant(t *testing.T) {
 }
 
 func firstLine(s string) string { l, _, _ := strings.Cut(s, "\n"); return l }
+
+// TestNoPreviousExecutions: a node takes calls at once only when no
+// earlier process can have run executions under its id.
+func TestNoPreviousExecutions(t *testing.T) {
+	empty := t.TempDir()
+	withID := t.TempDir()
+	if err := os.WriteFile(filepath.Join(withID, nodeIDFile), []byte("node-0000abcd\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	withRaft := t.TempDir()
+	if err := os.WriteFile(filepath.Join(withRaft, "raft.db"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		cfg  serveConfig
+		want bool
+	}{
+		{"a generated id", serveConfig{DataDir: empty}, true},
+		{"a generated id, on a fleet", serveConfig{DataDir: empty, Store: "postgres://db/carmy"}, true},
+		{"founding a cluster", serveConfig{DataDir: empty, NodeID: "n1", Bootstrap: true}, true},
+		{"joining with a given id", serveConfig{DataDir: empty, NodeID: "n2"}, false},
+		{"a given id on a fleet", serveConfig{DataDir: empty, NodeID: "n1", Bootstrap: true, Store: "postgres://db/carmy"}, false},
+		{"an id kept from an earlier start", serveConfig{DataDir: withID}, false},
+		{"Raft state", serveConfig{DataDir: withRaft, Bootstrap: true}, false},
+	} {
+		if got := noPreviousExecutions(tt.cfg); got != tt.want {
+			t.Errorf("%s: noPreviousExecutions = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}

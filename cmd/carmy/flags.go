@@ -26,7 +26,10 @@ type serveConfig struct {
 	NodeID string
 	// NodeIDSet says whether --node-id (or its variable) was given, so
 	// that an explicitly empty id is refused.
-	NodeIDSet     bool
+	NodeIDSet bool
+	// fresh says that no earlier process ran executions under this
+	// node's id (noPreviousExecutions); not a flag.
+	fresh         bool
 	DataDir       string
 	HTTPAddr      string
 	RaftAddr      string
