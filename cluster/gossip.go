@@ -99,7 +99,7 @@ func (n *Node) startGossip() error {
 			// memberlist does not always shut a given transport down.
 			_ = mc.Transport.Shutdown()
 		}
-		return fmt.Errorf("cluster: gossip on %s: %w", n.cfg.GossipAddr, err)
+		return &ListenError{Listener: ListenerGossip, Addr: n.cfg.GossipAddr, Err: err}
 	}
 	n.gossip = ml
 	return nil

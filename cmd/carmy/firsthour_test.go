@@ -2,10 +2,13 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The first hour: a slip in the command line or the config file gets an
@@ -192,6 +195,31 @@ func TestNoPreviousExecutions(t *testing.T) {
 	} {
 		if got := noPreviousExecutions(tt.cfg); got != tt.want {
 			t.Errorf("%s: noPreviousExecutions = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestAddressInUseNamesTheFlag: a node whose address is taken says which
+// flag names it, and that the address is in use.
+func TestAddressInUseNamesTheFlag(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	udp, err := net.ListenPacket("udp", taken.Addr().String()) // gossip binds both
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer udp.Close()
+	addr := taken.Addr().String()
+	for _, flag := range []string{"--http-addr", "--raft-addr", "--gossip-addr"} {
+		args := []string{"serve", "--dev", "--data-dir", t.TempDir(), "--http-addr", "127.0.0.1:0", "--raft-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0", flag, addr}
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		err := run(ctx, args, &bytes.Buffer{}, &bytes.Buffer{})
+		cancel()
+		if err == nil || !strings.HasPrefix(err.Error(), flag+" "+addr+": address already in use") {
+			t.Errorf("%s on a taken address: %v; want %q first", flag, err, flag+" "+addr+": address already in use")
 		}
 	}
 }

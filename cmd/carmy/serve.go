@@ -70,7 +70,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	node, err := carmy.StartNode(ctx, nc)
 	if err != nil {
-		return err
+		return explainListen(err)
 	}
 	started(node)
 	return runNode(ctx, node, log)
