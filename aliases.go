@@ -90,6 +90,11 @@ var (
 // WithNodeID sets the node id.
 func WithNodeID(id string) Option { return engine.WithNodeID(id) }
 
+// WithNoPreviousExecutions declares that no earlier process ran
+// executions under this node's id: a fresh node takes calls while its
+// store gets ready (engine.Config.NoPreviousExecutions).
+func WithNoPreviousExecutions() Option { return engine.WithNoPreviousExecutions() }
+
 // WithLogger sets the logger.
 func WithLogger(l *slog.Logger) Option { return engine.WithLogger(l) }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/carmyhq/carmy/engine"
+	"github.com/carmyhq/carmy/internal/buildinfo"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -134,9 +135,23 @@ func (m *runtimeMetrics) register(reg *prometheus.Registry, r *engine.Runtime) {
 			Name: "carmy_inflight_bytes_limit",
 			Help: "The bound on carmy_inflight_bytes past which new calls are refused before reserving (--max-inflight-bytes; 0: none).",
 		}, func() float64 { return float64(r.MaxInflightBytes()) }),
+		buildInfoGauge(),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
+}
+
+// buildInfoGauge is carmy_build_info{version,commit,go_version}, always 1:
+// the build this node runs (internal/buildinfo).
+func buildInfoGauge() prometheus.Collector {
+	bi := buildinfo.Get()
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "carmy_build_info",
+		Help:        "Always 1; its labels name the build of Carmy this node runs: version, commit and the Go version.",
+		ConstLabels: prometheus.Labels{"version": bi.Version, "commit": bi.Commit, "go_version": bi.GoVersion},
+	})
+	g.Set(1)
+	return g
 }
 
 // Metrics returns the registry of this runtime's Prometheus metrics, which

@@ -2,6 +2,7 @@ package carmy_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/carmyhq/carmy"
 	"github.com/carmyhq/carmy/api"
+	"github.com/carmyhq/carmy/internal/buildinfo"
 	"github.com/carmyhq/carmy/internal/testutil"
 )
 
@@ -55,6 +57,8 @@ func TestRuntimeMetrics(t *testing.T) {
 		"carmy_store_capacity 10000",
 		"carmy_executions_running 0",
 		"# TYPE go_goroutines gauge",
+		"# TYPE carmy_build_info gauge",
+		fmt.Sprintf(`carmy_build_info{commit=%q,go_version=%q,version=%q} 1`, buildinfo.Get().Commit, buildinfo.Get().GoVersion, buildinfo.Version()),
 	} {
 		if !strings.Contains(text, line+"\n") && !strings.Contains(text, line+" ") {
 			t.Errorf("GET /metrics lacks %q", line)

@@ -26,7 +26,7 @@ func (a clusterAdmin) Status(ctx context.Context) (api.ClusterStatus, error) {
 		out.Leader = &api.ClusterLeader{ID: st.LeaderID, HTTPAddr: st.LeaderHTTPAddr}
 	}
 	for _, n := range st.Nodes {
-		out.Nodes = append(out.Nodes, api.ClusterNode{ID: n.ID, RaftAddr: n.RaftAddr, HTTPAddr: n.HTTPAddr, Suffrage: n.Suffrage, Gossip: n.Gossip})
+		out.Nodes = append(out.Nodes, api.ClusterNode{ID: n.ID, RaftAddr: n.RaftAddr, HTTPAddr: n.HTTPAddr, Suffrage: n.Suffrage, Gossip: n.Gossip, Version: n.Version})
 	}
 	return out, nil
 }

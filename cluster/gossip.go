@@ -13,6 +13,7 @@ import (
 
 	"github.com/carmyhq/carmy/cluster/gossip"
 	"github.com/carmyhq/carmy/fsm"
+	"github.com/carmyhq/carmy/internal/buildinfo"
 	"github.com/carmyhq/carmy/internal/netaddr"
 )
 
@@ -64,7 +65,10 @@ func (n *Node) startGossip() error {
 	if ip := net.ParseIP(host); ip != nil && !ip.IsUnspecified() {
 		mc.AdvertiseAddr = host
 	}
-	meta, err := json.Marshal(fsm.NodeInfo{ID: n.cfg.NodeID, RaftAddr: n.RaftAddr(), HTTPAddr: n.cfg.HTTPAddr})
+	meta, err := json.Marshal(gossip.Meta{
+		NodeInfo: fsm.NodeInfo{ID: n.cfg.NodeID, RaftAddr: n.RaftAddr(), HTTPAddr: n.cfg.HTTPAddr},
+		Version:  buildinfo.Version(),
+	})
 	if err != nil {
 		return err
 	}
@@ -95,7 +99,7 @@ func (n *Node) startGossip() error {
 			// memberlist does not always shut a given transport down.
 			_ = mc.Transport.Shutdown()
 		}
-		return fmt.Errorf("cluster: gossip on %s: %w", n.cfg.GossipAddr, err)
+		return &ListenError{Listener: ListenerGossip, Addr: n.cfg.GossipAddr, Err: err}
 	}
 	n.gossip = ml
 	return nil

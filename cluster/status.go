@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/carmyhq/carmy/internal/buildinfo"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -16,6 +17,9 @@ type NodeStatus struct {
 	Suffrage string
 	// Gossip is "alive", "suspect", "dead" or "unknown".
 	Gossip string
+	// Version is the version of Carmy the member runs, as it says in its
+	// gossip metadata; "" until gossip has heard from it.
+	Version string
 }
 
 // Status is the node's view of the cluster.
@@ -37,7 +41,11 @@ func (n *Node) Status(context.Context) (Status, error) {
 	var st Status
 	st.LeaderID, st.LeaderHTTPAddr = n.Leader()
 	for _, s := range cfg.Configuration().Servers {
-		ns := NodeStatus{ID: string(s.ID), RaftAddr: string(s.Address), Suffrage: "nonvoter", Gossip: n.gossipState(string(s.ID))}
+		ns := NodeStatus{ID: string(s.ID), RaftAddr: string(s.Address), Suffrage: "nonvoter", Gossip: n.gossipState(string(s.ID)),
+			Version: n.members.Version(string(s.ID))}
+		if ns.ID == n.cfg.NodeID {
+			ns.Version = buildinfo.Version()
+		}
 		if s.Suffrage == 0 { // raft.Voter
 			ns.Suffrage = "voter"
 		}

@@ -36,7 +36,7 @@ const (
 func newTransport(cfg Config, t *nodeauth.TLS, refusals *nodeauth.Refusals) (*raft.NetworkTransport, *nodeauth.IdentityStream, error) {
 	ln, err := net.Listen("tcp", cfg.RaftAddr)
 	if err != nil {
-		return nil, nil, fmt.Errorf("cluster: raft transport on %s: %w", cfg.RaftAddr, err)
+		return nil, nil, &ListenError{Listener: ListenerRaft, Addr: cfg.RaftAddr, Err: err}
 	}
 	advertise, err := raftAdvertise(cfg.RaftAddr, ln.Addr())
 	if err != nil {

@@ -55,8 +55,8 @@ import (
 //   - postgres (examples/postgres/README.md): a PostgreSQL server of the
 //     reader's own in CARMY_EXAMPLE_DIR, and the example against it; skipped,
 //     loudly, without PostgreSQL's programs. initdb and postgres refuse to
-//     run as root, so as root the test puts initdb and pg_ctl first on PATH
-//     as wrappers that run them as the user postgres (or nobody).
+//     run as root: as root the README's steps run them as the user postgres
+//     themselves (examples/postgres/as-root), as a reader's would.
 //
 // All but quickstart name their ports through `$(port N)` (scripts/ports), which
 // CARMY_PORT_BASE moves. Each runs with a CARMY_PORT_BASE of its own whose
@@ -177,36 +177,6 @@ func postgresEnv(t *testing.T, env []string) []string {
 		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
 			path = v
 		}
-	}
-	if os.Geteuid() == 0 {
-		var who string
-		for _, name := range []string{"postgres", "nobody"} {
-			if exec.Command("id", "-u", name).Run() == nil {
-				who = name
-				break
-			}
-		}
-		if who == "" {
-			testutil.SkipLoudly(t, "running as root, and neither a postgres nor a nobody user exists to run initdb as")
-		}
-		if out, err := exec.Command("chown", who, pg).CombinedOutput(); err != nil {
-			t.Fatalf("chown %s %s: %v\n%s", who, pg, err, out)
-		}
-		if err := os.Chmod(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		wrap := filepath.Join(dir, "bin")
-		if err := os.Mkdir(wrap, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		for _, prog := range []string{"initdb", "pg_ctl"} {
-			script := fmt.Sprintf("#!/bin/sh\n# as root: run %s as %s\nexec setpriv --reuid=%s --regid=%s --clear-groups %s \"$@\"\n",
-				prog, who, who, who, filepath.Join(bin, prog))
-			if err := os.WriteFile(filepath.Join(wrap, prog), []byte(script), 0o755); err != nil {
-				t.Fatal(err)
-			}
-		}
-		path = wrap + string(os.PathListSeparator) + path
 	}
 	if bin != "" {
 		path += string(os.PathListSeparator) + bin

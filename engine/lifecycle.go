@@ -30,14 +30,16 @@ func (r *Runtime) Start(ctx context.Context) error {
 		return err
 	}
 	b := r.Store()
-	b.OnCancel(func(id string) { r.runs.cancel(id, errCancelled) })
-	n, err := b.MarkInterrupted(ctx, r.cfg.NodeID)
-	if err != nil {
-		return fmt.Errorf("marking this node's executions interrupted: %w", err)
-	}
-	if n > 0 {
-		r.cfg.Logger.Warn("executions left running by a previous process are now interrupted",
-			slog.Int("count", n), slog.String("node_id", r.cfg.NodeID))
+	r.subscribe.Do(func() { b.OnCancel(func(id string) { r.runs.cancel(id, errCancelled) }) })
+	if !r.cfg.NoPreviousExecutions {
+		n, err := b.MarkInterrupted(ctx, r.cfg.NodeID)
+		if err != nil {
+			return fmt.Errorf("marking this node's executions interrupted: %w", err)
+		}
+		if n > 0 {
+			r.cfg.Logger.Warn("executions left running by a previous process are now interrupted",
+				slog.Int("count", n), slog.String("node_id", r.cfg.NodeID))
+		}
 	}
 	if err := b.Ready(ctx); err != nil {
 		return fmt.Errorf("the store is not ready: %w", err)
@@ -68,17 +70,28 @@ func (r *Runtime) gate() error {
 	return nil
 }
 
-// errStarting answers calls while the node starts.
-var errStarting = store.NewError(store.CodeUnavailable, "the node is starting: it has not yet marked its previous executions interrupted")
+// errStarting answers calls while the node starts. Nothing was reserved,
+// so the tool did not run ("tool_ran": false) and a retry with the same
+// request_id is safe.
+var errStarting error = &notReservedError{err: store.NewError(store.CodeUnavailable,
+	"the node is starting: it has not yet marked interrupted the executions a previous process left running; nothing ran, retry with the same request_id")}
 
 // StartInBackground gates the runtime, so that calls answer UNAVAILABLE
 // while it starts, and runs Start in a goroutine of its own, again and
 // again with a growing pause, until it succeeds (the gate opens) or ctx
 // ends. It returns at once. A server calls it when it starts serving, so
 // that /readyz and the node-to-node endpoints answer while the store gets
-// ready (a cluster node may wait for a leader).
+// ready (a cluster node may wait for a leader). A runtime with
+// NoPreviousExecutions has nothing to mark: it subscribes to cancels and
+// takes calls at once (each waits for the store as any call does), and
+// Ready answers as its store does.
 func (r *Runtime) StartInBackground(ctx context.Context) {
-	r.phase.CompareAndSwap(phaseUngated, phaseStarting)
+	if r.cfg.NoPreviousExecutions {
+		b := r.Store()
+		r.subscribe.Do(func() { b.OnCancel(func(id string) { r.runs.cancel(id, errCancelled) }) })
+	} else {
+		r.phase.CompareAndSwap(phaseUngated, phaseStarting)
+	}
 	go r.startLoop(ctx)
 }
 

@@ -73,3 +73,45 @@ func TestGate(t *testing.T) {
 		t.Fatalf("Ready of a runtime never started = %v, want nil", err)
 	}
 }
+
+// TestStartingRefusalSaysNothingRan: a call refused while the node starts
+// says "tool_ran": false, so a client knows a retry is safe.
+func TestStartingRefusalSaysNothingRan(t *testing.T) {
+	app := engine.New(engine.WithLogger(quietLogger()))
+	app.IdempotencyStore(&slowStore{Memory: store.NewMemory(100)})
+	var c counter
+	mustAdd(t, app, engine.ToolSpec{Name: "count", Func: c.fn})
+	app.StartInBackground(t.Context())
+	_, err := app.Call(t.Context(), alice, engine.Request{Tool: "count", RequestID: "r1"})
+	var f interface{ Fields() map[string]any }
+	if store.CodeOf(err) != store.CodeUnavailable || !errors.As(err, &f) || f.Fields()[engine.FieldToolRan] != false {
+		t.Fatalf("a call while starting: %v, want UNAVAILABLE with tool_ran false", err)
+	}
+	if c.runs.Load() != 0 {
+		t.Fatal("the tool ran")
+	}
+}
+
+// TestFreshNodeTakesCallsAtOnce: a runtime whose node id ran nothing
+// before (WithNoPreviousExecutions) takes calls while its store is not yet
+// ready, instead of refusing them until it has marked previous
+// executions it cannot have; it marks nothing interrupted.
+func TestFreshNodeTakesCallsAtOnce(t *testing.T) {
+	app := engine.New(engine.WithLogger(quietLogger()), engine.WithNoPreviousExecutions())
+	st := &slowStore{Memory: store.NewMemory(100)}
+	app.IdempotencyStore(st)
+	var c counter
+	mustAdd(t, app, engine.ToolSpec{Name: "count", Func: c.fn})
+	app.StartInBackground(t.Context())
+	if _, err := app.Call(t.Context(), alice, engine.Request{Tool: "count", RequestID: "r1"}); err != nil {
+		t.Fatalf("a call on a fresh node while its store gets ready: %v, want it taken", err)
+	}
+	if err := app.Ready(t.Context()); !errors.Is(err, errNotYet) {
+		t.Fatalf("Ready = %v, want the store's answer", err)
+	}
+	st.ready.Store(true)
+	testutil.Until(t, 10*time.Second, "the runtime to be ready", func() bool { return app.Ready(t.Context()) == nil })
+	if c.runs.Load() != 1 {
+		t.Fatalf("the tool ran %d times, want 1", c.runs.Load())
+	}
+}

@@ -11,6 +11,14 @@ import (
 type Config struct {
 	// NodeID names this node in records (node_id) and in interruption.
 	NodeID string
+	// NoPreviousExecutions says that no process before this one ran
+	// executions under NodeID (an id generated on this start, or a node
+	// founding a new cluster from an empty data dir): Start has nothing to
+	// mark interrupted, so StartInBackground does not gate calls while the
+	// store gets ready. Set it only when that is certain: a call this
+	// process runs before Start marks the node's running executions
+	// interrupted would be marked too.
+	NoPreviousExecutions bool
 	// MaxResultBytes bounds the JSON of one result's data; a larger result
 	// is recorded as failed with RESULT_TOO_LARGE, never stored half.
 	MaxResultBytes int
@@ -99,6 +107,10 @@ type Option func(*Config)
 
 // WithNodeID sets the node id.
 func WithNodeID(id string) Option { return func(c *Config) { c.NodeID = id } }
+
+// WithNoPreviousExecutions declares that no earlier process ran
+// executions under this node's id (Config.NoPreviousExecutions).
+func WithNoPreviousExecutions() Option { return func(c *Config) { c.NoPreviousExecutions = true } }
 
 // WithLogger sets the logger.
 func WithLogger(l *slog.Logger) Option { return func(c *Config) { c.Logger = l } }

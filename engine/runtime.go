@@ -29,13 +29,15 @@ type Runtime struct {
 	// probeOwner tells RunProbes whether this node probes (nil: always).
 	probeOwner func() bool
 
-	runs    *runningSet
-	bg      inflight     // background release retries
-	phase   atomic.Int32 // phaseUngated, phaseStarting, phaseStarted
-	closing chan struct{}
-	closed  sync.Once
-	now     func() time.Time
-	obs     Observer
+	runs  *runningSet
+	bg    inflight     // background release retries
+	phase atomic.Int32 // phaseUngated, phaseStarting, phaseStarted
+	// subscribe subscribes to the backend's cancels once.
+	subscribe sync.Once
+	closing   chan struct{}
+	closed    sync.Once
+	now       func() time.Time
+	obs       Observer
 }
 
 // Liveness tells whether another node's runner is known to be gone (gossip

@@ -13,8 +13,11 @@ type NodeSpec struct {
 
 // ClusterNode is one member in GET /v1/cluster (SPEC §2.6). A node of a Raft cluster
 // has RaftAddr, Suffrage and Gossip; a node of a fleet on PostgreSQL
-// (SPEC §8) has none of them, and its Heartbeat ("alive" or "dead"),
-// LastHeartbeat (RFC 3339, the database's clock) and Version instead.
+// (SPEC §8) has none of them, and its Heartbeat ("alive" or "dead") and
+// LastHeartbeat (RFC 3339, the database's clock) instead. Version is the
+// version of Carmy the node runs: from its gossip metadata on a Raft
+// cluster (empty until gossip has heard from it), from its heartbeat row
+// on a fleet.
 type ClusterNode struct {
 	ID            string `json:"id"`
 	RaftAddr      string `json:"raft_addr,omitempty"`

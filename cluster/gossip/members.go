@@ -12,18 +12,26 @@ import (
 	"github.com/carmyhq/carmy/fsm"
 )
 
+// Meta is what a node says of itself in its gossip metadata (JSON): its
+// addresses, and the version of Carmy it runs (omitted by builds before
+// it, and ignored by them: they decode the addresses alone).
+type Meta struct {
+	fsm.NodeInfo
+	Version string `json:"version,omitempty"`
+}
+
 // Members tracks what gossip says of each node: the memberlist event
 // delegate, plus when each member was last seen to die.
 type Members struct {
 	mu        sync.Mutex
-	meta      map[string]fsm.NodeInfo // from gossip metadata
+	meta      map[string]Meta // from gossip metadata
 	deadSince map[string]time.Time
 	self      string
 }
 
 // NewMembers returns the tracker of the node named self.
 func NewMembers(self string) *Members {
-	return &Members{meta: make(map[string]fsm.NodeInfo), deadSince: make(map[string]time.Time), self: self}
+	return &Members{meta: make(map[string]Meta), deadSince: make(map[string]time.Time), self: self}
 }
 
 // NotifyJoin implements memberlist.EventDelegate.
@@ -45,10 +53,10 @@ func (m *Members) alive(node *memberlist.Node) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.deadSince, node.Name)
-	var info fsm.NodeInfo
-	if json.Unmarshal(node.Meta, &info) == nil && info.ID == node.Name {
-		info.GossipAddr = net.JoinHostPort(node.Addr.String(), strconv.Itoa(int(node.Port)))
-		m.meta[node.Name] = info
+	var meta Meta
+	if json.Unmarshal(node.Meta, &meta) == nil && meta.ID == node.Name {
+		meta.GossipAddr = net.JoinHostPort(node.Addr.String(), strconv.Itoa(int(node.Port)))
+		m.meta[node.Name] = meta
 	}
 }
 
@@ -74,12 +82,20 @@ func (m *Members) DiedAt(id string) (time.Time, bool) {
 func (m *Members) Info(id string) (fsm.NodeInfo, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	info, ok := m.meta[id]
-	return info, ok
+	meta, ok := m.meta[id]
+	return meta.NodeInfo, ok
 }
 
-// Delegate serves meta, this node's metadata (its fsm.NodeInfo, JSON),
-// to memberlist.
+// Version returns the version of Carmy a member said in gossip it runs;
+// "" when it said none or gossip has not heard from it.
+func (m *Members) Version(id string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.meta[id].Version
+}
+
+// Delegate serves meta, this node's metadata (its Meta, JSON), to
+// memberlist.
 func Delegate(meta []byte) memberlist.Delegate { return &delegate{meta: meta} }
 
 // delegate is Delegate's.

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/carmyhq/carmy/api/client"
 	"github.com/carmyhq/carmy/api/wire"
 	"github.com/carmyhq/carmy/internal/certs"
+	"github.com/carmyhq/carmy/internal/didyoumean"
 	"github.com/carmyhq/carmy/internal/netaddr"
 )
 
@@ -232,7 +234,7 @@ func parseClusterFlags(sub string, args []string, getenv func(string) string, st
 		opts.Addr = a
 	}
 	fs := flag.NewFlagSet("carmy cluster "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard)
 	fs.Usage = func() {} // --help prints clusterUsage to stdout; an error says where the usage is (below)
 	fs.StringVar(&opts.Addr, "addr", opts.Addr, "")
 	fs.StringVar(&opts.Token, "token", opts.Token, "")
@@ -253,7 +255,7 @@ func parseClusterFlags(sub string, args []string, getenv func(string) string, st
 				fmt.Fprint(stdout, clusterUsage)
 				return opts, nil, flag.ErrHelp
 			}
-			fmt.Fprintf(stderr, "\nRun 'carmy cluster --help' for the usage.\n")
+			fmt.Fprintf(stderr, "carmy cluster %s: %s\n\nRun 'carmy cluster --help' for the usage.\n", sub, didyoumean.FlagError(err, fs))
 			return opts, nil, errUsage
 		}
 		rest := fs.Args()
@@ -300,13 +302,13 @@ func printClusterStatus(w io.Writer, st wire.ClusterStatus) error {
 		fmt.Fprint(&b, "Leader: none known to this node\n\n")
 	}
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  ID\tRAFT ADDR\tHTTP ADDR\tSUFFRAGE\tGOSSIP")
-	for _, n := range st.Nodes {
+	fmt.Fprintln(tw, "  ID\tRAFT ADDR\tHTTP ADDR\tSUFFRAGE\tGOSSIP\tVERSION")
+	for _, n := range byID(st.Nodes) {
 		mark := " "
 		if n.ID == leaderID {
 			mark = "*"
 		}
-		fmt.Fprintf(tw, "%s %s\t%s\t%s\t%s\t%s\n", mark, orDash(n.ID), orDash(n.RaftAddr), orDash(n.HTTPAddr), orDash(n.Suffrage), orDash(n.Gossip))
+		fmt.Fprintf(tw, "%s %s\t%s\t%s\t%s\t%s\t%s\n", mark, orDash(n.ID), orDash(n.RaftAddr), orDash(n.HTTPAddr), orDash(n.Suffrage), orDash(n.Gossip), orDash(n.Version))
 	}
 	if len(st.Nodes) == 0 {
 		fmt.Fprintln(tw, "  (no members)")
@@ -329,7 +331,7 @@ func printFleetStatus(w io.Writer, st wire.ClusterStatus) error {
 	fmt.Fprintf(&b, "Store: PostgreSQL (no leader: the nodes share the database)\nDatabase: %s\n\n", db)
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tHTTP ADDR\tHEARTBEAT\tLAST HEARTBEAT\tVERSION")
-	for _, n := range st.Nodes {
+	for _, n := range byID(st.Nodes) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", orDash(n.ID), orDash(n.HTTPAddr), orDash(n.Heartbeat), orDash(n.LastHeartbeat), orDash(n.Version))
 	}
 	if len(st.Nodes) == 0 {
@@ -339,6 +341,12 @@ func printFleetStatus(w io.Writer, st wire.ClusterStatus) error {
 	fmt.Fprintf(&b, "\nEntries: %d of capacity %d\n", st.Entries, st.Capacity)
 	_, err := w.Write(b.Bytes())
 	return err
+}
+
+// byID returns a copy of nodes sorted by id: the order a person looks
+// for a node in, whatever order the node answered them in.
+func byID(nodes []wire.ClusterNode) []wire.ClusterNode {
+	return slices.SortedFunc(slices.Values(nodes), func(a, b wire.ClusterNode) int { return strings.Compare(a.ID, b.ID) })
 }
 
 func orDash(s string) string {

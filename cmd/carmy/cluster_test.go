@@ -88,21 +88,22 @@ func runCluster(t *testing.T, env map[string]string, args ...string) (stdout, st
 	return out.String(), errOut.String(), err
 }
 
-// threeNodes is a GET /v1/cluster answer of SPEC §2.6.
+// threeNodes is a GET /v1/cluster answer of SPEC §2.6, its nodes in the
+// Raft configuration's order (the order they joined), not by id.
 const threeNodes = `{"leader":{"id":"node1","http_addr":"127.0.0.1:8081"},
 "nodes":[
- {"id":"node1","raft_addr":"127.0.0.1:8301","http_addr":"127.0.0.1:8081","suffrage":"voter","gossip":"alive"},
- {"id":"node2","raft_addr":"127.0.0.1:8302","http_addr":"127.0.0.1:8082","suffrage":"voter","gossip":"suspect"},
- {"id":"node3","raft_addr":"127.0.0.1:8303","http_addr":"","suffrage":"nonvoter","gossip":"dead"}],
+ {"id":"node2","raft_addr":"127.0.0.1:8302","http_addr":"127.0.0.1:8082","suffrage":"voter","gossip":"suspect","version":"v1.3.0"},
+ {"id":"node3","raft_addr":"127.0.0.1:8303","http_addr":"","suffrage":"nonvoter","gossip":"dead"},
+ {"id":"node1","raft_addr":"127.0.0.1:8301","http_addr":"127.0.0.1:8081","suffrage":"voter","gossip":"alive","version":"v1.2.0"}],
 "commit_index":12,"applied_index":11,"entries":3,"capacity":100000}`
 
-// threeNodesTable is how carmy cluster prints threeNodes.
+// threeNodesTable is how carmy cluster prints threeNodes: sorted by id.
 const threeNodesTable = `Leader: node1 (http 127.0.0.1:8081)
 
-  ID     RAFT ADDR       HTTP ADDR       SUFFRAGE  GOSSIP
-* node1  127.0.0.1:8301  127.0.0.1:8081  voter     alive
-  node2  127.0.0.1:8302  127.0.0.1:8082  voter     suspect
-  node3  127.0.0.1:8303  -               nonvoter  dead
+  ID     RAFT ADDR       HTTP ADDR       SUFFRAGE  GOSSIP   VERSION
+* node1  127.0.0.1:8301  127.0.0.1:8081  voter     alive    v1.2.0
+  node2  127.0.0.1:8302  127.0.0.1:8082  voter     suspect  v1.3.0
+  node3  127.0.0.1:8303  -               nonvoter  dead     -
 
 Commit index: 12, applied index: 11
 Entries: 3 of capacity 100000
@@ -138,7 +139,7 @@ func TestClusterStatusWithoutLeader(t *testing.T) {
 	if !strings.Contains(stdout, "Leader: none") || strings.Contains(stdout, "*") {
 		t.Errorf("stdout =\n%s\nwant no leader and no line marked *", stdout)
 	}
-	if !regexp.MustCompile(`(?m)^  node2 +127\.0\.0\.1:8302 +127\.0\.0\.1:8082 +voter +unknown$`).MatchString(stdout) {
+	if !regexp.MustCompile(`(?m)^  node2 +127\.0\.0\.1:8302 +127\.0\.0\.1:8082 +voter +unknown +-$`).MatchString(stdout) {
 		t.Errorf("stdout =\n%s\nwant node2's line", stdout)
 	}
 }
@@ -494,9 +495,9 @@ func TestClusterAgainstARealNode(t *testing.T) {
 	if !strings.Contains(out, "Leader: solo (http "+s.addr+")") {
 		t.Errorf("stdout does not name solo at %s as the leader:\n%s", s.addr, out)
 	}
-	line := regexp.MustCompile(`(?m)^\* solo +127\.0\.0\.1:\d+ +` + regexp.QuoteMeta(s.addr) + ` +voter +alive$`)
+	line := regexp.MustCompile(`(?m)^\* solo +127\.0\.0\.1:\d+ +` + regexp.QuoteMeta(s.addr) + ` +voter +alive +` + regexp.QuoteMeta(version) + `$`)
 	if !line.MatchString(out) {
-		t.Errorf("stdout has no line marking solo as the leader, a voter, alive:\n%s", out)
+		t.Errorf("stdout has no line marking solo as the leader, a voter, alive, of version %s:\n%s", version, out)
 	}
 	if !regexp.MustCompile(`Entries: 0 of capacity 100000`).MatchString(out) {
 		t.Errorf("stdout does not give the entries and capacity:\n%s", out)

@@ -7,9 +7,12 @@ import (
 	"io"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/carmyhq/carmy/internal/didyoumean"
 )
 
 // explainYAML turns the YAML decoder's error for the config file raw into
@@ -21,7 +24,7 @@ func explainYAML(raw []byte, err error) error {
 	if errors.As(err, &te) {
 		msgs := make([]string, len(te.Errors))
 		for i, e := range te.Errors {
-			msgs[i] = explainField(e)
+			msgs[i] = explainField(raw, e)
 		}
 		return errors.New(strings.Join(msgs, "; "))
 	}
@@ -49,10 +52,30 @@ func firstBadLine(raw []byte) int {
 	return 0
 }
 
-var unknownField = regexp.MustCompile(`^line (\d+): field (\S+) not found in type \S+$`)
+var (
+	unknownField = regexp.MustCompile(`^line (\d+): field (\S+) not found in type \S+$`)
+	wrongType    = regexp.MustCompile("^line (\\d+): cannot unmarshal !!\\w+ `(.*)` into (\\S+)$")
+)
 
-// explainField rewrites the decoder's "field X not found in type T".
-func explainField(e string) string {
+// wantOfType says how a value of a scalar Go type is written in the file;
+// the decoder's own words stay for the others (lists, maps).
+var wantOfType = map[string]string{
+	"bool": "true or false", "int": "a whole number", "int64": "a whole number", "uint64": "a whole number",
+	"float64": "a number", "string": "a string",
+}
+
+// explainField rewrites the decoder's "field X not found in type T" and
+// "cannot unmarshal !!str `v` into T" of the config file raw, naming the
+// key and what its value should be.
+func explainField(raw []byte, e string) string {
+	if m := wrongType.FindStringSubmatch(e); m != nil && wantOfType[m[3]] != "" {
+		line, _ := strconv.Atoi(m[1])
+		want := wantOfType[m[3]]
+		if key := keyOnLine(raw, line); key != "" {
+			return fmt.Sprintf("line %d: %s: %q is not valid here: want %s", line, key, m[2], want)
+		}
+		return fmt.Sprintf("line %d: %q is not valid here: want %s", line, m[2], want)
+	}
 	m := unknownField.FindStringSubmatch(e)
 	if m == nil {
 		return e
@@ -67,13 +90,21 @@ func explainField(e string) string {
 // nearestKey returns the key of the config file nearest to k (at most two
 // edits away), or "".
 func nearestKey(k string) string {
-	best, bestD := "", 3
-	for _, c := range configKeys() {
-		if d := editDistance(strings.ToLower(k), c); d < bestD {
-			best, bestD = c, d
-		}
+	return didyoumean.Nearest(k, configKeys(), 2)
+}
+
+// keyOnLine returns the key that line n (from 1) of raw sets, or "".
+func keyOnLine(raw []byte, n int) string {
+	lines := strings.Split(string(raw), "\n")
+	if n < 1 || n > len(lines) {
+		return ""
 	}
-	return best
+	l := strings.TrimLeft(strings.TrimSpace(lines[n-1]), "- ")
+	key, _, ok := strings.Cut(l, ":")
+	if !ok || strings.ContainsAny(key, " \"'{[") {
+		return ""
+	}
+	return key
 }
 
 // configKeys returns every yaml key of fileConfig, at any depth.
@@ -99,25 +130,4 @@ func configKeys() []string {
 	}
 	walk(reflect.TypeFor[fileConfig]())
 	return keys
-}
-
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }

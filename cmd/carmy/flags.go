@@ -14,6 +14,7 @@ import (
 
 	"github.com/carmyhq/carmy/api"
 	"github.com/carmyhq/carmy/cluster"
+	"github.com/carmyhq/carmy/internal/didyoumean"
 	"github.com/carmyhq/carmy/internal/tlsmux"
 )
 
@@ -25,7 +26,10 @@ type serveConfig struct {
 	NodeID string
 	// NodeIDSet says whether --node-id (or its variable) was given, so
 	// that an explicitly empty id is refused.
-	NodeIDSet     bool
+	NodeIDSet bool
+	// fresh says that no earlier process ran executions under this
+	// node's id (noPreviousExecutions); not a flag.
+	fresh         bool
 	DataDir       string
 	HTTPAddr      string
 	RaftAddr      string
@@ -248,10 +252,18 @@ func parseServe(args []string, getenv func(string) string, out io.Writer) (serve
 			}
 		}
 	}
+	// The flag package prints nothing of its own: --help prints the usage;
+	// a wrong flag gets one line naming it (and the flag meant) and a
+	// pointer to the usage, not the usage itself.
+	usage := fs.Usage
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			usage()
 			return cfg, flag.ErrHelp
 		}
+		fmt.Fprintf(out, "carmy serve: %s\nRun 'carmy serve --help' for the flags.\n", didyoumean.FlagError(err, fs))
 		return cfg, errUsage
 	}
 	fs.Visit(func(f *flag.Flag) {

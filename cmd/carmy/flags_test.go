@@ -532,7 +532,7 @@ func TestRunVersion(t *testing.T) {
 			if err := run(t.Context(), []string{arg}, &stdout, &stderr); err != nil {
 				t.Fatalf("run(%s): %v", arg, err)
 			}
-			if got, want := stdout.String(), "carmy "+version+"\n"; got != want {
+			if got, want := stdout.String(), versionLine()+"\n"; got != want || !strings.HasPrefix(got, "carmy "+version+" (commit ") {
 				t.Errorf("stdout = %q, want %q", got, want)
 			}
 			if stderr.Len() != 0 {

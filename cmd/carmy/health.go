@@ -11,6 +11,7 @@ import (
 
 	"github.com/carmyhq/carmy/api/client"
 	"github.com/carmyhq/carmy/internal/certs"
+	"github.com/carmyhq/carmy/internal/didyoumean"
 )
 
 const healthUsage = `Usage: carmy health [--addr host:port] [--live] [--ca-file PEM] [--timeout d]
@@ -44,7 +45,7 @@ func healthCmd(ctx context.Context, args []string, getenv func(string) string, s
 			fmt.Fprint(stdout, healthUsage)
 			return nil
 		}
-		fmt.Fprintf(stderr, "carmy health: %v\n\n%s", err, healthUsage)
+		fmt.Fprintf(stderr, "carmy health: %s\n\n%s", didyoumean.FlagError(err, fs), healthUsage)
 		return errUsage
 	}
 	if fs.NArg() > 0 {

@@ -8,10 +8,13 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
 	"github.com/carmyhq/carmy/internal/bench"
+	"github.com/carmyhq/carmy/internal/buildinfo"
+	"github.com/carmyhq/carmy/internal/didyoumean"
 )
 
 func main() {
@@ -47,7 +50,7 @@ Usage:
   carmy cluster status|join|remove [...]  administer a cluster through a node's admin API
   carmy bench [flags]                     drive running nodes with calls; report throughput and latency
   carmy health [--addr H:P] [--live]      exit 0 iff a node is ready (or alive): a health check for images
-  carmy keygen                            print a new random gossip key (for --gossip-key)
+  carmy keygen                            print a new random key (for --gossip-key, --cluster-key or a token)
   carmy tls ca|cert [...]                 make the cluster CA and node certificates (for --node-tls-*)
   carmy version                           print the version
   carmy help [command]                    show help
@@ -56,8 +59,41 @@ Run 'carmy help serve' for the flags, 'carmy help cluster' for the cluster comma
 'carmy help bench' for the benchmark.
 `
 
-// version is set at build time with -ldflags "-X main.version=…".
-var version = "dev"
+// versionUsage is what `carmy help version` prints.
+const versionUsage = `Usage: carmy version
+
+Prints the version of this build of Carmy, the commit it was built from and
+the Go version that built it: carmy <version> (commit <sha>, <go version>).
+The version is the module's (go install …@v1.2.3), or a pseudo-version of
+the checkout it was built in; "dev" when the build recorded none.
+`
+
+// helpUsage is what `carmy help help` prints.
+const helpUsage = `Usage: carmy help [command]
+
+Prints the help of a command (serve, cluster, bench, health, keygen, tls,
+version), or the list of commands.
+`
+
+// version is this build's version (internal/buildinfo).
+var version = buildinfo.Version()
+
+// versionLine is what `carmy version` prints.
+func versionLine() string {
+	bi := buildinfo.Get()
+	commit := bi.Commit
+	if commit == "" {
+		commit = "unknown"
+	}
+	return fmt.Sprintf("carmy %s (commit %s, %s)", bi.Version, commit, bi.GoVersion)
+}
+
+// commandHelp returns the help of each command, for `carmy help <command>`
+// and `carmy <command> --help`; serve's is printed by its flag set.
+var commandHelp = map[string]string{
+	"cluster": clusterUsage, "bench": bench.Usage, "health": healthUsage, "keygen": keygenUsage,
+	"tls": tlsUsage, "version": versionUsage, "help": helpUsage,
+}
 
 // run dispatches a command line.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -80,32 +116,53 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "keygen":
 		return keygen(rest, rand.Reader, stdout, stderr)
 	case "version", "--version":
-		fmt.Fprintln(stdout, "carmy", version)
+		if wantsHelp(rest) {
+			fmt.Fprint(stdout, versionUsage)
+			return nil
+		}
+		if len(rest) > 0 {
+			fmt.Fprintf(stderr, "carmy version: unexpected argument %q\n\n%s", rest[0], versionUsage)
+			return errUsage
+		}
+		fmt.Fprintln(stdout, versionLine())
 		return nil
 	case "help", "-h", "--help":
-		if len(rest) > 0 && rest[0] == "serve" {
-			return serve(ctx, []string{"--help"}, stdout, stdout)
-		}
-		if len(rest) > 0 && rest[0] == "cluster" {
-			fmt.Fprint(stdout, clusterUsage)
-			return nil
-		}
-		if len(rest) > 0 && rest[0] == "bench" {
-			fmt.Fprint(stdout, bench.Usage)
-			return nil
-		}
-		if len(rest) > 0 && rest[0] == "health" {
-			fmt.Fprint(stdout, healthUsage)
-			return nil
-		}
-		if len(rest) > 0 && rest[0] == "tls" {
-			fmt.Fprint(stdout, tlsUsage)
-			return nil
-		}
-		fmt.Fprint(stdout, usage)
-		return nil
+		return help(ctx, rest, stdout, stderr)
 	default:
-		fmt.Fprintf(stderr, "carmy: unknown command %q\n\n%s", cmd, usage)
+		fmt.Fprintf(stderr, "carmy: unknown command %q%s\n\n%s", cmd, didYouMeanCommand(cmd), usage)
 		return errUsage
 	}
+}
+
+// help runs `carmy help [command]`: the command's help on stdout (exit
+// 0), the list of commands without one, and a usage error (exit 2) for a
+// command that does not exist.
+func help(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	if args[0] == "serve" {
+		return serve(ctx, []string{"--help"}, stdout, stdout)
+	}
+	if text, ok := commandHelp[args[0]]; ok {
+		fmt.Fprint(stdout, text)
+		return nil
+	}
+	fmt.Fprintf(stderr, "carmy help: unknown command %q%s\n\n%s", args[0], didYouMeanCommand(args[0]), usage)
+	return errUsage
+}
+
+// didYouMeanCommand returns " (did you mean \"x\"?)" for the command
+// nearest to cmd, or "".
+func didYouMeanCommand(cmd string) string {
+	names := []string{"serve"}
+	for name := range commandHelp {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	if near := didyoumean.Nearest(cmd, names, 2); near != "" {
+		return fmt.Sprintf(" (did you mean %q?)", near)
+	}
+	return ""
 }

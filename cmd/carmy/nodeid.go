@@ -103,3 +103,25 @@ func checkNodeID(id string) error {
 	}
 	return nil
 }
+
+// noPreviousExecutions reports whether no earlier process can have run
+// executions under the id this node starts with, so that it takes calls
+// at once (carmy.WithNoPreviousExecutions) rather than wait to mark them
+// interrupted. Called before the node id is resolved, it holds when the
+// data dir has no Raft state and either the id is to be generated (no
+// --node-id, no id kept in the data dir: a new random id) or the node
+// founds a new Raft cluster (--bootstrap, or --dev without --join): no
+// cluster holds its records. A node that joins with a given id may be one
+// whose data dir was lost, whose executions the cluster still holds.
+func noPreviousExecutions(cfg serveConfig) bool {
+	if _, err := os.Stat(filepath.Join(cfg.DataDir, "raft.db")); !errors.Is(err, fs.ErrNotExist) {
+		return false
+	}
+	if cfg.NodeID == "" {
+		_, err := os.Stat(filepath.Join(cfg.DataDir, nodeIDFile))
+		if errors.Is(err, fs.ErrNotExist) {
+			return true
+		}
+	}
+	return cfg.Bootstrap && !cfg.usesPostgres()
+}

@@ -32,6 +32,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	log := newLogger(cfg, stderr)
+	cfg.fresh = noPreviousExecutions(cfg) // before the node id is resolved and kept
 	var keepNodeID func() error
 	if cfg.NodeID, keepNodeID, err = resolveNodeID(cfg, log); err != nil {
 		return err
@@ -69,7 +70,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	node, err := carmy.StartNode(ctx, nc)
 	if err != nil {
-		return err
+		return explainListen(err)
 	}
 	started(node)
 	return runNode(ctx, node, log)

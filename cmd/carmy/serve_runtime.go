@@ -46,6 +46,9 @@ func loadConfigAndAuth(cfg serveConfig, log *slog.Logger) (fileConfig, api.Auth,
 // it declares.
 func buildRuntime(cfg serveConfig, fc fileConfig, lim limits, log *slog.Logger) (*carmy.Runtime, error) {
 	opts := []carmy.Option{carmy.WithNodeID(cfg.NodeID), carmy.WithLogger(log)}
+	if cfg.fresh {
+		opts = append(opts, carmy.WithNoPreviousExecutions())
+	}
 	if fc.Limits.ResultBytes > 0 {
 		opts = append(opts, carmy.WithMaxResultBytes(fc.Limits.ResultBytes))
 	}

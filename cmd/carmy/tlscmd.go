@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/internal/certs"
+	"github.com/carmyhq/carmy/internal/didyoumean"
 )
 
 const tlsUsage = `Usage: carmy tls <command> [flags]
@@ -62,7 +63,7 @@ func tlsCmd(args []string, now time.Time, stdout, stderr io.Writer) error {
 		return nil
 	}
 	fs := flag.NewFlagSet("carmy tls "+args[0], flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard)
 	dir := fs.String("dir", ".", "")
 	days := fs.Int("days", 0, "")
 	nodeID := fs.String("node-id", "", "")
@@ -75,7 +76,7 @@ func tlsCmd(args []string, now time.Time, stdout, stderr io.Writer) error {
 		fmt.Fprint(stdout, tlsUsage)
 		return nil
 	} else if err != nil {
-		fmt.Fprintf(stderr, "\n%s", tlsUsage)
+		fmt.Fprintf(stderr, "carmy tls %s: %s\n\n%s", args[0], didyoumean.FlagError(err, fs), tlsUsage)
 		return errUsage
 	}
 	if fs.NArg() > 0 || *days < 0 {

@@ -5,6 +5,10 @@
 //
 //	go run ./cmd/carmy serve --dev          # in another terminal
 //	go run ./examples/agent                 # or: -url http://host:8080/mcp -token …
+//
+// Without -url it calls 127.0.0.1 on the port docs/cluster.md calls 8080,
+// moved by CARMY_PORT_BASE as scripts/ports moves it (the README's dev
+// node started on $(port 8080)).
 package main
 
 import (
@@ -13,13 +17,19 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 func main() {
-	url := flag.String("url", "http://127.0.0.1:8080/mcp", "the node's MCP endpoint")
+	port, err := devPort(os.Getenv("CARMY_PORT_BASE"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "agent:", err)
+		os.Exit(2)
+	}
+	url := flag.String("url", fmt.Sprintf("http://127.0.0.1:%d/mcp", port), "the node's MCP endpoint (default port 8080, moved by $CARMY_PORT_BASE)")
 	token := flag.String("token", os.Getenv("CARMY_TOKEN"), "bearer token, when the node has auth on (default $CARMY_TOKEN)")
 	step := flag.String("request-id", fmt.Sprintf("agent-step-%d", time.Now().UnixNano()), "the step's request id, stable across its retries")
 	flag.Parse()
@@ -69,4 +79,17 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
 	return b.next.RoundTrip(r)
+}
+
+// devPort is the port of the dev node: 8080 for CARMY_PORT_BASE 7000 (the
+// default, base ""), moved with it as scripts/ports does (base + 1080).
+func devPort(base string) (int, error) {
+	if base == "" {
+		return 8080, nil
+	}
+	b, err := strconv.Atoi(base)
+	if err != nil || b < 1024 || b > 64000 {
+		return 0, fmt.Errorf("CARMY_PORT_BASE=%s: want a number between 1024 and 64000 (default 7000)", base)
+	}
+	return b + 8080 - 7000, nil
 }

@@ -466,7 +466,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		{[]string{"--targets", "127.0.0.1:1,http://"}, `--targets: "http://"`},
 		{[]string{"--progress", "-1s"}, "--progress -1s"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
-		{[]string{"--no-such-flag"}, "flag provided but not defined: -no-such-flag"},
+		{[]string{"--no-such-flag"}, "unknown flag --no-such-flag"},
 		{[]string{"--clients", "many"}, `invalid value "many" for flag -clients`},
 	} {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/internal/certs"
+	"github.com/carmyhq/carmy/internal/didyoumean"
 	"github.com/carmyhq/carmy/internal/netaddr"
 )
 
@@ -123,24 +124,13 @@ type benchOptions struct {
 	Version    string // of the carmy build, for the User-Agent (not a flag)
 }
 
-// parseBenchFlags reads `carmy bench` flags over the defaults and the
-// environment, and checks them. A usage error was printed, with a hint to
-// the usage, and is ErrUsage; --help printed the usage and is flag.ErrHelp.
-func parseBenchFlags(args []string, getenv func(string) string, stdout, stderr io.Writer) (benchOptions, error) {
-	opts := benchOptions{
-		Clients: 16, Duration: 10 * time.Second, Mode: modeNew, ReplayPool: 1000,
-		RetryShare: 0.2, DupShare: 0.05, Tool: "echo", Transport: transportHTTP, MCPVersion: mcpVersionNewest, ArgsSize: 64, Timeout: 10 * time.Second,
-		Metrics: true, Progress: time.Second, Token: getenv(envBenchToken), CAFile: getenv(certs.EnvCAFile),
-	}
-	targets := "127.0.0.1:8080"
-	if t := getenv(envBenchTargets); t != "" {
-		targets = t
-	}
-	var quiet bool
+// benchFlagSet declares the flags of `carmy bench` over opts, targets and
+// quiet, whose values are the defaults; it prints nothing of its own.
+func benchFlagSet(opts *benchOptions, targets *string, quiet *bool) *flag.FlagSet {
 	fs := flag.NewFlagSet("carmy bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard)
 	fs.Usage = func() {} // the hint follows the problem, below; --help prints the usage
-	fs.StringVar(&targets, "targets", targets, "")
+	fs.StringVar(targets, "targets", *targets, "")
 	fs.StringVar(&opts.Token, "token", opts.Token, "")
 	fs.StringVar(&opts.CAFile, "ca-file", opts.CAFile, "")
 	fs.IntVar(&opts.Clients, "clients", opts.Clients, "")
@@ -159,16 +149,42 @@ func parseBenchFlags(args []string, getenv func(string) string, stdout, stderr i
 	fs.DurationVar(&opts.Timeout, "timeout", opts.Timeout, "")
 	fs.BoolVar(&opts.Metrics, "metrics", opts.Metrics, "")
 	fs.DurationVar(&opts.Progress, "progress", opts.Progress, "")
-	fs.BoolVar(&quiet, "quiet", false, "")
+	fs.BoolVar(quiet, "quiet", false, "")
 	fs.BoolVar(&opts.JSON, "json", false, "")
 	fs.StringVar(&opts.Label, "label", "", "")
 	fs.StringVar(&opts.Table, "table", "", "")
+	return fs
+}
+
+// FlagNames returns the names of the flags of `carmy bench`, for the
+// tests that keep its help and docs/cli.md complete.
+func FlagNames() []string {
+	var names []string
+	benchFlagSet(&benchOptions{}, new(string), new(bool)).VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	return names
+}
+
+// parseBenchFlags reads `carmy bench` flags over the defaults and the
+// environment, and checks them. A usage error was printed, with a hint to
+// the usage, and is ErrUsage; --help printed the usage and is flag.ErrHelp.
+func parseBenchFlags(args []string, getenv func(string) string, stdout, stderr io.Writer) (benchOptions, error) {
+	opts := benchOptions{
+		Clients: 16, Duration: 10 * time.Second, Mode: modeNew, ReplayPool: 1000,
+		RetryShare: 0.2, DupShare: 0.05, Tool: "echo", Transport: transportHTTP, MCPVersion: mcpVersionNewest, ArgsSize: 64, Timeout: 10 * time.Second,
+		Metrics: true, Progress: time.Second, Token: getenv(envBenchToken), CAFile: getenv(certs.EnvCAFile),
+	}
+	targets := "127.0.0.1:8080"
+	if t := getenv(envBenchTargets); t != "" {
+		targets = t
+	}
+	var quiet bool
+	fs := benchFlagSet(&opts, &targets, &quiet)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, benchUsage)
 			return opts, flag.ErrHelp
 		}
-		fmt.Fprintf(stderr, "\nRun 'carmy bench --help' for the usage.\n")
+		fmt.Fprintf(stderr, "carmy bench: %s\n\nRun 'carmy bench --help' for the usage.\n", didyoumean.FlagError(err, fs))
 		return opts, ErrUsage
 	}
 	set := map[string]bool{}

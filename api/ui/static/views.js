@@ -20,7 +20,8 @@ export function cluster(c, onRemove) {
       c.applied_index < c.commit_index ? h('span', { class: 'muted' }, ` (${c.commit_index - c.applied_index} behind)`) : null),
     h('dt', {}, 'Records'), h('dd', {},
       h('meter', { min: 0, max: c.capacity || 1, value: c.entries, high: (c.capacity || 1) * 0.8, 'aria-label': 'records against capacity' }),
-      ` ${c.entries.toLocaleString()} of ${c.capacity.toLocaleString()} (${(used * 100).toFixed(1)} %)`));
+      ` ${c.entries.toLocaleString()} of ${c.capacity.toLocaleString()} (${(used * 100).toFixed(1)} %)`),
+    ...versionFacts(c.nodes || []));
 
   const nodes = [...(c.nodes || [])].sort((a, b) => a.id.localeCompare(b.id, undefined, { numeric: true }));
   const rows = nodes.map((n) => h('tr', {},
@@ -28,13 +29,14 @@ export function cluster(c, onRemove) {
     h('td', {}, n.suffrage),
     h('td', {}, h('span', { class: `badge gossip-${n.gossip}` }, n.gossip)),
     h('td', { class: 'mono addrs' }, h('span', {}, `raft ${n.raft_addr}`), h('span', {}, `http ${n.http_addr}`)),
+    h('td', { class: 'mono' }, n.version || '–'),
     h('td', {}, h('button', {
       type: 'button', class: 'small', 'data-key': `remove-${n.id}`,
       'aria-label': `Remove node ${n.id}`, onclick: (ev) => onRemove(n, ev.currentTarget),
     }, 'Remove…'))));
   const table = scroller('Cluster members', h('table', {},
     h('caption', {}, `Members (${rows.length})`),
-    h('thead', {}, h('tr', {}, ['Node', 'Suffrage', 'Gossip', 'Addresses'].map((t) => h('th', { scope: 'col' }, t)),
+    h('thead', {}, h('tr', {}, ['Node', 'Suffrage', 'Gossip', 'Addresses', 'Version'].map((t) => h('th', { scope: 'col' }, t)),
       h('th', { scope: 'col' }, h('span', { class: 'visually-hidden' }, 'Actions')))),
     h('tbody', {}, rows)));
   return [facts, table];
@@ -55,7 +57,8 @@ function fleet(c) {
       : h('span', { class: 'badge gossip-dead' }, 'unreachable')),
     h('dt', {}, 'Records'), h('dd', {},
       h('meter', { min: 0, max: c.capacity || 1, value: c.entries, high: (c.capacity || 1) * 0.8, 'aria-label': 'records against capacity' }),
-      ` ${c.entries.toLocaleString()} of ${c.capacity.toLocaleString()} (${(used * 100).toFixed(1)} %)`));
+      ` ${c.entries.toLocaleString()} of ${c.capacity.toLocaleString()} (${(used * 100).toFixed(1)} %)`),
+    ...versionFacts(c.nodes || []));
   const nodes = [...(c.nodes || [])].sort((a, b) => a.id.localeCompare(b.id, undefined, { numeric: true }));
   const rows = nodes.map((n) => h('tr', {},
     h('th', { scope: 'row' }, n.id),
@@ -68,6 +71,25 @@ function fleet(c) {
     h('thead', {}, h('tr', {}, ['Node', 'Heartbeat', 'Last heartbeat', 'Address', 'Version'].map((t) => h('th', { scope: 'col' }, t)))),
     h('tbody', {}, rows)));
   return [facts, table];
+}
+
+// versionFacts returns the "Version" fact of a cluster: the one version its
+// nodes run, or, flagged, each version and its nodes when they differ (a
+// rolling upgrade under way, or a node left behind). Nodes whose version
+// is not known yet are left out.
+function versionFacts(nodes) {
+  const byVersion = new Map();
+  for (const n of nodes) {
+    if (!n.version) continue;
+    if (!byVersion.has(n.version)) byVersion.set(n.version, []);
+    byVersion.get(n.version).push(n.id);
+  }
+  if (byVersion.size === 0) return [];
+  if (byVersion.size === 1) return [h('dt', {}, 'Version'), h('dd', { id: 'version', class: 'mono' }, [...byVersion.keys()][0])];
+  const list = [...byVersion].map(([v, ids]) => `${v} (${ids.sort().join(', ')})`).join('; ');
+  return [h('dt', {}, 'Version'), h('dd', { id: 'version' },
+    h('span', { class: 'warn', 'data-key': 'mixed-versions' }, 'mixed versions'),
+    h('span', { class: 'muted' }, ` ${list}: finish the upgrade, or run one build on every node`))];
 }
 
 // --- Executions --------------------------------------------------------------
