@@ -56,6 +56,15 @@ type Request struct {
 	// not block. A replay, a refusal or an uncertain identity never
 	// calls it.
 	OnReserved func(store.Record)
+	// OnSent, when set, is told once the tool's request has started to
+	// leave this node (sent.go): at once when a tool that does not mark
+	// it itself (ToolSpec.MarksSent) is invoked; else when the tool calls
+	// MarkSent, or returns with anything but ErrNotSent. It is called at
+	// most once, after OnReserved, from any goroutine, and must not block.
+	// A call whose tool does not run, or whose request is never sent,
+	// never calls it. Only the callers that wait for it set it: a call
+	// without it pays nothing.
+	OnSent func()
 	// Progress, when set, receives the progress the tool reports
 	// (ReportProgress) while it runs on this node; it must not block.
 	Progress func(Progress)

@@ -59,6 +59,7 @@ func (r *Runtime) invoke(rn *run, p *pending, rec store.Record) (res store.Resul
 	ctx, stop := rn.withTimeout(p.timeout)
 	defer stop()
 	ctx = withProgress(ctx, p.req.Progress)
+	ctx, ended := startSent(ctx, p)
 	start := time.Now()
 	type ret struct {
 		data json.RawMessage
@@ -74,6 +75,9 @@ func (r *Runtime) invoke(rn *run, p *pending, rec store.Record) (res store.Resul
 	case got = <-done:
 	case <-ctx.Done():
 		got = ret{err: ctx.Err()}
+	}
+	if ended != nil {
+		ended(got.err)
 	}
 	res = store.Result{ExecutionID: rec.ExecutionID, FinishedAt: r.now()}
 	switch cause := context.Cause(ctx); {

@@ -116,7 +116,9 @@ const maxRedirects = 10
 // (see egress.Redactor). Any other status fails with UPSTREAM_STATUS, an address
 // the egress policy refuses with EGRESS_DENIED, a request that gets no
 // answer with UPSTREAM_UNREACHABLE; the end of the tool's context is
-// returned as its error (timed_out or cancelled).
+// returned as its error (timed_out or cancelled). It calls MarkSent once
+// the first byte of the request is written: register it with
+// ToolSpec.MarksSent.
 //
 // Func checks the configuration: an error names what is wrong without
 // repeating the URL or a header's value.
@@ -202,7 +204,12 @@ type httpTool struct {
 }
 
 func (t *httpTool) call(ctx context.Context, c Call) (any, error) {
-	rctx, send := egress.TrackSend(ctx)
+	// The caller is told once a byte of the request is written (MarkSent);
+	// through a transport that cannot tell, the request counts as sent.
+	rctx, send := egress.TrackSendNotify(ctx, SentFunc(ctx))
+	if !t.traceable {
+		MarkSent(ctx)
+	}
 	req, err := http.NewRequestWithContext(rctx, t.method, t.URL, bytes.NewReader(c.Arguments))
 	if err != nil {
 		// Func built one already: this does not happen, but its text would

@@ -78,6 +78,12 @@ type ToolSpec struct {
 	// when zero).
 	Probe       ProbeFunc
 	ProbeGiveUp time.Duration
+	// MarksSent says that Func calls an upstream and calls MarkSent once
+	// the first byte of its request has left this node (as HTTPTool's
+	// Func and an upstream MCP server's tools do), so that a caller that
+	// waits for it (Request.OnSent: an MCP task call) is not told before.
+	// Without it, the tool counts as sent when it is invoked.
+	MarksSent bool
 }
 
 // ToolInfo describes a registered tool.

@@ -41,13 +41,17 @@ type callState struct {
 	mu      sync.Mutex
 	sends   []*egress.Send
 	written atomic.Bool
+	// onSent, when not nil, tells the engine that a byte of the call's
+	// request left (engine.SentFunc): called when written is set, and by
+	// each traced request's first byte written.
+	onSent func()
 }
 
 // traceSend traces req, a request made for the call (over HTTP), and
 // keeps net/http from sending it again once written (GuardResend),
 // returning the request to send.
 func (st *callState) traceSend(req *http.Request) *http.Request {
-	ctx, send := egress.TrackSend(req.Context())
+	ctx, send := egress.TrackSendNotify(req.Context(), st.onSent)
 	st.mu.Lock()
 	st.sends = append(st.sends, send)
 	st.mu.Unlock()

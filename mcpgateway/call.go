@@ -39,6 +39,7 @@ func (u *Upstream) spec(t *mcp.Tool) (engine.ToolSpec, error) {
 		DedupeWindow:     u.cfg.DedupeWindow,
 		ProbeGiveUp:      u.cfg.ReconcileGiveUp,
 		Func:             u.callFunc(t.Name),
+		MarksSent:        true, // through the call's state (callState.onSent)
 	}
 	if u.cfg.ReconcileTool != "" {
 		spec.Probe = u.reconcileFunc(t.Name)
@@ -135,7 +136,7 @@ func (u *Upstream) callFunc(name string) engine.ToolFunc {
 // send sends the tools/call of c on cn and returns its result, or the
 // tool's error when it got none (failed).
 func (u *Upstream) send(ctx context.Context, cn *conn, c engine.Call, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
-	st := &callState{call: c}
+	st := &callState{call: c, onSent: engine.SentFunc(ctx)}
 	defer st.done.Store(true)
 	// A call that ends by its context (its timeout, a cancellation)
 	// before its answer: the SDK sends notifications/cancelled, and a

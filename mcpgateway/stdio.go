@@ -275,6 +275,9 @@ func (c *childConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	err := c.Connection.Write(ctx, msg)
 	if err == nil || c.child.written.Load() > before {
 		st.written.Store(true)
+		if st.onSent != nil {
+			st.onSent()
+		}
 	}
 	return err
 }

@@ -240,7 +240,7 @@ func (h *Handler) middleware(next sdk.MethodHandler) sdk.MethodHandler {
 				switch {
 				case err != nil:
 					return nil, err
-				case res == nil: // a task whose reservation committed (serveTaskCall)
+				case res == nil: // a task whose request left the node (serveTaskCall)
 					return res, nil
 				}
 				info.ran = res

@@ -19,8 +19,9 @@ import (
 // execution_id, so it is durable, answered by every node, and outlives
 // the node that started it. Carmy serves both forms:
 //
-//   - 2025-11-25 (core): a tools/call with params.task is answered, as
-//     soon as its reservation has committed, with {"task": …};
+//   - 2025-11-25 (core): a tools/call with params.task is answered, once
+//     its reservation has committed and its tool's request has left the
+//     node (startTask), with {"task": …};
 //     tasks/get answers the task, tasks/result waits for its end and
 //     answers the tool's result, tasks/list the caller's tasks, newest
 //     first, a page at a time, and tasks/cancel cancels it;
@@ -129,11 +130,13 @@ func errorMessage(raw json.RawMessage) string {
 }
 
 // serveTaskCall answers a tools/call that asks for a task: the task once
-// the reservation has committed (or the task of the identity's record,
-// when the call is a retry of it), else the refusal as a result. From
-// 2026-07-28 on, a call answered with a result rather than a task (a
-// retry of a finished call, a refusal, a reconcile tool) is finished as
-// the SDK finishes any tools/call's result (newProtocolResult).
+// the reservation has committed and the tool's request has left the node
+// (or the task of the identity's record, when the call is a retry of
+// it), else the result or the refusal a plain call would have had
+// (startTask). From 2026-07-28 on, a call answered with a result rather
+// than a task (a retry of a finished call, a refusal, a reconcile tool)
+// is finished as the SDK finishes any tools/call's result
+// (newProtocolResult).
 func (h *Handler) serveTaskCall(w http.ResponseWriter, r *http.Request, msg ownMessage, p ownParams, version string) {
 	mode := &callMode{task: true}
 	ctx := withCallMode(r.Context(), mode)
@@ -169,16 +172,28 @@ func (h *Handler) serveTaskCall(w http.ResponseWriter, r *http.Request, msg ownM
 	}
 }
 
-// startTask runs call as a task (callTool, for a mode.task call): it
-// returns once the reservation has committed, with mode.rec set and no
-// result, while the tool runs on; or once the runtime answers first
-// (a replay, a retry of a running or interrupted identity), with
-// mode.rec set to its record and the result the call would have had;
-// or with the refusal.
+// taskSentWait bounds how long a task call waits, once reserved, for its
+// tool's request to leave the node before it is answered with its task
+// all the same (an upstream whose connection neither opens nor fails).
+const taskSentWait = 5 * time.Second
+
+// startTask runs call as a task (callTool, for a mode.task call). It
+// returns with mode.rec set and no result once the reservation has
+// committed and the tool's request has left this node
+// (engine.Request.OnSent; or taskSentWait after the reservation), while
+// the tool runs on. It returns the result the call would have had, as a
+// plain call's, when the runtime answers first: a replay or a retry of a
+// running or interrupted identity (mode.rec set to its record), a run
+// that ended before its request was known to have left (its record, or
+// the refusal of a request never sent: UNAVAILABLE, nothing recorded),
+// or any refusal. A task is thus never answered for an execution that
+// is then released unrecorded.
 func (h *Handler) startTask(ctx context.Context, caller *engine.Caller, call engine.Request, info *CallInfo, mode *callMode) (*sdk.CallToolResult, error) {
 	call.Task = true
 	reserved := make(chan store.Record, 1)
 	call.OnReserved = func(rec store.Record) { reserved <- rec }
+	sent := make(chan struct{})
+	call.OnSent = func() { close(sent) } // at most once
 	type answered struct {
 		resp engine.Response
 		err  error
@@ -189,12 +204,7 @@ func (h *Handler) startTask(ctx context.Context, caller *engine.Caller, call eng
 		resp, err := h.cfg.Runtime.Call(context.WithoutCancel(ctx), *caller, call)
 		done <- answered{resp, err}
 	}()
-	select {
-	case rec := <-reserved:
-		mode.rec = &rec
-		info.ExecutionID, info.Status, info.RequestID = rec.ExecutionID, string(rec.Status), rec.Key.RequestID
-		return nil, nil
-	case a := <-done:
+	ended := func(a answered) (*sdk.CallToolResult, error) {
 		if a.err == nil {
 			mode.rec = &a.resp.Record
 			info.ExecutionID, info.Status, info.Replayed = a.resp.Record.ExecutionID, string(a.resp.Record.Status), a.resp.Replayed
@@ -205,9 +215,28 @@ func (h *Handler) startTask(ctx context.Context, caller *engine.Caller, call eng
 			mode.rec = &ue.Record
 		}
 		return answer(a.err, info)
+	}
+	var rec store.Record
+	select {
+	case rec = <-reserved:
+	case a := <-done:
+		return ended(a)
 	case <-ctx.Done():
 		return answer(ctx.Err(), info)
 	}
+	bound := time.NewTimer(taskSentWait)
+	defer bound.Stop()
+	select {
+	case <-sent:
+	case <-bound.C:
+	case a := <-done:
+		return ended(a)
+	case <-ctx.Done():
+		return answer(ctx.Err(), info)
+	}
+	mode.rec = &rec
+	info.ExecutionID, info.Status, info.RequestID = rec.ExecutionID, string(rec.Status), rec.Key.RequestID
+	return nil, nil
 }
 
 // serveTaskMethod answers tasks/get, tasks/result, tasks/list,

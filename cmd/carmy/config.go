@@ -372,7 +372,7 @@ func (fc fileConfig) toolSpecsLogging(getenv func(string) string, log *slog.Logg
 		if engine.ReservedToolName(tc.Name) {
 			return nil, fmt.Errorf("config %s: the name %s and names beginning %s. are reserved for Carmy's own tools (carmy.lookup, carmy.cancel, carmy.resolve): choose another", where, engine.ReservedPrefix, engine.ReservedPrefix)
 		}
-		spec := carmy.ToolSpec{Name: tc.Name, Description: tc.Description, RequireRequestID: tc.RequireRequestID}
+		spec := carmy.ToolSpec{Name: tc.Name, Description: tc.Description, RequireRequestID: tc.RequireRequestID, MarksSent: true}
 		if tc.Timeout != "" {
 			d, err := time.ParseDuration(tc.Timeout)
 			if err != nil || d <= 0 {

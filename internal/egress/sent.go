@@ -26,9 +26,18 @@ import (
 // goroutine, before the Write that carried the request returns, so a count
 // taken after the write would miss bytes the answer already answered, and
 // a redirect's rewind would then be refused as a re-send.
+//
+// It also tells the requests given it that asked (TrackSendNotify) when a
+// write of theirs has put a byte on the wire: the requests it was given
+// since its last write that put one.
 type countingConn struct {
 	net.Conn
 	written atomic.Int64
+	// waiting is how many requests wait in watchers for a byte written:
+	// a write reads it, and takes mu only when it is not zero.
+	waiting  atomic.Int32
+	mu       sync.Mutex
+	watchers []*Send
 }
 
 func (c *countingConn) Write(p []byte) (int, error) {
@@ -37,7 +46,30 @@ func (c *countingConn) Write(p []byte) (int, error) {
 	if n < len(p) {
 		c.written.Add(int64(n - len(p)))
 	}
+	if n > 0 && c.waiting.Load() > 0 {
+		c.wrote()
+	}
 	return n, err
+}
+
+// watch has s told of the next write that puts a byte on the wire.
+func (c *countingConn) watch(s *Send) {
+	c.mu.Lock()
+	c.watchers = append(c.watchers, s)
+	c.waiting.Store(int32(len(c.watchers)))
+	c.mu.Unlock()
+}
+
+// wrote tells the watchers that a byte was written.
+func (c *countingConn) wrote() {
+	c.mu.Lock()
+	ws := c.watchers
+	c.watchers = nil
+	c.waiting.Store(0)
+	c.mu.Unlock()
+	for _, s := range ws {
+		s.notify()
+	}
 }
 
 // CountWrites returns dial with every connection it makes counting the
@@ -61,6 +93,10 @@ type Send struct {
 	// (a response's first byte) arrived: writes to them up to their
 	// base were made before it.
 	answered int
+	// onSent, when not nil, is called once when Sent first turns true
+	// (TrackSendNotify); notified says it was.
+	onSent   func()
+	notified atomic.Bool
 }
 
 type tracked struct {
@@ -73,7 +109,16 @@ type tracked struct {
 // made with it is given by an *http.Transport, and the Send that reads
 // them. Use ctx for exactly one request (and its redirects).
 func TrackSend(ctx context.Context) (context.Context, *Send) {
-	s := &Send{}
+	return TrackSendNotify(ctx, nil)
+}
+
+// TrackSendNotify is TrackSend, and calls onSent (when not nil) once, as
+// soon as a byte of the request may have been written — when Sent would
+// first answer true: the write that put a byte on a counting connection
+// has returned, or the request was given a connection that does not
+// count. onSent may run on the transport's goroutines and must not block.
+func TrackSendNotify(ctx context.Context, onSent func()) (context.Context, *Send) {
+	s := &Send{onSent: onSent}
 	trace := &httptrace.ClientTrace{
 		GotConn:              func(info httptrace.GotConnInfo) { s.got(info.Conn) },
 		GotFirstResponseByte: s.answer,
@@ -153,12 +198,27 @@ func (s *Send) got(c net.Conn) {
 		c = tc.NetConn()
 	}
 	t := tracked{}
-	if cc, ok := c.(*countingConn); ok {
+	cc, counts := c.(*countingConn)
+	if counts {
 		t.c, t.start = cc, cc.written.Load()
 	}
 	s.mu.Lock()
 	s.conns = append(s.conns, t)
 	s.mu.Unlock()
+	switch {
+	case s.onSent == nil:
+	case counts:
+		cc.watch(s)
+	default:
+		s.notify() // reads as sent (Sent)
+	}
+}
+
+// notify calls onSent, the first time only.
+func (s *Send) notify() {
+	if s.onSent != nil && s.notified.CompareAndSwap(false, true) {
+		s.onSent()
+	}
 }
 
 // Sent reports whether a byte may have been written for the request since

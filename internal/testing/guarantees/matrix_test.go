@@ -30,8 +30,8 @@ var routes = []route{
 // docs/testing.md repeats the table (TestNotApplicableDocumented). A key
 // is "route/scenario", "*" matching any.
 var notApplicable = map[string]string{
-	"tasks-2025-11-25/client-aborts": "a task call is answered as soon as its reservation commits: there is no call in flight to abort, and a poll given up changes nothing",
-	"tasks-2026-07-28/client-aborts": "a task call is answered as soon as its reservation commits: there is no call in flight to abort, and a poll given up changes nothing",
+	"tasks-2025-11-25/client-aborts": "a task call is answered as soon as its tool's request has left the node: there is no call in flight to abort, and a poll given up changes nothing",
+	"tasks-2026-07-28/client-aborts": "a task call is answered as soon as its tool's request has left the node: there is no call in flight to abort, and a poll given up changes nothing",
 }
 
 func notApplicableTo(r, s string) (string, bool) {
