@@ -12,10 +12,10 @@ import (
 )
 
 // TestNoOutsideContractCited: no file of the repository cites the
-// contract document the project keeps outside it ("SPEC §2.2",
-// "SPEC.md", "a SPEC code"). A newcomer cannot follow such a citation:
-// the rule must be pointed at on a page of docs/ instead
-// (docs/errors.md, docs/api.md#executions, …), and stated there.
+// contract document the project keeps outside it: the word SPEC, before a
+// section number, in "SPEC.md" or in "a SPEC code". A newcomer cannot
+// follow such a citation: the rule must be pointed at on a page of docs/
+// instead (docs/errors.md, docs/api.md#executions, …), and stated there.
 // This file is the one exception, as it names what it looks for.
 func TestNoOutsideContractCited(t *testing.T) {
 	root := repoRoot(t)
