@@ -138,7 +138,7 @@ func Timeout(d time.Duration) ToolOption { return engine.Timeout(d) }
 // RequireRequestID makes a tool's calls without a request_id invalid.
 func RequireRequestID() ToolOption { return engine.RequireRequestID() }
 
-// DemoTools returns the demo tools of SPEC §3.2.
+// DemoTools returns the demo tools of docs/cli.md#--dev.
 func DemoTools() []ToolSpec { return engine.DemoTools() }
 
 // NewExecutionID returns a new execution id (see engine.NewExecutionID).

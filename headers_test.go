@@ -48,7 +48,7 @@ func rawRequest(t *testing.T, conn net.Conn, pad int) (*http.Response, []byte) {
 	return resp, body
 }
 
-// want431 checks SPEC §2.2's envelope with INVALID_REQUEST and status 431.
+// want431 checks the envelope of docs/errors.md with INVALID_REQUEST and status 431.
 func want431(t *testing.T, what string, resp *http.Response, body []byte) {
 	t.Helper()
 	var env struct {

@@ -18,8 +18,8 @@ const netHTTP431 = "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type
 
 // envelopeListener returns the connections of ln with net/http's own 431
 // answer replaced by answer (api.OversizedHeadersAnswer): net/http has no
-// hook for that answer, so every error reaches the client as SPEC §2.2's
-// envelope. A *tls.Conn (from tlsmux) is wrapped too, the replacement
+// hook for that answer, so every error reaches the client in the
+// envelope of docs/errors.md. A *tls.Conn (from tlsmux) is wrapped too, the replacement
 // happening before encryption: net/http then no longer recognises the
 // connection as TLS, so the wrapper completes the handshake itself, within
 // handshake, when net/http first asks for its state (ConnectionState),

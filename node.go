@@ -45,7 +45,7 @@ type NodeConfig struct {
 	// runtime's, Metrics to the runtime's registry.
 	Raft *cluster.Config
 	// Postgres makes the node one of a fleet sharing a PostgreSQL
-	// database (SPEC §8): no Raft, no gossip.
+	// database (docs/operations.md#a-fleet-on-postgresql): no Raft, no gossip.
 	Postgres *PostgresConfig
 	// Upstreams are the upstream MCP servers whose tools the runtime has
 	// registered (mcpgateway): StartNode starts them, Close closes them
@@ -145,7 +145,7 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 }
 
 // openRaft opens the cluster member and makes its replicated store the
-// runtime's backend; the leader probes (SPEC §3.3).
+// runtime's backend; the leader probes (docs/config.md#reconcile-probes).
 func (n *Node) openRaft(c cluster.Config, apiCfg *api.Config, wrap func(http.Handler) http.Handler) error {
 	if c.HTTPAddr == "" {
 		c.HTTPAddr = n.ln.Addr().String()

@@ -12,7 +12,7 @@ import (
 // fleetAdmin adapts a postgres.Fleet to the API's Cluster interface:
 // GET /v1/cluster lists the nodes from their heartbeats, with no leader,
 // and the database; the Raft membership routes answer 409 INVALID_STATE
-// (SPEC §8).
+// (docs/operations.md#a-fleet-on-postgresql).
 type fleetAdmin struct{ f *postgres.Fleet }
 
 var _ api.Cluster = fleetAdmin{}

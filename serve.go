@@ -30,7 +30,7 @@ const DefaultAddr = "127.0.0.1:8080"
 // /readyz and the internal endpoints work. cfg.Logger and cfg.Metrics
 // default to the runtime's logger and registry.
 //
-// Every error answer is SPEC §2.2's envelope, those net/http makes
+// Every error answer is the envelope of docs/errors.md, those net/http makes
 // itself included where it can be told: headers over
 // cfg.Timeouts.HeaderBytes are 431 with code INVALID_REQUEST, whether the
 // API refuses them or net/http does, past api.Timeouts.ServerMaxHeaderBytes
@@ -52,7 +52,7 @@ func (r *Runtime) Serve(ctx context.Context, ln net.Listener, cfg api.Config) er
 		return err
 	}
 	r.StartInBackground(ctx)
-	// Reconcile probes run while the node serves (SPEC §3.3).
+	// Reconcile probes run while the node serves (docs/config.md#reconcile-probes).
 	probeCtx, stopProbes := context.WithCancel(ctx)
 	probing := make(chan struct{})
 	go func() {

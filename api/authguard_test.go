@@ -332,7 +332,7 @@ func mcpFrom(t *testing.T, client *http.Client, url string, authorization ...str
 	return resp.StatusCode, resp.Header, body
 }
 
-// rpcErrorCode returns the SPEC §2.2 code a JSON-RPC error carries in its
+// rpcErrorCode returns the error code (docs/errors.md) a JSON-RPC error carries in its
 // data ("" for none).
 func rpcErrorCode(body map[string]any) string {
 	e, _ := body["error"].(map[string]any)

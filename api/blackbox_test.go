@@ -1,8 +1,8 @@
 package api_test
 
 // Black-box tests: a built `carmy serve` process on loopback, driven over
-// real HTTP, asserting the rows of SPEC §1's outcome table and §2.2's error
-// table that one node can show.
+// real HTTP, asserting the rows of the outcome table of docs/api.md#concepts and of the error
+// table of docs/errors.md that one node can show.
 
 import (
 	"encoding/json"

@@ -10,7 +10,7 @@ import (
 	"github.com/carmyhq/carmy/store"
 )
 
-// Cluster is what the server needs of a cluster for SPEC §2.6. A node
+// Cluster is what the server needs of a cluster for docs/api.md#cluster-administration. A node
 // without one answers the cluster routes as a cluster of itself cannot:
 // 404 NOT_FOUND.
 type Cluster interface {

@@ -11,7 +11,7 @@ import (
 	"github.com/carmyhq/carmy/store"
 )
 
-// consoleRoutes serves the operator console (SPEC §6, package ui) at
+// consoleRoutes serves the operator console (docs/console.md, package ui) at
 // /ui/. Its assets are static and hold no data, so they are served
 // without a token; the page then calls the API with the token its user
 // gives it. Every answer under /ui, a 404 included, carries ui.Headers

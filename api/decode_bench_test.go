@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// benchBodies are call bodies of the sizes agents send: the SPEC's
+// benchBodies are call bodies of the sizes agents send: docs/api.md's
 // example, one without request_id, and one with larger arguments.
 var benchBodies = map[string]string{
 	"spec":        `{"tool":"create_order","arguments":{"sku":"KB-01"},"request_id":"order-7f3","session_id":"sess-1","metadata":{"agent":"planner"},"timeout_ms":5000}`,

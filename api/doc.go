@@ -1,10 +1,10 @@
-// Package api serves Carmy's HTTP API (SPEC §2) with Echo.
+// Package api serves Carmy's HTTP API (docs/api.md) with Echo.
 //
 // The server decodes strictly (unknown fields, wrong types and oversized
 // bodies are refused), authenticates bearer tokens into an engine.Caller,
 // and hands the call to a Runtime. Every error, Echo's own 404, 405 and
-// 413 included, leaves through one HTTPErrorHandler that writes SPEC
-// §2.2's envelope:
+// 413 included, leaves through one HTTPErrorHandler that writes the
+// envelope of docs/errors.md:
 //
 //	{"error":{"code":"…","message":"…", …}}
 //

@@ -11,7 +11,7 @@ import (
 	"github.com/carmyhq/carmy/store"
 )
 
-// statusOf maps every SPEC §2.2 code (store.Codes) to its HTTP status: the
+// statusOf maps every error code of docs/errors.md (store.Codes) to its HTTP status: the
 // one place where errors become statuses.
 var statusOf = map[string]int{
 	store.CodeInvalidRequest:       http.StatusBadRequest,
@@ -33,7 +33,7 @@ var statusOf = map[string]int{
 
 // statusBeyondCode lists the statuses an error may answer with other than
 // its code's, each with the one code it carries: the code stays the
-// contract's (SPEC §2.2 has no code of its own for them), while the status
+// contract's (docs/errors.md has no code of its own for them), while the status
 // tells a client more. An *Error of this package sets one (its status
 // field); the error handler honours it only when it is listed here with
 // that code.
@@ -86,7 +86,7 @@ func invalidField(field, msg string) *Error {
 // fielder is implemented by errors that add members to the envelope.
 type fielder interface{ Fields() map[string]any }
 
-// envelope is SPEC §2.2's error body.
+// envelope is the error body of docs/errors.md.
 type envelope struct {
 	Error map[string]any `json:"error"`
 }
@@ -131,7 +131,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 	}
 }
 
-// classify turns err into a SPEC code, a message and extra fields.
+// classify turns err into an error code (docs/errors.md), a message and extra fields.
 func (s *Server) classify(err error, c echo.Context) (code, msg string, extra map[string]any) {
 	var he *echo.HTTPError
 	if errors.As(err, &he) {

@@ -14,7 +14,7 @@ import (
 	"github.com/carmyhq/carmy/store"
 )
 
-// codedError is an error with a SPEC code, as package carmy raises them
+// codedError is an error with an error code of docs/errors.md, as package carmy raises them
 // (api tests cannot import carmy, which imports api).
 type codedError struct{ code, msg string }
 
@@ -103,7 +103,7 @@ func runtimeErrorCases() []errorCase {
 		{name: "wrapped unknown tool", err: fmt.Errorf("call: %w", &codedError{"UNKNOWN_TOOL", "no tool"}), status: 404, code: "UNKNOWN_TOOL"},
 		{name: "forbidden", err: &codedError{"FORBIDDEN", "not yours"}, status: 403, code: "FORBIDDEN"},
 		{name: "deadline", err: fmt.Errorf("reserve: %w", context.DeadlineExceeded), status: 503, code: "UNAVAILABLE", retryAfter: true},
-		{name: "code unknown to SPEC", err: &codedError{"SECRET_CODE", "secret internal detail"}, status: 500, code: "INTERNAL"},
+		{name: "code unknown to the contract", err: &codedError{"SECRET_CODE", "secret internal detail"}, status: 500, code: "INTERNAL"},
 		{name: "plain error", err: errors.New("secret internal detail"), status: 500, code: "INTERNAL"},
 		// The api decodes request bodies itself; a JSON error from the
 		// runtime is its own fault, not the client's.

@@ -56,7 +56,7 @@ func (s *Server) findExecutions(c echo.Context) error {
 }
 
 // listRequest reads a listing's parameters. Without session_id an admin
-// lists every session and another caller the session "" (SPEC §2.4, §6);
+// lists every session and another caller the session "" (docs/api.md#executions, docs/console.md);
 // all_sessions=true lists every session for any caller, and names no
 // session_id. status is one status or a comma-separated list of them
 // (the runtime refuses one it does not know); tool and principal, when

@@ -158,7 +158,7 @@ func (c *callSeen) answer(resp engine.Response) func(context.Context, engine.Cal
 	}
 }
 
-// Times as SPEC §2.1 shows them; started is given in another zone to check
+// Times as docs/api.md#calling-a-tool-post-v1toolscall shows them; started is given in another zone to check
 // that answers are in UTC.
 var (
 	started  = time.Date(2026, 11, 30, 11, 0, 0, 123_000_000, time.FixedZone("CET", 3600))
@@ -306,7 +306,7 @@ func wantJSON(t testing.TB, a answer, status int) map[string]any {
 	return m
 }
 
-// wantError checks that a is SPEC §2.2's envelope with status and code,
+// wantError checks that a is the envelope of docs/errors.md with status and code,
 // and returns the error object.
 func wantError(t testing.TB, a answer, status int, code string) map[string]any {
 	t.Helper()

@@ -19,7 +19,7 @@ import (
 // FuzzServerCall posts arbitrary bytes, with an arbitrary Content-Type and
 // Idempotency-Key, to the real handler over a runtime that answers one
 // fixed record. Whatever comes in, the answer is JSON with a status of 200,
-// 400, 413 or 415, and every non-200 answer is SPEC §2.2's envelope.
+// 400, 413 or 415, and every non-200 answer is the envelope of docs/errors.md.
 func FuzzServerCall(f *testing.F) {
 	seeds := []string{
 		`{"tool":"create_order","arguments":{"sku":"KB-01"},"request_id":"order-7f3","session_id":"sess-1","metadata":{"agent":"planner"},"timeout_ms":5000}`,

@@ -30,8 +30,8 @@ import (
 //   - one of Config.AllowedHosts (--allowed-hosts): a name, or *.suffix
 //     for every name under suffix.
 //
-// Any other Host is answered 421 Misdirected Request, in SPEC §2.2's
-// envelope with code FORBIDDEN and the refused name as `host`, on every
+// Any other Host is answered 421 Misdirected Request, in the
+// envelope of docs/errors.md with code FORBIDDEN and the refused name as `host`, on every
 // route but the node-to-node endpoints under /internal/ (which other
 // nodes call by whatever address they were given, and which the cluster
 // key or node TLS authenticate).

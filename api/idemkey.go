@@ -6,7 +6,7 @@ import (
 )
 
 // idempotencyKey returns the request_id an Idempotency-Key header gives,
-// "" when the header is absent. Two forms are read (SPEC §2.1):
+// "" when the header is absent. Two forms are read (docs/api.md#calling-a-tool-post-v1toolscall):
 //
 //   - the IETF draft's, an RFC 8941 String: `"order-7f3"`, whose unquoted
 //     value (with `\"` and `\\` unescaped) is the request_id;

@@ -22,7 +22,7 @@ const (
 	TransportMCP  = "mcp"  // tools/call at /mcp
 )
 
-// mcpRoutes serves the Model Context Protocol at /mcp (SPEC §5.1, package
+// mcpRoutes serves the Model Context Protocol at /mcp (docs/mcp.md, package
 // api/mcp) and the RFC 9728 metadata document it points to. This server
 // lends the endpoint its tokens, the failures each client address may
 // make, the principals' rate limits, its metrics and its call log.

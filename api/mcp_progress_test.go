@@ -17,7 +17,7 @@ import (
 )
 
 // TestMCPProgressFromUpstream: an upstream MCP server's progress reaches
-// a client of /mcp that asked for it (SPEC §5.4), with the client's own
+// a client of /mcp that asked for it (docs/mcp.md#progress), with the client's own
 // token, on the call's stream; the client is the official Go SDK's.
 func TestMCPProgressFromUpstream(t *testing.T) {
 	// The upstream: one tool that reports three steps, then answers.

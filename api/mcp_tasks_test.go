@@ -1,6 +1,6 @@
 package api_test
 
-// Tests of MCP tasks, cancelling and the reconcile tools (SPEC §5.1, §5.4)
+// Tests of MCP tasks, cancelling and the reconcile tools (docs/mcp.md#long-calls-tasks, docs/mcp.md#cancelling, docs/mcp.md, "Reconciling from the model")
 // through the API server and a real runtime, with raw JSON-RPC: what a
 // client sends is spelt out, so the wire forms of 2025-11-25 and of the
 // 2026-07-28 tasks extension are checked as the protocol writes them.

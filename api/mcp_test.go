@@ -1,6 +1,6 @@
 package api_test
 
-// Tests of /mcp through the API server (SPEC §5.1 with §2's policies): rate
+// Tests of /mcp through the API server (docs/mcp.md with the policies of docs/api.md): rate
 // limits and quotas hold for tools/call, the metrics count MCP calls apart
 // from HTTP ones, the call log names the transport, and a tool registered
 // while the node serves is listed and callable at once.

@@ -8,7 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 )
 
-// openapiDoc is the OpenAPI 3.1 document of the HTTP API (SPEC §2),
+// openapiDoc is the OpenAPI 3.1 document of the HTTP API (docs/api.md),
 // written by hand. openapi_test.go drives a real node through every route
 // and checks each request and answer against it, and checks that it lists
 // exactly the routes the server registers.

@@ -41,8 +41,8 @@ import (
 // undocumentedRoutes are the routes the document leaves out on purpose.
 // /internal/* is node-to-node (forwarded writes and reads, joins):
 // authenticated by the cluster key or node TLS rather than bearer tokens,
-// spoken only by Carmy nodes, and not part of the public API (SPEC §2).
-// /ui and /ui/* are the console's page and its static assets (SPEC §6),
+// spoken only by Carmy nodes, and not part of the public API (docs/api.md).
+// /ui and /ui/* are the console's page and its static assets (docs/console.md),
 // not API operations.
 var undocumentedRoutes = map[string]bool{"/internal/*": true, "/ui": true, "/ui/*": true}
 
@@ -729,7 +729,7 @@ func TestOpenAPIConformance(t *testing.T) {
 		t.Errorf("retry after release: %s", r.raw)
 	}
 
-	// MCP (SPEC §5.1): a JSON-RPC request, a notification, no token, a
+	// MCP (docs/mcp.md): a JSON-RPC request, a notification, no token, a
 	// body that is not JSON-RPC; the metadata document.
 	mcpHeaders := map[string]string{"Accept": "application/json, text/event-stream"}
 	mcpPost := func(token, body string, status int, req reqWant) reply {

@@ -13,7 +13,7 @@ import (
 type overloadChecker interface{ Overloaded(size int64) error }
 
 // earlyRefusalBytes: a call body at least this large is refused for load
-// before it is read, when the runtime would refuse it anyway (SPEC §7).
+// before it is read, when the runtime would refuse it anyway (docs/operations.md#overload).
 // Reading and decoding a large body only to refuse it costs a loaded
 // node the CPU it lacks; small ones are cheaper to read than to guess.
 const earlyRefusalBytes = 64 << 10

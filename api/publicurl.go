@@ -10,7 +10,7 @@ import (
 
 // The node's base URL, as documents that name the node give it (the /mcp
 // protected-resource metadata and the resource_metadata of its 401,
-// SPEC §5.1): Config.PublicURL when set, else the address of the listener
+// docs/mcp.md): Config.PublicURL when set, else the address of the listener
 // the request came in on (the connection's local address, which the
 // client cannot choose), over https when the API serves TLS. Never the
 // request's Host, which the client chooses: reflected into the document,

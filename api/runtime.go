@@ -8,10 +8,10 @@ import (
 )
 
 // Runtime is what the server calls of the tool runtime, in the runtime's
-// own types; *engine.Runtime implements it. Errors carry SPEC §2.2 codes
+// own types; *engine.Runtime implements it. Errors carry the error codes of docs/errors.md
 // through store.Coded.
 type Runtime interface {
-	// Call runs a tool (SPEC §2.1).
+	// Call runs a tool (docs/api.md#calling-a-tool-post-v1toolscall).
 	Call(ctx context.Context, caller engine.Caller, req engine.Request) (engine.Response, error)
 	// Tools lists the registered tools.
 	Tools() []engine.ToolInfo
@@ -29,6 +29,6 @@ type Runtime interface {
 	Cancel(ctx context.Context, caller engine.Caller, id string) (store.Record, error)
 	// Resolve settles an interrupted execution.
 	Resolve(ctx context.Context, caller engine.Caller, id string, res engine.Resolution) (store.Record, error)
-	// Ready returns nil when the node can serve calls (SPEC §2.7 /readyz).
+	// Ready returns nil when the node can serve calls (docs/api.md#health /readyz).
 	Ready(ctx context.Context) error
 }

@@ -26,7 +26,7 @@ type Config struct {
 	// BodyLimit bounds a request body in bytes (DefaultBodyLimit when 0).
 	BodyLimit int64
 	Logger    *slog.Logger
-	// Cluster serves SPEC §2.6 (nil: a node on its own).
+	// Cluster serves docs/api.md#cluster-administration (nil: a node on its own).
 	Cluster Cluster
 	// Internal, when set, serves the node-to-node endpoints under
 	// /internal/; it authenticates its callers itself.

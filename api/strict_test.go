@@ -9,7 +9,7 @@ import (
 
 // notIJSON are member values that encoding/json takes but RFC 8785
 // canonicalisation (the fingerprint of a recorded call) refuses: what a
-// strict decoder must refuse in every call (SPEC §2.2, issue 14 finding 5).
+// strict decoder must refuse in every call (docs/api.md#calling-a-tool-post-v1toolscall, issue 14 finding 5).
 var notIJSON = []struct{ name, value string }{
 	{"duplicate key", `{"a":1,"a":2}`},
 	{"nested duplicate key", `{"x":[{"b":true,"b":false}]}`},

@@ -8,10 +8,10 @@ import (
 	"github.com/carmyhq/carmy/store"
 )
 
-// timeFormat renders times as SPEC §2.1 shows them: UTC, milliseconds.
+// timeFormat renders times as docs/api.md#calling-a-tool-post-v1toolscall shows them: UTC, milliseconds.
 const timeFormat = "2006-01-02T15:04:05.000Z07:00"
 
-// recordView is the JSON of an execution (SPEC §2.1, §2.4).
+// recordView is the JSON of an execution (docs/api.md#calling-a-tool-post-v1toolscall, docs/api.md#executions).
 type recordView struct {
 	ExecutionID string          `json:"execution_id"`
 	RequestID   string          `json:"request_id,omitempty"`

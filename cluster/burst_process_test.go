@@ -26,7 +26,7 @@ import (
 // A call may first answer 503 UNAVAILABLE (its tool ran but its outcome
 // was not recorded within the store timeout, or its reservation could not
 // be confirmed) on a slow machine: the client then retries with the same
-// request_id, as SPEC §1 tells clients to, and so does it on 409
+// request_id, as docs/guarantees.md tells clients to, and so does it on 409
 // EXECUTION_UNCERTAIN while the outcome is being recorded. What must hold
 // is the outcome; the answers that were not at once completed are counted
 // in the log.

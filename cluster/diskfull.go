@@ -11,7 +11,7 @@ import (
 	"github.com/carmyhq/carmy/store"
 )
 
-// A full disk (SPEC §7). When the leader's queued log write fails for want
+// A full disk (docs/operations.md#a-full-disk). When the leader's queued log write fails for want
 // of space, raftlog.Store retries it until there is room; meanwhile this node:
 //   - refuses new calls (a reservation, locally or forwarded) with
 //     UNAVAILABLE before anything is reserved, so no tool runs that could

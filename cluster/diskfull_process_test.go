@@ -1,6 +1,6 @@
 package cluster_test
 
-// A full disk, black-box (SPEC §7): real `carmy serve` processes whose
+// A full disk, black-box (docs/operations.md#a-full-disk): real `carmy serve` processes whose
 // data dirs are small tmpfs mounts, filled with a file until the file
 // system answers ENOSPC while calls are made, then emptied again. The
 // calls go to an HTTP tool (procUpstream) that counts how often each
@@ -23,7 +23,7 @@ import (
 	"github.com/carmyhq/carmy/internal/testutil"
 )
 
-// diskFullWritesAgain is the target (SPEC §7) for writes to resume once
+// diskFullWritesAgain is the target (docs/operations.md#a-full-disk) for writes to resume once
 // there is room; the test asserts a generous multiple of it and logs what
 // it measured.
 const (
@@ -315,7 +315,7 @@ func replayAll(t *testing.T, n *diskNode, calls []acked) {
 	}
 }
 
-// TestProcessDiskFull: SPEC §7's full disk on the leader of a single
+// TestProcessDiskFull: the full disk of docs/operations.md#a-full-disk on the leader of a single
 // node, then on the leader and on a follower of a 3-node cluster. The node
 // stays up; it answers new calls 503 UNAVAILABLE before running them (a
 // lone leader), or forwards them to a leader that can write (a follower,

@@ -19,7 +19,7 @@
 // follower has it, and puts it back as the log holds it).
 //
 // Errors keep one vocabulary end to end. An outcome of the contract travels
-// between nodes as its SPEC code (store.Code) and is rebuilt on the other
+// between nodes as its error code (store.Code, docs/errors.md) and is rebuilt on the other
 // side as the same store error, so errors.Is works on every node. Two
 // states of one attempt are no outcome and travel apart: "not the leader"
 // (nothing applied: ask the leader) and "outcome unknown". Uncertainty is

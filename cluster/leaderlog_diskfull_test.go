@@ -59,7 +59,7 @@ func fullDisks() (map[string]*fullDisk, func(*cluster.Config)) {
 	}
 }
 
-// TestFullDiskOnASingleNode checks SPEC §7 on a real single-node Raft:
+// TestFullDiskOnASingleNode checks docs/operations.md#a-full-disk on a real single-node Raft:
 // when its log cannot be written for want of space the node stays up and
 // keeps leading, refuses new reservations (UNAVAILABLE, before anything
 // is reserved), still answers what it recorded, holds a completion until

@@ -202,7 +202,7 @@ func Open(cfg Config) (*Node, error) {
 // a few rounds of the largest batches (MaxAppendEntries).
 const logCacheSize = 1024
 
-// Raft's timing and batching (SPEC §7: load alone causes no leader
+// Raft's timing and batching (docs/operations.md#overload: load alone causes no leader
 // change).
 //
 // heartbeatTimeout is Raft's heartbeat and election timeout, and

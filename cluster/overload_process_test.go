@@ -12,7 +12,7 @@ import (
 	"github.com/carmyhq/carmy/internal/testutil"
 )
 
-// TestProcessBurstOnBusyHost is SPEC §7's overload: bursts of concurrent
+// TestProcessBurstOnBusyHost is the overload of docs/operations.md#overload: bursts of concurrent
 // calls with large results on one follower of a 3-node cluster, while
 // three processes spin on the CPU beside the nodes (on a 2-core host the
 // nodes get well under half of it). Every call is answered 200 or refused
@@ -64,7 +64,7 @@ func burstOnBusyHost(t *testing.T, bin string, calls, size int) {
 	}
 	results := make([]result, calls)
 	// Refused calls are retried (after Retry-After) for this long; one
-	// still refused then was answered as SPEC §7 allows.
+	// still refused then was answered as docs/operations.md#overload allows.
 	deadline := time.Now().Add(burstRetryFor)
 	start := make(chan struct{})
 	var wg sync.WaitGroup
@@ -127,7 +127,7 @@ func burstOnBusyHost(t *testing.T, bin string, calls, size int) {
 
 // procRefusedUnreserved reports whether a is a 503 refusal made before
 // anything was reserved: the node's bound on tools running or on bytes in
-// flight (SPEC §7), whose envelope names the resource and says the tool
+// flight (docs/operations.md#overload), whose envelope names the resource and says the tool
 // did not run.
 func procRefusedUnreserved(a procAnswer) bool {
 	res := a.str("error", "resource")

@@ -147,7 +147,7 @@ func procWantReplay(t testing.TB, what string, a procAnswer, execID string) {
 	}
 }
 
-// procWriteConfig writes a config file (SPEC §3.1) with the demo tools
+// procWriteConfig writes a config file (docs/config.md) with the demo tools
 // and, when upstream is not "", the HTTP tool "upstream" calling it.
 func procWriteConfig(t *testing.T, upstream string) string {
 	t.Helper()
@@ -447,7 +447,7 @@ type procUpstream struct {
 	byReq    map[string]int
 	execOf   map[string]string // request_id → the execution that reached here first
 	token    map[string]uint64 // execution_id → Carmy-Fencing-Token
-	bad      []string          // requests without the headers of SPEC §3.1
+	bad      []string          // requests without the headers of docs/config.md#http-tools
 	inFlight atomic.Int64
 }
 

@@ -83,7 +83,7 @@ func (n *Node) waitApplied(ctx context.Context, idx uint64, deadline time.Time) 
 }
 
 // Ready returns nil when the node knows a leader (and where to forward to
-// it), has applied the log up to what it knows committed (SPEC §2.7
+// it), has applied the log up to what it knows committed (docs/api.md#health
 // /readyz), and is a member of the Raft configuration: a removed node that
 // still runs is not ready. Nor is a leader whose log waits for disk space
 // (it refuses new calls).

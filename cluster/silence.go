@@ -113,7 +113,7 @@ func (n *Node) watchSilence() {
 			// A leader that answered this node's forwarded batches within
 			// the timeout is busy, not silent: its heartbeats are late
 			// behind the load (on a starved host, say), and an election
-			// would only add to it (SPEC §7). Raft's own check still runs
+			// would only add to it (docs/operations.md#overload). Raft's own check still runs
 			// on its timer.
 			if n.raft.State() != raft.Follower || n.fwd.HeardSince(now.Add(-hb)) || !w.due(now, last) {
 				continue

@@ -11,7 +11,7 @@ import (
 )
 
 // DerivedRequestPrefix begins the request_id of the identity a call
-// without one takes under its tool's dedupe window (SPEC §5.3), followed
+// without one takes under its tool's dedupe window (docs/mcp.md#calls-without-a-request-id-dedupe_window), followed
 // by the first 32 hex digits of the call's fingerprint. A caller's own
 // request_id may not begin with it.
 const DerivedRequestPrefix = store.DerivedPrefix
@@ -44,7 +44,7 @@ type Request struct {
 	// Timeout, when positive, lowers the tool's timeout.
 	Timeout time.Duration
 	// Task asks that a call without RequestID be recorded all the same
-	// (an MCP task, SPEC §5.4): its request_id is then its execution id,
+	// (an MCP task, docs/mcp.md#long-calls-tasks): its request_id is then its execution id,
 	// so that the execution can be polled and replayed. A tool's dedupe
 	// window, when it has one, decides the identity instead. A
 	// RequireRequestID tool still refuses a call without one.
@@ -99,7 +99,7 @@ func fingerprint(req Request, p *pending) (string, error) {
 // would run the tool, is refused with the group's error: nothing is
 // reserved.
 //
-// Errors carry SPEC §2.2 codes: *ForbiddenError (FORBIDDEN: the tool is
+// Errors carry the error codes of docs/errors.md: *ForbiddenError (FORBIDDEN: the tool is
 // outside caller.Tools), ErrUnknownTool, *store.FieldError
 // (INVALID_REQUEST), *store.ConflictError, *store.UncertainError,
 // store.ErrCapacity (a *store.QuotaError when caller.MaxEntries > 0 and the
@@ -141,7 +141,7 @@ func (r *Runtime) Call(ctx context.Context, caller Caller, req Request) (Respons
 		return Response{}, err
 	}
 	if window > 0 {
-		// The derived identity (SPEC §5.3); the tool sees it, and the
+		// The derived identity (docs/mcp.md#calls-without-a-request-id-dedupe_window); the tool sees it, and the
 		// answer carries it.
 		req.RequestID = DerivedRequestPrefix + fp[:derivedHexDigits]
 		p.req.RequestID = req.RequestID
@@ -331,7 +331,7 @@ func (r *Runtime) runLimits() runLimits {
 // the store longer than StoreTimeout/4
 // (2.5 s by default). The bound on bytes keeps memory bounded; this keeps
 // the queue of outcomes short enough that each is recorded well within
-// its caller's wait (SPEC §7: no "ran but not recorded" from load), on a
+// its caller's wait (docs/operations.md#overload: no "ran but not recorded" from load), on a
 // host whose throughput the bytes alone do not tell.
 const slowShare = 4
 

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// DemoTools returns the demo tools of SPEC §3.2: echo, create_order, sleep
+// DemoTools returns the demo tools of docs/cli.md#--dev: echo, create_order, sleep
 // and fail.
 //
 // create_order's order_id is the call's fencing token: unique cluster-wide

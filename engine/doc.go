@@ -22,7 +22,7 @@
 //	rt.IdempotencyStore(myBackend)       // default: store.NewMemory(store.DefaultCapacity); engine.Basic{Store: myStore}
 //	resp, err := rt.Call(ctx, engine.Caller{Principal: "planner"}, engine.Request{Tool: "create_order", RequestID: "order-7f3"})
 //
-// Every error a method returns carries a SPEC §2.2 code (store.Coded), so
+// Every error a method returns carries an error code of docs/errors.md (store.Coded), so
 // a server maps it to a status without knowing this package's types.
 //
 // Dependencies point one way: engine imports store and no package above

@@ -7,7 +7,7 @@ import (
 	"github.com/carmyhq/carmy/store"
 )
 
-// Sentinel errors of the runtime. Each carries a SPEC §2.2 code
+// Sentinel errors of the runtime. Each carries an error code of docs/errors.md
 // (store.Coded), so the HTTP layer maps it without knowing this package.
 var (
 	// ErrUnknownTool: no tool of that name is registered.
@@ -62,7 +62,7 @@ func toolErrorOf(err error) *ToolError {
 	return &ToolError{Code: CodeToolError, Message: err.Error()}
 }
 
-// Error codes recorded in results (SPEC §2.1).
+// Error codes recorded in results (docs/errors.md#result-error-codes).
 const (
 	CodeToolError      = "TOOL_ERROR"
 	CodeTimeout        = "TIMEOUT"

@@ -181,7 +181,7 @@ func errorBody(te *ToolError) json.RawMessage {
 // A store that cannot take the write is retried in the background until
 // the outcome is recorded or the record no longer belongs to this
 // execution. The caller waits for it up to StoreTimeout plus the tool's
-// timeout (SPEC §7: a tool that ran is not answered "not recorded" for
+// timeout (docs/operations.md#overload: a tool that ran is not answered "not recorded" for
 // load alone; a slow commit under load gets that long), then is told
 // UNAVAILABLE meanwhile (an *UnrecordedError).
 func (r *Runtime) record(rec store.Record, res store.Result, toolTimeout time.Duration, answer chan<- outcome) {

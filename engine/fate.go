@@ -9,7 +9,7 @@ import (
 
 // What a tool that calls an upstream learned about its request, when no
 // whole answer came back. The tool says which by returning (or wrapping)
-// one of these; the runtime then settles the execution as SPEC §1 says:
+// one of these; the runtime then settles the execution as docs/guarantees.md says:
 //
 //   - ErrNotSent: not one byte of the request left this node (the
 //     connection was refused, the name did not resolve, the TLS handshake

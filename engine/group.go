@@ -8,7 +8,7 @@ import (
 )
 
 // Tool groups: the tools of one source that the runtime learns at run time
-// (an upstream MCP server's, SPEC §5.2), registered and replaced together
+// (an upstream MCP server's, docs/mcp.md#carmy-in-front-of-mcp-servers-the-gateway), registered and replaced together
 // under one prefix. A group is named by its prefix; its tools are named
 // prefix + "." + something. While a group is unavailable (its source cannot
 // be listed), a call of a name under its prefix that would run the tool

@@ -21,7 +21,7 @@ import (
 	"github.com/carmyhq/carmy/internal/egress"
 )
 
-// Error codes an HTTP tool records (SPEC §3.1). Their messages name the
+// Error codes an HTTP tool records (docs/config.md#http-tools). Their messages name the
 // tool and the kind of failure, never the configured URL, a header value
 // or a secret.
 const (
@@ -39,12 +39,12 @@ const (
 	// upstream before connecting; nothing was sent.
 	CodeEgressDenied = "EGRESS_DENIED"
 	// CodeUpstreamToolError: an upstream MCP server answered the call with
-	// a tool error (isError: true) or a JSON-RPC error (SPEC §5.2); the
+	// a tool error (isError: true) or a JSON-RPC error (docs/mcp.md#carmy-in-front-of-mcp-servers-the-gateway); the
 	// message holds its text.
 	CodeUpstreamToolError = "UPSTREAM_TOOL_ERROR"
 )
 
-// HTTPTool configures a tool that calls an upstream over HTTP (SPEC §3.1).
+// HTTPTool configures a tool that calls an upstream over HTTP (docs/config.md#http-tools).
 //
 // The URL, the headers and whatever secrets they hold never appear in a
 // record or an answer: a failure is recorded as the tool's name and the
@@ -79,7 +79,7 @@ type HTTPTool struct {
 	// Logger receives a failure's detail at WARN (nil: slog.Default()).
 	Logger *slog.Logger
 	// ReconcileURL, when set, is the URL of the tool's reconcile probe
-	// (SPEC §3.3; Probe): a GET with the tool's headers, in which
+	// (docs/config.md#reconcile-probes; Probe): a GET with the tool's headers, in which
 	// {idempotency_key}, {execution_id}, {request_id} and {fencing_token}
 	// are replaced by the execution's, only in the path or the query: in
 	// the path every byte but ALPHA, DIGIT, "-", "_" and "~" is
@@ -296,7 +296,7 @@ func (t *httpTool) header(c Call, configured bool) http.Header {
 }
 
 // SetCallHeaders sets the headers an upstream gets with a call so that it
-// can deduplicate and fence too (SPEC §3.1): Idempotency-Key,
+// can deduplicate and fence too (docs/config.md#http-tools): Idempotency-Key,
 // Carmy-Request-Id and Carmy-Fencing-Token for a recorded call, and
 // Carmy-Execution-Id. HTTP tools and HTTP MCP upstreams both send them.
 func SetCallHeaders(h http.Header, c Call) {

@@ -87,7 +87,7 @@ func closedPort(t *testing.T) string {
 
 // Finding 2 of issue 14: Go's error text for an unreachable upstream
 // holds the whole URL, and was recorded and replayed. A request that
-// never left is no longer recorded (SPEC §1), but the answer and the log
+// never left is no longer recorded (docs/guarantees.md), but the answer and the log
 // must still keep the URL's secrets out.
 func TestHTTPToolUnreachableKeepsTheURLOut(t *testing.T) {
 	addr := closedPort(t)
@@ -117,7 +117,7 @@ func TestHTTPToolUnreachableKeepsTheURLOut(t *testing.T) {
 }
 
 // TestHTTPToolUnreachableKinds: what the upstream saw decides what is
-// recorded (SPEC §1). Not one byte of the request written (refused, not
+// recorded (docs/guarantees.md). Not one byte of the request written (refused, not
 // TLS): nothing is recorded, the caller is told UNAVAILABLE, the identity
 // is free. The request written but no whole answer back (closed without
 // an answer, half a body): the execution is interrupted, and the call and

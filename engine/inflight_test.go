@@ -12,8 +12,8 @@ import (
 	"github.com/carmyhq/carmy/store"
 )
 
-// TestInflightBytesRefuseNewCallsBeforeReserving is SPEC §7's bound on
-// bytes in flight: while one call holds arguments near the bound, a call
+// TestInflightBytesRefuseNewCallsBeforeReserving is the bound on
+// bytes in flight of docs/operations.md#overload: while one call holds arguments near the bound, a call
 // whose arguments would take the node past it answers UNAVAILABLE naming
 // the resource, with "tool_ran": false, and reserves and runs nothing; a
 // small call that fits is taken; once the first finishes, the refused call

@@ -8,7 +8,7 @@ import (
 	"github.com/carmyhq/carmy/store"
 )
 
-// ListRequest is what a caller asks of List (SPEC §2.4 and §6). The
+// ListRequest is what a caller asks of List (docs/api.md#executions and docs/console.md). The
 // filters combine by AND and are applied by the store before the page is
 // cut.
 type ListRequest struct {

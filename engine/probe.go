@@ -12,7 +12,7 @@ import (
 	"github.com/carmyhq/carmy/store"
 )
 
-// Reconcile probes (SPEC §3.3). A tool may say how to find out whether an
+// Reconcile probes (docs/config.md#reconcile-probes). A tool may say how to find out whether an
 // uncertain execution's effect happened: its Probe asks the upstream
 // ("did key K happen?"), and the runtime settles interrupted executions by
 // the answer instead of leaving them to a person.

@@ -69,7 +69,7 @@ func (r *Runtime) Cancel(ctx context.Context, caller Caller, id string) (store.R
 }
 
 // Resolution is an outcome a caller established for an interrupted
-// execution (SPEC §2.5).
+// execution (docs/api.md#reconciling-cancel-and-resolve).
 type Resolution struct {
 	// Status is "completed", "failed" or ResolutionReleased.
 	Status string

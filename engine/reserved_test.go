@@ -8,7 +8,7 @@ import (
 	"github.com/carmyhq/carmy/engine"
 )
 
-// The names carmy and carmy.* belong to Carmy's own MCP tools (SPEC §5.4).
+// The names carmy and carmy.* belong to Carmy's own MCP tools (docs/mcp.md, "Reconciling from the model").
 func TestReservedToolNames(t *testing.T) {
 	rt := engine.New()
 	f := func(context.Context, engine.Call) (any, error) { return nil, nil }

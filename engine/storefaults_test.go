@@ -100,7 +100,7 @@ func TestUnrecordedOutcomeAnswersUnavailableThenReplays(t *testing.T) {
 	app.IdempotencyStore(fs)
 	var c counter
 	// The caller waits for the outcome the store timeout plus the tool's
-	// timeout (SPEC §7).
+	// timeout (docs/operations.md#overload).
 	mustAdd(t, app, engine.ToolSpec{Name: "count", Func: c.fn, Timeout: 50 * time.Millisecond})
 	req := engine.Request{Tool: "count", RequestID: "c2"}
 

@@ -50,7 +50,7 @@ type ToolSpec struct {
 	// RequireRequestID refuses calls without a request_id.
 	RequireRequestID bool
 	// DedupeWindow, when positive, makes a call without a request_id
-	// idempotent for that long (SPEC §5.3): it takes the identity
+	// idempotent for that long (docs/mcp.md#calls-without-a-request-id-dedupe_window): it takes the identity
 	// (principal, session, DerivedRequestPrefix + the first 32 hex digits
 	// of its fingerprint), so the same call again within the window after
 	// that identity's reservation committed is replayed (or uncertain while
@@ -73,7 +73,7 @@ type ToolSpec struct {
 	Meta         json.RawMessage
 	Func         ToolFunc
 	// Probe, when set, settles this tool's interrupted executions by
-	// asking its upstream whether their effect happened (SPEC §3.3;
+	// asking its upstream whether their effect happened (docs/config.md#reconcile-probes;
 	// RunProbes), for ProbeGiveUp after each started (DefaultProbeGiveUp
 	// when zero).
 	Probe       ProbeFunc
@@ -137,7 +137,7 @@ type tool struct {
 var toolName = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,128}$`)
 
 // ReservedPrefix names Carmy's own tools (the reconcile tools of MCP,
-// SPEC §5.4): no registered tool may be named it or begin with it and a
+// docs/mcp.md, "Reconciling from the model"): no registered tool may be named it or begin with it and a
 // dot, in any case.
 const ReservedPrefix = "carmy"
 

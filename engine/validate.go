@@ -89,7 +89,7 @@ func (r *Runtime) validate(caller Caller, req Request) (*pending, error) {
 }
 
 // checkRequestID refuses a request_id that is not 1-255 visible ASCII
-// characters (SPEC §2.1), whether it came in a body, an Idempotency-Key
+// characters (docs/api.md#calling-a-tool-post-v1toolscall), whether it came in a body, an Idempotency-Key
 // header or a lookup.
 func checkRequestID(id string) error {
 	if !store.ValidRequestID(id) {
@@ -99,7 +99,7 @@ func checkRequestID(id string) error {
 }
 
 // checkSessionID refuses a session_id that is not 0-255 visible ASCII
-// characters (SPEC §2.1).
+// characters (docs/api.md#calling-a-tool-post-v1toolscall).
 func checkSessionID(id string) error {
 	if !store.ValidSessionID(id) {
 		return invalid("session_id", "must be 0-%d visible ASCII characters (0x21-0x7E)", store.MaxIDLen)
@@ -112,7 +112,7 @@ func isJSONObject(raw json.RawMessage) bool {
 	return len(raw) > 0 && raw[0] == '{' && json.Valid(raw)
 }
 
-// validateResolution checks an outcome a caller established (SPEC §2.5).
+// validateResolution checks an outcome a caller established (docs/api.md#reconciling-cancel-and-resolve).
 func validateResolution(res Resolution) error {
 	switch res.Status {
 	case string(store.StatusCompleted):

@@ -43,7 +43,7 @@ type WireCall struct {
 }
 
 // WireNames are the names a transport gives a call's members. A refusal
-// of RequestOf names the member by its field of SPEC §2.1 (request_id,
+// of RequestOf names the member by its field of docs/api.md#calling-a-tool-post-v1toolscall (request_id,
 // session_id, metadata, timeout_ms, tool), and speaks of it by the
 // transport's name.
 type WireNames struct {

@@ -12,7 +12,7 @@ import (
 	"github.com/carmyhq/carmy/store"
 )
 
-// TestDedupeWindowReplicasAgree: the dedupe window (SPEC §5.3) is decided
+// TestDedupeWindowReplicasAgree: the dedupe window (docs/mcp.md#calls-without-a-request-id-dedupe_window) is decided
 // from the times in the commands alone. Replicas that apply one log (in
 // one batch, entry by entry, or from a snapshot taken halfway) reach the
 // same state and the same answers: a replay within the window, a fresh

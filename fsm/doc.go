@@ -11,7 +11,7 @@
 // invalid state) are returned as a Response value, not as Raft errors: a
 // command that is refused is still a committed entry, applied the same way
 // everywhere. A Response is plain data, since it crosses the network when a
-// follower forwarded the command: an error travels as its SPEC code
+// follower forwarded the command: an error travels as its error code
 // (store.Code) with its fields (the record, the operation, the principal
 // and quota, a message), and Response.Err rebuilds the same store error on
 // any node.

@@ -195,7 +195,7 @@ func TestCompleteOtherRefusals(t *testing.T) {
 }
 
 // A runner whose node was declared dead may still finish: its result is
-// recorded (SPEC §1, "Interrupted means the runner is gone").
+// recorded (docs/guarantees.md, "Interrupted means the runner is gone").
 func TestCompleteOfAnInterruptedExecution(t *testing.T) {
 	x := newProc(t)
 	x.mustReserve("r1", "e1", "n1")

@@ -9,7 +9,7 @@ import (
 
 // Response is the outcome of applying one command. It travels back to the
 // proposer, across the network when a follower forwarded the command, so
-// it is plain data: an error is carried as its SPEC code (SPEC §2.2,
+// it is plain data: an error is carried as its error code (docs/errors.md,
 // store.Code) and its fields, and rebuilt by Err into the same store error
 // the state returned, so errors.Is works on the proposer exactly as on the
 // leader. Between nodes it travels in its binary form (AppendResponse),
@@ -23,7 +23,7 @@ type Response struct {
 	Record store.Record `json:"record,omitzero"`
 	// Count is how many records an interrupt or expire changed.
 	Count int `json:"count,omitempty"`
-	// Code is the error's SPEC code, "" on success.
+	// Code is the error's code (docs/errors.md), "" on success.
 	Code store.Code `json:"code,omitempty"`
 	// Message details an INVALID_REQUEST (what was wrong).
 	Message string `json:"message,omitempty"`

@@ -34,7 +34,7 @@ type callState struct {
 	// was refused unread (session.go).
 	sessionGone atomic.Bool
 
-	// Whether any byte of the call's request left this node (SPEC §1):
+	// Whether any byte of the call's request left this node (docs/guarantees.md):
 	// over HTTP, each request made for the call is traced
 	// (egress.TrackSend); over stdio, written is set once a byte of the
 	// request went into the child's stdin.

@@ -16,7 +16,7 @@ import (
 	"github.com/carmyhq/carmy/internal/egress"
 )
 
-// The _meta keys of an upstream tools/call (SPEC §5.2).
+// The _meta keys of an upstream tools/call (docs/mcp.md#carmy-in-front-of-mcp-servers-the-gateway).
 const (
 	MetaExecutionID    = "carmy/execution_id"
 	MetaRequestID      = "carmy/request_id"

@@ -1,4 +1,4 @@
-// Package mcpgateway puts upstream MCP servers behind Carmy (SPEC §5.2):
+// Package mcpgateway puts upstream MCP servers behind Carmy (docs/mcp.md#carmy-in-front-of-mcp-servers-the-gateway):
 // their tools become ordinary tools of an engine.Runtime, named
 // <name>.<upstream tool>, so every call of them takes Carmy's reservation
 // path and runs at most once per identity, cluster-wide.
@@ -27,7 +27,7 @@
 // {"content": [...]}; isError true is failed with UPSTREAM_TOOL_ERROR and
 // the text content as its message (a JSON-RPC error answer too, with its
 // message); the tool's timeout is timed_out. No answer is decided by
-// whether any byte of the request left the node (SPEC §1): none (not
+// whether any byte of the request left the node (docs/guarantees.md): none (not
 // connected, the connection refused, no such host, the TLS handshake
 // failed) is an engine.NotSentError, so the reservation is released and
 // nothing recorded; some (the server hung up, the child died or was
@@ -41,7 +41,7 @@
 // package internal/egress applies to every connection, and no redirect is
 // followed (the request fails instead).
 //
-// An upstream is a stranger (SPEC §5.2). A stdio child gets PATH and
+// An upstream is a stranger (docs/mcp.md#carmy-in-front-of-mcp-servers-the-gateway). A stdio child gets PATH and
 // Config.Env only, runs in Config.Dir in a process group of its own, and
 // inherits no file descriptor but its standard three. Every message read
 // from an upstream is bounded by Config.MaxAnswerBytes as it is read (an

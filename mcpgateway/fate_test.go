@@ -15,7 +15,7 @@ import (
 	"github.com/carmyhq/carmy/store"
 )
 
-// SPEC §1 at the gateway: a request that reached the upstream but got no
+// docs/guarantees.md at the gateway: a request that reached the upstream but got no
 // whole answer — the HTTP upstream hung up after reading it, the stdio
 // child died while running it — may have had its effect, so the
 // execution is interrupted, not failed, and its retries are uncertain;
@@ -83,7 +83,7 @@ func TestStdioChildDiesMidCall(t *testing.T) {
 }
 
 // An MCP server's reconcile_tool settles its tools' interrupted
-// executions (SPEC §3.3): found resolves completed with its data, by
+// executions (docs/config.md#reconcile-probes): found resolves completed with its data, by
 // "probe"; not found releases, and the retry runs the tool once.
 func TestReconcileTool(t *testing.T) {
 	f := newFakeUpstream(t)

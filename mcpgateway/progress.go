@@ -12,7 +12,7 @@ import (
 )
 
 // progressRoutes passes an upstream's notifications/progress on to the
-// callers that listen (SPEC §5.4): a call whose caller listens
+// callers that listen (docs/mcp.md#progress): a call whose caller listens
 // (engine.ProgressSink) sends the upstream a progressToken of its own,
 // "carmy-<n>", never the caller's, and each notification naming that
 // token reaches its caller's sink. A notification naming no call in

@@ -11,7 +11,7 @@ import (
 	"github.com/carmyhq/carmy/engine"
 )
 
-// The reconcile probe of an upstream (SPEC §3.3; Config.ReconcileTool):
+// The reconcile probe of an upstream (docs/config.md#reconcile-probes; Config.ReconcileTool):
 // an upstream tool asked whether an interrupted execution of any of the
 // server's tools had its effect. It is called with
 //
@@ -22,7 +22,7 @@ import (
 // happened; data is its outcome) or {"found": false} (it never did).
 // Anything else, an isError result or no answer is undecided.
 //
-// SPEC §3.3 lists "arguments" too. Carmy keeps no call's arguments (a
+// It is not given the call's "arguments" (docs/config.md#tools). Carmy keeps no call's arguments (a
 // record holds their fingerprint only, and the node that had them may be
 // the one that died), so the probe cannot be given them: it identifies
 // the call by its idempotency key, which the upstream was sent with it.

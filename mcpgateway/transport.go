@@ -60,7 +60,7 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	st, _ := req.Context().Value(callKey{}).(*callState)
 	if st != nil {
 		if st.call.ExecutionID != "" { // not a forwarded read (passthrough.go)
-			// As an HTTP tool sends them (SPEC §3.1); nothing overrides them.
+			// As an HTTP tool sends them (docs/config.md#http-tools); nothing overrides them.
 			engine.SetCallHeaders(req.Header, st.call)
 		}
 		req = st.traceSend(req)

@@ -61,7 +61,7 @@ type Config struct {
 	// long (engine.ToolSpec.DedupeWindow); RequireRequestID wins.
 	DedupeWindow time.Duration
 	// ReconcileTool, when set, names the upstream tool that settles the
-	// interrupted executions of every tool of this server (SPEC §3.3;
+	// interrupted executions of every tool of this server (docs/config.md#reconcile-probes;
 	// reconcile.go), for ReconcileGiveUp after each started
 	// (engine.DefaultProbeGiveUp when zero).
 	ReconcileTool   string
@@ -118,7 +118,7 @@ func ValidName(name string) bool {
 	return upstreamName.MatchString(name) && !strings.EqualFold(name, ReservedName)
 }
 
-// ReservedName may not name an upstream (SPEC §5.2): the prefix carmy.
+// ReservedName may not name an upstream (docs/mcp.md#carmy-in-front-of-mcp-servers-the-gateway): the prefix carmy.
 // is Carmy's own.
 const ReservedName = "carmy"
 

@@ -156,7 +156,7 @@ func TestHTTPUpstreamCarriesMetaAndHeaders(t *testing.T) {
 	}
 }
 
-// TestHTTPUpstreamResults: the result mapping of SPEC §5.2, with no
+// TestHTTPUpstreamResults: the result mapping of docs/mcp.md#carmy-in-front-of-mcp-servers-the-gateway, with no
 // secret of the configuration in any record.
 func TestHTTPUpstreamResults(t *testing.T) {
 	f := newFakeUpstream(t)
@@ -200,7 +200,7 @@ func TestHTTPUpstreamResults(t *testing.T) {
 
 	// The upstream goes away after it was listed: not one byte of the
 	// call leaves the node, so nothing is recorded and the caller is told
-	// UNAVAILABLE (SPEC §1), in words that name neither the URL nor a
+	// UNAVAILABLE (docs/guarantees.md), in words that name neither the URL nor a
 	// secret; the identity stays free for the retry.
 	// The listener first: closed after the connections, a connection the
 	// gateway's client opened in between (its event stream reconnecting)

@@ -1,6 +1,6 @@
 package store
 
-// Code is one of the error codes of the contract (SPEC §2.2). It is
+// Code is one of the error codes of the contract (docs/errors.md). It is
 // defined here, the lowest package of the stack, once: the state machine's
 // responses, the node-to-node wire and the HTTP API all carry these codes,
 // and only the API maps them to HTTP statuses.
@@ -25,7 +25,7 @@ const (
 	CodeInternal             Code = "INTERNAL"
 )
 
-// Codes lists every code of the contract, in the order of SPEC §2.2.
+// Codes lists every code of the contract, in the order of docs/errors.md.
 var Codes = []Code{
 	CodeInvalidRequest, CodeUnauthorized, CodeForbidden, CodeUnknownTool, CodeNotFound,
 	CodeMethodNotAllowed, CodePayloadTooLarge, CodeUnsupportedMediaType, CodeConflict,

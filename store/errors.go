@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// Coded is implemented by errors that carry one of SPEC §2.2's error codes.
+// Coded is implemented by errors that carry one of the error codes of docs/errors.md.
 // The HTTP layer turns the code into a status; Fields adds the envelope's
 // extra members (execution_id, status, field).
 type Coded interface {
@@ -178,7 +178,7 @@ func (e *CapacityError) Fields() map[string]any {
 	return map[string]any{"resource": e.Resource, "limit": e.Limit}
 }
 
-// CodeOf returns the SPEC error code carried by err, or "" when it carries none.
+// CodeOf returns the error code (docs/errors.md) carried by err, or "" when it carries none.
 func CodeOf(err error) string {
 	var c Coded
 	if errors.As(err, &c) {

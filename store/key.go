@@ -37,7 +37,7 @@ func (k Key) IdempotencyKey() string {
 }
 
 // DerivedPrefix begins the request_id of an identity derived from a call
-// without one under its tool's dedupe window (SPEC §5.3); a client's own
+// without one under its tool's dedupe window (docs/mcp.md#calls-without-a-request-id-dedupe_window); a client's own
 // request_id never begins with it.
 const DerivedPrefix = "~"
 

@@ -71,7 +71,7 @@ type Execution struct {
 	Headroom int64 `json:"headroom,omitempty"`
 	// DedupeWindow, when positive, lets this execution replace the
 	// identity's finished record (same fingerprint) whose StartedAt is
-	// DedupeWindow or more before this StartedAt (SPEC §5.3): the
+	// DedupeWindow or more before this StartedAt (docs/mcp.md#calls-without-a-request-id-dedupe_window): the
 	// reservation is then Reserved, the old record gone (not kept beside
 	// it), the counts unchanged. Within the window the record is answered
 	// as ever (Replay); a running or interrupted record is never replaced.

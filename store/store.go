@@ -47,7 +47,7 @@ type Reservation struct {
 }
 
 // Resolution settles an open execution with an outcome established outside
-// Carmy (SPEC §2.5).
+// Carmy (docs/api.md#reconciling-cancel-and-resolve).
 type Resolution struct {
 	Result
 	// AllowRunning permits settling a running execution. Callers set it
@@ -62,7 +62,7 @@ type Resolution struct {
 }
 
 // ResolvedByProbe is the Resolution.By of an outcome a reconcile probe
-// established (SPEC §3.3).
+// established (docs/config.md#reconcile-probes).
 const ResolvedByProbe = "probe"
 
 // MaxResolvedBy bounds Resolution.By: a principal's name or "probe".
@@ -202,7 +202,7 @@ type Store interface {
 	// When exec.DedupeWindow > 0, a finished record of the identity with
 	// the same fingerprint that started DedupeWindow or more before
 	// exec.StartedAt (Execution.Expired) is replaced by the new
-	// reservation, Reserved, counted as before (SPEC §5.3); a store that
+	// reservation, Reserved, counted as before (docs/mcp.md#calls-without-a-request-id-dedupe_window); a store that
 	// ignores it fails storetest's DedupeWindow case.
 	Reserve(ctx context.Context, key Key, fingerprint string, exec Execution) (Reservation, error)
 

@@ -57,7 +57,7 @@ func Timeout(d time.Duration) CallOption {
 // fields take DefaultRetryPolicy's values).
 func Retry(p RetryPolicy) CallOption { return func(s *callSettings) { s.retry = &p } }
 
-// callBody is the JSON of POST /v1/tools/call (SPEC §2.1).
+// callBody is the JSON of POST /v1/tools/call (docs/api.md#calling-a-tool-post-v1toolscall).
 type callBody struct {
 	Tool      string          `json:"tool"`
 	Arguments json.RawMessage `json:"arguments,omitempty"`

@@ -10,7 +10,7 @@ import (
 	"github.com/carmyhq/carmy/api/wire"
 )
 
-// ClusterStatus is a node's view of its cluster (SPEC §2.6): the API's
+// ClusterStatus is a node's view of its cluster (docs/api.md#cluster-administration): the API's
 // wire.ClusterStatus, and the answer as the node sent it (Raw).
 type ClusterStatus struct {
 	wire.ClusterStatus

@@ -1,4 +1,4 @@
-// Package client is a Go client of Carmy's HTTP API (SPEC §2): call tools
+// Package client is a Go client of Carmy's HTTP API (docs/api.md): call tools
 // at most once, with retries that are safe by construction, and reconcile
 // the executions whose fate is uncertain.
 //
@@ -20,7 +20,7 @@
 // A tool that failed, timed out or was cancelled is a Result with that
 // status (Result.Err gives it as an error), because that outcome is
 // recorded and replayed. Errors are *RequestError values that wrap the
-// last attempt's *APIError (SPEC §2.2's envelope, matched with errors.Is
+// last attempt's *APIError (the envelope of docs/errors.md, matched with errors.Is
 // against ErrConflict, ErrUncertain, ErrInterrupted, …), *ProtocolError
 // (an answer that is not Carmy's) or transport error.
 //

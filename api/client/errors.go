@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Error codes of SPEC §2.2, as APIError.Code carries them.
+// Error codes of docs/errors.md, as APIError.Code carries them.
 const (
 	CodeInvalidRequest       = "INVALID_REQUEST"
 	CodeUnauthorized         = "UNAUTHORIZED"
@@ -62,13 +62,13 @@ func (s *sentinel) Error() string {
 	return "carmy: " + s.code
 }
 
-// APIError is an error answer of a Carmy node: SPEC §2.2's envelope
+// APIError is an error answer of a Carmy node: the envelope of docs/errors.md
 // {"error":{"code":…,"message":…,…}} with its HTTP status. Match it with
 // errors.Is against the Err… sentinels, or errors.As for the details.
 type APIError struct {
 	// Status is the HTTP status (409, 503, …).
 	Status int
-	// Code is the SPEC code (IDEMPOTENCY_CONFLICT, …); Message is the
+	// Code is the error code of docs/errors.md (IDEMPOTENCY_CONFLICT, …); Message is the
 	// node's explanation, for people.
 	Code    string
 	Message string
@@ -133,7 +133,7 @@ func (e *APIError) Uncertain() (executionID string, status Status, ok bool) {
 	return e.ExecutionID, e.ExecStatus, true
 }
 
-// ProtocolError is an answer that is not what SPEC §2 promises: an error
+// ProtocolError is an answer that is not what docs/api.md promises: an error
 // status without the error envelope (a proxy's HTML 502, an empty 504), or
 // a success whose body is not the expected JSON.
 type ProtocolError struct {

@@ -114,7 +114,7 @@ func (f *fake) count() int {
 	return len(f.requests)
 }
 
-// envelope answers SPEC §2.2's error envelope.
+// envelope answers the error envelope of docs/errors.md.
 func envelope(status int, code string, extra map[string]any, headers ...string) func(http.ResponseWriter, *http.Request) {
 	return func(w http.ResponseWriter, _ *http.Request) {
 		for i := 0; i+1 < len(headers); i += 2 {

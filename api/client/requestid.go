@@ -8,7 +8,7 @@ import (
 // RequestIDPrefix starts every request_id NewRequestID makes.
 const RequestIDPrefix = "carmy-"
 
-// maxIDLen bounds request_id and session_id (SPEC §2.1).
+// maxIDLen bounds request_id and session_id (docs/api.md#calling-a-tool-post-v1toolscall).
 const maxIDLen = 255
 
 // NewRequestID returns a fresh request_id: RequestIDPrefix and 128 random

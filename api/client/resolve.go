@@ -15,7 +15,7 @@ const (
 )
 
 // Resolution is the outcome a caller established for an execution whose
-// runner is gone (SPEC §2.5), built with Completed, Failed or Released.
+// runner is gone (docs/api.md#reconciling-cancel-and-resolve), built with Completed, Failed or Released.
 type Resolution struct {
 	// Status is ResolveCompleted, ResolveFailed or ResolveReleased.
 	Status string

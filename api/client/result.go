@@ -8,10 +8,10 @@ import (
 	"time"
 )
 
-// Status is an execution's status (SPEC §1).
+// Status is an execution's status (docs/api.md#concepts).
 type Status string
 
-// Statuses of SPEC §1. A call's answer is always finished (completed,
+// Statuses of docs/api.md#concepts. A call's answer is always finished (completed,
 // failed, timed_out or cancelled); an execution record may also be running
 // or interrupted.
 const (
@@ -83,7 +83,7 @@ func (e *ToolError) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// Result is a call's answer (SPEC §2.1): the outcome of the execution that
+// Result is a call's answer (docs/api.md#calling-a-tool-post-v1toolscall): the outcome of the execution that
 // ran now, or the recorded one replayed. An outcome other than completed
 // (failed, timed_out, cancelled) is a Result, not a Go error: the tool ran
 // (or was stopped) and that is recorded for good; Err returns it as an
@@ -140,7 +140,7 @@ func (r *Result) Decode(v any) error {
 	return nil
 }
 
-// Execution is an execution record (SPEC §2.4): the fields of a Result
+// Execution is an execution record (docs/api.md#executions): the fields of a Result
 // plus those only GET /v1/executions shows.
 type Execution struct {
 	ExecutionID string
@@ -153,7 +153,7 @@ type Execution struct {
 	Error  *ToolError
 	// Resolved is true when Resolve settled the outcome, and ResolvedBy
 	// says by whom: the principal that called Resolve, or "probe" for the
-	// tool's reconcile probe (SPEC §3.3).
+	// tool's reconcile probe (docs/config.md#reconcile-probes).
 	Resolved   bool
 	ResolvedBy string
 	// Released is true in Resolve's answer to a release: the reservation

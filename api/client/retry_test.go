@@ -361,7 +361,7 @@ func TestRunningIsRetriedThenReported(t *testing.T) {
 	}
 }
 
-// Every SPEC §2.2 code maps to its sentinel; none of these is retried.
+// Every error code of docs/errors.md maps to its sentinel; none of these is retried.
 func TestErrorsThatAreNotRetried(t *testing.T) {
 	cases := []struct {
 		status int

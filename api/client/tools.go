@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Tool describes a tool the caller may use (SPEC §2.3).
+// Tool describes a tool the caller may use (docs/api.md#tools-get-v1tools).
 type Tool struct {
 	Name        string
 	Description string

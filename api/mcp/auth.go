@@ -31,7 +31,7 @@ const callerKey = "carmy/caller"
 
 // authenticate checks the bearer token of every request with
 // Config.Verify before next: a request without a valid token is answered
-// 401, a JSON-RPC error whose data is SPEC §2.2's error object (code
+// 401, a JSON-RPC error whose data is the error object of docs/errors.md (code
 // UNAUTHORIZED), as every refusal of /mcp at the HTTP level, with
 // WWW-Authenticate: Bearer resource_metadata="<base URL>/.well-known/oauth-protected-resource"
 // (plus error="invalid_token" when a token was presented, RFC 6750 §3).
@@ -87,7 +87,7 @@ func (h *Handler) unauthorized(w http.ResponseWriter, r *http.Request, presented
 }
 
 // refuse answers with status and a JSON-RPC error of rpcCode whose data
-// is SPEC §2.2's error object of code.
+// is the error object (docs/errors.md) of code.
 func refuse(w http.ResponseWriter, status, rpcCode int, code, msg string) {
 	WriteError(w, status, rpcCode, msg, map[string]string{"code": code, "message": msg})
 }
@@ -128,7 +128,7 @@ func (h *Handler) baseURL(r *http.Request) string {
 }
 
 // MetadataHandler serves the RFC 9728 protected-resource metadata
-// document (SPEC §5.1), open to anyone: resource <base URL>/mcp, bearer
+// document (docs/mcp.md), open to anyone: resource <base URL>/mcp, bearer
 // tokens in the Authorization header, and authorization_servers naming
 // issuers (none when the operator issues the tokens; the OAuth issuer
 // when access tokens are accepted). base gives the base URL (nil:

@@ -16,7 +16,7 @@ import (
 var errNoCaller = errors.New("mcp: no authenticated caller")
 
 // callTool runs a tools/call through the runtime, under the identity
-// _meta and the token give it, and answers as SPEC §5.1 says; the
+// _meta and the token give it, and answers as docs/mcp.md says; the
 // runtime decides the allow-list and the tool (Runtime.Call), the
 // reconcile tools (reconcile.go) aside, which every caller may call.
 //

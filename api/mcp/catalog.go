@@ -15,7 +15,7 @@ import (
 // catalog mirrors the runtime's tools into the SDK's server, so that
 // tools/list shows them with their own schemas and tools/call reaches
 // them. It re-reads the runtime only when ToolsGeneration changed: a
-// tool registered later (an upstream MCP server's, SPEC §5.2) is served
+// tool registered later (an upstream MCP server's, docs/mcp.md#carmy-in-front-of-mcp-servers-the-gateway) is served
 // from the next request on.
 type catalog struct {
 	rt     Runtime

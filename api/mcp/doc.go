@@ -1,4 +1,4 @@
-// Package mcp serves the Model Context Protocol at /mcp (SPEC §5.1): the
+// Package mcp serves the Model Context Protocol at /mcp (docs/mcp.md): the
 // Streamable HTTP transport, stateless, built on the official Go SDK
 // (github.com/modelcontextprotocol/go-sdk), so that any node answers any
 // request and every MCP client gets Carmy's guarantees without glue code.
@@ -30,7 +30,7 @@
 // Dependencies point one way: this package imports engine and store, and
 // package api imports it (and supplies what only it knows: the tokens, the
 // rate limits, the metrics and the call log, through Config's functions).
-// Tools the runtime gains later (an upstream MCP server's, SPEC §5.2) are
+// Tools the runtime gains later (an upstream MCP server's, docs/mcp.md#carmy-in-front-of-mcp-servers-the-gateway) are
 // picked up without a restart: the catalog follows
 // engine.Runtime.ToolsGeneration.
 package mcp

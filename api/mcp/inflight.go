@@ -14,7 +14,7 @@ import (
 	"github.com/carmyhq/carmy/store"
 )
 
-// Cancelling a call in flight (SPEC §5.1): a notifications/cancelled
+// Cancelling a call in flight (docs/mcp.md#cancelling): a notifications/cancelled
 // names the JSON-RPC id of a request. Over stateless HTTP the id alone
 // names nothing (every client numbers its own requests), so a
 // notification cancels a tools/call only when the node that receives it

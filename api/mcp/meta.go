@@ -9,7 +9,7 @@ import (
 	"github.com/carmyhq/carmy/store"
 )
 
-// The keys of params._meta that Carmy reads (SPEC §5.1). Every other key,
+// The keys of params._meta that Carmy reads (docs/mcp.md). Every other key,
 // the protocol's own included, is ignored: none enters the fingerprint.
 const (
 	MetaRequestID = "carmy/request_id"

@@ -13,7 +13,7 @@ import (
 // CallInfo is what Config.Observe is told of one tools/call: who called
 // which tool under which identity, which execution answered, and how.
 // Code is "" for a call answered with its record (Replayed says whether
-// it was a replay), else the SPEC §2.2 code of the refusal
+// it was a replay), else the error code (docs/errors.md) of the refusal
 // (UNKNOWN_TOOL for the JSON-RPC error -32602, INTERNAL for -32603).
 type CallInfo struct {
 	Principal, Tool, RequestID, SessionID string

@@ -13,7 +13,7 @@ import (
 )
 
 // Upstreams is what the upstream MCP servers of a node offer besides
-// tools (SPEC §5.2), which /mcp passes through read-only;
+// tools (docs/mcp.md#carmy-in-front-of-mcp-servers-the-gateway), which /mcp passes through read-only;
 // *mcpgateway.Directory implements it. Resources and templates are
 // named carmy:<server>/<upstream URI>, prompts <server>.<prompt>.
 //
@@ -42,7 +42,7 @@ type Upstreams interface {
 // CodeUpstreamError is the JSON-RPC error code of a resources/read or
 // prompts/get that got no usable answer from its upstream (it could not
 // be reached, its answer was over the result limit): a code JSON-RPC
-// leaves to the server. Its data is SPEC §2.2's error object (code
+// leaves to the server. Its data is the error object of docs/errors.md (code
 // UNAVAILABLE or RESULT_TOO_LARGE).
 const CodeUpstreamError = -32030
 

@@ -7,7 +7,7 @@ import (
 	"github.com/carmyhq/carmy/engine"
 )
 
-// Progress (SPEC §5.4): a tools/call whose _meta has a progressToken,
+// Progress (docs/mcp.md#progress): a tools/call whose _meta has a progressToken,
 // from a client that accepts text/event-stream, is answered on an event
 // stream: a notifications/progress event for each progress the tool
 // reports while it runs on this node (an upstream MCP server's, passed

@@ -14,7 +14,7 @@ import (
 	"github.com/carmyhq/carmy/store"
 )
 
-// The reconcile tools (SPEC §5.4): every principal's tools/list holds
+// The reconcile tools (docs/mcp.md, "Reconciling from the model"): every principal's tools/list holds
 // them, whatever its allow-list, so that a model told EXECUTION_UNCERTAIN
 // can find out what happened and settle it with the tools it already
 // knows how to call. They act on the caller's own executions only (the
@@ -80,8 +80,8 @@ type reconcileArgs struct {
 }
 
 // reconcile serves a call of a reconcile tool for info's caller: the
-// execution as it stands, or a refusal (isError) with SPEC §2.2's
-// envelope (NOT_FOUND, INVALID_STATE, INVALID_REQUEST, UNAVAILABLE, …).
+// execution as it stands, or a refusal (isError) with the
+// envelope of docs/errors.md (NOT_FOUND, INVALID_STATE, INVALID_REQUEST, UNAVAILABLE, …).
 func (h *Handler) reconcile(ctx context.Context, req *sdk.CallToolRequest, info *CallInfo) (*sdk.CallToolResult, error) {
 	caller := info.caller
 	var args reconcileArgs
@@ -192,7 +192,7 @@ func recordJSON(rec store.Record, released bool) map[string]any {
 }
 
 // uncertainAdvice is what the text of an EXECUTION_UNCERTAIN refusal
-// tells the model, after what happened (SPEC §5.4).
+// tells the model, after what happened (docs/mcp.md, "Reconciling from the model").
 func uncertainAdvice(status store.Status, executionID string) string {
 	what := "it is still running"
 	if status == store.StatusInterrupted {

@@ -12,7 +12,7 @@ import (
 	"github.com/carmyhq/carmy/store"
 )
 
-// resultOf is the result of an answered call (SPEC §5.1): one text item
+// resultOf is the result of an answered call (docs/mcp.md): one text item
 // with the JSON of data (or of {"error": …}), structuredContent data when
 // it is an object, else {"value": data} (or the {"error": …} object), and
 // Carmy's keys in _meta. completed has isError false; failed, timed_out
@@ -84,7 +84,7 @@ func statusValue(status store.Status) any {
 // refusal is the result of a call Carmy refused (IDEMPOTENCY_CONFLICT,
 // EXECUTION_UNCERTAIN, IDEMPOTENCY_CAPACITY, UNAVAILABLE, INVALID_REQUEST,
 // FORBIDDEN, RATE_LIMITED): isError true, so that the model sees it and can
-// reconcile, structuredContent SPEC §2.2's envelope with the same extra
+// reconcile, structuredContent the envelope of docs/errors.md with the same extra
 // fields as over HTTP, and carmy/error_code in _meta. It records the code
 // in info.
 func refusal(err error, info *CallInfo) *sdk.CallToolResult {
@@ -154,7 +154,7 @@ func answer(err error, info *CallInfo) (*sdk.CallToolResult, error) {
 	return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}
 }
 
-// codeOfRPCError returns the SPEC code of a tools/call the SDK answered
+// codeOfRPCError returns the error code (docs/errors.md) of a tools/call the SDK answered
 // with a JSON-RPC error (an unknown tool: -32602), for the metrics.
 func codeOfRPCError(err error) string {
 	var je *jsonrpc.Error

@@ -25,7 +25,7 @@ import (
 //     (strictjson.Check): a member repeated at any depth (in the message,
 //     its params, arguments or _meta), invalid UTF-8, a number beyond a
 //     double are answered 400 with JSON-RPC error -32600 (Invalid
-//     Request), whose data is SPEC §2.2's error object (INVALID_REQUEST),
+//     Request), whose data is the error object of docs/errors.md (INVALID_REQUEST),
 //     and nothing runs. Such a message is malformed, not a call with bad
 //     arguments: which of two values a decoder keeps is not defined, and
 //     the SDK kept the last ({"name":"echo","name":"fail"} ran fail);
@@ -33,12 +33,12 @@ import (
 //   - every message but a tools/call counts against the principal's rate
 //     (Config.Admit): over it, the answer is 429 with Retry-After and
 //     JSON-RPC error CodeRateLimited. A tools/call counts in callTool,
-//     which answers RATE_LIMITED as a result with isError (SPEC §5.1).
+//     which answers RATE_LIMITED as a result with isError (docs/mcp.md).
 
 // CodeRateLimited is the JSON-RPC error code of a message other than a
 // tools/call refused for the principal's rate: one of the codes JSON-RPC
-// leaves to the server (-32000 to -32099). Its data is SPEC §2.2's error
-// object, code RATE_LIMITED.
+// leaves to the server (-32000 to -32099). Its data is the error
+// object of docs/errors.md, code RATE_LIMITED.
 const CodeRateLimited = -32029
 
 // serveMCP serves a request that authenticate let through: a POST of
@@ -215,7 +215,7 @@ type RetryAfter interface{ RetryAfter() time.Duration }
 
 // refuseRate answers a message refused by Config.Admit: 429, Retry-After
 // when err tells it, and JSON-RPC error CodeRateLimited (or -32603 for
-// an error that is not RATE_LIMITED) with SPEC §2.2's error object.
+// an error that is not RATE_LIMITED) with the error object of docs/errors.md.
 func (h *Handler) refuseRate(w http.ResponseWriter, id json.RawMessage, err error) {
 	code := store.CodeOf(err)
 	if code != store.CodeRateLimited {
@@ -235,7 +235,7 @@ func (h *Handler) refuseRate(w http.ResponseWriter, id json.RawMessage, err erro
 	writeRPCError(w, http.StatusTooManyRequests, id, CodeRateLimited, err.Error(), envelope(code, fields, err.Error()))
 }
 
-// envelope is SPEC §2.2's error object: code, message and the extra
+// envelope is the error object of docs/errors.md: code, message and the extra
 // fields.
 func envelope(code string, fields map[string]any, message string) map[string]any {
 	out := make(map[string]any, len(fields)+2)

@@ -97,7 +97,7 @@ func countingPair(t *testing.T, limit int64, bodyLimit ...int64) (*Handler, *ato
 // TestEveryMessageCountsAgainstTheRate checks that Admit is asked for
 // every method, not only tools/call, and that a message over the rate is
 // answered 429 with JSON-RPC error CodeRateLimited and the RATE_LIMITED
-// envelope, while a tools/call over it is the isError result of SPEC §5.1.
+// envelope, while a tools/call over it is the isError result of docs/mcp.md.
 func TestEveryMessageCountsAgainstTheRate(t *testing.T) {
 	h, n := countingPair(t, 2)
 	p := &pathPair{}

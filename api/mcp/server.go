@@ -24,9 +24,9 @@ const Path = "/mcp"
 const SessionHeader = "Carmy-Session-Id"
 
 // Runtime is what the endpoint calls of the tool runtime; *engine.Runtime
-// implements it. Errors carry SPEC §2.2 codes through store.Coded.
+// implements it. Errors carry the error codes of docs/errors.md through store.Coded.
 type Runtime interface {
-	// Call runs a tool (SPEC §2.1). It decides every call: a tool
+	// Call runs a tool (docs/api.md#calling-a-tool-post-v1toolscall). It decides every call: a tool
 	// outside the caller's allow-list is an *engine.ForbiddenError
 	// (whether it exists or not), an unknown one an error of code
 	// UNKNOWN_TOOL; the endpoint checks neither itself.
@@ -94,7 +94,7 @@ type Config struct {
 	// the clients that listen (listen.go).
 	Upstreams Upstreams
 	// RecordView, when set, gives the JSON of an execution as
-	// GET /v1/executions shows it, for the reconcile tools (SPEC §5.4);
+	// GET /v1/executions shows it, for the reconcile tools (docs/mcp.md, "Reconciling from the model");
 	// released tells that it is the record a release removed
 	// (carmy.resolve with status released), which the view says as
 	// POST /v1/executions/{id}/resolve does ("released": true). Nil means

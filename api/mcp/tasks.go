@@ -15,7 +15,7 @@ import (
 	"github.com/carmyhq/carmy/store"
 )
 
-// MCP tasks (SPEC §5.4). A task is an execution record: its id is the
+// MCP tasks (docs/mcp.md#long-calls-tasks). A task is an execution record: its id is the
 // execution_id, so it is durable, answered by every node, and outlives
 // the node that started it. Carmy serves both forms:
 //
@@ -34,7 +34,7 @@ import (
 // Statuses: running is working; interrupted is working too, with a
 // statusMessage saying that the outcome is being reconciled; cancelled is
 // cancelled; completed is completed. failed and timed_out are failed at
-// 2025-11-25, with the result of SPEC §5.1 (isError); at 2026-07-28 the
+// 2025-11-25, with the result of docs/mcp.md (isError); at 2026-07-28 the
 // extension keeps failed for JSON-RPC errors, so they are completed with
 // that same isError result.
 

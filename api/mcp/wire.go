@@ -88,7 +88,7 @@ func (w *wireWriter) finish() {
 
 // WriteError answers a request with a JSON-RPC error of no id (the
 // request was not read as one), with status and, when data is not nil,
-// data (for Carmy's refusals: SPEC §2.2's error object).
+// data (for Carmy's refusals: the error object of docs/errors.md).
 func WriteError(w http.ResponseWriter, status, code int, message string, data any) {
 	writeRPCError(w, status, nil, code, message, data)
 }

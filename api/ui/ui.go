@@ -1,4 +1,4 @@
-// Package ui holds the operator console (SPEC §6): one page, its HTML,
+// Package ui holds the operator console (docs/console.md): one page, its HTML,
 // CSS and JavaScript modules embedded in the binary, so every node serves
 // it and it loads nothing from elsewhere. The page uses the public HTTP
 // API alone, with the token its user gives it; the assets themselves hold

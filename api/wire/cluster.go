@@ -11,9 +11,9 @@ type NodeSpec struct {
 	HTTPAddr string `json:"http_addr"`
 }
 
-// ClusterNode is one member in GET /v1/cluster (SPEC §2.6). A node of a Raft cluster
+// ClusterNode is one member in GET /v1/cluster (docs/api.md#cluster-administration). A node of a Raft cluster
 // has RaftAddr, Suffrage and Gossip; a node of a fleet on PostgreSQL
-// (SPEC §8) has none of them, and its Heartbeat ("alive" or "dead") and
+// (docs/operations.md#a-fleet-on-postgresql) has none of them, and its Heartbeat ("alive" or "dead") and
 // LastHeartbeat (RFC 3339, the database's clock) instead. Version is the
 // version of Carmy the node runs: from its gossip metadata on a Raft
 // cluster (empty until gossip has heard from it), from its heartbeat row

@@ -35,7 +35,7 @@ func TestBatchNotAppliedStaysNotApplied(t *testing.T) {
 }
 
 // Each command's own error is rebuilt as the same store error on the
-// follower, from the SPEC code or the state the leader wrote;
+// follower, from the error code or the state the leader wrote;
 // "commit_unknown" matches nothing else.
 func TestForwardedErrorsKeepTheirMeaning(t *testing.T) {
 	cases := []struct {

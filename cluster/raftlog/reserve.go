@@ -11,7 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// A full disk must not stop a node (SPEC §7), but Raft cannot go on
+// A full disk must not stop a node (docs/operations.md#a-full-disk), but Raft cannot go on
 // without writing its term and vote: hashicorp/raft panics when its
 // stable store refuses one. They share raft.db with the log, so a disk
 // that fills up would fail them too. The node therefore keeps a little

@@ -42,7 +42,7 @@ type Result struct {
 // Error is an error as the node-to-node wire carries it, in an error
 // answer or in one command's result.
 //
-// An outcome of the contract travels as its SPEC code (Code, with
+// An outcome of the contract travels as its error code (Code, with
 // Message), from which the receiver rebuilds the store error with that
 // code (store.Sentinel), so errors.Is works on both nodes alike. Two
 // states of one attempt are no such outcome, and travel as State instead:
@@ -62,7 +62,7 @@ const (
 	StateCommitUnknown = "commit_unknown"
 )
 
-// ErrorOf is how err goes on the wire: a state, or its SPEC code (an
+// ErrorOf is how err goes on the wire: a state, or its error code (an
 // error without one is UNAVAILABLE: nothing was applied).
 func ErrorOf(err error) Error {
 	msg := err.Error()

@@ -37,7 +37,7 @@ type adminRequest struct {
 	token   bool // an admin token was given
 }
 
-// apiError is an error answer of the API (SPEC §2.2), printed as
+// apiError is an error answer of the API (docs/errors.md), printed as
 // "CODE: message", with a hint when no admin token was given.
 type apiError struct {
 	*client.APIError

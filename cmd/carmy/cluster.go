@@ -22,7 +22,7 @@ import (
 	"github.com/carmyhq/carmy/internal/netaddr"
 )
 
-// `carmy cluster status|join|remove` wraps the admin API of SPEC §2.6 for
+// `carmy cluster status|join|remove` wraps the admin API of docs/api.md#cluster-administration for
 // operators: one HTTP request to one node, its answer printed as a table
 // (or as the raw JSON with --json).
 
@@ -197,7 +197,7 @@ func clusterCmd(ctx context.Context, args []string, getenv func(string) string, 
 
 // joinMessage returns what join tells an operator: added (added), nothing
 // changed when the node is a member at these addresses already (the join
-// is then a no-op, SPEC §2.6), or its addresses updated. It asks the
+// is then a no-op, docs/api.md#cluster-administration), or its addresses updated. It asks the
 // cluster's status first; when that fails, the join itself will say why,
 // and added is returned.
 func joinMessage(ctx context.Context, c *client.Client, opts clusterOptions, added string) string {

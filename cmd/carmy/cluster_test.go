@@ -88,8 +88,8 @@ func runCluster(t *testing.T, env map[string]string, args ...string) (stdout, st
 	return out.String(), errOut.String(), err
 }
 
-// threeNodes is a GET /v1/cluster answer of SPEC §2.6, its nodes in the
-// Raft configuration's order (the order they joined), not by id.
+// threeNodes is a GET /v1/cluster answer of docs/api.md#cluster-administration,
+// its nodes in the Raft configuration's order (the order they joined), not by id.
 const threeNodes = `{"leader":{"id":"node1","http_addr":"127.0.0.1:8081"},
 "nodes":[
  {"id":"node2","raft_addr":"127.0.0.1:8302","http_addr":"127.0.0.1:8082","suffrage":"voter","gossip":"suspect","version":"v1.3.0"},
@@ -205,7 +205,7 @@ func TestClusterJoin(t *testing.T) {
 		name, id, raft, http, wantFirst string
 	}{
 		{"a new node", "node4", "127.0.0.1:8304", "127.0.0.1:8084", "Added node4 (raft 127.0.0.1:8304, http 127.0.0.1:8084)."},
-		// SPEC §2.6: the same id and addresses again is a no-op; the
+		// docs/api.md#cluster-administration: the same id and addresses again is a no-op; the
 		// operator is told so, not "Added" (issue 18, finding 9).
 		{"a member at the same addresses", "node1", "127.0.0.1:8301", "127.0.0.1:8081", "node1 is already a member at these addresses: nothing changed."},
 		{"a member at new addresses", "node3", "127.0.0.1:8303", "127.0.0.1:8083", "Updated node3: raft 127.0.0.1:8303 (was 127.0.0.1:8303), http 127.0.0.1:8083 (was none)."},

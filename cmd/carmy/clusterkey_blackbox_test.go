@@ -206,7 +206,7 @@ func TestBlackBoxGeneratedClusterKey(t *testing.T) {
 
 // TestBlackBoxSIGTERMAfterRaftGarbage checks that a node whose Raft port
 // got garbage, a forged AppendEntries and a connection that never speaks
-// still exits 0 within SPEC's 15 s of SIGTERM, and that it answered no
+// still exits 0 within 15 s of SIGTERM (docs/cli.md#starting-restarting-stopping), and that it answered no
 // forged RPC. Before, the forged entries truncated the log and the node's
 // shutdown then hung for over a minute.
 func TestBlackBoxSIGTERMAfterRaftGarbage(t *testing.T) {

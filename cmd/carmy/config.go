@@ -22,11 +22,11 @@ import (
 	"github.com/carmyhq/carmy/internal/egress"
 )
 
-// fileConfig is the YAML config file (SPEC §3.1).
+// fileConfig is the YAML config file (docs/config.md).
 type fileConfig struct {
 	Tools []toolConfig `yaml:"tools"`
 	// MCPServers are upstream MCP servers whose tools Carmy serves as
-	// <name>.<tool> (SPEC §5.2; package mcpgateway).
+	// <name>.<tool> (docs/mcp.md#carmy-in-front-of-mcp-servers-the-gateway; package mcpgateway).
 	MCPServers []mcpServerConfig `yaml:"mcp_servers"`
 	DemoTools  bool              `yaml:"demo_tools"`
 	Auth       authConfig        `yaml:"auth"`
@@ -57,11 +57,11 @@ type toolConfig struct {
 	Timeout          string `yaml:"timeout"`
 	RequireRequestID bool   `yaml:"require_request_id"`
 	// DedupeWindow (a Go duration such as 10m) makes calls without a
-	// request_id idempotent for that long (SPEC §5.3); require_request_id
+	// request_id idempotent for that long (docs/mcp.md#calls-without-a-request-id-dedupe_window); require_request_id
 	// wins.
 	DedupeWindow string      `yaml:"dedupe_window"`
 	HTTP         *httpConfig `yaml:"http"`
-	// Reconcile, when set, is the tool's reconcile probe (SPEC §3.3).
+	// Reconcile, when set, is the tool's reconcile probe (docs/config.md#reconcile-probes).
 	Reconcile *reconcileConfig `yaml:"reconcile"`
 }
 
@@ -100,7 +100,7 @@ type mcpServerConfig struct {
 	Tools            []string `yaml:"tools"`
 	Timeout          string   `yaml:"timeout"`
 	RequireRequestID bool     `yaml:"require_request_id"`
-	// DedupeWindow is as a tool's (SPEC §5.3).
+	// DedupeWindow is as a tool's (docs/mcp.md#calls-without-a-request-id-dedupe_window).
 	DedupeWindow string `yaml:"dedupe_window"`
 	// AllowNetworks narrows where url may connect, as a tool's
 	// http.allow_networks does (within egress.allow when that is set).
@@ -118,7 +118,7 @@ type mcpServerConfig struct {
 	// is killed and replaced (default 5s).
 	CancelGrace string `yaml:"cancel_grace"`
 	// ReconcileTool names the upstream tool that settles the interrupted
-	// executions of this server's tools (SPEC §3.3), for
+	// executions of this server's tools (docs/config.md#reconcile-probes), for
 	// ReconcileGiveUpAfter (a Go duration; default 24h) after each
 	// started.
 	ReconcileTool        string `yaml:"reconcile_tool"`

@@ -43,7 +43,7 @@ func mustLoadConfig(t *testing.T, text string) fileConfig {
 	return fc
 }
 
-// specExample is the config file of SPEC §3.1.
+// specExample is the config file of docs/config.md.
 const specExample = `tools:
   - name: create_order
     description: Create an order
@@ -137,7 +137,7 @@ func TestLoadConfigSpecExample(t *testing.T) {
 }
 
 func TestConfiguredToolInRuntime(t *testing.T) {
-	// The tool of SPEC §3.1, pointed at a test upstream: the runtime accepts
+	// The tool of docs/config.md, pointed at a test upstream: the runtime accepts
 	// its schema, enforces it and require_request_id before calling anyone,
 	// and the upstream sees the expanded URL and headers.
 	var (

@@ -1,6 +1,6 @@
 package main_test
 
-// Browser tests of the operator console (SPEC §6): built `carmy serve`
+// Browser tests of the operator console (docs/console.md): built `carmy serve`
 // processes on loopback, and the page at /ui/ in headless Chromium driven
 // with chromedp, asserting what a person sees and that what they do
 // through the page changes the records (checked through the API).

@@ -1,6 +1,6 @@
 package main_test
 
-// Black-box test of the dedupe window (SPEC §5.3): a built `carmy serve`
+// Black-box test of the dedupe window (docs/mcp.md#calls-without-a-request-id-dedupe_window): a built `carmy serve`
 // with an HTTP tool and an upstream MCP server that declare one.
 
 import (

@@ -80,7 +80,7 @@ type serveConfig struct {
 	StoreLease        time.Duration
 }
 
-// Defaults of SPEC §3 (the node id's: nodeid.go).
+// Defaults of docs/cli.md#carmy-serve (the node id's: nodeid.go).
 const (
 	defaultHTTPAddr   = "127.0.0.1:8080"
 	defaultRaftAddr   = "127.0.0.1:8300"

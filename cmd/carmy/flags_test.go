@@ -29,7 +29,7 @@ func clearCarmyEnv(t *testing.T) {
 }
 
 // defaultServeConfig is the configuration of `carmy serve` without flags
-// or environment (SPEC §3), in a directory without carmy-data/node1: no
+// or environment (docs/cli.md#carmy-serve), in a directory without carmy-data/node1: no
 // node id yet (serve takes the one kept in the data dir), and the data dir
 // of a node without one.
 var defaultServeConfig = serveConfig{
@@ -489,7 +489,7 @@ func TestFlagEnvNamesExistingFlags(t *testing.T) {
 		t.Error("no --dev flag")
 	}
 	if envOf("dev") != "" {
-		t.Errorf("--dev has variable %s; SPEC §3 gives it none", envOf("dev"))
+		t.Errorf("--dev has variable %s; docs/cli.md#carmy-serve gives it none", envOf("dev"))
 	}
 }
 

@@ -45,7 +45,7 @@ func hbReq(t *testing.T, base, method, path, body string, hdr map[string]string)
 	return resp.StatusCode, resp.Header, string(raw)
 }
 
-// errorCode returns the code of a §2.2 envelope ("" for none).
+// errorCode returns the code of an error envelope (docs/errors.md) ("" for none).
 func errorCode(body string) string {
 	var env struct {
 		Error struct {

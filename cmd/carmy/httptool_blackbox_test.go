@@ -201,7 +201,7 @@ func TestBlackBoxHTTPToolsKeepSecretsAndStayOnTheirHost(t *testing.T) {
 		return a
 	}
 
-	// SPEC §1, nothing sent, nothing recorded: a refused connection is
+	// docs/guarantees.md, "Nothing sent, nothing recorded": a refused connection is
 	// answered 503 with Retry-After, saying the tool did not run, and
 	// leaves no record; once the upstream listens, the retry with the same
 	// request_id runs the tool.

@@ -1,6 +1,6 @@
 package main_test
 
-// Black-box tests of the MCP endpoint (SPEC §5.1): a built `carmy serve`
+// Black-box tests of the MCP endpoint (docs/mcp.md): a built `carmy serve`
 // process with tokens, driven over loopback by two independent MCP client
 // implementations (the official Go SDK, which Carmy is built with, and
 // mark3labs/mcp-go) at each protocol version Carmy serves, and by raw
@@ -26,7 +26,7 @@ import (
 	"github.com/carmyhq/carmy/internal/testutil"
 )
 
-// The protocol versions SPEC §5.1 says are served.
+// The protocol versions docs/mcp.md says are served.
 var mcpVersions = []string{"2025-06-18", "2025-11-25", "2026-07-28"}
 
 // Tokens of the node: planner may call every tool, reader echo only.
@@ -203,7 +203,7 @@ func (c *sdkClient) toolNames() []string {
 	var names []string
 	for _, tool := range res.Tools {
 		if strings.HasPrefix(tool.Name, "carmy.") {
-			continue // the reconcile tools (SPEC §5.4): MCP's alone
+			continue // the reconcile tools (docs/mcp.md, "Reconciling from the model"): MCP's alone
 		}
 		names = append(names, tool.Name+"|"+tool.Description+"|"+compactJSON(c.t, tool.InputSchema))
 	}
@@ -268,7 +268,7 @@ func (c *m3Client) toolNames() []string {
 	var names []string
 	for _, tool := range res.Tools {
 		if strings.HasPrefix(tool.Name, "carmy.") {
-			continue // the reconcile tools (SPEC §5.4): MCP's alone
+			continue // the reconcile tools (docs/mcp.md, "Reconciling from the model"): MCP's alone
 		}
 		names = append(names, tool.Name+"|"+tool.Description)
 	}
@@ -413,7 +413,7 @@ func mcpRawChecks(t *testing.T, n mcpNode) {
 		t.Helper()
 		if data, ok := strings.CutPrefix(raw, "event: message\ndata: "); ok {
 			// A call with a progressToken is answered on an event stream
-			// (SPEC §5.4): its last event is the answer.
+			// (docs/mcp.md#progress): its last event is the answer.
 			events := strings.Split(strings.TrimSpace(data), "\n\nevent: message\ndata: ")
 			raw = events[len(events)-1]
 		}
@@ -533,7 +533,7 @@ func mcpRawChecks(t *testing.T, n mcpNode) {
 }
 
 // TestMCPThreeNodes: one identity on a cluster of three processes, over
-// both transports (SPEC §5.1: a call made over MCP and one made over HTTP
+// both transports (docs/mcp.md: a call made over MCP and one made over HTTP
 // with the same identity are the same call). create_order is called over
 // MCP on a follower (the go-sdk client, 2025-11-25), retried over HTTP on
 // the leader and over MCP on the other follower (mcp-go at 2025-06-18,

@@ -22,7 +22,7 @@ import (
 )
 
 // TestMCPCostPerCall measures what a call costs the node over MCP beside
-// over HTTP (SPEC §5.4 Speed), with real clients: 32 sessions of the
+// over HTTP (docs/performance.md#mcp-beside-http), with real clients: 32 sessions of the
 // official Go SDK's client at each protocol version, and 32 HTTP clients
 // of POST /v1/tools/call, one after the other against one node (carmy
 // serve --dev), each kind for CARMY_MCP_COST_DURATION (default 8s) after

@@ -1,6 +1,6 @@
 package main_test
 
-// Black-box test of MCP tasks across a cluster (SPEC §5.4): a task is the
+// Black-box test of MCP tasks across a cluster (docs/mcp.md#long-calls-tasks): a task is the
 // execution record, so a task started on one node is polled, fetched and
 // reconciled on the others, and outlives its node. The client is
 // mark3labs/mcp-go at 2025-11-25 (an independent implementation of the

@@ -1,6 +1,6 @@
 package main_test
 
-// Black-box test of upstream MCP servers (SPEC §5.2): a built `carmy
+// Black-box test of upstream MCP servers (docs/mcp.md#carmy-in-front-of-mcp-servers-the-gateway): a built `carmy
 // serve` in front of an MCP server over Streamable HTTP (in this test
 // process) and one over stdio (testdata of package mcpgateway), driven
 // over the API with auth on, and killed with -9 while upstream tools run.

@@ -1,6 +1,6 @@
 package main_test
 
-// Black-box tests of the gateway against hostile upstreams (SPEC §5.2,
+// Black-box tests of the gateway against hostile upstreams (docs/mcp.md#carmy-in-front-of-mcp-servers-the-gateway,
 // last bullet): a built `carmy serve` in front of an MCP server over HTTP
 // in this test process and one over stdio.
 

@@ -11,7 +11,7 @@ import (
 	"github.com/carmyhq/carmy/mcpgateway"
 )
 
-// mcpUpstreams returns the configured upstream MCP servers (SPEC §5.2),
+// mcpUpstreams returns the configured upstream MCP servers (docs/mcp.md#carmy-in-front-of-mcp-servers-the-gateway),
 // registering their tools with reg once started, expanding ${VAR} in
 // their URLs, headers and env from getenv (an unset variable is an
 // error), bounding their answers by limits.result_bytes. A command

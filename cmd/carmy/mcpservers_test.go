@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// specMCPExample is the mcp_servers example of SPEC §5.2, and a stdio one.
+// specMCPExample is the mcp_servers example of docs/mcp.md#carmy-in-front-of-mcp-servers-the-gateway, and a stdio one.
 const specMCPExample = `mcp_servers:
   - name: tickets                      # tools appear as tickets.<upstream tool name>
     url: https://tickets.internal/mcp  # Streamable HTTP; or, instead:

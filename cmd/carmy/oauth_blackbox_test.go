@@ -1,6 +1,6 @@
 package main_test
 
-// A black-box test of OAuth access tokens (SPEC §5.1, auth.oauth): a
+// A black-box test of OAuth access tokens (docs/mcp.md#oauth, auth.oauth): a
 // built `carmy serve` process accepts the JWTs of an issuer this test
 // runs (its keys made here), through the official Go SDK's MCP client and
 // the HTTP API alike, beside a static token.

@@ -15,7 +15,7 @@ import (
 	"github.com/carmyhq/carmy/internal/testutil"
 )
 
-// TestMCPBurstOnBusyHost is SPEC §7's overload through MCP: concurrent
+// TestMCPBurstOnBusyHost is the overload of docs/operations.md#overload through MCP: concurrent
 // tools/call of 900 KiB (with _meta carmy/request_id) on one follower of a
 // 3-node cluster, while three processes spin on the CPU beside the nodes.
 // Every call is answered with its result or refused before anything was

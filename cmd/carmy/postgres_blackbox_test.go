@@ -20,7 +20,7 @@ import (
 
 // TestBlackBoxPostgresSingleNode: one node with --store postgres serves
 // calls and replays, keeps them across its restart, shows the database
-// in GET /v1/cluster and refuses the Raft membership routes (SPEC §8).
+// in GET /v1/cluster and refuses the Raft membership routes (docs/operations.md#a-fleet-on-postgresql).
 func TestBlackBoxPostgresSingleNode(t *testing.T) {
 	pg := needPostgres(t)
 	bin := testutil.BuildCarmy(t)
@@ -82,7 +82,7 @@ func TestBlackBoxPostgresSingleNode(t *testing.T) {
 // made on one is replayed by the others; concurrent duplicates spread over
 // the nodes run the tool once; a cancel asked of one node stops the tool
 // on another; a node killed with a call running is seen dead and its
-// execution marked interrupted within the bound (SPEC §1, §8).
+// execution marked interrupted within the bound (docs/guarantees.md, docs/operations.md#a-fleet-on-postgresql).
 func TestBlackBoxPostgresFleet(t *testing.T) {
 	pg := needPostgres(t)
 	bin := testutil.BuildCarmy(t)
@@ -178,7 +178,7 @@ func TestBlackBoxPostgresFleet(t *testing.T) {
 		})
 		b.Kill()
 		killed := time.Now()
-		// The bound is 3/2 of the lease plus a sweep; SPEC's 30 s is for
+		// The bound is 3/2 of the lease plus a sweep; the 30 s of docs/operations.md#a-fleet-on-postgresql is for
 		// the default 10 s lease.
 		testutil.WaitFor(t, 30*time.Second, "b's execution to be interrupted", func() error {
 			if r := execution(t, c, id); r.Status != "interrupted" {
@@ -199,7 +199,7 @@ func TestBlackBoxPostgresFleet(t *testing.T) {
 // TestBlackBoxPostgresRestartUnderLoad: issue 30's target. PostgreSQL is
 // stopped with pg_ctl's -m immediate (SIGQUIT: no checkpoint, crash
 // recovery at the next start) while 50 clients call two nodes, each call
-// under its own request_id and retried on 503 and 409 as SPEC §1 tells
+// under its own request_id and retried on 503 and 409 as docs/guarantees.md tells
 // them; then it starts again. While it is down calls are refused 503
 // UNAVAILABLE; once it is back the nodes serve again (the time is
 // logged), and every call that was answered 200, before, during or after,
@@ -350,8 +350,8 @@ func TestBlackBoxPostgresRestartUnderLoad(t *testing.T) {
 // interrupted; a refuses new calls. An operator resolves one of them on
 // b. When a comes back and its tools finish, it records over the
 // interrupted mark only as any late runner does: the execution left
-// alone gets a's result; the resolved one keeps its resolution (SPEC §1,
-// §2.5, §8).
+// alone gets a's result; the resolved one keeps its resolution (docs/guarantees.md,
+// docs/api.md#reconciling-cancel-and-resolve, docs/operations.md#a-fleet-on-postgresql).
 func TestBlackBoxPostgresPartitionedNodeComesBack(t *testing.T) {
 	pg := needPostgres(t)
 	proxy, err := pgtest.NewProxy(pg)

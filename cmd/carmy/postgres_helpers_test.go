@@ -16,7 +16,7 @@ import (
 	"github.com/carmyhq/carmy/internal/testutil"
 )
 
-// The black-box tests of --store postgres (SPEC §8) start their own
+// The black-box tests of --store postgres (docs/operations.md#a-fleet-on-postgresql) start their own
 // PostgreSQL server (Debian's binaries, in a temporary directory, on a
 // Unix socket) and real carmy processes on 127.0.0.1 that share it.
 

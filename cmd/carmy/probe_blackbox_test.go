@@ -15,7 +15,7 @@ import (
 	"github.com/carmyhq/carmy/internal/testutil"
 )
 
-// TestBlackBoxProbeResolvesADeadRunnersCall: SPEC §3.3 across nodes. A
+// TestBlackBoxProbeResolvesADeadRunnersCall: docs/config.md#reconcile-probes across nodes. A
 // call runs on a follower of three, whose process is killed mid-call; the
 // cluster marks the execution interrupted, and the leader's reconcile
 // probe asks the upstream by the call's idempotency key and resolves it

@@ -119,7 +119,8 @@ func raftNode(ctx context.Context, cfg serveConfig, fc fileConfig, auth api.Auth
 
 // runNode waits for ctx to end (or the node to stop on its own), then
 // stops the node (Node.Close owns the order). After a signal the stop is
-// bounded by what is left of SPEC's 15 s.
+// bounded by what is left of the 15 s of
+// docs/cli.md#starting-restarting-stopping.
 func runNode(ctx context.Context, node *carmy.Node, log *slog.Logger) error {
 	closeCtx := context.Background()
 	select {
@@ -137,7 +138,7 @@ func runNode(ctx context.Context, node *carmy.Node, log *slog.Logger) error {
 }
 
 // stopBudget is how long after a signal carmy serve may take to exit:
-// SPEC §3's 15 s, less a margin for the process's own exit.
+// the 15 s of docs/cli.md#starting-restarting-stopping, less a margin for the process's own exit.
 const stopBudget = 14 * time.Second
 
 // faultsPath is where a node with the test fault layer serves its control.

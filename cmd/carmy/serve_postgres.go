@@ -15,7 +15,7 @@ import (
 	"github.com/carmyhq/carmy/store/postgres"
 )
 
-// A node with --store postgres://… is one of a fleet (SPEC §8): it runs
+// A node with --store postgres://… is one of a fleet (docs/operations.md#a-fleet-on-postgresql): it runs
 // no Raft and no gossip; its records, their bounds, the nodes' heartbeats
 // and the cancellations live in the database (postgres.Fleet). The rest —
 // the API, MCP and the gateway, the console, quotas, dedupe windows,

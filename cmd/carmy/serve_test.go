@@ -66,7 +66,7 @@ type runningServe struct {
 }
 
 // stop cancels serve's context and returns what serve returned, failing
-// the test if it does not return within SPEC §3's 15 s.
+// the test if it does not return within the 15 s of docs/cli.md#starting-restarting-stopping.
 func (s *runningServe) stop(t *testing.T) error {
 	t.Helper()
 	s.cancel()
@@ -370,7 +370,7 @@ func TestServeLoopbackWithoutDev(t *testing.T) {
 }
 
 func TestServeDevOnAllInterfaces(t *testing.T) {
-	// SPEC §3: anonymous callers are allowed on a non-loopback address with
+	// docs/cli.md#starting-restarting-stopping: anonymous callers are allowed on a non-loopback address with
 	// --dev; a listener off loopback needs the cluster key.
 	clearCarmyEnv(t)
 	s := startServe(t, "--dev", "--http-addr", "0.0.0.0:0", "--cluster-key", testClusterKey)
@@ -517,7 +517,7 @@ func TestServeHelp(t *testing.T) {
 	checkServeUsage(t, fmt.Sprint(stdout.String(), logs.String()))
 }
 
-// TestServeClusterKey checks how a node gets its cluster key (SPEC §3):
+// TestServeClusterKey checks how a node gets its cluster key (docs/cli.md#carmy-serve):
 // with none and no node TLS it generates one in its data dir, on or off
 // loopback; a key shorter than 16 bytes, both --cluster-key and
 // --cluster-key-file, or a key file that is missing or empty are refused
@@ -634,7 +634,7 @@ func TestServeClusterKey(t *testing.T) {
 }
 
 func TestServeRestartKeepsRecords(t *testing.T) {
-	// SPEC §3: a restarted node rejoins with its data dir alone, and the
+	// docs/cli.md#starting-restarting-stopping: a restarted node rejoins with its data dir alone, and the
 	// records it replicated are still replayed.
 	clearCarmyEnv(t)
 	dir := t.TempDir()

@@ -19,7 +19,7 @@ import (
 
 // TestBlackBoxUpstreamDownThenBack: issue 26's target. An HTTP tool's
 // upstream is down (its port refuses) while 50 agents call it, each with
-// its own request_id, retrying on 503 as SPEC §1 tells them; then it comes
+// its own request_id, retrying on 503 as docs/guarantees.md tells them; then it comes
 // back. No call that never reached it leaves a record (none is failed),
 // and every identity runs exactly once once it is back.
 // CARMY_UPSTREAM_DOWN_SECONDS sets how long it stays down (default 3; the

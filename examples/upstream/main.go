@@ -17,7 +17,7 @@
 // GET /orders lists the orders placed. GET /orders/by-key/{key} answers
 // the order placed under an Idempotency-Key, or 404 when none was: the
 // reconcile probe of the local cluster's config asks it whether an
-// interrupted call's order was placed (SPEC §3.3). State is in memory: a
+// interrupted call's order was placed (docs/config.md#reconcile-probes). State is in memory: a
 // restart forgets it. It is an example, not a server to deploy.
 package main
 

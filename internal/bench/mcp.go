@@ -9,7 +9,7 @@ import (
 // The transports `carmy bench --transport` drives.
 const (
 	transportHTTP = "http" // POST /v1/tools/call
-	transportMCP  = "mcp"  // tools/call at /mcp (SPEC §5.1)
+	transportMCP  = "mcp"  // tools/call at /mcp (docs/mcp.md)
 )
 
 // The MCP protocol versions `carmy bench --mcp-version` speaks.

@@ -23,7 +23,7 @@ import (
 // in phases (seeding a replay pool, warming up, measuring), and what each
 // call came back as.
 
-// Outcomes of a call besides an error code (SPEC §2.2).
+// Outcomes of a call besides an error code (docs/errors.md).
 const (
 	outcomeRan       = "ran"       // 200, the tool ran
 	outcomeReplayed  = "replayed"  // 200, a replay of a finished call
@@ -419,7 +419,7 @@ func (d *benchDriver) call(ctx context.Context, t *benchTarget, body []byte, lan
 		return outcome, latency, true
 	}
 	if a.status == http.StatusOK {
-		// SPEC §2.1: a replay carries Idempotent-Replayed: true.
+		// docs/api.md#calling-a-tool-post-v1toolscall: a replay carries Idempotent-Replayed: true.
 		if a.replayed {
 			return outcomeReplayed, latency, true
 		}

@@ -13,7 +13,7 @@ import (
 )
 
 // Whether a request reached its upstream decides what Carmy records when
-// no answer came back (SPEC §1): a request of which not one byte was
+// no answer came back (docs/guarantees.md): a request of which not one byte was
 // written cannot have had an effect, and its reservation is released; one
 // that was written, even in part, may have, and its execution becomes
 // interrupted. That is decided here, at the transport, by counting the

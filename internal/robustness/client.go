@@ -35,7 +35,7 @@ const (
 	callTimeout = 10 * time.Second
 )
 
-// errorBody is the error envelope of SPEC §2.2.
+// errorBody is the error envelope of docs/errors.md.
 type errorBody struct {
 	Error struct {
 		Code        string `json:"code"`
@@ -106,7 +106,7 @@ func newNodeClient(t testing.TB, key, tlsDir string) *nodeClient {
 }
 
 // Transports of the workload's calls: POST /v1/tools/call, or tools/call
-// at /mcp (SPEC §5.1) at one of the protocol versions below.
+// at /mcp (docs/mcp.md) at one of the protocol versions below.
 const (
 	transportHTTP = "http"
 	transportMCP  = "mcp"
@@ -145,7 +145,7 @@ func (c *nodeClient) call(ctx context.Context, baseURL, requestID string, args l
 }
 
 // classify turns what api/client made of a call's answer into an outcome:
-// a Result, a refusal (*client.APIError), an answer outside SPEC §2
+// a Result, a refusal (*client.APIError), an answer outside docs/api.md
 // (*client.ProtocolError: an anomaly), or no answer at all (a transport
 // error or a timeout: the call may or may not have happened).
 func classify(res *client.Result, err error) outcome {
@@ -203,7 +203,7 @@ func stamp(t time.Time) string {
 	return t.UTC().Format(time.RFC3339Nano)
 }
 
-// classifyRefusal classifies an error answer (SPEC §2.2's envelope).
+// classifyRefusal classifies an error answer (the envelope of docs/errors.md).
 func classifyRefusal(ae *client.APIError) outcome {
 	o := outcome{kind: KindUnknown, httpStatus: ae.Status, code: ae.Code}
 	switch {
@@ -266,7 +266,7 @@ type mcpAnswer struct {
 }
 
 // callMCP sends one tool call to baseURL's /mcp as a stateless MCP client
-// of version does (no initialize: SPEC §5.1), with the identity in _meta,
+// of version does (no initialize: docs/mcp.md), with the identity in _meta,
 // and classifies the answer as call does.
 func (c *nodeClient) callMCP(ctx context.Context, baseURL, version, requestID string, args ledgerapi.Args) outcome {
 	meta := map[string]any{"carmy/request_id": requestID, "carmy/session_id": session}
@@ -306,7 +306,7 @@ func (c *nodeClient) callMCP(ctx context.Context, baseURL, version, requestID st
 // an HTTP answer: a result with Carmy's record is KindOK (its data is the
 // text item, the JSON text of the recorded data; its error the
 // structuredContent's); a refusal (isError with carmy/error_code) is
-// classified by its code and SPEC §2.2 envelope; anything else (a
+// classified by its code and the envelope of docs/errors.md; anything else (a
 // JSON-RPC error, an HTTP error) fits no kind of the contract.
 func classifyMCP(status int, requestID string, raw []byte) outcome {
 	o := outcome{kind: KindUnknown, httpStatus: status}

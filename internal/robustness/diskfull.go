@@ -4,7 +4,7 @@ import (
 	"fmt"
 )
 
-// The disk-full nemeses (SPEC §7): a node's data dir fills up (a file
+// The disk-full nemeses (docs/operations.md#a-full-disk): a node's data dir fills up (a file
 // written until ENOSPC into its tmpfs, from the host) for the fault's
 // hold, then is freed. The node stays up, refuses writes it cannot log
 // (a leader hands over), and takes writes again once there is room;

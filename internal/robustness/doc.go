@@ -42,7 +42,7 @@
 // the leader on the minority side (1|2 or 2|3), and a bridge (two halves
 // joined by one node); remove a voter through the admin API and add it
 // back, once with its data kept and once wiped (a new container and
-// volume under the same name); and load alone (SPEC §7, overload.go):
+// volume under the same name); and load alone (docs/operations.md#overload, overload.go):
 // three processes spinning on the host's CPUs for the hold, and a burst
 // of 40 concurrent calls with 900 KiB results on a follower, none of
 // which may be answered "the tool ran but its outcome is not recorded"
@@ -75,7 +75,7 @@
 // seconds in which no call got a settled answer, and the anomalies, which
 // must be none.
 //
-// A fleet on PostgreSQL (SPEC §8; TestRobustnessPostgres, fleet.go,
+// A fleet on PostgreSQL (docs/operations.md#a-fleet-on-postgresql; TestRobustnessPostgres, fleet.go,
 // nemesis_fleet.go): the same workload, ledger and checks against one
 // database container (the image `scripts/image --postgres` builds:
 // Debian's PostgreSQL, its data in the container's own layer, which

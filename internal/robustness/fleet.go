@@ -19,7 +19,7 @@ import (
 	"github.com/carmyhq/carmy/internal/testutil"
 )
 
-// A fleet run (SPEC §8): one PostgreSQL container ("db", the image
+// A fleet run (docs/operations.md#a-fleet-on-postgresql): one PostgreSQL container ("db", the image
 // `scripts/image --postgres` builds) and size carmy nodes that share it
 // with --store postgres://…: no Raft, no gossip, no leader. The harness
 // reaches the database too, through its published port, to kill the
@@ -296,7 +296,7 @@ func (nm *nemesis) awaitDeclaredDead(target string, others []string) string {
 
 // awaitRefusing waits until every node refuses to be ready (/readyz not
 // 200) while the database is unreachable, and says when; not within
-// electTimeout is an anomaly (SPEC §8: calls fail closed).
+// electTimeout is an anomaly (docs/operations.md#a-fleet-on-postgresql: calls fail closed).
 func (nm *nemesis) awaitRefusing() string {
 	start := time.Now()
 	deadline := start.Add(electTimeout)
@@ -378,7 +378,7 @@ func (c *testCluster) describeFleet() string {
 }
 
 // markTimeout bounds how long the others may take to mark a dead node's
-// running executions interrupted (SPEC §8: 30 s).
+// running executions interrupted (docs/operations.md#a-fleet-on-postgresql: 30 s at most).
 const markTimeout = 30 * time.Second
 
 // awaitMarked waits, once target is declared dead, until none of its

@@ -47,7 +47,7 @@ type Op struct {
 	Transport   string // "http", or "mcp/<protocol version>"
 }
 
-// Record statuses of the contract (SPEC §1).
+// Record statuses of the contract (docs/api.md#concepts).
 const (
 	statusRunning     = "running"
 	statusInterrupted = "interrupted"

@@ -10,8 +10,8 @@ import (
 	"github.com/anishathalye/porcupine"
 )
 
-// The model is the sequential specification of one identity (SPEC §1 and
-// §2.1): a record that is vacant or held by one reservation, which runs,
+// The model is the sequential specification of one identity (docs/guarantees.md and
+// docs/api.md#calling-a-tool-post-v1toolscall): a record that is vacant or held by one reservation, which runs,
 // may be interrupted, finishes with one outcome that is then fixed, or is
 // released when its tool never started, or, once interrupted, when the
 // tool's reconcile probe finds that it never took effect (whether it did
@@ -124,7 +124,7 @@ func (s state) transitions() []state {
 		}
 		if !s.outKnown {
 			// The reconcile probe found no effect and released it
-			// (SPEC §3.3): the identity is free, and the next call runs
+			// (docs/config.md#reconcile-probes): the identity is free, and the next call runs
 			// the tool. A record some answer already returned the result
 			// of has run, so no probe releases it.
 			next = append(next, s.release())
@@ -176,7 +176,7 @@ func step(s state, op Op) []state {
 	own := op.Kind == KindUncertain && op.Status == statusInterrupted
 	for _, c := range s.closure() {
 		if own && c.phase == vacant {
-			// A lost answer (SPEC §1): the call reserved, its request
+			// A lost answer (docs/guarantees.md): the call reserved, its request
 			// reached the upstream, its runner marked the record
 			// interrupted, and the call was answered so. Linearised at
 			// the reservation, as a new call is: concurrent ops may

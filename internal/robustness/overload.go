@@ -13,7 +13,7 @@ import (
 	"github.com/carmyhq/carmy/api/client"
 )
 
-// The overload nemeses (SPEC §7): load alone causes no leader change and
+// The overload nemeses (docs/operations.md#overload): load alone causes no leader change and
 // no answer of "the tool ran but its outcome is not recorded".
 const (
 	// faultCPUContention: processes spinning on the host's CPUs, which

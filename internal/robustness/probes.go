@@ -9,7 +9,7 @@ import (
 	"github.com/carmyhq/carmy/internal/robustness/ledgerapi"
 )
 
-// The ledger tool has a reconcile probe (SPEC §3.3, deploy/docker/test/
+// The ledger tool has a reconcile probe (docs/config.md#reconcile-probes, deploy/docker/test/
 // carmy.yaml): the leader asks the ledger about every interrupted
 // execution, by its idempotency key, and resolves it completed with the
 // ledger's entry (200) or releases it (404). The ledger keeps every probe

@@ -150,7 +150,7 @@ func TestRobustness(t *testing.T) {
 }
 
 // TestRobustnessPostgres runs the fault-injection harness on a fleet
-// (SPEC §8): for each seed, a PostgreSQL container and stateless nodes
+// (docs/operations.md#a-fleet-on-postgresql): for each seed, a PostgreSQL container and stateless nodes
 // sharing it, the same agents, and a nemesis stopping, killing, pausing
 // the database and ending its connections, and killing, pausing and
 // isolating nodes; then the same checks as TestRobustness but

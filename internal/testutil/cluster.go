@@ -145,7 +145,7 @@ func flagValue(args []string, name string) (string, bool) {
 	return "", false
 }
 
-// ClusterStatus is the answer of GET /v1/cluster (SPEC §2.6), the API's
+// ClusterStatus is the answer of GET /v1/cluster (docs/api.md#cluster-administration), the API's
 // wire type, with the questions tests ask of it.
 type ClusterStatus wire.ClusterStatus
 

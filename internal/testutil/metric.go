@@ -137,7 +137,7 @@ func (w *ElectionWatch) Check() (report []string, held bool, err error) {
 }
 
 // RequireNone logs what each node saw since w was made (Check) and fails
-// tb when the nodes held an election: load alone must cause none (SPEC §7).
+// tb when the nodes held an election: load alone must cause none (docs/operations.md#overload).
 func (w *ElectionWatch) RequireNone(tb testing.TB) {
 	tb.Helper()
 	report, held, err := w.Check()

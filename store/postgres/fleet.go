@@ -25,7 +25,7 @@ import (
 //   - liveness: the node writes a heartbeat row every Lease/4, stamped by
 //     the server's clock. A node whose row is older than its own lease is
 //     dead: every live node, every Lease/2, marks the running executions
-//     of dead nodes interrupted (SPEC §8: within 30 s of a node's death
+//     of dead nodes interrupted (docs/operations.md#a-fleet-on-postgresql: within 30 s of a node's death
 //     with the default lease of 10 s: 10 s of lease, 5 s between sweeps,
 //     and the time one sweep takes). RunnerGone says what the last sweep
 //     saw.

@@ -14,7 +14,7 @@ import (
 // far enough from the bounds that each holds leases, then races them to
 // the bounds, where the leases run out together: a principal's quota
 // admits exactly its quota, the capacity exactly its capacity, every
-// other call is refused as SPEC says (a QuotaError naming the principal,
+// other call is refused as docs/errors.md says (a QuotaError naming the principal,
 // ErrCapacity), and the counts less the leases are the records'. With
 // one round in flight per store, and with three (each with leases of its
 // own).

@@ -666,7 +666,7 @@ func testConcurrentReserve(t *testing.T, newStore Factory) {
 	}
 }
 
-// testDedupeWindow checks Execution.DedupeWindow (SPEC §5.3): within the
+// testDedupeWindow checks Execution.DedupeWindow (docs/mcp.md#calls-without-a-request-id-dedupe_window): within the
 // window a finished record replays and an open one is uncertain; from the
 // window's end on a finished record with the same fingerprint is replaced
 // by the new reservation (a new execution id and seq, the old record
