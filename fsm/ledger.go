@@ -125,6 +125,20 @@ func (l *Ledger) Err() error {
 	return l.err
 }
 
+// Oldest returns the time of the oldest entry kept, and false when there
+// is none.
+func (l *Ledger) Oldest() (time.Time, bool) {
+	var t time.Time
+	ok := false
+	_ = l.db.View(func(tx *bbolt.Tx) error {
+		if _, v := tx.Bucket(bucketEntries).Cursor().First(); len(v) >= 8 {
+			t, ok = time.Unix(0, int64(binary.BigEndian.Uint64(v))).UTC(), true
+		}
+		return nil
+	})
+	return t, ok
+}
+
 // ledgerGroup is what one applied log entry gives the ledger.
 type ledgerGroup struct {
 	index  uint64
