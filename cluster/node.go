@@ -17,21 +17,21 @@ import (
 	"github.com/carmyhq/carmy/cluster/forward"
 	"github.com/carmyhq/carmy/cluster/gossip"
 	"github.com/carmyhq/carmy/cluster/nodeauth"
-	"github.com/carmyhq/carmy/store/audit"
 	"github.com/carmyhq/carmy/cluster/raftlog"
 	"github.com/carmyhq/carmy/fsm"
+	"github.com/carmyhq/carmy/store/audit"
 )
 
 // Node is one member of a Carmy cluster. Open starts it; Close stops it.
 // All methods are safe for concurrent use.
 type Node struct {
-	cfg  Config
-	log  *slog.Logger
-	fsm  *fsm.FSM
+	cfg Config
+	log *slog.Logger
+	fsm *fsm.FSM
 	// ledger is the audit ledger (audit.db in the data dir), which the
 	// FSM writes as it applies.
 	ledger *fsm.Ledger
-	raft *raft.Raft
+	raft   *raft.Raft
 
 	bolt      *raftboltdb.BoltStore
 	logs      *raftlog.Store // the Raft log store over bolt
