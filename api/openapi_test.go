@@ -103,7 +103,9 @@ func bearerPresent(_ context.Context, in *openapi3filter.AuthenticationInput) er
 
 // The audit ledger's pages are NDJSON, which the document declares as
 // text: each line's form is the verifier's to check (store/audit).
-func init() { openapi3filter.RegisterBodyDecoder("application/x-ndjson", openapi3filter.PlainBodyDecoder) }
+func init() {
+	openapi3filter.RegisterBodyDecoder("application/x-ndjson", openapi3filter.PlainBodyDecoder)
+}
 
 func requestOptions() *openapi3filter.Options {
 	return &openapi3filter.Options{AuthenticationFunc: bearerPresent, MultiError: true}
