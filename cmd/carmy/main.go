@@ -45,6 +45,7 @@ const usage = `Carmy runs tools for AI agents and makes their retries safe.
 Usage:
   carmy serve [flags]                     run a node (carmy serve --dev to try it out)
   carmy cluster status|join|remove [...]  administer a cluster through a node's admin API
+  carmy audit export|verify [...]         export the audit ledger; verify an export offline
   carmy bench [flags]                     drive running nodes with calls; report throughput and latency
   carmy health [--addr H:P] [--live]      exit 0 iff a node is ready (or alive): a health check for images
   carmy keygen                            print a new random gossip key (for --gossip-key)
@@ -71,6 +72,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return serve(ctx, rest, stdout, stderr)
 	case "cluster":
 		return clusterCmd(ctx, rest, os.Getenv, stdout, stderr)
+	case "audit":
+		return auditCmd(ctx, rest, os.Getenv, stdout, stderr)
 	case "bench":
 		return benchCmd(ctx, rest, os.Getenv, stdout, stderr)
 	case "health":
@@ -88,6 +91,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		if len(rest) > 0 && rest[0] == "cluster" {
 			fmt.Fprint(stdout, clusterUsage)
+			return nil
+		}
+		if len(rest) > 0 && rest[0] == "audit" {
+			fmt.Fprint(stdout, auditUsage)
 			return nil
 		}
 		if len(rest) > 0 && rest[0] == "bench" {
