@@ -115,12 +115,11 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 		f.applied.Store(logs[n-1].Index)
 	}
 	f.mu.Unlock()
-	// One transaction for the whole batch, before anyone waiting for
-	// these indexes is woken: who sees an index applied sees its
-	// entries in the ledger. Snapshot, the only reader that must see the
-	// ledger and the state at one index, runs on this goroutine.
+	// Queued for the ledger's writer (ledger_queue.go). Snapshot, the
+	// only reader that must see the ledger and the state at one index,
+	// runs on this goroutine and flushes the queue first.
 	if len(groups) > 0 {
-		f.ledger.write(groups)
+		f.ledger.enqueue(groups)
 	}
 	for _, a := range seen {
 		f.observer(a.index, a.cmd, a.resp)

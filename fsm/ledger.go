@@ -18,8 +18,8 @@ import (
 
 // Ledger is a node's audit ledger on disk (audit.db in its data dir): the
 // entries the FSM drafts as it applies the log, chained (package audit)
-// and written in one BoltDB transaction per batch of log entries Raft
-// hands the FSM, together with the last Raft index they came from. An
+// and written in BoltDB transactions, each with the last Raft index its
+// entries came from, by a writer of its own (ledger_queue.go). An
 // entry is kept as its export line, so exporting re-encodes nothing.
 //
 // Crash consistency: Raft replays the log after its last snapshot into
@@ -33,8 +33,9 @@ import (
 // refuses to snapshot, so Raft keeps the log the ledger still needs and a
 // restart writes it again.
 //
-// The FSM writes it from Raft's apply goroutine; the read methods may be
-// called concurrently from any goroutine.
+// The FSM queues its entries from Raft's apply goroutine; the read
+// methods may be called concurrently from any goroutine, and see what is
+// written (Flush waits for what is queued).
 type Ledger struct {
 	db *bbolt.DB
 
@@ -44,7 +45,8 @@ type Ledger struct {
 	index      uint64     // the last log index written
 	err        error
 
-	scratch []byte // the apply goroutine's
+	scratch []byte // the writer's
+	q       ledgerQueue
 }
 
 var (
@@ -89,11 +91,16 @@ func OpenLedger(path string) (*Ledger, error) {
 		db.Close()
 		return nil, fmt.Errorf("fsm: opening the audit ledger %s: %w", path, err)
 	}
+	l.start()
 	return l, nil
 }
 
 // Close closes the file.
-func (l *Ledger) Close() error { return l.db.Close() }
+// Close writes what is queued, stops the writer and closes the file.
+func (l *Ledger) Close() error {
+	l.stop()
+	return l.db.Close()
+}
 
 // Head returns the last entry's {seq, hash} (the checkpoint's when every
 // entry was pruned; audit.Start when there has been none).
@@ -332,6 +339,7 @@ type ledgerView struct {
 // view opens a ledgerView at the ledger's current state. The FSM calls it
 // on Raft's apply goroutine, between writes.
 func (l *Ledger) view() (*ledgerView, error) {
+	l.Flush()
 	if err := l.Err(); err != nil {
 		return nil, err
 	}
@@ -374,6 +382,7 @@ const restoreChunk = 4096
 // short by a crash is done again when Raft restores the snapshot on the
 // next start. Each entry read must follow the one before.
 func (l *Ledger) restore(index uint64, cp, head audit.Head, next func() ([]byte, error)) error {
+	l.Flush()
 	count := head.Seq - cp.Seq
 	keep := false
 	if l.Index() >= index {

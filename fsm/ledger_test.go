@@ -123,6 +123,7 @@ func scriptLogs(t *testing.T, per int) []*raft.Log {
 
 func mustExport(t *testing.T, l *fsm.Ledger, after uint64) []byte {
 	t.Helper()
+	l.Flush()
 	var b bytes.Buffer
 	if _, err := l.Export(&b, after, fsm.MaxExportLimit); err != nil {
 		t.Fatal(err)
@@ -149,11 +150,14 @@ func TestLedgerDeterministic(t *testing.T) {
 	a, la := ledgerFSM(t, t.TempDir())
 	for _, l := range scriptLogs(t, 2) {
 		a.ApplyBatch([]*raft.Log{l})
+		la.Flush()
 	}
 	b, lb := ledgerFSM(t, t.TempDir())
 	b.ApplyBatch(scriptLogs(t, 2))
+	lb.Flush()
 	c, lc := ledgerFSM(t, t.TempDir())
 	c.ApplyBatch(scriptLogs(t, 3))
+	lc.Flush()
 	ea, eb, ec := mustExport(t, la, 0), mustExport(t, lb, 0), mustExport(t, lc, 0)
 	if !bytes.Equal(ea, eb) || !bytes.Equal(ea, ec) || la.Head() != lb.Head() {
 		t.Fatalf("replicas' chains differ:\n%s\n%s\n%s", ea, eb, ec)
@@ -176,9 +180,11 @@ func TestLedgerReplayDoesNotDuplicate(t *testing.T) {
 	half := len(logs) / 2
 	f, l := ledgerFSM(t, dir)
 	f.ApplyBatch(logs[:half])
+	l.Flush()
 	before := l.Head()
 	snap := mustSnapshotBytes(t, f)
 	f.ApplyBatch(logs[half : half+2])
+	l.Flush()
 	mid := l.Head()
 	l.Close()
 
@@ -195,10 +201,12 @@ func TestLedgerReplayDoesNotDuplicate(t *testing.T) {
 	}
 	for _, lg := range logs[half:] {
 		g.ApplyBatch([]*raft.Log{lg})
+		l2.Flush()
 	}
 
 	ref, lref := ledgerFSM(t, t.TempDir())
 	ref.ApplyBatch(logs)
+	lref.Flush()
 	if got, want := mustExport(t, l2, 0), mustExport(t, lref, 0); !bytes.Equal(got, want) {
 		t.Fatalf("after the replay:\n%s\nwant\n%s", got, want)
 	}
@@ -210,11 +218,13 @@ func TestLedgerSnapshotCarriesChain(t *testing.T) {
 	logs := scriptLogs(t, 2)
 	a, la := ledgerFSM(t, t.TempDir())
 	a.ApplyBatch(logs[:5])
+	la.Flush()
 	snap := mustSnapshotBytes(t, a)
 
 	b, lb := ledgerFSM(t, t.TempDir())
 	// b had applied something else before: the snapshot replaces it.
 	b.ApplyBatch(logs[:1])
+	lb.Flush()
 	if err := b.Restore(io.NopCloser(bytes.NewReader(snap))); err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +232,9 @@ func TestLedgerSnapshotCarriesChain(t *testing.T) {
 		t.Fatalf("after restore: head %+v, want %+v", lb.Head(), la.Head())
 	}
 	a.ApplyBatch(logs[5:])
+	la.Flush()
 	b.ApplyBatch(logs[5:])
+	lb.Flush()
 	if lb.Head() != la.Head() || !bytes.Equal(mustExport(t, lb, 0), mustExport(t, la, 0)) {
 		t.Fatalf("after more: head %+v, want %+v", lb.Head(), la.Head())
 	}
@@ -236,10 +248,12 @@ func TestLedgerPrune(t *testing.T) {
 	logs := scriptLogs(t, 4)
 	a, la := ledgerFSM(t, t.TempDir())
 	a.ApplyBatch(logs)
+	la.Flush()
 	full := mustExport(t, la, 0)
 	head := la.Head()
 	prune := batchLog(uint64(len(logs)+1), mustBatch(t, mustEncode(t, stamped(fsm.AuditPrune(t0.Add(6*time.Second)), t0.Add(time.Hour), "n1"))))
 	a.ApplyBatch([]*raft.Log{prune})
+	la.Flush()
 	// Entries at 1, 3, 5 s are gone; the one at 6 s is the first left.
 	if cp := la.Checkpoint(); cp.Seq != 3 || la.Head() != head {
 		t.Fatalf("checkpoint %+v head %+v, want seq 3 and head %+v", cp, la.Head(), head)
