@@ -168,6 +168,7 @@ func (n *Node) openRaft(c cluster.Config, apiCfg *api.Config, wrap func(http.Han
 		internal = wrap(internal)
 	}
 	apiCfg.Cluster, apiCfg.Internal, apiCfg.NodeTLS = clusterAdmin{node}, internal, node.ServerTLSConfig()
+	apiCfg.Ledger = clusterAdmin{node}
 	return nil
 }
 

@@ -2,9 +2,11 @@ package carmy
 
 import (
 	"context"
+	"io"
 
 	"github.com/carmyhq/carmy/api"
 	"github.com/carmyhq/carmy/cluster"
+	"github.com/carmyhq/carmy/store/audit"
 )
 
 // clusterAdmin adapts a cluster.Node to the API's Cluster interface:
@@ -38,4 +40,15 @@ func (a clusterAdmin) AddNode(ctx context.Context, n api.NodeSpec) error {
 
 func (a clusterAdmin) RemoveNode(ctx context.Context, id string) error {
 	return a.n.RemoveNode(ctx, id)
+}
+
+// clusterAdmin serves the audit ledger too (GET /v1/audit), from this
+// node's copy.
+var _ api.Ledger = clusterAdmin{}
+
+func (a clusterAdmin) AuditHead(context.Context) (audit.Head, error) { return a.n.AuditHead() }
+
+func (a clusterAdmin) AuditExport(_ context.Context, w io.Writer, after uint64, limit int) error {
+	_, err := a.n.AuditExport(w, after, limit)
+	return err
 }

@@ -84,7 +84,7 @@ func (s *Server) addNode(c echo.Context) error {
 	case spec.HTTPAddr == "":
 		return invalidField("http_addr", `"http_addr" is required`)
 	}
-	if err := clu.AddNode(c.Request().Context(), spec); err != nil {
+	if err := clu.AddNode(actorContext(c), spec); err != nil {
 		return err
 	}
 	return s.clusterStatus(c)
@@ -95,7 +95,7 @@ func (s *Server) removeNode(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := clu.RemoveNode(c.Request().Context(), c.Param("id")); err != nil {
+	if err := clu.RemoveNode(actorContext(c), c.Param("id")); err != nil {
 		return err
 	}
 	return s.clusterStatus(c)

@@ -28,6 +28,9 @@ type Config struct {
 	Logger    *slog.Logger
 	// Cluster serves docs/api.md#cluster-administration (nil: a node on its own).
 	Cluster Cluster
+	// Ledger serves the audit ledger (GET /v1/audit; nil: a node that
+	// keeps none, whose audit routes answer 404).
+	Ledger Ledger
 	// Internal, when set, serves the node-to-node endpoints under
 	// /internal/; it authenticates its callers itself.
 	Internal http.Handler
@@ -155,6 +158,7 @@ type Server struct {
 	log         *slog.Logger
 	echo        *echo.Echo
 	clu         Cluster
+	ledger      Ledger
 
 	metrics    *apiMetrics
 	auditCount *prometheus.CounterVec
@@ -206,7 +210,7 @@ func New(rt Runtime, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}
-	s := &Server{rt: rt, auth: au, limit: cfg.BodyLimit, log: cfg.Logger, clu: cfg.Cluster, metrics: m, auditCount: audit,
+	s := &Server{rt: rt, auth: au, limit: cfg.BodyLimit, log: cfg.Logger, clu: cfg.Cluster, ledger: cfg.Ledger, metrics: m, auditCount: audit,
 		bodyTimeout: cfg.Timeouts.WithDefaults().Body, guard: guard, keyGuard: keyGuard, activity: newActivity(time.Now), nodeID: cfg.NodeID}
 	if rc, ok := rt.(interface{ Config() engine.Config }); ok && s.nodeID == "" {
 		s.nodeID = rc.Config().NodeID
@@ -244,6 +248,7 @@ func New(rt Runtime, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("api: mcp: %w", err)
 	}
 	s.clusterRoutes()
+	s.ledgerRoutes()
 	s.consoleRoutes()
 	s.metricsRoutes(cfg.Metrics)
 	if cfg.Pprof {

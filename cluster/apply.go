@@ -27,7 +27,19 @@ import (
 // (awaitProposal).
 // The Response's own error (Response.Err) is an application outcome,
 // committed like any other.
+//
+// The command is stamped here, by the node that proposes it, with its time
+// and its actor for the audit ledger (unless set already): the actor
+// store.WithActor put in ctx, else this node.
 func (n *Node) Apply(ctx context.Context, c fsm.Command) (fsm.Response, error) {
+	if c.At.IsZero() {
+		c.At = time.Now().UTC()
+	}
+	if c.Actor == "" {
+		if c.Actor = store.ActorFrom(ctx); c.Actor == "" {
+			c.Actor = n.cfg.NodeID
+		}
+	}
 	data, err := fsm.Encode(c)
 	if err != nil {
 		return fsm.Response{}, err

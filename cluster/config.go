@@ -74,6 +74,10 @@ type Config struct {
 	// Retention is the age after which finished records are removed; 0
 	// keeps them.
 	Retention time.Duration
+	// AuditRetention is the age after which the audit ledger's entries
+	// are pruned (a checkpoint of the last one pruned stays); 0 keeps
+	// every entry.
+	AuditRetention time.Duration
 	// LeaderWait bounds how long a write waits for a leader.
 	LeaderWait time.Duration
 	// DeadGrace is how long gossip must see a member dead before the
@@ -169,6 +173,8 @@ func (c Config) Validate() error {
 		return errors.New("cluster: negative max entries")
 	case c.MaxBytes < 0:
 		return errors.New("cluster: negative max bytes")
+	case c.AuditRetention < 0:
+		return errors.New("cluster: negative audit retention")
 	case c.Retention < 0:
 		return errors.New("cluster: negative retention")
 	case c.BootstrapUnlessCluster && c.Bootstrap:

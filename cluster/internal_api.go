@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/carmyhq/carmy/fsm"
@@ -43,6 +44,19 @@ type indexAnswer struct {
 
 type joinAnswer struct {
 	Nodes []fsm.NodeInfo `json:"nodes"`
+}
+
+// actorHeader carries, on a join or a removal a node passes on to the
+// leader, who asked for it (store.WithActor), for the audit ledger. Only
+// members send internal requests, so it is taken as it is.
+const actorHeader = "Carmy-Actor"
+
+// withActor is r's context with the actor its actorHeader names.
+func withActor(r *http.Request) context.Context {
+	if a := r.Header.Get(actorHeader); a != "" {
+		return store.WithActor(r.Context(), a)
+	}
+	return r.Context()
 }
 
 type removeRequest struct {

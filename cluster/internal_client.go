@@ -105,6 +105,9 @@ func (c *internalClient) do(ctx context.Context, method, addr, path string, body
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	if a := store.ActorFrom(ctx); a != "" {
+		req.Header.Set(actorHeader, a)
+	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		if !gotConn.Load() {

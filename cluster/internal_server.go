@@ -213,7 +213,7 @@ func (n *Node) serveJoin(w http.ResponseWriter, r *http.Request) {
 		writeInternalError(w, http.StatusBadRequest, wire.Coded(store.CodeInvalidRequest, err.Error()))
 		return
 	}
-	nodes, err := n.addNode(r.Context(), info)
+	nodes, err := n.addNode(withActor(r), info)
 	n.audit(r, "join", slog.String("target", info.ID), slog.String("target_raft_addr", info.RaftAddr),
 		slog.String("target_http_addr", info.HTTPAddr), slog.String("outcome", outcomeOf(err)))
 	if err != nil {
@@ -234,7 +234,7 @@ func (n *Node) serveRemove(w http.ResponseWriter, r *http.Request) {
 		writeInternalError(w, http.StatusBadRequest, wire.Coded(store.CodeInvalidRequest, err.Error()))
 		return
 	}
-	err := n.RemoveNode(r.Context(), req.ID)
+	err := n.RemoveNode(withActor(r), req.ID)
 	n.audit(r, "remove", slog.String("target", req.ID), slog.String("outcome", outcomeOf(err)))
 	if err != nil {
 		writeInternalError(w, statusOf(err), wire.ErrorOf(err))

@@ -22,6 +22,7 @@ func (n *Node) leaderDuties() {
 		unseenSince  = make(map[string]time.Time)
 		handled      = make(map[string]time.Time)
 		lastExpire   time.Time
+		lastPrune    time.Time
 		lastLiveness time.Time
 		expireEvery  = min(max(n.cfg.Retention/10, time.Second), time.Minute)
 		livenessTick = min(n.cfg.DeadGrace/4, time.Second)
@@ -49,6 +50,10 @@ func (n *Node) leaderDuties() {
 		if n.cfg.Retention > 0 && time.Since(lastExpire) >= expireEvery {
 			lastExpire = time.Now()
 			n.expire()
+		}
+		if n.cfg.AuditRetention > 0 && time.Since(lastPrune) >= time.Minute {
+			lastPrune = time.Now()
+			n.pruneAudit()
 		}
 	}
 }
@@ -159,6 +164,22 @@ func (n *Node) expire() {
 	if resp.Count > 0 {
 		n.log.Info("retention: removed finished records", slog.Int("count", resp.Count), slog.Duration("retention", n.cfg.Retention))
 	}
+}
+
+// pruneAudit proposes the pruning of the audit ledger's entries older than
+// AuditRetention, when the oldest is.
+func (n *Node) pruneAudit() {
+	cutoff := time.Now().UTC().Add(-n.cfg.AuditRetention)
+	if oldest, ok := n.ledger.Oldest(); !ok || !oldest.Before(cutoff) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(n.bgCtx, n.cfg.LeaderWait)
+	defer cancel()
+	if _, err := n.Apply(ctx, fsm.AuditPrune(cutoff)); err != nil {
+		n.log.Warn("audit retention: prune failed", slog.Any("err", err))
+		return
+	}
+	n.log.Info("audit retention: pruned the ledger", slog.Any("checkpoint", n.ledger.Checkpoint()), slog.Duration("retention", n.cfg.AuditRetention))
 }
 
 // isVoter reports whether id is in the Raft configuration.

@@ -13,6 +13,7 @@ import (
 	"github.com/carmyhq/carmy/cluster/wire"
 	"github.com/carmyhq/carmy/fsm"
 	"github.com/carmyhq/carmy/store"
+	"github.com/carmyhq/carmy/store/audit"
 )
 
 // NodeInfo is a member's addresses, as the cluster records them in its
@@ -105,6 +106,7 @@ func (n *Node) addLocal(ctx context.Context, info fsm.NodeInfo) error {
 			return membershipErr(err)
 		}
 		n.log.Info("added a voter", slog.String("id", info.ID), slog.String("raft_addr", info.RaftAddr))
+		n.recordAdmin(ctx, audit.KindJoin, info.ID)
 	}
 	if old, ok := n.fsm.Node(info.ID); ok && info.GossipAddr == "" {
 		info.GossipAddr = old.GossipAddr
@@ -146,6 +148,7 @@ func (n *Node) removeLocal(ctx context.Context, id string) error {
 		return membershipErr(err)
 	}
 	n.log.Info("removed a member", slog.String("id", id))
+	n.recordAdmin(ctx, audit.KindRemove, id)
 	if id == n.cfg.NodeID {
 		// This leader removed itself and steps down; the next leader's
 		// liveness check interrupts its executions.
@@ -157,6 +160,16 @@ func (n *Node) removeLocal(ctx context.Context, id string) error {
 		}
 	}
 	return nil
+}
+
+// recordAdmin appends an admin action on member id to the audit ledger,
+// by the actor ctx names (store.WithActor; this node when none). The
+// action itself is done: a failure is logged, not returned.
+func (n *Node) recordAdmin(ctx context.Context, kind audit.Kind, id string) {
+	if _, err := n.Apply(ctx, fsm.Admin(string(kind), id)); err != nil {
+		n.log.Warn("recording an admin action in the audit ledger failed", slog.String("action", string(kind)),
+			slog.String("target", id), slog.Any("err", err))
+	}
 }
 
 func membershipErr(err error) error {
@@ -199,7 +212,7 @@ func (n *Node) joinCluster() bool {
 		for _, addr := range n.cfg.Join {
 			ctx, cancel := context.WithTimeout(n.bgCtx, n.cfg.LeaderWait+2*time.Second)
 			var ans joinAnswer
-			_, err := n.client.post(ctx, addr, pathJoin, info, &ans)
+			_, err := n.client.post(store.WithActor(ctx, n.cfg.NodeID), addr, pathJoin, info, &ans)
 			cancel()
 			if err != nil {
 				if store.CodeOf(err) == store.CodeInvalidState {
@@ -299,7 +312,7 @@ func (n *Node) rejoinOnNewAddress() {
 		for _, addr := range targets {
 			ctx, cancel := context.WithTimeout(n.bgCtx, n.cfg.LeaderWait+2*time.Second)
 			var ans joinAnswer
-			_, err := n.client.post(ctx, addr, pathJoin, n.info(), &ans)
+			_, err := n.client.post(store.WithActor(ctx, n.cfg.NodeID), addr, pathJoin, n.info(), &ans)
 			cancel()
 			if err == nil {
 				n.log.Info("updated this node's address in the cluster", slog.String("via", addr), slog.String("raft_addr", n.RaftAddr()))

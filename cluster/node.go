@@ -19,15 +19,19 @@ import (
 	"github.com/carmyhq/carmy/cluster/nodeauth"
 	"github.com/carmyhq/carmy/cluster/raftlog"
 	"github.com/carmyhq/carmy/fsm"
+	"github.com/carmyhq/carmy/store/audit"
 )
 
 // Node is one member of a Carmy cluster. Open starts it; Close stops it.
 // All methods are safe for concurrent use.
 type Node struct {
-	cfg  Config
-	log  *slog.Logger
-	fsm  *fsm.FSM
-	raft *raft.Raft
+	cfg Config
+	log *slog.Logger
+	fsm *fsm.FSM
+	// ledger is the audit ledger (audit.db in the data dir), which the
+	// FSM writes as it applies.
+	ledger *fsm.Ledger
+	raft   *raft.Raft
 
 	bolt      *raftboltdb.BoltStore
 	logs      *raftlog.Store // the Raft log store over bolt
@@ -108,6 +112,10 @@ func Open(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	if n.ledger, err = fsm.OpenLedger(filepath.Join(cfg.DataDir, "audit.db")); err != nil {
+		return nil, err
+	}
+	n.fsm.SetLedger(n.ledger)
 	snaps, err := newPrivateSnapshots(cfg.DataDir, 2, cfg.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: snapshot store: %w", err)
@@ -329,6 +337,15 @@ func (n *Node) HandOff() {
 		return
 	}
 	n.log.Info("handed leadership over")
+	// The transfer is an admin action of this node, recorded in the
+	// ledger through the new leader (best effort: the node is stopping).
+	if _, id := n.raft.LeaderWithID(); id != "" {
+		ctx, cancel := context.WithTimeout(n.bgCtx, 2*time.Second)
+		defer cancel()
+		if _, err := n.Apply(ctx, fsm.Admin(string(audit.KindTransfer), string(id))); err != nil {
+			n.log.Warn("recording the leadership transfer in the audit ledger failed", slog.Any("err", err))
+		}
+	}
 }
 
 // ErrShutdownTimeout is returned (wrapped) by Close and CloseContext when
@@ -399,6 +416,9 @@ func (n *Node) closeParts() error {
 	}
 	if n.bolt != nil {
 		errs = append(errs, n.bolt.Close())
+	}
+	if n.ledger != nil {
+		errs = append(errs, n.ledger.Close())
 	}
 	n.client.close()
 	return errors.Join(errs...)

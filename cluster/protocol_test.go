@@ -59,16 +59,16 @@ func TestInternalCallOfAnotherProtocolIsRefused(t *testing.T) {
 		}
 		return rec
 	}
-	if rec := call(http.MethodPost, pathJoin, "2"); rec.Code != http.StatusForbidden ||
-		!strings.Contains(rec.Body.String(), "speaks node protocol 2, this node 1") || !strings.Contains(rec.Body.String(), `"code":"FORBIDDEN"`) {
-		t.Errorf("version 2: %d %s, want 403 naming both versions", rec.Code, rec.Body.String())
+	if rec := call(http.MethodPost, pathJoin, "3"); rec.Code != http.StatusForbidden ||
+		!strings.Contains(rec.Body.String(), "speaks node protocol 3, this node 2") || !strings.Contains(rec.Body.String(), `"code":"FORBIDDEN"`) {
+		t.Errorf("version 3: %d %s, want 403 naming both versions", rec.Code, rec.Body.String())
 	}
 	if !strings.Contains(logs.String(), "refused a peer: internal call of another node protocol version") ||
-		!strings.Contains(logs.String(), "speaks node protocol 2, this node 1") {
+		!strings.Contains(logs.String(), "speaks node protocol 3, this node 2") {
 		t.Errorf("the refusal is not logged with both versions:\n%s", logs.String())
 	}
 	if rec := call(http.MethodPost, pathStream, ""); rec.Code != http.StatusForbidden ||
-		!strings.Contains(rec.Body.String(), "speaks node protocol none, this node 1") {
+		!strings.Contains(rec.Body.String(), "speaks node protocol none, this node 2") {
 		t.Errorf("no version: %d %s, want 403", rec.Code, rec.Body.String())
 	}
 	if reached != 0 {
@@ -77,8 +77,8 @@ func TestInternalCallOfAnotherProtocolIsRefused(t *testing.T) {
 	if rec := call(http.MethodGet, pathState, ""); rec.Code != http.StatusOK {
 		t.Errorf("GET state without a version: %d, want 200", rec.Code)
 	}
-	if rec := call(http.MethodGet, pathState, "2"); rec.Code != http.StatusForbidden {
-		t.Errorf("GET state of version 2: %d, want 403", rec.Code)
+	if rec := call(http.MethodGet, pathState, "3"); rec.Code != http.StatusForbidden {
+		t.Errorf("GET state of version 3: %d, want 403", rec.Code)
 	}
 	if rec := call(http.MethodPost, pathJoin, protocolString); rec.Code != http.StatusOK || reached != 2 {
 		t.Errorf("this version: %d (handler reached %d times), want 200", rec.Code, reached)
@@ -94,10 +94,10 @@ func TestAnswerOfAnotherProtocolIsRefused(t *testing.T) {
 		version, want string
 		status        int
 	}{
-		"another version":        {"2", "speaks node protocol 2, this node 1", http.StatusOK},
-		"another version's 403":  {"2", "speaks node protocol 2, this node 1", http.StatusForbidden},
-		"a success naming none":  {"", "speaks node protocol none, this node 1", http.StatusOK},
-		"an upgrade naming none": {"", "speaks node protocol none, this node 1", http.StatusSwitchingProtocols},
+		"another version":        {"3", "speaks node protocol 3, this node 2", http.StatusOK},
+		"another version's 403":  {"3", "speaks node protocol 3, this node 2", http.StatusForbidden},
+		"a success naming none":  {"", "speaks node protocol none, this node 2", http.StatusOK},
+		"an upgrade naming none": {"", "speaks node protocol none, this node 2", http.StatusSwitchingProtocols},
 	} {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			if tc.version != "" {

@@ -247,7 +247,7 @@ func (r *Runtime) askProbe(ctx context.Context, t *tool, c ProbeCall) (ans Probe
 // completed, or released. An execution no longer interrupted (settled
 // meanwhile) is left as it is. An error is the store's: tried again.
 func (r *Runtime) settleByProbe(ctx context.Context, rec store.Record, ans ProbeAnswer) error {
-	wctx, cancel := r.storeContext(ctx)
+	wctx, cancel := r.storeContext(store.WithActor(ctx, store.ResolvedByProbe))
 	defer cancel()
 	var err error
 	outcome := ProbeReleased

@@ -58,7 +58,7 @@ func (r *Runtime) Cancel(ctx context.Context, caller Caller, id string) (store.R
 		ExecutionID: id, Status: store.StatusCancelled, FinishedAt: r.now(),
 		Error: errorBody(&ToolError{Code: CodeCancelled, Message: fmt.Sprintf("cancelled by %s", caller.Principal)}),
 	}
-	wctx, cancel := r.storeContext(ctx)
+	wctx, cancel := r.storeContext(store.WithActor(ctx, caller.Principal))
 	defer cancel()
 	rec, err := r.Store().Cancel(wctx, id, res)
 	if err != nil {
@@ -96,7 +96,7 @@ func (r *Runtime) Resolve(ctx context.Context, caller Caller, id string, res Res
 		return store.Record{}, err
 	}
 	allowRunning := r.runnerGone(rec)
-	wctx, cancel := r.storeContext(ctx)
+	wctx, cancel := r.storeContext(store.WithActor(ctx, caller.Principal))
 	defer cancel()
 	if res.Status == ResolutionReleased {
 		rec, err = r.Store().Release(wctx, id, allowRunning)

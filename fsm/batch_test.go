@@ -245,7 +245,7 @@ func TestEntryOfAnotherFormIsRefused(t *testing.T) {
 // tag) is refused alone, naming its first byte, on every replica alike.
 func TestBatchRefusesCommandsOfAnotherForm(t *testing.T) {
 	good := mustEncode(t, fsm.Interrupt("n1"))
-	newer := append([]byte{0xC3}, good[1:]...)
+	newer := append([]byte{0xC4}, good[1:]...)
 	b := mustBatch(t, []byte(`{"v":1,"type":"interrupt","node_id":"n1"}`), newer, good)
 	a, c := fsm.New(), fsm.New()
 	ra, rc := a.Apply(batchLog(1, b)), c.Apply(batchLog(1, b))
@@ -256,7 +256,7 @@ func TestBatchRefusesCommandsOfAnotherForm(t *testing.T) {
 	if !ok || len(rs) != 3 || rs[2].Code != "" {
 		t.Fatalf("answered %#v", ra)
 	}
-	for i, first := range []byte{'{', 0xC3} {
+	for i, first := range []byte{'{', 0xC4} {
 		if rs[i].Code != store.CodeInvalidRequest || !strings.Contains(rs[i].Message, fmt.Sprintf("first byte %#02x", first)) {
 			t.Errorf("command %d: %+v, want INVALID_REQUEST naming the byte %#02x", i, rs[i], first)
 		}

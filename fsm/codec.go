@@ -14,8 +14,9 @@ import (
 // applies, so the decoding is on every node's hot path and in every
 // restart's replay; this format decodes several times faster than JSON.
 //
-//	0xC1            binary command, version 1 (the tag: forms.go)
+//	0xC3            binary command, version 2 (the tag: forms.go)
 //	type            one byte (typeCodes)
+//	at, actor       when and by whom it was proposed (a time, a string)
 //	fields          the type's payload, in a fixed order (see encodeBody)
 //
 // A string or byte string is a uvarint length and its bytes; a JSON
@@ -27,13 +28,14 @@ import (
 // A JSON payload is written as encoding/json writes a json.RawMessage
 // (compacted, with <, > and & escaped; Logged), so every replica's record
 // holds the same bytes.
-const commandTag byte = 0xC1
+const commandTag byte = 0xC3
 
 // typeCodes numbers the command types in the binary format. Codes are
 // never reused.
 var typeCodes = map[Type]byte{
 	TypeReserve: 1, TypeComplete: 2, TypeCancel: 3, TypeResolve: 4, TypeRelease: 5,
 	TypeInterrupt: 6, TypeExpire: 7, TypeCapacity: 8, TypeNode: 9, TypeNodeRemoved: 10,
+	TypeAdmin: 11, TypeAuditPrune: 12,
 }
 
 // codeTypes is typeCodes inverted, indexed by code.
@@ -58,6 +60,8 @@ func Encode(c Command) ([]byte, error) {
 	}
 	e := encoder{b: make([]byte, 0, 128)}
 	e.b = append(e.b, commandTag, code)
+	e.time(c.At)
+	e.str(c.Actor)
 	err := e.body(c)
 	if err == nil {
 		err = e.err
@@ -199,8 +203,11 @@ func (e *encoder) body(c Command) error {
 		e.bool(c.AllowRunning)
 	case TypeInterrupt, TypeNodeRemoved:
 		e.str(c.NodeID)
-	case TypeExpire:
+	case TypeExpire, TypeAuditPrune:
 		e.time(c.Cutoff)
+	case TypeAdmin:
+		e.str(c.Action)
+		e.str(c.NodeID)
 	case TypeCapacity:
 		e.int(int64(c.Capacity))
 		e.int(c.MaxBytes)
@@ -324,6 +331,8 @@ func decodeBinary(data []byte) (Command, error) {
 	}
 	c := Command{Type: codeTypes[data[1]]}
 	d := decoder{b: data[2:]}
+	c.At = d.time()
+	c.Actor = d.str()
 	switch c.Type {
 	case TypeReserve:
 		c.Key = d.key()
@@ -352,8 +361,11 @@ func decodeBinary(data []byte) (Command, error) {
 		c.AllowRunning = d.bool()
 	case TypeInterrupt, TypeNodeRemoved:
 		c.NodeID = d.str()
-	case TypeExpire:
+	case TypeExpire, TypeAuditPrune:
 		c.Cutoff = d.time()
+	case TypeAdmin:
+		c.Action = d.str()
+		c.NodeID = d.str()
 	case TypeCapacity:
 		c.Capacity = int(d.int())
 		c.MaxBytes = d.int()

@@ -83,22 +83,27 @@ func TestBinaryCodecEveryField(t *testing.T) {
 
 func TestBinaryDecodeRefusesMalformed(t *testing.T) {
 	good := mustEncode(t, fsm.Complete(key("r1"), fp, completed("e1", `{"a":1}`, t0)))
+	// hdr is a command's tag, type and an empty proposer stamp.
+	hdr := func(typ byte) []byte { return append([]byte{0xC3, typ}, append(binaryTime(0, 0, 0), 0)...) }
 	cases := map[string][]byte{
-		"tag only":                               {0xC1},
-		"unknown type":                           {0xC1, 99},
-		"type zero":                              {0xC1, 0},
+		"tag only":                               {0xC3},
+		"version 1":                              append([]byte{0xC1}, good[1:]...),
+		"unknown type":                           hdr(99),
+		"type zero":                              hdr(0),
 		"truncated":                              good[:len(good)-1],
 		"trailing":                               append(append([]byte{}, good...), 0),
-		"no payload":                             {0xC1, 6},
+		"no payload":                             hdr(6),
 		"bad bool":                               append(mustEncode(t, fsm.Release("e1", true))[:len(mustEncode(t, fsm.Release("e1", true)))-1], 7),
-		"year 10000":                             append([]byte{0xC1, 7}, binaryTime(253402300800, 0, 0)...),
-		"nanos too large":                        append([]byte{0xC1, 7}, binaryTime(0, 1e9, 0)...),
-		"offset a day":                           append([]byte{0xC1, 7}, binaryTime(0, 0, 86400)...),
-		"node without id":                        {0xC1, 9, 0, 0, 0, 0},
+		"year 10000":                             append(hdr(7), binaryTime(253402300800, 0, 0)...),
+		"nanos too large":                        append(hdr(7), binaryTime(0, 1e9, 0)...),
+		"offset a day":                           append(hdr(7), binaryTime(0, 0, 86400)...),
+		"stamp year 10000":                       append([]byte{0xC3, 7}, binaryTime(253402300800, 0, 0)...),
+		"node without id":                        append(hdr(9), 0, 0, 0, 0),
+		"admin without node":                     append(hdr(11), 1, 'j', 0),
 		"empty":                                  nil,
-		"newer tag":                              append([]byte{0xC3}, good[1:]...),
+		"newer tag":                              append([]byte{0xC4}, good[1:]...),
 		"JSON of builds before the binary codec": []byte(`{"v":1,"type":"interrupt","node_id":"n1"}`),
-		"batch":                                  {0xB1, 1, 2, 0xC1, 6},
+		"batch":                                  {0xB1, 1, 2, 0xC3, 6},
 	}
 	for name, b := range cases {
 		if c, err := fsm.Decode(b); !errors.Is(err, fsm.ErrMalformed) || c.Type != "" {

@@ -23,6 +23,13 @@ const (
 	TypeCapacity    Type = "capacity"
 	TypeNode        Type = "node"
 	TypeNodeRemoved Type = "node_removed"
+	// TypeAdmin records an admin action (Action: audit.KindJoin,
+	// KindRemove or KindTransfer, on the member NodeID) in the audit
+	// ledger; it changes nothing else.
+	TypeAdmin Type = "admin"
+	// TypeAuditPrune removes the audit ledger's entries older than
+	// Cutoff (audit retention); it changes nothing else.
+	TypeAuditPrune Type = "audit_prune"
 )
 
 // Command is one command of the log: a type and exactly the payload that
@@ -44,6 +51,14 @@ type Command struct {
 	MaxBytes     int64             `json:"max_bytes,omitempty"`
 	Node         *NodeInfo         `json:"node,omitempty"`
 	Resolution   *store.Resolution `json:"resolution,omitempty"`
+	Action       string            `json:"action,omitempty"`
+
+	// At and Actor are when and by whom the command was proposed, for the
+	// audit ledger: the proposing node stamps them (cluster's Node.Apply),
+	// so that applying never reads a clock. Actor is a principal, "probe"
+	// (store.ResolvedByProbe) or a node's id.
+	At    time.Time `json:"at,omitzero"`
+	Actor string    `json:"actor,omitempty"`
 }
 
 // NodeInfo is what the cluster knows of a member: its addresses.
@@ -107,6 +122,17 @@ func RemoveNode(id string) Command {
 	return Command{Type: TypeNodeRemoved, NodeID: id}
 }
 
+// Admin records an admin action (audit.KindJoin, KindRemove, KindTransfer)
+// on a member in the audit ledger.
+func Admin(action, nodeID string) Command {
+	return Command{Type: TypeAdmin, Action: action, NodeID: nodeID}
+}
+
+// AuditPrune removes the audit ledger's entries older than cutoff.
+func AuditPrune(cutoff time.Time) Command {
+	return Command{Type: TypeAuditPrune, Cutoff: cutoff}
+}
+
 // ErrMalformed is returned by Decode for bytes that are not a command this
 // build reads: malformed, or of a form it does not know (a newer build's,
 // or the JSON of builds before the binary codec, which no release wrote).
@@ -142,7 +168,11 @@ func (c Command) check() error {
 		if c.Resolution == nil {
 			return missing("resolution")
 		}
-	case TypeRelease, TypeInterrupt, TypeNodeRemoved, TypeExpire, TypeCapacity:
+	case TypeRelease, TypeInterrupt, TypeNodeRemoved, TypeExpire, TypeCapacity, TypeAuditPrune:
+	case TypeAdmin:
+		if c.Action == "" || c.NodeID == "" {
+			return missing("action or node")
+		}
 	case TypeNode:
 		if c.Node == nil || c.Node.ID == "" {
 			return missing("node")

@@ -8,7 +8,8 @@ import "fmt"
 // byte or version it does not know rather than guess.
 //
 //	0xB1  a log entry: a batch of commands, version 1 (entry.go)
-//	0xC1  one command, version 1 (codec.go)
+//	0xC3  one command, version 2 (codec.go); 0xC1, version 1 without
+//	      the proposer's time and actor, is not read (no release wrote it)
 //	0xC2  a snapshot (snapshot_binary.go); its version, SnapshotVersion,
 //	      is the first field of its header
 //	0x01  a Response on the node-to-node wire, version 1 (response_codec.go)

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/carmyhq/carmy/store"
+	"github.com/carmyhq/carmy/store/audit"
 )
 
 // FSM is the raft.BatchingFSM over a Processor. Raft calls Apply,
@@ -29,6 +30,9 @@ type FSM struct {
 
 	waitMu  sync.Mutex
 	waiters map[chan struct{}]uint64
+
+	// ledger, when set, receives the audit entries of what is applied.
+	ledger *Ledger
 }
 
 var _ raft.BatchingFSM = (*FSM)(nil)
@@ -48,6 +52,14 @@ func (f *FSM) Observe(fn func(index uint64, c Command, r Response), types ...Typ
 		f.observed[t] = true
 	}
 }
+
+// SetLedger makes l the FSM's audit ledger (before Raft starts): the
+// entries of every command applied from then on are written to it, and
+// snapshots carry it. Without one, the FSM keeps no ledger.
+func (f *FSM) SetLedger(l *Ledger) { f.ledger = l }
+
+// Ledger returns the FSM's audit ledger (nil: none).
+func (f *FSM) Ledger() *Ledger { return f.ledger }
 
 // Apply implements raft.FSM. For a batch entry it returns a Responses,
 // one per command in order (a command it cannot decode answered with Code
@@ -74,7 +86,10 @@ type observed struct {
 // one lock acquisition, and each answered as Apply says.
 func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 	out := make([]any, len(logs))
-	var seen []observed
+	var (
+		seen   []observed
+		groups []ledgerGroup
+	)
 	f.mu.Lock()
 	for i, l := range logs {
 		if l.Type != raft.LogCommand {
@@ -92,11 +107,20 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 			rs[pos] = f.applyOne(l.Index, Token(l.Index, pos), data, &seen)
 		}
 		out[i] = rs
+		if drafts, cut := f.p.TakeDrafts(); f.ledger != nil && (len(drafts) > 0 || !cut.IsZero()) {
+			groups = append(groups, ledgerGroup{index: l.Index, drafts: drafts, prune: cut})
+		}
 	}
 	if n := len(logs); n > 0 {
 		f.applied.Store(logs[n-1].Index)
 	}
 	f.mu.Unlock()
+	// Queued for the ledger's writer (ledger_queue.go). Snapshot, the
+	// only reader that must see the ledger and the state at one index,
+	// runs on this goroutine and flushes the queue first.
+	if len(groups) > 0 {
+		f.ledger.enqueue(groups)
+	}
 	for _, a := range seen {
 		f.observer(a.index, a.cmd, a.resp)
 	}
@@ -126,8 +150,21 @@ func (f *FSM) applyOne(index, token uint64, data []byte, seen *[]observed) Respo
 // writes them out one by one while the FSM goes on applying, so neither
 // the apply goroutine waits for the encoding nor is the snapshot ever held
 // in memory as a whole.
+//
+// The snapshot carries the audit ledger from a read transaction opened
+// here (Raft calls Snapshot between applies, so it stands at the same
+// index as the state). A ledger whose writes failed refuses: Raft then
+// keeps the log that a restart needs to write the ledger again.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
-	return &fsmSnapshot{data: f.capture()}, nil
+	d := f.capture()
+	if f.ledger != nil {
+		v, err := f.ledger.view()
+		if err != nil {
+			return nil, fmt.Errorf("fsm: snapshot: %w", err)
+		}
+		d.Ledger = v
+	}
+	return &fsmSnapshot{data: d}, nil
 }
 
 // capture copies what a snapshot holds, with the index it stands at,
@@ -145,7 +182,13 @@ func (f *FSM) capture() snapshotData {
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	fresh := NewProcessor()
-	if err := fresh.RestoreSnapshot(rc); err != nil {
+	var sink ledgerSink
+	if f.ledger != nil {
+		sink = func(index uint64, cp, head audit.Head, next func() ([]byte, error)) error {
+			return f.ledger.restore(index, cp, head, next)
+		}
+	}
+	if err := fresh.restore(rc, sink); err != nil {
 		return err
 	}
 	f.mu.Lock()
@@ -159,14 +202,16 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 type fsmSnapshot struct{ data snapshotData }
 
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
-	if err := s.data.writeTo(sink); err != nil {
+	err := s.data.writeTo(sink)
+	s.data.Ledger.release()
+	if err != nil {
 		_ = sink.Cancel()
 		return fmt.Errorf("fsm: persist snapshot: %w", err)
 	}
 	return sink.Close()
 }
 
-func (s *fsmSnapshot) Release() {}
+func (s *fsmSnapshot) Release() { s.data.Ledger.release() }
 
 // AppliedIndex returns the index of the last entry applied.
 func (f *FSM) AppliedIndex() uint64 { return f.applied.Load() }
@@ -284,8 +329,13 @@ func (f *FSM) Hash() (string, error) {
 // SnapshotBytes returns the bytes Snapshot would persist now (for tests
 // and tools).
 func (f *FSM) SnapshotBytes() ([]byte, error) {
+	s, err := f.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	defer s.Release()
 	var b bytes.Buffer
-	if err := f.capture().writeTo(&b); err != nil {
+	if err := s.(*fsmSnapshot).data.writeTo(&b); err != nil {
 		return nil, err
 	}
 	return b.Bytes(), nil

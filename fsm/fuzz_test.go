@@ -39,10 +39,10 @@ func commandSeeds(tb testing.TB) [][]byte {
 	return append(out,
 		nil,
 		[]byte(`{"v":1,"type":"interrupt","node_id":"n1"}`), // the JSON of builds before the binary codec
-		[]byte{0xC1},
-		[]byte{0xC1, 6},
+		[]byte{0xC3},
+		[]byte{0xC3, 6},
 		[]byte{0xC3, 6, 0},
-		[]byte{0xC1, 9, 1, 'n', 0, 0, 0},
+		[]byte{0xC3, 9, 1, 0, 0, 0, 1, 'n', 0, 0, 0},
 	)
 }
 

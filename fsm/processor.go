@@ -4,8 +4,10 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/carmyhq/carmy/store"
+	"github.com/carmyhq/carmy/store/audit"
 )
 
 // DefaultCapacity is the bound on records until a capacity command sets
@@ -24,6 +26,11 @@ type Processor struct {
 	// restoredIndex is the applied index the last restored snapshot
 	// recorded.
 	restoredIndex uint64
+	// drafts are the audit ledger's entries of the commands applied since
+	// the last TakeDrafts, in order (audit.go).
+	drafts []audit.Draft
+	// prune is the latest audit prune cutoff applied since TakeDrafts.
+	prune time.Time
 }
 
 // NewProcessor returns an empty processor.
@@ -42,7 +49,18 @@ const maxToken = 1<<53 - 1
 // fencing token, which the FSM derives from where the command is in the
 // log (Token); it must grow with every command applied. A reservation
 // takes it as its Seq; one whose token is past 2^53 is refused.
+//
+// The decisions it makes are kept as drafts of audit ledger entries
+// (TakeDrafts).
 func (p *Processor) Apply(token uint64, c Command) Response {
+	r := p.apply(token, c)
+	if r.Code == "" {
+		p.audit(c, r)
+	}
+	return r
+}
+
+func (p *Processor) apply(token uint64, c Command) Response {
 	switch c.Type {
 	case TypeReserve:
 		if token > maxToken {
@@ -62,7 +80,9 @@ func (p *Processor) Apply(token uint64, c Command) Response {
 	case TypeRelease:
 		return responseOf(p.st.Release(c.ExecutionID, c.AllowRunning))
 	case TypeInterrupt:
-		return Response{Count: p.st.MarkInterrupted(c.NodeID)}
+		recs := p.st.MarkInterruptedRecords(c.NodeID)
+		p.auditInterrupted(c, recs)
+		return Response{Count: len(recs)}
 	case TypeExpire:
 		return Response{Count: p.st.Expire(c.Cutoff)}
 	case TypeCapacity:
@@ -78,6 +98,8 @@ func (p *Processor) Apply(token uint64, c Command) Response {
 		return Response{}
 	case TypeNodeRemoved:
 		delete(p.nodes, c.NodeID)
+		return Response{}
+	case TypeAdmin, TypeAuditPrune:
 		return Response{}
 	}
 	return invalidResponse("unknown command type " + string(c.Type))

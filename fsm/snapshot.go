@@ -13,9 +13,10 @@ import (
 // SnapshotVersion is the version of the snapshot format this build writes
 // and the only one it reads (snapshot_binary.go). A snapshot of another
 // version is refused, with an error naming both versions. Version 1 was
-// the JSON of builds before the binary format, none of them released; it
-// is not read, and the number is not used again.
-const SnapshotVersion = 2
+// the JSON of builds before the binary format, and version 2 the binary
+// format without the audit ledger, none of them released; they are not
+// read, and the numbers are not used again.
+const SnapshotVersion = 3
 
 // snapshotData is what a snapshot holds: everything the Processor holds,
 // ordered (records by Seq, nodes by id) so that equal states give equal
@@ -32,6 +33,8 @@ type snapshotData struct {
 	// Index is the last entry the FSM had applied when the snapshot was
 	// taken (0 in hashes, which compare states, not positions).
 	Index uint64
+	// Ledger is the audit ledger as of Index (nil: an empty one).
+	Ledger *ledgerView
 }
 
 // snapshot captures the processor's state. The copy shares no mutable
@@ -65,7 +68,10 @@ func (p *Processor) MarshalSnapshot() ([]byte, error) {
 // The snapshot is read as a stream: each record is decoded and added to
 // the new state in turn, so a snapshot is never held in memory as a
 // whole, nor its records twice.
-func (p *Processor) RestoreSnapshot(r io.Reader) error {
+func (p *Processor) RestoreSnapshot(r io.Reader) error { return p.restore(r, nil) }
+
+// restore is RestoreSnapshot with the snapshot's ledger given to sink.
+func (p *Processor) restore(r io.Reader, sink ledgerSink) error {
 	br := bufio.NewReaderSize(r, 256<<10)
 	first, err := br.Peek(1)
 	if err != nil && err != io.EOF {
@@ -74,7 +80,7 @@ func (p *Processor) RestoreSnapshot(r io.Reader) error {
 	if len(first) == 0 || first[0] != snapshotTag {
 		return fmt.Errorf("fsm: snapshot: %s", unknownForm(first, snapshotTag))
 	}
-	return p.restoreBinary(br)
+	return p.restoreBinary(br, sink)
 }
 
 // Equal reports whether two processors hold the same state.

@@ -9,6 +9,7 @@ import (
 	"io"
 
 	"github.com/carmyhq/carmy/store"
+	"github.com/carmyhq/carmy/store/audit"
 )
 
 // The snapshot format, version 2 (SnapshotVersion), in the encoding of
@@ -23,9 +24,14 @@ import (
 //	            node_id, started_at, finished_at, resolved, seq
 //	nodes       the count of nodes, then each: id, raft_addr, http_addr,
 //	            gossip_addr
+//	ledger      the audit ledger's checkpoint (seq, hash) and head (seq,
+//	            hash), then head.seq − checkpoint.seq blocks, one per entry
+//	            in seq order: its time (8 bytes, Unix ns, big endian) and
+//	            its export line (ledger.go); no entries when the FSM has
+//	            no ledger
 //
 // and nothing after. Records come in Seq order and nodes in id order, so
-// equal states give equal bytes.
+// equal states give equal bytes. Version 2 had no ledger.
 //
 // What every later version must keep, so that this build can name it: the
 // tag, and a first block that begins with the version (a uvarint). A
@@ -78,6 +84,30 @@ func (d snapshotData) writeVersion(w io.Writer, version uint64) error {
 		e.str(n.GossipAddr)
 	}
 	block()
+	cp, head := audit.Start, audit.Start
+	if d.Ledger != nil {
+		cp, head = d.Ledger.cp, d.Ledger.head
+	}
+	e.uint(cp.Seq)
+	e.str(cp.Hash)
+	e.uint(head.Seq)
+	e.str(head.Hash)
+	block()
+	if d.Ledger != nil {
+		n := uint64(0)
+		err := d.Ledger.each(func(val []byte) error {
+			e.b = append(e.b, val...)
+			block()
+			n++
+			return nil
+		})
+		if err == nil && n != head.Seq-cp.Seq {
+			err = fmt.Errorf("%d ledger entries from %d to %d", n, cp.Seq, head.Seq)
+		}
+		if err != nil {
+			return fmt.Errorf("fsm: snapshot: audit ledger: %w", err)
+		}
+	}
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("fsm: snapshot: %w", err)
 	}
@@ -147,8 +177,14 @@ func (d *decoder) record() store.Record {
 	return r
 }
 
-// restoreBinary is RestoreSnapshot after the tag was seen.
-func (p *Processor) restoreBinary(br *bufio.Reader) error {
+// ledgerSink takes a snapshot's ledger: its checkpoint and head, and next,
+// which returns each entry's block in turn (head.Seq − cp.Seq of them).
+// It must read them all, or fail.
+type ledgerSink func(index uint64, cp, head audit.Head, next func() ([]byte, error)) error
+
+// restoreBinary is RestoreSnapshot after the tag was seen; the ledger's
+// part goes to sink (nil: read and dropped).
+func (p *Processor) restoreBinary(br *bufio.Reader, sink ledgerSink) error {
 	fail := func(err error) error { return fmt.Errorf("fsm: snapshot: %w", err) }
 	if _, err := br.ReadByte(); err != nil { // the tag
 		return fail(err)
@@ -236,8 +272,36 @@ func (p *Processor) restoreBinary(br *bufio.Reader) error {
 	if err := done(d); err != nil {
 		return fail(err)
 	}
+	if d, err = next(); err != nil {
+		return fail(err)
+	}
+	cp := audit.Head{Seq: d.uint(), Hash: d.str()}
+	head := audit.Head{Seq: d.uint(), Hash: d.str()}
+	if err := done(d); err != nil {
+		return fail(err)
+	}
+	if head.Seq < cp.Seq {
+		return fail(fmt.Errorf("audit ledger head %d before its checkpoint %d", head.Seq, cp.Seq))
+	}
+	nextEntry := func() ([]byte, error) {
+		d, err := next()
+		return d.b, err
+	}
+	if sink == nil {
+		sink = func(_ uint64, cp, head audit.Head, next func() ([]byte, error)) error {
+			for n := head.Seq - cp.Seq; n > 0; n-- {
+				if _, err := next(); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	if err := sink(sd.Index, cp, head, nextEntry); err != nil {
+		return fail(err)
+	}
 	if _, err := br.ReadByte(); err != io.EOF {
-		return fail(errors.New("bytes after the nodes"))
+		return fail(errors.New("bytes after the audit ledger"))
 	}
 	rest.Finish()
 	p.st, p.nodes, p.capacitySet = st, nodes, sd.CapacitySet

@@ -298,15 +298,20 @@ func (s *State) Release(executionID string, allowRunning bool) (Record, error) {
 }
 
 // MarkInterrupted implements Store.MarkInterrupted.
-func (s *State) MarkInterrupted(nodeID string) int {
-	n := 0
+func (s *State) MarkInterrupted(nodeID string) int { return len(s.MarkInterruptedRecords(nodeID)) }
+
+// MarkInterruptedRecords is MarkInterrupted returning the records it
+// marked, as they now stand, in Seq order.
+func (s *State) MarkInterruptedRecords(nodeID string) []Record {
+	var out []Record
 	for _, r := range s.byKey {
 		if r.NodeID == nodeID && r.Status == StatusRunning {
 			r.Status = StatusInterrupted
-			n++
+			out = append(out, *r)
 		}
 	}
-	return n
+	slices.SortFunc(out, func(a, b Record) int { return cmp.Compare(a.Seq, b.Seq) })
+	return out
 }
 
 // Expire implements Expirer.Expire.

@@ -138,6 +138,10 @@ func decodeAnswer(resp *http.Response, raw []byte, out any) error {
 		if out == nil {
 			return nil
 		}
+		if rb, ok := out.(*rawBody); ok {
+			*rb = raw
+			return nil
+		}
 		if err := json.Unmarshal(raw, out); err != nil {
 			return protocol(err)
 		}

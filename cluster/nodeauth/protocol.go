@@ -19,9 +19,11 @@ import (
 // upgraded by a full restart, unless the new build also speaks the
 // previous version; what it still reads of an older form then lives in a
 // compat.go of the package that reads it, and goes once no supported build
-// speaks it. Version 1 is the first: there has been no release before
-// it, so nothing older is read.
-const ProtocolVersion = 1
+// speaks it. Version 1 was the first; version 2 carries commands of form
+// 0xC3 (the proposer's time and actor, for the audit ledger) and
+// snapshots of version 3 (with the ledger). There has been no release,
+// so nothing older is read.
+const ProtocolVersion = 2
 
 // versionString is ProtocolVersion as the preamble and the header carry
 // it.

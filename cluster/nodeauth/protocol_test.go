@@ -38,7 +38,7 @@ func TestRaftConnectionOfAnotherProtocolIsRefused(t *testing.T) {
 	go func() {
 		c, err := net.Dial("tcp", a.Addr().String())
 		if err == nil {
-			_, _ = c.Write([]byte(preambleMagic + "2 n2\nraft bytes"))
+			_, _ = c.Write([]byte(preambleMagic + "3 n2\nraft bytes"))
 			defer c.Close()
 			_, _ = io.Copy(io.Discard, c)
 		}
@@ -49,10 +49,10 @@ func TestRaftConnectionOfAnotherProtocolIsRefused(t *testing.T) {
 	}
 	defer c.Close()
 	if n, err := c.Read(make([]byte, 8)); err == nil || n > 0 {
-		t.Fatalf("a connection of version 2 was read: %d bytes, %v", n, err)
+		t.Fatalf("a connection of version 3 was read: %d bytes, %v", n, err)
 	}
 	if !strings.Contains(logs.String(), "raft connection of another node protocol version") ||
-		!strings.Contains(logs.String(), "speaks node protocol 2, this node 1") {
+		!strings.Contains(logs.String(), "speaks node protocol 3, this node 2") {
 		t.Errorf("the refusal is not logged with both versions:\n%s", logs.String())
 	}
 	if got, err := exchange(t, a, func() *IdentityStream { _, d := identityPair(t, "x", "n2"); return d }(), "x"); err != nil || got != "x" {

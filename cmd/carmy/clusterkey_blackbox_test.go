@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
+	"github.com/carmyhq/carmy/cluster/nodeauth"
 	"github.com/carmyhq/carmy/fsm"
 	"github.com/carmyhq/carmy/internal/testutil"
 )
@@ -34,7 +36,7 @@ func (s preambleStream) Dial(addr raft.ServerAddress, timeout time.Duration) (ne
 	if err != nil {
 		return nil, err
 	}
-	if _, err := conn.Write([]byte("carmy-raft/1 \n")); err != nil {
+	if _, err := conn.Write([]byte("carmy-raft/" + strconv.Itoa(nodeauth.ProtocolVersion) + " \n")); err != nil {
 		conn.Close()
 		return nil, err
 	}

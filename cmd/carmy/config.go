@@ -35,6 +35,31 @@ type fileConfig struct {
 	// API is how clients reach the API: allowed Host names, trusted
 	// proxies, the public URL (access.go).
 	API accessConfig `yaml:"api"`
+	// Audit configures the audit ledger (docs/audit.md).
+	Audit auditConfig `yaml:"audit"`
+}
+
+// auditConfig is the audit ledger's section of the config file.
+type auditConfig struct {
+	// Retention is how long ledger entries are kept: a duration (72h),
+	// days (400d) or off; empty is defaultAuditRetention.
+	Retention string `yaml:"retention"`
+}
+
+// defaultAuditRetention is audit.retention when the config file sets none.
+const defaultAuditRetention = "400d"
+
+// retention returns audit.retention (0: keep every entry).
+func (a auditConfig) retention() (time.Duration, error) {
+	s := a.Retention
+	if s == "" {
+		s = defaultAuditRetention
+	}
+	d, err := parseRetention(s)
+	if err != nil {
+		return 0, fmt.Errorf("audit.retention %q: want off, a duration such as 720h, or days such as 400d", s)
+	}
+	return d, nil
 }
 
 // egressConfig bounds where HTTP tools may connect (package
@@ -285,6 +310,9 @@ func loadConfig(path string) (fileConfig, error) {
 		return fc, fmt.Errorf("config %s: %w", path, err)
 	}
 	if err := fc.API.validate(); err != nil {
+		return fc, fmt.Errorf("config %s: %w", path, err)
+	}
+	if _, err := fc.Audit.retention(); err != nil {
 		return fc, fmt.Errorf("config %s: %w", path, err)
 	}
 	if _, err := parseNetworks("egress.allow", fc.Egress.Allow); err != nil {

@@ -737,3 +737,24 @@ func TestLimitsAuthFailures(t *testing.T) {
 		t.Errorf("a negative auth_failures_per_minute: %v", err)
 	}
 }
+
+// TestConfigAuditRetention: audit.retention defaults to 400 days, takes a
+// duration, days or off, and refuses anything else.
+func TestConfigAuditRetention(t *testing.T) {
+	for text, want := range map[string]time.Duration{
+		"":                           400 * 24 * time.Hour,
+		"audit: {retention: 30d}\n":  30 * 24 * time.Hour,
+		"audit: {retention: 720h}\n": 720 * time.Hour,
+		"audit:\n  retention: off\n": 0,
+	} {
+		got, err := mustLoadConfig(t, text).Audit.retention()
+		if err != nil || got != want {
+			t.Errorf("%q: %v, %v; want %v", text, got, err, want)
+		}
+	}
+	for _, text := range []string{"audit: {retention: soon}\n", "audit: {retention: -1h}\n", "audit: {keep: 1}\n"} {
+		if _, err := loadConfig(writeConfig(t, text)); err == nil {
+			t.Errorf("%q: accepted", text)
+		}
+	}
+}

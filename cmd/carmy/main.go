@@ -48,6 +48,7 @@ const usage = `Carmy runs tools for AI agents and makes their retries safe.
 Usage:
   carmy serve [flags]                     run a node (carmy serve --dev to try it out)
   carmy cluster status|join|remove [...]  administer a cluster through a node's admin API
+  carmy audit export|verify [...]         export the audit ledger; verify an export offline
   carmy bench [flags]                     drive running nodes with calls; report throughput and latency
   carmy health [--addr H:P] [--live]      exit 0 iff a node is ready (or alive): a health check for images
   carmy keygen                            print a new random key (for --gossip-key, --cluster-key or a token)
@@ -91,7 +92,7 @@ func versionLine() string {
 // commandHelp returns the help of each command, for `carmy help <command>`
 // and `carmy <command> --help`; serve's is printed by its flag set.
 var commandHelp = map[string]string{
-	"cluster": clusterUsage, "bench": bench.Usage, "health": healthUsage, "keygen": keygenUsage,
+	"cluster": clusterUsage, "audit": auditUsage, "bench": bench.Usage, "health": healthUsage, "keygen": keygenUsage,
 	"tls": tlsUsage, "version": versionUsage, "help": helpUsage,
 }
 
@@ -107,6 +108,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return serve(ctx, rest, stdout, stderr)
 	case "cluster":
 		return clusterCmd(ctx, rest, os.Getenv, stdout, stderr)
+	case "audit":
+		return auditCmd(ctx, rest, os.Getenv, stdout, stderr)
 	case "bench":
 		return benchCmd(ctx, rest, os.Getenv, stdout, stderr)
 	case "health":

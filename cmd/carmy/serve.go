@@ -95,6 +95,10 @@ func raftNode(ctx context.Context, cfg serveConfig, fc fileConfig, auth api.Auth
 		nc.WrapInternal = func(h http.Handler) http.Handler { return withFaultControl(h, faults, sec.clusterKey) }
 	}
 	nc.Listener, nc.API = ln, apiConfig(cfg, fc, auth, sec.apiKeys, log)
+	auditRetention, err := fc.Audit.retention()
+	if err != nil {
+		return nil, err
+	}
 	nc.Raft = &cluster.Config{
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, RaftAddr: cfg.RaftAddr, GossipAddr: cfg.GossipAddr, HTTPAddr: httpAddr,
 		Bootstrap: cfg.Bootstrap,
@@ -102,7 +106,7 @@ func raftNode(ctx context.Context, cfg serveConfig, fc fileConfig, auth api.Auth
 		BootstrapUnlessCluster: cfg.BootstrapNode != "" && cfg.BootstrapNode == cfg.NodeID,
 		Join:                   cfg.joinAddrs(),
 		ClusterKey:             sec.clusterKey, GossipKeys: sec.gossipKeys, TLS: sec.nodeTLS,
-		MaxEntries: cfg.MaxEntries, MaxBytes: lim.maxBytes, Retention: sec.retention,
+		MaxEntries: cfg.MaxEntries, MaxBytes: lim.maxBytes, Retention: sec.retention, AuditRetention: auditRetention,
 		SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval,
 		Fast: cfg.FastFailover, Logger: log, Hooks: faultHooks(faults),
 	}
