@@ -38,6 +38,9 @@ func TestMCPCancelOtherClient(t *testing.T) {
 					t.Fatal(err)
 				}
 				t.Cleanup(func() { _ = cs.Close() })
+				if cs.ID() == "" {
+					t.Fatal("initialize assigned no transport session (Mcp-Session-Id)")
+				}
 				return cs
 			}
 			type outcome struct {
