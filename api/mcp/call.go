@@ -58,7 +58,7 @@ func (h *Handler) callTool(ctx context.Context, req *sdk.CallToolRequest) (*sdk.
 		}
 		call.Progress = mode.progress
 	}
-	tracked := h.track(ctx, caller, &call, protocolVersion(header, req.Params.Meta))
+	tracked := h.track(ctx, caller, &call, header, protocolVersion(header, req.Params.Meta))
 	resp, err := h.cfg.Runtime.Call(ctx, *caller, call)
 	tracked.ended(ctx.Err() != nil && errors.Is(err, ctx.Err()))
 	if err != nil {

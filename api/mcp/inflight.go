@@ -18,9 +18,11 @@ import (
 // names the JSON-RPC id of a request. Over stateless HTTP the id alone
 // names nothing (every client numbers its own requests), so a
 // notification cancels a tools/call only when the node that receives it
-// is serving a call with that id for the same principal and session
-// (the notification's carmy/session_id, else its Carmy-Session-Id
-// header, else ""). It cancels it as POST /v1/executions/{id}/cancel
+// is serving a call with that id from the same sender (sender.go): the
+// same principal, Carmy session (carmy/session_id, else the
+// Carmy-Session-Id header, else ""), MCP transport session
+// (Mcp-Session-Id, else "") and kind of protocol version (2026-07-28 and
+// later, or older). It cancels it as POST /v1/executions/{id}/cancel
 // does: cancelled is recorded and the tool's context ends (an upstream
 // MCP server is sent notifications/cancelled in turn, by the gateway).
 // A call without request_id has no record: its tool is cancelled all the
@@ -30,7 +32,7 @@ import (
 // while, or is cancelled at once at 2026-07-28 (detached.go).
 
 // inflight is the table of the tools/calls this node serves, by
-// principal, session and JSON-RPC id: the calls of one key in a list
+// sender and JSON-RPC id: the calls of one key in a list
 // (newest first), and the calls whose client went away, kept a while
 // (detached, oldest first: detached.go). It is safe for concurrent use.
 type inflight struct {
@@ -39,7 +41,10 @@ type inflight struct {
 	detached []*inflightCall
 }
 
-type inflightKey struct{ principal, session, id string }
+type inflightKey struct {
+	sender
+	id string
+}
 
 // inflightCall is one call in the table (a tools/call of h's, by caller):
 // its execution once reserved, and whether a cancel came first.
@@ -141,15 +146,16 @@ func (c *inflightCall) cancelNow() {
 func (c *inflightCall) done() { c.h.inflight.remove(c) }
 
 // track registers a tools/call of ctx (its JSON-RPC id is in ctx, from
-// serveOne) for caller and session, at protocol version, and sets
-// call.OnReserved; the returned call must be told how Runtime.Call ended
-// (ended). A call without an id (or a task) is not tracked: nil.
-func (h *Handler) track(ctx context.Context, caller *engine.Caller, call *engine.Request, version string) *inflightCall {
+// serveOne) for caller, made by a request of header (its transport
+// session) at protocol version, and sets call.OnReserved; the returned
+// call must be told how Runtime.Call ended (ended). A call without an id
+// (or a task) is not tracked: nil.
+func (h *Handler) track(ctx context.Context, caller *engine.Caller, call *engine.Request, header http.Header, version string) *inflightCall {
 	id := rpcIDOf(ctx)
 	if id == "" {
 		return nil
 	}
-	c := &inflightCall{h: h, caller: caller, key: inflightKey{caller.Principal, call.SessionID, id},
+	c := &inflightCall{h: h, caller: caller, key: inflightKey{senderOf(caller.Principal, call.SessionID, header, version), id},
 		streamCancels: closedStreamCancels(version)}
 	h.inflight.add(c)
 	call.OnReserved = c.reserved
@@ -176,7 +182,7 @@ func (h *Handler) cancelExecution(caller engine.Caller, execID string, recorded 
 const cancelTimeout = 10 * time.Second
 
 // serveCancelled answers a notifications/cancelled (202, no body) after
-// cancelling the call it names, if this node serves one for the caller.
+// cancelling the call it names, if this node serves one from its sender.
 func (h *Handler) serveCancelled(w http.ResponseWriter, r *http.Request, p ownParams) {
 	caller := callerOfRequest(r, h.cfg.Anonymous)
 	if caller != nil && len(p.RequestID) > 0 {
@@ -184,9 +190,10 @@ func (h *Handler) serveCancelled(w http.ResponseWriter, r *http.Request, p ownPa
 		if s, ok := p.Meta[MetaSessionID].(string); ok {
 			session = s
 		}
-		if n := h.inflight.cancelAll(inflightKey{caller.Principal, session, canonicalID(p.RequestID)}); n > 0 {
+		from := senderOf(caller.Principal, session, r.Header, versionOf(r, p.Meta))
+		if n := h.inflight.cancelAll(inflightKey{from, canonicalID(p.RequestID)}); n > 0 {
 			h.log.Info("mcp: notifications/cancelled cancelled a call", slog.String("principal", caller.Principal),
-				slog.String("session_id", session), slog.String("request", string(p.RequestID)))
+				slog.String("session_id", session), slog.String("mcp_session_id", from.transport), slog.String("request", string(p.RequestID)))
 		}
 	}
 	w.WriteHeader(http.StatusAccepted)

@@ -10,7 +10,7 @@ import (
 // in every position of their list, and counts what cancelAll finds.
 func TestInflightTable(t *testing.T) {
 	h := &Handler{}
-	k, other := inflightKey{"p", "s", "1"}, inflightKey{"p", "s", "2"}
+	k, other := inflightKey{sender{principal: "p", session: "s"}, "1"}, inflightKey{sender{principal: "p", session: "s"}, "2"}
 	calls := make([]*inflightCall, 4)
 	for i := range calls {
 		calls[i] = &inflightCall{h: h, key: k}
@@ -49,7 +49,7 @@ func TestInflightTable(t *testing.T) {
 func TestInflightDetached(t *testing.T) {
 	h := &Handler{}
 	at := time.Unix(1000, 0)
-	first := &inflightCall{h: h, key: inflightKey{"p", "s", "first"}}
+	first := &inflightCall{h: h, key: inflightKey{sender{principal: "p", session: "s"}, "first"}}
 	h.inflight.add(first)
 	h.inflight.detach(first, at)
 	inTable := func(k inflightKey) bool {
@@ -62,13 +62,13 @@ func TestInflightDetached(t *testing.T) {
 		t.Fatal("a detached call left the table at once")
 	}
 	// Just before its time is up it is kept; at its time it goes.
-	second := &inflightCall{h: h, key: inflightKey{"p", "s", "second"}}
+	second := &inflightCall{h: h, key: inflightKey{sender{principal: "p", session: "s"}, "second"}}
 	h.inflight.add(second)
 	h.inflight.detach(second, at.Add(detachedFor-time.Millisecond))
 	if !inTable(first.key) {
 		t.Error("a detached call left the table before detachedFor")
 	}
-	third := &inflightCall{h: h, key: inflightKey{"p", "s", "third"}}
+	third := &inflightCall{h: h, key: inflightKey{sender{principal: "p", session: "s"}, "third"}}
 	h.inflight.add(third)
 	h.inflight.detach(third, at.Add(detachedFor))
 	if inTable(first.key) || !inTable(second.key) || !inTable(third.key) {
@@ -78,7 +78,7 @@ func TestInflightDetached(t *testing.T) {
 	// However many go away at once, at most maxDetached are kept.
 	now := at.Add(detachedFor)
 	for i := range 3 * maxDetached {
-		c := &inflightCall{h: h, key: inflightKey{"p", "s", strconv.Itoa(i)}}
+		c := &inflightCall{h: h, key: inflightKey{sender{principal: "p", session: "s"}, strconv.Itoa(i)}}
 		h.inflight.add(c)
 		h.inflight.detach(c, now)
 	}
@@ -88,7 +88,7 @@ func TestInflightDetached(t *testing.T) {
 	if kept != maxDetached || detached != maxDetached {
 		t.Errorf("%d calls in the table, %d detached; want %d", kept, detached, maxDetached)
 	}
-	if inTable(second.key) || !inTable(inflightKey{"p", "s", strconv.Itoa(3*maxDetached - 1)}) {
+	if inTable(second.key) || !inTable(inflightKey{sender{principal: "p", session: "s"}, strconv.Itoa(3*maxDetached - 1)}) {
 		t.Error("the oldest detached calls were not the ones to leave")
 	}
 	// Their time up, they all leave.

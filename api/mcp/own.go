@@ -25,7 +25,7 @@ import (
 //   - tools/list at 2025-11-25, whose tools gain
 //     execution.taskSupport "optional", and initialize, whose
 //     capabilities gain tasks (the SDK answers them; Carmy adds what it
-//     serves).
+//     serves), and whose answer assigns a transport session (sender.go).
 //
 // Every other message goes on as before. A cheap look at the bytes comes
 // first (ownMarkers), so that a plain tools/call pays a few substring
@@ -118,7 +118,14 @@ func (h *Handler) serveOwn(w http.ResponseWriter, r *http.Request, body []byte) 
 			return true
 		}
 	case "initialize", "server/discover":
-		h.servePatched(w, r, body, h.patchCapabilities)
+		patch := h.patchCapabilities
+		if msg.Method == "initialize" {
+			patch = func(result map[string]any, version string) {
+				h.patchCapabilities(result, version)
+				patchSession(w.Header(), result) // sender.go
+			}
+		}
+		h.servePatched(w, r, body, patch)
 		return true
 	case "subscriptions/listen":
 		if h.cfg.Upstreams != nil && msg.ID != nil && version >= versionTasksExtension {
