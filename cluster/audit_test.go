@@ -6,8 +6,8 @@ import "testing"
 func TestCommandKinds(t *testing.T) {
 	var cmds [][]byte
 	for _, s := range []string{
-		"\xC1\x01", "\xC1\x01\x05", "\xC1\x02", "\xC1\x02\x00",
-		`{"v":1,"type":"reserve"}`, `not json`, "\xC1\x63", // the JSON form of unreleased builds is no command
+		"\xC3\x01", "\xC3\x01\x05", "\xC3\x02", "\xC3\x02\x00",
+		`{"v":1,"type":"reserve"}`, `not json`, "\xC3\x63", // the JSON form of unreleased builds is no command
 	} {
 		cmds = append(cmds, []byte(s))
 	}
