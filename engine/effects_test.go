@@ -117,3 +117,18 @@ func TestRetryUncertainRunsAgain(t *testing.T) {
 		}
 	}
 }
+
+// TestEffectsOptions: the library's options set Effects and
+// RetryUncertain.
+func TestEffectsOptions(t *testing.T) {
+	app := newApp(t)
+	var c counter
+	app.Tool("ro", c.fn, engine.WithEffects(engine.EffectsReadOnly))
+	app.Tool("idem", c.fn, engine.WithEffects(engine.EffectsIdempotent), engine.RetryUncertain())
+	for _, info := range app.Tools() {
+		want := map[string]engine.Effects{"ro": engine.EffectsReadOnly, "idem": engine.EffectsIdempotent}[info.Name]
+		if info.Effects != want || info.RetryUncertain != (info.Name == "idem") {
+			t.Errorf("%s: effects %q, retry_uncertain %v", info.Name, info.Effects, info.RetryUncertain)
+		}
+	}
+}
