@@ -35,7 +35,7 @@ func (fc fileConfig) mcpUpstreams(reg mcpgateway.Registry, getenv func(string) s
 		cfg := mcpgateway.Config{
 			Name: mc.Name, Command: mc.Command, Tools: mc.Tools.list(), RequireRequestID: mc.RequireRequestID, Logger: log,
 			TrustAnnotations: mc.TrustAnnotations,
-			MaxAnswerBytes: fc.Limits.ResultBytes, // 0: the runtime's default, as the gateway's
+			MaxAnswerBytes:   fc.Limits.ResultBytes, // 0: the runtime's default, as the gateway's
 		}
 		if cfg.Tools != nil && len(cfg.Tools) == 0 {
 			return nil, fmt.Errorf("config %s: tools lists no tool: leave it out to serve every tool", where)
