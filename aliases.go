@@ -138,6 +138,24 @@ func Timeout(d time.Duration) ToolOption { return engine.Timeout(d) }
 // RequireRequestID makes a tool's calls without a request_id invalid.
 func RequireRequestID() ToolOption { return engine.RequireRequestID() }
 
+// Effects says what repeating a tool does (engine.Effects, docs/policy.md).
+type Effects = engine.Effects
+
+// The effects a tool may declare (engine's).
+const (
+	EffectsOnce       = engine.EffectsOnce
+	EffectsIdempotent = engine.EffectsIdempotent
+	EffectsReadOnly   = engine.EffectsReadOnly
+)
+
+// WithEffects sets what repeating a tool does: EffectsOnce (the default),
+// EffectsIdempotent or EffectsReadOnly (engine.WithEffects).
+func WithEffects(e Effects) ToolOption { return engine.WithEffects(e) }
+
+// RetryUncertain lets a retry settle an idempotent tool's timed_out or
+// interrupted execution by running it again (engine.RetryUncertain).
+func RetryUncertain() ToolOption { return engine.RetryUncertain() }
+
 // DemoTools returns the demo tools of docs/cli.md#--dev.
 func DemoTools() []ToolSpec { return engine.DemoTools() }
 

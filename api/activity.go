@@ -35,7 +35,7 @@ const (
 // activityOutcomes.
 func activityIndex(outcome string) int {
 	switch outcome {
-	case OutcomeRan:
+	case OutcomeRan, OutcomePassthrough:
 		return 0
 	case OutcomeReplayed:
 		return 1

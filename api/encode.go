@@ -66,6 +66,10 @@ func appendRecord(dst []byte, v *recordView) []byte {
 		dst = append(dst, `,"replayed":`...)
 		dst = strconv.AppendBool(dst, *v.Replayed)
 	}
+	if v.Recorded != nil {
+		dst = append(dst, `,"recorded":`...)
+		dst = strconv.AppendBool(dst, *v.Recorded)
+	}
 	if v.Resolved != nil {
 		dst = append(dst, `,"resolved":`...)
 		dst = strconv.AppendBool(dst, *v.Resolved)

@@ -32,6 +32,7 @@ func TestAppendRecordMatchesEncodingJSON(t *testing.T) {
 	views := []recordView{
 		callView(engine.Response{Record: base}),
 		callView(engine.Response{Record: base, Replayed: true}),
+		callView(engine.Response{Record: base, Passthrough: true}),
 		callView(engine.Response{Record: failed}),
 		callView(engine.Response{Record: noID}),
 		callView(engine.Response{Record: nullData}),

@@ -47,10 +47,13 @@ func (s *Server) callTool(c echo.Context) error {
 	if req.RequestID == "" {
 		line.requestID = resp.Record.Key.RequestID // derived under a dedupe window, or ""
 	}
-	if resp.Replayed {
+	switch {
+	case resp.Replayed:
 		c.Response().Header().Set("Idempotent-Replayed", "true")
 		c.Set(outcomeKey, OutcomeReplayed)
-	} else {
+	case resp.Passthrough:
+		c.Set(outcomeKey, OutcomePassthrough)
+	default:
 		c.Set(outcomeKey, OutcomeRan)
 	}
 	v := callView(resp)

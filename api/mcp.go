@@ -189,6 +189,8 @@ func (s *Server) observeMCP(ctx context.Context, c mcp.CallInfo) {
 		outcome = outcomeOfCode(c.Code)
 	case c.Replayed:
 		outcome = OutcomeReplayed
+	case c.Passthrough:
+		outcome = OutcomePassthrough
 	}
 	s.countCall(TransportMCP, outcome, c.Took)
 	if c.StoreDetail != "" {

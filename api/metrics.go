@@ -22,6 +22,7 @@ import (
 const (
 	OutcomeRan         = "ran"          // the tool ran now (200)
 	OutcomeReplayed    = "replayed"     // a recorded outcome was replayed (200)
+	OutcomePassthrough = "passthrough"  // a read-only tool ran now, nothing reserved or recorded (200)
 	OutcomeConflict    = "conflict"     // IDEMPOTENCY_CONFLICT
 	OutcomeUncertain   = "uncertain"    // EXECUTION_UNCERTAIN
 	OutcomeCapacity    = "capacity"     // IDEMPOTENCY_CAPACITY
@@ -49,7 +50,7 @@ type outcomeSeries struct {
 }
 
 // callOutcomes are the outcome label's values.
-var callOutcomes = []string{OutcomeRan, OutcomeReplayed, OutcomeConflict, OutcomeUncertain,
+var callOutcomes = []string{OutcomeRan, OutcomeReplayed, OutcomePassthrough, OutcomeConflict, OutcomeUncertain,
 	OutcomeCapacity, OutcomeUnavailable, OutcomeInvalid, OutcomeDenied, OutcomeLimited, OutcomeError}
 
 // newAPIMetrics returns the counter and the histogram of the calls of
@@ -60,7 +61,7 @@ func newAPIMetrics(reg prometheus.Registerer) (*apiMetrics, error) {
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "carmy_calls_total",
 			Help: "Answers to tool calls by transport (http: POST /v1/tools/call, mcp: tools/call at /mcp) and outcome: " +
-				"ran, replayed, conflict, uncertain, capacity, unavailable, invalid, denied, rate_limited, error.",
+				"ran, replayed, passthrough, conflict, uncertain, capacity, unavailable, invalid, denied, rate_limited, error.",
 		}, []string{"transport", "outcome"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "carmy_call_duration_seconds",

@@ -58,6 +58,8 @@ func TestMetricsCountCallsByOutcome(t *testing.T) {
 			return engine.Response{Record: rec}, nil
 		case "replay":
 			return engine.Response{Record: rec, Replayed: true}, nil
+		case "pass":
+			return engine.Response{Record: rec, Passthrough: true}, nil
 		case "conflict":
 			return engine.Response{}, &store.ConflictError{Record: rec}
 		case "uncertain":
@@ -74,10 +76,17 @@ func TestMetricsCountCallsByOutcome(t *testing.T) {
 	cfg := authConfig()
 	srv := newTestServer(t, rt, cfg)
 	auth := []string{"Authorization", "Bearer " + allToken}
-	for id, n := range map[string]int{"ran": 3, "replay": 2, "conflict": 1, "uncertain": 1, "full": 1, "down": 2, "bug": 1} {
+	for id, n := range map[string]int{"ran": 2, "replay": 2, "pass": 1, "conflict": 1, "uncertain": 1, "full": 1, "down": 2, "bug": 1} {
 		for range n {
 			post(t, srv, callPath, `{"tool":"echo","request_id":"`+id+`"}`, auth...)
 		}
+	}
+	// A read-only tool's answer says nothing was recorded; others say nothing of it.
+	if a := post(t, srv, callPath, `{"tool":"echo","request_id":"pass"}`, auth...); !strings.Contains(string(a.body), `"recorded":false`) {
+		t.Errorf("a passthrough answer: %s", a.body)
+	}
+	if a := post(t, srv, callPath, `{"tool":"echo","request_id":"ran"}`, auth...); strings.Contains(string(a.body), `"recorded"`) {
+		t.Errorf("a recorded answer: %s", a.body)
 	}
 	post(t, srv, callPath, `{"tool":"echo","requestId":"typo"}`, auth...)               // invalid
 	post(t, srv, callPath, `{"tool":"echo"}`)                                           // denied: no token
@@ -85,7 +94,7 @@ func TestMetricsCountCallsByOutcome(t *testing.T) {
 
 	got := scrape(t, get(t, srv, "/metrics"))
 	want := map[string]float64{
-		"ran": 3, "replayed": 2, "conflict": 1, "uncertain": 1, "capacity": 1,
+		"ran": 3, "replayed": 2, "passthrough": 2, "conflict": 1, "uncertain": 1, "capacity": 1,
 		"unavailable": 2, "error": 1, "invalid": 1, "denied": 2,
 	}
 	for outcome, n := range want {

@@ -21,14 +21,17 @@ type recordView struct {
 	Data        json.RawMessage `json:"data,omitempty"`
 	Error       json.RawMessage `json:"error,omitempty"`
 	Replayed    *bool           `json:"replayed,omitempty"`
-	Resolved    *bool           `json:"resolved,omitempty"`
-	ResolvedBy  string          `json:"resolved_by,omitempty"`
-	Released    bool            `json:"released,omitempty"`
-	StartedAt   string          `json:"started_at"`
-	FinishedAt  string          `json:"finished_at,omitempty"`
-	Fingerprint string          `json:"fingerprint,omitempty"`
-	NodeID      string          `json:"node_id,omitempty"`
-	Principal   string          `json:"principal,omitempty"`
+	// Recorded is false, and set, only for a call of a read-only tool,
+	// which nothing reserved or recorded (docs/policy.md).
+	Recorded    *bool  `json:"recorded,omitempty"`
+	Resolved    *bool  `json:"resolved,omitempty"`
+	ResolvedBy  string `json:"resolved_by,omitempty"`
+	Released    bool   `json:"released,omitempty"`
+	StartedAt   string `json:"started_at"`
+	FinishedAt  string `json:"finished_at,omitempty"`
+	Fingerprint string `json:"fingerprint,omitempty"`
+	NodeID      string `json:"node_id,omitempty"`
+	Principal   string `json:"principal,omitempty"`
 }
 
 func baseView(r store.Record) recordView {
@@ -57,6 +60,9 @@ func baseView(r store.Record) recordView {
 func callView(resp engine.Response) recordView {
 	v := baseView(resp.Record)
 	v.Replayed = &resp.Replayed
+	if resp.Passthrough {
+		v.Recorded = new(bool)
+	}
 	if resp.Record.Resolved {
 		v.Resolved = &resp.Record.Resolved
 		v.ResolvedBy = resp.Record.ResolvedBy

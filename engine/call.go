@@ -75,6 +75,10 @@ type Request struct {
 type Response struct {
 	Record   store.Record
 	Replayed bool
+	// Passthrough says that the call ran directly, neither reserved nor
+	// recorded, because its tool is EffectsReadOnly: Record is the outcome
+	// of this run alone, and no retry will see it.
+	Passthrough bool
 }
 
 // fingerprint is the call's fingerprint: from the canonical forms the
@@ -120,6 +124,15 @@ func (r *Runtime) Call(ctx context.Context, caller Caller, req Request) (Respons
 	if err := r.gate(); err != nil {
 		return Response{}, err
 	}
+	if p.tool.Effects == EffectsReadOnly && !req.Task {
+		// Nothing to reserve or record (docs/policy.md).
+		if p.down != nil {
+			return Response{}, p.down
+		}
+		resp, err := r.runUnrecorded(ctx, p)
+		resp.Passthrough = err == nil
+		return resp, err
+	}
 	var window time.Duration // the dedupe window of a call without request_id
 	var taskID string        // the execution id a task's request_id is
 	if req.RequestID == "" {
@@ -155,7 +168,7 @@ func (r *Runtime) Call(ctx context.Context, caller Caller, req Request) (Respons
 	// normally has room for its outcome. So does the dedupe window,
 	// decided from now, stamped here, against the record's stamped start.
 	exec := store.Execution{
-		Tool: req.Tool, NodeID: r.cfg.NodeID, StartedAt: now, DedupeWindow: window,
+		Tool: req.Tool, NodeID: r.cfg.NodeID, StartedAt: now, DedupeWindow: window, RetryUncertain: p.tool.RetryUncertain,
 		Quota: caller.MaxEntries, ByteQuota: caller.MaxBytes, Headroom: int64(r.cfg.MaxResultBytes),
 	}
 	// The one replay pre-check before the store decides. A record the
@@ -269,12 +282,14 @@ func (r *Runtime) reserveFailed(key store.Key, exec store.Execution, err error) 
 	return &notReservedError{fmt.Errorf("reserve: %w (%w; the tool did not run)", store.ErrUnavailable, err)}
 }
 
-// runUnrecorded runs a call without request_id: no reservation, no record.
+// runUnrecorded runs a call without request_id, or of a read-only tool: no
+// reservation, no record. The answer's record carries the call's
+// request_id, if any.
 func (r *Runtime) runUnrecorded(ctx context.Context, p *pending) (Response, error) {
 	now := r.now()
 	rec := store.Record{
 		ExecutionID: NewExecutionID(now),
-		Key:         store.Key{Principal: p.caller.Principal, Session: p.req.SessionID},
+		Key:         store.Key{Principal: p.caller.Principal, Session: p.req.SessionID, RequestID: p.req.RequestID},
 		Tool:        p.tool.Name,
 		NodeID:      r.cfg.NodeID,
 		StartedAt:   now,

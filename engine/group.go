@@ -99,7 +99,7 @@ func (r *Runtime) SetToolGroup(prefix string, specs []ToolSpec) error {
 
 // sameListingLocked reports whether tools list exactly as the group's
 // tools do now (names in order, titles, descriptions, schemas, timeouts,
-// annotations, _meta, request id rule, dedupe window): replacing one by the other
+// annotations, _meta, request id rule, dedupe window, effects): replacing one by the other
 // changes what a caller sees of them nowhere. r.mu is held.
 func (r *Runtime) sameListingLocked(g *toolGroup, tools []*tool) bool {
 	if len(g.names) != len(tools) {
@@ -109,6 +109,7 @@ func (r *Runtime) sameListingLocked(g *toolGroup, tools []*tool) bool {
 		old, ok := r.tools[g.names[i]]
 		if !ok || old.Name != t.Name || old.Description != t.Description || old.Timeout != t.Timeout ||
 			old.RequireRequestID != t.RequireRequestID || old.DedupeWindow != t.DedupeWindow ||
+			old.Effects != t.Effects || old.RetryUncertain != t.RetryUncertain ||
 			!bytes.Equal(old.InputSchema, t.InputSchema) || !bytes.Equal(old.Annotations, t.Annotations) ||
 			old.Title != t.Title || !bytes.Equal(old.OutputSchema, t.OutputSchema) || !bytes.Equal(old.Meta, t.Meta) {
 			return false

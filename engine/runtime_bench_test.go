@@ -97,3 +97,24 @@ func BenchmarkRuntimeCallReplay(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRuntimeCallReadOnly measures Runtime.Call of a read-only tool
+// (docs/policy.md) with a fresh request_id: validate and run the tool,
+// nothing reserved or recorded. Against BenchmarkRuntimeCall it is the
+// cost a recorded call adds (docs/performance.md).
+func BenchmarkRuntimeCallReadOnly(b *testing.B) {
+	app := benchApp(b)
+	app.Tool("lookup", func(_ context.Context, call engine.Call) (any, error) { return call.Arguments, nil },
+		engine.WithEffects(engine.EffectsReadOnly))
+	ctx := context.Background()
+	b.ReportAllocs()
+	var n int64
+	for b.Loop() {
+		n++
+		req := engine.Request{Tool: "lookup", Arguments: benchArgs, RequestID: "req-" + strconv.FormatInt(n, 10)}
+		resp, err := app.Call(ctx, alice, req)
+		if err != nil || !resp.Passthrough {
+			b.Fatalf("call %d: %v, passthrough %v", n, err, resp.Passthrough)
+		}
+	}
+}

@@ -49,6 +49,15 @@ type ToolSpec struct {
 	Timeout time.Duration
 	// RequireRequestID refuses calls without a request_id.
 	RequireRequestID bool
+	// Effects says what repeating the tool does (docs/policy.md):
+	// EffectsOnce when empty. An EffectsReadOnly tool's calls are neither
+	// reserved nor recorded.
+	Effects Effects
+	// RetryUncertain, for an EffectsIdempotent tool only, lets a retry of
+	// an identity whose execution was left timed_out or interrupted run
+	// the tool again, under a new execution and fencing token, whose
+	// outcome replaces the old record (store.Execution.RetryUncertain).
+	RetryUncertain bool
 	// DedupeWindow, when positive, makes a call without a request_id
 	// idempotent for that long (docs/mcp.md#calls-without-a-request-id-dedupe_window): it takes the identity
 	// (principal, session, DerivedRequestPrefix + the first 32 hex digits
@@ -98,6 +107,9 @@ type ToolInfo struct {
 	Title        string
 	OutputSchema json.RawMessage
 	Meta         json.RawMessage
+	// Effects and RetryUncertain are ToolSpec's (Effects filled in).
+	Effects        Effects
+	RetryUncertain bool
 }
 
 // ToolOption sets a field of a ToolSpec.
@@ -123,6 +135,13 @@ func DedupeWindow(d time.Duration) ToolOption { return func(s *ToolSpec) { s.Ded
 
 // RequireRequestID makes calls without a request_id invalid.
 func RequireRequestID() ToolOption { return func(s *ToolSpec) { s.RequireRequestID = true } }
+
+// WithEffects sets what repeating the tool does (ToolSpec.Effects).
+func WithEffects(e Effects) ToolOption { return func(s *ToolSpec) { s.Effects = e } }
+
+// RetryUncertain lets a retry settle an idempotent tool's timed_out or
+// interrupted execution by running it again (ToolSpec.RetryUncertain).
+func RetryUncertain() ToolOption { return func(s *ToolSpec) { s.RetryUncertain = true } }
 
 // DefaultToolTimeout bounds a tool that declares no timeout.
 const DefaultToolTimeout = 30 * time.Second
@@ -167,6 +186,11 @@ func newTool(spec ToolSpec) (*tool, error) {
 	case len(spec.Meta) > 0 && !isJSONObject(spec.Meta):
 		return nil, fmt.Errorf("tool %q: _meta must be a JSON object", spec.Name)
 	}
+	effects, err := checkEffects(spec)
+	if err != nil {
+		return nil, fmt.Errorf("tool %q: %w", spec.Name, err)
+	}
+	spec.Effects = effects
 	if spec.Timeout == 0 {
 		spec.Timeout = DefaultToolTimeout
 	}
@@ -192,7 +216,7 @@ func (t *tool) checkArguments(args json.RawMessage) error {
 
 func (t *tool) info() ToolInfo {
 	return ToolInfo{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema, Timeout: t.Timeout, Annotations: t.Annotations,
-		Title: t.Title, OutputSchema: t.OutputSchema, Meta: t.Meta}
+		Title: t.Title, OutputSchema: t.OutputSchema, Meta: t.Meta, Effects: t.Effects, RetryUncertain: t.RetryUncertain}
 }
 
 // callOf builds the tool's view of a call.

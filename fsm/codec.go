@@ -180,6 +180,11 @@ func (e *encoder) body(c Command) error {
 		e.int(x.ByteQuota)
 		e.int(x.Headroom)
 		e.int(int64(x.DedupeWindow))
+		if x.RetryUncertain {
+			// Written only when set: a reservation that does not retry
+			// ends after the window, as before the flag existed.
+			e.bool(true)
+		}
 	case TypeComplete:
 		e.key(*c.Key)
 		e.str(c.Fingerprint)
@@ -340,6 +345,12 @@ func decodeBinary(data []byte) (Command, error) {
 		c.Execution = &store.Execution{
 			ID: d.str(), Tool: d.str(), NodeID: d.str(), StartedAt: d.time(),
 			Quota: int(d.int()), ByteQuota: d.int(), Headroom: d.int(), DedupeWindow: time.Duration(d.int()),
+		}
+		if d.err == nil && len(d.b) > 0 {
+			// Written only when true: one encoding per command.
+			if c.Execution.RetryUncertain = d.bool(); d.err == nil && !c.Execution.RetryUncertain {
+				d.fail(errors.New("retry_uncertain written false"))
+			}
 		}
 	case TypeComplete:
 		c.Key = d.key()

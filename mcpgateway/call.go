@@ -27,6 +27,20 @@ const (
 // maxErrorText bounds the upstream text kept in a failed result's message.
 const maxErrorText = 4 << 10
 
+// effects is what repeating upstream tool t does: as the operator set it
+// (Config.Effects), else as its annotations say when the server is
+// trusted (Config.TrustAnnotations), else engine.EffectsOnce.
+func (u *Upstream) effects(t *mcp.Tool) engine.Effects {
+	if e, ok := u.cfg.Effects[t.Name]; ok {
+		return e
+	}
+	if !u.cfg.TrustAnnotations || t.Annotations == nil {
+		return engine.EffectsOnce
+	}
+	a := t.Annotations
+	return engine.EffectsOf(a.ReadOnlyHint, a.IdempotentHint)
+}
+
 // spec returns the engine tool of an upstream tool, listed with its
 // title, schemas, annotations and _meta.
 func (u *Upstream) spec(t *mcp.Tool) (engine.ToolSpec, error) {
@@ -40,6 +54,8 @@ func (u *Upstream) spec(t *mcp.Tool) (engine.ToolSpec, error) {
 		ProbeGiveUp:      u.cfg.ReconcileGiveUp,
 		Func:             u.callFunc(t.Name),
 		MarksSent:        true, // through the call's state (callState.onSent)
+		Effects:          u.effects(t),
+		RetryUncertain:   u.cfg.RetryUncertain[t.Name],
 	}
 	if u.cfg.ReconcileTool != "" {
 		spec.Probe = u.reconcileFunc(t.Name)

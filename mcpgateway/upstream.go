@@ -60,6 +60,18 @@ type Config struct {
 	// DedupeWindow makes calls without a request_id idempotent for that
 	// long (engine.ToolSpec.DedupeWindow); RequireRequestID wins.
 	DedupeWindow time.Duration
+	// Effects sets, by upstream tool name, what the operator says
+	// repeating a tool does (engine.ToolSpec.Effects), and RetryUncertain
+	// which idempotent tools' uncertain executions a retry may settle by
+	// running them again. A tool Effects does not name is EffectsOnce,
+	// unless TrustAnnotations.
+	Effects        map[string]engine.Effects
+	RetryUncertain map[string]bool
+	// TrustAnnotations lets the upstream's own annotations decide the
+	// effects of a tool Effects does not name (readOnlyHint: read_only;
+	// else idempotentHint: idempotent; else once). Untrusted (the
+	// default), annotations are listed to clients and change nothing.
+	TrustAnnotations bool
 	// ReconcileTool, when set, names the upstream tool that settles the
 	// interrupted executions of every tool of this server (docs/config.md#reconcile-probes;
 	// reconcile.go), for ReconcileGiveUp after each started
@@ -202,6 +214,7 @@ func New(reg Registry, cfg Config) (*Upstream, error) {
 		cfg.Logger = slog.Default()
 	}
 	cfg.Tools = slices.Clone(cfg.Tools)
+	cfg.Effects, cfg.RetryUncertain = maps.Clone(cfg.Effects), maps.Clone(cfg.RetryUncertain)
 	cfg.Command = slices.Clone(cfg.Command)
 	cfg.Env = maps.Clone(cfg.Env)
 	u := &Upstream{

@@ -78,6 +78,15 @@ type Execution struct {
 	// Both times travel in the commands (in a replicated store, stamped by
 	// the proposer), so every replica decides alike.
 	DedupeWindow time.Duration `json:"dedupe_window,omitempty"`
+	// RetryUncertain lets this execution replace the identity's record of
+	// the same fingerprint when that record is timed_out or interrupted
+	// (Retries): the tool is idempotent and the caller asked that its
+	// uncertain executions be settled by running it again
+	// (docs/policy.md). The reservation is then Reserved under the new
+	// execution id and a new Seq (its fencing token), the old record gone,
+	// the counts unchanged, as under DedupeWindow. The flag travels in the
+	// command, so every replica decides alike.
+	RetryUncertain bool `json:"retry_uncertain,omitempty"`
 }
 
 // Validate checks what every store requires of a reservation's execution:
@@ -100,9 +109,15 @@ func (exec Execution) Expired(rec Record) bool {
 	return exec.DedupeWindow > 0 && rec.Status.Finished() && !exec.StartedAt.Before(rec.StartedAt.Add(exec.DedupeWindow))
 }
 
+// Retries reports whether exec may replace rec under RetryUncertain: rec
+// is timed_out or interrupted.
+func (exec Execution) Retries(rec Record) bool {
+	return exec.RetryUncertain && (rec.Status == StatusTimedOut || rec.Status == StatusInterrupted)
+}
+
 // Held is how a reservation of fingerprint by exec is answered when the
 // store holds rec under its key: Conflict when rec has another
-// fingerprint, Reserved when exec replaces rec (Expired), else Replay for
+// fingerprint, Reserved when exec replaces rec (Expired, Retries), else Replay for
 // a finished rec and Uncertain for a running or interrupted one: State's
 // table, by which a caller that read rec without reserving (a peek, a
 // lookup) answers as Reserve would.
@@ -110,7 +125,7 @@ func (exec Execution) Held(rec Record, fingerprint string) Outcome {
 	switch {
 	case rec.Fingerprint != fingerprint:
 		return Conflict
-	case exec.Expired(rec):
+	case exec.Expired(rec) || exec.Retries(rec):
 		return Reserved
 	case rec.Status.Finished():
 		return Replay

@@ -69,6 +69,7 @@ func (h *Handler) callTool(ctx context.Context, req *sdk.CallToolRequest) (*sdk.
 		return res, rpcErr
 	}
 	info.ExecutionID, info.Status, info.Replayed = resp.Record.ExecutionID, string(resp.Record.Status), resp.Replayed
+	info.Passthrough = resp.Passthrough
 	return resultOf(resp), nil
 }
 

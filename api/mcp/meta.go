@@ -26,7 +26,10 @@ const (
 	MetaExecutionID = "carmy/execution_id"
 	MetaStatus      = "carmy/status"
 	MetaReplayed    = "carmy/replayed"
-	MetaErrorCode   = "carmy/error_code"
+	// MetaRecorded is false, and present, only in the result of a call of
+	// a read-only tool, which nothing reserved or recorded.
+	MetaRecorded  = "carmy/recorded"
+	MetaErrorCode = "carmy/error_code"
 )
 
 // metaNames are the names of a call's members in a tools/call: the

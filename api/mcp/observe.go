@@ -19,8 +19,11 @@ type CallInfo struct {
 	Principal, Tool, RequestID, SessionID string
 	ExecutionID, Status                   string
 	Replayed                              bool
-	Code                                  string
-	Took                                  time.Duration
+	// Passthrough says the call's tool is read-only: it ran, and nothing
+	// was reserved or recorded (engine.Response.Passthrough).
+	Passthrough bool
+	Code        string
+	Took        time.Duration
 	// StoreDetail is what the store's backend said of a failure the
 	// answer reports without it (store.DetailOf), for the node's log.
 	StoreDetail string

@@ -28,6 +28,9 @@ func resultOf(resp engine.Response) *sdk.CallToolResult {
 	if rec.Key.RequestID != "" {
 		meta[MetaRequestID] = rec.Key.RequestID
 	}
+	if resp.Passthrough {
+		meta[MetaRecorded] = false
+	}
 	if rec.Status == store.StatusCompleted {
 		data := rec.Data
 		if len(data) == 0 {

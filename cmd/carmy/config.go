@@ -84,8 +84,10 @@ type toolConfig struct {
 	// DedupeWindow (a Go duration such as 10m) makes calls without a
 	// request_id idempotent for that long (docs/mcp.md#calls-without-a-request-id-dedupe_window); require_request_id
 	// wins.
-	DedupeWindow string      `yaml:"dedupe_window"`
-	HTTP         *httpConfig `yaml:"http"`
+	DedupeWindow string `yaml:"dedupe_window"`
+	// Effects and RetryUncertain are the tool's policy (docs/policy.md).
+	effectsConfig `yaml:",inline"`
+	HTTP          *httpConfig `yaml:"http"`
 	// Reconcile, when set, is the tool's reconcile probe (docs/config.md#reconcile-probes).
 	Reconcile *reconcileConfig `yaml:"reconcile"`
 }
@@ -121,10 +123,14 @@ type mcpServerConfig struct {
 	URL     string            `yaml:"url"`
 	Command []string          `yaml:"command"`
 	Headers map[string]string `yaml:"headers"`
-	// Tools, when set, lists the only upstream tools served.
-	Tools            []string `yaml:"tools"`
-	Timeout          string   `yaml:"timeout"`
-	RequireRequestID bool     `yaml:"require_request_id"`
+	// Tools, when set, lists the only upstream tools served: a list of
+	// names, or a map of them to their policy ({effects: read_only}).
+	Tools            *mcpToolsConfig `yaml:"tools"`
+	Timeout          string          `yaml:"timeout"`
+	RequireRequestID bool            `yaml:"require_request_id"`
+	// TrustAnnotations lets the upstream's annotations decide the effects
+	// of the tools tools: does not set (docs/policy.md).
+	TrustAnnotations bool `yaml:"trust_annotations"`
 	// DedupeWindow is as a tool's (docs/mcp.md#calls-without-a-request-id-dedupe_window).
 	DedupeWindow string `yaml:"dedupe_window"`
 	// AllowNetworks narrows where url may connect, as a tool's
@@ -400,7 +406,12 @@ func (fc fileConfig) toolSpecsLogging(getenv func(string) string, log *slog.Logg
 		if engine.ReservedToolName(tc.Name) {
 			return nil, fmt.Errorf("config %s: the name %s and names beginning %s. are reserved for Carmy's own tools (carmy.lookup, carmy.cancel, carmy.resolve): choose another", where, engine.ReservedPrefix, engine.ReservedPrefix)
 		}
-		spec := carmy.ToolSpec{Name: tc.Name, Description: tc.Description, RequireRequestID: tc.RequireRequestID, MarksSent: true}
+		effects, err := tc.effectsConfig.parse()
+		if err != nil {
+			return nil, fmt.Errorf("config %s: %w", where, err)
+		}
+		spec := carmy.ToolSpec{Name: tc.Name, Description: tc.Description, RequireRequestID: tc.RequireRequestID, MarksSent: true,
+			Effects: effects, RetryUncertain: tc.RetryUncertain}
 		if tc.Timeout != "" {
 			d, err := time.ParseDuration(tc.Timeout)
 			if err != nil || d <= 0 {

@@ -33,11 +33,16 @@ func (fc fileConfig) mcpUpstreams(reg mcpgateway.Registry, getenv func(string) s
 			}
 		}
 		cfg := mcpgateway.Config{
-			Name: mc.Name, Command: mc.Command, Tools: mc.Tools, RequireRequestID: mc.RequireRequestID, Logger: log,
-			MaxAnswerBytes: fc.Limits.ResultBytes, // 0: the runtime's default, as the gateway's
+			Name: mc.Name, Command: mc.Command, Tools: mc.Tools.list(), RequireRequestID: mc.RequireRequestID, Logger: log,
+			TrustAnnotations: mc.TrustAnnotations,
+			MaxAnswerBytes:   fc.Limits.ResultBytes, // 0: the runtime's default, as the gateway's
 		}
-		if mc.Tools != nil && len(mc.Tools) == 0 {
+		if cfg.Tools != nil && len(cfg.Tools) == 0 {
 			return nil, fmt.Errorf("config %s: tools lists no tool: leave it out to serve every tool", where)
+		}
+		var err error
+		if cfg.Effects, cfg.RetryUncertain, err = mc.Tools.effects(); err != nil {
+			return nil, fmt.Errorf("config %s: %w", where, err)
 		}
 		if mc.Timeout != "" {
 			d, err := time.ParseDuration(mc.Timeout)
@@ -54,7 +59,6 @@ func (fc fileConfig) mcpUpstreams(reg mcpgateway.Registry, getenv func(string) s
 			}
 			cfg.ReconcileGiveUp = d
 		}
-		var err error
 		if cfg.DedupeWindow, err = parseWindow(mc.DedupeWindow); err != nil {
 			return nil, fmt.Errorf("config %s: %w", where, err)
 		}

@@ -64,7 +64,7 @@ const lockLeasesSQL = `SELECT 1 FROM {leases} l WHERE l.slot = $1::text AND (l.k
 			WHERE r.principal = k.principal AND r.session_id = k.session_id AND r.request_id = k.request_id)))
 ORDER BY l.kind, l.principal FOR UPDATE OF l`
 
-// reserveOwnSQL is reserveAllSQL against the slot's ($16) leases instead
+// reserveOwnSQL is reserveAllSQL against the slot's ($17) leases instead
 // of the counts: it applies when every vacant member fits in them, in
 // the round's order (the store-wide lease's entries and bytes, the
 // principal's lease's entries and bytes; the room asked where a bound
@@ -75,19 +75,17 @@ ORDER BY l.kind, l.principal FOR UPDATE OF l`
 // another Store is left alone (ON CONFLICT), and that member's row then
 // has neither a seq nor a record: the caller rolls the round back.
 var reserveOwnSQL = roundMembersCTE + `sl AS (
-	SELECT entries, bytes, lim_entries, lim_bytes FROM {leases} WHERE slot = $16::text AND kind = 0 AND principal = ''
+	SELECT entries, bytes, lim_entries, lim_bytes FROM {leases} WHERE slot = $17::text AND kind = 0 AND principal = ''
 ), ok AS (
 	SELECT (NOT EXISTS (SELECT 1 FROM v) OR txid_current_if_assigned() IS NOT NULL)
 		AND NOT EXISTS (SELECT 1 FROM {records} r JOIN v ON r.execution_id = v.execution_id)
-		AND NOT EXISTS (SELECT 1 FROM h WHERE h.window_us > 0 AND h.fingerprint = h.asked
-			AND h.status IN ('completed', 'failed', 'timed_out', 'cancelled')
-			AND h.started_at <= h.asked_at - h.window_us * interval '1 microsecond')
+		AND NOT ` + heldReplacedSQL + `
 		AND coalesce((SELECT bool_and(coalesce(sl.lim_entries = $14::bigint AND c.vrank <= sl.entries
 				AND sl.lim_bytes = c.max_bytes AND c.sprev + CASE WHEN c.max_bytes > 0 THEN c.ask ELSE c.size END <= sl.bytes
 				AND pl.lim_entries = c.quota AND c.prank <= pl.entries
 				AND pl.lim_bytes = c.byte_quota AND c.pprev + CASE WHEN c.byte_quota > 0 THEN c.ask ELSE c.size END <= pl.bytes, false))
 			FROM c LEFT JOIN sl ON true
-			LEFT JOIN {leases} pl ON pl.slot = $16::text AND pl.kind = 1 AND pl.principal = c.principal), true) AS fits
+			LEFT JOIN {leases} pl ON pl.slot = $17::text AND pl.kind = 1 AND pl.principal = c.principal), true) AS fits
 ), ins AS (
 	INSERT INTO {records} (principal, session_id, request_id, execution_id, seq, tool, fingerprint, status, node_id, started_at)
 	SELECT c.principal, c.session_id, c.request_id, c.execution_id, nextval('{seq}'), c.tool, c.fingerprint, 'running', c.node_id, c.started_at
@@ -96,12 +94,12 @@ var reserveOwnSQL = roundMembersCTE + `sl AS (
 	RETURNING execution_id, seq, started_at
 ), ls AS (
 	UPDATE {leases} SET entries = entries - (SELECT count(*) FROM v), bytes = bytes - (SELECT coalesce(sum(size), 0) FROM v)
-	WHERE slot = $16::text AND kind = 0 AND principal = '' AND (SELECT fits FROM ok) AND EXISTS (SELECT 1 FROM v)
+	WHERE slot = $17::text AND kind = 0 AND principal = '' AND (SELECT fits FROM ok) AND EXISTS (SELECT 1 FROM v)
 ), pc AS (
 	SELECT principal, count(*) AS n, sum(size) AS size FROM v GROUP BY principal
 ), lp AS (
 	UPDATE {leases} AS l SET entries = l.entries - pc.n, bytes = l.bytes - pc.size
-	FROM pc, ok WHERE ok.fits AND l.slot = $16::text AND l.kind = 1 AND l.principal = pc.principal
+	FROM pc, ok WHERE ok.fits AND l.slot = $17::text AND l.kind = 1 AND l.principal = pc.principal
 )
 SELECT ok.fits, ins.seq, ins.started_at, ` + recordColumnsOf("h") + `
 FROM ok CROSS JOIN i LEFT JOIN ins ON ins.execution_id = i.execution_id LEFT JOIN h ON h.n = i.n

@@ -52,19 +52,22 @@ func newQueries(n names) queries {
 		// $7 fingerprint, $8 node id, $9 started at, $10 quota,
 		// $11 byte quota, $12 the room asked (the record's size and the
 		// headroom), $13 the store's bound on bytes (0: none), $14 the
-		// record's size, $15 the dedupe window (microseconds; 0: none).
-		// The checks are those of store.State.Reserve, in its order. A
-		// finished record of the same fingerprint that the window has
-		// expired (store.Execution.Expired) is replaced in place (upd):
+		// record's size, $15 the dedupe window (microseconds; 0: none),
+		// $16 RetryUncertain. The checks are those of store.State.Reserve,
+		// in its order. A finished record of the same fingerprint that the
+		// window has expired (store.Execution.Expired), or a timed_out or
+		// interrupted one under RetryUncertain (store.Execution.Retries),
+		// is replaced in place (upd):
 		// the counts stay, its bytes are given back, last_seq moves.
 		reserve: x(`WITH cur AS (
 	SELECT ` + recordColumns + ` FROM {records}
 	WHERE principal = $2::text AND session_id = $3::text AND request_id = $4::text
 ), base AS (
 	SELECT NOT EXISTS (SELECT 1 FROM cur) AS vacant,
-		EXISTS (SELECT 1 FROM cur WHERE $15::bigint > 0 AND cur.fingerprint = $7::text
-			AND cur.status IN ('completed', 'failed', 'timed_out', 'cancelled')
-			AND cur.started_at <= $9::timestamptz - $15::bigint * interval '1 microsecond') AS stale,
+		EXISTS (SELECT 1 FROM cur WHERE cur.fingerprint = $7::text AND (
+			($15::bigint > 0 AND cur.status IN ('completed', 'failed', 'timed_out', 'cancelled')
+				AND cur.started_at <= $9::timestamptz - $15::bigint * interval '1 microsecond')
+			OR ($16::boolean AND cur.status IN ('timed_out', 'interrupted')))) AS stale,
 		coalesce((SELECT ` + recordSizeSQL + ` FROM cur), 0) AS held_size,
 		NOT EXISTS (SELECT 1 FROM {records} WHERE execution_id = $5::text) AS fresh_id,
 		mt.entries < $1::bigint AS room,

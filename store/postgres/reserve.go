@@ -40,12 +40,13 @@ func (s *Store) Reserve(ctx context.Context, key store.Key, fingerprint string, 
 	if s.held.readFirst() {
 		rec, err := s.Lookup(ctx, key)
 		switch {
-		case err == nil && !(rec.Fingerprint == fingerprint && exec.Expired(rec)):
+		case err == nil && exec.Held(rec, fingerprint) != store.Reserved:
 			s.held.observe(true)
 			return answer(rec, fingerprint), nil
 		case err == nil:
-			// Past the dedupe window: the round's statement decides, under
-			// the lock, whether it replaces the record.
+			// Past the dedupe window, or uncertain under RetryUncertain:
+			// the round's statement decides, under the lock, whether it
+			// replaces the record.
 		case !errors.Is(err, store.ErrNotFound):
 			return store.Reservation{}, err
 		}
@@ -88,7 +89,8 @@ func answer(rec store.Record, fingerprint string) store.Reservation {
 type reserveRow struct {
 	freshID, room, underQuota, roomBytes, underByteQuota bool
 	// stale: the identity's record is finished and past the dedupe window,
-	// so the reservation replaces it when the bounds on bytes allow.
+	// or timed_out or interrupted under RetryUncertain, so the reservation
+	// replaces it when the bounds on bytes allow.
 	stale bool
 	// seq and startedAt are set when the statement reserved.
 	seq       *int64

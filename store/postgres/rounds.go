@@ -499,7 +499,7 @@ func (s *Store) queueReserve(b *pgx.Batch, it *reservation) {
 	size := store.RecordSize(store.Record{Key: it.key, ExecutionID: it.exec.ID, Tool: it.exec.Tool, Fingerprint: it.fingerprint, NodeID: it.exec.NodeID})
 	b.Queue(s.q.reserve, s.cfg.Capacity, it.key.Principal, it.key.Session, it.key.RequestID,
 		it.exec.ID, it.exec.Tool, it.fingerprint, it.exec.NodeID, it.exec.StartedAt, it.exec.Quota,
-		it.exec.ByteQuota, size+it.exec.Headroom, it.maxBytes, size, it.exec.DedupeWindow.Microseconds())
+		it.exec.ByteQuota, size+it.exec.Headroom, it.maxBytes, size, it.exec.DedupeWindow.Microseconds(), it.exec.RetryUncertain)
 }
 
 // roundContext bounds a round by the latest deadline of its members (a

@@ -30,18 +30,18 @@ import (
 
 // roundMembersCTE begins the statements that reserve a round's members
 // (reserveAllSQL, reserveOwnSQL): i, the members in the round's order
-// (the arrays $1-$13 and $15, numbered n); h, the held ones with their
+// (the arrays $1-$13, $15 and $16, numbered n); h, the held ones with their
 // records; v, the vacant ones; c, the vacant ones with their rank in the
 // round and within their principal and the bytes of the vacant members
 // before them (all, and their principal's). What follows names the next
 // part of the WITH.
 const roundMembersCTE = `WITH i AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
-		$8::timestamptz[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[], $15::bigint[])
+		$8::timestamptz[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[], $15::bigint[], $16::boolean[])
 		WITH ORDINALITY AS i(principal, session_id, request_id, execution_id, tool, fingerprint, node_id,
-			started_at, quota, byte_quota, ask, max_bytes, size, window_us, n)
+			started_at, quota, byte_quota, ask, max_bytes, size, window_us, retry, n)
 ), h AS (
-	SELECT i.n, i.fingerprint AS asked, i.started_at AS asked_at, i.window_us, r.*
+	SELECT i.n, i.fingerprint AS asked, i.started_at AS asked_at, i.window_us, i.retry, r.*
 	FROM i JOIN {records} r ON r.principal = i.principal AND r.session_id = i.session_id AND r.request_id = i.request_id
 ), v AS (
 	SELECT i.* FROM i WHERE NOT EXISTS (SELECT 1 FROM h WHERE h.n = i.n)
@@ -53,19 +53,29 @@ const roundMembersCTE = `WITH i AS (
 	FROM v
 ), `
 
+// heldReplacedSQL is true when some held member's record is to be
+// replaced (store.Execution.Held says Reserved): past its dedupe window,
+// or timed_out or interrupted under RetryUncertain. Its replacement is
+// then decided by reserve, one statement per member.
+const heldReplacedSQL = `EXISTS (SELECT 1 FROM h WHERE h.fingerprint = h.asked AND (
+			(h.window_us > 0 AND h.status IN ('completed', 'failed', 'timed_out', 'cancelled')
+				AND h.started_at <= h.asked_at - h.window_us * interval '1 microsecond')
+			OR (h.retry AND h.status IN ('timed_out', 'interrupted'))))`
+
 // reserveAllSQL answers every member of a round whose identity is held
 // from its record, and reserves every other member, or writes nothing:
 // $1-$13 arrays, one element per member in the round's order (principal,
 // session, request id, execution id, tool, fingerprint, node id, started
 // at, quota, byte quota, the room asked: the record's size and the
 // headroom, the store's bound on bytes, the record's size), $14 the
-// capacity, $15 the members' dedupe windows (microseconds; 0: none). It
+// capacity, $15 the members' dedupe windows (microseconds; 0: none), $16
+// their RetryUncertain flags. It
 // returns one row per member in order: fits, then the new record's seq and
 // started at when it reserved, then the held record's columns when the
 // identity is held (all NULL otherwise). fits is false, and nothing
 // written, when a vacant member would be refused, a vacant member's
-// execution id is in use, a held record is past its dedupe window (its
-// replacement is decided by reserve), or a member is vacant and the
+// execution id is in use, a held record is to be replaced (past its dedupe
+// window, or uncertain under RetryUncertain: heldReplacedSQL), or a member is vacant and the
 // transaction holds no lock (it took no transaction id: a lock taken only
 // for a vacant identity found every identity held, and one was released
 // since; reserveOwn's case).
@@ -73,9 +83,7 @@ var reserveAllSQL = roundMembersCTE + `ok AS (
 	SELECT (NOT EXISTS (SELECT 1 FROM v)
 			OR (txid_current_if_assigned() IS NOT NULL AND mt.entries + (SELECT count(*) FROM v) <= $14::bigint))
 		AND NOT EXISTS (SELECT 1 FROM {records} r JOIN v ON r.execution_id = v.execution_id)
-		AND NOT EXISTS (SELECT 1 FROM h WHERE h.window_us > 0 AND h.fingerprint = h.asked
-			AND h.status IN ('completed', 'failed', 'timed_out', 'cancelled')
-			AND h.started_at <= h.asked_at - h.window_us * interval '1 microsecond')
+		AND NOT ` + heldReplacedSQL + `
 		AND coalesce((SELECT bool_and((c.quota = 0 OR coalesce(pr.entries, 0) + c.prank <= c.quota)
 			AND (c.max_bytes = 0 OR mt.bytes + c.sprev + c.ask <= c.max_bytes)
 			AND (c.byte_quota = 0 OR coalesce(pr.bytes, 0) + c.pprev + c.ask <= c.byte_quota))
@@ -153,15 +161,16 @@ func (s *Store) reserveArgs(batch []*reservation) []any {
 		principal, session, request, id, tool, fp, node = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		started                                         = make([]time.Time, n)
 		quota, byteQuota, ask, maxBytes, size, window   = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+		retry                                           = make([]bool, n)
 	)
 	for i, it := range batch {
 		principal[i], session[i], request[i] = it.key.Principal, it.key.Session, it.key.RequestID
 		id[i], tool[i], fp[i], node[i], started[i] = it.exec.ID, it.exec.Tool, it.fingerprint, it.exec.NodeID, it.exec.StartedAt
 		size[i] = store.RecordSize(store.Record{Key: it.key, ExecutionID: it.exec.ID, Tool: it.exec.Tool, Fingerprint: it.fingerprint, NodeID: it.exec.NodeID})
 		quota[i], byteQuota[i], ask[i], maxBytes[i] = int64(it.exec.Quota), it.exec.ByteQuota, size[i]+it.exec.Headroom, it.maxBytes
-		window[i] = it.exec.DedupeWindow.Microseconds()
+		window[i], retry[i] = it.exec.DedupeWindow.Microseconds(), it.exec.RetryUncertain
 	}
-	return []any{principal, session, request, id, tool, fp, node, started, quota, byteQuota, ask, maxBytes, size, int64(s.cfg.Capacity), window}
+	return []any{principal, session, request, id, tool, fp, node, started, quota, byteQuota, ask, maxBytes, size, int64(s.cfg.Capacity), window, retry}
 }
 
 // readReserveAll reads reserveAll's answer: whether it applied, and then

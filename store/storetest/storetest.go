@@ -36,6 +36,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"StoreBytes", testStoreBytes},
 		{"DedupeWindow", testDedupeWindow},
 		{"DedupeWindowRefused", testDedupeWindowRefused},
+		{"RetryUncertain", testRetryUncertain},
 		{"Cancel", testCancel},
 		{"Resolve", testResolve},
 		{"Release", testRelease},
@@ -728,6 +729,75 @@ func testDedupeWindow(t *testing.T, newStore Factory) {
 		t.Fatal("a replaced execution's completion was accepted")
 	}
 	mustComplete(t, s, k, "fp", completed(third.ID, `3`))
+}
+
+// testRetryUncertain checks Execution.RetryUncertain (docs/policy.md): a
+// timed_out or an interrupted record of the same fingerprint is replaced
+// by the new reservation (a new execution id and a larger seq, the old
+// record gone, the count unchanged, even when the store is full), whose
+// outcome is then recorded and replayed; a running, completed, failed or
+// cancelled record is answered as ever; a different fingerprint is a
+// conflict; and an execution without the flag never replaces.
+func testRetryUncertain(t *testing.T, newStore Factory) {
+	s := newStore(t, 3)
+	ctx := context.Background()
+	retry := func() store.Execution {
+		ex := newExec("t")
+		ex.RetryUncertain = true
+		return ex
+	}
+	timedOut := func(id string) store.Result {
+		return store.Result{ExecutionID: id, Status: store.StatusTimedOut,
+			Error: json.RawMessage(`{"code":"TIMEOUT","message":"m"}`), FinishedAt: epoch.Add(time.Hour)}
+	}
+	settle := func(k store.Key, open store.Record, res store.Result) {
+		t.Helper()
+		mustComplete(t, s, k, "fp", res)
+		mustReserve(t, s, k, "other", retry(), store.Conflict)
+		plain := newExec("t")
+		if res.Status == store.StatusInterrupted {
+			mustReserve(t, s, k, "fp", plain, store.Uncertain)
+		} else {
+			mustReserve(t, s, k, "fp", plain, store.Replay)
+		}
+		again := retry()
+		rec := mustReserve(t, s, k, "fp", again, store.Reserved)
+		if rec.ExecutionID != again.ID || rec.Status != store.StatusRunning || rec.Seq <= open.Seq {
+			t.Fatalf("%s: the retry's reservation = %+v (the old one's seq %d)", res.Status, rec, open.Seq)
+		}
+		if _, err := s.Get(ctx, open.ExecutionID); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("%s: the replaced record is still there: %v", res.Status, err)
+		}
+		// The old runner's late outcome is refused; the new one's recorded.
+		if _, err := s.Complete(ctx, k, "fp", completed(open.ExecutionID, `0`)); err == nil {
+			t.Fatalf("%s: the replaced execution's completion was accepted", res.Status)
+		}
+		mustComplete(t, s, k, "fp", completed(again.ID, `2`))
+		if rec := mustReserve(t, s, k, "fp", retry(), store.Replay); rec.ExecutionID != again.ID {
+			t.Fatalf("%s: after the retry, replay of %s, want %s", res.Status, rec.ExecutionID, again.ID)
+		}
+	}
+
+	// Running: uncertain, flag or not.
+	k1 := key("to")
+	first := mustReserve(t, s, k1, "fp", retry(), store.Reserved)
+	mustReserve(t, s, k1, "fp", retry(), store.Uncertain)
+	k2 := key("lost")
+	second := mustReserve(t, s, k2, "fp", newExec("t"), store.Reserved)
+	k3 := key("done")
+	third := mustReserve(t, s, k3, "fp", newExec("t"), store.Reserved)
+	// The store is full: the replacements below take no new room.
+	settle(k1, first, timedOut(first.ExecutionID))
+	settle(k2, second, store.Result{ExecutionID: second.ExecutionID, Status: store.StatusInterrupted})
+	// Finished otherwise: replayed, never run again.
+	mustComplete(t, s, k3, "fp", store.Result{ExecutionID: third.ExecutionID, Status: store.StatusFailed,
+		Error: json.RawMessage(`{"code":"X","message":"m"}`), FinishedAt: epoch.Add(time.Hour)})
+	if rec := mustReserve(t, s, k3, "fp", retry(), store.Replay); rec.ExecutionID != third.ExecutionID {
+		t.Fatalf("a failed record was not replayed: %+v", rec)
+	}
+	if st, err := s.Stats(ctx); err != nil || st.Entries != 3 {
+		t.Fatalf("Stats = %+v, %v; want 3 entries", st, err)
+	}
 }
 
 // testDedupeWindowRefused: a replacement past the window that the bounds

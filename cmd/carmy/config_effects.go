@@ -1,0 +1,110 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/carmyhq/carmy/engine"
+)
+
+// effectsConfig is a tool's policy keys (docs/policy.md): effects (once,
+// idempotent or read_only; once when empty) and retry_uncertain (which
+// needs idempotent).
+type effectsConfig struct {
+	Effects        string `yaml:"effects"`
+	RetryUncertain bool   `yaml:"retry_uncertain"`
+}
+
+// parse checks the keys and returns the effects they set.
+func (ec effectsConfig) parse() (engine.Effects, error) {
+	e, err := engine.ParseEffects(ec.Effects)
+	if err != nil {
+		return "", err
+	}
+	if ec.RetryUncertain && e != engine.EffectsIdempotent {
+		return "", fmt.Errorf("retry_uncertain: true needs effects: idempotent (effects is %s)", e)
+	}
+	return e, nil
+}
+
+// mcpToolsConfig is an MCP server's tools key: either a list of the
+// upstream tools served, or a map from each tool served to its settings
+// (effects, retry_uncertain; an empty or null value sets none). Nil
+// serves every tool.
+type mcpToolsConfig struct {
+	names    []string
+	settings map[string]effectsConfig
+}
+
+// UnmarshalYAML accepts the list form or the map form.
+func (m *mcpToolsConfig) UnmarshalYAML(n *yaml.Node) error {
+	switch n.Kind {
+	case yaml.SequenceNode:
+		m.names = []string{}
+		return n.Decode(&m.names)
+	case yaml.MappingNode:
+		m.names, m.settings = []string{}, map[string]effectsConfig{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			var name string
+			if err := n.Content[i].Decode(&name); err != nil {
+				return err
+			}
+			var ec effectsConfig
+			if v := n.Content[i+1]; v.Tag != "!!null" {
+				if v.Kind != yaml.MappingNode {
+					return fmt.Errorf("line %d: tools.%s: want a map such as {effects: read_only}", v.Line, name)
+				}
+				// Unknown keys are refused, as everywhere in the file.
+				if err := decodeStrictNode(v, &ec); err != nil {
+					return fmt.Errorf("tools.%s: %w", name, err)
+				}
+			}
+			m.names = append(m.names, name)
+			m.settings[name] = ec
+		}
+		return nil
+	}
+	return fmt.Errorf("line %d: tools: want a list of tool names or a map of them to their settings", n.Line)
+}
+
+// decodeStrictNode decodes n into v, refusing keys v does not have.
+func decodeStrictNode(n *yaml.Node, v any) error {
+	b, err := yaml.Marshal(n)
+	if err != nil {
+		return err
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	return dec.Decode(v)
+}
+
+// list returns the tools served (nil: every one).
+func (m *mcpToolsConfig) list() []string {
+	if m == nil {
+		return nil
+	}
+	return slices.Clone(m.names)
+}
+
+// effects returns the effects and the retry_uncertain flags the map form
+// sets, by upstream tool name.
+func (m *mcpToolsConfig) effects() (map[string]engine.Effects, map[string]bool, error) {
+	if m == nil || m.settings == nil {
+		return nil, nil, nil
+	}
+	effects, retry := map[string]engine.Effects{}, map[string]bool{}
+	for name, ec := range m.settings {
+		if ec.Effects == "" && !ec.RetryUncertain {
+			continue // the tool is served; its effects are the default's (or its trusted annotations')
+		}
+		e, err := ec.parse()
+		if err != nil {
+			return nil, nil, fmt.Errorf("tools.%s: %w", name, err)
+		}
+		effects[name], retry[name] = e, ec.RetryUncertain
+	}
+	return effects, retry, nil
+}

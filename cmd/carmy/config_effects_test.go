@@ -1,0 +1,80 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/carmyhq/carmy/engine"
+)
+
+// TestConfigEffects: effects and retry_uncertain on an HTTP tool and, in
+// the map form of tools:, on an MCP server's tools; trust_annotations; and
+// the refusals of a bad value.
+func TestConfigEffects(t *testing.T) {
+	fc := mustLoadConfig(t, `tools:
+  - name: catalogue
+    effects: read_only
+    http: {url: "http://127.0.0.1:9/c"}
+  - name: put
+    effects: idempotent
+    retry_uncertain: true
+    http: {url: "http://127.0.0.1:9/p"}
+  - name: pay
+    http: {url: "http://127.0.0.1:9/pay"}
+mcp_servers:
+  - name: listed
+    url: http://127.0.0.1:9/mcp
+    tools: [a, b]
+  - name: mapped
+    url: http://127.0.0.1:9/mcp
+    trust_annotations: true
+    tools:
+      search: {effects: read_only}
+      upsert: {effects: idempotent, retry_uncertain: true}
+      refund:
+`)
+	specs, err := fc.toolSpecsLogging(func(string) string { return "" }, discardLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]engine.ToolSpec{}
+	for _, s := range specs {
+		got[s.Name] = s
+	}
+	if got["catalogue"].Effects != engine.EffectsReadOnly || got["put"].Effects != engine.EffectsIdempotent ||
+		!got["put"].RetryUncertain || got["pay"].Effects != engine.EffectsOnce {
+		t.Fatalf("HTTP tools' effects: %q %q/%v %q", got["catalogue"].Effects, got["put"].Effects, got["put"].RetryUncertain, got["pay"].Effects)
+	}
+	listed, mapped := fc.MCPServers[0], fc.MCPServers[1]
+	if l := listed.Tools.list(); strings.Join(l, ",") != "a,b" || listed.TrustAnnotations {
+		t.Fatalf("the list form: %v, trust %v", l, listed.TrustAnnotations)
+	}
+	if l := mapped.Tools.list(); strings.Join(l, ",") != "search,upsert,refund" || !mapped.TrustAnnotations {
+		t.Fatalf("the map form: %v, trust %v", l, mapped.TrustAnnotations)
+	}
+	effects, retry, err := mapped.Tools.effects()
+	if err != nil || effects["search"] != engine.EffectsReadOnly || effects["upsert"] != engine.EffectsIdempotent || !retry["upsert"] {
+		t.Fatalf("the map form's effects: %v %v %v", effects, retry, err)
+	}
+	if _, ok := effects["refund"]; ok {
+		t.Fatalf("refund, with no settings, has effects %q: want its annotations to decide", effects["refund"])
+	}
+
+	for _, bad := range []string{
+		"tools:\n  - name: t\n    effects: sometimes\n    http: {url: \"http://127.0.0.1:9/\"}\n",
+		"tools:\n  - name: t\n    retry_uncertain: true\n    http: {url: \"http://127.0.0.1:9/\"}\n",
+		"mcp_servers:\n  - name: m\n    url: http://127.0.0.1:9/mcp\n    tools: {x: {effects: nope}}\n",
+		"mcp_servers:\n  - name: m\n    url: http://127.0.0.1:9/mcp\n    tools: {x: {effect: read_only}}\n",
+		"mcp_servers:\n  - name: m\n    url: http://127.0.0.1:9/mcp\n    tools: {x: {effects: read_only, retry_uncertain: true}}\n",
+	} {
+		fc, err := loadConfig(writeConfig(t, bad))
+		if err == nil {
+			if _, err = fc.toolSpecsLogging(func(string) string { return "" }, discardLogger()); err == nil {
+				_, err = fc.mcpUpstreams(quietApp(), func(string) string { return "" }, t.TempDir(), discardLogger())
+			}
+		}
+		if err == nil {
+			t.Errorf("accepted:\n%s", bad)
+		}
+	}
+}
