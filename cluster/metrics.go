@@ -243,3 +243,9 @@ func (n *Node) observeLeaderChanges() {
 		}
 	}
 }
+
+// IsMonotonic implements raft.MonotonicLogStore as the wrapped store does.
+func (s countingLogStore) IsMonotonic() bool {
+	m, ok := s.LogStore.(raft.MonotonicLogStore)
+	return ok && m.IsMonotonic()
+}

@@ -86,8 +86,8 @@ func TestWALAppendGetDeleteRange(t *testing.T) {
 	if len(segs) < 3 {
 		t.Fatalf("%d segments for 200 entries of segments of 2 KiB, want several", len(segs))
 	}
-	if err := w.StoreLog(walEntries(202, 1, 1)[0]); err == nil {
-		t.Fatal("appending 202 after 200 succeeded")
+	if err := w.StoreLog(walEntries(150, 1, 1)[0]); err == nil {
+		t.Fatal("appending 150 after 200 succeeded")
 	}
 
 	reopen := func() {
@@ -150,6 +150,15 @@ func TestWALAppendGetDeleteRange(t *testing.T) {
 	checkWAL(t, w, 140, 144, term(3))
 	reopen()
 	checkWAL(t, w, 140, 144, term(3))
+
+	// A gap (a snapshot installed without emptying the log): the log
+	// before it is gone.
+	if err := w.StoreLogs(walEntries(300, 4, 4)); err != nil {
+		t.Fatal(err)
+	}
+	checkWAL(t, w, 300, 303, term(4))
+	reopen()
+	checkWAL(t, w, 300, 303, term(4))
 }
 
 // A torn last record (a crash during its write, before its sync

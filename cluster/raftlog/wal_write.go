@@ -13,7 +13,8 @@ import (
 func (w *WAL) StoreLog(l *raft.Log) error { return w.StoreLogs([]*raft.Log{l}) }
 
 // StoreLogs implements raft.LogStore: the entries, which must follow the
-// log's last, are durable when it returns (one fdatasync; a new segment
+// log's last or leave a gap after it (then what was before is deleted:
+// Raft leaves a gap only after a snapshot), are durable when it returns (one fdatasync; a new segment
 // adds a sync of the directory). On failure the log is as it was.
 func (w *WAL) StoreLogs(logs []*raft.Log) error {
 	if len(logs) == 0 {
@@ -31,6 +32,15 @@ func (w *WAL) StoreLogs(logs []*raft.Log) error {
 		tail = w.segs[n-1]
 	}
 	w.mu.RUnlock()
+	if n > 0 && logs[0].Index > last+1 {
+		// A gap: Raft, which may leave one after a snapshot installed
+		// when it did not empty the log, reads nothing before the
+		// snapshot again. The log is emptied, as Raft would have.
+		if err := w.deleteFront(logs[0].Index); err != nil {
+			return fmt.Errorf("cluster: raft log: emptying the log before entry %d: %w", logs[0].Index, err)
+		}
+		n, tail = 0, nil
+	}
 	for i, l := range logs {
 		if (n > 0 || i > 0) && l.Index != last+1 {
 			return fmt.Errorf("cluster: raft log: entry %d appended after %d", l.Index, last)
