@@ -136,6 +136,11 @@ func Open(cfg Config) (*Node, error) {
 		durable = cfg.Hooks.LogStore(durable)
 	}
 	n.logs = raftlog.New(durable, logPath)
+	if n.walLog != nil {
+		// A leader refuses new calls once the WAL cannot keep its margin,
+		// while the entries on their way are written into it.
+		n.logs.SetSpaceCheck(n.walLog.EnsureMargin)
+	}
 	logs, err := raft.NewLogCache(logCacheSize, n.logs)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: log cache: %w", err)

@@ -61,6 +61,9 @@ type segment struct {
 	f       *os.File
 	offsets []int64 // offsets[i]: where entry first+i's record starts
 	size    int64   // the end of its last record
+	// allocated is the end of the blocks reserved for it (allocate), at
+	// least size; under writeMu.
+	allocated int64
 }
 
 func (s *segment) last() uint64 { return s.first + uint64(len(s.offsets)) - 1 }
@@ -171,7 +174,7 @@ func (w *WAL) openSegment(first uint64, last bool) (*segment, error) {
 		s.offsets = append(s.offsets, off)
 		off += int64(n)
 	}
-	s.size = off
+	s.size, s.allocated = off, off
 	s.f, err = os.OpenFile(path, os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, err

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"syscall"
 
 	"github.com/hashicorp/raft"
 )
@@ -62,7 +61,14 @@ func (w *WAL) StoreLogs(logs []*raft.Log) error {
 		buf = appendRecord(buf, l)
 	}
 	if tail == nil || tail.size >= w.segmentSize {
-		return w.appendSegment(logs[0].Index, buf, offsets)
+		if err := w.appendSegment(logs[0].Index, buf, offsets); err != nil {
+			return err
+		}
+		if tail != nil && tail.allocated > tail.size {
+			release(tail.f, tail.size, tail.allocated-tail.size)
+			tail.allocated = tail.size
+		}
+		return nil
 	}
 	if _, err := tail.f.WriteAt(buf, tail.size); err != nil {
 		return w.undo(tail, fmt.Errorf("cluster: appending raft log entries %d–%d to %s: %w", logs[0].Index, last, tail.f.Name(), err))
@@ -75,6 +81,7 @@ func (w *WAL) StoreLogs(logs []*raft.Log) error {
 		tail.offsets = append(tail.offsets, tail.size+o)
 	}
 	tail.size += int64(len(buf))
+	tail.allocated = max(tail.allocated, tail.size)
 	w.mu.Unlock()
 	return nil
 }
@@ -86,6 +93,7 @@ func (w *WAL) undo(tail *segment, err error) error {
 		w.broken = fmt.Errorf("%w; and cutting off the partial write failed, so the log takes no more writes: %w", err, terr)
 		return w.broken
 	}
+	tail.allocated = tail.size // the cut gave back what was reserved past it
 	return err
 }
 
@@ -111,7 +119,7 @@ func (w *WAL) appendSegment(first uint64, buf []byte, offsets []int64) error {
 		return fmt.Errorf("cluster: appending raft log entries from %d to a new segment %s: %w", first, path, err)
 	}
 	w.mu.Lock()
-	w.segs = append(w.segs, &segment{first: first, f: f, offsets: offsets, size: int64(len(buf))})
+	w.segs = append(w.segs, &segment{first: first, f: f, offsets: offsets, size: int64(len(buf)), allocated: int64(len(buf))})
 	w.mu.Unlock()
 	return nil
 }
@@ -204,7 +212,7 @@ func (w *WAL) cutBack(lo uint64) error {
 		return err
 	}
 	s.offsets = s.offsets[:lo-s.first]
-	s.size = end
+	s.size, s.allocated = end, end
 	return nil
 }
 
@@ -223,16 +231,36 @@ func (w *WAL) remove(segs []*segment) error {
 	return syncDir(w.dir)
 }
 
-// fdatasync syncs f's data and what reading it back needs (its size),
-// not its other metadata.
-func fdatasync(f *os.File) error {
-	for {
-		err := syscall.Fdatasync(int(f.Fd()))
-		if err != syscall.EINTR {
-			if err != nil {
-				return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: err}
-			}
-			return nil
-		}
+// The margin: the room the WAL keeps reserved past the end of its last
+// segment (EnsureMargin), topped up walMarginStep at a time.
+const (
+	WALMargin     = 1 << 20
+	walMarginStep = 64 << 10
+)
+
+// EnsureMargin reserves the blocks of the WALMargin bytes past the end of
+// the last segment, if they are not yet, and returns the error (a full
+// disk) when it cannot. The entries written while it fails go to the
+// margin: a node that stops taking new calls when it fails (Store's
+// space check) still has room for the entries already on their way, such
+// as the outcome of a tool that ran. A file system that cannot reserve
+// blocks keeps no margin (nil).
+func (w *WAL) EnsureMargin() error {
+	w.writeMu.Lock()
+	defer w.writeMu.Unlock()
+	w.mu.RLock()
+	var tail *segment
+	if n := len(w.segs); n > 0 && w.broken == nil {
+		tail = w.segs[n-1]
 	}
+	w.mu.RUnlock()
+	if tail == nil || tail.allocated >= tail.size+WALMargin {
+		return nil
+	}
+	end := tail.size + WALMargin + walMarginStep
+	if err := allocate(tail.f, tail.allocated, end-tail.allocated); err != nil {
+		return fmt.Errorf("cluster: reserving %d KiB past the end of the raft log's %s: %w", WALMargin>>10, tail.f.Name(), err)
+	}
+	tail.allocated = end
+	return nil
 }
