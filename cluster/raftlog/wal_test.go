@@ -251,3 +251,33 @@ func TestWALDamageBeforeTheEndRefused(t *testing.T) {
 		t.Fatal("a WAL whose first segment lost its end opened")
 	}
 }
+
+// The margin reserved past the last segment's end leaves the file's size
+// (and so what a reopen reads) as it was.
+func TestWALMarginKeepsTheLog(t *testing.T) {
+	dir := t.TempDir()
+	w := openTestWAL(t, dir, 1<<20)
+	if err := w.EnsureMargin(); err != nil {
+		t.Fatalf("EnsureMargin on an empty log: %v", err)
+	}
+	if err := w.StoreLogs(walEntries(1, 50, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.EnsureMargin(); err != nil {
+		t.Fatal(err)
+	}
+	segs, _ := filepath.Glob(filepath.Join(dir, "*.seg"))
+	st, err := os.Stat(segs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Size() != w.segs[0].size {
+		t.Fatalf("segment size %d after the margin, want %d", st.Size(), w.segs[0].size)
+	}
+	if err := w.StoreLogs(walEntries(51, 10, 1)); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	w = openTestWAL(t, dir, 1<<20)
+	checkWAL(t, w, 1, 60, term(1))
+}
