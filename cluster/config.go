@@ -21,7 +21,8 @@ type Config struct {
 	// NodeID is the node's unique, stable name (Raft server id, gossip
 	// name).
 	NodeID string
-	// DataDir holds raft.db (log and stable store) and snapshots/.
+	// DataDir holds raft-log/ (the Raft log's WAL), raft.db (Raft's term
+	// and vote; the log too with RaftLog bolt) and snapshots/.
 	DataDir string
 	// RaftAddr is the Raft transport's host:port (port 0 picks one).
 	RaftAddr string
