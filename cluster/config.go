@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/carmyhq/carmy/cluster/nodeauth"
+	"github.com/carmyhq/carmy/cluster/raftlog"
 )
 
 // Config configures a Node.
@@ -20,7 +21,8 @@ type Config struct {
 	// NodeID is the node's unique, stable name (Raft server id, gossip
 	// name).
 	NodeID string
-	// DataDir holds raft.db (log and stable store) and snapshots/.
+	// DataDir holds raft-log/ (the Raft log's WAL), raft.db (Raft's term
+	// and vote; the log too with RaftLog bolt) and snapshots/.
 	DataDir string
 	// RaftAddr is the Raft transport's host:port (port 0 picks one).
 	RaftAddr string
@@ -83,6 +85,10 @@ type Config struct {
 	// DeadGrace is how long gossip must see a member dead before the
 	// leader marks its running executions interrupted.
 	DeadGrace time.Duration
+	// RaftLog is the Raft log's store: raftlog.LogWAL (the default, "")
+	// or raftlog.LogBolt (raft.db, beside Raft's term and vote). See
+	// docs/operations.md for the data dir's layout and the migration.
+	RaftLog string
 	// SnapshotThreshold and SnapshotInterval tune Raft's snapshots.
 	SnapshotThreshold uint64
 	SnapshotInterval  time.Duration
@@ -179,6 +185,8 @@ func (c Config) Validate() error {
 		return errors.New("cluster: negative retention")
 	case c.BootstrapUnlessCluster && c.Bootstrap:
 		return errors.New("cluster: Bootstrap and BootstrapUnlessCluster exclude each other")
+	case c.RaftLog != "" && c.RaftLog != raftlog.LogWAL && c.RaftLog != raftlog.LogBolt:
+		return fmt.Errorf("cluster: raft log store %q: want %q or %q", c.RaftLog, raftlog.LogWAL, raftlog.LogBolt)
 	}
 	for i, k := range c.GossipKeys {
 		if l := len(k); l != 16 && l != 24 && l != 32 {

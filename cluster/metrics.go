@@ -47,7 +47,7 @@ func newNodeMetrics() *nodeMetrics {
 	return &nodeMetrics{
 		logWrites: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "carmy_raft_log_writes_total",
-			Help: "Writes to the Raft log store: each is one BoltDB transaction (its fsyncs), however many entries it carries.",
+			Help: "Writes to the Raft log store: each is one append to its WAL (one fdatasync; a BoltDB transaction with --raft-log bolt), however many entries it carries.",
 		}),
 		logEntries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "carmy_raft_log_entries_total",
@@ -242,4 +242,10 @@ func (n *Node) observeLeaderChanges() {
 			n.metrics.leaderChanges.Inc()
 		}
 	}
+}
+
+// IsMonotonic implements raft.MonotonicLogStore as the wrapped store does.
+func (s countingLogStore) IsMonotonic() bool {
+	m, ok := s.LogStore.(raft.MonotonicLogStore)
+	return ok && m.IsMonotonic()
 }

@@ -114,9 +114,9 @@ func TestMetricsOfACluster(t *testing.T) {
 	if lm["carmy_raft_leader_changes_total"] < 1 {
 		t.Error("leader: no leader change counted")
 	}
-	// Raft's, memberlist's and BoltDB's own metrics reach the registry
+	// Raft's, memberlist's and the WAL's own metrics reach the registry
 	// through go-metrics.
-	for _, prefix := range []string{"carmy_raft_commitTime", "carmy_raft_boltdb_storeLogs", "carmy_memberlist_"} {
+	for _, prefix := range []string{"carmy_raft_commitTime", "carmy_raft_wal_storeLogs", "carmy_memberlist_"} {
 		found := false
 		for name := range lm {
 			found = found || strings.HasPrefix(name, prefix)

@@ -33,8 +33,9 @@ type Node struct {
 	ledger *fsm.Ledger
 	raft   *raft.Raft
 
-	bolt      *raftboltdb.BoltStore
-	logs      *raftlog.Store // the Raft log store over bolt
+	bolt      *raftboltdb.BoltStore // Raft's stable store (and log store with --raft-log bolt)
+	walLog    *raftlog.WAL          // the Raft log's WAL; nil with --raft-log bolt
+	logs      *raftlog.Store        // the Raft log store over the WAL (or bolt)
 	reserve   *raftlog.Reserve
 	transport *raft.NetworkTransport
 	gossip    *memberlist.Memberlist
@@ -125,19 +126,29 @@ func Open(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	hasState, err := raft.HasExistingState(n.bolt, n.bolt, snaps)
+	logStore, logPath, err := raftlog.OpenLog(cfg.DataDir, cfg.RaftLog, n.bolt, n.log)
+	if err != nil {
+		return nil, err
+	}
+	n.walLog, _ = logStore.(*raftlog.WAL)
+	hasState, err := raft.HasExistingState(logStore, n.bolt, snaps)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: reading state: %w", err)
 	}
 	// The cache keeps the latest entries in memory, so the leader sends
-	// them to followers without reading them back from BoltDB.
+	// them to followers without reading them back from the disk.
 	// Beneath it, the leader's writes are queued (raftlog.Store), and the
 	// state machine and the followers' commit index wait for them.
-	var durable raft.LogStore = countingLogStore{LogStore: n.bolt, m: n.metrics}
+	var durable raft.LogStore = countingLogStore{LogStore: logStore, m: n.metrics}
 	if cfg.Hooks.LogStore != nil {
 		durable = cfg.Hooks.LogStore(durable)
 	}
-	n.logs = raftlog.New(durable, filepath.Join(cfg.DataDir, "raft.db"))
+	n.logs = raftlog.New(durable, logPath)
+	if n.walLog != nil {
+		// A leader refuses new calls once the WAL cannot keep its margin,
+		// while the entries on their way are written into it.
+		n.logs.SetSpaceCheck(n.walLog.EnsureMargin)
+	}
 	logs, err := raft.NewLogCache(logCacheSize, n.logs)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: log cache: %w", err)
@@ -413,6 +424,9 @@ func (n *Node) closeParts() error {
 	}
 	if n.logs != nil {
 		errs = append(errs, n.logs.Close())
+	}
+	if n.walLog != nil {
+		errs = append(errs, n.walLog.Close())
 	}
 	if n.bolt != nil {
 		errs = append(errs, n.bolt.Close())

@@ -1,7 +1,9 @@
-// Package raftlog is the storage beneath a node's Raft: the BoltDB file
-// that holds the log and Raft's stable state (OpenBolt), the leader's
-// queued log writes (Store), and the reserve that keeps Raft's own writes
-// possible on a full disk (Reserve).
+// Package raftlog is the storage beneath a node's Raft: the log's WAL,
+// segment files whose append is durable after one fdatasync (WAL; OpenLog
+// chooses it or raft.db and moves a log from raft.db into it), the BoltDB
+// file that holds Raft's stable state (OpenBolt), the leader's queued log
+// writes (Store), and the reserve that keeps Raft's own writes possible
+// on a full disk (Reserve).
 //
 // Store is the raft.LogStore beneath Raft's log cache. A follower's writes
 // go through it synchronously; a leader's are queued and written by one
@@ -17,11 +19,14 @@
 // A queued write that fails for want of space is retried until there is
 // room (Stalled and Changed report it, and the cluster package then
 // refuses new calls and hands leadership over); one that fails otherwise
-// stops the node, since Raft has sent and counted those entries. Reserve
+// stops the node, since Raft has sent and counted those entries. Over the
+// WAL the log counts as stalled a little earlier, when the WAL cannot keep
+// its margin of reserved room (SetSpaceCheck, WAL.EnsureMargin), while the
+// queued writes go on into it. Reserve
 // is a file of a few MiB in the data dir, given back when Raft's term or
 // vote cannot be written for want of space (ReservedStable), so that
 // Raft, which panics on such a failure, goes on.
 //
-// Nothing in raft.db is read in an older form, so the package has no
-// compat.go.
+// The one older form read is a log in raft.db, which OpenLog moves into
+// the WAL (open.go: migrateBolt); nothing else is read in an older form.
 package raftlog

@@ -88,6 +88,12 @@ type Store struct {
 	// is no longer retried, as the node is stopping.
 	giveUp   chan struct{}
 	giveOnce sync.Once
+
+	// space, when set (SetSpaceCheck), is called after each queued write
+	// and reports whether the disk keeps room for the writes on their way
+	// (WAL.EnsureMargin); low is set while it fails.
+	space func() error
+	low   bool
 }
 
 // stallState is a stalled log's cause and start.
@@ -115,6 +121,60 @@ func New(store raft.LogStore, file string) *Store {
 // SetLeaderCheck installs the function that tells whether a write comes
 // from the leader. It must be called before Raft starts.
 func (l *Store) SetLeaderCheck(isLeader func() bool) { l.isLeader = isLeader }
+
+// SetSpaceCheck installs check, called after each queued write (and, while
+// it fails, every diskFullRetryMin): while it returns a disk-full error,
+// the log counts as stalled as if the queued write had failed (Stalled,
+// QueueStalled: the node refuses new calls and hands leadership over),
+// though the queued writes go on, into the room check keeps (the WAL's
+// margin), so that the entries already on their way (a tool's outcome)
+// are written. A synchronous append (a follower's) calls check first,
+// and fails with its error rather than write into that room. It must be
+// called before Raft starts.
+func (l *Store) SetSpaceCheck(check func() error) {
+	l.space = check
+	go l.recheckSpace()
+}
+
+// checkSpace runs the space check after a queued write succeeded, and
+// stalls or frees the log by its outcome. l.mu is held, and released
+// during the check.
+func (l *Store) checkSpace() {
+	if l.space == nil {
+		l.setStall(nil, false)
+		return
+	}
+	l.mu.Unlock()
+	err := l.space()
+	l.mu.Lock()
+	if err != nil && DiskFull(err) {
+		l.low = true
+		l.setStall(fmt.Errorf("cluster: the raft log %s is written into its last margin: the disk is full: %w", l.file, err), true)
+		return
+	}
+	l.low = false
+	l.setStall(nil, false)
+}
+
+// recheckSpace runs the space check every diskFullRetryMin while it fails
+// and nothing is queued (a queued write runs it itself), until the writer
+// ends.
+func (l *Store) recheckSpace() {
+	t := time.NewTicker(diskFullRetryMin)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.done:
+			return
+		case <-t.C:
+		}
+		l.mu.Lock()
+		if l.low && len(l.queue) == 0 && !l.closed {
+			l.checkSpace()
+		}
+		l.mu.Unlock()
+	}
+}
 
 // errLogClosed is returned by writes after close, and by waitDurable for
 // entries the log gave up writing because the node stopped on a full disk.
@@ -253,9 +313,9 @@ func (l *Store) run() {
 			return
 		}
 		wait = diskFullRetryMin
-		l.setStall(nil, false)
 		l.queue = l.queue[n:]
 		l.written.Broadcast()
+		l.checkSpace()
 	}
 }
 
@@ -334,7 +394,15 @@ func (l *Store) StoreLogs(logs []*raft.Log) error {
 		return err
 	}
 	l.mu.Unlock()
-	return l.synchronous(l.store.StoreLogs(logs), "appending raft log entries %d–%d", logs[0].Index, logs[len(logs)-1].Index)
+	first, last := logs[0].Index, logs[len(logs)-1].Index
+	if l.space != nil {
+		// A follower's margin is not for its own appends: they fail
+		// (and its leader sends them again) once it cannot be kept.
+		if err := l.space(); DiskFull(err) {
+			return l.synchronous(err, "appending raft log entries %d–%d", first, last)
+		}
+	}
+	return l.synchronous(l.store.StoreLogs(logs), "appending raft log entries %d–%d", first, last)
 }
 
 // synchronous notes the outcome of a synchronous write, described by

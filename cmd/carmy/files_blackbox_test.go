@@ -64,8 +64,10 @@ func TestBlackBoxDataDirIsPrivate(t *testing.T) {
 		return nil
 	})
 	checked := testutil.AssertPrivate(t, dir)
-	if !strings.Contains(strings.Join(checked, " "), "raft.db") {
-		t.Fatalf("raft.db not among the checked paths %v", checked)
+	for _, want := range []string{"raft.db", ".seg"} { // the stable store, the log's WAL
+		if !strings.Contains(strings.Join(checked, " "), want) {
+			t.Fatalf("no %s among the checked paths %v", want, checked)
+		}
 	}
 	if !strings.Contains(n.Logs(), "made it private") {
 		t.Errorf("the node did not warn that it tightened the data dir; logs:\n%s", n.Logs())

@@ -59,6 +59,7 @@ type serveConfig struct {
 	FastFailover      bool
 	SnapshotThreshold uint64
 	SnapshotInterval  time.Duration
+	RaftLog           string
 	LogFormat         string
 	LogLevel          string
 	// Pprof serves /debug/pprof/ (api.Config.Pprof).
@@ -118,6 +119,7 @@ var flagEnv = []struct{ flag, env string }{
 	{"insecure", "CARMY_INSECURE"},
 	{"fast-failover", "CARMY_FAST_FAILOVER"},
 	{"snapshot-threshold", "CARMY_SNAPSHOT_THRESHOLD"},
+	{"raft-log", "CARMY_RAFT_LOG"},
 	{"snapshot-interval", "CARMY_SNAPSHOT_INTERVAL"},
 	{"log-format", "CARMY_LOG_FORMAT"},
 	{"log-level", "CARMY_LOG_LEVEL"},
@@ -164,6 +166,7 @@ func serveFlags(cfg *serveConfig, out io.Writer) *flag.FlagSet {
 	fs.DurationVar(&cfg.StoreLease, "store-lease", 10*time.Second, "with --store postgres: how long a node's heartbeat holds; a node silent longer is dead and its running executions become interrupted (within 3/2 of it)")
 	fs.Uint64Var(&cfg.SnapshotThreshold, "snapshot-threshold", 8192, "log entries between Raft snapshots")
 	fs.DurationVar(&cfg.SnapshotInterval, "snapshot-interval", 2*time.Minute, "how often Raft checks whether to snapshot")
+	fs.StringVar(&cfg.RaftLog, "raft-log", "wal", "where the Raft log is kept: wal (segment files in the data dir's raft-log/, one sync per append; a log in raft.db is moved there at the first start) or bolt (raft.db, as before the WAL)")
 	fs.StringVar(&cfg.LogFormat, "log-format", "text", "log format: text or json (one object per line)")
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&cfg.AllowedHosts, "allowed-hosts", "", "comma-separated Host `names` the API answers besides IP addresses, localhost and the host of --http-addr (*.example.com for every name under it; * turns the check off). The check guards against DNS rebinding: on with auth off, and with auth on once this is given; other names get 421. Unset, api.allowed_hosts of the config file applies")
@@ -302,6 +305,8 @@ func (c serveConfig) validate() error {
 		return fmt.Errorf("--snapshot-threshold must be positive")
 	case c.SnapshotInterval <= 0:
 		return fmt.Errorf("--snapshot-interval must be positive")
+	case c.RaftLog != "wal" && c.RaftLog != "bolt":
+		return fmt.Errorf("--raft-log %q: must be wal or bolt", c.RaftLog)
 	case c.LogFormat != "text" && c.LogFormat != "json":
 		return fmt.Errorf("--log-format %q: must be text or json", c.LogFormat)
 	}

@@ -42,6 +42,7 @@ var defaultServeConfig = serveConfig{
 	Retention:         "off",
 	SnapshotThreshold: 8192,
 	SnapshotInterval:  2 * time.Minute,
+	RaftLog:           "wal",
 	LogFormat:         "text",
 	LogLevel:          "info",
 	Store:             "raft",
@@ -90,6 +91,7 @@ func TestParseServeEnvironment(t *testing.T) {
 		}},
 		{"CARMY_CONFIG", "/etc/carmy/carmy.yaml", func(c serveConfig) bool { return c.ConfigPath == "/etc/carmy/carmy.yaml" }},
 		{"CARMY_MAX_ENTRIES", "42", func(c serveConfig) bool { return c.MaxEntries == 42 }},
+		{"CARMY_RAFT_LOG", "bolt", func(c serveConfig) bool { return c.RaftLog == "bolt" }},
 		{"CARMY_MAX_BYTES", "2147483648", func(c serveConfig) bool { return c.MaxBytes == 2<<30 && c.MaxBytesSet }},
 		{"CARMY_RETENTION", "30d", func(c serveConfig) bool { return c.Retention == "30d" }},
 		{"CARMY_CLUSTER_KEY", "s3cret", func(c serveConfig) bool { return c.ClusterKey == "s3cret" }},
@@ -191,7 +193,7 @@ func TestParseServeFlagBeatsEnvironment(t *testing.T) {
 	want := serveConfig{
 		NodeID: "from-flag", NodeIDSet: true, DataDir: "/env/data", HTTPAddr: "127.0.0.1:2222", RaftAddr: "127.0.0.1:2300",
 		GossipAddr: "127.0.0.1:1301", Join: "127.0.0.1:2,127.0.0.1:3", MaxEntries: 7, MaxBytes: 1 << 30, Retention: "30d",
-		ClusterKey: "flag-key", SnapshotThreshold: 20, SnapshotInterval: 10 * time.Second,
+		ClusterKey: "flag-key", SnapshotThreshold: 20, SnapshotInterval: 10 * time.Second, RaftLog: "wal",
 		LogFormat: "text", LogLevel: "debug", Store: "raft", StoreLease: 10 * time.Second,
 	}
 	if cfg != want {
@@ -368,6 +370,7 @@ func TestParseServeInvalidValues(t *testing.T) {
 		{"node-id with a slash", []string{"--node-id", "a/b"}, nil, "--node-id"},
 		{"node-id empty", []string{"--node-id", ""}, nil, "--node-id"},
 		{"snapshot-threshold zero", []string{"--snapshot-threshold", "0"}, nil, "--snapshot-threshold"},
+		{"raft-log sqlite", []string{"--raft-log", "sqlite"}, nil, "--raft-log"},
 		{"snapshot-interval zero", []string{"--snapshot-interval", "0s"}, nil, "--snapshot-interval"},
 		{"snapshot-interval negative", []string{"--snapshot-interval=-1m"}, nil, "--snapshot-interval"},
 		{"retention junk", []string{"--retention", "soon"}, nil, "--retention"},

@@ -107,7 +107,7 @@ func raftNode(ctx context.Context, cfg serveConfig, fc fileConfig, auth api.Auth
 		Join:                   cfg.joinAddrs(),
 		ClusterKey:             sec.clusterKey, GossipKeys: sec.gossipKeys, TLS: sec.nodeTLS,
 		MaxEntries: cfg.MaxEntries, MaxBytes: lim.maxBytes, Retention: sec.retention, AuditRetention: auditRetention,
-		SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval,
+		SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval, RaftLog: cfg.RaftLog,
 		Fast: cfg.FastFailover, Logger: log, Hooks: faultHooks(faults),
 	}
 	return func(node *carmy.Node) {
