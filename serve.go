@@ -48,6 +48,8 @@ func (r *Runtime) Serve(ctx context.Context, ln net.Listener, cfg api.Config) er
 		return err
 	}
 	defer h.Close()
+	// A probe's resolutions are audited as the server's callers' are.
+	r.SetAuditor(h.Audit)
 	if err := r.Err(); err != nil {
 		return err
 	}

@@ -1,20 +1,23 @@
 package api
 
 import (
+	"context"
 	"log/slog"
 
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/carmyhq/carmy/engine"
 )
 
 // Audited actions: the changes an operator or an agent makes to the
 // cluster or to an execution's fate.
 const (
-	ActionJoin    = "join"    // POST /v1/cluster/nodes
-	ActionRemove  = "remove"  // DELETE /v1/cluster/nodes/{id}
-	ActionCancel  = "cancel"  // POST /v1/executions/{id}/cancel
-	ActionResolve = "resolve" // POST /v1/executions/{id}/resolve, completed or failed
-	ActionRelease = "release" // POST /v1/executions/{id}/resolve, released
+	ActionJoin    = "join"               // POST /v1/cluster/nodes
+	ActionRemove  = "remove"             // DELETE /v1/cluster/nodes/{id}
+	ActionCancel  = engine.ActionCancel  // POST /v1/executions/{id}/cancel, carmy.cancel, tasks/cancel
+	ActionResolve = engine.ActionResolve // POST /v1/executions/{id}/resolve, carmy.resolve: completed or failed; a probe's found
+	ActionRelease = engine.ActionRelease // the same, released; a probe's not found
 )
 
 // Context keys of the audit middleware.
@@ -61,17 +64,27 @@ func (s *Server) audited(action string) echo.MiddlewareFunc {
 			if code, ok := c.Get(codeKey).(string); ok {
 				outcome = code
 			}
-			s.auditCount.WithLabelValues(act, outcome).Inc()
-			level := slog.LevelInfo
-			if outcome != "ok" {
-				level = slog.LevelWarn
-			}
-			s.log.Log(c.Request().Context(), level, "audit",
-				slog.String("action", act), slog.String("principal", principal),
-				slog.String("target", target), slog.String("outcome", outcome),
-				slog.Int("status", c.Response().Status), slog.String("remote", c.RealIP()),
-				slog.String("transport", TransportHTTP))
+			s.audit(c.Request().Context(), engine.Decision{Action: act, Actor: principal, Target: target, Transport: TransportHTTP, Outcome: outcome},
+				slog.Int("status", c.Response().Status), slog.String("remote", c.RealIP()))
 			return nil
 		}
 	}
 }
+
+// audit is the one path of every audited action, whoever asked for it (an
+// HTTP route, an MCP tool or tasks/cancel, a reconcile probe through
+// engine.Runtime.SetAuditor): one log line, "audit", with the decision's
+// members and extra, at WARN for anything but ok, and one count in
+// carmy_admin_actions_total.
+func (s *Server) audit(ctx context.Context, d engine.Decision, extra ...slog.Attr) {
+	s.auditCount.WithLabelValues(d.Action, d.Outcome).Inc()
+	level := slog.LevelInfo
+	if d.Outcome != "ok" {
+		level = slog.LevelWarn
+	}
+	s.log.LogAttrs(ctx, level, engine.AuditMessage, d.Attrs(extra...)...)
+}
+
+// Audit is the engine.Auditor of this server: a runtime's own decisions
+// (a reconcile probe's) logged and counted as the server's are.
+func (s *Server) Audit(ctx context.Context, d engine.Decision) { s.audit(ctx, d) }

@@ -33,6 +33,7 @@ func (s *Server) mcpRoutes(rt Runtime, limit int64, base func(*http.Request) str
 		Logger:    s.log,
 		Admit:     s.admitMCP,
 		Observe:   s.observeMCP,
+		Audit:     func(ctx context.Context, d engine.Decision) { s.audit(ctx, d) },
 		// The server checks Host on every route (hosts.go).
 		HostChecked: true,
 		BaseURL:     base,

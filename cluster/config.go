@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -80,6 +81,13 @@ type Config struct {
 	// are pruned (a checkpoint of the last one pruned stays); 0 keeps
 	// every entry.
 	AuditRetention time.Duration
+	// AuditSigningKey, when set, is the Ed25519 key the leader signs the
+	// audit ledger's head with, every AuditCheckpointEvery while the head
+	// moved, appending a checkpoint entry (docs/audit.md).
+	AuditSigningKey ed25519.PrivateKey
+	// AuditCheckpointEvery is how often the leader signs a checkpoint; 0
+	// is DefaultAuditCheckpointEvery.
+	AuditCheckpointEvery time.Duration
 	// LeaderWait bounds how long a write waits for a leader.
 	LeaderWait time.Duration
 	// DeadGrace is how long gossip must see a member dead before the
@@ -179,6 +187,10 @@ func (c Config) Validate() error {
 		return errors.New("cluster: negative max entries")
 	case c.MaxBytes < 0:
 		return errors.New("cluster: negative max bytes")
+	case c.AuditSigningKey != nil && len(c.AuditSigningKey) != ed25519.PrivateKeySize:
+		return errors.New("cluster: AuditSigningKey is not an Ed25519 private key")
+	case c.AuditCheckpointEvery < 0:
+		return errors.New("cluster: negative AuditCheckpointEvery")
 	case c.AuditRetention < 0:
 		return errors.New("cluster: negative audit retention")
 	case c.Retention < 0:

@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/carmyhq/carmy/fsm"
+	"github.com/carmyhq/carmy/store/audit"
 )
 
 // leaderDuties runs on every node and acts while it leads: after each
@@ -23,6 +24,8 @@ func (n *Node) leaderDuties() {
 		handled      = make(map[string]time.Time)
 		lastExpire   time.Time
 		lastPrune    time.Time
+		lastSign     time.Time
+		signed       audit.Head // the head this leader last signed
 		lastLiveness time.Time
 		expireEvery  = min(max(n.cfg.Retention/10, time.Second), time.Minute)
 		livenessTick = min(n.cfg.DeadGrace/4, time.Second)
@@ -35,6 +38,7 @@ func (n *Node) leaderDuties() {
 				clear(handled)
 			}
 			wasLeader = false
+			signed = audit.Head{}
 			continue
 		}
 		if !wasLeader || n.leaderReady.Load() != n.currentTerm() {
@@ -54,6 +58,10 @@ func (n *Node) leaderDuties() {
 		if n.cfg.AuditRetention > 0 && time.Since(lastPrune) >= time.Minute {
 			lastPrune = time.Now()
 			n.pruneAudit()
+		}
+		if n.cfg.AuditSigningKey != nil && time.Since(lastSign) >= n.auditCheckpointEvery() {
+			lastSign = time.Now()
+			signed = n.signAudit(signed)
 		}
 	}
 }
@@ -180,6 +188,35 @@ func (n *Node) pruneAudit() {
 		return
 	}
 	n.log.Info("audit retention: pruned the ledger", slog.Any("checkpoint", n.ledger.Checkpoint()), slog.Duration("retention", n.cfg.AuditRetention))
+}
+
+// DefaultAuditCheckpointEvery is how often the leader signs the audit
+// ledger's head, unless Config.AuditCheckpointEvery says otherwise.
+const DefaultAuditCheckpointEvery = time.Minute
+
+func (n *Node) auditCheckpointEvery() time.Duration {
+	if n.cfg.AuditCheckpointEvery > 0 {
+		return n.cfg.AuditCheckpointEvery
+	}
+	return DefaultAuditCheckpointEvery
+}
+
+// signAudit proposes a checkpoint entry signing the ledger's head, unless
+// nothing but the checkpoint of prev (the head this leader last signed)
+// was appended since; it returns the head it signed (prev when none).
+// A leader that just took over signs once whatever the last entry is.
+func (n *Node) signAudit(prev audit.Head) audit.Head {
+	head, err := n.AuditHead()
+	if err != nil || head.Seq == 0 || (prev.Seq != 0 && head.Seq <= prev.Seq+1) {
+		return prev
+	}
+	ctx, cancel := context.WithTimeout(n.bgCtx, n.cfg.LeaderWait)
+	defer cancel()
+	if _, err := n.Apply(ctx, fsm.AuditCheckpoint(audit.Sign(n.cfg.AuditSigningKey, head))); err != nil {
+		n.log.Warn("audit: signing a checkpoint failed", slog.Any("err", err))
+		return prev
+	}
+	return head
 }
 
 // isVoter reports whether id is in the Raft configuration.

@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"fmt"
 	"strings"
 	"testing"
@@ -124,4 +125,57 @@ func TestAuditLedgerSnapshotAndRestart(t *testing.T) {
 		mustReserve(t, n.Store(), key(fmt.Sprint("after-", i)), exec(n.ID()), store.Reserved)
 	}
 	sameLedgers(t, running, leader, 2+300+1+uint64(len(running)))
+}
+
+// TestAuditSignedCheckpoints: a cluster whose leader holds a signing key
+// appends checkpoint entries signing the head — replicated to every node
+// and exported — whose signatures verify by the public key, and signs
+// again only once the head moved: never a checkpoint of a checkpoint.
+func TestAuditSignedCheckpoints(t *testing.T) {
+	pub, priv, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newCluster(t, 3, func(cfg *cluster.Config) {
+		cfg.AuditSigningKey, cfg.AuditCheckpointEvery = priv, 20*time.Millisecond
+	})
+	leader := c.leader()
+	verified := func(min int) audit.Verified {
+		var v audit.Verified
+		testutil.WaitFor(t, 30*time.Second, fmt.Sprintf("%d signed checkpoints", min), func() error {
+			var err error
+			v, err = audit.VerifyWith(bytes.NewReader(export(t, leader)), pub)
+			if err == nil && v.Checkpoints < min {
+				err = fmt.Errorf("%d checkpoints", v.Checkpoints)
+			}
+			return err
+		})
+		return v
+	}
+	first := verified(1)
+	for i := range 3 {
+		mustReserve(t, leader.Store(), key(fmt.Sprint("signed-", i)), exec(leader.ID()), store.Reserved)
+	}
+	second := verified(first.Checkpoints + 1)
+	if second.LastSigned <= first.LastSigned {
+		t.Errorf("the new checkpoint signs seq %d, not past %d", second.LastSigned, first.LastSigned)
+	}
+	// Every node holds the same checkpoints.
+	want := sameLedgers(t, c.nodes, leader, second.Head.Seq)
+	if !strings.Contains(string(want), `"key_id":"`+audit.KeyID(pub)+`"`) {
+		t.Fatalf("no checkpoint entry with the key's id:\n%s", want)
+	}
+	// Many rounds ran (every 20 ms): none signed a head that was itself a
+	// checkpoint.
+	prev := ""
+	for _, line := range strings.Split(strings.TrimSpace(string(want)), "\n") {
+		kind := ""
+		if strings.Contains(line, `"kind":"checkpoint"`) {
+			kind = "checkpoint"
+		}
+		if kind == "checkpoint" && prev == "checkpoint" {
+			t.Fatalf("a checkpoint right after a checkpoint:\n%s", want)
+		}
+		prev = kind
+	}
 }

@@ -269,9 +269,11 @@ func (r *Runtime) settleByProbe(ctx context.Context, rec store.Record, ans Probe
 		return fmt.Errorf("recording the probe's answer: %w", err)
 	}
 	r.probed(rec, outcome)
-	r.cfg.Logger.Info("reconcile probe: resolved", slog.String("audit", "resolve"), slog.String("resolved_by", store.ResolvedByProbe),
-		slog.String("tool", rec.Tool), slog.String("execution_id", rec.ExecutionID), slog.String("principal", rec.Key.Principal),
-		slog.String("outcome", outcome))
+	action := ActionResolve
+	if !ans.Found {
+		action = ActionRelease
+	}
+	r.audit(ctx, Decision{Action: action, Actor: store.ResolvedByProbe, Target: rec.ExecutionID, Transport: TransportProbe, Outcome: "ok"})
 	return nil
 }
 

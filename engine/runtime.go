@@ -28,6 +28,8 @@ type Runtime struct {
 	setupErrs []error
 	// probeOwner tells RunProbes whether this node probes (nil: always).
 	probeOwner func() bool
+	// auditor is SetAuditor's.
+	auditor Auditor
 
 	runs  *runningSet
 	bg    inflight     // background release retries

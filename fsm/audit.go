@@ -41,6 +41,9 @@ func (p *Processor) audit(c Command, r Response) {
 		d.Kind, d.Status = audit.KindReleased, string(audit.KindReleased)
 	case TypeAdmin:
 		d = audit.Draft{Time: c.At, Actor: c.Actor, Kind: audit.Kind(c.Action), Target: c.NodeID}
+	case TypeAuditCheckpoint:
+		s := *c.Checkpoint
+		d = audit.Draft{Time: c.At, Actor: c.Actor, Kind: audit.KindCheckpoint, Checkpoint: &s}
 	case TypeAuditPrune:
 		p.prune = laterOf(p.prune, c.Cutoff)
 		return

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/store"
+	"github.com/carmyhq/carmy/store/audit"
 )
 
 // The binary command codec. Every replica decodes every command it
@@ -35,7 +36,7 @@ const commandTag byte = 0xC3
 var typeCodes = map[Type]byte{
 	TypeReserve: 1, TypeComplete: 2, TypeCancel: 3, TypeResolve: 4, TypeRelease: 5,
 	TypeInterrupt: 6, TypeExpire: 7, TypeCapacity: 8, TypeNode: 9, TypeNodeRemoved: 10,
-	TypeAdmin: 11, TypeAuditPrune: 12,
+	TypeAdmin: 11, TypeAuditPrune: 12, TypeAuditCheckpoint: 13,
 }
 
 // codeTypes is typeCodes inverted, indexed by code.
@@ -213,6 +214,12 @@ func (e *encoder) body(c Command) error {
 	case TypeAdmin:
 		e.str(c.Action)
 		e.str(c.NodeID)
+	case TypeAuditCheckpoint:
+		s := c.Checkpoint
+		e.uint(s.Seq)
+		e.str(s.Hash)
+		e.str(s.Signature)
+		e.str(s.KeyID)
 	case TypeCapacity:
 		e.int(int64(c.Capacity))
 		e.int(c.MaxBytes)
@@ -377,6 +384,8 @@ func decodeBinary(data []byte) (Command, error) {
 	case TypeAdmin:
 		c.Action = d.str()
 		c.NodeID = d.str()
+	case TypeAuditCheckpoint:
+		c.Checkpoint = &audit.Signed{Seq: d.uint(), Hash: d.str(), Signature: d.str(), KeyID: d.str()}
 	case TypeCapacity:
 		c.Capacity = int(d.int())
 		c.MaxBytes = d.int()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/store"
+	"github.com/carmyhq/carmy/store/audit"
 )
 
 // Type tags a command.
@@ -30,6 +31,9 @@ const (
 	// TypeAuditPrune removes the audit ledger's entries older than
 	// Cutoff (audit retention); it changes nothing else.
 	TypeAuditPrune Type = "audit_prune"
+	// TypeAuditCheckpoint appends the leader's signed checkpoint
+	// (Checkpoint) to the audit ledger; it changes nothing else.
+	TypeAuditCheckpoint Type = "audit_checkpoint"
 )
 
 // Command is one command of the log: a type and exactly the payload that
@@ -52,6 +56,7 @@ type Command struct {
 	Node         *NodeInfo         `json:"node,omitempty"`
 	Resolution   *store.Resolution `json:"resolution,omitempty"`
 	Action       string            `json:"action,omitempty"`
+	Checkpoint   *audit.Signed     `json:"checkpoint,omitempty"`
 
 	// At and Actor are when and by whom the command was proposed, for the
 	// audit ledger: the proposing node stamps them (cluster's Node.Apply),
@@ -133,6 +138,12 @@ func AuditPrune(cutoff time.Time) Command {
 	return Command{Type: TypeAuditPrune, Cutoff: cutoff}
 }
 
+// AuditCheckpoint appends the signed head s to the audit ledger as an
+// entry of kind audit.KindCheckpoint.
+func AuditCheckpoint(s audit.Signed) Command {
+	return Command{Type: TypeAuditCheckpoint, Checkpoint: &s}
+}
+
 // ErrMalformed is returned by Decode for bytes that are not a command this
 // build reads: malformed, or of a form it does not know (a newer build's,
 // or the JSON of builds before the binary codec, which no release wrote).
@@ -172,6 +183,10 @@ func (c Command) check() error {
 	case TypeAdmin:
 		if c.Action == "" || c.NodeID == "" {
 			return missing("action or node")
+		}
+	case TypeAuditCheckpoint:
+		if c.Checkpoint == nil {
+			return missing("checkpoint")
 		}
 	case TypeNode:
 		if c.Node == nil || c.Node.ID == "" {

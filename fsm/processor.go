@@ -99,7 +99,7 @@ func (p *Processor) apply(token uint64, c Command) Response {
 	case TypeNodeRemoved:
 		delete(p.nodes, c.NodeID)
 		return Response{}
-	case TypeAdmin, TypeAuditPrune:
+	case TypeAdmin, TypeAuditPrune, TypeAuditCheckpoint:
 		return Response{}
 	}
 	return invalidResponse("unknown command type " + string(c.Type))

@@ -85,6 +85,23 @@ type reconcileArgs struct {
 func (h *Handler) reconcile(ctx context.Context, req *sdk.CallToolRequest, info *CallInfo) (*sdk.CallToolResult, error) {
 	caller := info.caller
 	var args reconcileArgs
+	if name := req.Params.Name; name == ToolCancel || name == ToolResolve {
+		// Every cancel and resolution is audited, refusals included.
+		defer func() {
+			action := engine.ActionCancel
+			switch {
+			case name == ToolResolve && args.Status == engine.ResolutionReleased:
+				action = engine.ActionRelease
+			case name == ToolResolve:
+				action = engine.ActionResolve
+			}
+			target := ""
+			if args.ExecutionID != nil {
+				target = *args.ExecutionID
+			}
+			h.audit(ctx, action, caller.Principal, target, info.Code)
+		}()
+	}
 	raw := engine.NullIsAbsent(req.Params.Arguments)
 	if len(raw) > 0 {
 		dec := json.NewDecoder(bytes.NewReader(raw))

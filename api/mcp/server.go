@@ -77,6 +77,10 @@ type Config struct {
 	// Observe, when set, is told how every tools/call ended, from the
 	// goroutine that answered it: for metrics and the call log.
 	Observe func(ctx context.Context, c CallInfo)
+	// Audit, when set, is told of every cancel and resolution asked for
+	// here (carmy.cancel, carmy.resolve, tasks/cancel), refusals
+	// included, with Transport TransportMCP: the server's one audit path.
+	Audit func(ctx context.Context, d engine.Decision)
 	// BodyLimit bounds a request body in bytes (required).
 	BodyLimit int64
 	Logger    *slog.Logger

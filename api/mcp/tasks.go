@@ -270,6 +270,7 @@ func (h *Handler) serveTaskMethod(w http.ResponseWriter, r *http.Request, msg ow
 	switch msg.Method {
 	case "tasks/cancel":
 		rec, err = h.cfg.Runtime.Cancel(ctx, *caller, id)
+		h.audit(ctx, engine.ActionCancel, caller.Principal, id, auditCode(err))
 		if errors.Is(err, store.ErrInvalidState) {
 			// Finished already, or interrupted (which resolve settles):
 			// the task as it stands.

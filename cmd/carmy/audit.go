@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -27,7 +28,10 @@ execution and per admin action, hash-chained (docs/audit.md).
 
 Commands:
   export [--after SEQ] > FILE      write the ledger (NDJSON) from the entry after SEQ
-  verify FILE [--head HASH]        check the chain of an export offline; print its head
+  verify FILE [--head HASH] [--public-key PEM]
+                                   check the chain of an export offline; print its head
+  keygen --out FILE                write a new Ed25519 signing key (PEM, PKCS #8, mode 0600)
+                                   for audit.signing_key; print its public key (PEM)
 
 export flags:
   --addr host:port   the node to ask; http:// or https:// URLs too (default 127.0.0.1:8080) [$CARMY_ADDR]
@@ -38,13 +42,18 @@ export flags:
 
 verify flags:
   --head HASH        the hash the export must end with (GET /v1/audit/head)
+  --public-key PEM   the public key of audit.signing_key: every checkpoint entry's
+                     signature must verify by it
 
 verify exits 0 when every line verifies (and the head is HASH), else 1, naming
-the first seq that does not.
+the first seq that does not. With --public-key it says how many signed
+checkpoints verified and the last seq signed.
 
 Examples:
   carmy audit export --addr 10.0.0.1:8080 > ledger.ndjson
   carmy audit verify ledger.ndjson --head 3c5e…
+  carmy audit keygen --out /etc/carmy/audit.key > audit.pub
+  carmy audit verify ledger.ndjson --public-key audit.pub
 `
 
 // exportPage is how many entries export asks for at a time.
@@ -114,8 +123,9 @@ func auditCmd(ctx context.Context, args []string, getenv func(string) string, st
 		}
 		return auditExport(ctx, c, opts, after, stdout, stderr)
 	case "verify":
-		var head string
+		var head, pubFile string
 		fs.StringVar(&head, "head", "", "")
+		fs.StringVar(&pubFile, "public-key", "", "")
 		pos, err := parse()
 		if err != nil {
 			return helpIsNil(err)
@@ -123,7 +133,28 @@ func auditCmd(ctx context.Context, args []string, getenv func(string) string, st
 		if len(pos) != 1 {
 			return usageErr("give one file to verify (or - for stdin)")
 		}
-		return auditVerify(pos[0], head, stdout)
+		var pub ed25519.PublicKey
+		if pubFile != "" {
+			data, err := os.ReadFile(pubFile)
+			if err != nil {
+				return usageErr("--public-key: %v", err)
+			}
+			if pub, err = audit.ParsePublicKey(data); err != nil {
+				return usageErr("--public-key %s: %v", pubFile, err)
+			}
+		}
+		return auditVerify(pos[0], head, pub, stdout)
+	case "keygen":
+		var out string
+		fs.StringVar(&out, "out", "", "")
+		pos, err := parse()
+		if err != nil {
+			return helpIsNil(err)
+		}
+		if len(pos) > 0 || out == "" {
+			return usageErr("give --out FILE, and nothing else")
+		}
+		return auditKeygen(out, stdout)
 	default:
 		fmt.Fprintf(stderr, "carmy audit: unknown command %q\n\n%s", sub, auditUsage)
 		return errUsage
@@ -153,6 +184,8 @@ func auditExport(ctx context.Context, c *client.Client, opts clusterOptions, aft
 		}
 		n := 0
 		for line := range bytes.Lines(page) {
+			// The anchor line is {"checkpoint":{…}}; an entry (one of
+			// kind checkpoint included) starts with its "actor".
 			var e struct {
 				Checkpoint *audit.Head `json:"checkpoint"`
 				Seq        uint64      `json:"seq"`
@@ -161,7 +194,7 @@ func auditExport(ctx context.Context, c *client.Client, opts clusterOptions, aft
 			if err := json.Unmarshal(line, &e); err != nil {
 				return fmt.Errorf("GET /v1/audit?after=%d: a line that is not JSON: %w", after, err)
 			}
-			if e.Checkpoint != nil {
+			if bytes.HasPrefix(line, []byte(`{"checkpoint":`)) {
 				if !first && *e.Checkpoint != last {
 					return fmt.Errorf("the ledger was pruned past seq %d while it was exported: export again", last.Seq)
 				}
@@ -189,7 +222,7 @@ func auditExport(ctx context.Context, c *client.Client, opts clusterOptions, aft
 // auditVerify verifies the export in file ("-": stdin) and prints its
 // head; a chain that does not verify, or whose head is not head (when
 // given), is an error naming why.
-func auditVerify(file, head string, stdout io.Writer) error {
+func auditVerify(file, head string, pub ed25519.PublicKey, stdout io.Writer) error {
 	var r io.Reader = os.Stdin
 	if file != "-" {
 		f, err := os.Open(file)
@@ -199,7 +232,7 @@ func auditVerify(file, head string, stdout io.Writer) error {
 		defer f.Close()
 		r = f
 	}
-	v, err := audit.Verify(r)
+	v, err := audit.VerifyWith(r, pub)
 	from := "the first entry"
 	if v.Anchor.Seq > 0 {
 		from = fmt.Sprintf("the checkpoint of seq %d (%s), taken as given", v.Anchor.Seq, v.Anchor.Hash)
@@ -209,8 +242,37 @@ func auditVerify(file, head string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "verified %d entries from %s\n", v.Entries, from)
 	fmt.Fprintf(stdout, "head: seq %d hash %s\n", v.Head.Seq, v.Head.Hash)
+	if pub != nil {
+		fmt.Fprintf(stdout, "verified %d signed checkpoints by key %s; the last signs seq %d\n", v.Checkpoints, audit.KeyID(pub), v.LastSigned)
+	}
 	if head != "" && head != v.Head.Hash {
 		return fmt.Errorf("%s: the export ends at seq %d with hash %s, not the --head %s: entries after it are missing, or the chain differs", file, v.Head.Seq, v.Head.Hash, head)
 	}
 	return nil
+}
+
+// auditKeygen writes a new Ed25519 private key to file (PEM, PKCS #8, mode
+// 0600, never over an existing file) and its public key to stdout.
+func auditKeygen(file string, stdout io.Writer) error {
+	_, key, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		return err
+	}
+	private, public, err := audit.MarshalKeys(key)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(private); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	_, err = stdout.Write(public)
+	return err
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"github.com/carmyhq/carmy/api/oauth"
 	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/internal/egress"
+	"github.com/carmyhq/carmy/store/audit"
 )
 
 // fileConfig is the YAML config file (docs/config.md).
@@ -44,6 +46,25 @@ type auditConfig struct {
 	// Retention is how long ledger entries are kept: a duration (72h),
 	// days (400d) or off; empty is defaultAuditRetention.
 	Retention string `yaml:"retention"`
+	// SigningKey, when set, is the path of an Ed25519 private key (PEM,
+	// PKCS #8: `carmy audit keygen`) the leader signs checkpoints with.
+	SigningKey string `yaml:"signing_key"`
+}
+
+// signingKey reads audit.signing_key (nil when unset).
+func (a auditConfig) signingKey() (ed25519.PrivateKey, error) {
+	if a.SigningKey == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(a.SigningKey)
+	if err != nil {
+		return nil, fmt.Errorf("audit.signing_key: %w", err)
+	}
+	key, err := audit.ParsePrivateKey(data)
+	if err != nil {
+		return nil, fmt.Errorf("audit.signing_key %s: %w", a.SigningKey, err)
+	}
+	return key, nil
 }
 
 // defaultAuditRetention is audit.retention when the config file sets none.

@@ -522,6 +522,14 @@ func TestConsoleBrowser(t *testing.T) {
 		p.shot("nodes")
 	})
 
+	t.Run("audit ledger", func(t *testing.T) {
+		p.t = t
+		p.waitText("#ledger-head", "Head: seq")
+		p.click("verify the ledger", "#ledger-verify")
+		p.waitText("#ledger-status", "Verified:")
+		p.shot("ledger")
+	})
+
 	t.Run("activity", func(t *testing.T) {
 		p.t = t
 		p.waitFor("a fresh line with height in the chart", `(() => {

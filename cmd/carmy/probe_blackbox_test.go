@@ -114,7 +114,7 @@ func TestBlackBoxProbeResolvesADeadRunnersCall(t *testing.T) {
 	if k, _ := probedKey.Load().(string); !strings.HasPrefix(k, "carmy_") {
 		t.Errorf("the probe asked about %q, want the call's idempotency key", k)
 	}
-	if logs := leader.Logs(); !strings.Contains(logs, "reconcile probe: resolved") {
+	if logs := leader.Logs(); !strings.Contains(logs, "msg=audit action=resolve principal=probe") {
 		t.Errorf("the leader's log has no audit line of the probe's resolution")
 	}
 	code, metrics := bbGet(t, leader.URL+"/metrics")

@@ -99,6 +99,10 @@ func raftNode(ctx context.Context, cfg serveConfig, fc fileConfig, auth api.Auth
 	if err != nil {
 		return nil, err
 	}
+	signingKey, err := fc.Audit.signingKey()
+	if err != nil {
+		return nil, err
+	}
 	nc.Raft = &cluster.Config{
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, RaftAddr: cfg.RaftAddr, GossipAddr: cfg.GossipAddr, HTTPAddr: httpAddr,
 		Bootstrap: cfg.Bootstrap,
@@ -107,6 +111,7 @@ func raftNode(ctx context.Context, cfg serveConfig, fc fileConfig, auth api.Auth
 		Join:                   cfg.joinAddrs(),
 		ClusterKey:             sec.clusterKey, GossipKeys: sec.gossipKeys, TLS: sec.nodeTLS,
 		MaxEntries: cfg.MaxEntries, MaxBytes: lim.maxBytes, Retention: sec.retention, AuditRetention: auditRetention,
+		AuditSigningKey:   signingKey,
 		SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval, RaftLog: cfg.RaftLog,
 		Fast: cfg.FastFailover, Logger: log, Hooks: faultHooks(faults),
 	}

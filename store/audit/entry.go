@@ -27,6 +27,9 @@ const (
 	KindJoin        Kind = "join"
 	KindRemove      Kind = "remove"
 	KindTransfer    Kind = "leadership_transfer"
+	// KindCheckpoint is the leader's signature of the head before it
+	// (its Checkpoint member; sign.go).
+	KindCheckpoint Kind = "checkpoint"
 )
 
 // Genesis is the PrevHash of the first entry: 64 zeros.
@@ -52,6 +55,9 @@ type Entry struct {
 	Target   string `json:"target"`
 	PrevHash string `json:"prev_hash"`
 	Hash     string `json:"hash"`
+	// Checkpoint is the signed head of a KindCheckpoint entry, and the
+	// only member an entry may lack: nil (absent) for every other kind.
+	Checkpoint *Signed `json:"checkpoint,omitempty"`
 }
 
 // Draft is an entry before it takes its place in the chain: everything
@@ -76,6 +82,14 @@ func (e *Entry) appendJSON(b []byte, withHash bool) []byte {
 		b = jsonscan.AppendString(b, v, jsonscan.Canonical)
 	}
 	str(`{"actor":`, e.Actor)
+	if c := e.Checkpoint; c != nil {
+		str(`,"checkpoint":{"hash":`, c.Hash)
+		str(`,"key_id":`, c.KeyID)
+		b = append(b, `,"seq":`...)
+		b = strconv.AppendUint(b, c.Seq, 10)
+		str(`,"signature":`, c.Signature)
+		b = append(b, '}')
+	}
 	str(`,"execution_id":`, e.ExecutionID)
 	str(`,"fingerprint":`, e.Fingerprint)
 	if withHash {
@@ -112,6 +126,13 @@ func Clean(d Draft) Draft {
 		*s = strings.ToValidUTF8(*s, "\uFFFD")
 	}
 	d.Kind = Kind(strings.ToValidUTF8(string(d.Kind), "\uFFFD"))
+	if c := d.Checkpoint; c != nil {
+		s := *c
+		for _, p := range []*string{&s.Hash, &s.KeyID, &s.Signature} {
+			*p = strings.ToValidUTF8(*p, "\uFFFD")
+		}
+		d.Checkpoint = &s
+	}
 	d.Time = d.Time.UTC()
 	return d
 }

@@ -3,6 +3,7 @@ package audit
 import (
 	"bufio"
 	"bytes"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -47,7 +48,17 @@ type Verified struct {
 	Head Head
 	// Entries counts the good entries.
 	Entries int
+	// Checkpoints counts the good entries of kind KindCheckpoint whose
+	// signature was verified (VerifyWith's key), and LastSigned is the seq
+	// the last of them signed (0: none).
+	Checkpoints int
+	LastSigned  uint64
 }
+
+// recentHashes is how many of the last entries' hashes the verifier keeps
+// to check the head a checkpoint signs (one signs a head a few entries
+// back at most: those applied while it was proposed).
+const recentHashes = 1 << 16
 
 var hexHash = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
@@ -57,10 +68,19 @@ var hexHash = regexp.MustCompile(`^[0-9a-f]{64}$`)
 // prev_hash is the previous hash (the anchor's for the first) and its hash
 // is ComputeHash's. It returns what verified up to the first bad line, and
 // a *BadError naming that line's seq, or an I/O error.
-func Verify(r io.Reader) (Verified, error) {
+//
+// An entry of kind KindCheckpoint must sign an earlier head of the chain
+// (its seq and hash as the export holds them).
+func Verify(r io.Reader) (Verified, error) { return VerifyWith(r, nil) }
+
+// VerifyWith is Verify that also checks, when pub is not nil, the
+// signature of every KindCheckpoint entry by pub (CheckSignature), and
+// counts them.
+func VerifyWith(r io.Reader, pub ed25519.PublicKey) (Verified, error) {
 	br := bufio.NewReaderSize(r, MaxLine)
 	v := Verified{Anchor: Start, Head: Start}
 	var scratch []byte
+	recent := make(map[uint64]string)
 	for n := 1; ; n++ {
 		line, err := br.ReadSlice('\n')
 		switch {
@@ -90,13 +110,51 @@ func Verify(r io.Reader) (Verified, error) {
 			reason = fmt.Sprintf("prev_hash %s is not the hash of seq %d (%s)", e.PrevHash, v.Head.Seq, v.Head.Hash)
 		case e.ComputeHash(scratch) != e.Hash:
 			reason = "hash does not match the entry"
+		case e.Kind == KindCheckpoint:
+			reason = checkCheckpoint(e, v.Anchor, recent, pub)
+		case e.Checkpoint != nil:
+			reason = "a checkpoint member in an entry of kind " + string(e.Kind)
 		}
 		if reason != "" {
 			return v, &BadError{Seq: v.Head.Seq + 1, Line: n, Reason: reason}
 		}
 		v.Head = Head{Seq: e.Seq, Hash: e.Hash}
 		v.Entries++
+		recent[e.Seq] = e.Hash
+		delete(recent, e.Seq-recentHashes)
+		if e.Kind == KindCheckpoint && pub != nil {
+			v.Checkpoints++
+			v.LastSigned = e.Checkpoint.Seq
+		}
 	}
+}
+
+// checkCheckpoint reports why checkpoint entry e does not verify: ""
+// when it signs an earlier head of the chain (by pub, when given).
+func checkCheckpoint(e Entry, anchor Head, recent map[uint64]string, pub ed25519.PublicKey) string {
+	c := e.Checkpoint
+	if c == nil {
+		return "a checkpoint without its signed head"
+	}
+	want, ok := recent[c.Seq]
+	if c.Seq == anchor.Seq {
+		want, ok = anchor.Hash, true
+	}
+	switch {
+	case c.Seq >= e.Seq:
+		return fmt.Sprintf("the checkpoint signs seq %d, not an earlier entry", c.Seq)
+	case c.Seq < anchor.Seq:
+		return fmt.Sprintf("the checkpoint signs seq %d, before the export's first entry", c.Seq)
+	case !ok:
+		return fmt.Sprintf("the checkpoint signs seq %d, too far back to check", c.Seq)
+	case want != c.Hash:
+		return fmt.Sprintf("the checkpoint signs hash %s for seq %d, whose hash is %s", c.Hash, c.Seq, want)
+	case pub != nil:
+		if why := CheckSignature(pub, *c); why != "" {
+			return "checkpoint: " + why
+		}
+	}
+	return ""
 }
 
 // parseEntry reads one entry's line and checks that it is the entry's

@@ -41,9 +41,10 @@ const REQUEST_TIMEOUT_MS = 20000;
 
 // request sends method path (relative to the API's base, e.g.
 // "v1/cluster") with body, a JSON text or undefined, and returns the
-// answer's JSON. It throws an ApiError for a refusal or no answer (with
-// aborted set when signal, an AbortSignal, ended it).
-export async function request(method, path, body, signal) {
+// answer's JSON (its text when raw, for NDJSON). It throws an ApiError
+// for a refusal or no answer (with aborted set when signal, an
+// AbortSignal, ended it).
+export async function request(method, path, body, signal, raw) {
   const headers = { Accept: 'application/json' };
   const t = token();
   if (t) headers.Authorization = `Bearer ${t}`;
@@ -69,6 +70,7 @@ export async function request(method, path, body, signal) {
     err.aborted = Boolean(signal && signal.aborted);
     throw err;
   }
+  if (raw && resp.ok) return text;
   let json = null;
   try {
     json = text ? JSON.parse(text) : null;
@@ -84,6 +86,7 @@ export async function request(method, path, body, signal) {
 }
 
 export const get = (path, signal) => request('GET', path, undefined, signal);
+export const getText = (path, signal) => request('GET', path, undefined, signal, true);
 export const post = (path, value) => request('POST', path, value === undefined ? undefined : JSON.stringify(value));
 export const postText = (path, text) => request('POST', path, text);
 export const del = (path) => request('DELETE', path);

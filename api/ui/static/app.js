@@ -6,6 +6,7 @@ import { $, h, replace } from './dom.js';
 import * as dialogs from './dialogs.js';
 import * as views from './views.js';
 import * as chart from './chart.js';
+import * as ledger from './ledger.js';
 
 const REFRESH_MS = 5000; // between refreshes while they succeed
 const MAX_BACKOFF_MS = 60000; // the longest wait after failures
@@ -104,7 +105,7 @@ async function loadAll(signal) {
   // failed authentications per address and stops listening to an
   // address that makes too many.
   if (refused && (refused.status === 401 || refused.aborted)) return [refused];
-  const loads = [loadActivity(signal), loadAttention(signal), loadExecutions(signal), loadDetail(signal)];
+  const loads = [loadActivity(signal), loadAttention(signal), loadExecutions(signal), loadDetail(signal), loadLedger(signal)];
   if (!state.toolsLoaded) loads.push(loadTools(signal));
   const results = await Promise.allSettled(loads);
   const errors = [...first, ...results].filter((r) => r.status === 'rejected').map((r) => r.reason);
@@ -148,6 +149,55 @@ async function loadCluster(signal) {
     }
     panelError('cluster-body', e);
     throw e;
+  }
+}
+
+// loadLedger shows the audit ledger's head (admin only; a node without a
+// ledger says so).
+async function loadLedger(signal) {
+  try {
+    const head = await api.get('v1/audit/head', signal);
+    replace('ledger-head', h('p', {}, `Head: seq ${head.seq}, hash `, h('code', { class: 'mono' }, head.hash)));
+    $('ledger-verify').hidden = false;
+  } catch (e) {
+    if (e.aborted || e.status === 401) throw e;
+    $('ledger-verify').hidden = true;
+    if (forbidden('ledger-head', e, 'only an admin may read the audit ledger')) return;
+    if (e.status === 404) { // a single node or a PostgreSQL fleet keeps none
+      replace('ledger-head', h('p', { class: 'muted' }, e.message));
+      return;
+    }
+    panelError('ledger-head', e);
+    throw e;
+  }
+}
+
+// verifyLedger recomputes the ledger's chain in the browser (ledger.js)
+// and says how far it verifies, and whether it reaches the node's head.
+async function verifyLedger() {
+  const out = $('ledger-status');
+  if (!ledger.canVerify()) {
+    out.textContent = 'This browser offers SHA-256 only to pages served over HTTPS or from localhost: verify an export with carmy audit verify.';
+    return;
+  }
+  const button = $('ledger-verify');
+  button.disabled = true;
+  out.textContent = 'Verifying…';
+  try {
+    const r = await ledger.verify(api.getText, (n) => { out.textContent = `Verifying… ${n} entries checked.`; });
+    const from = r.anchor ? `from the checkpoint of seq ${r.anchor.seq} (taken as given)` : 'from the first entry';
+    if (!r.ok) {
+      out.textContent = `Does not verify: seq ${r.bad.seq}: ${r.bad.reason} (the ${r.entries} entries before it verify, ${from}).`;
+      return;
+    }
+    const head = await api.get('v1/audit/head');
+    const reach = head.seq === r.head.seq && head.hash === r.head.hash
+      ? 'up to the node\'s head' : `up to seq ${r.head.seq}; the head is now seq ${head.seq} (entries appended since)`;
+    out.textContent = `Verified: ${r.entries} entries ${from}, ${reach}. Checkpoint signatures: carmy audit verify --public-key.`;
+  } catch (e) {
+    out.textContent = `Could not verify: ${e.describe ? e.describe() : String(e)}`;
+  } finally {
+    button.disabled = false;
   }
 }
 
@@ -283,9 +333,11 @@ function askToken(err) {
   $('sign-out').hidden = !api.token();
   $('who').textContent = 'Not signed in.';
   // What the last token could see is not left on the screen.
-  for (const id of ['cluster-body', 'activity-body', 'attention-body', 'executions-body']) {
+  for (const id of ['cluster-body', 'activity-body', 'attention-body', 'executions-body', 'ledger-head']) {
     replace(id, h('p', { class: 'muted' }, 'Sign in to see this.'));
   }
+  $('ledger-verify').hidden = true;
+  $('ledger-status').textContent = '';
   $('attention-count').textContent = '0';
   $('attention-count').classList.remove('hot');
   $('add-node').hidden = true;
@@ -593,6 +645,7 @@ function start() {
   $('more').addEventListener('click', loadMore);
   $('detail-close').addEventListener('click', closeDetail);
   $('add-node').addEventListener('click', openAddNode);
+  $('ledger-verify').addEventListener('click', verifyLedger);
   $('node-form').addEventListener('submit', continueAddNode);
   $('resolve-form').addEventListener('submit', continueResolve);
   $('resolve-form').addEventListener('change', showOutcome);
