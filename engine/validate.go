@@ -29,8 +29,8 @@ type pending struct {
 	down error
 	// trace is the span of the call (tracing.Parent), the parent of the
 	// spans of its tool's run and of the recording of its outcome, which
-	// run under contexts of their own; zero while tracing is off.
-	trace trace.SpanContext
+	// run under contexts of their own; nil while tracing is off.
+	trace trace.Span
 }
 
 var emptyObject = json.RawMessage(`{}`)

@@ -90,28 +90,27 @@ func Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (con
 	return (*t).Start(ctx, name, opts...)
 }
 
-// StartUnder starts a span named name in ctx as a child of parent (a span
-// of another context: Parent's), for work that runs under a context of
-// its own (a tool, the recording of its outcome). Off, it returns ctx and
-// a span that records nothing.
-func StartUnder(ctx context.Context, parent trace.SpanContext, name string) (context.Context, trace.Span) {
+// StartUnder starts a span named name in ctx as a child of parent (the
+// span of another context: Parent's), for work that runs under a context
+// of its own (a tool, the recording of its outcome). Off, it returns ctx
+// and a span that records nothing.
+func StartUnder(ctx context.Context, parent trace.Span, name string) (context.Context, trace.Span) {
 	t := current.Load()
 	if t == nil {
 		return ctx, off
 	}
-	if parent.IsValid() {
-		ctx = trace.ContextWithSpanContext(ctx, parent)
+	if parent != nil {
+		ctx = trace.ContextWithSpan(ctx, parent)
 	}
 	return (*t).Start(ctx, name)
 }
 
-// Parent returns the span context of ctx's span, for StartUnder; the zero
-// value while tracing is off.
-func Parent(ctx context.Context) trace.SpanContext {
+// Parent returns ctx's span, for StartUnder; nil while tracing is off.
+func Parent(ctx context.Context) trace.Span {
 	if current.Load() == nil {
-		return trace.SpanContext{}
+		return nil
 	}
-	return trace.SpanContextFromContext(ctx)
+	return trace.SpanFromContext(ctx)
 }
 
 // StartCallHTTP starts the span of a call received over HTTP, a child of
