@@ -38,8 +38,17 @@ func (s *Server) logCall(c echo.Context, l *callLine, outcome string, took time.
 	if !s.log.Enabled(ctx, slog.LevelInfo) {
 		return // --log-level warn: no attributes built for a line nobody keeps
 	}
+	e := httpCallEntry(c, l, outcome)
+	e.took = took
+	s.logCallEntry(ctx, e)
+}
+
+// httpCallEntry is what a call of POST /v1/tools/call answered: l, the
+// caller, and the code, execution and status of an error answer, from the
+// envelope the error handler wrote.
+func httpCallEntry(c echo.Context, l *callLine, outcome string) callEntry {
 	e := callEntry{transport: TransportHTTP, tool: l.tool, requestID: l.requestID, session: l.session,
-		executionID: l.executionID, status: l.status, outcome: outcome, httpStatus: c.Response().Status, took: took}
+		executionID: l.executionID, status: l.status, outcome: outcome, httpStatus: c.Response().Status}
 	if caller := callerOf(c); caller != nil {
 		e.principal = caller.Principal
 	}
@@ -52,7 +61,7 @@ func (s *Server) logCall(c echo.Context, l *callLine, outcome string, took time.
 			e.status = string(st)
 		}
 	}
-	s.logCallEntry(ctx, e)
+	return e
 }
 
 // callEntry is what the call log says of one call, by either transport.

@@ -10,9 +10,11 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/carmyhq/carmy/api/mcp"
 	"github.com/carmyhq/carmy/engine"
+	"github.com/carmyhq/carmy/internal/tracing"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -197,7 +199,11 @@ func (s *Server) observeMCP(ctx context.Context, c mcp.CallInfo) {
 	if c.StoreDetail != "" {
 		s.log.Warn("the store failed", slog.String("method", "tools/call"), slog.String("tool", c.Tool), slog.String("err", c.StoreDetail))
 	}
-	s.logCallEntry(ctx, callEntry{transport: TransportMCP, principal: c.Principal, tool: c.Tool,
+	e := callEntry{transport: TransportMCP, principal: c.Principal, tool: c.Tool,
 		requestID: c.RequestID, session: c.SessionID, executionID: c.ExecutionID, status: c.Status,
-		code: c.Code, outcome: outcome, took: c.Took})
+		code: c.Code, outcome: outcome, took: c.Took}
+	s.logCallEntry(ctx, e)
+	if tracing.On() {
+		traceCall(trace.SpanFromContext(ctx), e)
+	}
 }

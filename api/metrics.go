@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/carmyhq/carmy/internal/tracing"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -133,6 +134,11 @@ func (s *Server) meterCalls(next echo.HandlerFunc) echo.HandlerFunc {
 		start := time.Now()
 		line := &callLine{}
 		c.Set(callLineKey, line)
+		r := c.Request()
+		ctx, span := tracing.StartCallHTTP(r.Context(), r.Header)
+		if span.IsRecording() {
+			c.SetRequest(r.WithContext(ctx))
+		}
 		if err := next(c); err != nil {
 			s.echo.HTTPErrorHandler(err, c)
 		}
@@ -140,6 +146,10 @@ func (s *Server) meterCalls(next echo.HandlerFunc) echo.HandlerFunc {
 		outcome, _ := c.Get(outcomeKey).(string)
 		s.countCall(TransportHTTP, outcome, took)
 		s.logCall(c, line, outcome, took)
+		if span.IsRecording() {
+			traceCall(span, httpCallEntry(c, line, outcome))
+		}
+		span.End()
 		return nil
 	}
 }

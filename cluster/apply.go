@@ -9,6 +9,7 @@ import (
 	"github.com/carmyhq/carmy/cluster/raftlog"
 	"github.com/carmyhq/carmy/cluster/wire"
 	"github.com/carmyhq/carmy/fsm"
+	"github.com/carmyhq/carmy/internal/tracing"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -64,7 +65,9 @@ func (n *Node) Apply(ctx context.Context, c fsm.Command) (fsm.Response, error) {
 		if !ok {
 			return wire.ErrNotSent
 		}
-		resp, err = n.fwd.Apply(ctx, leader, data, deadline, omitResult)
+		fctx, span := tracing.Start(ctx, tracing.SpanForward)
+		resp, err = n.fwd.Apply(fctx, leader, data, deadline, omitResult)
+		tracing.End(span, tracing.AttrLeader, leader, err)
 		if err == nil && omitResult {
 			putResultBack(&resp, *c.Result)
 		}

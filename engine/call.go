@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/carmyhq/carmy/internal/tracing"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -121,6 +122,7 @@ func (r *Runtime) Call(ctx context.Context, caller Caller, req Request) (Respons
 	if err != nil {
 		return Response{}, err
 	}
+	p.trace = tracing.Parent(ctx)
 	if err := r.gate(); err != nil {
 		return Response{}, err
 	}
@@ -193,11 +195,13 @@ func (r *Runtime) Call(ctx context.Context, caller Caller, req Request) (Respons
 		return Response{}, r.busy(why, caller)
 	}
 	wctx, cancel := r.storeContext(ctx)
+	wctx, span := tracing.Start(wctx, tracing.SpanReserve)
 	start := time.Now()
 	res, err := st.Reserve(wctx, key, fp, exec)
 	cancel()
 	r.runs.answered(exec.ID)
 	r.obs.StoreWrite(StoreReserve, reserveOutcome(res.Outcome, err), time.Since(start))
+	tracing.End(span, tracing.AttrOutcome, reserveOutcome(res.Outcome, err), err)
 	if err != nil || res.Outcome != store.Reserved {
 		r.runs.finish(exec.ID)
 	}

@@ -10,6 +10,9 @@ import (
 	"runtime/debug"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/carmyhq/carmy/internal/tracing"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -31,7 +34,7 @@ func (r *Runtime) execute(ctx context.Context, p *pending, rn *run, rec store.Re
 		// The result is in flight until recorded: it counts against
 		// MaxInflightBytes, but is never refused for it.
 		r.runs.hold(rec.ExecutionID, int64(len(res.Data)+len(res.Error)))
-		r.record(rec, res, p.timeout, answer)
+		r.record(p.trace, rec, res, p.timeout, answer)
 	}()
 	select {
 	case o := <-answer:
@@ -58,6 +61,7 @@ type outcome struct {
 func (r *Runtime) invoke(rn *run, p *pending, rec store.Record) (res store.Result, fate error) {
 	ctx, stop := rn.withTimeout(p.timeout)
 	defer stop()
+	ctx, span := tracing.StartUnder(ctx, p.trace, tracing.SpanTool)
 	ctx = withProgress(ctx, p.req.Progress)
 	ctx, ended := startSent(ctx, p)
 	start := time.Now()
@@ -103,6 +107,7 @@ func (r *Runtime) invoke(rn *run, p *pending, rec store.Record) (res store.Resul
 		res.Error = errorBody(toolErrorOf(got.err))
 	}
 	r.obs.ToolFinished(p.tool.Name, res.Status, time.Since(start))
+	tracing.End(span, tracing.AttrStatus, string(res.Status), got.err)
 	return res, fate
 }
 
@@ -183,8 +188,12 @@ func errorBody(te *ToolError) json.RawMessage {
 // execution. The caller waits for it up to StoreTimeout plus the tool's
 // timeout (docs/operations.md#overload: a tool that ran is not answered "not recorded" for
 // load alone; a slow commit under load gets that long), then is told
-// UNAVAILABLE meanwhile (an *UnrecordedError).
-func (r *Runtime) record(rec store.Record, res store.Result, toolTimeout time.Duration, answer chan<- outcome) {
+// UNAVAILABLE meanwhile (an *UnrecordedError). Its span is a child of
+// parent, the call's (tracing.SpanComplete).
+func (r *Runtime) record(parent trace.Span, rec store.Record, res store.Result, toolTimeout time.Duration, answer chan<- outcome) {
+	base, span := tracing.StartUnder(context.Background(), parent, tracing.SpanComplete)
+	var err error
+	defer func() { tracing.End(span, "", "", err) }()
 	deadline := time.Now().Add(r.cfg.StoreTimeout + toolTimeout)
 	told := false
 	tell := func(o outcome) {
@@ -194,9 +203,10 @@ func (r *Runtime) record(rec store.Record, res store.Result, toolTimeout time.Du
 		}
 	}
 	for attempt := 0; ; attempt++ {
-		ctx, cancel := context.WithTimeout(context.Background(), r.cfg.StoreTimeout)
+		ctx, cancel := context.WithTimeout(base, r.cfg.StoreTimeout)
 		start := time.Now()
-		done, err := r.Store().Complete(ctx, rec.Key, rec.Fingerprint, res)
+		var done store.Record
+		done, err = r.Store().Complete(ctx, rec.Key, rec.Fingerprint, res)
 		cancel()
 		result := "ok"
 		if err != nil {

@@ -19,6 +19,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/carmyhq/carmy/internal/egress"
+	"github.com/carmyhq/carmy/internal/tracing"
 )
 
 // Error codes an HTTP tool records (docs/config.md#http-tools). Their messages name the
@@ -218,6 +219,7 @@ func (t *httpTool) call(ctx context.Context, c Call) (any, error) {
 		return nil, &ToolError{Code: CodeToolError, Message: fmt.Sprintf("tool %s: the request could not be built", c.Tool)}
 	}
 	req.Header = t.header(c, true)
+	tracing.InjectHeader(ctx, req.Header) // the tool's span: the upstream joins the call's trace
 	// net/http would send a call carrying an Idempotency-Key again by
 	// itself after losing the connection it was written on: not so here.
 	send.GuardResend(req)
@@ -231,6 +233,7 @@ func (t *httpTool) call(ctx context.Context, c Call) (any, error) {
 		// (the configured URL), nor the basic auth of the URL's userinfo,
 		// which a relative Location keeps.
 		next.Header = t.header(c, false)
+		tracing.InjectHeader(ctx, next.Header)
 		next.URL.User = nil
 		if next.Body == nil || next.Body == http.NoBody {
 			next.Header.Del("Content-Type")

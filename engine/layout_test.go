@@ -44,6 +44,8 @@ func TestLayout(t *testing.T) {
 		"github.com/hashicorp/raft",
 		"github.com/hashicorp/memberlist",
 		"github.com/modelcontextprotocol",
+		"go.opentelemetry.io/otel/sdk", // the API only: the SDK and exporter are the binary's
+		"go.opentelemetry.io/otel/exporters",
 		module + "/api",
 		module + "/cluster",
 		module + "/fsm",

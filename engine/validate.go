@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -25,6 +27,10 @@ type pending struct {
 	// unavailable (group.go): the call may be answered from a record the
 	// store holds, and is refused with down wherever it would run the tool.
 	down error
+	// trace is the span of the call (tracing.Parent), the parent of the
+	// spans of its tool's run and of the recording of its outcome, which
+	// run under contexts of their own; nil while tracing is off.
+	trace trace.Span
 }
 
 var emptyObject = json.RawMessage(`{}`)

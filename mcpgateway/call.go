@@ -14,6 +14,7 @@ import (
 
 	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/internal/egress"
+	"github.com/carmyhq/carmy/internal/tracing"
 )
 
 // The _meta keys of an upstream tools/call (docs/mcp.md#carmy-in-front-of-mcp-servers-the-gateway).
@@ -111,6 +112,7 @@ func (u *Upstream) callFunc(name string) engine.ToolFunc {
 			meta[MetaIdempotencyKey] = c.IdempotencyKey
 			meta[MetaFencingToken] = c.FencingToken
 		}
+		tracing.InjectMeta(ctx, meta) // the tool's span: the upstream joins the call's trace
 		if sink := engine.ProgressSink(ctx); sink != nil {
 			// The caller listens: ask the upstream for progress, under a
 			// token of this call's own (progress.go).

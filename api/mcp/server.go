@@ -13,6 +13,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/carmyhq/carmy/engine"
+	"github.com/carmyhq/carmy/internal/tracing"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -272,6 +273,10 @@ func (h *Handler) observed(ctx context.Context, req *sdk.CallToolRequest, call f
 	if info.caller != nil {
 		info.Principal = info.caller.Principal
 	}
+	// The call's span, a child of the trace context in _meta; Observe
+	// tells it the call's attributes.
+	ctx, span := tracing.StartCallMeta(ctx, req.Params.Meta)
+	defer span.End()
 	res, err := call(withCallInfo(ctx, info), info)
 	if err != nil && info.Code == "" {
 		info.Code = codeOfRPCError(err)

@@ -41,6 +41,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	flushTracing, err := startTracing(ctx, cfg.NodeID, log)
+	if err != nil {
+		return err
+	}
+	defer flushTracing() // once the node has stopped: its last spans
 	lim, err := resolveLimits(cfg, fc)
 	if err != nil {
 		return err
