@@ -2,11 +2,9 @@ package main_test
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -20,27 +18,14 @@ import (
 // PostgreSQL server (Debian's binaries, in a temporary directory, on a
 // Unix socket) and real carmy processes on 127.0.0.1 that share it.
 
-// needPostgres starts a PostgreSQL server for t, stopped at its end, or
-// skips t loudly when the server binaries are missing (a failure in CI,
-// or with CARMY_REQUIRE_POSTGRES=1).
+// needPostgres starts a PostgreSQL server for t (testutil.NeedPostgres), unless
+// the test is short.
 func needPostgres(t *testing.T) *pgtest.Server {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs the carmy binary and PostgreSQL")
 	}
-	srv, err := pgtest.Start()
-	if errors.Is(err, pgtest.ErrNoPostgres) && os.Getenv("CI") == "" && os.Getenv("CARMY_REQUIRE_POSTGRES") != "1" {
-		testutil.SkipLoudly(t, "no PostgreSQL: %v (with CI or CARMY_REQUIRE_POSTGRES=1 set, this is a failure)", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := srv.Close(); err != nil {
-			t.Errorf("stopping PostgreSQL: %v", err)
-		}
-	})
-	return srv
+	return testutil.NeedPostgres(t)
 }
 
 // startFleetNode starts a --dev node named id on storeURL.

@@ -1,7 +1,6 @@
 package guarantees_test
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/carmyhq/carmy/internal/pgtest"
 	"github.com/carmyhq/carmy/internal/testutil"
 )
 
@@ -193,7 +191,7 @@ type fleet struct {
 const lease = "2s"
 
 func startFleet(t *testing.T, bin, config string) deployment {
-	srv := needPostgres(t)
+	srv := testutil.NeedPostgres(t)
 	url := srv.URL("postgres")
 	start := func(id string) *testutil.Node {
 		n := testutil.StartCarmy(t, bin, testutil.StartOptions{}, "--dev", "--node-id", id, "--store", url, "--store-lease", lease, "--config", config)
@@ -229,26 +227,6 @@ func relaunch(t, owner *testing.T, n *testutil.Node) *testutil.Node {
 	}
 	m.WaitReady(t, 60*time.Second)
 	return m
-}
-
-// needPostgres starts a PostgreSQL server for t, stopped at its end, or
-// skips t loudly when the server binaries are missing (a failure in CI,
-// or with CARMY_REQUIRE_POSTGRES=1).
-func needPostgres(t *testing.T) *pgtest.Server {
-	t.Helper()
-	srv, err := pgtest.Start()
-	if errors.Is(err, pgtest.ErrNoPostgres) && os.Getenv("CI") == "" && os.Getenv("CARMY_REQUIRE_POSTGRES") != "1" {
-		testutil.SkipLoudly(t, "no PostgreSQL: %v (with CI or CARMY_REQUIRE_POSTGRES=1 set, this is a failure)", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := srv.Close(); err != nil {
-			t.Errorf("stopping PostgreSQL: %v", err)
-		}
-	})
-	return srv
 }
 
 // env is one back end under test: its nodes, its upstreams, the clients
