@@ -3,7 +3,6 @@ package guarantees_test
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 )
 
 // answer is what a call, a cancel or a resolve was answered, whichever
@@ -13,7 +12,7 @@ type answer struct {
 	Status      string          // the record's status, or the refusal's (running, interrupted)
 	ExecutionID string          //
 	Replayed    bool            //
-	Resolved    bool            //
+	Resolved    bool            // from a record (HTTP, the reconcile tools); an MCP call result does not say
 	ToolRan     *bool           // a refusal's tool_ran, when it says
 	Data        json.RawMessage // a completed result's data
 	Raw         string          // the answer as sent, for messages
@@ -130,7 +129,6 @@ func mcpResult(raw json.RawMessage) answer {
 	if !res.IsError {
 		a.Data = res.Structured
 	}
-	a.Resolved = strings.Contains(string(raw), `"resolved":true`)
 	return a
 }
 

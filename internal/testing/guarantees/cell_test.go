@@ -201,3 +201,15 @@ func (c *cell) untilKnownDown(tool string) {
 		return a.refused("UNAVAILABLE", "")
 	})
 }
+
+// cuttingTurn waits for the cell's turn to cut a connection and returns
+// the function that ends it: over stdio a cut kills the child that other
+// cells' calls of the same server would use, so those cells take turns;
+// elsewhere a cut touches only its own connection.
+func (c *cell) cuttingTurn() (done func()) {
+	if c.r.kind != gatewayStdio {
+		return func() {}
+	}
+	c.e.stdioCut.Lock()
+	return c.e.stdioCut.Unlock
+}

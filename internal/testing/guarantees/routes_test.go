@@ -182,17 +182,7 @@ func openSDK(version string) func(base string) (caller, error) {
 
 func (s sdkCaller) callTool(ctx context.Context, name string, args, meta map[string]any) (answer, error) {
 	res, err := s.cs.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: args, Meta: meta})
-	if err != nil {
-		if ctx.Err() != nil {
-			return answer{}, err
-		}
-		return rpcError(0, err.Error()), nil
-	}
-	raw, err := json.Marshal(res)
-	if err != nil {
-		return answer{}, err
-	}
-	return mcpResult(raw), nil
+	return clientResult(ctx, res, err)
 }
 
 func (s sdkCaller) call(ctx context.Context, c call) (answer, error) {
@@ -246,6 +236,14 @@ func (m m3Caller) callTool(ctx context.Context, name string, args, meta map[stri
 		req.Params.Meta = &m3.Meta{AdditionalFields: meta}
 	}
 	res, err := m.c.CallTool(ctx, req)
+	return clientResult(ctx, res, err)
+}
+
+// clientResult is an MCP client library's tools/call answer as an answer:
+// its result, or an error the server answered (a JSON-RPC error) — but a
+// transport error once ctx has ended, which the cell must not read as the
+// server's answer.
+func clientResult(ctx context.Context, res any, err error) (answer, error) {
 	if err != nil {
 		if ctx.Err() != nil {
 			return answer{}, err

@@ -138,10 +138,7 @@ func neverSentReleased(c *cell) {
 // effect may have happened, so the execution is interrupted, and every
 // retry says so rather than running it again.
 func lostAnswerInterrupted(c *cell) {
-	if c.r.kind == gatewayStdio {
-		c.e.stdioCut.Lock()
-		defer c.e.stdioCut.Unlock()
-	}
+	defer c.cuttingTurn()()
 	tool, l := c.tool(cutting)
 	rid := c.rid("a")
 	args := map[string]any{"mode": "cut", "n": 6}
@@ -179,10 +176,7 @@ func cancelRunning(c *cell) {
 // resolveInterrupted: an interrupted execution settled by the caller is
 // replayed as settled; one released runs again on the next retry.
 func resolveInterrupted(c *cell) {
-	if c.r.kind == gatewayStdio {
-		c.e.stdioCut.Lock()
-		defer c.e.stdioCut.Unlock()
-	}
+	defer c.cuttingTurn()()
 	tool, l := c.tool(cutting)
 	rid := c.rid("done")
 	args := map[string]any{"mode": "cut", "n": 7}
@@ -211,10 +205,7 @@ func resolveInterrupted(c *cell) {
 // effect found, completed (and replayed so); none found, released (and the
 // retry runs).
 func probeSettles(c *cell) {
-	if c.r.kind == gatewayStdio {
-		c.e.stdioCut.Lock()
-		defer c.e.stdioCut.Unlock()
-	}
+	defer c.cuttingTurn()()
 	tool, l := c.tool(probed)
 	rid := c.rid("found")
 	args := map[string]any{"mode": "cut", "n": 9}
