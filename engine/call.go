@@ -323,6 +323,7 @@ func (r *Runtime) runUnrecorded(ctx context.Context, p *pending) (Response, erro
 				"tool %s: %v; the effect may have happened (the call had no request_id, so nothing was recorded)", p.tool.Name, fate)})
 		}
 		rec.Status, rec.Data, rec.Error, rec.FinishedAt = res.Status, res.Data, res.Error, res.FinishedAt
+		r.runs.finish(rec.ExecutionID) // the slot is free before the caller hears
 		done <- ran{rec, fate}
 	}()
 	select {

@@ -196,7 +196,11 @@ func (r *Runtime) record(parent trace.Span, rec store.Record, res store.Result, 
 	defer func() { tracing.End(span, "", "", err) }()
 	deadline := time.Now().Add(r.cfg.StoreTimeout + toolTimeout)
 	told := false
+	// tell answers the caller once. The final answers (every path that
+	// returns) leave the running set first, so a caller that has its
+	// answer finds the node's slot free for its next call.
 	tell := func(o outcome) {
+		r.runs.finish(rec.ExecutionID)
 		if !told {
 			told = true
 			answer <- o
@@ -243,7 +247,10 @@ func (r *Runtime) record(parent trace.Span, rec store.Record, res store.Result, 
 			return
 		}
 		if !told && time.Now().After(deadline) {
-			tell(outcome{err: &UnrecordedError{ExecutionID: rec.ExecutionID, Cause: err}})
+			// Not final: the outcome stays in flight (and counted) while
+			// it is retried.
+			told = true
+			answer <- outcome{err: &UnrecordedError{ExecutionID: rec.ExecutionID, Cause: err}}
 			r.runs.answered(rec.ExecutionID)
 		}
 		if r.isClosing() && attempt > 0 {
@@ -278,6 +285,7 @@ func (r *Runtime) releaseNotSent(rec store.Record, fate error, answer chan<- out
 		r.cfg.Logger.Info("released a reservation whose request was never sent",
 			slog.String("execution_id", rec.ExecutionID), slog.String("key", rec.Key.String()))
 	case errors.As(err, &se) && se.Record.ExecutionID == rec.ExecutionID && se.Record.Status.Finished():
+		r.runs.finish(rec.ExecutionID)
 		answer <- outcome{rec: se.Record}
 		return
 	case errors.Is(err, store.ErrNotFound), errors.As(err, &se):
@@ -285,5 +293,6 @@ func (r *Runtime) releaseNotSent(rec store.Record, fate error, answer chan<- out
 	default:
 		r.releaseInBackground(rec.Key, rec.ExecutionID)
 	}
+	r.runs.finish(rec.ExecutionID) // free before the caller hears, as record does
 	answer <- outcome{err: notSentAnswer(rec.Tool, fate)}
 }
