@@ -129,6 +129,7 @@ func NewFleet(pc *pgxpool.Config, cfg Config, fc FleetConfig) (*Fleet, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = fc.Logger
 	}
+	boundIdleTransactions(pc, fc.Lease)
 	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: fleet: %w", err)
