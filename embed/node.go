@@ -94,7 +94,8 @@ type Node struct {
 // cluster, or a fleet, as cfg says), makes it the runtime's, starts the
 // upstream MCP servers and serves the API on cfg.Listener. It returns
 // once serving has begun; the runtime takes calls once its backend is
-// ready (calls answer UNAVAILABLE until then, Serve). ctx's values reach
+// ready (calls answer UNAVAILABLE until then, carmy.Runtime.Serve; Node.Ready
+// closes when they can succeed). ctx's values reach
 // the upstream MCP servers' start; its end stops nothing: Close stops the
 // node. On an error nothing is left running, the listener closed.
 func StartNode(ctx context.Context, cfg Config) (*Node, error) {
