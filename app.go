@@ -6,12 +6,15 @@ import (
 	"github.com/carmyhq/carmy/engine"
 )
 
-// Runtime is Carmy as a Go program embeds it: the tool runtime (an
-// *engine.Runtime, whose methods it has: Tool, AddTool, IdempotencyStore,
-// Call, Shutdown, …) with its Prometheus metrics, ready to serve the HTTP
-// API (Run, ListenAndServe, Serve). Build one with App.
+// Runtime is Carmy as a Go program embeds it: the tool runtime of package
+// engine with its Prometheus metrics, ready to serve the HTTP API (Run,
+// ListenAndServe, Serve) or to take calls without HTTP (Call). Build one
+// with App. Its methods are those a library user calls (runtime.go); the
+// wiring of a server (starting in the background, the reconcile probes'
+// owner, cancelling a run by id) stays inside the packages that assemble
+// one, which reach it through Engine. Safe for concurrent use.
 type Runtime struct {
-	*engine.Runtime
+	rt  *engine.Runtime
 	reg *prometheus.Registry
 }
 
@@ -23,5 +26,13 @@ func App(opts ...Option) *Runtime {
 	rt := engine.New(append([]Option{engine.WithObserver(m)}, opts...)...)
 	reg := prometheus.NewRegistry()
 	m.register(reg, rt)
-	return &Runtime{Runtime: rt, reg: reg}
+	return &Runtime{rt: rt, reg: reg}
 }
+
+// Engine returns the engine runtime beneath r, for the code that wires it
+// into a server or a node: package embed (the backend and the probes'
+// owner), an upstream MCP server's registry (mcpgateway.New), api.New.
+// Calls and tools go through r's own methods; what Engine adds is the
+// assembly's, and a program that serves with Serve or embed.StartNode
+// does not call it.
+func (r *Runtime) Engine() *engine.Runtime { return r.rt }

@@ -1,9 +1,10 @@
 // Package carmy runs tools for AI agents and makes their retries safe.
 //
-// It is the facade a Go program embeds, like etcd's embed: App returns a
-// Runtime, which is the tool runtime of package engine (every method of
-// *engine.Runtime is a method of Runtime) together with its Prometheus
-// metrics, ready to serve the HTTP API of package api:
+// It is the library a Go program embeds the runtime with: App returns a
+// Runtime, the tool runtime of package engine with its Prometheus
+// metrics, which takes calls without HTTP (Call) or serves the HTTP API
+// of package api on a listener of the program's (Serve, ListenAndServe,
+// Run):
 //
 //	app := carmy.App()
 //	app.Tool("create_order", createOrder) // func(ctx context.Context, call carmy.Call) (any, error)
@@ -12,14 +13,17 @@
 //
 // The runtime's types (Call, Caller, Request, ToolSpec, …) and options are
 // aliases of package engine's, which documents the contract of a call.
+// Runtime wraps the engine's runtime: its methods are those a library
+// user calls; Engine gives the engine runtime to the code that wires one
+// into a server.
 //
-// Dependencies point one way: cmd/carmy → carmy → api → engine → store.
-// This package assembles the runtime, the API, the runtime's metrics
-// (engine reports to an engine.Observer, implemented here with
-// Prometheus) and TLS; nothing it imports imports it. A program that
-// needs no HTTP uses package engine alone and links no Echo or
-// Prometheus. StartNode runs a whole node — the runtime on a Raft
-// cluster member or a PostgreSQL fleet node (its engine.Backend), the
-// API, MCP, the gateway and the console — and Node.Close stops it in
-// order; the binary (cmd/carmy serve) is a thin shell over it.
+// Dependencies point one way: cmd/carmy → embed → carmy → api → engine →
+// store. This package assembles the runtime, the API, the runtime's
+// metrics (engine reports to an engine.Observer, implemented here with
+// Prometheus) and TLS; it links no back end (no Raft, memberlist or
+// PostgreSQL driver: engine/layout_test.go checks it). A whole node — the
+// runtime on a Raft cluster member or a PostgreSQL fleet node, the API,
+// MCP, the gateway and the console — is package embed's StartNode; the
+// binary (cmd/carmy serve) is a thin shell over it. A program that needs
+// no HTTP uses package engine alone and links no Echo or Prometheus.
 package carmy

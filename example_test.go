@@ -8,13 +8,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/carmyhq/carmy"
 	"github.com/carmyhq/carmy/api"
-	"github.com/carmyhq/carmy/cluster"
 )
 
 // A tool registered with the runtime runs once per request_id; a retry is
@@ -97,56 +95,4 @@ func ExampleRuntime_Serve() {
 	// 200 completed {"hello":"world"} replayed=false Idempotent-Replayed=""
 	// 200 completed {"hello":"world"} replayed=true Idempotent-Replayed="true"
 	// serve returned: <nil>
-}
-
-// StartNode runs a node of a Raft cluster in this program: here the
-// founder of a cluster of one, on loopback ports the kernel picks. Other
-// nodes join it with Raft.Join set to its address; Close stops it in
-// order.
-func ExampleStartNode() {
-	app := carmy.App(carmy.WithNodeID("n1"), carmy.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	app.Tool("echo", func(ctx context.Context, call carmy.Call) (any, error) { return call.Arguments, nil })
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	dir, err := os.MkdirTemp("", "carmy-example")
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer os.RemoveAll(dir)
-	node, err := carmy.StartNode(context.Background(), carmy.NodeConfig{
-		Runtime:  app,
-		Listener: ln,
-		Raft: &cluster.Config{NodeID: "n1", DataDir: dir, RaftAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0",
-			Bootstrap: true, ClusterKey: "a-key-every-node-shares-0123"},
-	})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	// Calls answer UNAVAILABLE until the node has elected itself.
-	for deadline := time.Now().Add(30 * time.Second); app.Ready(context.Background()) != nil && time.Now().Before(deadline); {
-		time.Sleep(20 * time.Millisecond)
-	}
-	resp, err := http.Post("http://"+node.Addr().String()+"/v1/tools/call", "application/json",
-		strings.NewReader(`{"tool":"echo","arguments":{"hello":"cluster"},"request_id":"r1"}`))
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	var out struct {
-		Status string          `json:"status"`
-		Data   json.RawMessage `json:"data"`
-	}
-	_ = json.Unmarshal(body, &out)
-	fmt.Println(resp.StatusCode, out.Status, string(out.Data))
-	fmt.Println("closed:", node.Close(context.Background()))
-	// Output:
-	// 200 completed {"hello":"cluster"}
-	// closed: <nil>
 }

@@ -43,23 +43,23 @@ func (r *Runtime) Serve(ctx context.Context, ln net.Listener, cfg api.Config) er
 	if cfg.Metrics == nil {
 		cfg.Metrics = r.reg
 	}
-	h, err := api.New(r.Runtime, cfg)
+	h, err := api.New(r.rt, cfg)
 	if err != nil {
 		return err
 	}
 	defer h.Close()
 	// A probe's resolutions are audited as the server's callers' are.
-	r.SetAuditor(h.Audit)
+	r.rt.SetAuditor(h.Audit)
 	if err := r.Err(); err != nil {
 		return err
 	}
-	r.StartInBackground(ctx)
+	r.rt.StartInBackground(ctx)
 	// Reconcile probes run while the node serves (docs/config.md#reconcile-probes).
 	probeCtx, stopProbes := context.WithCancel(ctx)
 	probing := make(chan struct{})
 	go func() {
 		defer close(probing)
-		r.RunProbes(probeCtx, r.ProbeOwner())
+		r.rt.RunProbes(probeCtx, r.rt.ProbeOwner())
 	}()
 	defer func() { stopProbes(); <-probing }()
 	to := cfg.Timeouts.WithDefaults()

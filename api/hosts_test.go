@@ -129,7 +129,7 @@ func TestHostCheckWithAuthOn(t *testing.T) {
 	if status, _, body := hostReq(t, star, "GET", "/v1/tools", "anything.example", "", nil); status != http.StatusOK {
 		t.Errorf("--allowed-hosts '*': %d %v, want 200", status, body)
 	}
-	if _, err := api.New(carmy.App(carmy.WithLogger(quietLogger())), api.Config{AllowedHosts: []string{"https://x.example"}}); err == nil {
+	if _, err := api.New(carmy.App(carmy.WithLogger(quietLogger())).Engine(), api.Config{AllowedHosts: []string{"https://x.example"}}); err == nil {
 		t.Error("an allowed host with a scheme is accepted")
 	}
 }

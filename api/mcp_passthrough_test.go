@@ -94,7 +94,7 @@ func TestMCPGatewayPassesResourcesAndPrompts(t *testing.T) {
 	if err := app.AddDemoTools(); err != nil {
 		t.Fatal(err)
 	}
-	u, err := mcpgateway.New(app.Runtime, mcpgateway.Config{Name: "up", URL: upURL, Logger: quietLogger(), MaxBackoff: 200 * time.Millisecond})
+	u, err := mcpgateway.New(app, mcpgateway.Config{Name: "up", URL: upURL, Logger: quietLogger(), MaxBackoff: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

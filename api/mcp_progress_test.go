@@ -45,7 +45,7 @@ func TestMCPProgressFromUpstream(t *testing.T) {
 	defer srv.Close()
 
 	app, base := startOASNode(t, api.Config{})
-	u, err := mcpgateway.New(app.Runtime, mcpgateway.Config{Name: "up", URL: srv.URL, Logger: quietLogger(), MaxBackoff: 200 * time.Millisecond})
+	u, err := mcpgateway.New(app, mcpgateway.Config{Name: "up", URL: srv.URL, Logger: quietLogger(), MaxBackoff: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

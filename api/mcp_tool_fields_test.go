@@ -32,7 +32,7 @@ func TestMCPToolsListPassesUpstreamFields(t *testing.T) {
 	defer srv.Close()
 
 	app, base := startOASNode(t, api.Config{Auth: oasAuth()})
-	u, err := mcpgateway.New(app.Runtime, mcpgateway.Config{Name: "up", URL: srv.URL, Logger: quietLogger(), MaxBackoff: 200 * time.Millisecond})
+	u, err := mcpgateway.New(app, mcpgateway.Config{Name: "up", URL: srv.URL, Logger: quietLogger(), MaxBackoff: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -913,7 +913,7 @@ func echoPath(p string) string { return echoParam.ReplaceAllString(p, "{$1}") }
 // document is registered, except undocumentedRoutes.
 func TestOpenAPICoversEveryRoute(t *testing.T) {
 	d := loadOpenAPI(t)
-	s, err := api.New(carmy.App(carmy.WithLogger(quietLogger())), api.Config{
+	s, err := api.New(carmy.App(carmy.WithLogger(quietLogger())).Engine(), api.Config{
 		Logger: quietLogger(), Cluster: newOASCluster(), Internal: http.NotFoundHandler(), Pprof: true,
 	})
 	if err != nil {

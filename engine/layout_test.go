@@ -136,3 +136,28 @@ func TestAPIDeclaresNoRuntimeTypes(t *testing.T) {
 		}
 	}
 }
+
+// TestLibraryLinksNoBackend checks that the root package, the library a
+// Go program embeds the runtime with (App, Serve), links no back end: no
+// consensus, gossip or PostgreSQL driver, and none of the packages that
+// assemble a node (package embed does, for StartNode).
+func TestLibraryLinksNoBackend(t *testing.T) {
+	forbidden := []string{
+		"github.com/hashicorp/raft",
+		"github.com/hashicorp/memberlist",
+		"github.com/jackc/pgx",
+		"go.etcd.io/bbolt",
+		module + "/cluster",
+		module + "/fsm",
+		module + "/store/postgres",
+		module + "/mcpgateway",
+		module + "/embed",
+	}
+	for _, dep := range goList(t, "-deps", "..") {
+		for _, f := range forbidden {
+			if dep == f || strings.HasPrefix(dep, f+"/") {
+				t.Errorf("the root package links %s", dep)
+			}
+		}
+	}
+}

@@ -606,7 +606,7 @@ func TestAuthHashedTokens(t *testing.T) {
 // mustAPI serves a runtime with no tools behind auth a.
 func mustAPI(t *testing.T, a api.Auth) http.Handler {
 	t.Helper()
-	s, err := api.New(carmy.App(), api.Config{Auth: a})
+	s, err := api.New(carmy.App().Engine(), api.Config{Auth: a})
 	if err != nil {
 		t.Fatal(err)
 	}

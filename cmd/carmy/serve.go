@@ -10,14 +10,14 @@ import (
 	"os"
 	"time"
 
-	"github.com/carmyhq/carmy"
 	"github.com/carmyhq/carmy/api"
 	"github.com/carmyhq/carmy/cluster"
+	"github.com/carmyhq/carmy/embed"
 )
 
 // serve runs `carmy serve` until ctx is done: it reads the flags and the
 // config file, builds the runtime and the node's configuration, listens,
-// starts the node (carmy.StartNode: the Raft member or the fleet node,
+// starts the node (embed.StartNode: the Raft member or the fleet node,
 // the API, MCP, the gateway, the console) and stops it once ctx ends.
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	out := stderr
@@ -59,8 +59,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	nc := carmy.NodeConfig{Runtime: app, Upstreams: ups}
-	var started func(*carmy.Node) // logs what started
+	nc := embed.Config{Runtime: app, Upstreams: ups}
+	var started func(*embed.Node) // logs what started
 	if cfg.usesPostgres() {
 		started, err = postgresNode(ctx, cfg, fc, auth, lim, &nc, log)
 	} else {
@@ -73,7 +73,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		nc.Listener.Close()
 		return err
 	}
-	node, err := carmy.StartNode(ctx, nc)
+	node, err := embed.StartNode(ctx, nc)
 	if err != nil {
 		return explainListen(err)
 	}
@@ -84,7 +84,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // raftNode fills nc for a member of a Raft cluster: node security, the
 // listener (behind the test fault layer when there is one), the cluster's
 // configuration.
-func raftNode(ctx context.Context, cfg serveConfig, fc fileConfig, auth api.Auth, lim limits, nc *carmy.NodeConfig, log *slog.Logger) (func(*carmy.Node), error) {
+func raftNode(ctx context.Context, cfg serveConfig, fc fileConfig, auth api.Auth, lim limits, nc *embed.Config, log *slog.Logger) (func(*embed.Node), error) {
 	sec, err := loadSecurity(cfg, log)
 	if err != nil {
 		return nil, err
@@ -120,7 +120,7 @@ func raftNode(ctx context.Context, cfg serveConfig, fc fileConfig, auth api.Auth
 		SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval, RaftLog: cfg.RaftLog,
 		Fast: cfg.FastFailover, Logger: log, Hooks: faultHooks(faults),
 	}
-	return func(node *carmy.Node) {
+	return func(node *embed.Node) {
 		log.Info("starting carmy", slog.String("version", version), slog.String("node_id", cfg.NodeID),
 			slog.Int("tools", len(nc.Runtime.Tools())), slog.Int("mcp_servers", len(nc.Upstreams)), slog.Bool("auth", auth.Enabled()), slog.Bool("gossip_encrypted", len(sec.gossipKeys) > 0 || sec.clusterKey != ""),
 			slog.Bool("node_tls", sec.nodeTLS != nil), slog.Bool("api_tls", sec.apiKeys != nil),
@@ -135,7 +135,7 @@ func raftNode(ctx context.Context, cfg serveConfig, fc fileConfig, auth api.Auth
 // stops the node (Node.Close owns the order). After a signal the stop is
 // bounded by what is left of the 15 s of
 // docs/cli.md#starting-restarting-stopping.
-func runNode(ctx context.Context, node *carmy.Node, log *slog.Logger) error {
+func runNode(ctx context.Context, node *embed.Node, log *slog.Logger) error {
 	closeCtx := context.Background()
 	select {
 	case <-ctx.Done():

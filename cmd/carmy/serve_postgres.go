@@ -10,8 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/carmyhq/carmy"
 	"github.com/carmyhq/carmy/api"
+	"github.com/carmyhq/carmy/embed"
 	"github.com/carmyhq/carmy/store/postgres"
 )
 
@@ -66,7 +66,7 @@ func redactedStore(s string) string {
 // fleet's pool (the URL or key=value string parsed: TLS and the rest as it says; the password
 // from --store-password-file when given), bounds and settings. Nothing
 // connects yet.
-func postgresNode(ctx context.Context, cfg serveConfig, fc fileConfig, auth api.Auth, lim limits, nc *carmy.NodeConfig, log *slog.Logger) (func(*carmy.Node), error) {
+func postgresNode(ctx context.Context, cfg serveConfig, fc fileConfig, auth api.Auth, lim limits, nc *embed.Config, log *slog.Logger) (func(*embed.Node), error) {
 	retention, _ := parseRetention(cfg.Retention)
 	apiKeys, err := cfg.apiTLS(log)
 	if err != nil {
@@ -94,13 +94,13 @@ func postgresNode(ctx context.Context, cfg serveConfig, fc fileConfig, auth api.
 		return nil, err
 	}
 	nc.Listener, nc.API = ln, apiConfig(cfg, fc, auth, apiKeys, log)
-	nc.Postgres = &carmy.PostgresConfig{
+	nc.Postgres = &embed.PostgresConfig{
 		Pool:  pc,
 		Store: postgres.Config{Capacity: cfg.MaxEntries, MaxBytes: lim.maxBytes, Logger: log},
 		Fleet: postgres.FleetConfig{NodeID: cfg.NodeID, HTTPAddr: advertised(cfg.HTTPAddr, ln.Addr()), Version: version,
 			Lease: cfg.StoreLease, Retention: retention, Logger: log},
 	}
-	return func(node *carmy.Node) {
+	return func(node *embed.Node) {
 		log.Info("starting carmy", slog.String("version", version), slog.String("node_id", cfg.NodeID),
 			slog.String("store", redactedStore(cfg.Store)), slog.Duration("lease", node.Fleet().Lease()),
 			slog.Int("tools", len(nc.Runtime.Tools())), slog.Int("mcp_servers", len(nc.Upstreams)), slog.Bool("auth", auth.Enabled()),

@@ -2,7 +2,7 @@
 // who run PostgreSQL and want their reservations durable and shared by
 // several processes without running a Raft cluster. It is its own package,
 // so a program built on package engine alone links no driver (pgx v5 and
-// pgxpool); the root package links it for carmy.StartNode's fleet nodes.
+// pgxpool); package embed links it for embed.StartNode's fleet nodes.
 //
 //	s, err := postgres.Open(ctx, os.Getenv("CARMY_POSTGRES_DSN"), postgres.Config{})
 //	if err != nil { ... }

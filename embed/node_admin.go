@@ -1,4 +1,4 @@
-package carmy
+package embed
 
 import (
 	"context"

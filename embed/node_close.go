@@ -1,4 +1,4 @@
-package carmy
+package embed
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 
+	"github.com/carmyhq/carmy"
 	"github.com/carmyhq/carmy/cluster"
 	"github.com/carmyhq/carmy/store/postgres"
 )
@@ -22,7 +23,7 @@ func (n *Node) Done() <-chan struct{} { return n.served }
 func (n *Node) Addr() net.Addr { return n.ln.Addr() }
 
 // Runtime returns the node's runtime.
-func (n *Node) Runtime() *Runtime { return n.rt }
+func (n *Node) Runtime() *carmy.Runtime { return n.rt }
 
 // Raft returns the node's cluster member, nil for a fleet node.
 func (n *Node) Raft() *cluster.Node { return n.raft }

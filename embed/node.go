@@ -1,4 +1,4 @@
-package carmy
+package embed
 
 import (
 	"context"
@@ -11,13 +11,14 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/carmyhq/carmy"
 	"github.com/carmyhq/carmy/api"
 	"github.com/carmyhq/carmy/cluster"
 	"github.com/carmyhq/carmy/mcpgateway"
 	"github.com/carmyhq/carmy/store/postgres"
 )
 
-// NodeConfig is what StartNode needs to run a node: the runtime with its
+// Config is what StartNode needs to run a node: the runtime with its
 // tools, the API's listener and configuration, and where the records
 // live: a Raft cluster (Raft) or a fleet sharing a PostgreSQL database
 // (Postgres), exactly one of them.
@@ -28,10 +29,10 @@ import (
 // empty (StartNode sets them to it); one set to another id is refused, as
 // records naming another node than the cluster knows would never get a
 // cancel to their runner, nor be marked interrupted when it dies.
-type NodeConfig struct {
-	// Runtime is the node's tool runtime (App), its tools registered,
+type Config struct {
+	// Runtime is the node's tool runtime (carmy.App), its tools registered,
 	// those of Upstreams included. Required.
-	Runtime *Runtime
+	Runtime *carmy.Runtime
 	// Listener is where the API (and the node-to-node endpoints) are
 	// served. StartNode owns it: Close closes it. Required.
 	Listener net.Listener
@@ -69,7 +70,7 @@ type PostgresConfig struct {
 // member or a fleet node), serving the API, MCP, the gateway and the
 // console on its listener. Close stops it.
 type Node struct {
-	rt        *Runtime
+	rt        *carmy.Runtime
 	ln        net.Listener
 	raft      *cluster.Node
 	fleet     *postgres.Fleet
@@ -78,6 +79,8 @@ type Node struct {
 
 	stopServing context.CancelFunc
 	served      chan struct{} // closed when Serve has returned
+	accepting   chan struct{} // closed when the API's listener is first asked for a connection
+	ready       chan struct{} // closed once accepting and the runtime is ready (Ready)
 	serveErr    error         // Serve's error, read after served
 
 	stopFleet context.CancelFunc
@@ -91,10 +94,11 @@ type Node struct {
 // cluster, or a fleet, as cfg says), makes it the runtime's, starts the
 // upstream MCP servers and serves the API on cfg.Listener. It returns
 // once serving has begun; the runtime takes calls once its backend is
-// ready (calls answer UNAVAILABLE until then, Serve). ctx's values reach
+// ready (calls answer UNAVAILABLE until then, carmy.Runtime.Serve; Node.Ready
+// closes when they can succeed). ctx's values reach
 // the upstream MCP servers' start; its end stops nothing: Close stops the
 // node. On an error nothing is left running, the listener closed.
-func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
+func StartNode(ctx context.Context, cfg Config) (*Node, error) {
 	switch {
 	case cfg.Runtime == nil || cfg.Listener == nil:
 		if cfg.Listener != nil {
@@ -110,8 +114,9 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 		return nil, err
 	}
 	serveCtx, stopServing := context.WithCancel(context.Background())
-	n := &Node{rt: cfg.Runtime, ln: cfg.Listener, upstreams: cfg.Upstreams, log: cfg.Runtime.Config().Logger,
-		stopServing: stopServing, served: make(chan struct{})}
+	n := &Node{rt: cfg.Runtime, upstreams: cfg.Upstreams, log: cfg.Runtime.Config().Logger,
+		stopServing: stopServing, served: make(chan struct{}), accepting: make(chan struct{}), ready: make(chan struct{})}
+	n.ln = &signalListener{Listener: cfg.Listener, accepting: n.accepting}
 	apiCfg := cfg.API
 	var err error
 	if cfg.Raft != nil {
@@ -141,6 +146,7 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 		defer close(n.served)
 		n.serveErr = n.rt.Serve(serveCtx, n.ln, apiCfg)
 	}()
+	go n.watchReady()
 	return n, nil
 }
 
@@ -162,7 +168,7 @@ func (n *Node) openRaft(c cluster.Config, apiCfg *api.Config, wrap func(http.Han
 	}
 	n.raft = node
 	n.rt.IdempotencyStore(node.Store())
-	n.rt.SetProbeOwner(node.IsLeader)
+	n.rt.Engine().SetProbeOwner(node.IsLeader)
 	internal := node.InternalHandler()
 	if wrap != nil {
 		internal = wrap(internal)
@@ -202,7 +208,7 @@ func (n *Node) openFleet(c PostgresConfig, apiCfg *api.Config) error {
 	}
 	n.fleet = fleet
 	n.rt.IdempotencyStore(fleet)
-	n.rt.SetProbeOwner(fleet.ProbeOwner)
+	n.rt.Engine().SetProbeOwner(fleet.ProbeOwner)
 	apiCfg.Cluster = fleetAdmin{fleet}
 	fleetCtx, stop := context.WithCancel(context.Background())
 	n.stopFleet, n.fleetDone = stop, make(chan error, 1)

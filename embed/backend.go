@@ -1,4 +1,4 @@
-package carmy
+package embed
 
 import (
 	"github.com/carmyhq/carmy/cluster"

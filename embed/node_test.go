@@ -1,4 +1,4 @@
-package carmy_test
+package embed_test
 
 import (
 	"context"
@@ -13,13 +13,29 @@ import (
 	"github.com/carmyhq/carmy"
 	"github.com/carmyhq/carmy/api/client"
 	"github.com/carmyhq/carmy/cluster"
+	"github.com/carmyhq/carmy/embed"
 	"github.com/carmyhq/carmy/internal/testutil"
 )
 
 // startEmbedded starts a node of a Raft cluster in this process, on
 // loopback ports the kernel picks: it founds the cluster when join is
 // empty, else joins the node at join. runs counts its tool's runs.
-func startEmbedded(t *testing.T, id, join string, runs *atomic.Int64) *carmy.Node {
+func startEmbedded(t *testing.T, id, join string, runs *atomic.Int64) *embed.Node {
+	t.Helper()
+	return startMember(t, id, runs, func(raft *cluster.Config) {
+		if join == "" {
+			raft.Bootstrap = true
+		} else {
+			raft.Join = []string{join}
+		}
+	})
+}
+
+// startMember starts a node of a Raft cluster in this process, on
+// loopback ports the kernel picks, its Raft config changed by configure
+// (neither Bootstrap nor Join: it waits to be added). runs counts the
+// runs of its tool, count.
+func startMember(t *testing.T, id string, runs *atomic.Int64, configure func(*cluster.Config)) *embed.Node {
 	t.Helper()
 	app := carmy.App(carmy.WithNodeID(id), carmy.WithLogger(quietLogger()))
 	app.Tool("count", func(_ context.Context, call carmy.Call) (any, error) {
@@ -31,12 +47,8 @@ func startEmbedded(t *testing.T, id, join string, runs *atomic.Int64) *carmy.Nod
 	}
 	raft := &cluster.Config{NodeID: id, DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0", Fast: true,
 		ClusterKey: "embedded-cluster-key-0123456789"}
-	if join == "" {
-		raft.Bootstrap = true
-	} else {
-		raft.Join = []string{join}
-	}
-	node, err := carmy.StartNode(t.Context(), carmy.NodeConfig{Runtime: app, Listener: ln, Raft: raft})
+	configure(raft)
+	node, err := embed.StartNode(t.Context(), embed.Config{Runtime: app, Listener: ln, Raft: raft})
 	if err != nil {
 		t.Fatalf("StartNode %s: %v", id, err)
 	}
@@ -53,14 +65,14 @@ func TestStartNodeEmbedsACluster(t *testing.T) {
 	}
 	var runs atomic.Int64
 	first := startEmbedded(t, "n1", "", &runs)
-	nodes := []*carmy.Node{first,
+	nodes := []*embed.Node{first,
 		startEmbedded(t, "n2", first.Addr().String(), &runs),
 		startEmbedded(t, "n3", first.Addr().String(), &runs)}
-	testutil.WaitFor(t, 30*time.Second, "every node ready, with three voters", func() error {
+	for _, n := range nodes {
+		mustBeReady(t, n)
+	}
+	testutil.WaitFor(t, 30*time.Second, "three voters", func() error {
 		for _, n := range nodes {
-			if err := n.Runtime().Ready(t.Context()); err != nil {
-				return err
-			}
 			st, err := n.Raft().Status(t.Context())
 			if err != nil {
 				return err
@@ -72,7 +84,7 @@ func TestStartNodeEmbedsACluster(t *testing.T) {
 		return nil
 	})
 
-	call := func(n *carmy.Node) *client.Result {
+	call := func(n *embed.Node) *client.Result {
 		t.Helper()
 		c, err := client.New("http://" + n.Addr().String())
 		if err != nil {
@@ -119,17 +131,17 @@ func TestStartNodeEmbedsACluster(t *testing.T) {
 // exactly one backend, StartNode starts nothing and closes the listener.
 func TestStartNodeRefusesAnIncompleteConfig(t *testing.T) {
 	raft := &cluster.Config{NodeID: "n1"}
-	for name, cfg := range map[string]carmy.NodeConfig{
+	for name, cfg := range map[string]embed.Config{
 		"no runtime":    {Raft: raft},
 		"no backend":    {Runtime: newApp(t)},
-		"both backends": {Runtime: newApp(t), Raft: raft, Postgres: &carmy.PostgresConfig{}},
+		"both backends": {Runtime: newApp(t), Raft: raft, Postgres: &embed.PostgresConfig{}},
 	} {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
 		cfg.Listener = ln
-		if node, err := carmy.StartNode(t.Context(), cfg); err == nil || node != nil {
+		if node, err := embed.StartNode(t.Context(), cfg); err == nil || node != nil {
 			t.Errorf("%s: StartNode = %v, %v; want an error", name, node, err)
 		}
 		if _, err := ln.Accept(); !errors.Is(err, net.ErrClosed) {

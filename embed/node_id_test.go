@@ -1,4 +1,4 @@
-package carmy_test
+package embed_test
 
 import (
 	"context"
@@ -6,12 +6,11 @@ import (
 	"net"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/carmyhq/carmy"
 	"github.com/carmyhq/carmy/api/client"
 	"github.com/carmyhq/carmy/cluster"
-	"github.com/carmyhq/carmy/internal/testutil/wait"
+	"github.com/carmyhq/carmy/embed"
 )
 
 // TestStartNodeHasOneNodeID: a node has one id, the runtime's. A Raft
@@ -28,7 +27,7 @@ func TestStartNodeHasOneNodeID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	node, err := carmy.StartNode(t.Context(), carmy.NodeConfig{Runtime: newApp(t), Listener: ln, Raft: raftConfig("n7")})
+	node, err := embed.StartNode(t.Context(), embed.Config{Runtime: newApp(t), Listener: ln, Raft: raftConfig("n7")})
 	if err == nil || !strings.Contains(err.Error(), `"n7"`) || !strings.Contains(err.Error(), `"node1"`) {
 		if node != nil {
 			_ = node.Close(context.Background())
@@ -46,7 +45,7 @@ func TestStartNodeHasOneNodeID(t *testing.T) {
 		t.Fatal(err)
 	}
 	raft := raftConfig("")
-	node, err = carmy.StartNode(t.Context(), carmy.NodeConfig{Runtime: app, Listener: ln, Raft: raft})
+	node, err = embed.StartNode(t.Context(), embed.Config{Runtime: app, Listener: ln, Raft: raft})
 	if err != nil {
 		t.Fatalf("StartNode with Raft.NodeID empty: %v", err)
 	}
@@ -57,7 +56,7 @@ func TestStartNodeHasOneNodeID(t *testing.T) {
 	if id := node.Raft().ID(); id != "n7" {
 		t.Fatalf("the Raft member's id is %q, want the runtime's, n7", id)
 	}
-	wait.For(t, 30*time.Second, "the node ready", func() error { return app.Ready(t.Context()) })
+	mustBeReady(t, node)
 	c, err := client.New("http://" + node.Addr().String())
 	if err != nil {
 		t.Fatal(err)

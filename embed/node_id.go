@@ -1,11 +1,11 @@
-package carmy
+package embed
 
 import "fmt"
 
 // oneNodeID gives the node one id, the runtime's: the Raft member's, the
 // fleet node's and the API's are set to it when empty, and refused when
 // they name another.
-func oneNodeID(cfg *NodeConfig) error {
+func oneNodeID(cfg *Config) error {
 	id := cfg.Runtime.Config().NodeID
 	check := func(field string, v *string) error {
 		switch *v {
