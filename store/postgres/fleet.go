@@ -51,6 +51,9 @@ import (
 //   - retention: each node removes finished records past
 //     FleetConfig.Retention (Store.Expire) every Retention/10, within
 //     1 s to 1 min.
+//   - the audit ledger: each node serves it from the database (AuditHead,
+//     AuditExport), prunes it past FleetConfig.AuditRetention and signs
+//     its head with FleetConfig.AuditSigningKey (fleet_ledger.go).
 //
 // Run does all of it until its context ends. Every method is safe for
 // concurrent use.
