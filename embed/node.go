@@ -209,7 +209,7 @@ func (n *Node) openFleet(c PostgresConfig, apiCfg *api.Config) error {
 	n.fleet = fleet
 	n.rt.IdempotencyStore(fleet)
 	n.rt.Engine().SetProbeOwner(fleet.ProbeOwner)
-	apiCfg.Cluster = fleetAdmin{fleet}
+	apiCfg.Cluster, apiCfg.Ledger = fleetAdmin{fleet}, fleetAdmin{fleet}
 	fleetCtx, stop := context.WithCancel(context.Background())
 	n.stopFleet, n.fleetDone = stop, make(chan error, 1)
 	go func() {

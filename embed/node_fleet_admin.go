@@ -2,10 +2,12 @@ package embed
 
 import (
 	"context"
+	"io"
 	"time"
 
 	"github.com/carmyhq/carmy/api"
 	"github.com/carmyhq/carmy/store"
+	"github.com/carmyhq/carmy/store/audit"
 	"github.com/carmyhq/carmy/store/postgres"
 )
 
@@ -53,3 +55,14 @@ func (a fleetAdmin) Status(ctx context.Context) (api.ClusterStatus, error) {
 func (a fleetAdmin) AddNode(context.Context, api.NodeSpec) error { return errNoMembership }
 
 func (a fleetAdmin) RemoveNode(context.Context, string) error { return errNoMembership }
+
+// fleetAdmin serves the audit ledger too (GET /v1/audit), from the
+// database: every node of a fleet answers alike.
+var _ api.Ledger = fleetAdmin{}
+
+func (a fleetAdmin) AuditHead(ctx context.Context) (audit.Head, error) { return a.f.AuditHead(ctx) }
+
+func (a fleetAdmin) AuditExport(ctx context.Context, w io.Writer, after uint64, limit int) error {
+	_, err := a.f.AuditExport(ctx, w, after, limit)
+	return err
+}

@@ -47,7 +47,8 @@ type auditConfig struct {
 	// days (400d) or off; empty is defaultAuditRetention.
 	Retention string `yaml:"retention"`
 	// SigningKey, when set, is the path of an Ed25519 private key (PEM,
-	// PKCS #8: `carmy audit keygen`) the leader signs checkpoints with.
+	// PKCS #8: `carmy audit keygen`) the leader (on a fleet, any node) signs
+	// checkpoints with.
 	SigningKey string `yaml:"signing_key"`
 }
 

@@ -89,6 +89,14 @@ func postgresNode(ctx context.Context, cfg serveConfig, fc fileConfig, auth api.
 	if pc.ConnConfig.RuntimeParams["application_name"] == "" {
 		pc.ConnConfig.RuntimeParams["application_name"] = "carmy " + cfg.NodeID
 	}
+	auditRetention, err := fc.Audit.retention()
+	if err != nil {
+		return nil, err
+	}
+	signingKey, err := fc.Audit.signingKey()
+	if err != nil {
+		return nil, err
+	}
 	ln, err := listen(ctx, cfg, log)
 	if err != nil {
 		return nil, err
@@ -98,7 +106,8 @@ func postgresNode(ctx context.Context, cfg serveConfig, fc fileConfig, auth api.
 		Pool:  pc,
 		Store: postgres.Config{Capacity: cfg.MaxEntries, MaxBytes: lim.maxBytes, Logger: log},
 		Fleet: postgres.FleetConfig{NodeID: cfg.NodeID, HTTPAddr: advertised(cfg.HTTPAddr, ln.Addr()), Version: version,
-			Lease: cfg.StoreLease, Retention: retention, Logger: log},
+			Lease: cfg.StoreLease, Retention: retention, Logger: log,
+			AuditRetention: auditRetention, AuditSigningKey: signingKey},
 	}
 	return func(node *embed.Node) {
 		log.Info("starting carmy", slog.String("version", version), slog.String("node_id", cfg.NodeID),

@@ -43,6 +43,17 @@ type Config struct {
 	// rounds in flight make smaller rounds (more commits) that wait less
 	// for one another.
 	Rounds int
+	// NodeID names the process in the audit ledger (ledger.go) as the
+	// actor of what it decides by itself (a completion, a release of a
+	// reservation whose tool never started, executions marked
+	// interrupted) when the context names no actor (store.WithActor). ""
+	// means the record's node. A Fleet sets it to its node id.
+	NodeID string
+	// NoLedger keeps this store's decisions out of the audit ledger. For
+	// a program that wants no ledger and measurements of its cost only:
+	// the processes sharing a database should all keep it, or its chain
+	// misses their decisions.
+	NoLedger bool
 }
 
 // withDefaults returns c with its zero fields set to their defaults.
@@ -82,6 +93,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("postgres: negative max bytes %d", c.MaxBytes)
 	case c.Rounds < 0 || c.Rounds > maxRounds:
 		return fmt.Errorf("postgres: rounds %d, want 0 to %d", c.Rounds, maxRounds)
+	case !validText(c.NodeID):
+		return fmt.Errorf("postgres: node id %q must be valid UTF-8 without NUL", c.NodeID)
 	case !validName(c.Schema):
 		return fmt.Errorf("postgres: schema %q must be valid UTF-8 without NUL, at most %d bytes", c.Schema, maxIdentifier)
 	case !validName(c.TablePrefix + longestTable):

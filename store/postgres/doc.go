@@ -50,6 +50,11 @@
 //     store-wide and per principal (leases.go), which its rounds use up
 //     without the meta row.
 //   - seq: the sequence of seq (schema version 6).
+//   - audit and audit_head (schema version 7): the audit ledger's entries
+//     and its head row (ledger.go). Every transaction that decides appends
+//     its entries before it commits, under the head row's lock, taken
+//     after every other lock: the ledger's chain is one line across every
+//     process, in commit order.
 //
 // # Isolation and locking
 //
@@ -168,7 +173,8 @@
 // marks the running executions of dead nodes interrupted, cancellations
 // delivered by NOTIFY in Cancel's transaction to a LISTEN connection on
 // every node, a session advisory lock naming the one node that probes,
-// and retention.
+// retention, and the audit ledger's upkeep (fleet_ledger.go: pruning and
+// signed checkpoints, which any node may run).
 //
 // # Deployment
 //

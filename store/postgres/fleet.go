@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -50,6 +51,9 @@ import (
 //   - retention: each node removes finished records past
 //     FleetConfig.Retention (Store.Expire) every Retention/10, within
 //     1 s to 1 min.
+//   - the audit ledger: each node serves it from the database (AuditHead,
+//     AuditExport), prunes it past FleetConfig.AuditRetention and signs
+//     its head with FleetConfig.AuditSigningKey (fleet_ledger.go).
 //
 // Run does all of it until its context ends. Every method is safe for
 // concurrent use.
@@ -92,6 +96,15 @@ type FleetConfig struct {
 	Retention time.Duration
 	// Logger receives the fleet's messages; nil means slog.Default().
 	Logger *slog.Logger
+	// AuditRetention is the age after which the audit ledger's entries
+	// are pruned (fleet_ledger.go); 0 keeps them.
+	AuditRetention time.Duration
+	// AuditSigningKey, when set, is the Ed25519 key with which the nodes
+	// sign a checkpoint of the ledger's head every AuditCheckpointEvery.
+	AuditSigningKey ed25519.PrivateKey
+	// AuditCheckpointEvery is how often a checkpoint is signed; 0 means
+	// DefaultAuditCheckpointEvery.
+	AuditCheckpointEvery time.Duration
 }
 
 var (
@@ -120,8 +133,10 @@ func NewFleet(pc *pgxpool.Config, cfg Config, fc FleetConfig) (*Fleet, error) {
 		return nil, errors.New("postgres: fleet: the HTTP address and version must be valid UTF-8 without NUL")
 	case fc.Lease < time.Second:
 		return nil, fmt.Errorf("postgres: fleet: lease %s: at least 1s", fc.Lease)
-	case fc.Retention < 0:
-		return nil, fmt.Errorf("postgres: fleet: negative retention %s", fc.Retention)
+	case fc.Retention < 0 || fc.AuditRetention < 0:
+		return nil, fmt.Errorf("postgres: fleet: negative retention %s or audit retention %s", fc.Retention, fc.AuditRetention)
+	case fc.AuditSigningKey != nil && len(fc.AuditSigningKey) != ed25519.PrivateKeySize:
+		return nil, errors.New("postgres: fleet: AuditSigningKey is not an Ed25519 private key")
 	}
 	if fc.Logger == nil {
 		fc.Logger = slog.Default()
@@ -130,6 +145,9 @@ func NewFleet(pc *pgxpool.Config, cfg Config, fc FleetConfig) (*Fleet, error) {
 		cfg.Logger = fc.Logger
 	}
 	boundIdleTransactions(pc, fc.Lease)
+	if cfg.NodeID == "" {
+		cfg.NodeID = fc.NodeID
+	}
 	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: fleet: %w", err)
@@ -158,7 +176,7 @@ func (f *Fleet) Run(ctx context.Context) error {
 	f.st.Store(s)
 	f.beatOnce(ctx, true)
 	var wg sync.WaitGroup
-	for _, loop := range []func(context.Context){f.beatLoop, f.sweepLoop, f.listenLoop} {
+	for _, loop := range []func(context.Context){f.beatLoop, f.sweepLoop, f.listenLoop, f.ledgerLoop} {
 		wg.Add(1)
 		go func() { defer wg.Done(); loop(ctx) }()
 	}

@@ -3,6 +3,9 @@ package postgres
 import (
 	"context"
 	"log/slog"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -33,15 +36,12 @@ func newFleetQueries(n names) fleetQueries {
 )
 SELECT (SELECT incarnation FROM old), coalesce((SELECT live FROM old), false) FROM up`),
 		// Every running execution of a node silent past its own lease
-		// becomes interrupted; one row per node that had any.
-		sweep: x(`WITH m AS (
-	UPDATE {records} AS r SET status = 'interrupted'
+		// becomes interrupted; the records marked.
+		sweep: x(`UPDATE {records} AS r SET status = 'interrupted'
 	FROM {nodes} AS n
 	WHERE r.status = 'running' AND r.node_id = n.node_id
 		AND n.beat_at + n.lease_us * interval '1 microsecond' < clock_timestamp()
-	RETURNING r.node_id
-)
-SELECT node_id, count(*) FROM m GROUP BY node_id ORDER BY node_id`),
+	RETURNING ` + qualified("r", recordColumns)),
 		peers: x(`SELECT node_id, beat_at + lease_us * interval '1 microsecond' >= clock_timestamp() FROM {nodes}`),
 		// A node dead for a day, with nothing running, is forgotten.
 		prune: x(`DELETE FROM {nodes} AS n WHERE n.beat_at < clock_timestamp() - interval '1 day'
@@ -146,26 +146,22 @@ func (f *Fleet) sweepOnce(ctx context.Context) {
 	s := f.st.Load()
 	sctx, cancel := context.WithTimeout(ctx, f.cfg.Lease/2)
 	defer cancel()
-	rows, err := f.pool.Query(sctx, s.fq.sweep)
+	recs, err := s.interrupt(sctx, "sweep", f.cfg.NodeID, s.fq.sweep)
 	if err != nil {
 		f.log.Debug("sweep: the database did not answer", slog.Any("err", err))
 		return
 	}
-	var (
-		node string
-		n    int64
-	)
-	_, err = pgx.ForEachRow(rows, []any{&node, &n}, func() error {
+	dead := map[string]int{}
+	for _, r := range recs {
+		dead[r.NodeID]++
+	}
+	for _, node := range slices.Sorted(maps.Keys(dead)) {
 		f.log.Warn("a node is silent past its lease: its running executions are now interrupted",
-			slog.String("dead_node", node), slog.Int64("count", n))
-		return nil
-	})
-	if err != nil {
-		f.log.Debug("sweep: the database did not answer", slog.Any("err", err))
-		return
+			slog.String("dead_node", node), slog.Int("count", dead[node]))
 	}
+	var node string
 	peers := map[string]bool{}
-	rows, err = f.pool.Query(sctx, s.fq.peers)
+	rows, err := f.pool.Query(sctx, s.fq.peers)
 	if err == nil {
 		var alive bool
 		_, err = pgx.ForEachRow(rows, []any{&node, &alive}, func() error {
@@ -196,4 +192,13 @@ func (f *Fleet) expireOnce(ctx context.Context) {
 	case n > 0:
 		f.log.Info("retention: removed finished records", slog.Int("count", n), slog.Duration("retention", f.cfg.Retention))
 	}
+}
+
+// qualified is columns (a comma-separated list) each qualified by alias.
+func qualified(alias, columns string) string {
+	cols := strings.Split(columns, ",")
+	for i, c := range cols {
+		cols[i] = alias + "." + strings.TrimSpace(c)
+	}
+	return strings.Join(cols, ", ")
 }

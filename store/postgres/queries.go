@@ -169,7 +169,8 @@ RETURNING ` + recordColumns),
 		resolve: x(`UPDATE {records} SET status = $2, data = $3, error = $4, finished_at = $5, resolved = true, resolved_by = nullif($7, '')
 WHERE execution_id = $1 AND (status = 'interrupted' OR (status = 'running' AND $6::boolean))
 RETURNING ` + recordColumns),
-		markInterrupted: x(`UPDATE {records} SET status = 'interrupted' WHERE node_id = $1 AND status = 'running'`),
+		markInterrupted: x(`UPDATE {records} SET status = 'interrupted' WHERE node_id = $1 AND status = 'running'
+RETURNING ` + recordColumns),
 
 		// Every transaction that adds or removes records holds the meta row
 		// first: it is the lock that makes counts exact, and taking it first

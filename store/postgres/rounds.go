@@ -59,6 +59,7 @@ const roundTimeout = 30 * time.Second
 // whether a round took it (under rounds.mu).
 type pending struct {
 	ctx   context.Context
+	at    time.Time // when it was asked for: its audit entry's time
 	taken bool
 }
 
@@ -92,7 +93,7 @@ type rounds struct {
 // reservation that ends waiting in the queue was not applied; one that
 // ends while its round is in flight may be.
 func (r *rounds) submit(ctx context.Context, it *reservation) (store.Reservation, error) {
-	it.ctx, it.done = ctx, make(chan reserveResult, 1)
+	it.ctx, it.at, it.done = ctx, time.Now(), make(chan reserveResult, 1)
 	r.enqueue(func() { r.queue = append(r.queue, it) })
 	out, err := await(r, "reserve", &it.pending, it.done, func() {
 		r.queue = slices.DeleteFunc(r.queue, func(q *reservation) bool { return q == it })
@@ -273,7 +274,7 @@ func (s *Store) ownRound(ctx context.Context, slot string, batch []*reservation,
 	}
 	copy(outs, all.outs)
 	copy(souts, all.souts)
-	commitRound(ctx, tx, all.kinds, outs, souts)
+	s.commitRound(ctx, tx, batch, settles, all.kinds, outs, souts)
 	return true
 }
 
@@ -377,16 +378,21 @@ func (s *Store) lockedRound(ctx context.Context, slot string, batch []*reservati
 		}
 		outs[i], kinds[i] = decide(it, &rows[i])
 	}
-	commitRound(ctx, tx, kinds, outs, souts)
+	s.commitRound(ctx, tx, batch, settles, kinds, outs, souts)
 }
 
-// commitRound commits a round's transaction when a member wrote (else the
-// caller's deferred rollback ends it), and turns the answers of the
-// members that wrote, or that a bound refused, into errors when the
-// commit fails.
-func commitRound(ctx context.Context, tx pgx.Tx, kinds []decision, outs []reserveResult, souts []completeResult) {
+// commitRound appends the audit entries of a round's decisions (ledger.go)
+// and commits its transaction when a member wrote (else the caller's
+// deferred rollback ends it), and turns the answers of the members that
+// wrote, or that a bound refused, into errors when the commit fails. A
+// round whose entries cannot be appended is not applied.
+func (s *Store) commitRound(ctx context.Context, tx pgx.Tx, batch []*reservation, settles []*completion, kinds []decision, outs []reserveResult, souts []completeResult) {
 	applied := slices.ContainsFunc(souts, func(o completeResult) bool { return o.applied })
 	if !applied && !slices.Contains(kinds, decidedReserved) {
+		return
+	}
+	if err := s.appendAudit(ctx, tx, s.roundDrafts(batch, kinds, outs, settles, souts)); err != nil {
+		failAll(outs, souts, notApplied("write", err))
 		return
 	}
 	err := tx.Commit(ctx)

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -48,7 +49,7 @@ type completeResult struct {
 // answer; see submit for what an ended context means.
 func (r *rounds) complete(ctx context.Context, key store.Key, fingerprint string, res store.Result, maxBytes int64) (completeResult, error) {
 	c := &completion{
-		pending: pending{ctx: ctx}, key: key, fingerprint: fingerprint, res: res, maxBytes: maxBytes,
+		pending: pending{ctx: ctx, at: time.Now()}, key: key, fingerprint: fingerprint, res: res, maxBytes: maxBytes,
 		overQuota: store.OverflowResult(res, key.Principal, res.ByteQuota).Error,
 		overStore: store.OverflowResult(res, "", maxBytes).Error,
 		done:      make(chan completeResult, 1),

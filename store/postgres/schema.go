@@ -12,12 +12,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/carmyhq/carmy/store"
+	"github.com/carmyhq/carmy/store/audit"
 )
 
 // SchemaVersion is the version of the tables this package creates and
 // uses. A database whose tables are at a later version (made by a newer
 // build) is refused by Open rather than written with an older layout.
-const SchemaVersion = 6
+const SchemaVersion = 7
 
 // migrations[v-1] takes the tables from version v-1 to v. Each runs in the
 // migrating transaction, so a version is applied whole or not at all.
@@ -130,6 +131,31 @@ CREATE TABLE IF NOT EXISTS {leases} (
 CREATE SEQUENCE IF NOT EXISTS {seq};
 SELECT setval('{seq}', greatest(x.last, 1), x.last > 0)
 FROM (SELECT greatest(mt.last_seq, (SELECT coalesce(max(seq), 0) FROM {records})) AS last FROM {meta} mt WHERE mt.singleton) x;`,
+	// 7: the audit ledger (ledger.go). audit holds the entries, each as
+	// its export line (bytea: the bytes hashed and exported, whatever the
+	// database's encoding) with its seq and its time (for retention);
+	// audit_head is one row, the chain's head and the checkpoint of the
+	// last pruned entry, whose row lock serialises every append, so that
+	// seq order is commit order. A database migrated here starts its chain
+	// now: the decisions before it have no entries.
+	`CREATE TABLE IF NOT EXISTS {audit} (
+	seq  bigint      NOT NULL,
+	at   timestamptz NOT NULL,
+	line bytea       NOT NULL,
+	CONSTRAINT {audit_pkey} PRIMARY KEY (seq)
+);
+CREATE TABLE IF NOT EXISTS {audit_head} (
+	singleton boolean     NOT NULL DEFAULT true,
+	seq       bigint      NOT NULL,
+	hash      text        NOT NULL,
+	cp_seq    bigint      NOT NULL,
+	cp_hash   text        NOT NULL,
+	signed_at timestamptz,
+	CONSTRAINT {audit_head_pkey} PRIMARY KEY (singleton),
+	CONSTRAINT {audit_head_one} CHECK (singleton)
+);
+INSERT INTO {audit_head} (seq, hash, cp_seq, cp_hash) VALUES (0, '` + audit.Genesis + `', 0, '` + audit.Genesis + `')
+ON CONFLICT DO NOTHING;`,
 }
 
 // recordSizeSQL is store.RecordSize of a row of {records}, in SQL: the
@@ -154,7 +180,7 @@ var placeholder = regexp.MustCompile(`\{[a-z_]+\}`)
 // tables are the placeholders that stand for schema-qualified tables; every
 // other placeholder is a constraint or an index, named with the prefix and
 // unqualified (it lives in its table's schema).
-var tables = map[string]bool{"records": true, "meta": true, "principals": true, "schema_version": true, "nodes": true, "leases": true, "seq": true}
+var tables = map[string]bool{"records": true, "meta": true, "principals": true, "schema_version": true, "nodes": true, "leases": true, "seq": true, "audit": true, "audit_head": true}
 
 // expand replaces the braced names in a statement with quoted identifiers.
 func (n names) expand(sql string) string {

@@ -27,6 +27,7 @@ type Store struct {
 	names    names
 	q        queries
 	fq       fleetQueries
+	lq       ledgerQueries
 	rounds   rounds
 	held     heldShare       // chooses Reserve's path (reserve_path.go)
 	slots    []string        // name this Store's leases, one a round in flight (leases.go)
@@ -84,7 +85,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if err := migrate(ctx, pool, n, cfg.Schema != "", cfg.Logger); err != nil {
 		return nil, err
 	}
-	s := &Store{pool: pool, cfg: cfg, names: n, q: newQueries(n), fq: newFleetQueries(n)}
+	s := &Store{pool: pool, cfg: cfg, names: n, q: newQueries(n), fq: newFleetQueries(n), lq: newLedgerQueries(n)}
 	for range cfg.Rounds {
 		s.slots = append(s.slots, newSlot())
 	}

@@ -1,13 +1,16 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/carmyhq/carmy/store"
+	"github.com/carmyhq/carmy/store/audit"
 )
 
 // Complete implements store.Store: one statement that applies only while
@@ -64,6 +67,7 @@ func (s *Store) Cancel(ctx context.Context, executionID string, res store.Result
 	if !validText(executionID) {
 		return store.Record{}, store.ErrNotFound
 	}
+	at := time.Now()
 	rec, ok, err := s.settle(ctx, "cancel", func(tx pgx.Tx) (pgx.Rows, error) {
 		return tx.Query(ctx, s.q.cancel, executionID, []byte(res.Data), []byte(res.Error), res.FinishedAt)
 	}, func(tx pgx.Tx, _ store.Record) (error, error) {
@@ -71,6 +75,8 @@ func (s *Store) Cancel(ctx context.Context, executionID string, res store.Result
 		// node cancels the tool); nothing when it rolls back.
 		_, err := tx.Exec(ctx, "SELECT pg_notify($1, $2)", s.names.cancelChannel(), executionID)
 		return nil, err
+	}, func(rec store.Record) audit.Draft {
+		return draftOf(audit.KindCancelled, rec, s.actor(ctx, rec.NodeID), at)
 	})
 	if err != nil || ok {
 		return rec, err
@@ -92,6 +98,7 @@ func (s *Store) Resolve(ctx context.Context, executionID string, r store.Resolut
 	if !validText(executionID) {
 		return store.Record{}, store.ErrNotFound
 	}
+	at := time.Now()
 	rec, ok, err := s.settle(ctx, "resolve", func(tx pgx.Tx) (pgx.Rows, error) {
 		return tx.Query(ctx, s.q.resolve, executionID, string(r.Status), []byte(r.Data), []byte(r.Error), r.FinishedAt, r.AllowRunning, r.By)
 	}, func(tx pgx.Tx, rec store.Record) (error, error) {
@@ -104,6 +111,12 @@ func (s *Store) Resolve(ctx context.Context, executionID string, r store.Resolut
 			return store.OverflowError(over, limit), nil
 		}
 		return nil, nil
+	}, func(rec store.Record) audit.Draft {
+		actor := r.By
+		if actor == "" {
+			actor = s.actor(ctx, rec.NodeID)
+		}
+		return draftOf(audit.KindResolved, rec, actor, at)
 	})
 	if err != nil || ok {
 		return rec, err
@@ -121,6 +134,7 @@ func (s *Store) Release(ctx context.Context, executionID string, allowRunning bo
 		rec store.Record
 		ok  bool
 	)
+	at := time.Now()
 	err := s.inTx(ctx, "release", func(tx pgx.Tx) (commit bool, err error) {
 		rows, err := tx.Query(ctx, s.q.release, executionID, allowRunning)
 		if err != nil {
@@ -130,8 +144,16 @@ func (s *Store) Release(ctx context.Context, executionID string, allowRunning bo
 		if errors.Is(err, pgx.ErrNoRows) {
 			return false, nil
 		}
-		ok = err == nil
-		return ok, err
+		if err != nil {
+			return false, err
+		}
+		d := draftOf(audit.KindReleased, rec, s.actor(ctx, rec.NodeID), at)
+		d.Status = string(audit.KindReleased)
+		if err := s.appendAudit(ctx, tx, []audit.Draft{d}); err != nil {
+			return false, err
+		}
+		ok = true
+		return true, nil
 	})
 	if err != nil || ok {
 		return rec, err
@@ -139,23 +161,52 @@ func (s *Store) Release(ctx context.Context, executionID string, allowRunning bo
 	return s.refused(ctx, "release", executionID)
 }
 
-// MarkInterrupted implements store.Store: one UPDATE. An error matching
+// MarkInterrupted implements store.Store: one UPDATE and the audit entry
+// of every record it marked, in one transaction. An error matching
 // store.ErrCommitUnknown means some or all may have been marked; the call
 // is idempotent, so the caller retries it.
 func (s *Store) MarkInterrupted(ctx context.Context, nodeID string) (int, error) {
 	if !validText(nodeID) {
 		return 0, nil
 	}
-	conn, err := s.pool.Acquire(ctx)
+	recs, err := s.interrupt(ctx, "mark interrupted", s.actor(ctx, nodeID), s.q.markInterrupted, nodeID)
+	return len(recs), err
+}
+
+// interrupt runs sql, an UPDATE that marks records interrupted and returns
+// them (recordColumns), and appends their audit entries, by actor, in
+// seq order, in one transaction; it returns the records marked. Errors
+// before the COMMIT mean nothing was marked; at the COMMIT, atCommit's.
+func (s *Store) interrupt(ctx context.Context, op, actor, sql string, args ...any) ([]store.Record, error) {
+	at := time.Now()
+	tx, err := s.pool.BeginTx(ctx, readCommitted)
 	if err != nil {
-		return 0, notApplied("mark interrupted", err)
+		return nil, notApplied(op, err)
 	}
-	defer conn.Release()
-	tag, err := conn.Exec(ctx, s.q.markInterrupted, nodeID)
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	rows, err := tx.Query(ctx, sql, args...)
 	if err != nil {
-		return 0, atCommit("mark interrupted", err)
+		return nil, notApplied(op, err)
 	}
-	return int(tag.RowsAffected()), nil
+	recs, err := pgx.CollectRows(rows, scanRecord)
+	if err != nil {
+		return nil, notApplied(op, err)
+	}
+	if len(recs) == 0 {
+		return nil, nil
+	}
+	slices.SortFunc(recs, func(a, b store.Record) int { return cmp.Compare(a.Seq, b.Seq) })
+	drafts := make([]audit.Draft, len(recs))
+	for i, rec := range recs {
+		drafts[i] = draftOf(audit.KindInterrupted, rec, actor, at)
+	}
+	if err := s.appendAudit(ctx, tx, drafts); err != nil {
+		return nil, notApplied(op, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, atCommit(op, err)
+	}
+	return recs, nil
 }
 
 // Expire implements store.Expirer: it removes the finished records that
@@ -192,13 +243,14 @@ func (s *Store) bytesOf(ctx context.Context, tx pgx.Tx, principal string) (store
 // it applied, check (when not nil) may refuse it: the transaction rolls
 // back and settle returns the refusal as its error. Otherwise the
 // outcome's bytes are added to the store's and the record principal's,
-// and the transaction commits. ok is false, with no error, when write
+// its audit entry (entry of the record) is appended, and the transaction
+// commits. ok is false, with no error, when write
 // applied to nothing: the caller reads the record to say why.
 //
 // Errors: as inTx's. An error before COMMIT means nothing was recorded;
 // store.ErrCommitUnknown means the COMMIT was sent and its answer lost.
 func (s *Store) settle(ctx context.Context, op string, write func(pgx.Tx) (pgx.Rows, error),
-	check func(pgx.Tx, store.Record) (refusal, err error)) (rec store.Record, ok bool, err error) {
+	check func(pgx.Tx, store.Record) (refusal, err error), entry func(store.Record) audit.Draft) (rec store.Record, ok bool, err error) {
 	var refusal error
 	err = s.inTx(ctx, op, func(tx pgx.Tx) (bool, error) {
 		rows, err := write(tx)
@@ -218,6 +270,9 @@ func (s *Store) settle(ctx context.Context, op string, write func(pgx.Tx) (pgx.R
 			}
 		}
 		if _, err := tx.Exec(ctx, s.q.addBytes, rec.Key.Principal, store.OutcomeSize(rec.Data, rec.Error)); err != nil {
+			return false, err
+		}
+		if err := s.appendAudit(ctx, tx, []audit.Draft{entry(rec)}); err != nil {
 			return false, err
 		}
 		ok = true

@@ -163,7 +163,7 @@ async function loadLedger(signal) {
     if (e.aborted || e.status === 401) throw e;
     $('ledger-verify').hidden = true;
     if (forbidden('ledger-head', e, 'only an admin may read the audit ledger')) return;
-    if (e.status === 404) { // a single node or a PostgreSQL fleet keeps none
+    if (e.status === 404) { // a node that keeps no ledger
       replace('ledger-head', h('p', { class: 'muted' }, e.message));
       return;
     }
