@@ -240,3 +240,51 @@ func TestSpanOfRecordedTimes(t *testing.T) {
 		t.Errorf("decoded %s, want the span %v", prototext.Format(got), s)
 	}
 }
+
+// TestLargeRequestRoundTrips: a batch whose messages need lengths of
+// three varint bytes (over 16 KiB) reads back span for span.
+func TestLargeRequestRoundTrips(t *testing.T) {
+	res := resource.NewSchemaless(attribute.String("service.name", "carmy"))
+	var spans []sdktrace.ReadOnlySpan
+	var want []*tracepb.Span
+	for range 512 {
+		s, w := fullSpan(res, instrumentation.Scope{Name: "carmy"})
+		spans, want = append(spans, s), append(want, w)
+	}
+	body := otlp.AppendRequest(nil, spans)
+	if len(body) < 1<<17 {
+		t.Fatalf("%d bytes: not large enough to test long lengths", len(body))
+	}
+	got := decode(t, body).ResourceSpans[0].ScopeSpans[0].Spans
+	if len(got) != len(want) {
+		t.Fatalf("%d spans read back, want %d", len(got), len(want))
+	}
+	for i := range got {
+		if !proto.Equal(got[i], want[i]) {
+			t.Fatalf("span %d differs:\n%s", i, prototext.Format(got[i]))
+		}
+	}
+}
+
+// BenchmarkAppendRequest measures the encoding of a batch of 512 spans
+// like a call's span (six attributes), into a reused buffer.
+func BenchmarkAppendRequest(b *testing.B) {
+	res := resource.NewSchemaless(attribute.String("service.name", "carmy"))
+	spans := make([]sdktrace.ReadOnlySpan, 512)
+	for i := range spans {
+		stub := tracetest.SpanStub{Name: "carmy.call", SpanKind: trace.SpanKindServer, StartTime: start, EndTime: end,
+			SpanContext: trace.NewSpanContext(trace.SpanContextConfig{TraceID: traceID, SpanID: spanID, TraceFlags: trace.FlagsSampled}),
+			Attributes: []attribute.KeyValue{attribute.String("carmy.tool", "order"), attribute.String("carmy.outcome", "ran"),
+				attribute.Bool("carmy.replayed", false), attribute.String("carmy.execution_id", "0194f3a2-7c1e-7b1a-9d2e-3c4b5a6f7e8d"),
+				attribute.String("carmy.principal", "alice"), attribute.String("carmy.transport", "http")},
+			Resource: res, InstrumentationScope: instrumentation.Scope{Name: "github.com/carmyhq/carmy"}}
+		spans[i] = stub.Snapshot()
+	}
+	var buf []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = otlp.AppendRequest(buf[:0], spans)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(spans)), "ns/span")
+	b.SetBytes(int64(len(buf)))
+}
