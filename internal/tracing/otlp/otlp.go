@@ -4,6 +4,10 @@
 // configured further by the other OTEL_* variables the exporter and the
 // SDK read (headers, timeout, sampler, batching, resource). With neither
 // endpoint set, nothing is set up and tracing stays off (docs/tracing.md).
+//
+// The exporter is Carmy's own (Exporter): it encodes the OTLP protobuf
+// messages with protowire, so that neither gRPC nor the generated OTLP
+// packages are linked into the binary.
 package otlp
 
 import (
@@ -12,11 +16,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"os"
 	"strings"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
@@ -28,7 +32,6 @@ const (
 	EnvEndpoint       = "OTEL_EXPORTER_OTLP_ENDPOINT"
 	EnvTracesEndpoint = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
 	EnvProtocol       = "OTEL_EXPORTER_OTLP_PROTOCOL"
-	EnvTracesProtocol = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
 	EnvSDKDisabled    = "OTEL_SDK_DISABLED"
 	EnvTracesExporter = "OTEL_TRACES_EXPORTER"
 )
@@ -48,8 +51,8 @@ func Enabled(getenv func(string) string) bool {
 }
 
 // Setup turns tracing on when getenv says so (Enabled): an OTLP/HTTP
-// exporter (which reads its own OTEL_EXPORTER_OTLP_* variables from the
-// process's environment), a batching tracer provider (OTEL_BSP_*,
+// exporter configured by the OTEL_EXPORTER_OTLP_* variables getenv gives
+// (ConfigFromEnv), a batching tracer provider (OTEL_BSP_*,
 // OTEL_TRACES_SAMPLER) whose resource names the service "carmy" and the
 // node (service.instance.id) unless OTEL_SERVICE_NAME or
 // OTEL_RESOURCE_ATTRIBUTES say otherwise, and tracing.Use. Export
@@ -57,19 +60,19 @@ func Enabled(getenv func(string) string) bool {
 //
 // It returns the function that flushes the spans not yet sent and turns
 // tracing off, to call once the node has stopped; when tracing stays off
-// it does nothing. A protocol other than http/protobuf is an error.
+// it does nothing. A protocol other than http/protobuf, or an exporter
+// variable it cannot use, is an error.
 func Setup(ctx context.Context, getenv func(string) string, nodeID string, log *slog.Logger) (shutdown func(context.Context) error, err error) {
 	if !Enabled(getenv) {
 		return func(context.Context) error { return nil }, nil
 	}
-	for _, name := range []string{EnvTracesProtocol, EnvProtocol} {
-		if p := getenv(name); p != "" && p != "http/protobuf" {
-			return nil, fmt.Errorf("tracing: %s=%q: carmy exports traces over OTLP/HTTP only (http/protobuf)", name, p)
-		}
-	}
-	exp, err := otlptracehttp.New(ctx)
+	cfg, err := ConfigFromEnv(getenv, os.ReadFile)
 	if err != nil {
-		return nil, fmt.Errorf("tracing: the OTLP exporter: %w", err)
+		return nil, fmt.Errorf("tracing: %w", err)
+	}
+	exp, err := NewExporter(cfg)
+	if err != nil {
+		return nil, err
 	}
 	res, err := resource.New(ctx,
 		resource.WithAttributes(attribute.String("service.name", "carmy"), attribute.String("service.instance.id", nodeID)),
@@ -82,11 +85,8 @@ func Setup(ctx context.Context, getenv func(string) string, nodeID string, log *
 		log.Warn("tracing: spans not exported", slog.Any("err", err))
 	}))
 	tracing.Use(tp)
-	endpoint := getenv(EnvTracesEndpoint)
-	if endpoint == "" {
-		endpoint = getenv(EnvEndpoint)
-	}
-	if u, err := url.Parse(endpoint); err == nil {
+	endpoint := ""
+	if u, err := url.Parse(cfg.URL); err == nil {
 		endpoint = u.Scheme + "://" + u.Host // no userinfo, path or query in the log
 	}
 	log.Info("tracing on: spans exported over OTLP/HTTP", slog.String("endpoint", endpoint))

@@ -1,0 +1,115 @@
+package otlp
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sync"
+	"sync/atomic"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/carmyhq/carmy/internal/buildinfo"
+)
+
+// Exporter is an sdktrace.SpanExporter that posts spans over OTLP/HTTP
+// in binary protobuf, one request per batch, retried as send says. It is
+// safe for concurrent use.
+type Exporter struct {
+	cfg    Config
+	where  string // the URL without userinfo or query, for errors
+	client *http.Client
+	agent  string
+	gz     sync.Pool // *gzip.Writer
+	closed atomic.Bool
+}
+
+var _ sdktrace.SpanExporter = (*Exporter)(nil)
+
+// errShutdown is ExportSpans' answer once Shutdown was called.
+var errShutdown = errors.New("tracing: the OTLP exporter is shut down")
+
+// NewExporter returns the exporter cfg describes, for a batching span
+// processor (sdktrace.WithBatcher).
+func NewExporter(cfg Config) (*Exporter, error) {
+	u, err := url.Parse(cfg.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, errors.New("tracing: the OTLP exporter needs an http:// or https:// URL")
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.Backoff <= 0 {
+		cfg.Backoff = DefaultBackoff
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	if cfg.TLS != nil {
+		transport.TLSClientConfig = cfg.TLS.Clone()
+	}
+	return &Exporter{
+		cfg:    cfg,
+		where:  u.Scheme + "://" + u.Host + u.EscapedPath(),
+		client: &http.Client{Transport: transport},
+		agent:  "carmy/" + buildinfo.Version(),
+	}, nil
+}
+
+// ExportSpans sends spans to the receiver in one request, gzipped when
+// the Config says so, and retries it while the receiver answers that it
+// is busy (send), all within the Config's Timeout and ctx. An error
+// means the batch was not (or not wholly) accepted; the spans are not
+// kept for another try.
+func (e *Exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	if e.closed.Load() {
+		return errShutdown
+	}
+	if len(spans) == 0 {
+		return nil
+	}
+	body := AppendRequest(make([]byte, 0, 512*len(spans)), spans)
+	if e.cfg.Gzip {
+		var err error
+		if body, err = e.compress(body); err != nil {
+			return fmt.Errorf("tracing: compressing %d spans: %w", len(spans), err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
+	defer cancel()
+	if err := e.send(ctx, body); err != nil {
+		return fmt.Errorf("tracing: %d spans not exported to %s: %w", len(spans), e.where, err)
+	}
+	return nil
+}
+
+// compress returns body gzipped.
+func (e *Exporter) compress(body []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	buf.Grow(len(body) / 4)
+	w, _ := e.gz.Get().(*gzip.Writer)
+	if w == nil {
+		w = gzip.NewWriter(&buf)
+	} else {
+		w.Reset(&buf)
+	}
+	defer e.gz.Put(w)
+	if _, err := w.Write(body); err != nil {
+		return nil, err
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// Shutdown stops the exporter: ExportSpans fails from then on. The
+// batching processor has flushed its spans through ExportSpans before it
+// calls Shutdown.
+func (e *Exporter) Shutdown(ctx context.Context) error {
+	e.closed.Store(true)
+	e.client.CloseIdleConnections()
+	return ctx.Err()
+}
