@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -12,7 +13,8 @@ import (
 // reservation, a snapshot's record block, a response), so that the forms
 // without them read as before gates existed.
 //
-//	gate      the count of approvers (uvarint), each a string; expires_at
+//	gate      the count of approvers (uvarint), each a string; expires_at;
+//	          arguments and metadata (JSON payloads, as a record's data)
 //	decision  0 (none), or 1 then status, by, reason (strings) and at
 
 // gate writes an approval gate.
@@ -22,6 +24,8 @@ func (e *encoder) gate(g *store.ApprovalGate) {
 		e.str(a)
 	}
 	e.time(g.ExpiresAt)
+	e.raw(g.Arguments)
+	e.raw(g.Metadata)
 }
 
 // gate reads an approval gate.
@@ -36,6 +40,12 @@ func (d *decoder) gate() *store.ApprovalGate {
 		g.Approvers = append(g.Approvers, d.str())
 	}
 	g.ExpiresAt = d.time()
+	g.Arguments, g.Metadata = d.json(), d.json()
+	for _, p := range [][]byte{g.Arguments, g.Metadata} {
+		if len(p) > 0 && !json.Valid(p) {
+			d.fail(errors.New("an approval gate's arguments or metadata are not valid JSON"))
+		}
+	}
 	return g
 }
 

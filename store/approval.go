@@ -18,6 +18,12 @@ type ApprovalGate struct {
 	// ExpiresAt is when the gate expires: a decision at or after it
 	// records expired, whatever it asked for.
 	ExpiresAt time.Time `json:"expires_at"`
+	// Arguments and Metadata are the call's, kept until the decision so
+	// that whichever node approves it can run the tool (the reserving
+	// node may be gone) and a person can see what is asked. They count in
+	// RecordSize.
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	Metadata  json.RawMessage `json:"metadata,omitempty"`
 }
 
 // MaxApprovers bounds ApprovalGate.Approvers.
@@ -32,6 +38,11 @@ func (g ApprovalGate) Validate() error {
 	}
 	if len(g.Approvers) > MaxApprovers {
 		return invalidf("approval: %d approvers, at most %d", len(g.Approvers), MaxApprovers)
+	}
+	for _, p := range []json.RawMessage{g.Arguments, g.Metadata} {
+		if len(p) > 0 && !isObject(p) {
+			return invalidf("approval: the arguments and metadata must be JSON objects")
+		}
 	}
 	for _, a := range g.Approvers {
 		if a == "" || !validName(a, MaxResolvedBy) {
@@ -48,6 +59,7 @@ func (g *ApprovalGate) clone() *ApprovalGate {
 	}
 	c := *g
 	c.Approvers = append([]string(nil), g.Approvers...)
+	c.Arguments, c.Metadata = clone(g.Arguments), clone(g.Metadata)
 	return &c
 }
 

@@ -438,7 +438,8 @@ func gatesEqual(a, b *ApprovalGate) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	return a.ExpiresAt.Equal(b.ExpiresAt) && slices.Equal(a.Approvers, b.Approvers)
+	return a.ExpiresAt.Equal(b.ExpiresAt) && slices.Equal(a.Approvers, b.Approvers) &&
+		bytes.Equal(a.Arguments, b.Arguments) && bytes.Equal(a.Metadata, b.Metadata)
 }
 
 func decisionsEqual(a, b *DecisionRecord) bool {

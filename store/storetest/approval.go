@@ -37,7 +37,8 @@ func RunApproval(t *testing.T, newStore Factory) {
 // the epoch, approvers bob and carol.
 func gated() store.Execution {
 	ex := newExec("pay")
-	ex.Approval = &store.ApprovalGate{Approvers: []string{"bob", "carol"}, ExpiresAt: epoch.Add(time.Hour)}
+	ex.Approval = &store.ApprovalGate{Approvers: []string{"bob", "carol"}, ExpiresAt: epoch.Add(time.Hour),
+		Arguments: json.RawMessage(`{"amount":5}`)}
 	return ex
 }
 
@@ -52,7 +53,7 @@ func testApprovalAwaits(t *testing.T, newStore Factory) {
 	ex := gated()
 	rec := mustReserve(t, s, k, "fp", ex, store.Reserved)
 	if rec.Status != store.StatusAwaitingApproval || rec.Approval == nil || !rec.Approval.ExpiresAt.Equal(ex.Approval.ExpiresAt) ||
-		len(rec.Approval.Approvers) != 2 || rec.Decision != nil {
+		len(rec.Approval.Approvers) != 2 || string(rec.Approval.Arguments) != `{"amount":5}` || rec.Decision != nil {
 		t.Fatalf("gated reservation = %+v", rec)
 	}
 	// A retry awaits with it; another fingerprint is a conflict.
