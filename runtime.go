@@ -70,6 +70,22 @@ func (r *Runtime) Resolve(ctx context.Context, caller Caller, id string, res Res
 	return r.rt.Resolve(ctx, caller, id, res)
 }
 
+// Approve approves an execution awaiting approval (docs/policy.md#approval-gates):
+// caller must be one of its tool's approvers or the admin, never the
+// execution's own principal. The tool then runs on this node; the answer
+// is its outcome, or the running record and ctx's error when ctx ends
+// first. An execution not awaiting approval is a *store.StateError
+// carrying the record as it stands.
+func (r *Runtime) Approve(ctx context.Context, caller Caller, id, reason string) (store.Record, error) {
+	return r.rt.Decide(ctx, caller, id, store.DecisionApprove, reason)
+}
+
+// Deny records denied for an execution awaiting approval, under the
+// rules of Approve; the tool never runs.
+func (r *Runtime) Deny(ctx context.Context, caller Caller, id, reason string) (store.Record, error) {
+	return r.rt.Decide(ctx, caller, id, store.DecisionDeny, reason)
+}
+
 // Ready returns nil when the runtime can serve calls: it is neither
 // shutting down nor starting, and its backend is ready.
 func (r *Runtime) Ready(ctx context.Context) error { return r.rt.Ready(ctx) }

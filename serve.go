@@ -14,6 +14,11 @@ import (
 	"github.com/carmyhq/carmy/internal/netaddr"
 )
 
+// approvalExpiryPeriod is how often the node that probes looks for gated
+// calls whose approval has expired: an expired gate is recorded within
+// about this long after its expires_at.
+const approvalExpiryPeriod = time.Second
+
 // The runtime is what the API serves.
 var _ api.Runtime = (*engine.Runtime)(nil)
 
@@ -61,7 +66,14 @@ func (r *Runtime) Serve(ctx context.Context, ln net.Listener, cfg api.Config) er
 		defer close(probing)
 		r.rt.RunProbes(probeCtx, r.rt.ProbeOwner())
 	}()
-	defer func() { stopProbes(); <-probing }()
+	// Gated calls no one decided on expire (docs/policy.md#approval-gates),
+	// proposed by the node that probes (a cluster's leader).
+	expiring := make(chan struct{})
+	go func() {
+		defer close(expiring)
+		r.rt.RunApprovalExpiry(probeCtx, approvalExpiryPeriod, r.rt.ProbeOwner())
+	}()
+	defer func() { stopProbes(); <-probing; <-expiring }()
 	to := cfg.Timeouts.WithDefaults()
 	srv := &http.Server{
 		Handler:           h,

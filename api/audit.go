@@ -18,6 +18,8 @@ const (
 	ActionCancel  = engine.ActionCancel  // POST /v1/executions/{id}/cancel, carmy.cancel, tasks/cancel
 	ActionResolve = engine.ActionResolve // POST /v1/executions/{id}/resolve, carmy.resolve: completed or failed; a probe's found
 	ActionRelease = engine.ActionRelease // the same, released; a probe's not found
+	ActionApprove = engine.ActionApprove // POST /v1/executions/{id}/approve
+	ActionDeny    = engine.ActionDeny    // POST /v1/executions/{id}/deny
 )
 
 // Context keys of the audit middleware.
@@ -32,7 +34,7 @@ const (
 func newAuditCounter(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "carmy_admin_actions_total",
-		Help: "Audited actions (join, remove, cancel, resolve, release) by outcome: ok or the error code.",
+		Help: "Audited actions (join, remove, cancel, resolve, release, approve, deny) by outcome: ok or the error code.",
 	}, []string{"action", "outcome"})
 	return register(reg, c)
 }

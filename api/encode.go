@@ -94,6 +94,10 @@ func appendRecord(dst []byte, v *recordView) []byte {
 			dst = appendString(dst, m.value)
 		}
 	}
+	if len(v.Approval) > 0 {
+		dst = append(dst, `,"approval":`...)
+		dst = append(dst, v.Approval...)
+	}
 	return append(dst, '}')
 }
 

@@ -37,6 +37,7 @@ type fakeRuntime struct {
 	cancel    func(ctx context.Context, caller engine.Caller, id string) (store.Record, error)
 	resolve   func(ctx context.Context, caller engine.Caller, id string, res engine.Resolution) (store.Record, error)
 	ready     func(ctx context.Context) error
+	decide    func(ctx context.Context, caller engine.Caller, id string, kind store.DecisionKind, reason string) (store.Record, error)
 
 	gen atomic.Uint64
 }
@@ -90,6 +91,13 @@ func (f *fakeRuntime) List(ctx context.Context, caller engine.Caller, req engine
 		return store.Page{}, f.unset("List")
 	}
 	return f.list(ctx, caller, req)
+}
+
+func (f *fakeRuntime) Decide(ctx context.Context, caller engine.Caller, id string, kind store.DecisionKind, reason string) (store.Record, error) {
+	if f.decide == nil {
+		return store.Record{}, f.unset("Decide")
+	}
+	return f.decide(ctx, caller, id, kind, reason)
 }
 
 func (f *fakeRuntime) Cancel(ctx context.Context, caller engine.Caller, id string) (store.Record, error) {

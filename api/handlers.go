@@ -47,7 +47,13 @@ func (s *Server) callTool(c echo.Context) error {
 	if req.RequestID == "" {
 		line.requestID = resp.Record.Key.RequestID // derived under a dedupe window, or ""
 	}
+	status := http.StatusOK
 	switch {
+	case resp.Awaiting:
+		// Gated: the tool runs once someone approves it; every retry is
+		// answered the same until then.
+		status = http.StatusAccepted
+		c.Set(outcomeKey, OutcomeAwaiting)
 	case resp.Replayed:
 		c.Response().Header().Set("Idempotent-Replayed", "true")
 		c.Set(outcomeKey, OutcomeReplayed)
@@ -57,7 +63,7 @@ func (s *Server) callTool(c echo.Context) error {
 		c.Set(outcomeKey, OutcomeRan)
 	}
 	v := callView(resp)
-	return writeRecord(c, http.StatusOK, &v)
+	return writeRecord(c, status, &v)
 }
 
 // listTools serves GET /v1/tools: the tools the caller may call.

@@ -24,6 +24,7 @@ const (
 	OutcomeRan         = "ran"          // the tool ran now (200)
 	OutcomeReplayed    = "replayed"     // a recorded outcome was replayed (200)
 	OutcomePassthrough = "passthrough"  // a read-only tool ran now, nothing reserved or recorded (200)
+	OutcomeAwaiting    = "awaiting"     // a gated call awaits a decision (202)
 	OutcomeConflict    = "conflict"     // IDEMPOTENCY_CONFLICT
 	OutcomeUncertain   = "uncertain"    // EXECUTION_UNCERTAIN
 	OutcomeCapacity    = "capacity"     // IDEMPOTENCY_CAPACITY
@@ -51,7 +52,7 @@ type outcomeSeries struct {
 }
 
 // callOutcomes are the outcome label's values.
-var callOutcomes = []string{OutcomeRan, OutcomeReplayed, OutcomePassthrough, OutcomeConflict, OutcomeUncertain,
+var callOutcomes = []string{OutcomeRan, OutcomeReplayed, OutcomePassthrough, OutcomeAwaiting, OutcomeConflict, OutcomeUncertain,
 	OutcomeCapacity, OutcomeUnavailable, OutcomeInvalid, OutcomeDenied, OutcomeLimited, OutcomeError}
 
 // newAPIMetrics returns the counter and the histogram of the calls of

@@ -422,6 +422,18 @@ func startOASNode(t *testing.T, cfg api.Config, extra ...carmy.ToolSpec) (*carmy
 
 // blockTool runs until unblock is closed or its context ends, and says on
 // started that it runs.
+// gatedTool needs the approval of "limited" (or the admin) before it
+// runs.
+func gatedTool() carmy.ToolSpec {
+	return carmy.ToolSpec{
+		Name:     "gated",
+		Approval: &engine.Approval{Approvers: []string{"limited"}},
+		Func: func(ctx context.Context, call carmy.Call) (any, error) {
+			return map[string]any{"paid": true}, nil
+		},
+	}
+}
+
 func blockTool(started chan<- string, unblock <-chan struct{}) carmy.ToolSpec {
 	return carmy.ToolSpec{
 		Name:        "block",
@@ -478,7 +490,7 @@ func TestOpenAPIConformance(t *testing.T) {
 		return err
 	}}
 	app, base := startOASNode(t, api.Config{Auth: oasAuth(), Cluster: newOASCluster(), Ledger: ledger, BodyLimit: 64 << 10, Pprof: true},
-		blockTool(started, unblock))
+		blockTool(started, unblock), gatedTool())
 	c := newChecker(t, d, base)
 	const call = "/v1/tools/call"
 	post := func(token, path, body string, status int, code string, req reqWant) reply {
@@ -498,8 +510,8 @@ func TestOpenAPIConformance(t *testing.T) {
 
 	// Tools.
 	tools := get(oasPlanner, "/v1/tools", 200, "", conforms)
-	if list, _ := tools.obj["tools"].([]any); len(list) != 5 {
-		t.Errorf("planner sees %d tools, want the 4 demo tools and block: %s", len(list), tools.raw)
+	if list, _ := tools.obj["tools"].([]any); len(list) != 6 {
+		t.Errorf("planner sees %d tools, want the 4 demo tools, block and gated: %s", len(list), tools.raw)
 	}
 	if list, _ := get(oasLimited, "/v1/tools", 200, "", conforms).obj["tools"].([]any); len(list) != 1 {
 		t.Errorf("limited sees %d tools, want echo only", len(list))
@@ -639,6 +651,42 @@ func TestOpenAPIConformance(t *testing.T) {
 		t.Errorf("activity: %s", r.raw)
 	}
 	get(oasAdmin, "/v1/activity?window=60", 400, "INVALID_REQUEST", unchecked)
+
+	// Approval gates: a gated call awaits (202, every retry alike); its
+	// own principal may not decide; an approver approves it (the tool
+	// runs) or the admin denies another; a second decision is 409.
+	gatedCall := func(rid string) string {
+		return `{"tool":"gated","arguments":{"amount":5},"request_id":"` + rid + `","session_id":"oas-g"}`
+	}
+	post(oasPlanner, call, `{"tool":"gated","arguments":{"amount":5}}`, 400, "INVALID_REQUEST", unchecked)
+	pending := post(oasPlanner, call, gatedCall("oas-g1"), 202, "", conforms)
+	g1 := pending.str("execution_id")
+	if pending.str("status") != "awaiting_approval" {
+		t.Errorf("gated call: %s", pending.raw)
+	}
+	if r := post(oasPlanner, call, gatedCall("oas-g1"), 202, "", conforms); r.str("execution_id") != g1 {
+		t.Errorf("retry of a gated call: %s", r.raw)
+	}
+	get(oasPlanner, "/v1/executions/"+g1, 200, "", conforms)
+	post(oasPlanner, "/v1/executions/"+g1+"/approve", "", 403, "FORBIDDEN", conforms)
+	post(oasLimited, "/v1/executions/"+g1+"/approve", `{"why":"x"}`, 400, "INVALID_REQUEST", violates)
+	if r := post(oasLimited, "/v1/executions/"+g1+"/approve", `{"reason":"fine"}`, 200, "", conforms); r.str("status") != "completed" {
+		t.Errorf("approve: %s", r.raw)
+	}
+	if r := post(oasLimited, "/v1/executions/"+g1+"/deny", "", 409, "INVALID_STATE", conforms); r.str("error", "status") != "completed" {
+		t.Errorf("deny after approve: %s", r.raw)
+	}
+	if r := post(oasPlanner, call, gatedCall("oas-g1"), 200, "", conforms); r.obj["replayed"] != true || r.str("status") != "completed" {
+		t.Errorf("replay after approval: %s", r.raw)
+	}
+	g2 := post(oasPlanner, call, gatedCall("oas-g2"), 202, "", conforms).str("execution_id")
+	if r := post(oasAdmin, "/v1/executions/"+g2+"/deny", `{"reason":"no"}`, 200, "", conforms); r.str("status") != "denied" {
+		t.Errorf("deny: %s", r.raw)
+	}
+	if r := post(oasPlanner, call, gatedCall("oas-g2"), 200, "", conforms); r.str("status") != "denied" || r.str("error", "code") != "APPROVAL_DENIED" {
+		t.Errorf("replay after denial: %s", r.raw)
+	}
+	post(oasAdmin, "/v1/executions/exec_NOSUCHEXECUTION/approve", "", 404, "NOT_FOUND", conforms)
 
 	// A running execution: uncertain to a retry, then cancelled.
 	blockCall := func(rid, args string) exchange {

@@ -27,6 +27,11 @@ type Runtime interface {
 	List(ctx context.Context, caller engine.Caller, req engine.ListRequest) (store.Page, error)
 	// Cancel cancels a running execution.
 	Cancel(ctx context.Context, caller engine.Caller, id string) (store.Record, error)
+	// Decide approves or denies an execution awaiting approval
+	// (docs/policy.md#approval-gates); an approval runs the tool on this
+	// node and answers its outcome, or the running record with an error
+	// matching engine.ErrStillRunning when the wait ends first.
+	Decide(ctx context.Context, caller engine.Caller, id string, kind store.DecisionKind, reason string) (store.Record, error)
 	// Resolve settles an interrupted execution.
 	Resolve(ctx context.Context, caller engine.Caller, id string, res engine.Resolution) (store.Record, error)
 	// Ready returns nil when the node can serve calls (docs/api.md#health /readyz).

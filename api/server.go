@@ -280,6 +280,8 @@ func (s *Server) routes() {
 	e.GET("/v1/executions/:id", s.getExecution, auth, limit)
 	e.POST("/v1/executions/:id/cancel", s.cancelExecution, s.audited(ActionCancel), auth, limit)
 	e.POST("/v1/executions/:id/resolve", s.resolveExecution, s.audited(ActionResolve), auth, limit)
+	e.POST("/v1/executions/:id/approve", s.approveExecution, s.audited(ActionApprove), auth, limit)
+	e.POST("/v1/executions/:id/deny", s.denyExecution, s.audited(ActionDeny), auth, limit)
 	e.GET("/v1/activity", s.getActivity, auth, requireAdmin)
 }
 

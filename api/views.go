@@ -32,6 +32,44 @@ type recordView struct {
 	Fingerprint string `json:"fingerprint,omitempty"`
 	NodeID      string `json:"node_id,omitempty"`
 	Principal   string `json:"principal,omitempty"`
+	// Approval is a gated execution's gate and decision (approvalJSON).
+	Approval json.RawMessage `json:"approval,omitempty"`
+}
+
+// approvalView is the "approval" member of a gated execution: who may
+// decide, until when, the call's arguments, and the decision once taken.
+type approvalView struct {
+	Approvers []string        `json:"approvers"`
+	ExpiresAt string          `json:"expires_at"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	Decision  *decisionView   `json:"decision,omitempty"`
+}
+
+type decisionView struct {
+	Status store.Status `json:"status"`
+	By     string       `json:"by,omitempty"`
+	Reason string       `json:"reason,omitempty"`
+	At     string       `json:"at"`
+}
+
+// approvalJSON is r's approval member (nil for a record without a gate).
+func approvalJSON(r store.Record) json.RawMessage {
+	g := r.Approval
+	if g == nil {
+		return nil
+	}
+	v := approvalView{Approvers: g.Approvers, ExpiresAt: g.ExpiresAt.UTC().Format(timeFormat), Arguments: g.Arguments}
+	if v.Approvers == nil {
+		v.Approvers = []string{}
+	}
+	if d := r.Decision; d != nil {
+		v.Decision = &decisionView{Status: d.Status, By: d.By, Reason: d.Reason, At: d.At.UTC().Format(timeFormat)}
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	return b
 }
 
 func baseView(r store.Record) recordView {
@@ -67,6 +105,9 @@ func callView(resp engine.Response) recordView {
 		v.Resolved = &resp.Record.Resolved
 		v.ResolvedBy = resp.Record.ResolvedBy
 	}
+	if resp.Awaiting {
+		v.Approval = approvalJSON(resp.Record)
+	}
 	return v
 }
 
@@ -88,6 +129,7 @@ func executionView(r store.Record) recordView {
 	v.Fingerprint = r.Fingerprint
 	v.NodeID = r.NodeID
 	v.Principal = r.Key.Principal
+	v.Approval = approvalJSON(r)
 	return v
 }
 

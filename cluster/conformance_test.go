@@ -60,6 +60,33 @@ func TestConformanceThreeNodesSecured(t *testing.T) {
 	})
 }
 
+// TestApprovalConformance runs the approval gates' cases on one node and
+// on three (each call to the next node's store: decisions forwarded to
+// the leader, as from a follower's endpoint).
+func TestApprovalConformance(t *testing.T) {
+	t.Run("OneNode", func(t *testing.T) {
+		storetest.RunApproval(t, func(t *testing.T, capacity int) store.Store {
+			c := newCluster(t, 1, func(cfg *cluster.Config) { cfg.MaxEntries = capacity })
+			waitCapacity(t, c, capacity)
+			return c.nodes[0].Store()
+		})
+	})
+	t.Run("ThreeNodes", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("starts a 3-node cluster per case")
+		}
+		storetest.RunApproval(t, func(t *testing.T, capacity int) store.Store {
+			c := newCluster(t, 3, func(cfg *cluster.Config) { cfg.MaxEntries = capacity })
+			waitCapacity(t, c, capacity)
+			stores := make([]store.Store, len(c.nodes))
+			for i, n := range c.nodes {
+				stores[i] = n.Store()
+			}
+			return &roundRobin{stores: stores}
+		})
+	})
+}
+
 func waitCapacity(t *testing.T, c *testCluster, capacity int) {
 	testutil.WaitUntil(t, 10*time.Second, "the capacity to apply on every node", func() bool {
 		for _, n := range c.nodes {
@@ -121,6 +148,9 @@ func (r *roundRobin) Resolve(ctx context.Context, id string, rs store.Resolution
 }
 func (r *roundRobin) Release(ctx context.Context, id string, allowRunning bool) (store.Record, error) {
 	return r.pick().Release(ctx, id, allowRunning)
+}
+func (r *roundRobin) Decide(ctx context.Context, id string, d store.Decision) (store.Record, error) {
+	return r.pick().Decide(ctx, id, d)
 }
 func (r *roundRobin) MarkInterrupted(ctx context.Context, node string) (int, error) {
 	return r.pick().MarkInterrupted(ctx, node)

@@ -128,6 +128,17 @@ func (s *Store) Release(ctx context.Context, executionID string, allowRunning bo
 	return resp.Record, err
 }
 
+// Decide implements store.Store: one command through the log, which the
+// state machine decides, so that of concurrent decisions (from any nodes)
+// the first committed applies and the others answer the record it left.
+func (s *Store) Decide(ctx context.Context, executionID string, d store.Decision) (store.Record, error) {
+	if err := d.Validate(); err != nil {
+		return store.Record{}, err
+	}
+	resp, err := s.apply(ctx, fsm.Decide(executionID, d))
+	return resp.Record, err
+}
+
 // MarkInterrupted implements store.Store.
 func (s *Store) MarkInterrupted(ctx context.Context, nodeID string) (int, error) {
 	resp, err := s.apply(ctx, fsm.Interrupt(nodeID))

@@ -80,6 +80,10 @@ type Response struct {
 	// recorded, because its tool is EffectsReadOnly: Record is the outcome
 	// of this run alone, and no retry will see it.
 	Passthrough bool
+	// Awaiting says that the call's execution awaits a decision (its tool
+	// is gated, ToolSpec.Approval): Record is awaiting_approval, the tool
+	// has not run, and every retry is answered so until the decision.
+	Awaiting bool
 }
 
 // fingerprint is the call's fingerprint: from the canonical forms the
@@ -137,6 +141,9 @@ func (r *Runtime) Call(ctx context.Context, caller Caller, req Request) (Respons
 	}
 	var window time.Duration // the dedupe window of a call without request_id
 	var taskID string        // the execution id a task's request_id is
+	if req.RequestID == "" && p.tool.Approval != nil && !req.Task {
+		return Response{}, invalid("request_id", "tool %q needs approval before it runs: a call needs a request_id to come back to", p.tool.Name)
+	}
 	if req.RequestID == "" {
 		switch {
 		case p.tool.DedupeWindow > 0:
@@ -173,6 +180,9 @@ func (r *Runtime) Call(ctx context.Context, caller Caller, req Request) (Respons
 		Tool: req.Tool, NodeID: r.cfg.NodeID, StartedAt: now, DedupeWindow: window, RetryUncertain: p.tool.RetryUncertain,
 		Quota: caller.MaxEntries, ByteQuota: caller.MaxBytes, Headroom: int64(r.cfg.MaxResultBytes),
 	}
+	if p.tool.Approval != nil {
+		exec.Approval = gateOf(p, now)
+	}
 	// The one replay pre-check before the store decides. A record the
 	// window has expired goes to the store, which replaces it.
 	if rec, ok := st.PeekFinished(key); ok {
@@ -208,6 +218,11 @@ func (r *Runtime) Call(ctx context.Context, caller Caller, req Request) (Respons
 	if err != nil {
 		return Response{}, r.reserveFailed(key, exec, err)
 	}
+	if res.Outcome == store.Reserved && res.Record.Status.Awaiting() {
+		// Gated: nothing runs until a decision (approval.go).
+		r.runs.finish(exec.ID)
+		return Response{Record: res.Record, Awaiting: true}, nil
+	}
 	if res.Outcome == store.Reserved {
 		if req.OnReserved != nil {
 			req.OnReserved(res.Record)
@@ -228,6 +243,8 @@ func answerHeld(out store.Outcome, rec store.Record) (Response, error) {
 		return Response{}, &store.ConflictError{Record: rec}
 	case store.Uncertain:
 		return Response{}, &store.UncertainError{Record: rec}
+	case store.Awaiting:
+		return Response{Record: rec, Awaiting: true}, nil
 	}
 	return Response{}, fmt.Errorf("reserve: unexpected outcome %v", out)
 }

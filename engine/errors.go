@@ -25,9 +25,14 @@ var (
 type ForbiddenError struct {
 	Principal string
 	Tool      string
+	// Reason, when set, says why instead (a decision on one's own call).
+	Reason string
 }
 
 func (e *ForbiddenError) Error() string {
+	if e.Reason != "" {
+		return fmt.Sprintf("principal %q: %s", e.Principal, e.Reason)
+	}
 	return fmt.Sprintf("principal %q may not call tool %q", e.Principal, e.Tool)
 }
 

@@ -86,6 +86,8 @@ func reserveOutcome(o store.Outcome, err error) string {
 		return "conflict"
 	case store.Uncertain:
 		return "uncertain"
+	case store.Awaiting:
+		return "awaiting"
 	}
 	return "error"
 }

@@ -58,6 +58,12 @@ type ToolSpec struct {
 	// the tool again, under a new execution and fencing token, whose
 	// outcome replaces the old record (store.Execution.RetryUncertain).
 	RetryUncertain bool
+	// Approval, when set, gates every call of the tool behind a person's
+	// decision (docs/policy.md#approval-gates): the call is reserved
+	// awaiting_approval and answered so (Response.Awaiting) until an
+	// approver approves it (Runtime.Decide), and a call without a
+	// request_id is refused.
+	Approval *Approval
 	// DedupeWindow, when positive, makes a call without a request_id
 	// idempotent for that long (docs/mcp.md#calls-without-a-request-id-dedupe_window): it takes the identity
 	// (principal, session, DerivedRequestPrefix + the first 32 hex digits
@@ -110,6 +116,8 @@ type ToolInfo struct {
 	// Effects and RetryUncertain are ToolSpec's (Effects filled in).
 	Effects        Effects
 	RetryUncertain bool
+	// Approval is ToolSpec's (nil: not gated).
+	Approval *Approval
 }
 
 // ToolOption sets a field of a ToolSpec.
@@ -191,6 +199,9 @@ func newTool(spec ToolSpec) (*tool, error) {
 		return nil, fmt.Errorf("tool %q: %w", spec.Name, err)
 	}
 	spec.Effects = effects
+	if err := checkApproval(&spec); err != nil {
+		return nil, fmt.Errorf("tool %q: %w", spec.Name, err)
+	}
 	if spec.Timeout == 0 {
 		spec.Timeout = DefaultToolTimeout
 	}
@@ -216,7 +227,7 @@ func (t *tool) checkArguments(args json.RawMessage) error {
 
 func (t *tool) info() ToolInfo {
 	return ToolInfo{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema, Timeout: t.Timeout, Annotations: t.Annotations,
-		Title: t.Title, OutputSchema: t.OutputSchema, Meta: t.Meta, Effects: t.Effects, RetryUncertain: t.RetryUncertain}
+		Title: t.Title, OutputSchema: t.OutputSchema, Meta: t.Meta, Effects: t.Effects, RetryUncertain: t.RetryUncertain, Approval: t.Approval}
 }
 
 // callOf builds the tool's view of a call.

@@ -39,6 +39,16 @@ func (p *Processor) audit(c Command, r Response) {
 		}
 	case TypeRelease:
 		d.Kind, d.Status = audit.KindReleased, string(audit.KindReleased)
+	case TypeDecide:
+		// Named after what the decision did: an approval or denial at or
+		// after the gate's expiry is an expiry.
+		d.Kind = decisionKind(rec.Status)
+		if c.Decision.Actor != "" {
+			d.Actor = c.Decision.Actor
+		}
+		if d.Time.IsZero() {
+			d.Time = c.Decision.At
+		}
 	case TypeAdmin:
 		d = audit.Draft{Time: c.At, Actor: c.Actor, Kind: audit.Kind(c.Action), Target: c.NodeID}
 	case TypeAuditCheckpoint:
@@ -51,6 +61,18 @@ func (p *Processor) audit(c Command, r Response) {
 		return
 	}
 	p.drafts = append(p.drafts, d)
+}
+
+// decisionKind is the ledger's kind of a decision that left a record in
+// status st.
+func decisionKind(st store.Status) audit.Kind {
+	switch st {
+	case store.StatusRunning:
+		return audit.KindApproved
+	case store.StatusDenied:
+		return audit.KindDenied
+	}
+	return audit.KindExpired
 }
 
 // auditInterrupted drafts an interrupted entry per record an interrupt

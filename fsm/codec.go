@@ -36,7 +36,7 @@ const commandTag byte = 0xC3
 var typeCodes = map[Type]byte{
 	TypeReserve: 1, TypeComplete: 2, TypeCancel: 3, TypeResolve: 4, TypeRelease: 5,
 	TypeInterrupt: 6, TypeExpire: 7, TypeCapacity: 8, TypeNode: 9, TypeNodeRemoved: 10,
-	TypeAdmin: 11, TypeAuditPrune: 12, TypeAuditCheckpoint: 13,
+	TypeAdmin: 11, TypeAuditPrune: 12, TypeAuditCheckpoint: 13, TypeDecide: 14,
 }
 
 // codeTypes is typeCodes inverted, indexed by code.
@@ -181,10 +181,16 @@ func (e *encoder) body(c Command) error {
 		e.int(x.ByteQuota)
 		e.int(x.Headroom)
 		e.int(int64(x.DedupeWindow))
-		if x.RetryUncertain {
-			// Written only when set: a reservation that does not retry
-			// ends after the window, as before the flag existed.
-			e.bool(true)
+		if x.RetryUncertain || x.Approval != nil {
+			// Written only when set, or when an approval gate follows: a
+			// reservation that neither retries nor is gated ends after the
+			// window, as before the flag existed.
+			e.bool(x.RetryUncertain)
+		}
+		if x.Approval != nil {
+			// Written only when set, after the flag: a reservation without
+			// a gate reads as before gates existed.
+			e.gate(x.Approval)
 		}
 	case TypeComplete:
 		e.key(*c.Key)
@@ -207,6 +213,14 @@ func (e *encoder) body(c Command) error {
 	case TypeRelease:
 		e.str(c.ExecutionID)
 		e.bool(c.AllowRunning)
+	case TypeDecide:
+		d := c.Decision
+		e.str(c.ExecutionID)
+		e.str(string(d.Kind))
+		e.str(d.Actor)
+		e.str(d.Reason)
+		e.time(d.At)
+		e.str(d.NodeID)
 	case TypeInterrupt, TypeNodeRemoved:
 		e.str(c.NodeID)
 	case TypeExpire, TypeAuditPrune:
@@ -354,8 +368,12 @@ func decodeBinary(data []byte) (Command, error) {
 			Quota: int(d.int()), ByteQuota: d.int(), Headroom: d.int(), DedupeWindow: time.Duration(d.int()),
 		}
 		if d.err == nil && len(d.b) > 0 {
-			// Written only when true: one encoding per command.
-			if c.Execution.RetryUncertain = d.bool(); d.err == nil && !c.Execution.RetryUncertain {
+			c.Execution.RetryUncertain = d.bool()
+			if d.err == nil && len(d.b) > 0 {
+				c.Execution.Approval = d.gate()
+			} else if d.err == nil && !c.Execution.RetryUncertain {
+				// Written false only before a gate: one encoding per
+				// command.
 				d.fail(errors.New("retry_uncertain written false"))
 			}
 		}
@@ -377,6 +395,9 @@ func decodeBinary(data []byte) (Command, error) {
 	case TypeRelease:
 		c.ExecutionID = d.str()
 		c.AllowRunning = d.bool()
+	case TypeDecide:
+		c.ExecutionID = d.str()
+		c.Decision = &store.Decision{Kind: store.DecisionKind(d.str()), Actor: d.str(), Reason: d.str(), At: d.time(), NodeID: d.str()}
 	case TypeInterrupt, TypeNodeRemoved:
 		c.NodeID = d.str()
 	case TypeExpire, TypeAuditPrune:

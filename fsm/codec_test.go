@@ -44,7 +44,11 @@ func TestBinaryCodecEveryField(t *testing.T) {
 		Error: json.RawMessage(`{"code":"X","message":"m"}`), FinishedAt: time.Date(2026, 12, 2, 3, 4, 5, 6, plus2), ByteQuota: 77}
 	samples := map[fsm.Type]fsm.Command{
 		fsm.TypeReserve: fsm.Reserve(k, "fp", store.Execution{ID: "e1", Tool: "t", NodeID: "n1", StartedAt: t0,
-			Quota: 3, ByteQuota: 1 << 40, Headroom: 9, DedupeWindow: time.Hour, RetryUncertain: true}),
+			Quota: 3, ByteQuota: 1 << 40, Headroom: 9, DedupeWindow: time.Hour, RetryUncertain: true,
+			Approval: &store.ApprovalGate{Approvers: []string{"bob", "carol"}, ExpiresAt: t0.Add(time.Hour),
+				Arguments: json.RawMessage(`{"amount":5}`), Metadata: json.RawMessage(`{"m":1}`)}}),
+		fsm.TypeDecide: fsm.Decide("e1", store.Decision{Kind: store.DecisionApprove, Actor: "bob", Reason: "ok",
+			At: time.Date(2026, 12, 2, 3, 4, 5, 6, plus2), NodeID: "n2"}),
 		fsm.TypeComplete:    fsm.Complete(k, "fp", res),
 		fsm.TypeCancel:      fsm.Cancel("e1", res),
 		fsm.TypeResolve:     fsm.Resolve("e1", store.Resolution{Result: res, AllowRunning: true, By: "alice"}),

@@ -34,6 +34,9 @@ const (
 	// TypeAuditCheckpoint appends the leader's signed checkpoint
 	// (Checkpoint) to the audit ledger; it changes nothing else.
 	TypeAuditCheckpoint Type = "audit_checkpoint"
+	// TypeDecide takes a decision (Decision) on the execution ExecutionID,
+	// awaiting approval (store.Store.Decide).
+	TypeDecide Type = "decide"
 )
 
 // Command is one command of the log: a type and exactly the payload that
@@ -57,6 +60,7 @@ type Command struct {
 	Resolution   *store.Resolution `json:"resolution,omitempty"`
 	Action       string            `json:"action,omitempty"`
 	Checkpoint   *audit.Signed     `json:"checkpoint,omitempty"`
+	Decision     *store.Decision   `json:"decision,omitempty"`
 
 	// At and Actor are when and by whom the command was proposed, for the
 	// audit ledger: the proposing node stamps them (cluster's Node.Apply),
@@ -99,6 +103,11 @@ func Resolve(executionID string, r store.Resolution) Command {
 // Release removes an open execution's reservation.
 func Release(executionID string, allowRunning bool) Command {
 	return Command{Type: TypeRelease, ExecutionID: executionID, AllowRunning: allowRunning}
+}
+
+// Decide takes a decision on an execution awaiting approval.
+func Decide(executionID string, d store.Decision) Command {
+	return Command{Type: TypeDecide, ExecutionID: executionID, Decision: &d}
 }
 
 // Interrupt marks every running execution of a node interrupted.
@@ -187,6 +196,10 @@ func (c Command) check() error {
 	case TypeAuditCheckpoint:
 		if c.Checkpoint == nil {
 			return missing("checkpoint")
+		}
+	case TypeDecide:
+		if c.Decision == nil {
+			return missing("decision")
 		}
 	case TypeNode:
 		if c.Node == nil || c.Node.ID == "" {

@@ -33,6 +33,15 @@ func everyCommand() map[string]fsm.Command {
 		"reserve with quota": fsm.Reserve(key("r1"), fp, store.Execution{
 			ID: "e1", Tool: "create_order", NodeID: "n1", StartedAt: t0, Quota: 7,
 		}),
+		"reserve gated": fsm.Reserve(key("r1"), fp, store.Execution{
+			ID: "e1", Tool: "pay", NodeID: "n1", StartedAt: t0,
+			Approval: &store.ApprovalGate{Approvers: []string{"bob"}, ExpiresAt: t0.Add(time.Hour)},
+		}),
+		"reserve gated admin only": fsm.Reserve(key("r1"), fp, store.Execution{
+			ID: "e1", Tool: "pay", NodeID: "n1", StartedAt: t0, RetryUncertain: true,
+			Approval: &store.ApprovalGate{ExpiresAt: t0.Add(time.Hour)},
+		}),
+		"decide": fsm.Decide("e1", store.Decision{Kind: store.DecisionDeny, Actor: "bob", Reason: "no", At: t0.Add(time.Minute)}),
 	}
 }
 
@@ -60,7 +69,8 @@ func TestCommandConstructorsSetTheirType(t *testing.T) {
 		"cancel": fsm.TypeCancel, "resolve": fsm.TypeResolve, "release": fsm.TypeRelease,
 		"release running": fsm.TypeRelease, "interrupt": fsm.TypeInterrupt, "expire": fsm.TypeExpire,
 		"capacity": fsm.TypeCapacity, "node": fsm.TypeNode, "node removed": fsm.TypeNodeRemoved,
-		"reserve with quota": fsm.TypeReserve,
+		"reserve with quota": fsm.TypeReserve, "reserve gated": fsm.TypeReserve,
+		"reserve gated admin only": fsm.TypeReserve, "decide": fsm.TypeDecide,
 	}
 	for name, c := range everyCommand() {
 		if c.Type != want[name] {

@@ -20,6 +20,13 @@ func stamped(c fsm.Command, at time.Time, actor string) fsm.Command {
 	return c
 }
 
+// gatedEx is a gated execution whose gate expires at expires.
+func gatedEx(id string, expires time.Time) store.Execution {
+	ex := execution(id, "n1")
+	ex.Approval = &store.ApprovalGate{Approvers: []string{"bob", "carol"}, ExpiresAt: expires}
+	return ex
+}
+
 // auditScript is a run of commands that makes every kind of decision,
 // with the entries (kind, actor, execution, status) each must draft.
 func auditScript() ([]fsm.Command, []audit.Draft) {
@@ -42,6 +49,14 @@ func auditScript() ([]fsm.Command, []audit.Draft) {
 		stamped(fsm.Complete(key("f"), fp, completed("e-f", `3`, at(14))), at(14), "n1"), // refused: nothing
 		stamped(fsm.SetNode(fsm.NodeInfo{ID: "n4", RaftAddr: "r", HTTPAddr: "h"}), at(15), "n1"),
 		stamped(fsm.Admin(string(audit.KindJoin), "n4"), at(15), "admin"),
+		stamped(fsm.Reserve(key("g1"), fp, gatedEx("e-g1", at(30))), at(16), "n1"),
+		stamped(fsm.Reserve(key("g2"), fp, gatedEx("e-g2", at(30))), at(16), "n1"),
+		stamped(fsm.Reserve(key("g3"), fp, gatedEx("e-g3", at(30))), at(16), "n1"),
+		stamped(fsm.Decide("e-g1", store.Decision{Kind: store.DecisionApprove, Actor: "bob", At: at(17), NodeID: "n2"}), at(17), "n2"),
+		stamped(fsm.Decide("e-g1", store.Decision{Kind: store.DecisionDeny, Actor: "bob", At: at(18)}), at(18), "n2"), // refused: nothing
+		stamped(fsm.Decide("e-g2", store.Decision{Kind: store.DecisionDeny, Actor: "carol", Reason: "no", At: at(19)}), at(19), "n1"),
+		stamped(fsm.Decide("e-g3", store.Decision{Kind: store.DecisionExpire, Actor: "n1", At: at(20)}), at(20), "n1"), // early: nothing
+		stamped(fsm.Decide("e-g3", store.Decision{Kind: store.DecisionApprove, Actor: "bob", At: at(30), NodeID: "n1"}), at(30), "n1"),
 	}
 	d := func(s int, kind audit.Kind, actor, id, status string) audit.Draft {
 		return audit.Draft{Time: at(s), Kind: kind, Actor: actor, ExecutionID: id, Status: status}
@@ -61,6 +76,12 @@ func auditScript() ([]fsm.Command, []audit.Draft) {
 		d(12, audit.KindReleased, "carol", "e-d", "released"),
 		d(13, audit.KindTimedOut, "n1", "e-f", "timed_out"),
 		{Time: at(15), Kind: audit.KindJoin, Actor: "admin", Target: "n4"},
+		d(16, audit.KindReserved, "alice", "e-g1", "awaiting_approval"),
+		d(16, audit.KindReserved, "alice", "e-g2", "awaiting_approval"),
+		d(16, audit.KindReserved, "alice", "e-g3", "awaiting_approval"),
+		d(17, audit.KindApproved, "bob", "e-g1", "running"),
+		d(19, audit.KindDenied, "carol", "e-g2", "denied"),
+		d(30, audit.KindExpired, "bob", "e-g3", "expired"),
 	}
 	return cmds, want
 }

@@ -79,6 +79,11 @@ func (p *Processor) apply(token uint64, c Command) Response {
 		return responseOf(p.st.Resolve(c.ExecutionID, *c.Resolution))
 	case TypeRelease:
 		return responseOf(p.st.Release(c.ExecutionID, c.AllowRunning))
+	case TypeDecide:
+		if token > maxToken {
+			return invalidResponse("the log is past the fencing token range")
+		}
+		return responseOf(p.st.Decide(c.ExecutionID, *c.Decision, token))
 	case TypeInterrupt:
 		recs := p.st.MarkInterruptedRecords(c.NodeID)
 		p.auditInterrupted(c, recs)

@@ -30,6 +30,9 @@ func AppendResponse(b []byte, r Response) ([]byte, error) {
 	e.int(r.Bytes)
 	e.str(r.Resource)
 	e.int(r.Limit)
+	// Last, and only for a gated record: a response without one reads
+	// as before gates existed.
+	e.approval(&r.Record)
 	if e.err != nil {
 		return b, fmt.Errorf("fsm: encoding a response: %w", e.err)
 	}
@@ -57,6 +60,7 @@ func DecodeResponse(data []byte) (Response, error) {
 	r.Bytes = d.int()
 	r.Resource = d.str()
 	r.Limit = d.int()
+	d.approval(&r.Record)
 	if d.err == nil && len(d.b) > 0 {
 		d.fail(fmt.Errorf("%d bytes after the response", len(d.b)))
 	}

@@ -21,7 +21,8 @@ import (
 //	            index, the count of records
 //	records     one block each: execution_id, principal, session_id,
 //	            request_id, tool, fingerprint, status, data, error,
-//	            node_id, started_at, finished_at, resolved, seq
+//	            node_id, started_at, finished_at, resolved, seq, and for
+//	            a gated record its gate and decision (codec_approval.go)
 //	nodes       the count of nodes, then each: id, raft_addr, http_addr,
 //	            gossip_addr
 //	ledger      the audit ledger's checkpoint (seq, hash) and head (seq,
@@ -71,7 +72,11 @@ func (d snapshotData) writeVersion(w io.Writer, version uint64) error {
 	e.uint(uint64(len(d.Records)))
 	block()
 	for i := range d.Records {
-		if err := e.record(&d.Records[i]); err != nil {
+		err := e.record(&d.Records[i])
+		if e.approval(&d.Records[i]); err == nil {
+			err = e.err
+		}
+		if err != nil {
 			return fmt.Errorf("fsm: snapshot: record %s: %w", d.Records[i].ExecutionID, err)
 		}
 		block()
@@ -250,6 +255,7 @@ func (p *Processor) restoreBinary(br *bufio.Reader, sink ledgerSink) error {
 			return fail(err)
 		}
 		rec := d.record()
+		d.approval(&rec)
 		if err := done(d); err != nil {
 			return fail(err)
 		}

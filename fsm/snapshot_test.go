@@ -21,6 +21,14 @@ func TestSnapshotRestoresExactly(t *testing.T) {
 	x.mustReserve("res2", "e-res2", "n2")
 	x.mustOK(fsm.Interrupt("n2"))
 	x.mustOK(fsm.Resolve("e-res2", store.Resolution{Result: completed("e-res2", `3`, t0.Add(time.Hour))}))
+	// Gated records: one awaiting, one approved, one denied.
+	for _, id := range []string{"e-gate1", "e-gate2", "e-gate3"} {
+		ex := execution(id, "n1")
+		ex.Approval = &store.ApprovalGate{Approvers: []string{"bob"}, ExpiresAt: t0.Add(time.Hour)}
+		x.mustOK(fsm.Reserve(key(id), fp, ex))
+	}
+	x.mustOK(fsm.Decide("e-gate2", store.Decision{Kind: store.DecisionApprove, Actor: "bob", At: t0.Add(time.Minute), NodeID: "n2"}))
+	x.mustOK(fsm.Decide("e-gate3", store.Decision{Kind: store.DecisionDeny, Actor: "bob", Reason: "no", At: t0.Add(time.Minute)}))
 	b := x.snapshot()
 
 	p := mustRestore(t, b)
@@ -39,6 +47,15 @@ func TestSnapshotRestoresExactly(t *testing.T) {
 	}
 	if r, err := p.State().Get("e-res2"); err != nil || !r.Resolved || r.ResolvedBy != "" {
 		t.Fatalf("restored record resolved by nobody named: %+v, %v", r, err)
+	}
+	if r, err := p.State().Get("e-gate1"); err != nil || r.Status != store.StatusAwaitingApproval || r.Approval == nil || r.Approval.Approvers[0] != "bob" {
+		t.Fatalf("restored awaiting record: %+v, %v", r, err)
+	}
+	if r, err := p.State().Get("e-gate2"); err != nil || r.Status != store.StatusRunning || r.NodeID != "n2" || r.Decision == nil || r.Decision.By != "bob" {
+		t.Fatalf("restored approved record: %+v, %v", r, err)
+	}
+	if r, err := p.State().Get("e-gate3"); err != nil || r.Status != store.StatusDenied || r.Decision == nil || r.Decision.Reason != "no" {
+		t.Fatalf("restored denied record: %+v, %v", r, err)
 	}
 
 	// Both go on alike: the next entries give the same answers.

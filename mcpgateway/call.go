@@ -57,6 +57,7 @@ func (u *Upstream) spec(t *mcp.Tool) (engine.ToolSpec, error) {
 		MarksSent:        true, // through the call's state (callState.onSent)
 		Effects:          u.effects(t),
 		RetryUncertain:   u.cfg.RetryUncertain[t.Name],
+		Approval:         u.cfg.Approval[t.Name],
 	}
 	if u.cfg.ReconcileTool != "" {
 		spec.Probe = u.reconcileFunc(t.Name)

@@ -67,6 +67,9 @@ type Config struct {
 	// unless TrustAnnotations.
 	Effects        map[string]engine.Effects
 	RetryUncertain map[string]bool
+	// Approval gates the named tools behind a person's decision
+	// (engine.ToolSpec.Approval).
+	Approval map[string]*engine.Approval
 	// TrustAnnotations lets the upstream's own annotations decide the
 	// effects of a tool Effects does not name (readOnlyHint: read_only;
 	// else idempotentHint: idempotent; else once). Untrusted (the
@@ -215,6 +218,7 @@ func New(reg Registry, cfg Config) (*Upstream, error) {
 	}
 	cfg.Tools = slices.Clone(cfg.Tools)
 	cfg.Effects, cfg.RetryUncertain = maps.Clone(cfg.Effects), maps.Clone(cfg.RetryUncertain)
+	cfg.Approval = maps.Clone(cfg.Approval)
 	cfg.Command = slices.Clone(cfg.Command)
 	cfg.Env = maps.Clone(cfg.Env)
 	u := &Upstream{

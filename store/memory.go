@@ -129,6 +129,16 @@ func (m *Memory) Release(ctx context.Context, executionID string, allowRunning b
 	return m.st.Release(executionID, allowRunning)
 }
 
+// Decide implements Store.
+func (m *Memory) Decide(ctx context.Context, executionID string, d Decision) (Record, error) {
+	if err := ctx.Err(); err != nil {
+		return Record{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.st.Decide(executionID, d, m.st.LastSeq()+1)
+}
+
 // MarkInterrupted implements Store.
 func (m *Memory) MarkInterrupted(ctx context.Context, nodeID string) (int, error) {
 	if err := ctx.Err(); err != nil {

@@ -19,3 +19,9 @@ func TestMemoryDefaultCapacity(t *testing.T) {
 		t.Fatalf("Stats = %+v, %v; want capacity 10000", st, err)
 	}
 }
+
+func TestMemoryApprovalConformance(t *testing.T) {
+	storetest.RunApproval(t, func(t *testing.T, capacity int) store.Store {
+		return store.NewMemory(capacity)
+	})
+}

@@ -17,25 +17,37 @@ const (
 	StatusFailed      Status = "failed"
 	StatusTimedOut    Status = "timed_out"
 	StatusCancelled   Status = "cancelled"
+	// StatusAwaitingApproval: the identity is reserved behind an approval
+	// gate (Execution.Approval) and the tool has not run; only a decision
+	// (Store.Decide) moves it on. It is neither open nor finished.
+	StatusAwaitingApproval Status = "awaiting_approval"
+	// StatusDenied and StatusExpired are the final statuses of a gated
+	// execution that never ran: a person denied it, or no one decided
+	// before its gate expired.
+	StatusDenied  Status = "denied"
+	StatusExpired Status = "expired"
 )
 
 // Finished reports whether s is a final status (completed, failed,
-// timed_out or cancelled).
+// timed_out, cancelled, denied or expired).
 func (s Status) Finished() bool {
 	switch s {
-	case StatusCompleted, StatusFailed, StatusTimedOut, StatusCancelled:
+	case StatusCompleted, StatusFailed, StatusTimedOut, StatusCancelled, StatusDenied, StatusExpired:
 		return true
 	}
 	return false
 }
+
+// Awaiting reports whether s is awaiting_approval.
+func (s Status) Awaiting() bool { return s == StatusAwaitingApproval }
 
 // Open reports whether s is running or interrupted.
 func (s Status) Open() bool {
 	return s == StatusRunning || s == StatusInterrupted
 }
 
-// Valid reports whether s is one of the six statuses.
-func (s Status) Valid() bool { return s.Open() || s.Finished() }
+// Valid reports whether s is one of the nine statuses.
+func (s Status) Valid() bool { return s.Open() || s.Finished() || s.Awaiting() }
 
 // Execution describes a new execution proposed for an identity. The runtime
 // that will run the tool chooses it, so that it can later tell whether the
@@ -87,6 +99,11 @@ type Execution struct {
 	// the counts unchanged, as under DedupeWindow. The flag travels in the
 	// command, so every replica decides alike.
 	RetryUncertain bool `json:"retry_uncertain,omitempty"`
+	// Approval, when set, gates the execution: the reservation makes the
+	// record awaiting_approval instead of running, and the tool runs only
+	// once a decision approves it (Store.Decide). Its ExpiresAt is
+	// computed by the proposer and travels in the command.
+	Approval *ApprovalGate `json:"approval,omitempty"`
 }
 
 // Validate checks what every store requires of a reservation's execution:
@@ -99,6 +116,9 @@ func (exec Execution) Validate() error {
 		return invalidf("reserve: negative quota %d, byte quota %d or headroom %d", exec.Quota, exec.ByteQuota, exec.Headroom)
 	case exec.DedupeWindow < 0:
 		return invalidf("reserve: negative dedupe window %s", exec.DedupeWindow)
+	}
+	if exec.Approval != nil {
+		return exec.Approval.Validate()
 	}
 	return nil
 }
@@ -120,7 +140,8 @@ func (exec Execution) Retries(rec Record) bool {
 // fingerprint, Reserved when exec replaces rec (Expired, Retries), else Replay for
 // a finished rec and Uncertain for a running or interrupted one: State's
 // table, by which a caller that read rec without reserving (a peek, a
-// lookup) answers as Reserve would.
+// lookup) answers as Reserve would. A record awaiting approval is
+// answered Awaiting.
 func (exec Execution) Held(rec Record, fingerprint string) Outcome {
 	switch {
 	case rec.Fingerprint != fingerprint:
@@ -129,6 +150,8 @@ func (exec Execution) Held(rec Record, fingerprint string) Outcome {
 		return Reserved
 	case rec.Status.Finished():
 		return Replay
+	case rec.Status.Awaiting():
+		return Awaiting
 	}
 	return Uncertain
 }
@@ -163,6 +186,8 @@ func (r Result) Validate() error {
 		return nil
 	case !r.Status.Finished():
 		return invalidf("result status %q is not a final status or interrupted", r.Status)
+	case r.Status == StatusDenied || r.Status == StatusExpired:
+		return invalidf("result status %q is recorded only by a decision (Decide)", r.Status)
 	case r.Status == StatusCompleted && !json.Valid(r.Data):
 		return invalidf("completed result needs valid JSON data")
 	case r.Status != StatusCompleted && !isObject(r.Error):
@@ -182,8 +207,8 @@ func (r Result) Validate() error {
 }
 
 // Record is what a Store keeps for one identity. A Record returned by a
-// Store is a copy the caller owns, except for Data and Error, which callers
-// must treat as read-only.
+// Store is a copy the caller owns, except for Data, Error, Approval and
+// Decision, which callers must treat as read-only.
 type Record struct {
 	ExecutionID string          `json:"execution_id"`
 	Key         Key             `json:"key"`
@@ -200,6 +225,11 @@ type Record struct {
 	// the principal that resolved it, or ResolvedByProbe; empty on one
 	// resolved before it was kept.
 	ResolvedBy string `json:"resolved_by,omitempty"`
+	// Approval is the gate of an execution reserved behind one
+	// (Execution.Approval); nil for any other. Decision is the decision
+	// taken on it, nil until one is.
+	Approval *ApprovalGate   `json:"approval,omitempty"`
+	Decision *DecisionRecord `json:"decision,omitempty"`
 	// Seq is assigned by the Store when the reservation is made and grows
 	// with every reservation. It orders listings and, in a replicated store,
 	// is the log index at which the reservation committed: a fencing token.

@@ -21,13 +21,18 @@ const RecordOverhead = 64
 // keeps of it, namely the key's three strings, the execution id, tool,
 // fingerprint and node id, and the result's data and error bytes.
 // A call's arguments are not stored (only their fingerprint), so they
-// cost nothing. RecordSize depends on the record alone, is cheap (no
+// cost nothing, except on a record gated for approval, which keeps them
+// (ApprovalGate.Arguments and Metadata count). RecordSize depends on the record alone, is cheap (no
 // encoding) and is the one definition every store uses, so that replicas
 // and back ends account alike. It is a measure of what a record holds,
 // not of the memory it takes: see the README's sizing section for that.
 func RecordSize(r Record) int64 {
 	n := RecordOverhead + len(r.Key.Principal) + len(r.Key.Session) + len(r.Key.RequestID) +
 		len(r.ExecutionID) + len(r.Tool) + len(r.Fingerprint) + len(r.NodeID)
+	if g := r.Approval; g != nil {
+		// A gated record keeps the call's arguments (ApprovalGate).
+		n += len(g.Arguments) + len(g.Metadata)
+	}
 	return int64(n) + OutcomeSize(r.Data, r.Error)
 }
 

@@ -156,15 +156,20 @@ func (s *State) Reserve(key Key, fingerprint string, exec Execution, seq uint64)
 
 // newRecord is the running record a reservation inserts.
 func (s *State) newRecord(key Key, fingerprint string, exec Execution, seq uint64) *Record {
+	status := StatusRunning
+	if exec.Approval != nil {
+		status = StatusAwaitingApproval
+	}
 	return &Record{
 		ExecutionID: exec.ID,
 		Key:         key,
 		Tool:        exec.Tool,
 		Fingerprint: fingerprint,
-		Status:      StatusRunning,
+		Status:      status,
 		NodeID:      exec.NodeID,
 		StartedAt:   exec.StartedAt,
 		Seq:         seq,
+		Approval:    exec.Approval.clone(),
 	}
 }
 
@@ -425,7 +430,23 @@ func recordsEqual(a, b Record) bool {
 		a.Fingerprint == b.Fingerprint && a.Status == b.Status && a.NodeID == b.NodeID &&
 		a.StartedAt.Equal(b.StartedAt) && a.FinishedAt.Equal(b.FinishedAt) &&
 		a.Resolved == b.Resolved && a.ResolvedBy == b.ResolvedBy && a.Seq == b.Seq &&
-		bytes.Equal(a.Data, b.Data) && bytes.Equal(a.Error, b.Error)
+		bytes.Equal(a.Data, b.Data) && bytes.Equal(a.Error, b.Error) &&
+		gatesEqual(a.Approval, b.Approval) && decisionsEqual(a.Decision, b.Decision)
+}
+
+func gatesEqual(a, b *ApprovalGate) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.ExpiresAt.Equal(b.ExpiresAt) && slices.Equal(a.Approvers, b.Approvers) &&
+		bytes.Equal(a.Arguments, b.Arguments) && bytes.Equal(a.Metadata, b.Metadata)
+}
+
+func decisionsEqual(a, b *DecisionRecord) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Status == b.Status && a.By == b.By && a.Reason == b.Reason && a.At.Equal(b.At)
 }
 
 // open returns the record of executionID when allowed accepts its status,

@@ -23,6 +23,9 @@ const (
 	// Uncertain: the identity has a running or interrupted record with the
 	// same fingerprint; the tool must not run again.
 	Uncertain
+	// Awaiting: the identity has a record awaiting approval with the same
+	// fingerprint; the tool runs only once someone approves it.
+	Awaiting
 )
 
 func (o Outcome) String() string {
@@ -35,6 +38,8 @@ func (o Outcome) String() string {
 		return "conflict"
 	case Uncertain:
 		return "uncertain"
+	case Awaiting:
+		return "awaiting"
 	}
 	return "unknown"
 }
@@ -257,6 +262,21 @@ type Store interface {
 	// runs the tool. It returns the removed record; any other status is a
 	// *StateError.
 	Release(ctx context.Context, executionID string, allowRunning bool) (Record, error)
+
+	// Decide takes decision d on a record awaiting approval
+	// (docs/policy.md#approval-gates) and returns the record as it then
+	// stands. It applies only to an awaiting_approval record; any other
+	// status is a *StateError carrying the record as it stands, so of
+	// concurrent decisions exactly one applies and the others learn the
+	// winner's. Approve makes the record running on d.NodeID under a new
+	// Seq (a new fencing token): from then on it is an ordinary running
+	// execution. Deny records denied; expire records expired, and only
+	// when d.At is at or after the gate's ExpiresAt (before, a
+	// *StateError); an approve or deny at or after it records expired
+	// instead (Decision.Effect). The decision is kept on the record
+	// (Record.Decision). A store that decides otherwise fails storetest's
+	// Approval cases.
+	Decide(ctx context.Context, executionID string, d Decision) (Record, error)
 
 	// MarkInterrupted marks every running execution of nodeID interrupted
 	// and returns how many it marked.

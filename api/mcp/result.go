@@ -43,6 +43,14 @@ func resultOf(resp engine.Response) *sdk.CallToolResult {
 		return newResult(meta, data, structured, false)
 	}
 	errObj := rec.Error
+	if resp.Awaiting {
+		// Gated: the tool has not run; a person must approve it first
+		// (docs/mcp.md). The same request_id asks again.
+		errObj, _ = json.Marshal(map[string]string{
+			"code": engine.CodeApprovalPending, "execution_id": rec.ExecutionID,
+			"message": "the call awaits approval before the tool runs; call again with the same request_id for the outcome",
+		})
+	}
 	if !isObject(errObj) {
 		errObj = json.RawMessage(`{"code":"` + engine.CodeToolError + `","message":""}`)
 	}
@@ -70,7 +78,8 @@ func newResult(meta sdk.Meta, text []byte, structured json.RawMessage, isError b
 // statusValues are the statuses as _meta values, boxed once.
 var statusValues = func() map[store.Status]any {
 	m := map[store.Status]any{}
-	for _, s := range []store.Status{store.StatusRunning, store.StatusInterrupted, store.StatusCompleted, store.StatusFailed, store.StatusTimedOut, store.StatusCancelled} {
+	for _, s := range []store.Status{store.StatusRunning, store.StatusInterrupted, store.StatusCompleted, store.StatusFailed, store.StatusTimedOut, store.StatusCancelled,
+		store.StatusAwaitingApproval, store.StatusDenied, store.StatusExpired} {
 		m[s] = string(s)
 	}
 	return m

@@ -432,8 +432,12 @@ func (fc fileConfig) toolSpecsLogging(getenv func(string) string, log *slog.Logg
 		if err != nil {
 			return nil, fmt.Errorf("config %s: %w", where, err)
 		}
+		approval, err := tc.Approval.parse()
+		if err != nil {
+			return nil, fmt.Errorf("config %s: %w", where, err)
+		}
 		spec := carmy.ToolSpec{Name: tc.Name, Description: tc.Description, RequireRequestID: tc.RequireRequestID, MarksSent: true,
-			Effects: effects, RetryUncertain: tc.RetryUncertain}
+			Effects: effects, RetryUncertain: tc.RetryUncertain, Approval: approval}
 		if tc.Timeout != "" {
 			d, err := time.ParseDuration(tc.Timeout)
 			if err != nil || d <= 0 {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"slices"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -16,6 +17,49 @@ import (
 type effectsConfig struct {
 	Effects        string `yaml:"effects"`
 	RetryUncertain bool   `yaml:"retry_uncertain"`
+	// Approval gates the tool behind a person's decision
+	// (docs/policy.md#approval-gates).
+	Approval *approvalConfig `yaml:"approval"`
+}
+
+// approvalConfig is a tool's approval key: required (must be true),
+// approvers (principals; none: the admin alone), expires_after (a Go
+// duration, default 1h). notify is not supported yet and is refused, so
+// that nobody counts on a webhook that is never sent.
+type approvalConfig struct {
+	Required     bool     `yaml:"required"`
+	Approvers    []string `yaml:"approvers"`
+	ExpiresAfter string   `yaml:"expires_after"`
+	Notify       *struct {
+		URL string `yaml:"url"`
+	} `yaml:"notify"`
+}
+
+// parse checks the keys and returns the gate they set (nil: none).
+func (ac *approvalConfig) parse() (*engine.Approval, error) {
+	if ac == nil {
+		return nil, nil
+	}
+	if !ac.Required {
+		return nil, fmt.Errorf("approval.required: must be true when approval is given (remove the approval key to run the tool without one)")
+	}
+	if ac.Notify != nil {
+		return nil, fmt.Errorf("approval.notify: not supported yet by this build")
+	}
+	a := &engine.Approval{Approvers: slices.Clone(ac.Approvers), ExpiresAfter: engine.DefaultApprovalExpiry}
+	for i, p := range a.Approvers {
+		if p == "" {
+			return nil, fmt.Errorf("approval.approvers[%d]: empty principal", i)
+		}
+	}
+	if ac.ExpiresAfter != "" {
+		d, err := time.ParseDuration(ac.ExpiresAfter)
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("approval.expires_after %q: want a positive duration such as 1h", ac.ExpiresAfter)
+		}
+		a.ExpiresAfter = d
+	}
+	return a, nil
 }
 
 // parse checks the keys and returns the effects they set.
@@ -26,6 +70,9 @@ func (ec effectsConfig) parse() (engine.Effects, error) {
 	}
 	if ec.RetryUncertain && e != engine.EffectsIdempotent {
 		return "", fmt.Errorf("retry_uncertain: true needs effects: idempotent (effects is %s)", e)
+	}
+	if ec.Approval != nil && e == engine.EffectsReadOnly {
+		return "", fmt.Errorf("approval: a read_only tool is never reserved, so it cannot await a decision")
 	}
 	return e, nil
 }
@@ -87,6 +134,25 @@ func (m *mcpToolsConfig) list() []string {
 		return nil
 	}
 	return slices.Clone(m.names)
+}
+
+// approvals returns the approval gates the map form sets, by upstream
+// tool name.
+func (m *mcpToolsConfig) approvals() (map[string]*engine.Approval, error) {
+	if m == nil || m.settings == nil {
+		return nil, nil
+	}
+	out := map[string]*engine.Approval{}
+	for name, ec := range m.settings {
+		a, err := ec.Approval.parse()
+		if err != nil {
+			return nil, fmt.Errorf("tools.%s: %w", name, err)
+		}
+		if a != nil {
+			out[name] = a
+		}
+	}
+	return out, nil
 }
 
 // effects returns the effects and the retry_uncertain flags the map form

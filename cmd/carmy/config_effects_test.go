@@ -78,3 +78,58 @@ mcp_servers:
 		}
 	}
 }
+
+// TestConfigApproval: approval on an HTTP tool and on an MCP server's
+// tool, its default expiry, and the refusals naming the field at fault.
+func TestConfigApproval(t *testing.T) {
+	fc := mustLoadConfig(t, `tools:
+  - name: pay
+    approval: {required: true, approvers: [bob, carol], expires_after: 2s}
+    http: {url: "http://127.0.0.1:9/pay"}
+  - name: refund
+    approval: {required: true}
+    http: {url: "http://127.0.0.1:9/refund"}
+mcp_servers:
+  - name: mapped
+    url: http://127.0.0.1:9/mcp
+    tools:
+      wire: {approval: {required: true, approvers: [bob]}}
+      search:
+`)
+	specs, err := fc.toolSpecsLogging(func(string) string { return "" }, discardLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]engine.ToolSpec{}
+	for _, s := range specs {
+		got[s.Name] = s
+	}
+	if a := got["pay"].Approval; a == nil || strings.Join(a.Approvers, ",") != "bob,carol" || a.ExpiresAfter.String() != "2s" {
+		t.Fatalf("pay's approval: %+v", a)
+	}
+	if a := got["refund"].Approval; a == nil || len(a.Approvers) != 0 || a.ExpiresAfter != engine.DefaultApprovalExpiry {
+		t.Fatalf("refund's approval: %+v", a)
+	}
+	approvals, err := fc.MCPServers[0].Tools.approvals()
+	if err != nil || approvals["wire"] == nil || approvals["wire"].Approvers[0] != "bob" || approvals["search"] != nil {
+		t.Fatalf("the map form's approvals: %+v, %v", approvals, err)
+	}
+	for bad, field := range map[string]string{
+		"tools:\n  - name: t\n    approval: {required: true, expires_after: soon}\n    http: {url: \"http://127.0.0.1:9/\"}\n":                     "approval.expires_after",
+		"tools:\n  - name: t\n    approval: {approvers: [bob]}\n    http: {url: \"http://127.0.0.1:9/\"}\n":                                        "approval.required",
+		"tools:\n  - name: t\n    approval: {required: true, approver: [bob]}\n    http: {url: \"http://127.0.0.1:9/\"}\n":                         "approver",
+		"tools:\n  - name: t\n    approval: {required: true, notify: {url: \"http://127.0.0.1:9/n\"}}\n    http: {url: \"http://127.0.0.1:9/\"}\n": "approval.notify",
+		"tools:\n  - name: t\n    effects: read_only\n    approval: {required: true}\n    http: {url: \"http://127.0.0.1:9/\"}\n":                  "approval",
+		"mcp_servers:\n  - name: m\n    url: http://127.0.0.1:9/mcp\n    tools: {x: {approval: {required: true, expires_after: -1s}}}\n":           "approval.expires_after",
+	} {
+		fc, err := loadConfig(writeConfig(t, bad))
+		if err == nil {
+			if _, err = fc.toolSpecsLogging(func(string) string { return "" }, discardLogger()); err == nil {
+				_, err = fc.mcpUpstreams(quietApp(), func(string) string { return "" }, t.TempDir(), discardLogger())
+			}
+		}
+		if err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("want an error naming %s, got %v, for:\n%s", field, err, bad)
+		}
+	}
+}

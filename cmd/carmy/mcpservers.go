@@ -41,6 +41,9 @@ func (fc fileConfig) mcpUpstreams(reg mcpgateway.Registry, getenv func(string) s
 			return nil, fmt.Errorf("config %s: tools lists no tool: leave it out to serve every tool", where)
 		}
 		var err error
+		if cfg.Approval, err = mc.Tools.approvals(); err != nil {
+			return nil, fmt.Errorf("config %s: %w", where, err)
+		}
 		if cfg.Effects, cfg.RetryUncertain, err = mc.Tools.effects(); err != nil {
 			return nil, fmt.Errorf("config %s: %w", where, err)
 		}

@@ -24,9 +24,14 @@ const (
 	KindInterrupted Kind = "interrupted"
 	KindResolved    Kind = "resolved"
 	KindReleased    Kind = "released"
-	KindJoin        Kind = "join"
-	KindRemove      Kind = "remove"
-	KindTransfer    Kind = "leadership_transfer"
+	// KindApproved, KindDenied and KindExpired are the decisions on an
+	// execution awaiting approval; an approved one goes on running.
+	KindApproved Kind = "approved"
+	KindDenied   Kind = "denied"
+	KindExpired  Kind = "expired"
+	KindJoin     Kind = "join"
+	KindRemove   Kind = "remove"
+	KindTransfer Kind = "leadership_transfer"
 	// KindCheckpoint is the leader's signature of the head before it
 	// (its Checkpoint member; sign.go).
 	KindCheckpoint Kind = "checkpoint"

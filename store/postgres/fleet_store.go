@@ -79,6 +79,15 @@ func (f *Fleet) Resolve(ctx context.Context, executionID string, r store.Resolut
 	return s.Resolve(ctx, executionID, r)
 }
 
+// Decide implements store.Store.
+func (f *Fleet) Decide(ctx context.Context, executionID string, d store.Decision) (store.Record, error) {
+	s, err := f.store()
+	if err != nil {
+		return store.Record{}, err
+	}
+	return s.Decide(ctx, executionID, d)
+}
+
 // Release implements store.Store.
 func (f *Fleet) Release(ctx context.Context, executionID string, allowRunning bool) (store.Record, error) {
 	s, err := f.store()

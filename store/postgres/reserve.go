@@ -69,6 +69,9 @@ func checkReserve(key store.Key, fingerprint string, exec store.Execution) error
 		return invalidf("reserve: empty fingerprint")
 	case !validKey(key) || !validText(fingerprint) || !validText(exec.ID) || !validText(exec.Tool) || !validText(exec.NodeID):
 		return invalidf("reserve: the key, fingerprint, execution id, tool and node id must be valid UTF-8 without NUL")
+	case exec.Approval != nil:
+		// Fail closed: the tables keep no gate yet (Decide).
+		return invalidf("reserve: approval gates are not supported by the PostgreSQL store yet")
 	}
 	return exec.Validate()
 }
