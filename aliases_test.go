@@ -43,7 +43,7 @@ func TestFacadeOptionsReachTheRuntime(t *testing.T) {
 	for _, spec := range carmy.DemoTools() {
 		names = append(names, spec.Name)
 	}
-	if want := []string{"echo", "create_order", "sleep", "fail"}; !slices.Equal(names, want) {
+	if want := []string{"echo", "lookup", "create_order", "sleep", "fail"}; !slices.Equal(names, want) {
 		t.Fatalf("DemoTools() = %v, want %v", names, want)
 	}
 }

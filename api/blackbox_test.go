@@ -323,7 +323,7 @@ func TestBlackBoxOutcomes(t *testing.T) {
 		n := bbNode{n.Node, t}
 		tools := n.get("/v1/tools")
 		list, _ := tools.body["tools"].([]any)
-		if tools.status != 200 || len(list) != 4 {
+		if tools.status != 200 || len(list) != 5 {
 			t.Fatalf("tools: %s", tools.raw)
 		}
 		if a := n.get("/healthz"); a.status != 200 {

@@ -510,8 +510,8 @@ func TestOpenAPIConformance(t *testing.T) {
 
 	// Tools.
 	tools := get(oasPlanner, "/v1/tools", 200, "", conforms)
-	if list, _ := tools.obj["tools"].([]any); len(list) != 6 {
-		t.Errorf("planner sees %d tools, want the 4 demo tools, block and gated: %s", len(list), tools.raw)
+	if list, _ := tools.obj["tools"].([]any); len(list) != 7 {
+		t.Errorf("planner sees %d tools, want the 5 demo tools, block and gated: %s", len(list), tools.raw)
 	}
 	if list, _ := get(oasLimited, "/v1/tools", 200, "", conforms).obj["tools"].([]any); len(list) != 1 {
 		t.Errorf("limited sees %d tools, want echo only", len(list))

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// DemoTools returns the demo tools of docs/cli.md#--dev: echo, create_order, sleep
+// DemoTools returns the demo tools of docs/cli.md#--dev: echo, lookup, create_order, sleep
 // and fail.
 //
 // create_order's order_id is the call's fencing token: unique cluster-wide
@@ -25,6 +25,16 @@ func DemoTools() []ToolSpec {
 			Description: "Returns its arguments.",
 			InputSchema: json.RawMessage(`{"type":"object"}`),
 			Annotations: json.RawMessage(`{"readOnlyHint":true,"openWorldHint":false}`),
+			Func: func(_ context.Context, c Call) (any, error) {
+				return c.Arguments, nil
+			},
+		},
+		{
+			Name:        "lookup",
+			Description: "Returns its arguments without recording the call (effects read_only: nothing is reserved, a retry runs it again).",
+			InputSchema: json.RawMessage(`{"type":"object"}`),
+			Annotations: json.RawMessage(`{"readOnlyHint":true,"openWorldHint":false}`),
+			Effects:     EffectsReadOnly,
 			Func: func(_ context.Context, c Call) (any, error) {
 				return c.Arguments, nil
 			},

@@ -46,7 +46,7 @@ func TestDemoToolsListed(t *testing.T) {
 			t.Errorf("tool %s: timeout %v", tl.Name, tl.Timeout)
 		}
 	}
-	if got, want := strings.Join(names, ","), "create_order,echo,fail,sleep"; got != want {
+	if got, want := strings.Join(names, ","), "create_order,echo,fail,lookup,sleep"; got != want {
 		t.Errorf("tools = %s, want %s", got, want)
 	}
 	if err := app.AddDemoTools(); err == nil {
@@ -245,5 +245,25 @@ func TestDemoFail(t *testing.T) {
 	e = recordedError(t, resp.Record)
 	if resp.Record.Status != store.StatusFailed || e["code"] != CodeToolError || e["message"] == "" {
 		t.Errorf("fail without a message = %s %s", resp.Record.Status, resp.Record.Error)
+	}
+}
+
+// TestDemoLookupIsUnrecorded: the demo tool lookup is read_only: its
+// answer is the arguments, says recorded:false, and leaves no record, so
+// its retry runs it again.
+func TestDemoLookupIsUnrecorded(t *testing.T) {
+	app := demoApp(t)
+	req := Request{Tool: "lookup", RequestID: "r1", Arguments: json.RawMessage(`{"q":1}`)}
+	for range 2 {
+		resp, err := app.Call(t.Context(), Caller{Principal: "p"}, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Replayed || string(resp.Record.Data) != `{"q":1}` {
+			t.Fatalf("lookup: %+v, want its arguments, run again", resp)
+		}
+	}
+	if _, err := app.Store().Lookup(t.Context(), store.Key{Principal: "p", RequestID: "r1"}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("lookup left a record: %v", err)
 	}
 }

@@ -193,7 +193,7 @@ func TestTools(t *testing.T) {
 	for _, tool := range tools {
 		byName[tool.Name] = tool
 	}
-	for _, name := range []string{"echo", "create_order", "sleep", "fail"} {
+	for _, name := range []string{"echo", "lookup", "create_order", "sleep", "fail"} {
 		if _, ok := byName[name]; !ok {
 			t.Errorf("Tools lacks %s: %+v", name, tools)
 		}

@@ -292,7 +292,7 @@ func TestServeDevStartsAndStops(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("GET /v1/tools = %d %s, want 200 (auth is off with --dev)", code, body)
 	}
-	if got, want := strings.Join(toolNames(t, body), ","), "create_order,echo,fail,sleep"; got != want {
+	if got, want := strings.Join(toolNames(t, body), ","), "create_order,echo,fail,lookup,sleep"; got != want {
 		t.Errorf("tools = %s, want the demo tools %s", got, want)
 	}
 	// --dev bootstraps a cluster of one: once it has elected itself, it
@@ -418,7 +418,7 @@ limits:
 	if code != http.StatusOK {
 		t.Fatalf("GET /v1/tools with the token = %d %s, want 200", code, body)
 	}
-	if got, want := strings.Join(toolNames(t, body), ","), "create_order,create_order_http,echo,fail,sleep"; got != want {
+	if got, want := strings.Join(toolNames(t, body), ","), "create_order,create_order_http,echo,fail,lookup,sleep"; got != want {
 		t.Errorf("tools = %s, want %s", got, want)
 	}
 	if logs := s.logs.String(); !strings.Contains(logs, "auth=true") || !strings.Contains(logs, "max_entries=10") {
