@@ -35,7 +35,9 @@ func uiGatedCall(t *testing.T, base, token, body string) string {
 // page (the tool runs once, the call leaves the queue, the executions list
 // shows it completed), denies another with a reason (the detail shows
 // denied, by whom and why), and sees the API's refusals named: its own
-// call (403) and a call decided meanwhile by the approver bob (409).
+// call (403) and a call decided meanwhile by the approver bob (409). Then
+// bob, an approver without the admin token, finds the admin's call in its
+// queue and approves it, and is not offered to decide on its own.
 func TestConsoleBrowserApprovals(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds carmy, runs it and a browser")
@@ -216,6 +218,37 @@ tools:
 			return fmt.Errorf("the page is %s px wide on a screen of %s", p.eval(`String(document.documentElement.scrollWidth)`), p.eval(`String(innerWidth)`))
 		})
 		p.shot("phone")
+		p.do("a laptop's screen", chromedp.EmulateViewport(1280, 900))
+	})
+
+	t.Run("approver", func(t *testing.T) {
+		p.t = t
+		// bob, an approver but not the admin, sees the admin's call to
+		// decide, and its own call without the decisions.
+		bobs := uiGatedCall(t, n.URL, bob, `{"tool":"pay","arguments":{"amount":3},"request_id":"pay-bobs"}`)
+		p.click("sign out", "#sign-out")
+		p.waitFor("the token dialog", `document.querySelector('#token-dialog').open`)
+		p.do("bob's token", chromedp.SendKeys(chromedp.CSS("#token-input"), bob),
+			chromedp.Click(chromedp.CSS("#token-form button[type=submit]")))
+		p.waitText("#who", "bob")
+		p.waitText(row(own), `"amount": 1`)
+		p.waitText(row(bobs), "may not decide on its own call")
+		if got := p.eval(`String(Boolean(document.querySelector('[data-key="approve-` + bobs + `"]')))`); got != "false" {
+			t.Errorf("bob is offered to approve its own call")
+		}
+		p.shot("approver")
+		p.click("approve the admin's call", `[data-key="approve-`+own+`"]`)
+		p.waitFor("the confirmation", `document.querySelector('#confirm-dialog').open`)
+		p.click("confirm", "#confirm-ok")
+		p.waitFor("the confirmation to close", `!document.querySelector('#confirm-dialog').open`)
+		p.waitFor("pay-own to leave the queue", fmt.Sprintf(`!document.querySelector(%q)`, row(own)))
+		status, out := apiJSON(t, http.MethodGet, n.URL+"/v1/executions/"+own, admin, "")
+		if status != http.StatusOK || out["status"] != "completed" {
+			t.Fatalf("after bob's approval through the page, the record is %d %v, want completed", status, out)
+		}
+		if got := upstream.requests.Load(); got != 2 {
+			t.Errorf("the upstream was called %d times, want 2", got)
+		}
 	})
 	p.t = t
 	p.checkClean()

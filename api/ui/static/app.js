@@ -24,6 +24,7 @@ const state = {
   approvalsMore: false, // more await than one page holds
   expanded: new Set(), // the keys of long arguments shown in full
   executions: [],
+  listed: false, // the executions list has loaded since the token was given
   next: '', // the listing's next cursor
   shown: PAGE, // how many records the list holds (refreshes keep it)
   selected: null, // the record the detail shows
@@ -240,14 +241,16 @@ async function loadAttention(signal) {
 // --- Pending approvals ---------------------------------------------------------
 
 // loadApprovals lists the executions awaiting approval that the token may
-// see; the panel shows, first on the page, only while there are some.
+// see or decide on (its own, and for an approver, the calls of others it
+// is asked to decide); the panel shows, first on the page, only while
+// there are some. (Its records are not all the token's own: the
+// principal is not learnt from them.)
 async function loadApprovals(signal) {
   try {
-    const page = await api.get('v1/executions' + api.query({ status: 'awaiting_approval', all_sessions: true, limit: 500 }), signal);
+    const page = await api.get('v1/executions' + api.query({ approvals: true, limit: 500 }), signal);
     state.approvals = page.executions || [];
     state.approvalsMore = Boolean(page.next_cursor);
     renderApprovals();
-    learnPrincipal(state.approvals);
   } catch (e) {
     if (e.aborted || e.status === 401) throw e;
     $('approvals').hidden = false;
@@ -276,11 +279,15 @@ function expand(key, open) {
 
 // canDecide: whether to offer the decisions on r. The admin may decide on
 // any call but its own (the API says so if it is); a principal, on the
-// calls of others whose tool lists it as an approver.
+// calls of others whose tool lists it as an approver. A principal's queue
+// holds only its own calls and those it approves, so while its name is
+// not known (the executions list, once loaded, showed none of its own) every call there is
+// another's. The API decides in the end: a wrong offer is refused (403).
 function canDecide(r) {
   if (isAdmin()) return true;
   const list = (r.approval && r.approval.approvers) || [];
-  return Boolean(state.principal) && r.principal !== state.principal && list.includes(state.principal);
+  if (!state.principal) return state.listed && state.approvals.some((a) => a.execution_id === r.execution_id);
+  return r.principal !== state.principal && list.includes(state.principal);
 }
 
 // refusal explains why the API refused a decision on r, after its code
@@ -367,6 +374,10 @@ async function loadExecutions(signal) {
     state.next = page.next_cursor || '';
     renderExecutions();
     learnPrincipal(state.executions);
+    if (!state.listed) {
+      state.listed = true;
+      renderApprovals(); // canDecide may now tell a principal's own calls
+    }
   } catch (e) {
     if (e.aborted || e.status === 401) throw e;
     panelError('executions-body', e);
@@ -402,8 +413,16 @@ async function loadDetail(signal) {
     state.selected = r;
   } catch (e) {
     if (e.aborted || e.status === 401) throw e;
-    if (e.status === 404) { // released, or removed by retention
-      replace('detail-body', h('p', { class: 'muted' }, `This execution is no longer recorded. ${e.describe()}`));
+    if (e.status === 404) {
+      // An approver reads another's call in the queue only: show it from there.
+      const queued = state.approvals.find((a) => a.execution_id === state.selected.execution_id);
+      if (queued) {
+        state.selected = queued;
+        renderDetail();
+        return;
+      }
+      // released, removed by retention, or (for an approver) decided
+      replace('detail-body', h('p', { class: 'muted' }, `This token may no longer see this execution: it was released or removed, or it was another principal's call, shown to its approvers only while it awaited a decision. ${e.describe()}`));
       return;
     }
     throw e;
@@ -436,6 +455,7 @@ function learnPrincipal(records) {
   if (r) {
     state.principal = r.principal;
     setAccess('principal');
+    renderApprovals();
   }
 }
 
@@ -493,7 +513,7 @@ function reset() {
   if (state.ctl) state.ctl.abort();
   Object.assign(state, {
     access: null, principal: '', cluster: null, attention: [], approvals: [], approvalsMore: false, expanded: new Set(),
-    executions: [], next: '', selected: null,
+    executions: [], listed: false, next: '', selected: null,
     failures: 0, needToken: false, toolsLoaded: false,
   });
   $('detail').hidden = true;

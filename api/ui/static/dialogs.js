@@ -10,17 +10,31 @@ import { $ } from './dom.js';
 // successor with the same id or data-key.
 export function open(dialog, { focus, returnTo } = {}) {
   const back = returnTo || document.activeElement;
-  dialog.addEventListener('close', () => {
+  onClosed(dialog, () => {
     let el = back;
     if (el && !el.isConnected) {
       el = (el.id && document.getElementById(el.id))
         || (el.dataset && el.dataset.key && document.querySelector(`[data-key="${CSS.escape(el.dataset.key)}"]`));
     }
     if (el && typeof el.focus === 'function') el.focus();
-  }, { once: true });
+  });
   dialog.showModal();
   const first = focus || dialog.querySelector('input:not([type=radio]), textarea, select, input:checked, button.primary');
   if (first) first.focus();
+}
+
+// onClosed calls fn once, when dialog next closes. A dialog's close event
+// is dispatched after close() returns: one left from closing the dialog
+// just before it was opened again reaches the listeners added meanwhile,
+// and is not this opening's close (the dialog is open again when it
+// arrives), so it is passed over.
+function onClosed(dialog, fn) {
+  const listener = () => {
+    if (dialog.open) return;
+    dialog.removeEventListener('close', listener);
+    fn();
+  };
+  dialog.addEventListener('close', listener);
 }
 
 const FOCUSABLE = 'button:not([disabled]), input:not([disabled]), select:not([disabled]), textarea:not([disabled]), a[href]';
@@ -101,10 +115,10 @@ export function confirm({ title, text, label, danger = true, run, returnTo, onRe
       }
     };
     form.addEventListener('submit', submit);
-    dialog.addEventListener('close', () => {
+    onClosed(dialog, () => {
       form.removeEventListener('submit', submit);
       resolve(result);
-    }, { once: true });
+    });
     open(dialog, { focus: field ? input : $('confirm-dialog').querySelector('button.close'), returnTo });
   });
 }
