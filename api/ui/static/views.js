@@ -190,9 +190,7 @@ export function timeline(r, nodeState) {
   const items = [r.approval
     ? step('reserved', r.started_at, `reserved on ${r.node_id || 'a node'}; its tool needs approval`)
     : step('started', r.started_at, `reserved and started on ${r.node_id || 'a node'}`), ...gated.items];
-  if (gated.finished) {
-    // the decision's step says how it ended
-  } else if (r.finished_at) {
+  if (r.finished_at && !gated.finished) { // (a denial's or expiry's step says how it ended)
     const by = r.resolved_by === 'probe' ? ' by a reconcile probe (it asked the upstream)'
       : r.resolved_by ? ` by ${r.resolved_by}` : '';
     const what = r.resolved ? `resolved as ${r.status}${by}` : r.status;
