@@ -14,7 +14,7 @@ import (
 
 // listParams are the query parameters of a listing; a lookup by
 // request_id takes none of them but session_id.
-var listParams = []string{"limit", "cursor", "status", "tool", "principal", "all_sessions", "attention"}
+var listParams = []string{"limit", "cursor", "status", "tool", "principal", "all_sessions", "attention", "approvals"}
 
 // findExecutions serves GET /v1/executions: a lookup by identity with
 // request_id, else a listing (listRequest says of what).
@@ -60,7 +60,9 @@ func (s *Server) findExecutions(c echo.Context) error {
 // all_sessions=true lists every session for any caller, and names no
 // session_id. status is one status or a comma-separated list of them
 // (the runtime refuses one it does not know); tool and principal, when
-// given, are not empty; all_sessions and attention are true or false.
+// given, are not empty; all_sessions, attention and approvals are true or
+// false. approvals=true (the console's approval queue) takes no
+// session_id, all_sessions, principal, status or attention.
 func listRequest(q url.Values, caller engine.Caller) (engine.ListRequest, error) {
 	req := engine.ListRequest{Session: q.Get("session_id"), Tool: q.Get("tool"), Principal: q.Get("principal")}
 	var err error
@@ -75,6 +77,19 @@ func listRequest(q url.Values, caller engine.Caller) (engine.ListRequest, error)
 	}
 	if req.Attention, err = boolParam(q, "attention"); err != nil {
 		return req, err
+	}
+	if req.Approvals, err = boolParam(q, "approvals"); err != nil {
+		return req, err
+	}
+	if req.Approvals {
+		// Every session's executions awaiting approval that the caller
+		// may see or decide on: the selections that would narrow it
+		// otherwise are refused rather than ignored.
+		for _, name := range []string{"session_id", "all_sessions", "principal", "status", "attention"} {
+			if q.Has(name) {
+				return req, invalidField("approvals", "approvals=true lists every session's executions awaiting approval: give it without "+name)
+			}
+		}
 	}
 	for _, name := range []string{"tool", "principal", "status"} {
 		if q.Has(name) && q.Get(name) == "" {

@@ -30,6 +30,10 @@ type ListRequest struct {
 	// interrupted ones, and the running ones whose runner is gone (the
 	// test Resolve applies).
 	Attention bool
+	// Approvals lists instead the records awaiting approval that the
+	// caller may see or decide on (listApprovals): Session, AllSessions,
+	// Principal, Statuses and Attention are then ignored.
+	Approvals bool
 	// Limit is the page size, 0 for store.DefaultListLimit; Before is the
 	// Next of the previous page, 0 for the first.
 	Limit  int
@@ -54,6 +58,9 @@ var ErrPrincipalForbidden = store.NewError(store.CodeForbidden, "a token sees on
 // known to be gone and only interrupted records need attention. A running record of
 // this node is its own execution and is not listed.
 func (r *Runtime) List(ctx context.Context, caller Caller, req ListRequest) (store.Page, error) {
+	if req.Approvals {
+		return r.listApprovals(ctx, caller, req)
+	}
 	q, err := r.listQuery(ctx, caller, req)
 	if err != nil {
 		return store.Page{}, err

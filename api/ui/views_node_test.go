@@ -33,7 +33,7 @@ func TestClusterViewShowsVersions(t *testing.T) {
 		testutil.SkipLoudly(t, "node is not on PATH: the console's views are checked under Node.js")
 	}
 	dir := t.TempDir()
-	for _, f := range []string{"views.js", "dom.js"} {
+	for _, f := range []string{"views.js", "dom.js", "approvals.js"} {
 		b, err := os.ReadFile(filepath.Join("static", f))
 		if err != nil {
 			t.Fatal(err)

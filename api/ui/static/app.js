@@ -2,11 +2,12 @@
 // public API (api.js), so it shows what the token it holds may see.
 
 import * as api from './api.js';
-import { $, h, replace } from './dom.js';
+import { $, h, replace, statusLabel } from './dom.js';
 import * as dialogs from './dialogs.js';
 import * as views from './views.js';
 import * as chart from './chart.js';
 import * as ledger from './ledger.js';
+import * as approvals from './approvals.js';
 
 const REFRESH_MS = 5000; // between refreshes while they succeed
 const MAX_BACKOFF_MS = 60000; // the longest wait after failures
@@ -19,7 +20,11 @@ const state = {
   principal: '', // the principal's name, once a record shows it
   cluster: null, // the last GET /v1/cluster, when allowed
   attention: [],
+  approvals: [], // the executions awaiting approval the token may see
+  approvalsMore: false, // more await than one page holds
+  expanded: new Set(), // the keys of long arguments shown in full
   executions: [],
+  listed: false, // the executions list has loaded since the token was given
   next: '', // the listing's next cursor
   shown: PAGE, // how many records the list holds (refreshes keep it)
   selected: null, // the record the detail shows
@@ -105,7 +110,7 @@ async function loadAll(signal) {
   // failed authentications per address and stops listening to an
   // address that makes too many.
   if (refused && (refused.status === 401 || refused.aborted)) return [refused];
-  const loads = [loadActivity(signal), loadAttention(signal), loadExecutions(signal), loadDetail(signal), loadLedger(signal)];
+  const loads = [loadApprovals(signal), loadActivity(signal), loadAttention(signal), loadExecutions(signal), loadDetail(signal), loadLedger(signal)];
   if (!state.toolsLoaded) loads.push(loadTools(signal));
   const results = await Promise.allSettled(loads);
   const errors = [...first, ...results].filter((r) => r.status === 'rejected').map((r) => r.reason);
@@ -233,6 +238,122 @@ async function loadAttention(signal) {
   }
 }
 
+// --- Pending approvals ---------------------------------------------------------
+
+// loadApprovals lists the executions awaiting approval that the token may
+// see or decide on (its own, and for an approver, the calls of others it
+// is asked to decide); the panel shows, first on the page, only while
+// there are some. (Its records are not all the token's own: the
+// principal is not learnt from them.)
+async function loadApprovals(signal) {
+  try {
+    const page = await api.get('v1/executions' + api.query({ approvals: true, limit: 500 }), signal);
+    state.approvals = page.executions || [];
+    state.approvalsMore = Boolean(page.next_cursor);
+    renderApprovals();
+  } catch (e) {
+    if (e.aborted || e.status === 401) throw e;
+    $('approvals').hidden = false;
+    panelError('approvals-body', e);
+    throw e;
+  }
+}
+
+function renderApprovals() {
+  const n = state.approvals.length;
+  $('approvals').hidden = n === 0;
+  $('approvals-count').textContent = state.approvalsMore ? `${n}+` : String(n);
+  replace('approvals-body', n === 0 ? [] : approvals.queue(state.approvals, {
+    canDecide, onApprove: approveExecution, onDeny: denyExecution, onOpen: openDetail,
+    isExpanded: (id) => state.expanded.has(id),
+    onExpand: (id, open) => { expand(id, open); renderApprovals(); },
+    now: Date.now(),
+  }));
+}
+
+// expand keeps the long arguments of key shown in full (open) or not.
+function expand(key, open) {
+  if (open) state.expanded.add(key);
+  else state.expanded.delete(key);
+}
+
+// canDecide: whether to offer the decisions on r. The admin may decide on
+// any call but its own (the API says so if it is); a principal, on the
+// calls of others whose tool lists it as an approver. A principal's queue
+// holds only its own calls and those it approves, so while its name is
+// not known (the executions list, once loaded, showed none of its own) every call there is
+// another's. The API decides in the end: a wrong offer is refused (403).
+function canDecide(r) {
+  if (isAdmin()) return true;
+  const list = (r.approval && r.approval.approvers) || [];
+  if (!state.principal) return state.listed && state.approvals.some((a) => a.execution_id === r.execution_id);
+  return r.principal !== state.principal && list.includes(state.principal);
+}
+
+// refusal explains why the API refused a decision on r, after its code
+// and message.
+function refusal(r, e) {
+  const why = e.describe ? e.describe() : String(e);
+  if (e.status === 409) {
+    const now = e.fields && e.fields.status ? ` it is now ${statusLabel(e.fields.status)}` : '';
+    return `${why}. It was decided already or expired:${now || ' it no longer awaits a decision'}.`;
+  }
+  if (e.status === 403) return `${why}. A caller may not decide on its own call; only ${approvals.approversText(r)} may.`;
+  if (e.status === 404) return `${why}. This token may not see the execution, or it is no longer recorded.`;
+  return why;
+}
+
+function approveExecution(r, button) {
+  const name = r.request_id || r.execution_id;
+  dialogs.confirm({
+    title: `Approve ${name}?`,
+    text: `${r.tool} runs once, now, with the arguments shown, as the call of ${r.principal || 'its principal'} `
+      + `(session ${r.session_id || '""'}). Its outcome is recorded and replayed to every retry of the call. `
+      + 'An approval cannot be taken back.',
+    label: 'Approve',
+    danger: false,
+    returnTo: button,
+    onRefused: refresh, // the page then shows the state that refused it
+    explain: (e) => refusal(r, e),
+    run: () => api.post(`v1/executions/${encodeURIComponent(r.execution_id)}/approve`),
+  }).then((rec) => decided(r, rec, 'Approved'));
+}
+
+function denyExecution(r, button) {
+  const name = r.request_id || r.execution_id;
+  dialogs.confirm({
+    title: `Deny ${name}?`,
+    text: `${r.tool} does not run. denied is recorded and replayed to every retry of the call, with the error `
+      + 'APPROVAL_DENIED and the reason you give. A denial cannot be taken back.',
+    label: 'Deny',
+    returnTo: button,
+    field: { label: 'Reason (optional)', hint: 'Kept with the decision, and told to every retry of the call.', maxLength: 1024 },
+    onRefused: refresh,
+    explain: (e) => refusal(r, e),
+    run: (reason) => api.post(`v1/executions/${encodeURIComponent(r.execution_id)}/deny`, reason ? { reason } : undefined),
+  }).then((rec) => decided(r, rec, 'Denied'));
+}
+
+// decided follows a decision on r: rec is the API's answer (undefined when
+// the person went back). The call leaves the queue at once; the detail, if
+// it shows r, shows the new record.
+function decided(r, rec, verb) {
+  if (rec === undefined) return;
+  const name = r.request_id || r.execution_id;
+  status(`${verb} ${name}: it is now ${statusLabel(rec.status)}.`);
+  state.approvals = state.approvals.filter((a) => a.execution_id !== r.execution_id);
+  renderApprovals();
+  if (state.selected && state.selected.execution_id === rec.execution_id) {
+    state.selected = rec;
+    renderDetail();
+  }
+  // The button that opened the dialog has gone with its row.
+  if (!document.activeElement || document.activeElement === document.body) {
+    ($('approvals').hidden ? $('executions-h') : $('approvals-h')).focus();
+  }
+  refresh();
+}
+
 // filters returns the listing's query from the filter form. An empty
 // session means every session the token may see.
 function filters() {
@@ -253,6 +374,10 @@ async function loadExecutions(signal) {
     state.next = page.next_cursor || '';
     renderExecutions();
     learnPrincipal(state.executions);
+    if (!state.listed) {
+      state.listed = true;
+      renderApprovals(); // canDecide may now tell a principal's own calls
+    }
   } catch (e) {
     if (e.aborted || e.status === 401) throw e;
     panelError('executions-body', e);
@@ -288,8 +413,16 @@ async function loadDetail(signal) {
     state.selected = r;
   } catch (e) {
     if (e.aborted || e.status === 401) throw e;
-    if (e.status === 404) { // released, or removed by retention
-      replace('detail-body', h('p', { class: 'muted' }, `This execution is no longer recorded. ${e.describe()}`));
+    if (e.status === 404) {
+      // An approver reads another's call in the queue only: show it from there.
+      const queued = state.approvals.find((a) => a.execution_id === state.selected.execution_id);
+      if (queued) {
+        state.selected = queued;
+        renderDetail();
+        return;
+      }
+      // released, removed by retention, or (for an approver) decided
+      replace('detail-body', h('p', { class: 'muted' }, `This token may no longer see this execution: it was released or removed, or it was another principal's call, shown to its approvers only while it awaited a decision. ${e.describe()}`));
       return;
     }
     throw e;
@@ -322,6 +455,7 @@ function learnPrincipal(records) {
   if (r) {
     state.principal = r.principal;
     setAccess('principal');
+    renderApprovals();
   }
 }
 
@@ -336,6 +470,9 @@ function askToken(err) {
   for (const id of ['cluster-body', 'activity-body', 'attention-body', 'executions-body', 'ledger-head']) {
     replace(id, h('p', { class: 'muted' }, 'Sign in to see this.'));
   }
+  state.approvals = [];
+  $('approvals').hidden = true;
+  replace('approvals-body');
   $('ledger-verify').hidden = true;
   $('ledger-status').textContent = '';
   $('attention-count').textContent = '0';
@@ -375,7 +512,8 @@ function signOut() {
 function reset() {
   if (state.ctl) state.ctl.abort();
   Object.assign(state, {
-    access: null, principal: '', cluster: null, attention: [], executions: [], next: '', selected: null,
+    access: null, principal: '', cluster: null, attention: [], approvals: [], approvalsMore: false, expanded: new Set(),
+    executions: [], listed: false, next: '', selected: null,
     failures: 0, needToken: false, toolsLoaded: false,
   });
   $('detail').hidden = true;
@@ -432,10 +570,16 @@ function closeDetail() {
 function renderDetail() {
   const r = state.selected;
   $('detail-h').textContent = `Execution ${r.request_id || r.execution_id}`;
+  const decide = r.status === 'awaiting_approval' && canDecide(r);
+  const argsKey = `detail-${r.execution_id}`;
   replace('detail-body', views.detail(r, {
     nodeState: nodeState(r.node_id),
     cancel: r.status === 'running' ? cancelExecution : null,
     resolve: resolvable(r) ? openResolve : null,
+    approve: decide ? (button) => approveExecution(r, button) : null,
+    deny: decide ? (button) => denyExecution(r, button) : null,
+    argsExpanded: state.expanded.has(argsKey),
+    onArgsToggle: (open) => { expand(argsKey, open); renderDetail(); },
   }));
 }
 

@@ -10,17 +10,31 @@ import { $ } from './dom.js';
 // successor with the same id or data-key.
 export function open(dialog, { focus, returnTo } = {}) {
   const back = returnTo || document.activeElement;
-  dialog.addEventListener('close', () => {
+  onClosed(dialog, () => {
     let el = back;
     if (el && !el.isConnected) {
       el = (el.id && document.getElementById(el.id))
         || (el.dataset && el.dataset.key && document.querySelector(`[data-key="${CSS.escape(el.dataset.key)}"]`));
     }
     if (el && typeof el.focus === 'function') el.focus();
-  }, { once: true });
+  });
   dialog.showModal();
   const first = focus || dialog.querySelector('input:not([type=radio]), textarea, select, input:checked, button.primary');
   if (first) first.focus();
+}
+
+// onClosed calls fn once, when dialog next closes. A dialog's close event
+// is dispatched after close() returns: one left from closing the dialog
+// just before it was opened again reaches the listeners added meanwhile,
+// and is not this opening's close (the dialog is open again when it
+// arrives), so it is passed over.
+function onClosed(dialog, fn) {
+  const listener = () => {
+    if (dialog.open) return;
+    dialog.removeEventListener('close', listener);
+    fn();
+  };
+  dialog.addEventListener('close', listener);
 }
 
 const FOCUSABLE = 'button:not([disabled]), input:not([disabled]), select:not([disabled]), textarea:not([disabled]), a[href]';
@@ -61,13 +75,24 @@ export function showError(id, text) {
 // shown in the dialog (its code and message), which stays open, so the
 // person can read it, retry or go back. It resolves to run's result, or
 // undefined when the person went back. onRefused(error) runs after a
-// refusal (to show the state that refused it, say).
-export function confirm({ title, text, label, danger = true, run, returnTo, onRefused }) {
+// refusal (to show the state that refused it, say). field, when given
+// ({label, hint, maxLength}), adds a text field to the dialog (empty
+// each time it opens), and run is given its trimmed value. explain(error),
+// when given, says what a refusal means (else its code and message).
+export function confirm({ title, text, label, danger = true, run, returnTo, onRefused, field, explain }) {
   const dialog = $('confirm-dialog');
   const form = $('confirm-form');
   const ok = $('confirm-ok');
+  const input = $('confirm-input');
   $('confirm-h').textContent = title;
   $('confirm-text').textContent = text;
+  $('confirm-field').hidden = !field;
+  input.value = '';
+  if (field) {
+    $('confirm-label').textContent = field.label;
+    $('confirm-hint').textContent = field.hint || '';
+    input.maxLength = field.maxLength || 1024;
+  }
   ok.textContent = label;
   ok.className = danger ? 'danger' : 'primary';
   ok.disabled = false;
@@ -80,19 +105,20 @@ export function confirm({ title, text, label, danger = true, run, returnTo, onRe
       ok.disabled = true;
       showError('confirm-error', '');
       try {
-        result = await run();
+        result = await run(field ? input.value.trim() : undefined);
         dialog.close();
       } catch (e) {
-        showError('confirm-error', `${label} was refused. ${e.describe ? e.describe() : e.message}`);
+        const why = explain ? explain(e) : (e.describe ? e.describe() : e.message);
+        showError('confirm-error', `${label} was refused. ${why}`);
         ok.disabled = false;
         if (onRefused) onRefused(e);
       }
     };
     form.addEventListener('submit', submit);
-    dialog.addEventListener('close', () => {
+    onClosed(dialog, () => {
       form.removeEventListener('submit', submit);
       resolve(result);
-    }, { once: true });
-    open(dialog, { focus: $('confirm-dialog').querySelector('button.close'), returnTo });
+    });
+    open(dialog, { focus: field ? input : $('confirm-dialog').querySelector('button.close'), returnTo });
   });
 }

@@ -75,10 +75,20 @@ export function duration(ms) {
   return `${Math.floor(min / 60)} h ${min % 60} min`;
 }
 
+// STATUS_LABELS are the words a person reads for the statuses whose API
+// name is not already one (the badge's title keeps the API's name).
+const STATUS_LABELS = { awaiting_approval: 'awaiting approval' };
+
+// statusLabel is the word shown for status.
+export function statusLabel(status) {
+  return STATUS_LABELS[status] || status;
+}
+
 // badge is a status as a coloured word (the colour repeats the word; it
 // never carries meaning alone).
 export function badge(status) {
-  return h('span', { class: `badge st-${status}` }, status);
+  const label = statusLabel(status);
+  return h('span', { class: `badge st-${status}`, title: label === status ? null : status }, label);
 }
 
 // json renders a JSON value readably.

@@ -2,6 +2,7 @@
 // build elements; app.js owns the state, the requests and the actions.
 
 import { h, time, duration, badge, json } from './dom.js';
+import * as approvals from './approvals.js';
 
 // --- Cluster ---------------------------------------------------------------
 
@@ -136,21 +137,28 @@ function scroller(label, table) {
 // The fields of a record, in the order they are shown; any other field the
 // node sends is shown after them.
 const FIELDS = ['execution_id', 'request_id', 'session_id', 'principal', 'tool', 'status', 'resolved',
-  'resolved_by', 'node_id', 'started_at', 'finished_at', 'fingerprint', 'data', 'error'];
+  'resolved_by', 'node_id', 'started_at', 'finished_at', 'fingerprint', 'data', 'error', 'approval'];
 
 // detail renders a record: every field, its timeline and what may be done
-// with it. actions: {cancel, resolve} functions or null when not offered,
-// and nodeState, what the cluster says of the record's node.
-export function detail(r, { cancel, resolve, nodeState }) {
+// with it. actions: {cancel, resolve, approve, deny} functions or null
+// when not offered, and nodeState, what the cluster says of the record's
+// node; argsExpanded and onArgsToggle(open) keep a gated call's long
+// arguments shown.
+export function detail(r, { cancel, resolve, approve, deny, nodeState, argsExpanded, onArgsToggle }) {
   const keys = [...FIELDS.filter((k) => k in r), ...Object.keys(r).filter((k) => !FIELDS.includes(k))];
   const fields = h('dl', { class: 'fields' }, keys.map((k) => [
     h('dt', {}, k),
-    h('dd', { 'data-field': k }, value(k, r[k])),
+    h('dd', { 'data-field': k }, k === 'approval'
+      ? approvals.gate(r, { expanded: argsExpanded, toggle: onArgsToggle || (() => {}) })
+      : value(k, r[k])),
   ]));
+  const button = (fn, cls, id, text) => (fn ? h('button', { type: 'button', class: cls, id, onclick: (ev) => fn(ev.currentTarget) }, text) : null);
   const actions = h('div', { class: 'actions' },
-    cancel ? h('button', { type: 'button', class: 'danger', id: 'do-cancel', onclick: (ev) => cancel(ev.currentTarget) }, 'Cancel execution…') : null,
-    resolve ? h('button', { type: 'button', class: 'primary', id: 'do-resolve', onclick: (ev) => resolve(ev.currentTarget) }, 'Resolve…') : null,
-    !cancel && !resolve ? h('p', { class: 'muted' }, nothingToDo(r)) : null);
+    button(approve, 'primary', 'do-approve', 'Approve…'),
+    button(deny, 'danger', 'do-deny', 'Deny…'),
+    button(cancel, 'danger', 'do-cancel', 'Cancel execution…'),
+    button(resolve, 'primary', 'do-resolve', 'Resolve…'),
+    !cancel && !resolve && !approve && !deny ? h('p', { class: 'muted' }, nothingToDo(r)) : null);
   return [
     h('div', { class: 'detail-grid' },
       h('div', {}, h('h3', {}, 'Timeline'), timeline(r, nodeState), actions),
@@ -167,6 +175,7 @@ function value(k, v) {
 }
 
 function nothingToDo(r) {
+  if (r.status === 'awaiting_approval') return `Awaiting approval by ${approvals.approversText(r)}: the caller may not decide on its own call.`;
   if (r.status === 'running') return 'Running: it may be cancelled by whoever may see it.';
   if (r.status === 'interrupted') return '';
   return `Finished (${r.status}): its result is replayed to every retry; nothing is left to do.`;
@@ -177,8 +186,11 @@ function nothingToDo(r) {
 // running, or interrupted.
 export function timeline(r, nodeState) {
   const start = Date.parse(r.started_at);
-  const items = [step('started', r.started_at, `reserved and started on ${r.node_id || 'a node'}`)];
-  if (r.finished_at) {
+  const gated = approvals.steps(r, step);
+  const items = [r.approval
+    ? step('reserved', r.started_at, `reserved on ${r.node_id || 'a node'}; its tool needs approval`)
+    : step('started', r.started_at, `reserved and started on ${r.node_id || 'a node'}`), ...gated.items];
+  if (r.finished_at && !gated.finished) { // (a denial's or expiry's step says how it ended)
     const by = r.resolved_by === 'probe' ? ' by a reconcile probe (it asked the upstream)'
       : r.resolved_by ? ` by ${r.resolved_by}` : '';
     const what = r.resolved ? `resolved as ${r.status}${by}` : r.status;
