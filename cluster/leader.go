@@ -15,13 +15,16 @@ import (
 // election it waits for its barrier (so it serves nothing older than what
 // was committed before), sets the cluster-wide capacity, then, every tick,
 // marks the running executions of members gossip has seen dead for
-// DeadGrace interrupted and expires finished records past Retention.
+// DeadGrace interrupted, and those of nodes no longer members
+// (interruptStrays), and expires finished records past Retention.
 func (n *Node) leaderDuties() {
 	tick := 100 * time.Millisecond
 	var (
 		wasLeader    bool
 		unseenSince  = make(map[string]time.Time)
 		handled      = make(map[string]time.Time)
+		strays       = make(map[string]time.Time)
+		lastStrays   time.Time
 		lastExpire   time.Time
 		lastPrune    time.Time
 		lastSign     time.Time
@@ -36,6 +39,7 @@ func (n *Node) leaderDuties() {
 				n.leaderReady.Store(0)
 				clear(unseenSince)
 				clear(handled)
+				clear(strays)
 			}
 			wasLeader = false
 			signed = audit.Head{}
@@ -50,6 +54,10 @@ func (n *Node) leaderDuties() {
 		if time.Since(lastLiveness) >= livenessTick {
 			lastLiveness = time.Now()
 			n.interruptDead(unseenSince, handled)
+		}
+		if time.Since(lastStrays) >= strayTick(n.cfg.DeadGrace) {
+			lastStrays = time.Now()
+			n.interruptStrays(strays)
 		}
 		if n.cfg.Retention > 0 && time.Since(lastExpire) >= expireEvery {
 			lastExpire = time.Now()
@@ -155,6 +163,60 @@ func (n *Node) interruptDead(unseenSince, handled map[string]time.Time) {
 	for id := range handled {
 		if !members[id] {
 			delete(handled, id)
+		}
+	}
+}
+
+// strayTick is how often the leader looks for running executions of nodes
+// that are not members: the search visits every record.
+func strayTick(deadGrace time.Duration) time.Duration {
+	return min(max(deadGrace/2, time.Second), 5*time.Second)
+}
+
+// interruptStrays marks interrupted the running executions of nodes that
+// are not in the Raft configuration, once this leader has seen them held
+// by such a node for DeadGrace. A removal marks the executions the
+// removed node holds when it is applied, but the node may go on taking
+// calls until it is stopped, and the leader on accepting its
+// reservations: those would stay running for ever, since no member's
+// death covers them. strays maps such a node to when this leader first
+// saw it holding running executions.
+func (n *Node) interruptStrays(strays map[string]time.Time) {
+	cfg := n.raft.GetConfiguration()
+	if cfg.Error() != nil {
+		return
+	}
+	members := make(map[string]bool)
+	for _, s := range cfg.Configuration().Servers {
+		members[string(s.ID)] = true
+	}
+	holding := make(map[string]bool)
+	for _, id := range n.fsm.RunningNodes() {
+		if members[id] || id == n.cfg.NodeID {
+			continue
+		}
+		holding[id] = true
+		first, ok := strays[id]
+		if !ok {
+			strays[id] = time.Now()
+			continue
+		}
+		if time.Since(first) < n.cfg.DeadGrace {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(n.bgCtx, n.cfg.LeaderWait)
+		resp, err := n.Apply(ctx, fsm.Interrupt(id))
+		cancel()
+		if err != nil {
+			n.log.Warn("marking a removed node's executions interrupted failed", slog.String("node", id), slog.Any("err", err))
+			continue
+		}
+		n.log.Warn("a node that is not a member holds running executions: they are now interrupted",
+			slog.String("node", id), slog.Int("interrupted", resp.Count))
+	}
+	for id := range strays {
+		if !holding[id] {
+			delete(strays, id)
 		}
 	}
 }
