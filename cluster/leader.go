@@ -268,6 +268,11 @@ func (n *Node) auditCheckpointEvery() time.Duration {
 // was appended since; it returns the head it signed (prev when none).
 // A leader that just took over signs once whatever the last entry is.
 func (n *Node) signAudit(prev audit.Head) audit.Head {
+	// The ledger's writer may stand far behind the applied state (on a
+	// follower that just took over under load, by thousands of entries):
+	// sign the head of what is applied, not of what happens to be written,
+	// so that the checkpoint signs an entry a few back at most.
+	n.ledger.FlushQueued()
 	head, err := n.AuditHead()
 	if err != nil || head.Seq == 0 || (prev.Seq != 0 && head.Seq <= prev.Seq+1) {
 		return prev

@@ -49,6 +49,9 @@ type ledgerSummary struct {
 	// every checkpoint entry.
 	Admin       []ledgerEntry
 	Checkpoints []uint64
+	// SignLag is the most entries any checkpoint entry stands after the
+	// head it signs.
+	SignLag uint64
 	// Heads[i] is the {seq, hash} of entry i+1.
 	Heads []audit.Head
 	// Signed[i] is the seq the checkpoint entry of seq i+1 signs (0 for
@@ -110,6 +113,9 @@ func checkLedger(r io.Reader) (ledgerSummary, []string, error) {
 				bad(e, "a checkpoint entry signing %+v", e.Checkpoint)
 			}
 			s.Checkpoints = append(s.Checkpoints, e.Seq)
+			if e.Checkpoint != nil && e.Checkpoint.Seq < e.Seq {
+				s.SignLag = max(s.SignLag, e.Seq-e.Checkpoint.Seq)
+			}
 			continue
 		}
 		x := s.Execs[e.ExecutionID]

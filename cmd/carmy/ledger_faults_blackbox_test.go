@@ -28,6 +28,11 @@ import (
 const (
 	envLedgerEntries   = "CARMY_LEDGER_ENTRIES"
 	ledgerShortEntries = 3000
+	// ledgerMaxSignLag bounds how far back a checkpoint's signed head may
+	// be: the entries applied while it was proposed (a leader that signed
+	// the head its ledger's writer had reached stood 13,000 back under
+	// load; the verifier can check 65,536 back at most).
+	ledgerMaxSignLag = 2000
 )
 
 // TestLedgerUnderFaults: a 3-node cluster of carmy processes under
@@ -178,14 +183,19 @@ func TestLedgerUnderFaults(t *testing.T) {
 	if s.Entries < target || uint64(s.Entries) != head.Seq {
 		t.Errorf("%d entries, head seq %d; want at least %d", s.Entries, head.Seq, target)
 	}
-	if len(s.Checkpoints) < 2 {
-		t.Errorf("%d checkpoint entries; want one of the first leader and one of the next", len(s.Checkpoints))
+	// The first leader finds the ledger empty when it takes over; the one
+	// after the kill signs at once (docs/audit.md), an entry a few back.
+	if len(s.Checkpoints) < 1 {
+		t.Errorf("no checkpoint entry; want one of the leader after the kill")
+	}
+	if s.SignLag > ledgerMaxSignLag {
+		t.Errorf("a checkpoint entry stands %d entries after the head it signs; want at most %d", s.SignLag, ledgerMaxSignLag)
 	}
 	ledgerCheckAdmin(t, s, victim.ID())
 	ledgerCheckRecords(t, n4.URL, s, load.Ran())
-	t.Logf("%d entries (%v), %d executions, export %d bytes in %s, verify %s, load %s; %s",
+	t.Logf("%d entries (%v), %d executions, export %d bytes in %s, verify %s, load %s; %s; checkpoints at most %d entries after the head they sign",
 		s.Entries, s.Kinds, len(s.Execs), len(data), exportTook.Round(time.Millisecond), verifyTook.Round(time.Millisecond),
-		loadTook.Round(time.Second), ledgerVerified(out))
+		loadTook.Round(time.Second), ledgerVerified(out), s.SignLag)
 
 	// Flipped bytes, named.
 	ledgerFlips(t, bin, dir, data, s)
