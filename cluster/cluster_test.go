@@ -572,3 +572,29 @@ func TestSilenceCheckSparesALiveLeader(t *testing.T) {
 		t.Fatalf("term %s after the checks, want %s", got, term)
 	}
 }
+
+// TestRemovedNodeLateReservationsBecomeInterrupted: a removal marks the
+// executions the removed node holds then; a reservation of that node
+// accepted after it (the node still took calls until it was stopped, and
+// forwarded them) is marked interrupted by the leader too, rather than
+// left running for ever. (Found by TestLedgerUnderFaults in cmd/carmy.)
+func TestRemovedNodeLateReservationsBecomeInterrupted(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	leader := c.leader()
+	removed := c.followers()[0]
+	if err := leader.RemoveNode(t.Context(), removed.ID()); err != nil {
+		t.Fatalf("RemoveNode: %v", err)
+	}
+	// What the removed node's forwarded reservation is to the leader.
+	ex := exec(removed.ID())
+	mustReserve(t, leader.Store(), key("late-on-removed"), ex, store.Reserved)
+	removed.stop()
+	testutil.WaitUntil(t, 30*time.Second, "the removed node's late execution to become interrupted", func() bool {
+		rec, err := c.leader().Store().Get(t.Context(), ex.ID)
+		return err == nil && rec.Status == store.StatusInterrupted
+	})
+	// A late completion from the removed runner is still recorded.
+	if _, err := c.leader().Store().Complete(t.Context(), key("late-on-removed"), "fp", completed(ex.ID)); err != nil {
+		t.Fatalf("late completion: %v", err)
+	}
+}

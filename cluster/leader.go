@@ -15,13 +15,16 @@ import (
 // election it waits for its barrier (so it serves nothing older than what
 // was committed before), sets the cluster-wide capacity, then, every tick,
 // marks the running executions of members gossip has seen dead for
-// DeadGrace interrupted and expires finished records past Retention.
+// DeadGrace interrupted, and those of nodes no longer members
+// (interruptStrays), and expires finished records past Retention.
 func (n *Node) leaderDuties() {
 	tick := 100 * time.Millisecond
 	var (
 		wasLeader    bool
 		unseenSince  = make(map[string]time.Time)
 		handled      = make(map[string]time.Time)
+		strays       = make(map[string]time.Time)
+		lastStrays   time.Time
 		lastExpire   time.Time
 		lastPrune    time.Time
 		lastSign     time.Time
@@ -36,6 +39,7 @@ func (n *Node) leaderDuties() {
 				n.leaderReady.Store(0)
 				clear(unseenSince)
 				clear(handled)
+				clear(strays)
 			}
 			wasLeader = false
 			signed = audit.Head{}
@@ -50,6 +54,10 @@ func (n *Node) leaderDuties() {
 		if time.Since(lastLiveness) >= livenessTick {
 			lastLiveness = time.Now()
 			n.interruptDead(unseenSince, handled)
+		}
+		if time.Since(lastStrays) >= strayTick(n.cfg.DeadGrace) {
+			lastStrays = time.Now()
+			n.interruptStrays(strays)
 		}
 		if n.cfg.Retention > 0 && time.Since(lastExpire) >= expireEvery {
 			lastExpire = time.Now()
@@ -159,6 +167,60 @@ func (n *Node) interruptDead(unseenSince, handled map[string]time.Time) {
 	}
 }
 
+// strayTick is how often the leader looks for running executions of nodes
+// that are not members: the search visits every record.
+func strayTick(deadGrace time.Duration) time.Duration {
+	return min(max(deadGrace/2, time.Second), 5*time.Second)
+}
+
+// interruptStrays marks interrupted the running executions of nodes that
+// are not in the Raft configuration, once this leader has seen them held
+// by such a node for DeadGrace. A removal marks the executions the
+// removed node holds when it is applied, but the node may go on taking
+// calls until it is stopped, and the leader on accepting its
+// reservations: those would stay running for ever, since no member's
+// death covers them. strays maps such a node to when this leader first
+// saw it holding running executions.
+func (n *Node) interruptStrays(strays map[string]time.Time) {
+	cfg := n.raft.GetConfiguration()
+	if cfg.Error() != nil {
+		return
+	}
+	members := make(map[string]bool)
+	for _, s := range cfg.Configuration().Servers {
+		members[string(s.ID)] = true
+	}
+	holding := make(map[string]bool)
+	for _, id := range n.fsm.RunningNodes() {
+		if members[id] || id == n.cfg.NodeID {
+			continue
+		}
+		holding[id] = true
+		first, ok := strays[id]
+		if !ok {
+			strays[id] = time.Now()
+			continue
+		}
+		if time.Since(first) < n.cfg.DeadGrace {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(n.bgCtx, n.cfg.LeaderWait)
+		resp, err := n.Apply(ctx, fsm.Interrupt(id))
+		cancel()
+		if err != nil {
+			n.log.Warn("marking a removed node's executions interrupted failed", slog.String("node", id), slog.Any("err", err))
+			continue
+		}
+		n.log.Warn("a node that is not a member holds running executions: they are now interrupted",
+			slog.String("node", id), slog.Int("interrupted", resp.Count))
+	}
+	for id := range strays {
+		if !holding[id] {
+			delete(strays, id)
+		}
+	}
+}
+
 // expire proposes removing finished records older than Retention. The
 // cutoff travels in the command, so every replica removes the same ones.
 func (n *Node) expire() {
@@ -206,6 +268,11 @@ func (n *Node) auditCheckpointEvery() time.Duration {
 // was appended since; it returns the head it signed (prev when none).
 // A leader that just took over signs once whatever the last entry is.
 func (n *Node) signAudit(prev audit.Head) audit.Head {
+	// The ledger's writer may stand far behind the applied state (on a
+	// follower that just took over under load, by thousands of entries):
+	// sign the head of what is applied, not of what happens to be written,
+	// so that the checkpoint signs an entry a few back at most.
+	n.ledger.FlushQueued()
 	head, err := n.AuditHead()
 	if err != nil || head.Seq == 0 || (prev.Seq != 0 && head.Seq <= prev.Seq+1) {
 		return prev

@@ -33,8 +33,11 @@ type ledgerQueue struct {
 	groups  []ledgerGroup
 	drafts  int  // drafts in groups
 	writing bool // the writer holds groups it took and has not written
-	closed  bool
-	done    chan struct{} // closed when the writer has stopped
+	// queued and written count the groups ever queued and ever written
+	// (or whose write failed), for FlushQueued.
+	queued, written uint64
+	closed          bool
+	done            chan struct{} // closed when the writer has stopped
 }
 
 // start starts l's writer.
@@ -60,6 +63,7 @@ func (l *Ledger) enqueue(groups []ledgerGroup) {
 	if !q.closed {
 		q.groups = append(q.groups, groups...)
 		q.drafts += n
+		q.queued += uint64(len(groups))
 		q.cond.Broadcast()
 	}
 	q.mu.Unlock()
@@ -71,6 +75,20 @@ func (l *Ledger) Flush() {
 	q := &l.q
 	q.mu.Lock()
 	for (len(q.groups) > 0 || q.writing) && !q.closed {
+		q.cond.Wait()
+	}
+	q.mu.Unlock()
+}
+
+// FlushQueued waits until the entries queued before the call are written
+// (or their write failed: Err). Unlike Flush it does not wait for what is
+// queued meanwhile, so it returns under sustained load too: the head it
+// leaves is at least the head of the entries applied when it was called.
+func (l *Ledger) FlushQueued() {
+	q := &l.q
+	q.mu.Lock()
+	target := q.queued
+	for q.written < target && !q.closed {
 		q.cond.Wait()
 	}
 	q.mu.Unlock()
@@ -98,6 +116,7 @@ func (l *Ledger) writer() {
 
 		q.mu.Lock()
 		q.writing = false
+		q.written += uint64(len(groups))
 		q.cond.Broadcast()
 		q.mu.Unlock()
 	}

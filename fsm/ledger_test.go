@@ -307,3 +307,30 @@ func mustSnapshotBytes(t *testing.T, f *fsm.FSM) []byte {
 	}
 	return b
 }
+
+// TestLedgerFlushQueued: FlushQueued returns once the entries applied
+// before it are written, while applies go on beside it (Flush waits for an
+// empty queue), and leaves a head at least theirs.
+func TestLedgerFlushQueued(t *testing.T) {
+	logs := scriptLogs(t, 1)
+	half := len(logs) / 2
+	ref, lref := ledgerFSM(t, t.TempDir())
+	ref.ApplyBatch(logs[:half])
+	lref.Flush()
+	want := lref.Head()
+
+	f, l := ledgerFSM(t, t.TempDir())
+	f.ApplyBatch(logs[:half])
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, lg := range logs[half:] {
+			f.ApplyBatch([]*raft.Log{lg})
+		}
+	}()
+	l.FlushQueued()
+	if got := l.Head(); got.Seq < want.Seq {
+		t.Fatalf("head %+v after FlushQueued; the entries applied before it end at %+v", got, want)
+	}
+	<-done
+}
