@@ -13,3 +13,10 @@ func WriteSnapshot(d SnapshotParts, version uint64) ([]byte, error) {
 	err := d.writeVersion(&b, version)
 	return b.Bytes(), err
 }
+
+// Commits returns how many commits l's writer has begun.
+func (l *Ledger) Commits() uint64 {
+	l.q.mu.Lock()
+	defer l.q.mu.Unlock()
+	return l.q.commits
+}

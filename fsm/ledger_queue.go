@@ -1,6 +1,9 @@
 package fsm
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
 
 // The ledger's writes leave Raft's apply goroutine: applying a batch only
 // queues its entries (enqueue), and one goroutine commits what is queued,
@@ -22,9 +25,19 @@ import "sync"
 //     written entries end.
 //   - The queue is bounded (maxQueued drafts): past it, enqueue waits for
 //     the writer, so a slow disk slows applies rather than grow memory.
+//   - Commits are paced (commitGap): each costs its own fsyncs, on the disk
+//     the Raft log syncs to as well, so a writer that committed as soon
+//     as anything was queued would double the node's syncs under load.
+//     The entries wait at most commitGap longer to be read; nothing waits
+//     for them but Flush and FlushQueued, which cut the pause short, as a
+//     full queue and stop do.
 
 // maxQueued bounds the drafts queued for the writer.
 const maxQueued = 1 << 16
+
+// commitGap is the least time from the start of one ledger commit to the
+// start of the next, unless something waits for the writer.
+const commitGap = 100 * time.Millisecond
 
 // ledgerQueue is the writer's queue and its state, guarded by mu.
 type ledgerQueue struct {
@@ -38,6 +51,18 @@ type ledgerQueue struct {
 	queued, written uint64
 	closed          bool
 	done            chan struct{} // closed when the writer has stopped
+	// hurry cuts the writer's pause between commits short (capacity 1).
+	hurry chan struct{}
+	// commits counts the writer's commits (tests).
+	commits uint64
+}
+
+// rush asks the writer to commit what is queued without its pause.
+func (q *ledgerQueue) rush() {
+	select {
+	case q.hurry <- struct{}{}:
+	default:
+	}
 }
 
 // start starts l's writer.
@@ -45,6 +70,7 @@ func (l *Ledger) start() {
 	q := &l.q
 	q.cond = sync.NewCond(&q.mu)
 	q.done = make(chan struct{})
+	q.hurry = make(chan struct{}, 1)
 	go l.writer()
 }
 
@@ -58,6 +84,7 @@ func (l *Ledger) enqueue(groups []ledgerGroup) {
 	q := &l.q
 	q.mu.Lock()
 	for q.drafts > 0 && q.drafts+n > maxQueued && !q.closed {
+		q.rush()
 		q.cond.Wait()
 	}
 	if !q.closed {
@@ -75,6 +102,7 @@ func (l *Ledger) Flush() {
 	q := &l.q
 	q.mu.Lock()
 	for (len(q.groups) > 0 || q.writing) && !q.closed {
+		q.rush()
 		q.cond.Wait()
 	}
 	q.mu.Unlock()
@@ -89,6 +117,7 @@ func (l *Ledger) FlushQueued() {
 	q.mu.Lock()
 	target := q.queued
 	for q.written < target && !q.closed {
+		q.rush()
 		q.cond.Wait()
 	}
 	q.mu.Unlock()
@@ -109,16 +138,27 @@ func (l *Ledger) writer() {
 		}
 		groups := q.groups
 		q.groups, q.drafts, q.writing = nil, 0, true
+		q.commits++
 		q.cond.Broadcast()
 		q.mu.Unlock()
 
+		began := time.Now()
 		l.write(groups)
 
 		q.mu.Lock()
 		q.writing = false
 		q.written += uint64(len(groups))
 		q.cond.Broadcast()
+		closed := q.closed
 		q.mu.Unlock()
+		if wait := commitGap - time.Since(began); wait > 0 && !closed {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-q.hurry:
+			}
+			t.Stop()
+		}
 	}
 }
 
@@ -129,5 +169,6 @@ func (l *Ledger) stop() {
 	q.closed = true
 	q.cond.Broadcast()
 	q.mu.Unlock()
+	q.rush()
 	<-q.done
 }

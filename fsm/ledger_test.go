@@ -334,3 +334,35 @@ func TestLedgerFlushQueued(t *testing.T) {
 	}
 	<-done
 }
+
+// TestLedgerCommitsPaced: entries applied one batch every few
+// milliseconds are written in about one commit per commitGap, not one
+// each (every commit costs the node's disk its own syncs); and Flush
+// still returns with all of them written.
+func TestLedgerCommitsPaced(t *testing.T) {
+	logs := scriptLogs(t, 1)
+	if len(logs) < 20 {
+		t.Fatalf("the audit script has %d commands; this test needs 20", len(logs))
+	}
+	logs = logs[:20]
+	f, l := ledgerFSM(t, t.TempDir())
+	ref, lref := ledgerFSM(t, t.TempDir())
+	ref.ApplyBatch(logs)
+	lref.Flush()
+	start := time.Now()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for _, lg := range logs {
+		<-tick.C
+		f.ApplyBatch([]*raft.Log{lg})
+	}
+	elapsed := time.Since(start)
+	l.Flush()
+	if got, want := l.Head(), lref.Head(); got != want {
+		t.Fatalf("head after Flush %+v, want %+v", got, want)
+	}
+	// One commit per 100 ms of applying, one more for Flush, one for luck.
+	if c, most := l.Commits(), uint64(elapsed/(100*time.Millisecond))+2; c > most {
+		t.Fatalf("%d batches applied over %s were written in %d commits, want at most %d", len(logs), elapsed, c, most)
+	}
+}
