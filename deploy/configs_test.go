@@ -99,7 +99,7 @@ func shippedConfigs(t *testing.T) []fileConfig {
 }
 
 // demoTools are the tools demo_tools adds.
-var demoTools = []string{"create_order", "echo", "fail", "sleep"}
+var demoTools = []string{"create_order", "echo", "fail", "lookup", "sleep"}
 
 // TestConfigs starts a node on loopback with each shipped config file (its
 // tokens' variables set): carmy accepts the file (it refuses unknown keys),
