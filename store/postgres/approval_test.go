@@ -176,7 +176,8 @@ func TestApprovalLedger(t *testing.T) {
 // TestMigrateToApproval opens tables at version 7 (made by a build before
 // approval gates, here by undoing version 8) that hold a finished record:
 // version 8 upgrades them in place, the record and the bytes unchanged,
-// and a gated call is then reserved, retried, denied and replayed.
+// and a gated call is then reserved, retried (with its gate and without),
+// denied and replayed.
 func TestMigrateToApproval(t *testing.T) {
 	t.Parallel()
 	srv := needServer(t)
@@ -217,6 +218,12 @@ func TestMigrateToApproval(t *testing.T) {
 	if res, err := again.Reserve(ctx, k, "fp", gatedExec("exec_mig_retry")); err != nil || res.Outcome != store.Awaiting {
 		t.Fatalf("retry: %+v %v", res, err)
 	}
+	// A retry with no gate (the tool's approval since removed) goes
+	// through a round: it awaits as well, and the record keeps its gate.
+	if res, err := again.Reserve(ctx, k, "fp", newExecution("ungated")); err != nil || res.Outcome != store.Awaiting ||
+		res.Record.Approval == nil || string(res.Record.Approval.Arguments) != `{"amount": 5}` {
+		t.Fatalf("ungated retry: %+v %v", res, err)
+	}
 	if _, err := again.Decide(ctx, ex.ID, store.Decision{Kind: store.DecisionDeny, Actor: "bob", At: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
@@ -234,5 +241,39 @@ func TestMigrateToApproval(t *testing.T) {
 	}
 	if st, err := again.Stats(ctx); err != nil || st.Bytes != want || st.Entries != 2 {
 		t.Fatalf("Stats = %+v %v, want %d bytes in 2 entries", st, err, want)
+	}
+}
+
+// TestApprovalSurvivesSweep: fleet node a stops beating holding a gated
+// record (reserved on a, awaiting approval) and a running one: b's sweep
+// marks the running one interrupted and leaves the gated one awaiting;
+// approved through b, it runs on b, whose seq is the newest.
+func TestApprovalSurvivesSweep(t *testing.T) {
+	t.Parallel()
+	srv := needServer(t)
+	dsn, schema := srv.DSN("postgres"), freshSchema()
+	a, stopA := startFleet(t, dsn, schema, "node-a", time.Second)
+	b, _ := startFleet(t, dsn, schema, "node-b", time.Second)
+	ctx := context.Background()
+	for _, f := range []*postgres.Fleet{a, b} {
+		testutil.WaitUntil(t, 30*time.Second, "fleet ready", func() bool { return f.Ready(ctx) == nil })
+	}
+	ex := gatedExec("exec_sweep_gated")
+	if res, err := a.Reserve(ctx, store.Key{Principal: "alice", RequestID: "gated"}, "fp", ex); err != nil || res.Outcome != store.Reserved {
+		t.Fatalf("gated reserve: %+v %v", res, err)
+	}
+	orphan := reserveOn(t, a, "node-a", "orphan")
+	stopA()
+	testutil.WaitUntil(t, 20*time.Second, "a's running execution interrupted", func() bool {
+		r, err := b.Get(ctx, orphan.ExecutionID)
+		return err == nil && r.Status == store.StatusInterrupted
+	})
+	got, err := b.Get(ctx, ex.ID)
+	if err != nil || got.Status != store.StatusAwaitingApproval || got.NodeID != "node-a" {
+		t.Fatalf("the gated record after the sweep: %+v %v", got, err)
+	}
+	rec, err := b.Decide(ctx, ex.ID, store.Decision{Kind: store.DecisionApprove, Actor: "bob", At: time.Now(), NodeID: "node-b"})
+	if err != nil || rec.Status != store.StatusRunning || rec.NodeID != "node-b" || rec.Seq <= orphan.Seq {
+		t.Fatalf("approve on b: %+v %v", rec, err)
 	}
 }
