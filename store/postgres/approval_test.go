@@ -277,3 +277,29 @@ func TestApprovalSurvivesSweep(t *testing.T) {
 		t.Fatalf("approve on b: %+v %v", rec, err)
 	}
 }
+
+// TestDecideCommitReplyLost loses the answer to the COMMIT of an
+// approval, which committed: Decide reports the outcome unknown (never a
+// refusal), the record is running on the approving node, and a retry of
+// the approval is refused with it (a *store.StateError), so the caller
+// that lost the answer learns that its decision stands and runs nothing
+// twice.
+func TestDecideCommitReplyLost(t *testing.T) {
+	t.Parallel()
+	s, p := proxied(t)
+	ctx := context.Background()
+	ex := gatedExec("exec_lost_decide")
+	mustReserve(t, s, key("lost-decide"), "fp", ex, store.Reserved)
+	d := store.Decision{Kind: store.DecisionApprove, Actor: "bob", At: time.Now(), NodeID: "node-b"}
+	p.DropReplyTo([]byte("commit\x00"))
+	_, err := s.Decide(ctx, ex.ID, d)
+	wantDropped(t, p)
+	if !errors.Is(err, store.ErrCommitUnknown) || errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("Decide whose COMMIT answer was lost: %v; want ErrCommitUnknown alone", err)
+	}
+	_, err = s.Decide(ctx, ex.ID, d)
+	var se *store.StateError
+	if !errors.As(err, &se) || se.Record.Status != store.StatusRunning || se.Record.NodeID != "node-b" || se.Record.Decision == nil {
+		t.Fatalf("retry of the approval: %v; want a StateError with the running record", err)
+	}
+}
