@@ -20,7 +20,9 @@ import (
 // same statement (queries.reserve, whose gate arguments make the record
 // awaiting_approval), and appends its reserved entry. Gated calls wait
 // for a person; their reservations are few, and a retry of one is
-// answered from a read of its record (Lookup), which takes no lock.
+// answered from a read of its record (Lookup), which takes no lock. The
+// fold is their cost to the others, as a cancel's or a resolve's is: each
+// Store's next round takes the meta row once to refill its leases.
 //
 // A decision (Decide) is one transaction under the meta row too: it
 // reads the record (FOR UPDATE), decides with store.Decision.Effect, and
