@@ -12,12 +12,13 @@
 //
 // It passes store/storetest, the conformance suite of every store, and
 // keeps the in-memory store's semantics: Reserve answers a held identity
-// (replay, conflict, uncertain) whatever the bounds, reserves a vacant one
+// (replay, conflict, uncertain, awaiting) whatever the bounds, reserves a vacant one
 // or fails closed (store.ErrCapacity, *store.QuotaError, *store.CapacityError
 // for bytes), and never evicts;
-// Complete, Cancel, Resolve and Release apply only from the statuses they
-// name, and otherwise return a *store.StateError carrying the record as it
-// stands. Finished records are removed only by Expire (store.Expirer), which
+// Complete, Cancel, Resolve, Release and Decide apply only from the
+// statuses they name, and otherwise return a *store.StateError carrying
+// the record as it stands. Approval gates are kept (approval.go): a gated
+// reservation awaits a decision, which any process may take. Finished records are removed only by Expire (store.Expirer), which
 // nothing calls unless the program chooses a retention. A Store is an
 // engine.Backend that peeks nothing (it cannot answer without a round
 // trip), knows no other process's runner and delivers no cancels; a Fleet
@@ -39,7 +40,10 @@
 //     Its indexes serve the listings (Store.List): one session of a
 //     principal, one session of every principal, every session of a
 //     principal (principal, seq), the open records (seq, partial:
-//     running and interrupted), and seq alone, newest first.
+//     running and interrupted), the records awaiting approval (seq,
+//     partial, schema version 8), and seq alone, newest first. Since
+//     version 8 a gated record keeps its gate and its decision in columns
+//     of its row (approval.go).
 //   - meta: one row, the number of records (entries) and their bytes
 //     (store.RecordSize summed, kept by every write that changes a record's
 //     size), each plus the leases outstanding, and the bounds those were

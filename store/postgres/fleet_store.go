@@ -79,11 +79,18 @@ func (f *Fleet) Resolve(ctx context.Context, executionID string, r store.Resolut
 	return s.Resolve(ctx, executionID, r)
 }
 
-// Decide implements store.Store.
+// Decide implements store.Store. An approval, which names this node as
+// the runner, is refused while the node is not Ready, as a reservation
+// is; a denial or an expiry starts nothing and is not.
 func (f *Fleet) Decide(ctx context.Context, executionID string, d store.Decision) (store.Record, error) {
 	s, err := f.store()
 	if err != nil {
 		return store.Record{}, err
+	}
+	if d.Kind == store.DecisionApprove {
+		if err := f.Ready(ctx); err != nil {
+			return store.Record{}, fmt.Errorf("approve: %w", err)
+		}
 	}
 	return s.Decide(ctx, executionID, d)
 }

@@ -16,13 +16,14 @@ import (
 // clause, so the page is cut after them (store.ListQuery.Match says what
 // each selects).
 //
-// Each combination of filters is its own statement (at most 32, each
+// Each combination of filters is its own statement (at most 48, each
 // prepared once per connection). The indexes serve them: (principal,
 // session_id, seq) one principal's session, (session_id, seq) a session of
 // every principal, (principal, seq) every session of one principal, the
 // partial index of the open records an attention listing, and the unique
-// index on seq, scanned newest first, a listing of everything; a tool or
-// a finished status is a filter on the rows those scans read.
+// index on seq, scanned newest first, a listing of everything, and the
+// partial index of the records awaiting approval a listing of those alone;
+// a tool or a finished status is a filter on the rows those scans read.
 func (s *Store) List(ctx context.Context, q store.ListQuery) (store.Page, error) {
 	limit := q.Limit
 	if limit <= 0 {
@@ -92,10 +93,16 @@ func (s *Store) listStatement(q store.ListQuery, limit int) (sql string, args []
 				statuses = append(statuses, string(st))
 			}
 		}
-		if len(statuses) == 0 {
+		switch {
+		case len(statuses) == 0:
 			return "", nil, false
+		case len(statuses) == 1 && statuses[0] == string(store.StatusAwaitingApproval):
+			// The records awaiting a decision (the expiry's listing): the
+			// predicate of their partial index, as it is written there.
+			where.WriteString(` AND status = 'awaiting_approval'`)
+		default:
+			add(`status = ANY($?::text[])`, statuses)
 		}
-		add(`status = ANY($?::text[])`, statuses)
 	}
 	if q.Attention {
 		gone := make([]string, 0, len(q.GoneNodes))

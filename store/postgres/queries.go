@@ -23,6 +23,10 @@ type queries struct {
 
 	complete, cancel, resolve, markInterrupted string
 
+	// getForUpdate reads and locks a record; decide writes a decision on
+	// it (approval.go).
+	getForUpdate, decide string
+
 	lockMeta, release, expire, prunePrincipals string
 
 	// bytesOf reads, under the meta row's lock, the store's bytes and one
@@ -53,7 +57,10 @@ func newQueries(n names) queries {
 		// $11 byte quota, $12 the room asked (the record's size and the
 		// headroom), $13 the store's bound on bytes (0: none), $14 the
 		// record's size, $15 the dedupe window (microseconds; 0: none),
-		// $16 RetryUncertain. The checks are those of store.State.Reserve,
+		// $16 RetryUncertain, $17-$20 the gate (approvers, expires at,
+		// arguments, metadata; all NULL for an ungated execution, which is
+		// reserved running, a gated one awaiting_approval). The checks are
+		// those of store.State.Reserve,
 		// in its order. A finished record of the same fingerprint that the
 		// window has expired (store.Execution.Expired), or a timed_out or
 		// interrupted one under RetryUncertain (store.Execution.Retries),
@@ -65,7 +72,7 @@ func newQueries(n names) queries {
 ), base AS (
 	SELECT NOT EXISTS (SELECT 1 FROM cur) AS vacant,
 		EXISTS (SELECT 1 FROM cur WHERE cur.fingerprint = $7::text AND (
-			($15::bigint > 0 AND cur.status IN ('completed', 'failed', 'timed_out', 'cancelled')
+			($15::bigint > 0 AND cur.status IN ('completed', 'failed', 'timed_out', 'cancelled', 'denied', 'expired')
 				AND cur.started_at <= $9::timestamptz - $15::bigint * interval '1 microsecond')
 			OR ($16::boolean AND cur.status IN ('timed_out', 'interrupted')))) AS stale,
 		coalesce((SELECT ` + recordSizeSQL + ` FROM cur), 0) AS held_size,
@@ -83,15 +90,21 @@ func newQueries(n names) queries {
 		($11::bigint = 0 OR freeing.principal_bytes + $12::bigint - freeing.freed <= $11::bigint) AS under_byte_quota
 	FROM freeing
 ), upd AS (
-	UPDATE {records} AS r SET execution_id = $5::text, seq = nextval('{seq}'), tool = $6::text, status = 'running',
-		node_id = $8::text, started_at = $9::timestamptz, finished_at = NULL, data = NULL, error = NULL, resolved = false, resolved_by = NULL
+	UPDATE {records} AS r SET execution_id = $5::text, seq = nextval('{seq}'), tool = $6::text,
+		status = CASE WHEN $18::timestamptz IS NULL THEN 'running' ELSE 'awaiting_approval' END,
+		node_id = $8::text, started_at = $9::timestamptz, finished_at = NULL, data = NULL, error = NULL, resolved = false, resolved_by = NULL,
+		approvers = $17::text[], expires_at = $18::timestamptz, arguments = $19::bytea, metadata = $20::bytea,
+		decision_status = NULL, decided_by = NULL, decided_reason = NULL, decided_at = NULL
 	FROM cond
 	WHERE cond.stale AND cond.fresh_id AND cond.room_bytes AND cond.under_byte_quota
 		AND r.principal = $2::text AND r.session_id = $3::text AND r.request_id = $4::text
 	RETURNING r.seq, r.started_at
 ), ins AS (
-	INSERT INTO {records} (principal, session_id, request_id, execution_id, seq, tool, fingerprint, status, node_id, started_at)
-	SELECT $2::text, $3::text, $4::text, $5::text, nextval('{seq}'), $6::text, $7::text, 'running', $8::text, $9::timestamptz FROM cond
+	INSERT INTO {records} (principal, session_id, request_id, execution_id, seq, tool, fingerprint, status, node_id, started_at,
+		approvers, expires_at, arguments, metadata)
+	SELECT $2::text, $3::text, $4::text, $5::text, nextval('{seq}'), $6::text, $7::text,
+		CASE WHEN $18::timestamptz IS NULL THEN 'running' ELSE 'awaiting_approval' END, $8::text, $9::timestamptz,
+		$17::text[], $18::timestamptz, $19::bytea, $20::bytea FROM cond
 	WHERE cond.vacant AND cond.fresh_id AND cond.room AND cond.under_quota AND cond.room_bytes AND cond.under_byte_quota
 	ON CONFLICT (principal, session_id, request_id) DO NOTHING
 	RETURNING seq, started_at
@@ -109,7 +122,7 @@ func newQueries(n names) queries {
 SELECT cond.fresh_id, cond.room, cond.under_quota, cond.room_bytes, cond.under_byte_quota, cond.stale,
 	coalesce(ins.seq, upd.seq), coalesce(ins.started_at, upd.started_at),
 	cur.execution_id, cur.seq, cur.tool, cur.fingerprint, cur.status, cur.node_id, cur.started_at,
-	cur.finished_at, cur.data, cur.error, cur.resolved, cur.resolved_by
+	cur.finished_at, cur.data, cur.error, cur.resolved, cur.resolved_by, ` + qualified("cur", gateColumns) + `
 FROM cond LEFT JOIN ins ON true LEFT JOIN upd ON true LEFT JOIN cur ON true`),
 
 		reserveAll:  x(reserveAllSQL),
@@ -169,6 +182,15 @@ RETURNING ` + recordColumns),
 		resolve: x(`UPDATE {records} SET status = $2, data = $3, error = $4, finished_at = $5, resolved = true, resolved_by = nullif($7, '')
 WHERE execution_id = $1 AND (status = 'interrupted' OR (status = 'running' AND $6::boolean))
 RETURNING ` + recordColumns),
+		getForUpdate: x(`SELECT ` + recordColumns + ` FROM {records} WHERE execution_id = $1 FOR UPDATE`),
+		// $1 execution id, $2 the status the decision leads to, $3 the
+		// node id (an approval's runner), $4 whether it approves (a new
+		// seq), $5 the error and $6 the finish time of a denial or an
+		// expiry, $7-$9 who decided, why and when.
+		decide: x(`UPDATE {records} SET status = $2, node_id = $3, seq = CASE WHEN $4::boolean THEN nextval('{seq}') ELSE seq END,
+	error = $5, finished_at = $6, decision_status = $2, decided_by = $7, decided_reason = $8, decided_at = $9
+WHERE execution_id = $1 AND status = 'awaiting_approval'
+RETURNING ` + recordColumns),
 		markInterrupted: x(`UPDATE {records} SET status = 'interrupted' WHERE node_id = $1 AND status = 'running'
 RETURNING ` + recordColumns),
 
@@ -189,7 +211,7 @@ RETURNING ` + recordColumns),
 SELECT ` + recordColumns + ` FROM d`),
 		expire: x(`WITH d AS (
 	DELETE FROM {records}
-	WHERE finished_at < $1 AND status IN ('completed', 'failed', 'timed_out', 'cancelled')
+	WHERE finished_at < $1 AND status IN ('completed', 'failed', 'timed_out', 'cancelled', 'denied', 'expired')
 	RETURNING principal, ` + recordSizeSQL + ` AS size
 ), c AS (
 	SELECT principal, count(*) AS n, sum(size) AS size FROM d GROUP BY principal

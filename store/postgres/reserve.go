@@ -37,6 +37,9 @@ func (s *Store) Reserve(ctx context.Context, key store.Key, fingerprint string, 
 	if err := checkReserve(key, fingerprint, exec); err != nil {
 		return store.Reservation{}, err
 	}
+	if exec.Approval != nil {
+		return s.reserveGated(ctx, key, fingerprint, exec)
+	}
 	if s.held.readFirst() {
 		rec, err := s.Lookup(ctx, key)
 		switch {
@@ -69,9 +72,6 @@ func checkReserve(key store.Key, fingerprint string, exec store.Execution) error
 		return invalidf("reserve: empty fingerprint")
 	case !validKey(key) || !validText(fingerprint) || !validText(exec.ID) || !validText(exec.Tool) || !validText(exec.NodeID):
 		return invalidf("reserve: the key, fingerprint, execution id, tool and node id must be valid UTF-8 without NUL")
-	case exec.Approval != nil:
-		// Fail closed: the tables keep no gate yet (Decide).
-		return invalidf("reserve: approval gates are not supported by the PostgreSQL store yet")
 	}
 	return exec.Validate()
 }
@@ -83,6 +83,8 @@ func answer(rec store.Record, fingerprint string) store.Reservation {
 		return store.Reservation{Outcome: store.Conflict, Record: rec}
 	case rec.Status.Finished():
 		return store.Reservation{Outcome: store.Replay, Record: rec}
+	case rec.Status.Awaiting():
+		return store.Reservation{Outcome: store.Awaiting, Record: rec}
 	default:
 		return store.Reservation{Outcome: store.Uncertain, Record: rec}
 	}
@@ -105,12 +107,13 @@ type reserveRow struct {
 	data, errBody                                  []byte
 	resolved                                       *bool
 	resolvedBy                                     *string
+	gate                                           gateCols
 }
 
 func (r *reserveRow) scan(row pgx.Row) error {
-	return row.Scan(&r.freshID, &r.room, &r.underQuota, &r.roomBytes, &r.underByteQuota, &r.stale, &r.seq, &r.startedAt,
+	return row.Scan(append([]any{&r.freshID, &r.room, &r.underQuota, &r.roomBytes, &r.underByteQuota, &r.stale, &r.seq, &r.startedAt,
 		&r.executionID, &r.heldSeq, &r.tool, &r.fingerprint, &r.status, &r.nodeID, &r.heldStarted,
-		&r.heldFinished, &r.data, &r.errBody, &r.resolved, &r.resolvedBy)
+		&r.heldFinished, &r.data, &r.errBody, &r.resolved, &r.resolvedBy}, r.gate.dest()...)...)
 }
 
 // held returns the identity's record, when the statement found it held.
@@ -135,6 +138,7 @@ func (r *reserveRow) held(key store.Key) (store.Record, bool) {
 	if r.errBody != nil {
 		rec.Error = r.errBody
 	}
+	r.gate.fill(&rec)
 	return rec, true
 }
 
@@ -167,16 +171,7 @@ func decide(it *reservation, row *reserveRow) (reserveResult, decision) {
 	case row.seq == nil && held:
 		return reserveResult{res: answer(rec, it.fingerprint)}, decidedAnswer
 	case row.seq != nil:
-		return reserveResult{res: store.Reservation{Outcome: store.Reserved, Record: store.Record{
-			ExecutionID: it.exec.ID,
-			Key:         it.key,
-			Tool:        it.exec.Tool,
-			Fingerprint: it.fingerprint,
-			Status:      store.StatusRunning,
-			NodeID:      it.exec.NodeID,
-			StartedAt:   row.startedAt.UTC(),
-			Seq:         uint64(*row.seq),
-		}}}, decidedReserved
+		return reserveResult{res: store.Reservation{Outcome: store.Reserved, Record: reservedRecord(it, *row.seq, *row.startedAt)}}, decidedReserved
 	case !row.freshID:
 		return reserveResult{err: invalidf("reserve: execution id %s already in use", it.exec.ID)}, decidedAnswer
 	case !row.room:
@@ -191,4 +186,17 @@ func decide(it *reservation, row *reserveRow) (reserveResult, decision) {
 	// Vacant, within bounds, and yet not inserted: a row was inserted
 	// without the meta row's lock, by something other than this package.
 	return reserveResult{err: notApplied("reserve", fmt.Errorf("the identity %s was inserted outside the store", it.key))}, decidedAnswer
+}
+
+// reservedRecord is the record it reserved, with seq, started at started:
+// running, or awaiting approval behind its gate.
+func reservedRecord(it *reservation, seq int64, started time.Time) store.Record {
+	rec := store.Record{
+		ExecutionID: it.exec.ID, Key: it.key, Tool: it.exec.Tool, Fingerprint: it.fingerprint,
+		Status: store.StatusRunning, NodeID: it.exec.NodeID, StartedAt: started.UTC(), Seq: uint64(seq),
+	}
+	if g := it.exec.Approval; g != nil {
+		rec.Status, rec.Approval = store.StatusAwaitingApproval, storedGate(g)
+	}
+	return rec
 }

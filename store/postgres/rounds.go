@@ -502,10 +502,26 @@ const roundPlan = "SELECT set_config('jit', 'off', true), set_config('enable_has
 
 // queueReserve adds one reservation's statement to a batch.
 func (s *Store) queueReserve(b *pgx.Batch, it *reservation) {
-	size := store.RecordSize(store.Record{Key: it.key, ExecutionID: it.exec.ID, Tool: it.exec.Tool, Fingerprint: it.fingerprint, NodeID: it.exec.NodeID})
-	b.Queue(s.q.reserve, s.cfg.Capacity, it.key.Principal, it.key.Session, it.key.RequestID,
+	b.Queue(s.q.reserve, s.reserveOneArgs(it)...)
+}
+
+// reserveOneArgs are the arguments of one reservation's statement
+// (queries.reserve), its gate's included (all NULL without one).
+func (s *Store) reserveOneArgs(it *reservation) []any {
+	size := store.RecordSize(store.Record{Key: it.key, ExecutionID: it.exec.ID, Tool: it.exec.Tool, Fingerprint: it.fingerprint,
+		NodeID: it.exec.NodeID, Approval: it.exec.Approval})
+	var (
+		approvers           []string
+		expiresAt           *time.Time
+		arguments, metadata []byte
+	)
+	if g := it.exec.Approval; g != nil {
+		approvers, expiresAt, arguments, metadata = g.Approvers, &g.ExpiresAt, []byte(g.Arguments), []byte(g.Metadata)
+	}
+	return []any{s.cfg.Capacity, it.key.Principal, it.key.Session, it.key.RequestID,
 		it.exec.ID, it.exec.Tool, it.fingerprint, it.exec.NodeID, it.exec.StartedAt, it.exec.Quota,
-		it.exec.ByteQuota, size+it.exec.Headroom, it.maxBytes, size, it.exec.DedupeWindow.Microseconds(), it.exec.RetryUncertain)
+		it.exec.ByteQuota, size + it.exec.Headroom, it.maxBytes, size, it.exec.DedupeWindow.Microseconds(), it.exec.RetryUncertain,
+		approvers, expiresAt, arguments, metadata}
 }
 
 // roundContext bounds a round by the latest deadline of its members (a

@@ -58,7 +58,7 @@ const roundMembersCTE = `WITH i AS (
 // or timed_out or interrupted under RetryUncertain. Its replacement is
 // then decided by reserve, one statement per member.
 const heldReplacedSQL = `EXISTS (SELECT 1 FROM h WHERE h.fingerprint = h.asked AND (
-			(h.window_us > 0 AND h.status IN ('completed', 'failed', 'timed_out', 'cancelled')
+			(h.window_us > 0 AND h.status IN ('completed', 'failed', 'timed_out', 'cancelled', 'denied', 'expired')
 				AND h.started_at <= h.asked_at - h.window_us * interval '1 microsecond')
 			OR (h.retry AND h.status IN ('timed_out', 'interrupted'))))`
 
@@ -150,7 +150,7 @@ func recordColumnsOf(alias string) string {
 	return alias + ".principal, " + alias + ".session_id, " + alias + ".request_id, " + alias + ".execution_id, " +
 		alias + ".seq, " + alias + ".tool, " + alias + ".fingerprint, " + alias + ".status, " + alias + ".node_id, " +
 		alias + ".started_at, " + alias + ".finished_at, " + alias + ".data, " + alias + ".error, " +
-		alias + ".resolved, " + alias + ".resolved_by"
+		alias + ".resolved, " + alias + ".resolved_by, " + qualified(alias, gateColumns)
 }
 
 // reserveArgs are reserveAll's arguments for batch (reserveOwn's, but
@@ -202,10 +202,7 @@ func readReserveAll(br pgx.BatchResults, batch []*reservation) (bool, []reserveR
 		it := batch[len(outs)]
 		switch {
 		case seq != nil && started != nil:
-			outs = append(outs, reserveResult{res: store.Reservation{Outcome: store.Reserved, Record: store.Record{
-				ExecutionID: it.exec.ID, Key: it.key, Tool: it.exec.Tool, Fingerprint: it.fingerprint,
-				Status: store.StatusRunning, NodeID: it.exec.NodeID, StartedAt: started.UTC(), Seq: uint64(*seq),
-			}}})
+			outs = append(outs, reserveResult{res: store.Reservation{Outcome: store.Reserved, Record: reservedRecord(it, *seq, *started)}})
 			kinds = append(kinds, decidedReserved)
 		case rec != nil && rec.Key == it.key:
 			outs = append(outs, reserveResult{res: answer(*rec, it.fingerprint)})
@@ -282,10 +279,11 @@ func scanFitRecord(rows pgx.Rows, fit **bool, lead ...any) (*store.Record, error
 		data, errBody                                           []byte
 		resolved                                                *bool
 		by                                                      *string
+		gate                                                    gateCols
 	)
 	dest := append(append([]any{fit}, lead...), &principal, &session, &request, &id, &seq, &tool, &fp, &status, &node,
 		&started, &finished, &data, &errBody, &resolved, &by)
-	if err := rows.Scan(dest...); err != nil {
+	if err := rows.Scan(append(dest, gate.dest()...)...); err != nil {
 		return nil, err
 	}
 	if id == nil {
@@ -302,5 +300,6 @@ func scanFitRecord(rows pgx.Rows, fit **bool, lead ...any) (*store.Record, error
 	if finished != nil {
 		r.FinishedAt = finished.UTC()
 	}
+	gate.fill(r)
 	return r, nil
 }

@@ -18,7 +18,7 @@ import (
 // SchemaVersion is the version of the tables this package creates and
 // uses. A database whose tables are at a later version (made by a newer
 // build) is refused by Open rather than written with an older layout.
-const SchemaVersion = 7
+const SchemaVersion = 8
 
 // migrations[v-1] takes the tables from version v-1 to v. Each runs in the
 // migrating transaction, so a version is applied whole or not at all.
@@ -79,8 +79,8 @@ CREATE TABLE {principals} (
 	// 1 store holds.
 	`ALTER TABLE {meta} ADD COLUMN bytes bigint NOT NULL DEFAULT 0;
 ALTER TABLE {principals} ADD COLUMN bytes bigint NOT NULL DEFAULT 0;
-UPDATE {meta} SET bytes = (SELECT coalesce(sum(` + recordSizeSQL + `), 0) FROM {records}) WHERE singleton;
-UPDATE {principals} AS pr SET bytes = (SELECT coalesce(sum(` + recordSizeSQL + `), 0) FROM {records} r WHERE r.principal = pr.principal);`,
+UPDATE {meta} SET bytes = (SELECT coalesce(sum(` + recordSizeV1SQL + `), 0) FROM {records}) WHERE singleton;
+UPDATE {principals} AS pr SET bytes = (SELECT coalesce(sum(` + recordSizeV1SQL + `), 0) FROM {records} r WHERE r.principal = pr.principal);`,
 	// 3: the indexes of the console's listings (see List): every session
 	// of one principal, newest first, and the open records (running and
 	// interrupted, a small part of the table), newest first, for the
@@ -156,12 +156,38 @@ CREATE TABLE IF NOT EXISTS {audit_head} (
 );
 INSERT INTO {audit_head} (seq, hash, cp_seq, cp_hash) VALUES (0, '` + audit.Genesis + `', 0, '` + audit.Genesis + `')
 ON CONFLICT DO NOTHING;`,
+	// 8: approval gates (approval.go). A gated record is reserved
+	// awaiting_approval and keeps its gate (approvers, expires_at, and the
+	// call's arguments and metadata, bytea as data is: kept byte for byte
+	// and counted in the bytes, see recordSizeSQL) until a decision, which
+	// it keeps too (decision_status: what the decision led to, running,
+	// denied or expired; decided_by, decided_reason, decided_at). A record
+	// has a gate exactly when expires_at is set, a decision exactly when
+	// decision_status is. Every existing record has neither, and its bytes
+	// are unchanged. rec_awaiting serves the expiry's listing of the
+	// records awaiting a decision, a small part of the table.
+	`ALTER TABLE {records} DROP CONSTRAINT IF EXISTS {rec_status};
+ALTER TABLE {records} ADD CONSTRAINT {rec_status} CHECK (status IN ('running', 'interrupted', 'completed', 'failed', 'timed_out',
+	'cancelled', 'awaiting_approval', 'denied', 'expired'));
+ALTER TABLE {records} ADD COLUMN IF NOT EXISTS approvers text[], ADD COLUMN IF NOT EXISTS expires_at timestamptz,
+	ADD COLUMN IF NOT EXISTS arguments bytea, ADD COLUMN IF NOT EXISTS metadata bytea,
+	ADD COLUMN IF NOT EXISTS decision_status text, ADD COLUMN IF NOT EXISTS decided_by text,
+	ADD COLUMN IF NOT EXISTS decided_reason text, ADD COLUMN IF NOT EXISTS decided_at timestamptz;
+CREATE INDEX IF NOT EXISTS {rec_awaiting} ON {records} (seq) WHERE status = 'awaiting_approval';`,
 }
 
 // recordSizeSQL is store.RecordSize of a row of {records}, in SQL: the
 // same fields' lengths in bytes (octet_length of text is its UTF-8
-// length, as len of a Go string) plus store.RecordOverhead.
+// length, as len of a Go string) plus store.RecordOverhead; a gated
+// record's arguments and metadata count (version 8).
 var recordSizeSQL = fmt.Sprintf(`(%d + octet_length(principal) + octet_length(session_id) + octet_length(request_id)
+	+ octet_length(execution_id) + octet_length(tool) + octet_length(fingerprint) + octet_length(node_id)
+	+ coalesce(octet_length(data), 0) + coalesce(octet_length(error), 0)
+	+ coalesce(octet_length(arguments), 0) + coalesce(octet_length(metadata), 0))`, store.RecordOverhead)
+
+// recordSizeV1SQL is recordSizeSQL of the columns a version 1 table has,
+// which migration 2 sums (a released migration never changes).
+var recordSizeV1SQL = fmt.Sprintf(`(%d + octet_length(principal) + octet_length(session_id) + octet_length(request_id)
 	+ octet_length(execution_id) + octet_length(tool) + octet_length(fingerprint) + octet_length(node_id)
 	+ coalesce(octet_length(data), 0) + coalesce(octet_length(error), 0))`, store.RecordOverhead)
 

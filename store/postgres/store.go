@@ -171,7 +171,7 @@ func (s *Store) one(ctx context.Context, op, sql string, args ...any) (store.Rec
 
 // recordColumns are the columns scanRecord reads, in its order.
 const recordColumns = `principal, session_id, request_id, execution_id, seq, tool, fingerprint,
-	status, node_id, started_at, finished_at, data, error, resolved, resolved_by`
+	status, node_id, started_at, finished_at, data, error, resolved, resolved_by, ` + gateColumns
 
 // scanRecord reads a row of recordColumns.
 func scanRecord(row pgx.CollectableRow) (store.Record, error) {
@@ -183,12 +183,14 @@ func scanRecord(row pgx.CollectableRow) (store.Record, error) {
 		data     []byte
 		errBody  []byte
 		by       *string
+		gate     gateCols
 	)
-	err := row.Scan(&r.Key.Principal, &r.Key.Session, &r.Key.RequestID, &r.ExecutionID, &seq, &r.Tool,
-		&r.Fingerprint, &status, &r.NodeID, &r.StartedAt, &finished, &data, &errBody, &r.Resolved, &by)
+	err := row.Scan(append([]any{&r.Key.Principal, &r.Key.Session, &r.Key.RequestID, &r.ExecutionID, &seq, &r.Tool,
+		&r.Fingerprint, &status, &r.NodeID, &r.StartedAt, &finished, &data, &errBody, &r.Resolved, &by}, gate.dest()...)...)
 	if err != nil {
 		return store.Record{}, err
 	}
+	gate.fill(&r)
 	if by != nil {
 		r.ResolvedBy = *by
 	}

@@ -161,22 +161,6 @@ func (s *Store) Release(ctx context.Context, executionID string, allowRunning bo
 	return s.refused(ctx, "release", executionID)
 }
 
-// Decide implements store.Store. This store keeps no approval gate yet
-// (Reserve refuses a gated execution), so no record is ever awaiting
-// approval: every decision is refused with the record as it stands (a
-// *store.StateError) or store.ErrNotFound. The hook for gates: a
-// conditional UPDATE … WHERE status = 'awaiting_approval', deciding with
-// store.Decision.Effect as store.State does.
-func (s *Store) Decide(ctx context.Context, executionID string, d store.Decision) (store.Record, error) {
-	if err := d.Validate(); err != nil {
-		return store.Record{}, err
-	}
-	if !validText(executionID) {
-		return store.Record{}, store.ErrNotFound
-	}
-	return s.refused(ctx, string(d.Kind), executionID)
-}
-
 // MarkInterrupted implements store.Store: one UPDATE and the audit entry
 // of every record it marked, in one transaction. An error matching
 // store.ErrCommitUnknown means some or all may have been marked; the call
