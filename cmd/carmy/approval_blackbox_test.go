@@ -108,7 +108,7 @@ auth:
 	// see); the admin may.
 	t.Run("who may decide", func(t *testing.T) {
 		a := apCall(t, node("n1"), "pay", "who-1")
-		apAwaiting(t, "the gated call", a, "")
+		apAwaiting(t, "the gated call", a, nil)
 		id := a.V.ExecutionID
 		if d, err := apDecide(node("n2"), apAlice, id, "approve"); err != nil || d.Code != http.StatusForbidden || d.V.Error.Code != "FORBIDDEN" {
 			t.Fatalf("alice approves her own call: %v %v; want 403 FORBIDDEN", d, err)
@@ -121,7 +121,7 @@ auth:
 		if got := pay.runsOf("who-1"); got != 0 {
 			t.Fatalf("the refused decisions ran the tool %d times", got)
 		}
-		apAwaiting(t, "the retry after the refusals", apCall(t, node("n3"), "pay", "who-1"), id)
+		apAwaiting(t, "the retry after the refusals", apCall(t, node("n3"), "pay", "who-1"), &a)
 		d, err := apDecide(node("n3"), apAdmin, id, "approve")
 		if err != nil || d.Code != http.StatusOK || d.V.Status != "completed" || d.V.Approval == nil || d.V.Approval.Decision == nil ||
 			d.V.Approval.Decision.By != "admin" {
@@ -137,9 +137,9 @@ auth:
 	// another: the tool runs once and every node replays it.
 	t.Run("approval after the reserving node is killed", func(t *testing.T) {
 		a := apCall(t, node("n1"), "pay", "kill-1")
-		apAwaiting(t, "the gated call on n1", a, "")
+		apAwaiting(t, "the gated call on n1", a, nil)
 		id := a.V.ExecutionID
-		apAwaiting(t, "its retry on n2", apCall(t, node("n2"), "pay", "kill-1"), id)
+		apAwaiting(t, "its retry on n2", apCall(t, node("n2"), "pay", "kill-1"), &a)
 
 		node("n1").Kill()
 		c.Leader(t, 30*time.Second)
@@ -161,6 +161,9 @@ auth:
 		if got := pay.runsOf("kill-1"); got != 1 {
 			t.Fatalf("the tool ran %d times, want once", got)
 		}
+		if rec := apMust(t, http.MethodGet, node("n2").URL+"/v1/executions/"+id, apAdmin, ""); rec.V.NodeID != "n3" || rec.V.Status != "completed" {
+			t.Fatalf("the record after the approval: %s; want completed, run by n3 (the approving node)", rec)
+		}
 		for _, id2 := range []string{"n2", "n3"} {
 			apReplayed(t, "the retry on "+id2, apCall(t, node(id2), "pay", "kill-1"), id, "completed", "", d.V.Data)
 		}
@@ -175,7 +178,7 @@ auth:
 
 	t.Run("denial and expiry replayed everywhere", func(t *testing.T) {
 		a := apCall(t, node("n2"), "pay", "deny-1")
-		apAwaiting(t, "the gated call", a, "")
+		apAwaiting(t, "the gated call", a, nil)
 		d, err := apDecide(node("n1"), apBob, a.V.ExecutionID, "deny")
 		if err != nil || d.Code != http.StatusOK || d.V.Status != "denied" || d.V.Error.Code != "APPROVAL_DENIED" {
 			t.Fatalf("bob denies: %v %v; want 200 denied APPROVAL_DENIED", d, err)
@@ -185,7 +188,7 @@ auth:
 		}
 
 		q := apCall(t, node("n3"), "quick", "exp-1")
-		apAwaiting(t, "the quick gated call", q, "")
+		apAwaiting(t, "the quick gated call", q, nil)
 		testutil.WaitFor(t, 20*time.Second, "the gate to expire, on every node", func() error {
 			for _, n := range all() {
 				rec, err := apDo(http.MethodGet, n.URL+"/v1/executions/"+q.V.ExecutionID, apAlice, "")
@@ -217,7 +220,7 @@ auth:
 	// told the record as it stands (running, or its outcome).
 	t.Run("fifty concurrent approvals", func(t *testing.T) {
 		a := apCall(t, node("n1"), "pay", "slow-50")
-		apAwaiting(t, "the gated call", a, "")
+		apAwaiting(t, "the gated call", a, nil)
 		id := a.V.ExecutionID
 		var (
 			wg      sync.WaitGroup
@@ -283,9 +286,9 @@ auth:
 	// denied one replays its denial.
 	t.Run("full restart", func(t *testing.T) {
 		w := apCall(t, node("n2"), "pay", "restart-wait")
-		apAwaiting(t, "the call left awaiting", w, "")
+		apAwaiting(t, "the call left awaiting", w, nil)
 		dn := apCall(t, node("n3"), "pay", "restart-deny")
-		apAwaiting(t, "the call to deny", dn, "")
+		apAwaiting(t, "the call to deny", dn, nil)
 		if d, err := apDecide(node("n1"), apAdmin, dn.V.ExecutionID, "deny"); err != nil || d.Code != http.StatusOK || d.V.Status != "denied" {
 			t.Fatalf("the admin denies: %v %v", d, err)
 		}
@@ -302,7 +305,7 @@ auth:
 		c.WaitFormed(t, 3, 60*time.Second)
 
 		for _, n := range all() {
-			apAwaiting(t, "the awaiting call's retry on "+n.ID()+" after the restart", apCall(t, n, "pay", "restart-wait"), w.V.ExecutionID)
+			apAwaiting(t, "the awaiting call's retry on "+n.ID()+" after the restart", apCall(t, n, "pay", "restart-wait"), &w)
 			apReplayed(t, "the denied call's retry on "+n.ID()+" after the restart", apCall(t, n, "pay", "restart-deny"), dn.V.ExecutionID, "denied", "APPROVAL_DENIED", nil)
 		}
 		d, err := apDecide(node("n1"), apBob, w.V.ExecutionID, "approve")

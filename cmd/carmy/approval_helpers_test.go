@@ -111,6 +111,7 @@ type apAnswer struct {
 	V    struct {
 		ExecutionID string `json:"execution_id"`
 		Status      string `json:"status"`
+		NodeID      string `json:"node_id"`
 		Replayed    bool   `json:"replayed"`
 		Recorded    *bool  `json:"recorded"`
 		Data        json.RawMessage
@@ -184,13 +185,16 @@ func apDecide(n *testutil.Node, token, id, kind string) (apAnswer, error) {
 	return apDo(http.MethodPost, n.URL+"/v1/executions/"+id+"/"+kind, token, "")
 }
 
-// apAwaiting checks that a is the 202 of a call awaiting bob's approval,
-// of execution id when id is not "".
-func apAwaiting(t *testing.T, what string, a apAnswer, id string) {
+// apAwaiting checks that a is the 202 of a call awaiting bob's approval;
+// for a retry (first not nil), the very answer first was.
+func apAwaiting(t *testing.T, what string, a apAnswer, first *apAnswer) {
 	t.Helper()
-	if a.Code != http.StatusAccepted || a.V.Status != "awaiting_approval" || a.V.ExecutionID == "" ||
-		(id != "" && a.V.ExecutionID != id) || a.V.Approval == nil || !slices.Equal(a.V.Approval.Approvers, []string{"bob"}) {
-		t.Fatalf("%s: %s; want 202 awaiting_approval (execution %q) with bob as approver", what, a, id)
+	if a.Code != http.StatusAccepted || a.V.Status != "awaiting_approval" || a.V.ExecutionID == "" || a.V.Replayed ||
+		a.V.Approval == nil || !slices.Equal(a.V.Approval.Approvers, []string{"bob"}) {
+		t.Fatalf("%s: %s; want 202 awaiting_approval with bob as approver", what, a)
+	}
+	if first != nil && a.Raw != first.Raw {
+		t.Fatalf("%s: %s; want the same answer as the first call's: %s", what, a, first)
 	}
 }
 
