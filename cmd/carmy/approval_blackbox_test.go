@@ -25,7 +25,8 @@ import (
 // principal who is not an approver is told the execution does not exist,
 // the admin may; a denial and an expiry are replayed everywhere; fifty
 // concurrent approvals on two nodes run the tool once and the others are
-// told the record; a full restart of the cluster keeps an awaiting and a
+// told the record; the approving node killed while the tool runs leaves
+// it interrupted, never run again; a full restart of the cluster keeps an awaiting and a
 // denied execution as they were. And an MCP tool's readOnlyHint is
 // believed only from a trusted server: then nothing is written to the Raft
 // log.
@@ -279,6 +280,45 @@ auth:
 			}
 			return nil
 		})
+	})
+
+	// docs/policy.md: an approved execution is an ordinary running one:
+	// its node killed with -9 while the tool runs, it becomes interrupted,
+	// never runs again, and cannot be approved again.
+	t.Run("approving node killed while the tool runs", func(t *testing.T) {
+		a := apCall(t, node("n1"), "pay", "hang-1")
+		apAwaiting(t, "the gated call", a, nil)
+		id := a.V.ExecutionID
+		n2 := node("n2")
+		go apDecide(n2, apBob, id, "approve") // answered by no one: n2 dies first
+		testutil.WaitUntil(t, 30*time.Second, "the approved tool to reach the upstream", func() bool { return pay.runsOf("hang-1") == 1 })
+		n2.Kill()
+		if d, err := apDecide(node("n3"), apAdmin, id, "approve"); err != nil || d.Code != http.StatusConflict || d.V.Error.Code != "INVALID_STATE" {
+			t.Fatalf("a second approval, its runner dead: %v %v; want 409 INVALID_STATE", d, err)
+		}
+		c.Restart(t, "n2", apRestartArgs(n2)...)
+		c.WaitFormed(t, 3, 60*time.Second)
+		testutil.WaitFor(t, 30*time.Second, "the execution interrupted, on every node", func() error {
+			for _, n := range all() {
+				rec, err := apDo(http.MethodGet, n.URL+"/v1/executions/"+id, apAlice, "")
+				if err != nil {
+					return err
+				}
+				if rec.V.Status != "interrupted" {
+					return fmt.Errorf("%s: %s", n.ID(), rec)
+				}
+			}
+			return nil
+		})
+		for _, n := range all() {
+			r := apCall(t, n, "pay", "hang-1")
+			if r.Code != http.StatusConflict || r.V.Error.Code != "EXECUTION_UNCERTAIN" || r.V.Error.Status != "interrupted" {
+				t.Fatalf("the retry on %s: %s; want 409 EXECUTION_UNCERTAIN, interrupted", n.ID(), r)
+			}
+		}
+		if got := pay.runsOf("hang-1"); got != 1 {
+			t.Fatalf("the tool ran %d times, want once", got)
+		}
 	})
 
 	// All three stopped (SIGTERM) and started again on their data dirs:

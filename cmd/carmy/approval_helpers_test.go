@@ -36,7 +36,8 @@ var apEnv = []string{"AP_ALICE=" + apAlice, "AP_BOB=" + apBob, "AP_CAROL=" + apC
 
 // apCounter is an HTTP upstream counting its requests by the
 // Carmy-Request-Id header; a request whose id begins with "slow-" is
-// answered after slowFor.
+// answered after slowFor, one whose id begins with "hang-" never (until
+// its client goes away).
 type apCounter struct {
 	*httptest.Server
 	mu   sync.Mutex
@@ -48,10 +49,17 @@ func newAPCounter(t *testing.T, slowFor time.Duration) *apCounter {
 	u := &apCounter{runs: map[string]int{}}
 	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get("Carmy-Request-Id")
+		// Read to the end, so that the server notices its client going
+		// away (and ends r's context) while a hang- request waits.
+		io.Copy(io.Discard, r.Body)
 		u.mu.Lock()
 		u.runs[id]++
 		n := u.runs[id]
 		u.mu.Unlock()
+		if strings.HasPrefix(id, "hang-") {
+			<-r.Context().Done()
+			return
+		}
 		if strings.HasPrefix(id, "slow-") {
 			select {
 			case <-time.After(slowFor):
