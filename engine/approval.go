@@ -111,19 +111,8 @@ func (r *Runtime) Decide(ctx context.Context, caller Caller, id string, kind sto
 	if kind == store.DecisionDeny {
 		return r.decide(ctx, id, d)
 	}
-	// The tool must be runnable here before the approval names this node.
-	p, err := r.approvedCall(rec)
-	if err != nil {
-		return store.Record{}, err
-	}
-	rn, why := r.runs.start(id, p.caller, callBytes(p), r.runLimits())
-	if why != refusedNone {
-		return store.Record{}, r.busy(why, p.caller)
-	}
-	got, err := r.decide(ctx, id, d)
-	r.runs.answered(id)
-	if err != nil || got.Status != store.StatusRunning {
-		r.runs.finish(id)
+	got, rn, p, err := r.approve(ctx, id, d)
+	if err != nil || rn == nil {
 		return got, err
 	}
 	resp, err := r.execute(ctx, p, rn, got)
@@ -131,6 +120,51 @@ func (r *Runtime) Decide(ctx context.Context, caller Caller, id string, kind sto
 		return got, fmt.Errorf("%w: %w", ErrStillRunning, err)
 	}
 	return resp.Record, err
+}
+
+// approve writes the approval d of execution id, registered first as
+// running on this node (so that a cancel committed right after it reaches
+// the tool), and returns the approved record with its run and call, to
+// execute; a nil run when nothing is to run (an error, or the record as
+// it stands). The approvals of one execution on this node take turns
+// until each has its answer from the store: the execution is registered
+// once, by the approval that may win, and one that comes after a winner
+// reads the record the winner left (a read that follows every write the
+// store has acknowledged) and is told it (*store.StateError).
+func (r *Runtime) approve(ctx context.Context, id string, d store.Decision) (store.Record, *run, *pending, error) {
+	unlock, err := r.approving.lock(ctx, id)
+	if err != nil {
+		return store.Record{}, nil, nil, fmt.Errorf("approve %s: %w", id, err)
+	}
+	defer unlock()
+	rec, err := r.Store().Get(ctx, id)
+	if err != nil {
+		return store.Record{}, nil, nil, err
+	}
+	if !rec.Status.Awaiting() {
+		return store.Record{}, nil, nil, &store.StateError{Op: string(d.Kind), Record: rec}
+	}
+	if r.runs.has(id) {
+		// Only the reservation of the call registers it besides, for
+		// the moment between its commit and its answer.
+		return store.Record{}, nil, nil, fmt.Errorf("approve %s: %w: the call is still being reserved on this node; retry", id, store.ErrUnavailable)
+	}
+	// The tool must be runnable here before the approval names this node.
+	p, err := r.approvedCall(rec)
+	if err != nil {
+		return store.Record{}, nil, nil, err
+	}
+	rn, why := r.runs.start(id, p.caller, callBytes(p), r.runLimits())
+	if why != refusedNone {
+		return store.Record{}, nil, nil, r.busy(why, p.caller)
+	}
+	got, err := r.decide(ctx, id, d)
+	r.runs.answered(id)
+	if err != nil || got.Status != store.StatusRunning {
+		r.runs.finish(id)
+		return got, nil, nil, err
+	}
+	return got, rn, p, nil
 }
 
 // ErrStillRunning: an approved execution's tool still runs when the

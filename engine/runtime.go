@@ -31,9 +31,12 @@ type Runtime struct {
 	// auditor is SetAuditor's.
 	auditor Auditor
 
-	runs  *runningSet
-	bg    inflight     // background release retries
-	phase atomic.Int32 // phaseUngated, phaseStarting, phaseStarted
+	runs *runningSet
+	// approving serializes the approvals of one execution on this node
+	// (Decide).
+	approving keyLocks
+	bg        inflight     // background release retries
+	phase     atomic.Int32 // phaseUngated, phaseStarting, phaseStarted
 	// subscribe subscribes to the backend's cancels once.
 	subscribe sync.Once
 	closing   chan struct{}

@@ -184,9 +184,10 @@ func (s ClusterStatus) Voters() []string {
 
 var statusClient = &http.Client{Timeout: 3 * time.Second}
 
-// ClusterStatus asks the node for GET /v1/cluster (without auth).
+// ClusterStatus asks the node for GET /v1/cluster (with
+// StartOptions.StatusToken, if any).
 func (n *Node) ClusterStatus(ctx context.Context) (ClusterStatus, error) {
-	st, err := FetchClusterStatus(ctx, n.URL)
+	st, err := FetchClusterStatusAs(ctx, n.URL, n.opts.StatusToken)
 	if err != nil {
 		return st, fmt.Errorf("%s: %w", n.ID(), err)
 	}
@@ -204,7 +205,17 @@ func (n *Node) Ready() error {
 // FetchClusterStatus asks the node at baseURL (http://host:port) for GET
 // /v1/cluster, without auth, once, through the Go client.
 func FetchClusterStatus(ctx context.Context, baseURL string) (ClusterStatus, error) {
-	c, err := client.New(baseURL, client.WithHTTPClient(statusClient), client.WithRetry(client.NoRetry))
+	return FetchClusterStatusAs(ctx, baseURL, "")
+}
+
+// FetchClusterStatusAs is FetchClusterStatus with token as the bearer
+// token ("" for none).
+func FetchClusterStatusAs(ctx context.Context, baseURL, token string) (ClusterStatus, error) {
+	opts := []client.Option{client.WithHTTPClient(statusClient), client.WithRetry(client.NoRetry)}
+	if token != "" {
+		opts = append(opts, client.WithToken(token))
+	}
+	c, err := client.New(baseURL, opts...)
 	if err != nil {
 		return ClusterStatus{}, err
 	}
@@ -439,13 +450,14 @@ func (c *Cluster) Leader(t testing.TB, timeout time.Duration) *Node {
 	return leader
 }
 
-// Probe names a node and its API's base URL, for AgreedLeader.
-type Probe struct{ Name, URL string }
+// Probe names a node and its API's base URL, for AgreedLeader, and the
+// bearer token its GET /v1/cluster needs ("" for none).
+type Probe struct{ Name, URL, Token string }
 
 func probesOf(nodes []*Node) []Probe {
 	out := make([]Probe, len(nodes))
 	for i, n := range nodes {
-		out[i] = Probe{Name: n.ID(), URL: n.URL}
+		out[i] = Probe{Name: n.ID(), URL: n.URL, Token: n.opts.StatusToken}
 	}
 	return out
 }
@@ -473,7 +485,7 @@ func AgreedLeader(nodes []Probe, want Agreement) (string, error) {
 				return "", fmt.Errorf("%s: %w", n.Name, err)
 			}
 		}
-		st, err := FetchClusterStatus(ctx, n.URL)
+		st, err := FetchClusterStatusAs(ctx, n.URL, n.Token)
 		if err != nil {
 			return "", fmt.Errorf("%s: %w", n.Name, err)
 		}

@@ -56,6 +56,10 @@ type StartOptions struct {
 	Env []string
 	// Dir is the working directory (default: a temporary directory).
 	Dir string
+	// StatusToken, when set, is the bearer token the helpers' own reads
+	// of GET /v1/cluster send (Node.ClusterStatus, Cluster.WaitFormed…):
+	// the admin's, for a node whose config turns auth on.
+	StatusToken string
 }
 
 var servingLine = regexp.MustCompile(`msg="serving the API" http_addr=(\S+) scheme=(\S+)`)
