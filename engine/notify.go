@@ -96,3 +96,11 @@ func checkNotify(n *ApprovalNotify) (*ApprovalNotify, error) {
 	c.client = &client
 	return &c, nil
 }
+
+// Check reports what AddTool would refuse in n (checkNotify): a URL that
+// is not an absolute http or https URL, or whose IP host the egress
+// policy refuses. A config loader calls it to refuse a webhook at load.
+func (n ApprovalNotify) Check() error {
+	_, err := checkNotify(&n)
+	return err
+}
