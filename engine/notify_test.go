@@ -6,8 +6,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -185,5 +187,39 @@ func TestApprovalNotifyURLChecked(t *testing.T) {
 	if err := app.AddTool(engine.ToolSpec{Name: "pay", Func: (&counter{}).fn,
 		Approval: &engine.Approval{Notify: &engine.ApprovalNotify{URL: "https://hooks.example.com/carmy"}}}); err != nil {
 		t.Errorf("a name's URL: %v", err)
+	}
+}
+
+// TestApprovalNotifyBounded: with MaxPendingNotifications pending (a
+// receiver that never answers), the next gated call is answered all the
+// same and its notification dropped and counted; the node holds no more.
+func TestApprovalNotifyBounded(t *testing.T) {
+	release := make(chan struct{})
+	var arrived atomic.Int64
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived.Add(1)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(hook.Close)
+	t.Cleanup(func() { close(release) })
+	app, counts := gatedNotifying(t, hook.URL, time.Hour)
+	for i := range engine.MaxPendingNotifications {
+		call(t, app, engine.Request{Tool: "pay", RequestID: "b-" + strconv.Itoa(i)})
+	}
+	if n := engine.PendingNotifications(app); n != engine.MaxPendingNotifications {
+		t.Fatalf("%d pending, want %d", n, engine.MaxPendingNotifications)
+	}
+	if resp := call(t, app, engine.Request{Tool: "pay", RequestID: "b-last"}); !resp.Awaiting {
+		t.Fatalf("the call past the bound: %+v", resp)
+	}
+	if counts.get(engine.NotifyDropped) != 1 || engine.PendingNotifications(app) != engine.MaxPendingNotifications {
+		t.Errorf("dropped %d, pending %d: want 1 and %d", counts.get(engine.NotifyDropped), engine.PendingNotifications(app), engine.MaxPendingNotifications)
+	}
+	wait.Until(t, 30*time.Second, "the receiver to hold its most requests at once", func() bool { return arrived.Load() >= 8 })
+	if n := arrived.Load(); n > 8 {
+		t.Errorf("%d requests at once, want at most 8", n)
 	}
 }
