@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,6 +45,16 @@ func decideHTTP(t *testing.T, base, id, verb string) (int, map[string]any) {
 	return resp.StatusCode, out
 }
 
+// countedGatedTool is gatedTool counting its runs.
+func countedGatedTool(runs *atomic.Int64) carmy.ToolSpec {
+	spec := gatedTool()
+	spec.Func = func(ctx context.Context, call carmy.Call) (any, error) {
+		runs.Add(1)
+		return map[string]any{"paid": true}, nil
+	}
+	return spec
+}
+
 // quickGatedTool needs approval within a second.
 func quickGatedTool() carmy.ToolSpec {
 	return carmy.ToolSpec{
@@ -68,7 +79,8 @@ func wantAwaitingTask(t *testing.T, what string, tk map[string]any) string {
 }
 
 func TestMCPApprovalTasksCore(t *testing.T) {
-	_, base := startOASNode(t, api.Config{Auth: oasAuth()}, gatedTool(), quickGatedTool())
+	var runs atomic.Int64
+	_, base := startOASNode(t, api.Config{Auth: oasAuth()}, countedGatedTool(&runs), quickGatedTool())
 	call := func(tool, rid string) map[string]any {
 		_, msg := rpc(t, base, oasPlanner, v1125, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"`+tool+
 			`","arguments":{"amount":5},"task":{},"_meta":{"carmy/request_id":"`+rid+`"}}}`)
@@ -108,6 +120,10 @@ func TestMCPApprovalTasksCore(t *testing.T) {
 	if r := result(t, "tasks/get", method("tasks/get", id)); r["status"] != "completed" {
 		t.Errorf("tasks/get after approval: %v", r)
 	}
+	// Retried after the approval, the call is its finished task: one run.
+	if r := call("gated", "mat-1"); r["taskId"] != id || r["status"] != "completed" || runs.Load() != 1 {
+		t.Errorf("the call retried after approval: %v, with %d runs; want the completed task and one run", r, runs.Load())
+	}
 
 	// Denied: failed, its result the APPROVAL_DENIED error.
 	denied := wantAwaitingTask(t, "task call", call("gated", "mat-2"))
@@ -136,7 +152,8 @@ func TestMCPApprovalTasksCore(t *testing.T) {
 }
 
 func TestMCPApprovalTasksExtension(t *testing.T) {
-	_, base := startOASNode(t, api.Config{Auth: oasAuth()}, gatedTool())
+	var runs atomic.Int64
+	_, base := startOASNode(t, api.Config{Auth: oasAuth()}, countedGatedTool(&runs))
 	call := func(rid string) map[string]any {
 		_, msg := rpc(t, base, oasPlanner, v0728, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"gated","arguments":{"amount":5},"_meta":{`+
 			tasksExt+`,"carmy/request_id":"`+rid+`"}}}`)
@@ -163,6 +180,9 @@ func TestMCPApprovalTasksExtension(t *testing.T) {
 	inner, _ := done["result"].(map[string]any)
 	if sc, _ := inner["structuredContent"].(map[string]any); done["status"] != "completed" || inner["isError"] == true || sc["paid"] != true {
 		t.Errorf("tasks/get after approval: %v", done)
+	}
+	if r := call("mae-1"); r["resultType"] == "task" || r["isError"] == true || runs.Load() != 1 {
+		t.Errorf("the call retried after approval: %v, with %d runs; want its result and one run", r, runs.Load())
 	}
 
 	// Denied: completed with the isError result, as a failed tool is at
