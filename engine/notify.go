@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -103,4 +104,23 @@ func checkNotify(n *ApprovalNotify) (*ApprovalNotify, error) {
 func (n ApprovalNotify) Check() error {
 	_, err := checkNotify(&n)
 	return err
+}
+
+// String is the webhook for an operator's eyes: its URL without
+// userinfo or query, where secrets are usually put.
+func (n ApprovalNotify) String() string {
+	if n.shown != "" {
+		return n.shown
+	}
+	u, err := url.Parse(n.URL)
+	if err != nil {
+		return "[unparsable url]"
+	}
+	return egress.RedactURL(u)
+}
+
+// MarshalJSON writes the webhook as String does ({"url": …}), so that a
+// tool's description (ToolInfo) never carries the URL's secrets.
+func (n ApprovalNotify) MarshalJSON() ([]byte, error) {
+	return json.Marshal(map[string]string{"url": n.String()})
 }

@@ -185,8 +185,13 @@ func TestApprovalNotifyURLChecked(t *testing.T) {
 	}
 	app := newApp(t)
 	if err := app.AddTool(engine.ToolSpec{Name: "pay", Func: (&counter{}).fn,
-		Approval: &engine.Approval{Notify: &engine.ApprovalNotify{URL: "https://hooks.example.com/carmy"}}}); err != nil {
+		Approval: &engine.Approval{Notify: &engine.ApprovalNotify{URL: "https://u:pw-s3cret@hooks.example.com/carmy?token=s3cret"}}}); err != nil {
 		t.Errorf("a name's URL: %v", err)
+	}
+	// Described, the tool shows its webhook without the URL's secrets.
+	raw, err := json.Marshal(app.Tools())
+	if err != nil || strings.Contains(string(raw), "s3cret") || !strings.Contains(string(raw), "hooks.example.com/carmy") {
+		t.Errorf("the tools described: %s, %v", raw, err)
 	}
 }
 
