@@ -19,12 +19,14 @@ type runtimeMetrics struct {
 	storeDuration *prometheus.HistogramVec
 	refused       *prometheus.CounterVec
 	probes        *prometheus.CounterVec
+	notified      *prometheus.CounterVec
 }
 
 var (
 	_ engine.Observer        = (*runtimeMetrics)(nil)
 	_ engine.RefusalObserver = (*runtimeMetrics)(nil)
 	_ engine.ProbeObserver   = (*runtimeMetrics)(nil)
+	_ engine.NotifyObserver  = (*runtimeMetrics)(nil)
 )
 
 // durationBuckets suit tools and store writes alike: 0.2 ms to 60 s.
@@ -54,8 +56,16 @@ func newRuntimeMetrics() *runtimeMetrics {
 			Help: "Reconcile probes of interrupted executions, by tool and outcome: completed (found: resolved completed), " +
 				"released (not found), undecided (tried again), gave_up (past give_up_after), settled (no longer interrupted).",
 		}, []string{"tool", "outcome"}),
+		notified: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "carmy_approval_notifications_total",
+			Help: "Approval notify webhooks this node sent, by result: sent (a 2xx answer), failed (an attempt without one, tried again), " +
+				"gave_up (the gate expired, or the node stopped, before a 2xx), dropped (too many pending).",
+		}, []string{"result"}),
 	}
 }
+
+// ApprovalNotified implements engine.NotifyObserver: carmy_approval_notifications_total.
+func (m *runtimeMetrics) ApprovalNotified(result string) { m.notified.WithLabelValues(result).Inc() }
 
 // Probed implements engine.ProbeObserver: carmy_reconcile_probes_total.
 func (m *runtimeMetrics) Probed(tool, outcome string) { m.probes.WithLabelValues(tool, outcome).Inc() }
@@ -90,11 +100,15 @@ func (m *runtimeMetrics) register(reg *prometheus.Registry, r *engine.Runtime) {
 	for _, reason := range []string{engine.LimitMaxRunning, engine.LimitMaxRunningPerPrincipal, engine.LimitAdminReserve} {
 		m.refused.WithLabelValues(reason)
 	}
+	for _, result := range []string{engine.NotifySent, engine.NotifyFailed, engine.NotifyGaveUp, engine.NotifyDropped} {
+		m.notified.WithLabelValues(result)
+	}
 	reg.MustRegister(
 		m.toolDuration,
 		m.storeDuration,
 		m.refused,
 		m.probes,
+		m.notified,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "carmy_store_entries",
 			Help: "Records in the store (running, interrupted and finished), as this node has applied them.",

@@ -21,6 +21,9 @@ type Approval struct {
 	// ExpiresAfter is how long a call awaits a decision before it is
 	// recorded expired (DefaultApprovalExpiry when zero).
 	ExpiresAfter time.Duration
+	// Notify, when set, is told of each call reserved awaiting approval
+	// (notify.go).
+	Notify *ApprovalNotify
 }
 
 // DefaultApprovalExpiry is an Approval's ExpiresAfter when it sets none.
@@ -58,6 +61,13 @@ func checkApproval(spec *ToolSpec) error {
 	}
 	c := *a
 	c.Approvers = slices.Clone(a.Approvers)
+	if a.Notify != nil {
+		n, err := checkNotify(a.Notify)
+		if err != nil {
+			return err
+		}
+		c.Notify = n
+	}
 	if c.ExpiresAfter == 0 {
 		c.ExpiresAfter = DefaultApprovalExpiry
 	}

@@ -221,6 +221,7 @@ func (r *Runtime) Call(ctx context.Context, caller Caller, req Request) (Respons
 	if res.Outcome == store.Reserved && res.Record.Status.Awaiting() {
 		// Gated: nothing runs until a decision (approval.go).
 		r.runs.finish(exec.ID)
+		r.notifyApproval(p.tool, res.Record)
 		return Response{Record: res.Record, Awaiting: true}, nil
 	}
 	if res.Outcome == store.Reserved {

@@ -138,6 +138,7 @@ func (r *Runtime) Shutdown(ctx context.Context) error {
 		r.runs.cancelAll(errShutdown)
 		err = r.runs.wait(ctx)
 	}
+	r.notes.stop() // pending approval notifications are abandoned
 	if bgErr := r.bg.wait(ctx); bgErr != nil {
 		err = errors.Join(err, bgErr)
 	}

@@ -60,6 +60,14 @@ func (all observers) Probed(tool, outcome string) {
 	}
 }
 
+func (all observers) ApprovalNotified(result string) {
+	for _, o := range all {
+		if no, ok := o.(NotifyObserver); ok {
+			no.ApprovalNotified(result)
+		}
+	}
+}
+
 func (all observers) StoreWrite(op, outcome string, took time.Duration) {
 	for _, o := range all {
 		o.StoreWrite(op, outcome, took)

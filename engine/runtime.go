@@ -35,7 +35,8 @@ type Runtime struct {
 	// approving serializes the approvals of one execution on this node
 	// (Decide).
 	approving keyLocks
-	bg        inflight     // background release retries
+	bg        inflight     // background release retries, approval notifications
+	notes     *notifier    // approval notifications (notifysend.go)
 	phase     atomic.Int32 // phaseUngated, phaseStarting, phaseStarted
 	// subscribe subscribes to the backend's cancels once.
 	subscribe sync.Once
@@ -65,6 +66,7 @@ func New(opts ...Option) *Runtime {
 		tools:   make(map[string]*tool),
 		backend: store.NewMemory(store.DefaultCapacity),
 		runs:    newRunningSet(),
+		notes:   newNotifier(),
 		closing: make(chan struct{}),
 		now:     func() time.Time { return time.Now().UTC().Truncate(time.Millisecond) },
 		obs:     cfg.Observer,

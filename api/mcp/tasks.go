@@ -36,7 +36,10 @@ import (
 // cancelled; completed is completed. failed and timed_out are failed at
 // 2025-11-25, with the result of docs/mcp.md (isError); at 2026-07-28 the
 // extension keeps failed for JSON-RPC errors, so they are completed with
-// that same isError result.
+// that same isError result. awaiting_approval is input_required at both
+// (with an empty inputRequests at 2026-07-28: the input is a person's
+// decision, not the client's), its statusMessage naming the execution and
+// how to decide (taskapproval.go); denied and expired end as failed does.
 
 // TaskPollInterval is the polling interval a task suggests.
 const TaskPollInterval = time.Second
@@ -63,7 +66,10 @@ type task struct {
 	TTLMs          *int64          `json:"ttlMs,omitempty"`
 	PollIntervalMs int64           `json:"pollIntervalMs,omitempty"`
 	Result         json.RawMessage `json:"result,omitempty"`
-	Meta           map[string]any  `json:"_meta,omitempty"`
+	// InputRequests is the extension's field of an input_required task:
+	// {} for a task awaiting approval (nothing the client can answer).
+	InputRequests json.RawMessage `json:"inputRequests,omitempty"`
+	Meta          map[string]any  `json:"_meta,omitempty"`
 }
 
 // MarshalJSON writes ttl (or ttlMs) as null: a record is kept until the
@@ -107,7 +113,13 @@ func taskOf(rec store.Record, version string) task {
 	case store.StatusCancelled:
 		t.Status = "cancelled"
 		t.StatusMessage = errorMessage(rec.Error)
-	default: // failed, timed_out
+	case store.StatusAwaitingApproval:
+		t.Status = "input_required"
+		t.StatusMessage = awaitingMessage(rec)
+		if modern {
+			t.InputRequests = json.RawMessage("{}")
+		}
+	default: // failed, timed_out, denied, expired
 		t.Status = "failed"
 		if modern {
 			t.Status = "completed" // a result with isError (see above)

@@ -432,7 +432,11 @@ func (fc fileConfig) toolSpecsLogging(getenv func(string) string, log *slog.Logg
 		if err != nil {
 			return nil, fmt.Errorf("config %s: %w", where, err)
 		}
-		approval, err := tc.Approval.parse()
+		allow, err := fc.allowNetworks(i)
+		if err != nil {
+			return nil, fmt.Errorf("config %w", err)
+		}
+		approval, err := tc.Approval.parse(getenv, allow)
 		if err != nil {
 			return nil, fmt.Errorf("config %s: %w", where, err)
 		}
@@ -466,10 +470,6 @@ func (fc fileConfig) toolSpecsLogging(getenv func(string) string, log *slog.Logg
 			if headers[k], err = expand(v, getenv); err != nil {
 				return nil, fmt.Errorf("config %s: header %s: %w", where, k, err)
 			}
-		}
-		allow, err := fc.allowNetworks(i)
-		if err != nil {
-			return nil, fmt.Errorf("config %w", err)
 		}
 		h := carmy.HTTPTool{
 			URL: url, Method: tc.HTTP.Method, Headers: headers, FollowRedirects: tc.HTTP.FollowRedirects, AllowNetworks: allow, Logger: log,

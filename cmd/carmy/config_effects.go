@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"net/netip"
 	"slices"
 	"time"
 
@@ -24,8 +25,9 @@ type effectsConfig struct {
 
 // approvalConfig is a tool's approval key: required (must be true),
 // approvers (principals; none: the admin alone), expires_after (a Go
-// duration, default 1h). notify is not supported yet and is refused, so
-// that nobody counts on a webhook that is never sent.
+// duration, default 1h), notify (a webhook told of each call awaiting
+// approval: an http or https url, ${VAR} expanded, under the tool's
+// egress policy).
 type approvalConfig struct {
 	Required     bool     `yaml:"required"`
 	Approvers    []string `yaml:"approvers"`
@@ -35,18 +37,33 @@ type approvalConfig struct {
 	} `yaml:"notify"`
 }
 
-// parse checks the keys and returns the gate they set (nil: none).
-func (ac *approvalConfig) parse() (*engine.Approval, error) {
+// parse checks the keys and returns the gate they set (nil: none),
+// expanding ${VAR} in notify.url from getenv; allow is the tool's egress
+// policy (nil: any address outside the deny list), which the url's host
+// must pass when it is an IP address. An error never repeats the url's
+// userinfo or query.
+func (ac *approvalConfig) parse(getenv func(string) string, allow []netip.Prefix) (*engine.Approval, error) {
 	if ac == nil {
 		return nil, nil
 	}
 	if !ac.Required {
 		return nil, fmt.Errorf("approval.required: must be true when approval is given (remove the approval key to run the tool without one)")
 	}
+	var notify *engine.ApprovalNotify
 	if ac.Notify != nil {
-		return nil, fmt.Errorf("approval.notify: not supported yet by this build")
+		if ac.Notify.URL == "" {
+			return nil, fmt.Errorf("approval.notify.url: needs a url")
+		}
+		u, err := expand(ac.Notify.URL, getenv)
+		if err != nil {
+			return nil, fmt.Errorf("approval.notify.url: %w", err)
+		}
+		notify = &engine.ApprovalNotify{URL: u, AllowNetworks: allow}
+		if err := notify.Check(); err != nil {
+			return nil, err
+		}
 	}
-	a := &engine.Approval{Approvers: slices.Clone(ac.Approvers), ExpiresAfter: engine.DefaultApprovalExpiry}
+	a := &engine.Approval{Approvers: slices.Clone(ac.Approvers), ExpiresAfter: engine.DefaultApprovalExpiry, Notify: notify}
 	for i, p := range a.Approvers {
 		if p == "" {
 			return nil, fmt.Errorf("approval.approvers[%d]: empty principal", i)
@@ -137,14 +154,15 @@ func (m *mcpToolsConfig) list() []string {
 }
 
 // approvals returns the approval gates the map form sets, by upstream
-// tool name.
-func (m *mcpToolsConfig) approvals() (map[string]*engine.Approval, error) {
+// tool name; getenv and allow as approvalConfig.parse's (allow: the
+// server's egress policy).
+func (m *mcpToolsConfig) approvals(getenv func(string) string, allow []netip.Prefix) (map[string]*engine.Approval, error) {
 	if m == nil || m.settings == nil {
 		return nil, nil
 	}
 	out := map[string]*engine.Approval{}
 	for name, ec := range m.settings {
-		a, err := ec.Approval.parse()
+		a, err := ec.Approval.parse(getenv, allow)
 		if err != nil {
 			return nil, fmt.Errorf("tools.%s: %w", name, err)
 		}

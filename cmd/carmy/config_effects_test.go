@@ -110,17 +110,20 @@ mcp_servers:
 	if a := got["refund"].Approval; a == nil || len(a.Approvers) != 0 || a.ExpiresAfter != engine.DefaultApprovalExpiry {
 		t.Fatalf("refund's approval: %+v", a)
 	}
-	approvals, err := fc.MCPServers[0].Tools.approvals()
+	approvals, err := fc.MCPServers[0].Tools.approvals(func(string) string { return "" }, nil)
 	if err != nil || approvals["wire"] == nil || approvals["wire"].Approvers[0] != "bob" || approvals["search"] != nil {
 		t.Fatalf("the map form's approvals: %+v, %v", approvals, err)
 	}
 	for bad, field := range map[string]string{
-		"tools:\n  - name: t\n    approval: {required: true, expires_after: soon}\n    http: {url: \"http://127.0.0.1:9/\"}\n":                     "approval.expires_after",
-		"tools:\n  - name: t\n    approval: {approvers: [bob]}\n    http: {url: \"http://127.0.0.1:9/\"}\n":                                        "approval.required",
-		"tools:\n  - name: t\n    approval: {required: true, approver: [bob]}\n    http: {url: \"http://127.0.0.1:9/\"}\n":                         "approver",
-		"tools:\n  - name: t\n    approval: {required: true, notify: {url: \"http://127.0.0.1:9/n\"}}\n    http: {url: \"http://127.0.0.1:9/\"}\n": "approval.notify",
-		"tools:\n  - name: t\n    effects: read_only\n    approval: {required: true}\n    http: {url: \"http://127.0.0.1:9/\"}\n":                  "approval",
-		"mcp_servers:\n  - name: m\n    url: http://127.0.0.1:9/mcp\n    tools: {x: {approval: {required: true, expires_after: -1s}}}\n":           "approval.expires_after",
+		"tools:\n  - name: t\n    approval: {required: true, expires_after: soon}\n    http: {url: \"http://127.0.0.1:9/\"}\n":                             "approval.expires_after",
+		"tools:\n  - name: t\n    approval: {approvers: [bob]}\n    http: {url: \"http://127.0.0.1:9/\"}\n":                                                "approval.required",
+		"tools:\n  - name: t\n    approval: {required: true, approver: [bob]}\n    http: {url: \"http://127.0.0.1:9/\"}\n":                                 "approver",
+		"tools:\n  - name: t\n    approval: {required: true, notify: {url: \"ftp://127.0.0.1:9/n\"}}\n    http: {url: \"http://127.0.0.1:9/\"}\n":          "approval: notify: the url is not an absolute http or https URL",
+		"tools:\n  - name: t\n    approval: {required: true, notify: {}}\n    http: {url: \"http://127.0.0.1:9/\"}\n":                                      "approval.notify.url",
+		"tools:\n  - name: t\n    approval: {required: true, notify: {url: \"${UNSET}\"}}\n    http: {url: \"http://127.0.0.1:9/\"}\n":                     "approval.notify.url: environment variable UNSET is not set",
+		"tools:\n  - name: t\n    approval: {required: true, notify: {url: \"http://127.0.0.1:9/n\", hmm: 1}}\n    http: {url: \"http://127.0.0.1:9/\"}\n": "hmm",
+		"tools:\n  - name: t\n    effects: read_only\n    approval: {required: true}\n    http: {url: \"http://127.0.0.1:9/\"}\n":                          "approval",
+		"mcp_servers:\n  - name: m\n    url: http://127.0.0.1:9/mcp\n    tools: {x: {approval: {required: true, expires_after: -1s}}}\n":                   "approval.expires_after",
 	} {
 		fc, err := loadConfig(writeConfig(t, bad))
 		if err == nil {

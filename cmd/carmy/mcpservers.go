@@ -40,8 +40,11 @@ func (fc fileConfig) mcpUpstreams(reg mcpgateway.Registry, getenv func(string) s
 		if cfg.Tools != nil && len(cfg.Tools) == 0 {
 			return nil, fmt.Errorf("config %s: tools lists no tool: leave it out to serve every tool", where)
 		}
-		var err error
-		if cfg.Approval, err = mc.Tools.approvals(); err != nil {
+		allow, err := fc.networksWithin(where+": allow_networks", mc.AllowNetworks)
+		if err != nil {
+			return nil, fmt.Errorf("config %w", err)
+		}
+		if cfg.Approval, err = mc.Tools.approvals(getenv, allow); err != nil {
 			return nil, fmt.Errorf("config %s: %w", where, err)
 		}
 		if cfg.Effects, cfg.RetryUncertain, err = mc.Tools.effects(); err != nil {
