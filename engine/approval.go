@@ -170,11 +170,58 @@ func (r *Runtime) approve(ctx context.Context, id string, d store.Decision) (sto
 	}
 	got, err := r.decide(ctx, id, d)
 	r.runs.answered(id)
+	if errors.Is(err, store.ErrCommitUnknown) {
+		// The approval may have committed, naming this node: nobody else
+		// would run the tool, and this live node would never be found
+		// dead. Found out in the background; the approver is told now.
+		r.settleApproval(id, d, p, rn)
+		return store.Record{}, nil, nil, err
+	}
 	if err != nil || got.Status != store.StatusRunning {
 		r.runs.finish(id)
 		return got, nil, nil, err
 	}
 	return got, rn, p, nil
+}
+
+// settleApproval finds out, once the store answers again, whether the
+// approval d of execution id, whose commit is unknown, committed: the
+// record is then running on this node with d as its decision (no other
+// approval names this node with d's actor and time, to the
+// microsecond a store keeps), and the tool runs
+// here exactly as if the approver had been told, its outcome recorded and
+// replayed. Otherwise the registration rn is dropped. It gives up only
+// when the node shuts down; the record, if approved, then reads as the
+// running execution of a node that is gone (interrupted), never run twice.
+func (r *Runtime) settleApproval(id string, d store.Decision, p *pending, rn *run) {
+	r.bg.add()
+	go func() {
+		defer r.bg.done()
+		for attempt := 0; ; attempt++ {
+			ctx, cancel := context.WithTimeout(context.Background(), r.cfg.StoreTimeout)
+			rec, err := r.Store().Get(ctx, id)
+			cancel()
+			switch {
+			case err == nil && rec.Status == store.StatusRunning && rec.NodeID == r.cfg.NodeID &&
+				rec.Decision != nil && rec.Decision.By == d.Actor &&
+				rec.Decision.At.Truncate(time.Microsecond).Equal(d.At.Truncate(time.Microsecond)):
+				r.cfg.Logger.Info("an approval whose commit was unknown committed: running the tool",
+					slog.String("execution_id", id))
+				_, _ = r.execute(context.Background(), p, rn, rec)
+				return
+			case err == nil, errors.Is(err, store.ErrNotFound):
+				r.runs.finish(id)
+				return
+			case r.isClosing():
+				r.runs.finish(id)
+				return
+			}
+			select {
+			case <-r.closing:
+			case <-time.After(backoff(attempt)):
+			}
+		}
+	}()
 }
 
 // ErrStillRunning: an approved execution's tool still runs when the
@@ -263,8 +310,9 @@ func (r *Runtime) ExpireApprovals(ctx context.Context) (int, error) {
 }
 
 // RunApprovalExpiry calls ExpireApprovals every period until ctx ends,
-// when leading() reports true (the Raft leader; a PostgreSQL fleet's
-// every node, whose conditional writes make it harmless). Errors are
+// when leading() reports true (the node that runs the reconcile probes:
+// the Raft leader, a PostgreSQL fleet's prober; the writes are
+// conditional, so two nodes that both believe it do no harm). Errors are
 // logged and the next period tries again.
 func (r *Runtime) RunApprovalExpiry(ctx context.Context, period time.Duration, leading func() bool) {
 	t := time.NewTicker(period)

@@ -23,6 +23,26 @@ type faultyStore struct {
 	completeFailures atomic.Int64
 	// releaseFailures fails that many Release calls with ErrUnavailable.
 	releaseFailures atomic.Int64
+	// decideApplyThenFail applies a Decide, then reports the commit as
+	// unknown.
+	decideApplyThenFail atomic.Bool
+	// getFailures fails that many Get calls with ErrUnavailable.
+	getFailures atomic.Int64
+}
+
+func (f *faultyStore) Decide(ctx context.Context, id string, d store.Decision) (store.Record, error) {
+	rec, err := f.Memory.Decide(ctx, id, d)
+	if err == nil && f.decideApplyThenFail.Load() {
+		return store.Record{}, store.ErrCommitUnknown
+	}
+	return rec, err
+}
+
+func (f *faultyStore) Get(ctx context.Context, id string) (store.Record, error) {
+	if f.getFailures.Add(-1) >= 0 {
+		return store.Record{}, store.ErrUnavailable
+	}
+	return f.Memory.Get(ctx, id)
 }
 
 func (f *faultyStore) Reserve(ctx context.Context, k store.Key, fp string, ex store.Execution) (store.Reservation, error) {
@@ -127,5 +147,33 @@ func TestUnrecordedOutcomeAnswersUnavailableThenReplays(t *testing.T) {
 	})
 	if resp := call(t, app, req); !resp.Replayed || c.runs.Load() != 1 {
 		t.Fatalf("retry = %+v, runs %d; want the replay of the one run", resp, c.runs.Load())
+	}
+}
+
+// TestUnknownApprovalCommitRuns: an approval whose commit is reported
+// unknown, though it committed naming this node, is found out once the
+// store answers again, and the tool runs here once, its outcome recorded;
+// without that, the record would stay running on a live node for ever.
+func TestUnknownApprovalCommitRuns(t *testing.T) {
+	app := newApp(t)
+	fs := &faultyStore{Memory: store.NewMemory(10)}
+	app.IdempotencyStore(fs)
+	var c counter
+	mustAdd(t, app, engine.ToolSpec{Name: "pay", Func: c.fn, Approval: &engine.Approval{Approvers: []string{"bob"}}})
+	resp, err := app.Call(t.Context(), alice, engine.Request{Tool: "pay", RequestID: "g1"})
+	if err != nil || resp.Record.Status != store.StatusAwaitingApproval {
+		t.Fatalf("gated call: %+v, %v", resp.Record, err)
+	}
+	id := resp.Record.ExecutionID
+	fs.decideApplyThenFail.Store(true)
+	_, err = app.Decide(t.Context(), engine.Caller{Principal: "bob"}, id, store.DecisionApprove, "")
+	wantErrIs(t, err, store.ErrCommitUnknown)
+	fs.getFailures.Store(2) // the store is still away for a moment
+	testutil.Until(t, 10*time.Second, "the approved execution to complete", func() bool {
+		rec, err := fs.Memory.Get(context.Background(), id)
+		return err == nil && rec.Status == store.StatusCompleted
+	})
+	if c.runs.Load() != 1 || app.Running() != 0 {
+		t.Fatalf("tool ran %d times, %d still registered; want 1 and 0", c.runs.Load(), app.Running())
 	}
 }
