@@ -18,6 +18,7 @@ import (
 
 	"github.com/carmyhq/carmy/api"
 	"github.com/carmyhq/carmy/engine"
+	"github.com/carmyhq/carmy/metrics/prom"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -199,11 +200,15 @@ func testLogger(t testing.TB) *slog.Logger {
 }
 
 // mustNew returns an api.Server for rt, logging to the test's output when
-// cfg has no logger.
+// cfg has no logger, counting into Prometheus metrics of its own (prom.New)
+// when cfg has none.
 func mustNew(tb testing.TB, rt api.Runtime, cfg api.Config) *api.Server {
 	tb.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = testLogger(tb)
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = prom.New(nil)
 	}
 	s, err := api.New(rt, cfg)
 	if err != nil {

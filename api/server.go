@@ -13,7 +13,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/carmyhq/carmy/api/mcp"
 	"github.com/carmyhq/carmy/engine"
@@ -34,9 +33,10 @@ type Config struct {
 	// Internal, when set, serves the node-to-node endpoints under
 	// /internal/; it authenticates its callers itself.
 	Internal http.Handler
-	// Metrics is the registry the server adds its instruments to and
-	// serves at GET /metrics (a registry of its own when nil).
-	Metrics *prometheus.Registry
+	// Metrics is told what the server does and serves GET /metrics
+	// (package metrics/prom: Prometheus). Nil counts nothing and serves
+	// no /metrics.
+	Metrics Metrics
 	// Timeouts bound slow clients (carmy.Runtime.Serve applies them to its
 	// http.Server).
 	Timeouts Timeouts
@@ -160,10 +160,9 @@ type Server struct {
 	clu         Cluster
 	ledger      Ledger
 
-	metrics    *apiMetrics
-	auditCount *prometheus.CounterVec
-	limits     *limiters // nil: no rate limit
-	guard      *authGuard
+	metrics Metrics
+	limits  *limiters // nil: no rate limit
+	guard   *authGuard
 	// keyGuard counts wrong cluster keys (internalguard.go).
 	keyGuard *authGuard
 	// activity counts the calls answered, for GET /v1/activity.
@@ -188,29 +187,15 @@ func New(rt Runtime, cfg Config) (*Server, error) {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Metrics == nil {
-		cfg.Metrics = prometheus.NewRegistry()
+		cfg.Metrics = noMetrics{}
 	}
-	m, err := newAPIMetrics(cfg.Metrics)
-	if err != nil {
-		return nil, fmt.Errorf("api: metrics: %w", err)
-	}
-	audit, err := newAuditCounter(cfg.Metrics)
-	if err != nil {
-		return nil, fmt.Errorf("api: metrics: %w", err)
-	}
-	guard, err := newAuthGuard(cfg.AuthFailures, cfg.Logger, cfg.Metrics)
-	if err != nil {
-		return nil, fmt.Errorf("api: metrics: %w", err)
-	}
-	keyGuard, err := newAuthGuard(cfg.AuthFailures, cfg.Logger, cfg.Metrics, clusterKeyGuard)
-	if err != nil {
-		return nil, fmt.Errorf("api: metrics: %w", err)
-	}
+	guard := newAuthGuard(cfg.AuthFailures, cfg.Logger, cfg.Metrics)
+	keyGuard := newAuthGuard(cfg.AuthFailures, cfg.Logger, cfg.Metrics, clusterKeyGuard)
 	au, err := newAuthenticator(cfg.Auth, guard, cfg.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}
-	s := &Server{rt: rt, auth: au, limit: cfg.BodyLimit, log: cfg.Logger, clu: cfg.Cluster, ledger: cfg.Ledger, metrics: m, auditCount: audit,
+	s := &Server{rt: rt, auth: au, limit: cfg.BodyLimit, log: cfg.Logger, clu: cfg.Cluster, ledger: cfg.Ledger, metrics: cfg.Metrics,
 		bodyTimeout: cfg.Timeouts.WithDefaults().Body, guard: guard, keyGuard: keyGuard, activity: newActivity(time.Now), nodeID: cfg.NodeID}
 	if rc, ok := rt.(interface{ Config() engine.Config }); ok && s.nodeID == "" {
 		s.nodeID = rc.Config().NodeID
@@ -250,7 +235,7 @@ func New(rt Runtime, cfg Config) (*Server, error) {
 	s.clusterRoutes()
 	s.ledgerRoutes()
 	s.consoleRoutes()
-	s.metricsRoutes(cfg.Metrics)
+	s.metricsRoutes(cfg.Metrics.Handler(cfg.Logger))
 	if cfg.Pprof {
 		s.pprofRoutes()
 		if !cfg.Auth.Enabled() {
