@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/api"
+	"github.com/carmyhq/carmy/api/mcp"
 	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/metrics/prom"
@@ -32,6 +33,7 @@ func guardServer(t *testing.T, failures api.AuthFailures, logs io.Writer) (srv *
 	cfg.Auth.MetricsToken = metricsToken
 	cfg.Pprof = true
 	cfg.Metrics = prom.New(nil)
+	cfg.MCP = mcp.Endpoint
 	s, err := api.New(&fakeRuntime{tb: t,
 		call: func(_ context.Context, caller engine.Caller, _ engine.Request) (engine.Response, error) {
 			calls.set(caller)

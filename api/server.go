@@ -14,7 +14,6 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
-	"github.com/carmyhq/carmy/api/mcp"
 	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/store"
 )
@@ -86,10 +85,10 @@ type Config struct {
 	// the rightmost address of X-Forwarded-For that is not itself a
 	// trusted proxy (clientaddr.go). None by default.
 	TrustedProxies []netip.Prefix
-	// MCPUpstreams, when set, are the upstream MCP servers whose
-	// resources and prompts /mcp passes through, and whose list changes
-	// it sends to the clients that listen (package api/mcp, Upstreams).
-	MCPUpstreams mcp.Upstreams
+	// MCP makes the endpoint served at /mcp (package api/mcp:
+	// mcp.Endpoint, or mcp.EndpointWith for upstream MCP servers). Nil
+	// serves no /mcp.
+	MCP MCP
 }
 
 // Timeouts bound what a client may take. Zero fields take the defaults.
@@ -168,8 +167,8 @@ type Server struct {
 	// activity counts the calls answered, for GET /v1/activity.
 	activity *activity
 	nodeID   string
-	// mcp serves /mcp.
-	mcp *mcp.Handler
+	// mcp serves /mcp (nil: Config.MCP is).
+	mcp MCPEndpoint
 }
 
 // New returns a server for rt.
@@ -229,7 +228,7 @@ func New(rt Runtime, cfg Config) (*Server, error) {
 	s.echo = e
 	s.base = baseURL(cfg.PublicURL, cfg.TLS != nil)
 	s.routes()
-	if err := s.mcpRoutes(rt, cfg.BodyLimit, s.base, cfg.MCPUpstreams); err != nil {
+	if err := s.mcpRoutes(cfg.MCP, rt, cfg.BodyLimit, s.base); err != nil {
 		return nil, fmt.Errorf("api: mcp: %w", err)
 	}
 	s.clusterRoutes()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/carmyhq/carmy"
 	"github.com/carmyhq/carmy/api"
+	"github.com/carmyhq/carmy/api/mcp"
 	"github.com/carmyhq/carmy/cluster"
 	"github.com/carmyhq/carmy/mcpgateway"
 	"github.com/carmyhq/carmy/metrics/prom"
@@ -40,9 +41,9 @@ type Config struct {
 	// API configures the API: auth, limits, TLS, hosts. StartNode sets
 	// its Cluster (GET /v1/cluster and the membership routes), its
 	// Internal and NodeTLS (the node-to-node endpoints, with Raft), and
-	// its MCPUpstreams (when Upstreams are given), and when nil its
-	// Metrics: Prometheus's (prom.New of the runtime), served at
-	// GET /metrics.
+	// and when nil its MCP: package api/mcp's endpoint at /mcp, passing
+	// Upstreams through (mcp.EndpointWith); and its Metrics: Prometheus's
+	// (prom.New of the runtime), served at GET /metrics.
 	API api.Config
 	// Raft makes the node a member of a Raft cluster (cluster.Open).
 	// HTTPAddr defaults to the Listener's address, Logger to the
@@ -143,8 +144,11 @@ func StartNode(ctx context.Context, cfg Config) (*Node, error) {
 		cfg.Listener.Close()
 		return nil, err
 	}
-	if len(cfg.Upstreams) > 0 {
-		apiCfg.MCPUpstreams = mcpgateway.NewDirectory(cfg.Upstreams)
+	if apiCfg.MCP == nil {
+		apiCfg.MCP = mcp.Endpoint
+		if len(cfg.Upstreams) > 0 {
+			apiCfg.MCP = mcp.EndpointWith(mcpgateway.NewDirectory(cfg.Upstreams))
+		}
 	}
 	if n.raft != nil {
 		go n.stopServingOnFailure(serveCtx)
