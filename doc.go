@@ -1,10 +1,9 @@
 // Package carmy runs tools for AI agents and makes their retries safe.
 //
 // It is the library a Go program embeds the runtime with: App returns a
-// Runtime, the tool runtime of package engine with its Prometheus
-// metrics, which takes calls without HTTP (Call) or serves the HTTP API
-// of package api on a listener of the program's (Serve, ListenAndServe,
-// Run):
+// Runtime, the tool runtime of package engine, which takes calls without
+// HTTP (Call) or serves the HTTP API of package api on a listener of the
+// program's (Serve, ListenAndServe, Run):
 //
 //	app := carmy.App()
 //	app.Tool("create_order", createOrder) // func(ctx context.Context, call carmy.Call) (any, error)
@@ -18,10 +17,12 @@
 // into a server.
 //
 // Dependencies point one way: cmd/carmy → embed → carmy → api → engine →
-// store. This package assembles the runtime, the API, the runtime's
-// metrics (engine reports to an engine.Observer, implemented here with
-// Prometheus) and TLS; it links no back end (no Raft, memberlist or
-// PostgreSQL driver: engine/layout_test.go checks it). A whole node — the
+// store. This package assembles the runtime, the API and TLS; it links no
+// back end (no Raft, memberlist or PostgreSQL driver), no Prometheus and
+// no MCP SDK (engine/layout_test.go checks it): /metrics and /mcp are
+// served when Serve is given them, as api.Config.Metrics (package
+// metrics/prom: prom.New(app.Engine())) and api.Config.MCP (package
+// api/mcp: mcp.Endpoint). A whole node — the
 // runtime on a Raft cluster member or a PostgreSQL fleet node, the API,
 // MCP, the gateway and the console — is package embed's StartNode; the
 // binary (cmd/carmy serve) is a thin shell over it. A program that needs

@@ -32,8 +32,9 @@ const DefaultAddr = "127.0.0.1:8080"
 // It serves at once and starts the runtime in the background
 // (engine.Runtime.StartInBackground): until the store is ready (a cluster
 // node may wait for a leader) calls answer UNAVAILABLE, while /healthz,
-// /readyz and the internal endpoints work. cfg.Logger and cfg.Metrics
-// default to the runtime's logger and registry.
+// /readyz and the internal endpoints work. cfg.Logger defaults to the
+// runtime's logger. Without cfg.Metrics nothing is counted and /metrics
+// is not served (package metrics/prom gives them).
 //
 // Every error answer is the envelope of docs/errors.md, those net/http makes
 // itself included where it can be told: headers over
@@ -44,9 +45,6 @@ func (r *Runtime) Serve(ctx context.Context, ln net.Listener, cfg api.Config) er
 	rc := r.Config()
 	if cfg.Logger == nil {
 		cfg.Logger = rc.Logger
-	}
-	if cfg.Metrics == nil {
-		cfg.Metrics = r.reg
 	}
 	h, err := api.New(r.rt, cfg)
 	if err != nil {

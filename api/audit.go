@@ -5,7 +5,6 @@ import (
 	"log/slog"
 
 	"github.com/labstack/echo/v4"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/carmyhq/carmy/engine"
 )
@@ -30,14 +29,6 @@ const (
 	auditTargetKey = "carmy.audit.target" // a handler's target, when not the :id
 	streamKey      = "carmy.stream"       // time.Duration an answer takes to stream (boundWrite)
 )
-
-func newAuditCounter(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
-	c := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "carmy_admin_actions_total",
-		Help: "Audited actions (join, remove, cancel, resolve, release, approve, deny) by outcome: ok or the error code.",
-	}, []string{"action", "outcome"})
-	return register(reg, c)
-}
 
 // audited is the outermost middleware of a route that changes the
 // cluster or an execution: it answers an error through the error handler
@@ -76,10 +67,10 @@ func (s *Server) audited(action string) echo.MiddlewareFunc {
 // audit is the one path of every audited action, whoever asked for it (an
 // HTTP route, an MCP tool or tasks/cancel, a reconcile probe through
 // engine.Runtime.SetAuditor): one log line, "audit", with the decision's
-// members and extra, at WARN for anything but ok, and one count in
-// carmy_admin_actions_total.
+// members and extra, at WARN for anything but ok, and one count
+// (Metrics.Audited: carmy_admin_actions_total).
 func (s *Server) audit(ctx context.Context, d engine.Decision, extra ...slog.Attr) {
-	s.auditCount.WithLabelValues(d.Action, d.Outcome).Inc()
+	s.metrics.Audited(d.Action, d.Outcome)
 	level := slog.LevelInfo
 	if d.Outcome != "ok" {
 		level = slog.LevelWarn

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 
 	"github.com/carmyhq/carmy/store"
@@ -69,9 +68,9 @@ type authGuard struct {
 	// maxSources is maxAuthSources (tests lower it).
 	maxSources int
 	log        *slog.Logger
-	failed     prometheus.Counter
-	refused    prometheus.Counter
-	now        func() time.Time
+	// count tells Metrics of a refusal, by result.
+	count func(result string)
+	now   func() time.Time
 	// clients resolves a request's client address.
 	clients clientAddrs
 	// logMsg is the message of its log lines.
@@ -95,27 +94,20 @@ type authSource struct {
 }
 
 // guardKind is what one authGuard counts: the failures of one kind of
-// credential, under a metric and a log message of its own. The server
-// keeps two guards, so that clients that guess tokens never lock out the
-// nodes that share their address, nor the reverse.
+// credential, told to Metrics under its credential and logged under a
+// message of its own. The server keeps two guards, so that clients that
+// guess tokens never lock out the nodes that share their address, nor the
+// reverse.
 type guardKind struct {
-	metric, help, logMsg string
+	credential, logMsg string
 }
 
 var (
-	tokenGuard = guardKind{
-		metric: "carmy_auth_failures_total",
-		help:   "Requests refused for their credentials, by result: unauthorized (401: an unknown token or a malformed Authorization), rate_limited (429: the client address is over its failures per minute).",
-		logMsg: "authentication failed",
-	}
-	clusterKeyGuard = guardKind{
-		metric: "carmy_cluster_key_failures_total",
-		help:   "Node-to-node requests (/internal/) refused for their cluster key, by result: unauthorized (403: a wrong key), rate_limited (429: the client address is over its failures per minute).",
-		logMsg: "cluster key refused",
-	}
+	tokenGuard      = guardKind{credential: CredentialToken, logMsg: "authentication failed"}
+	clusterKeyGuard = guardKind{credential: CredentialClusterKey, logMsg: "cluster key refused"}
 )
 
-func newAuthGuard(cfg AuthFailures, log *slog.Logger, reg prometheus.Registerer, kinds ...guardKind) (*authGuard, error) {
+func newAuthGuard(cfg AuthFailures, log *slog.Logger, m Metrics, kinds ...guardKind) *authGuard {
 	kind := tokenGuard
 	if len(kinds) > 0 {
 		kind = kinds[0]
@@ -126,18 +118,11 @@ func newAuthGuard(cfg AuthFailures, log *slog.Logger, reg prometheus.Registerer,
 	if cfg.LogEvery <= 0 {
 		cfg.LogEvery = DefaultAuthFailuresLogEvery
 	}
-	vec, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: kind.metric,
-		Help: kind.help,
-	}, []string{"result"}))
-	if err != nil {
-		return nil, err
-	}
 	return &authGuard{
 		perMinute: cfg.PerMinute, every: cfg.LogEvery, maxSources: maxAuthSources, log: log, now: time.Now, logMsg: kind.logMsg,
-		failed: vec.WithLabelValues("unauthorized"), refused: vec.WithLabelValues("rate_limited"),
+		count:   func(result string) { m.AuthRefused(kind.credential, result) },
 		sources: make(map[netip.Prefix]*authSource), done: make(chan struct{}),
-	}, nil
+	}
 }
 
 // sourceOf returns the key of r's client address (clientaddr.go): the
@@ -179,7 +164,7 @@ func (g *authGuard) check(src netip.Prefix, path string, h http.Header) error {
 	wait := time.Duration((1 - tokens) / float64(st.lim.Limit()) * float64(time.Second))
 	st.refused++
 	st.lastReason, st.lastPath = "rate limited", path
-	g.refused.Inc()
+	g.count(AuthRateLimited)
 	g.noteLocked(src, st, now)
 	secs := max(1, int(math.Ceil(wait.Seconds())))
 	h.Set("Retry-After", strconv.Itoa(secs))
@@ -191,7 +176,7 @@ func (g *authGuard) check(src netip.Prefix, path string, h http.Header) error {
 // fail counts a failed authentication of src, for reason (never the
 // token), on path.
 func (g *authGuard) fail(src netip.Prefix, reason, path string) {
-	g.failed.Inc()
+	g.count(AuthUnauthorized)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	st := g.sources[src]

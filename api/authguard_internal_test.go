@@ -6,8 +6,6 @@ import (
 	"net/http"
 	"net/netip"
 	"testing"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 func TestSourceOf(t *testing.T) {
@@ -31,10 +29,7 @@ func TestSourceOf(t *testing.T) {
 // TestAuthGuardOverflow checks that addresses past the table's bound share
 // one bucket: many addresses neither grow the table nor escape the limit.
 func TestAuthGuardOverflow(t *testing.T) {
-	g, err := newAuthGuard(AuthFailures{PerMinute: 2}, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := newAuthGuard(AuthFailures{PerMinute: 2}, slog.New(slog.NewTextHandler(io.Discard, nil)), noMetrics{})
 	defer g.close()
 	g.maxSources = 3
 	addr := func(i int) netip.Prefix { return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 0, 0, byte(i)}), 32) }

@@ -15,8 +15,10 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/api"
+	"github.com/carmyhq/carmy/api/mcp"
 	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/internal/testutil"
+	"github.com/carmyhq/carmy/metrics/prom"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -30,6 +32,8 @@ func guardServer(t *testing.T, failures api.AuthFailures, logs io.Writer) (srv *
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	cfg.Auth.MetricsToken = metricsToken
 	cfg.Pprof = true
+	cfg.Metrics = prom.New(nil)
+	cfg.MCP = mcp.Endpoint
 	s, err := api.New(&fakeRuntime{tb: t,
 		call: func(_ context.Context, caller engine.Caller, _ engine.Request) (engine.Response, error) {
 			calls.set(caller)

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/carmyhq/carmy/api/mcp"
 	"github.com/carmyhq/carmy/api/oauth"
 	"github.com/carmyhq/carmy/engine"
 )
@@ -58,14 +57,17 @@ func messageOf(reason string) string {
 }
 
 // challenge is the WWW-Authenticate of a 401 of the HTTP API: realm
-// "carmy"; with OAuth also the protected-resource metadata document, as
-// at /mcp, and error="invalid_token" when a bearer token was presented
-// (RFC 6750 §3).
+// "carmy"; with OAuth also error="invalid_token" when a bearer token was
+// presented (RFC 6750 §3), and when /mcp is served the protected-resource
+// metadata document, as at /mcp.
 func (s *Server) challenge(r *http.Request) string {
 	if s.auth.jwt == nil {
 		return `Bearer realm="carmy"`
 	}
-	challenge := fmt.Sprintf("Bearer realm=\"carmy\", resource_metadata=%q", s.base(r)+mcp.MetadataPath)
+	challenge := `Bearer realm="carmy"`
+	if s.mcp != nil {
+		challenge += fmt.Sprintf(", resource_metadata=%q", s.base(r)+MCPMetadataPath)
+	}
 	if _, presented, reason, err := bearerToken(r); presented && reason == "" && err == nil {
 		challenge += `, error="invalid_token"`
 	}

@@ -17,7 +17,9 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/api"
+	"github.com/carmyhq/carmy/api/mcp"
 	"github.com/carmyhq/carmy/engine"
+	"github.com/carmyhq/carmy/metrics/prom"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -199,11 +201,19 @@ func testLogger(t testing.TB) *slog.Logger {
 }
 
 // mustNew returns an api.Server for rt, logging to the test's output when
-// cfg has no logger.
+// cfg has no logger and, as a node does, counting into Prometheus metrics
+// of its own (prom.New) and serving /mcp (mcp.Endpoint) unless cfg says
+// otherwise.
 func mustNew(tb testing.TB, rt api.Runtime, cfg api.Config) *api.Server {
 	tb.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = testLogger(tb)
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = prom.New(nil)
+	}
+	if cfg.MCP == nil {
+		cfg.MCP = mcp.Endpoint
 	}
 	s, err := api.New(rt, cfg)
 	if err != nil {

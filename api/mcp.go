@@ -9,10 +9,8 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/carmyhq/carmy/api/mcp"
 	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/internal/tracing"
 	"github.com/carmyhq/carmy/store"
@@ -24,49 +22,52 @@ const (
 	TransportMCP  = "mcp"  // tools/call at /mcp
 )
 
-// mcpRoutes serves the Model Context Protocol at /mcp (docs/mcp.md, package
-// api/mcp) and the RFC 9728 metadata document it points to. This server
-// lends the endpoint its tokens, the failures each client address may
-// make, the principals' rate limits, its metrics and its call log.
-func (s *Server) mcpRoutes(rt Runtime, limit int64, base func(*http.Request) string, ups mcp.Upstreams) error {
-	cfg := mcp.Config{
-		Runtime:   rt,
-		BodyLimit: limit,
-		Logger:    s.log,
-		Admit:     s.admitMCP,
-		Observe:   s.observeMCP,
-		Audit:     func(ctx context.Context, d engine.Decision) { s.audit(ctx, d) },
-		// The server checks Host on every route (hosts.go).
-		HostChecked: true,
-		BaseURL:     base,
-		RecordView:  func(r store.Record, released bool) any { return resolvedView(r, released) },
-		Upstreams:   ups,
+// mcpRoutes serves the endpoint Config.MCP makes at /mcp (docs/mcp.md)
+// and the RFC 9728 metadata document it points to; nothing when it is
+// nil. This server lends the endpoint its tokens, the failures each
+// client address may make, the principals' rate limits, its metrics and
+// its call log.
+func (s *Server) mcpRoutes(newEndpoint MCP, rt Runtime, limit int64, base func(*http.Request) string) error {
+	if newEndpoint == nil {
+		return nil
+	}
+	host := MCPHost{
+		Runtime:    rt,
+		BodyLimit:  limit,
+		Logger:     s.log,
+		Admit:      s.admitMCP,
+		Observe:    s.observeMCP,
+		Audit:      func(ctx context.Context, d engine.Decision) { s.audit(ctx, d) },
+		BaseURL:    base,
+		RecordView: func(r store.Record, released bool) any { return resolvedView(r, released) },
 	}
 	if s.auth.enabled {
-		cfg.Verify = s.auth.verifyMCP
+		host.Verify = s.auth.verifyMCP
 	} else {
-		cfg.Anonymous = s.auth.anonymous
+		host.Anonymous = s.auth.anonymous
 	}
-	h, err := mcp.New(cfg)
+	if s.auth.jwt != nil {
+		host.Issuers = []string{s.auth.jwt.Issuer()}
+	}
+	h, err := newEndpoint(host)
 	if err != nil {
 		return err
 	}
+	if h == nil {
+		return errors.New("Config.MCP made no endpoint")
+	}
 	s.mcp = h
 	e := s.echo
-	// POST, and with upstreams GET (the stream of list_changed
+	// POST, and when it listens GET (the stream of list_changed
 	// notifications before 2026-07-28): a stateless server has no
 	// session to DELETE; other methods are Echo's 405 (with Allow).
-	e.POST(mcp.Path, echo.WrapHandler(h), s.gateMCP)
-	if ups != nil {
-		e.GET(mcp.Path, echo.WrapHandler(h), s.gateMCP)
+	e.POST(MCPPath, echo.WrapHandler(h), s.gateMCP)
+	if h.Listens() {
+		e.GET(MCPPath, echo.WrapHandler(h), s.gateMCP)
 	}
-	var issuers []string
-	if s.auth.jwt != nil {
-		issuers = []string{s.auth.jwt.Issuer()}
-	}
-	meta := echo.WrapHandler(mcp.MetadataHandler(base, issuers...))
-	e.GET(mcp.MetadataPath, meta)
-	e.GET(mcp.MetadataPath+mcp.Path, meta)
+	meta := echo.WrapHandler(h.Metadata())
+	e.GET(MCPMetadataPath, meta)
+	e.GET(MCPMetadataPath+MCPPath, meta)
 	return nil
 }
 
@@ -129,7 +130,7 @@ func (s *Server) mcpRefuse(c echo.Context, err error) {
 		body[k] = v
 	}
 	body["code"], body["message"] = code, msg
-	mcp.WriteError(c.Response(), statusOf[code], jsonrpc.CodeInvalidRequest, msg, body)
+	s.mcp.Refuse(c.Response(), statusOf[code], msg, body)
 }
 
 // deadlineBody lifts the read deadline once the body is read, so that it
@@ -147,15 +148,15 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// verifyMCP is mcp.Config.Verify: the caller gateMCP resolved token to.
+// verifyMCP is MCPHost.Verify: the caller gateMCP resolved token to.
 // Anything else, a token gateMCP did not resolve (the endpoint reads the
 // header otherwise than the API, or the request did not pass gateMCP)
-// included, is mcp.ErrInvalidToken: the token is never resolved twice.
-func (au *authenticator) verifyMCP(r *http.Request, token string) (*engine.Caller, error) {
+// included, is nil, an unknown token: the token is never resolved twice.
+func (au *authenticator) verifyMCP(r *http.Request, token string) *engine.Caller {
 	if t, ok := r.Context().Value(mcpTokenKey{}).(mcpToken); ok && t.caller != nil && t.token == token {
-		return t.caller, nil
+		return t.caller
 	}
-	return nil, mcp.ErrInvalidToken
+	return nil
 }
 
 // admitMCP applies the principal's rate limit to one JSON-RPC message of
@@ -168,7 +169,7 @@ func (s *Server) admitMCP(caller *engine.Caller) error {
 }
 
 // rateRefusal is RATE_LIMITED with the time until the principal may send
-// again (mcp.RetryAfter).
+// again (its RetryAfter, which MCPHost.Admit's errors may have).
 type rateRefusal struct {
 	err  *Error
 	wait time.Duration
@@ -179,13 +180,13 @@ func (r *rateRefusal) Error() string { return r.err.Error() }
 // Unwrap gives the RATE_LIMITED *Error: its code and fields.
 func (r *rateRefusal) Unwrap() error { return r.err }
 
-// RetryAfter implements mcp.RetryAfter.
+// RetryAfter is the time until the principal may send again.
 func (r *rateRefusal) RetryAfter() time.Duration { return r.wait }
 
 // observeMCP counts and logs one tools/call of /mcp, through the same
 // counting and call log as POST /v1/tools/call (countCall,
 // logCallEntry).
-func (s *Server) observeMCP(ctx context.Context, c mcp.CallInfo) {
+func (s *Server) observeMCP(ctx context.Context, c MCPCall) {
 	outcome := OutcomeRan
 	switch {
 	case c.Code != "":

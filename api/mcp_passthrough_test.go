@@ -15,6 +15,7 @@ import (
 
 	"github.com/carmyhq/carmy"
 	"github.com/carmyhq/carmy/api"
+	"github.com/carmyhq/carmy/api/mcp"
 	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/mcpgateway"
 )
@@ -104,7 +105,7 @@ func TestMCPGatewayPassesResourcesAndPrompts(t *testing.T) {
 	}
 	t.Cleanup(func() { u.Close() })
 	const allToken, echoToken = "token-of-all-0123456789", "token-of-echo-0123456789"
-	base := "http://" + testutil.Serve(t, app, api.Config{Logger: quietLogger(), MCPUpstreams: dir, Auth: api.Auth{Tokens: []api.Token{
+	base := "http://" + testutil.Serve(t, app, api.Config{Logger: quietLogger(), MCP: mcp.EndpointWith(dir), Auth: api.Auth{Tokens: []api.Token{
 		{Principal: "all", Secret: allToken, Tools: []string{"*"}},
 		{Principal: "echoer", Secret: echoToken, Tools: []string{"echo"}},
 	}}})

@@ -1,17 +1,15 @@
 package api
 
 import (
-	"errors"
 	"math"
 	"net/http"
 	"net/http/pprof"
 	rpprof "runtime/pprof"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/carmyhq/carmy/internal/tracing"
 	"github.com/carmyhq/carmy/store"
@@ -34,74 +32,6 @@ const (
 	OutcomeLimited     = "rate_limited" // RATE_LIMITED
 	OutcomeError       = "error"        // INTERNAL
 )
-
-// apiMetrics are the instruments of the calls of both transports.
-type apiMetrics struct {
-	calls    *prometheus.CounterVec
-	duration *prometheus.HistogramVec
-	// series holds each transport's and outcome's series, looked up once.
-	series map[seriesKey]outcomeSeries
-}
-
-// seriesKey names the series of one transport and outcome.
-type seriesKey struct{ transport, outcome string }
-
-type outcomeSeries struct {
-	calls    prometheus.Counter
-	duration prometheus.Observer
-}
-
-// callOutcomes are the outcome label's values.
-var callOutcomes = []string{OutcomeRan, OutcomeReplayed, OutcomePassthrough, OutcomeAwaiting, OutcomeConflict, OutcomeUncertain,
-	OutcomeCapacity, OutcomeUnavailable, OutcomeInvalid, OutcomeDenied, OutcomeLimited, OutcomeError}
-
-// newAPIMetrics returns the counter and the histogram of the calls of
-// both transports (POST /v1/tools/call, tools/call at /mcp), by transport
-// and outcome.
-func newAPIMetrics(reg prometheus.Registerer) (*apiMetrics, error) {
-	m := &apiMetrics{
-		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "carmy_calls_total",
-			Help: "Answers to tool calls by transport (http: POST /v1/tools/call, mcp: tools/call at /mcp) and outcome: " +
-				"ran, replayed, passthrough, conflict, uncertain, capacity, unavailable, invalid, denied, rate_limited, error.",
-		}, []string{"transport", "outcome"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "carmy_call_duration_seconds",
-			Help:    "Time to answer a tool call, by transport and outcome.",
-			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5, 10, 30, 60},
-		}, []string{"transport", "outcome"}),
-	}
-	var err error
-	if m.calls, err = register(reg, m.calls); err != nil {
-		return nil, err
-	}
-	if m.duration, err = register(reg, m.duration); err != nil {
-		return nil, err
-	}
-	// Every series is exported from the start, at 0, so that rates work
-	// from the first scrape.
-	m.series = make(map[seriesKey]outcomeSeries)
-	for _, t := range []string{TransportHTTP, TransportMCP} {
-		for _, o := range callOutcomes {
-			m.series[seriesKey{t, o}] = outcomeSeries{calls: m.calls.WithLabelValues(t, o), duration: m.duration.WithLabelValues(t, o)}
-		}
-	}
-	return m, nil
-}
-
-// register adds c to reg and returns it, or returns the collector of the
-// same description reg holds already: a second server on one registry
-// shares the first one's series.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	err := reg.Register(c)
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing, nil
-		}
-	}
-	return c, err
-}
 
 // outcomeKey is where handleError leaves a failed call's outcome.
 const outcomeKey = "carmy.outcome"
@@ -155,28 +85,26 @@ func (s *Server) meterCalls(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// countCall counts one call of a transport in carmy_calls_total and
-// carmy_call_duration_seconds, and in the node's activity: the one place
-// both transports' calls are counted. An unknown outcome counts as an
-// error.
+// countCall tells Metrics of one call of a transport (carmy_calls_total
+// and carmy_call_duration_seconds), and counts it in the node's activity:
+// the one place both transports' calls are counted. An unknown outcome
+// counts as an error.
 func (s *Server) countCall(transport, outcome string, took time.Duration) {
-	series, ok := s.metrics.series[seriesKey{transport, outcome}]
-	if !ok {
-		series = s.metrics.series[seriesKey{transport, OutcomeError}]
+	metered := outcome
+	if !slices.Contains(callOutcomes, metered) {
+		metered = OutcomeError
 	}
-	series.calls.Inc()
-	series.duration.Observe(took.Seconds())
+	s.metrics.CallAnswered(transport, metered, took)
 	s.activity.record(outcome)
 }
 
-// metricsRoutes serves GET /metrics: open, like /healthz, unless
-// Auth.MetricsToken is set.
-func (s *Server) metricsRoutes(g prometheus.Gatherer) {
-	s.echo.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(g, promhttp.HandlerOpts{
-		ErrorLog:          promLogger{s},
-		ErrorHandling:     promhttp.ContinueOnError,
-		EnableOpenMetrics: false,
-	})), s.auth.authenticateMetrics)
+// metricsRoutes serves GET /metrics with h when Metrics gives one: open,
+// like /healthz, unless Auth.MetricsToken is set.
+func (s *Server) metricsRoutes(h http.Handler) {
+	if h == nil {
+		return
+	}
+	s.echo.GET("/metrics", echo.WrapHandler(h), s.auth.authenticateMetrics)
 }
 
 // pprofRoutes serves the pprof profiles under /debug/pprof/ (admin token
@@ -234,8 +162,3 @@ func pprofSeconds(whole bool, byDefault time.Duration) echo.MiddlewareFunc {
 		}
 	}
 }
-
-// promLogger logs the metrics handler's errors.
-type promLogger struct{ s *Server }
-
-func (l promLogger) Println(v ...any) { l.s.log.Warn("serving metrics", "err", v) }

@@ -8,16 +8,16 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/carmyhq/carmy/api"
 	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/internal/testutil"
+	"github.com/carmyhq/carmy/metrics/prom"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -107,6 +107,25 @@ func TestMetricsCountCallsByOutcome(t *testing.T) {
 	}
 }
 
+// TestNoMetricsNoRoute checks that a server given no Metrics counts
+// nothing and serves no /metrics, while it serves calls.
+func TestNoMetricsNoRoute(t *testing.T) {
+	rt := &fakeRuntime{tb: t, call: func(context.Context, engine.Caller, engine.Request) (engine.Response, error) {
+		return engine.Response{Record: completedRecord()}, nil
+	}}
+	s, err := api.New(rt, api.Config{Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	if a := post(t, srv, callPath, `{"tool":"echo","request_id":"a"}`); a.status != http.StatusOK {
+		t.Fatalf("a call without metrics: %d %s", a.status, a.body)
+	}
+	wantError(t, get(t, srv, "/metrics"), http.StatusNotFound, store.CodeNotFound)
+}
+
 func TestMetricsNeedNoTokenAndProfilesNeedAdmin(t *testing.T) {
 	cfg := authConfig()
 	cfg.Pprof = true
@@ -151,11 +170,11 @@ func TestPprofOffByDefault(t *testing.T) {
 	}
 }
 
-// TestServersShareARegistry checks that a second server on the registry of
-// a first (Serve called again) starts, and that both count into the same
-// series.
-func TestServersShareARegistry(t *testing.T) {
-	reg := prometheus.NewRegistry()
+// TestServersShareMetrics checks that a second server given the metrics
+// of a first (Serve called again) starts, and that both count into the
+// same series.
+func TestServersShareMetrics(t *testing.T) {
+	reg := prom.New(nil)
 	rt := &fakeRuntime{tb: t, call: func(context.Context, engine.Caller, engine.Request) (engine.Response, error) {
 		return engine.Response{Record: completedRecord()}, nil
 	}}

@@ -33,8 +33,10 @@ import (
 
 	"github.com/carmyhq/carmy"
 	"github.com/carmyhq/carmy/api"
+	"github.com/carmyhq/carmy/api/mcp"
 	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/internal/testutil"
+	"github.com/carmyhq/carmy/metrics/prom"
 	"github.com/carmyhq/carmy/store"
 	"github.com/carmyhq/carmy/store/audit"
 )
@@ -962,7 +964,7 @@ func echoPath(p string) string { return echoParam.ReplaceAllString(p, "{$1}") }
 func TestOpenAPICoversEveryRoute(t *testing.T) {
 	d := loadOpenAPI(t)
 	s, err := api.New(carmy.App(carmy.WithLogger(quietLogger())).Engine(), api.Config{
-		Logger: quietLogger(), Cluster: newOASCluster(), Internal: http.NotFoundHandler(), Pprof: true,
+		Logger: quietLogger(), Cluster: newOASCluster(), Internal: http.NotFoundHandler(), Pprof: true, Metrics: prom.New(nil), MCP: mcp.Endpoint,
 	})
 	if err != nil {
 		t.Fatal(err)

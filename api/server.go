@@ -13,9 +13,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
-	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/carmyhq/carmy/api/mcp"
 	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/store"
 )
@@ -34,9 +32,10 @@ type Config struct {
 	// Internal, when set, serves the node-to-node endpoints under
 	// /internal/; it authenticates its callers itself.
 	Internal http.Handler
-	// Metrics is the registry the server adds its instruments to and
-	// serves at GET /metrics (a registry of its own when nil).
-	Metrics *prometheus.Registry
+	// Metrics is told what the server does and serves GET /metrics
+	// (package metrics/prom: Prometheus). Nil counts nothing and serves
+	// no /metrics.
+	Metrics Metrics
 	// Timeouts bound slow clients (carmy.Runtime.Serve applies them to its
 	// http.Server).
 	Timeouts Timeouts
@@ -86,10 +85,10 @@ type Config struct {
 	// the rightmost address of X-Forwarded-For that is not itself a
 	// trusted proxy (clientaddr.go). None by default.
 	TrustedProxies []netip.Prefix
-	// MCPUpstreams, when set, are the upstream MCP servers whose
-	// resources and prompts /mcp passes through, and whose list changes
-	// it sends to the clients that listen (package api/mcp, Upstreams).
-	MCPUpstreams mcp.Upstreams
+	// MCP makes the endpoint served at /mcp (package api/mcp:
+	// mcp.Endpoint, or mcp.EndpointWith for upstream MCP servers). Nil
+	// serves no /mcp.
+	MCP MCP
 }
 
 // Timeouts bound what a client may take. Zero fields take the defaults.
@@ -160,17 +159,16 @@ type Server struct {
 	clu         Cluster
 	ledger      Ledger
 
-	metrics    *apiMetrics
-	auditCount *prometheus.CounterVec
-	limits     *limiters // nil: no rate limit
-	guard      *authGuard
+	metrics Metrics
+	limits  *limiters // nil: no rate limit
+	guard   *authGuard
 	// keyGuard counts wrong cluster keys (internalguard.go).
 	keyGuard *authGuard
 	// activity counts the calls answered, for GET /v1/activity.
 	activity *activity
 	nodeID   string
-	// mcp serves /mcp.
-	mcp *mcp.Handler
+	// mcp serves /mcp (nil: Config.MCP is).
+	mcp MCPEndpoint
 }
 
 // New returns a server for rt.
@@ -188,29 +186,15 @@ func New(rt Runtime, cfg Config) (*Server, error) {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Metrics == nil {
-		cfg.Metrics = prometheus.NewRegistry()
+		cfg.Metrics = noMetrics{}
 	}
-	m, err := newAPIMetrics(cfg.Metrics)
-	if err != nil {
-		return nil, fmt.Errorf("api: metrics: %w", err)
-	}
-	audit, err := newAuditCounter(cfg.Metrics)
-	if err != nil {
-		return nil, fmt.Errorf("api: metrics: %w", err)
-	}
-	guard, err := newAuthGuard(cfg.AuthFailures, cfg.Logger, cfg.Metrics)
-	if err != nil {
-		return nil, fmt.Errorf("api: metrics: %w", err)
-	}
-	keyGuard, err := newAuthGuard(cfg.AuthFailures, cfg.Logger, cfg.Metrics, clusterKeyGuard)
-	if err != nil {
-		return nil, fmt.Errorf("api: metrics: %w", err)
-	}
+	guard := newAuthGuard(cfg.AuthFailures, cfg.Logger, cfg.Metrics)
+	keyGuard := newAuthGuard(cfg.AuthFailures, cfg.Logger, cfg.Metrics, clusterKeyGuard)
 	au, err := newAuthenticator(cfg.Auth, guard, cfg.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}
-	s := &Server{rt: rt, auth: au, limit: cfg.BodyLimit, log: cfg.Logger, clu: cfg.Cluster, ledger: cfg.Ledger, metrics: m, auditCount: audit,
+	s := &Server{rt: rt, auth: au, limit: cfg.BodyLimit, log: cfg.Logger, clu: cfg.Cluster, ledger: cfg.Ledger, metrics: cfg.Metrics,
 		bodyTimeout: cfg.Timeouts.WithDefaults().Body, guard: guard, keyGuard: keyGuard, activity: newActivity(time.Now), nodeID: cfg.NodeID}
 	if rc, ok := rt.(interface{ Config() engine.Config }); ok && s.nodeID == "" {
 		s.nodeID = rc.Config().NodeID
@@ -244,13 +228,13 @@ func New(rt Runtime, cfg Config) (*Server, error) {
 	s.echo = e
 	s.base = baseURL(cfg.PublicURL, cfg.TLS != nil)
 	s.routes()
-	if err := s.mcpRoutes(rt, cfg.BodyLimit, s.base, cfg.MCPUpstreams); err != nil {
+	if err := s.mcpRoutes(cfg.MCP, rt, cfg.BodyLimit, s.base); err != nil {
 		return nil, fmt.Errorf("api: mcp: %w", err)
 	}
 	s.clusterRoutes()
 	s.ledgerRoutes()
 	s.consoleRoutes()
-	s.metricsRoutes(cfg.Metrics)
+	s.metricsRoutes(cfg.Metrics.Handler(cfg.Logger))
 	if cfg.Pprof {
 		s.pprofRoutes()
 		if !cfg.Auth.Enabled() {

@@ -13,8 +13,10 @@ import (
 
 	"github.com/carmyhq/carmy"
 	"github.com/carmyhq/carmy/api"
+	"github.com/carmyhq/carmy/api/mcp"
 	"github.com/carmyhq/carmy/cluster"
 	"github.com/carmyhq/carmy/mcpgateway"
+	"github.com/carmyhq/carmy/metrics/prom"
 	"github.com/carmyhq/carmy/store/postgres"
 )
 
@@ -39,11 +41,14 @@ type Config struct {
 	// API configures the API: auth, limits, TLS, hosts. StartNode sets
 	// its Cluster (GET /v1/cluster and the membership routes), its
 	// Internal and NodeTLS (the node-to-node endpoints, with Raft), and
-	// its MCPUpstreams (when Upstreams are given).
+	// and when nil its MCP: package api/mcp's endpoint at /mcp, passing
+	// Upstreams through (mcp.EndpointWith); and its Metrics: Prometheus's
+	// (prom.New of the runtime), served at GET /metrics.
 	API api.Config
 	// Raft makes the node a member of a Raft cluster (cluster.Open).
 	// HTTPAddr defaults to the Listener's address, Logger to the
-	// runtime's, Metrics to the runtime's registry.
+	// runtime's, Metrics to the registry of API.Metrics when that is a
+	// *prom.Metrics.
 	Raft *cluster.Config
 	// Postgres makes the node one of a fleet sharing a PostgreSQL
 	// database (docs/operations.md#a-fleet-on-postgresql): no Raft, no gossip.
@@ -118,6 +123,9 @@ func StartNode(ctx context.Context, cfg Config) (*Node, error) {
 		stopServing: stopServing, served: make(chan struct{}), accepting: make(chan struct{}), ready: make(chan struct{})}
 	n.ln = &signalListener{Listener: cfg.Listener, accepting: n.accepting}
 	apiCfg := cfg.API
+	if apiCfg.Metrics == nil {
+		apiCfg.Metrics = prom.New(cfg.Runtime.Engine())
+	}
 	var err error
 	if cfg.Raft != nil {
 		err = n.openRaft(*cfg.Raft, &apiCfg, cfg.WrapInternal)
@@ -136,8 +144,11 @@ func StartNode(ctx context.Context, cfg Config) (*Node, error) {
 		cfg.Listener.Close()
 		return nil, err
 	}
-	if len(cfg.Upstreams) > 0 {
-		apiCfg.MCPUpstreams = mcpgateway.NewDirectory(cfg.Upstreams)
+	if apiCfg.MCP == nil {
+		apiCfg.MCP = mcp.Endpoint
+		if len(cfg.Upstreams) > 0 {
+			apiCfg.MCP = mcp.EndpointWith(mcpgateway.NewDirectory(cfg.Upstreams))
+		}
 	}
 	if n.raft != nil {
 		go n.stopServingOnFailure(serveCtx)
@@ -159,8 +170,8 @@ func (n *Node) openRaft(c cluster.Config, apiCfg *api.Config, wrap func(http.Han
 	if c.Logger == nil {
 		c.Logger = n.log
 	}
-	if c.Metrics == nil {
-		c.Metrics = n.rt.Metrics()
+	if pm, ok := apiCfg.Metrics.(*prom.Metrics); ok && c.Metrics == nil {
+		c.Metrics = pm.Registry()
 	}
 	node, err := cluster.Open(c)
 	if err != nil {

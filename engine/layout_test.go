@@ -161,3 +161,36 @@ func TestLibraryLinksNoBackend(t *testing.T) {
 		}
 	}
 }
+
+// maxLibraryModules bounds the packages outside the standard library and
+// this module that the root package links (issue 40): Echo, OpenTelemetry's
+// API, go-jose and the JSON Schema validator fit; Prometheus (package
+// metrics/prom) and the MCP SDK (package api/mcp) are the node's plugs.
+const maxLibraryModules = 60
+
+// TestLibraryBudget pins what the library links: the root package links
+// at most maxLibraryModules packages of other modules, and neither it nor
+// package api links Prometheus or the MCP SDK.
+func TestLibraryBudget(t *testing.T) {
+	plugs := []string{"github.com/prometheus/", "github.com/modelcontextprotocol/", module + "/metrics/", module + "/api/mcp"}
+	for _, pkg := range []string{"..", "../api"} {
+		for _, dep := range goList(t, "-deps", pkg) {
+			for _, p := range plugs {
+				if strings.HasPrefix(dep, p) {
+					t.Errorf("%s links %s", pkg, dep)
+				}
+			}
+		}
+	}
+	var others []string
+	for _, dep := range goList(t, "-deps", "..") {
+		first := strings.SplitN(dep, "/", 2)[0]
+		if strings.Contains(first, ".") && !strings.HasPrefix(dep, module) && !strings.HasPrefix(dep, "vendor/") {
+			others = append(others, dep)
+		}
+	}
+	if len(others) > maxLibraryModules {
+		t.Errorf("the root package links %d packages of other modules, over %d:\n%s", len(others), maxLibraryModules, strings.Join(others, "\n"))
+	}
+	t.Logf("the root package links %d packages of other modules", len(others))
+}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/carmyhq/carmy/store"
@@ -74,11 +75,58 @@ func (all observers) StoreWrite(op, outcome string, took time.Duration) {
 	}
 }
 
-// noObserver observes nothing: the default.
-type noObserver struct{}
+// observerSet is the runtime's observers: its configuration's and those
+// AddObserver added since, read on the path of calls without a lock. It
+// is a RefusalObserver, a ProbeObserver and a NotifyObserver, telling those of its
+// observers that are.
+type observerSet struct {
+	all atomic.Pointer[observers]
+}
 
-func (noObserver) ToolFinished(string, store.Status, time.Duration) {}
-func (noObserver) StoreWrite(string, string, time.Duration)         {}
+func newObserverSet(o Observer) *observerSet {
+	s := &observerSet{}
+	all := observers{}
+	if o != nil {
+		all = observers{o}
+	}
+	s.all.Store(&all)
+	return s
+}
+
+// add appends o; the callers of add are serialised (Runtime.mu).
+func (s *observerSet) add(o Observer) {
+	all := append(observers{}, *s.all.Load()...)
+	all = append(all, o)
+	s.all.Store(&all)
+}
+
+func (s *observerSet) ToolFinished(tool string, status store.Status, took time.Duration) {
+	s.all.Load().ToolFinished(tool, status, took)
+}
+
+func (s *observerSet) StoreWrite(op, outcome string, took time.Duration) {
+	s.all.Load().StoreWrite(op, outcome, took)
+}
+
+func (s *observerSet) Refused(reason string) { s.all.Load().Refused(reason) }
+
+func (s *observerSet) Probed(tool, outcome string) { s.all.Load().Probed(tool, outcome) }
+
+func (s *observerSet) ApprovalNotified(result string) { s.all.Load().ApprovalNotified(result) }
+
+// AddObserver adds o to the observers the runtime tells what it does, as
+// WithObserver does, after the runtime was made: how a metrics package
+// (package metrics/prom) attaches itself to a runtime built without it.
+// It is safe at any time; what the runtime did before is not told to o,
+// so add it before the first call. A nil o is ignored.
+func (r *Runtime) AddObserver(o Observer) {
+	if o == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.observers.add(o)
+}
 
 // reserveOutcome names a Reserve outcome for StoreWrite.
 func reserveOutcome(o store.Outcome, err error) string {
@@ -99,3 +147,9 @@ func reserveOutcome(o store.Outcome, err error) string {
 	}
 	return "error"
 }
+
+// noObserver observes nothing: a base for observers of one kind.
+type noObserver struct{}
+
+func (noObserver) ToolFinished(string, store.Status, time.Duration) {}
+func (noObserver) StoreWrite(string, string, time.Duration)         {}

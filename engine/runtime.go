@@ -43,7 +43,9 @@ type Runtime struct {
 	closing   chan struct{}
 	closed    sync.Once
 	now       func() time.Time
+	// obs is observers, as an Observer.
 	obs       Observer
+	observers *observerSet
 }
 
 // Liveness tells whether another node's runner is known to be gone (gossip
@@ -62,18 +64,16 @@ func New(opts ...Option) *Runtime {
 		o(&cfg)
 	}
 	r := &Runtime{
-		cfg:     cfg,
-		tools:   make(map[string]*tool),
-		backend: store.NewMemory(store.DefaultCapacity),
-		runs:    newRunningSet(),
-		notes:   newNotifier(),
-		closing: make(chan struct{}),
-		now:     func() time.Time { return time.Now().UTC().Truncate(time.Millisecond) },
-		obs:     cfg.Observer,
+		cfg:       cfg,
+		tools:     make(map[string]*tool),
+		backend:   store.NewMemory(store.DefaultCapacity),
+		runs:      newRunningSet(),
+		notes:     newNotifier(),
+		closing:   make(chan struct{}),
+		now:       func() time.Time { return time.Now().UTC().Truncate(time.Millisecond) },
+		observers: newObserverSet(cfg.Observer),
 	}
-	if r.obs == nil {
-		r.obs = noObserver{}
-	}
+	r.obs = r.observers
 	if err := cfg.Validate(); err != nil {
 		r.setupErrs = append(r.setupErrs, err)
 	}

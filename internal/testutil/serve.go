@@ -10,14 +10,24 @@ import (
 
 	"github.com/carmyhq/carmy"
 	"github.com/carmyhq/carmy/api"
+	"github.com/carmyhq/carmy/api/mcp"
+	"github.com/carmyhq/carmy/metrics/prom"
 )
 
 // Serve serves app's API with cfg on a fresh loopback port until the test
 // ends, and returns the port's address (host:port, plain HTTP) once
-// /readyz answers 200. At the end of the test the server is stopped and
+// /readyz answers 200. Like a node (package embed), it serves the
+// Prometheus metrics of app (prom.New) at /metrics and the MCP endpoint
+// (mcp.Endpoint) at /mcp unless cfg says otherwise. At the end of the test the server is stopped and
 // its Serve error, if any, fails the test.
 func Serve(tb testing.TB, app *carmy.Runtime, cfg api.Config) string {
 	tb.Helper()
+	if cfg.Metrics == nil {
+		cfg.Metrics = prom.New(app.Engine())
+	}
+	if cfg.MCP == nil {
+		cfg.MCP = mcp.Endpoint
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)

@@ -1,19 +1,18 @@
-package carmy
+package prom
 
 import (
 	"context"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/carmyhq/carmy/engine"
-	"github.com/carmyhq/carmy/internal/buildinfo"
 	"github.com/carmyhq/carmy/store"
 )
 
 // runtimeMetrics are the runtime's Prometheus instruments: an
-// engine.Observer, so that package engine needs no Prometheus.
+// engine.Observer, so that package engine needs no Prometheus. Those of a
+// Metrics made without a runtime are never registered nor told anything.
 type runtimeMetrics struct {
 	toolDuration  *prometheus.HistogramVec
 	storeDuration *prometheus.HistogramVec
@@ -21,13 +20,6 @@ type runtimeMetrics struct {
 	probes        *prometheus.CounterVec
 	notified      *prometheus.CounterVec
 }
-
-var (
-	_ engine.Observer        = (*runtimeMetrics)(nil)
-	_ engine.RefusalObserver = (*runtimeMetrics)(nil)
-	_ engine.ProbeObserver   = (*runtimeMetrics)(nil)
-	_ engine.NotifyObserver  = (*runtimeMetrics)(nil)
-)
 
 // durationBuckets suit tools and store writes alike: 0.2 ms to 60 s.
 var durationBuckets = []float64{.0002, .0005, .001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5, 10, 30, 60}
@@ -83,8 +75,8 @@ func (m *runtimeMetrics) StoreWrite(op, outcome string, took time.Duration) {
 	m.storeDuration.WithLabelValues(op, outcome).Observe(took.Seconds())
 }
 
-// register adds to reg the instruments, gauges of r's store and running
-// executions, and the Go and process collectors.
+// register adds to reg the instruments, and gauges of r's store, running
+// executions and bytes in flight.
 func (m *runtimeMetrics) register(reg *prometheus.Registry, r *engine.Runtime) {
 	stat := func(f func(store.Stats) int) func() float64 {
 		return func() float64 {
@@ -149,26 +141,5 @@ func (m *runtimeMetrics) register(reg *prometheus.Registry, r *engine.Runtime) {
 			Name: "carmy_inflight_bytes_limit",
 			Help: "The bound on carmy_inflight_bytes past which new calls are refused before reserving (--max-inflight-bytes; 0: none).",
 		}, func() float64 { return float64(r.MaxInflightBytes()) }),
-		buildInfoGauge(),
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 }
-
-// buildInfoGauge is carmy_build_info{version,commit,go_version}, always 1:
-// the build this node runs (internal/buildinfo).
-func buildInfoGauge() prometheus.Collector {
-	bi := buildinfo.Get()
-	g := prometheus.NewGauge(prometheus.GaugeOpts{
-		Name:        "carmy_build_info",
-		Help:        "Always 1; its labels name the build of Carmy this node runs: version, commit and the Go version.",
-		ConstLabels: prometheus.Labels{"version": bi.Version, "commit": bi.Commit, "go_version": bi.GoVersion},
-	})
-	g.Set(1)
-	return g
-}
-
-// Metrics returns the registry of this runtime's Prometheus metrics, which
-// the API serves at GET /metrics. Register more collectors (a cluster
-// node's, an application's) with it before serving.
-func (r *Runtime) Metrics() *prometheus.Registry { return r.reg }

@@ -1,4 +1,4 @@
-package carmy_test
+package prom_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/carmyhq/carmy/api"
 	"github.com/carmyhq/carmy/internal/buildinfo"
 	"github.com/carmyhq/carmy/internal/testutil"
+	"github.com/carmyhq/carmy/metrics/prom"
 )
 
 // TestRuntimeMetrics pins what GET /metrics exports of the runtime: the
@@ -20,7 +21,7 @@ import (
 func TestRuntimeMetrics(t *testing.T) {
 	app := newApp(t)
 	mustAdd(t, app, carmy.ToolSpec{Name: "echo", Func: func(_ context.Context, c carmy.Call) (any, error) { return c.Arguments, nil }})
-	addr := testutil.Serve(t, app, api.Config{})
+	addr := testutil.Serve(t, app, api.Config{Metrics: prom.New(app.Engine())})
 	resp, err := http.Post("http://"+addr+"/v1/tools/call", "application/json", strings.NewReader(`{"tool":"echo","request_id":"r1"}`))
 	if err != nil {
 		t.Fatal(err)
