@@ -61,4 +61,7 @@
 // Container's fault methods (Kill, Stop, Start, Pause, Unpause, Disconnect,
 // Connect) return errors instead of failing the test, so that a harness may
 // call them from its own goroutines; they are safe for concurrent use.
+//
+// It is a test harness, not a supported API: only tests (_test.go files)
+// import it, and it changes with them.
 package dockertest

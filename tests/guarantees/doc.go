@@ -11,5 +11,6 @@
 // apply is listed, with its reason, in notApplicable and in
 // docs/testing.md, and reported by the test rather than skipped silently.
 // The package holds only tests and the upstream they call
-// (./upstream); see docs/testing.md for the switches.
+// (./upstream); see docs/testing.md for the switches. It is a test
+// harness, not a supported API.
 package guarantees

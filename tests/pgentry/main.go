@@ -20,7 +20,8 @@
 // stops with a message, as the image it stands in for does.
 //
 // This image is for tests: production runs the PostgreSQL its operators
-// trust.
+// trust. The command is a test harness, not a supported program: it
+// changes with the tests that use it.
 package main
 
 import (

@@ -14,6 +14,9 @@
 // -m immediate), Kill sends SIGKILL, and the kernel sends SIGQUIT to the
 // server if the test process dies first (a panic, a -timeout), so that no
 // server outlives its test.
+//
+// It is a test harness, not a supported API: only tests (_test.go files)
+// import it, and it changes with them.
 package pgtest
 
 import (

@@ -4,4 +4,7 @@
 // also runs clusters of them (cluster.go): start N nodes that form one,
 // restart a node from its data dir at its previous addresses, add one,
 // and find the leader through GET /v1/cluster.
+//
+// It is a test harness, not a supported API: only tests (_test.go files)
+// import it, and it changes with them.
 package testutil

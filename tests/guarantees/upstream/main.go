@@ -18,6 +18,9 @@
 // With -down FILE a stdio server whose FILE exists exits at once: an
 // upstream that cannot be started. -pids DIR gets a file named after the
 // process id, so the suite can kill every child of a stdio server.
+//
+// It is a test harness, not a supported program: it changes with the
+// suite.
 package main
 
 import (

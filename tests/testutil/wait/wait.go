@@ -3,6 +3,9 @@
 // imports the standard library only, so that any package's internal tests
 // can use it (tests/testutil, which builds whole nodes, forwards to
 // it as testutil.WaitFor and testutil.WaitUntil).
+//
+// It is a test harness, not a supported API: only tests (_test.go files)
+// import it, and it changes with them.
 package wait
 
 import (
