@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/api"
-	"github.com/carmyhq/carmy/internal/testutil"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // headerLimit is the limit the tests below configure.

@@ -13,8 +13,8 @@ import (
 	"github.com/carmyhq/carmy"
 	"github.com/carmyhq/carmy/api"
 	"github.com/carmyhq/carmy/engine"
-	"github.com/carmyhq/carmy/internal/testutil"
-	"github.com/carmyhq/carmy/internal/testutil/wait"
+	"github.com/carmyhq/carmy/tests/testutil"
+	"github.com/carmyhq/carmy/tests/testutil/wait"
 )
 
 // TestApprovalNotificationsMetric: a gated call answered 202 over HTTP

@@ -16,7 +16,7 @@ import (
 
 	"github.com/carmyhq/carmy"
 	"github.com/carmyhq/carmy/api"
-	"github.com/carmyhq/carmy/internal/testutil"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // closedWithin reads from conn until the server closes it, failing the

@@ -12,8 +12,8 @@ import (
 	"github.com/carmyhq/carmy"
 	"github.com/carmyhq/carmy/api"
 	"github.com/carmyhq/carmy/api/mcp"
-	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/metrics/prom"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // serveBare serves app with cfg as the library does (no test defaults)

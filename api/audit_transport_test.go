@@ -12,9 +12,9 @@ import (
 	"github.com/carmyhq/carmy"
 	"github.com/carmyhq/carmy/api"
 	"github.com/carmyhq/carmy/engine"
-	"github.com/carmyhq/carmy/internal/testutil"
-	"github.com/carmyhq/carmy/internal/testutil/wait"
 	"github.com/carmyhq/carmy/store"
+	"github.com/carmyhq/carmy/tests/testutil"
+	"github.com/carmyhq/carmy/tests/testutil/wait"
 )
 
 // auditLine returns the first audit line of logs holding every one of

@@ -17,9 +17,9 @@ import (
 	"github.com/carmyhq/carmy/api"
 	"github.com/carmyhq/carmy/api/mcp"
 	"github.com/carmyhq/carmy/engine"
-	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/metrics/prom"
 	"github.com/carmyhq/carmy/store"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // guardServer serves authConfig with the given limit on failures, logging

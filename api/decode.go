@@ -15,8 +15,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/carmyhq/carmy/api/internal/strictjson"
 	"github.com/carmyhq/carmy/engine"
-	"github.com/carmyhq/carmy/internal/strictjson"
 	"github.com/carmyhq/carmy/store"
 )
 

@@ -16,7 +16,7 @@ import (
 
 	"github.com/carmyhq/carmy"
 	"github.com/carmyhq/carmy/api"
-	"github.com/carmyhq/carmy/internal/testutil"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // hostReq sends method path to the node at addr, naming host in the Host

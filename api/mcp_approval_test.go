@@ -21,7 +21,7 @@ import (
 	"github.com/carmyhq/carmy"
 	"github.com/carmyhq/carmy/api"
 	"github.com/carmyhq/carmy/engine"
-	"github.com/carmyhq/carmy/internal/testutil/wait"
+	"github.com/carmyhq/carmy/tests/testutil/wait"
 )
 
 // decideHTTP posts verb (approve or deny) on execution id as the admin,

@@ -20,7 +20,7 @@ import (
 
 	"github.com/carmyhq/carmy"
 	"github.com/carmyhq/carmy/api"
-	"github.com/carmyhq/carmy/internal/testutil/wait"
+	"github.com/carmyhq/carmy/tests/testutil/wait"
 )
 
 // holdTool is a tool that runs until the test releases its key (its

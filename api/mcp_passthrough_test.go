@@ -16,8 +16,8 @@ import (
 	"github.com/carmyhq/carmy"
 	"github.com/carmyhq/carmy/api"
 	"github.com/carmyhq/carmy/api/mcp"
-	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/mcpgateway"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // passthroughUpstream is an upstream MCP server with a tool, a resource,

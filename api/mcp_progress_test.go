@@ -14,6 +14,7 @@ import (
 	"github.com/carmyhq/carmy/api"
 	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/mcpgateway"
+	"github.com/carmyhq/carmy/tests/testutil/wait"
 )
 
 // TestMCPProgressFromUpstream: an upstream MCP server's progress reaches
@@ -53,13 +54,7 @@ func TestMCPProgressFromUpstream(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer u.Close()
-	deadline := time.Now().Add(30 * time.Second)
-	for !hasTool(app.Tools(), "up.steps") {
-		if time.Now().After(deadline) {
-			t.Fatal("up.steps never listed")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	wait.Until(t, 30*time.Second, "up.steps to be listed", func() bool { return hasTool(app.Tools(), "up.steps") })
 
 	var (
 		got []string
@@ -88,14 +83,11 @@ func TestMCPProgressFromUpstream(t *testing.T) {
 	}
 	// The SDK hands notifications to their handler apart from the answer:
 	// wait for the third.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	wait.Until(t, 10*time.Second, "the third progress notification", func() bool {
 		gmu.Lock()
-		n := len(got)
-		gmu.Unlock()
-		if n >= 3 || time.Now().After(deadline) {
-			break
-		}
-	}
+		defer gmu.Unlock()
+		return len(got) >= 3
+	})
 	gmu.Lock()
 	defer gmu.Unlock()
 	want := []string{"mine-1 1/3 step 1", "mine-1 2/3 step 2", "mine-1 3/3 step 3"}

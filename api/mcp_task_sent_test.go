@@ -11,7 +11,7 @@ import (
 
 	"github.com/carmyhq/carmy"
 	"github.com/carmyhq/carmy/api"
-	"github.com/carmyhq/carmy/internal/testutil/wait"
+	"github.com/carmyhq/carmy/tests/testutil/wait"
 )
 
 // Tests of when a task call is answered with its task: once its tool's

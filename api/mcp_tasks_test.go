@@ -19,7 +19,7 @@ import (
 	"github.com/carmyhq/carmy/api"
 	"github.com/carmyhq/carmy/api/mcp"
 	"github.com/carmyhq/carmy/engine"
-	"github.com/carmyhq/carmy/internal/testutil/wait"
+	"github.com/carmyhq/carmy/tests/testutil/wait"
 )
 
 // rpc posts one JSON-RPC message to base/mcp at version as token (none
@@ -321,21 +321,17 @@ func TestMCPTasksExtension(t *testing.T) {
 		t.Errorf("a call without the extension: %v", r)
 	}
 	close(unblock)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	wait.For(t, 30*time.Second, "the task to complete", func() error {
 		r := result(t, "tasks/get", get("tasks/get", tasksExt))
-		if r["status"] == "completed" {
-			inner, _ := r["result"].(map[string]any)
-			if inner["structuredContent"].(map[string]any)["unblocked"] != true || inner["isError"] == true {
-				t.Errorf("completed task: %v", r)
-			}
-			break
+		if r["status"] != "completed" {
+			return fmt.Errorf("%v", r)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the task did not complete: %v", r)
+		inner, _ := r["result"].(map[string]any)
+		if inner["structuredContent"].(map[string]any)["unblocked"] != true || inner["isError"] == true {
+			t.Errorf("completed task: %v", r)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	if r := result(t, "tasks/cancel", get("tasks/cancel", tasksExt)); r["resultType"] != "complete" || len(r) != 1 {
 		t.Errorf("tasks/cancel at 2026-07-28: %v, want an empty acknowledgement", r)
 	}

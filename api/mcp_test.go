@@ -19,7 +19,7 @@ import (
 	"github.com/carmyhq/carmy"
 	"github.com/carmyhq/carmy/api"
 	"github.com/carmyhq/carmy/engine"
-	"github.com/carmyhq/carmy/internal/testutil"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // mcpPost sends one JSON-RPC message to base/mcp as token and returns the

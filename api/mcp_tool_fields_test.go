@@ -11,8 +11,8 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/carmyhq/carmy/api"
-	"github.com/carmyhq/carmy/internal/testutil/wait"
 	"github.com/carmyhq/carmy/mcpgateway"
+	"github.com/carmyhq/carmy/tests/testutil/wait"
 )
 
 // TestMCPToolsListPassesUpstreamFields: tools/list shows an upstream

@@ -14,8 +14,8 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/carmyhq/carmy/api"
-	"github.com/carmyhq/carmy/internal/testutil/wait"
 	"github.com/carmyhq/carmy/mcpgateway"
+	"github.com/carmyhq/carmy/tests/testutil/wait"
 )
 
 // TestUpstreamDownReplaysOverHTTPAndMCP: a call of an upstream MCP

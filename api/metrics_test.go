@@ -16,9 +16,9 @@ import (
 
 	"github.com/carmyhq/carmy/api"
 	"github.com/carmyhq/carmy/engine"
-	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/metrics/prom"
 	"github.com/carmyhq/carmy/store"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // scrape reads GET /metrics and returns each sample's value by its line

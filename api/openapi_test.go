@@ -35,10 +35,10 @@ import (
 	"github.com/carmyhq/carmy/api"
 	"github.com/carmyhq/carmy/api/mcp"
 	"github.com/carmyhq/carmy/engine"
-	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/metrics/prom"
 	"github.com/carmyhq/carmy/store"
 	"github.com/carmyhq/carmy/store/audit"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // undocumentedRoutes are the routes the document leaves out on purpose.

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/cluster"
-	"github.com/carmyhq/carmy/internal/testutil"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 func unlessCluster(logs *testutil.SyncBuffer) func(*cluster.Config) {

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/carmyhq/carmy/internal/testutil"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // TestProcessBurstOfLargeResults: a burst of 80 concurrent calls with

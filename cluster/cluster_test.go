@@ -15,8 +15,8 @@ import (
 
 	"github.com/carmyhq/carmy/cluster"
 	"github.com/carmyhq/carmy/cluster/nodeauth"
-	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/store"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 func TestElectionAndForwarding(t *testing.T) {

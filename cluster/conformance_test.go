@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/cluster"
-	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/store"
 	"github.com/carmyhq/carmy/store/storetest"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 func TestConformanceOneNode(t *testing.T) {

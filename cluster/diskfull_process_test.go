@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/carmyhq/carmy/internal/testutil"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // diskFullWritesAgain is the target (docs/operations.md#a-full-disk) for writes to resume once

@@ -13,7 +13,7 @@ import (
 	"github.com/hashicorp/memberlist"
 
 	"github.com/carmyhq/carmy/cluster"
-	"github.com/carmyhq/carmy/internal/testutil"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 var (

@@ -17,9 +17,9 @@ import (
 
 	"github.com/carmyhq/carmy/cluster"
 	"github.com/carmyhq/carmy/internal/certs"
-	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/internal/tlsmux"
 	"github.com/carmyhq/carmy/store"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // testTLS reports whether CARMY_TEST_TLS asks every test node to run with

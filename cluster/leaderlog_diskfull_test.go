@@ -14,8 +14,8 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/carmyhq/carmy/cluster"
-	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/store"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // fullDisk is a node's durable log store whose disk can fill: while full,

@@ -10,8 +10,8 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/carmyhq/carmy/cluster"
-	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/store"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // holdableLog is a node's durable log store whose writes can be held: a

@@ -11,9 +11,9 @@ import (
 
 	"github.com/carmyhq/carmy/cluster"
 	"github.com/carmyhq/carmy/fsm"
-	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/store"
 	"github.com/carmyhq/carmy/store/audit"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // export returns a node's whole audit ledger.

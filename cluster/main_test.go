@@ -3,7 +3,7 @@ package cluster_test
 import (
 	"testing"
 
-	"github.com/carmyhq/carmy/internal/testutil"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // TestMain builds cmd/carmy once for the package's tests

@@ -11,8 +11,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/carmyhq/carmy/cluster"
-	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/store"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // gather returns every sample of reg by metric name (summed over labels,

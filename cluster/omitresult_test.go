@@ -15,6 +15,7 @@ import (
 	"github.com/carmyhq/carmy/cluster/wire"
 	"github.com/carmyhq/carmy/fsm"
 	"github.com/carmyhq/carmy/store"
+	"github.com/carmyhq/carmy/tests/testutil/wait"
 )
 
 // soloLeader starts a one-node cluster serving its internal endpoints on
@@ -43,13 +44,9 @@ func soloLeader(t *testing.T) *Node {
 		srv.Close()
 		n.Close()
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for !n.IsLeader() || n.Ready(t.Context()) != nil {
-		if time.Now().After(deadline) {
-			t.Fatal("the node did not lead and become ready within 30 s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	wait.Until(t, 30*time.Second, "the node to lead and become ready", func() bool {
+		return n.IsLeader() && n.Ready(t.Context()) == nil
+	})
 	return n
 }
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/carmyhq/carmy/internal/testutil"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // TestProcessBurstOnBusyHost is the overload of docs/operations.md#overload: bursts of concurrent

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/cluster"
-	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/store"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // TestDataDirIsPrivate: a data dir left readable by others (0755, with a

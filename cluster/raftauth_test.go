@@ -28,8 +28,8 @@ import (
 	"github.com/carmyhq/carmy/cluster"
 	"github.com/carmyhq/carmy/fsm"
 	"github.com/carmyhq/carmy/internal/certs"
-	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/store"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // forgedTerm is the term of rogueAppend's forged AppendEntries.

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/cluster/raftlog"
-	"github.com/carmyhq/carmy/internal/testutil"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // startLoneNode starts a single node with its data dir dataDir, the tool

@@ -17,8 +17,8 @@ import (
 	"github.com/carmyhq/carmy"
 	"github.com/carmyhq/carmy/cluster"
 	"github.com/carmyhq/carmy/fsm"
-	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/store"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // refuseCompletions makes n refuse whole the first times forwarded batches

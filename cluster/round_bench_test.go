@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/cluster"
-	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/store"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // benchSeq numbers the benchmarks' identities and executions, unique

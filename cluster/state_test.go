@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/cluster"
-	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/store"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // fetchDigest reads GET /internal/v1/state with key; status is the HTTP

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/internal/buildinfo"
-	"github.com/carmyhq/carmy/internal/testutil/wait"
+	"github.com/carmyhq/carmy/tests/testutil/wait"
 )
 
 // TestStatusShowsEachNodesVersion: every node's view of the cluster names

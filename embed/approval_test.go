@@ -14,8 +14,8 @@ import (
 	"github.com/carmyhq/carmy/cluster"
 	"github.com/carmyhq/carmy/embed"
 	"github.com/carmyhq/carmy/engine"
-	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/store"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // startGated starts a node of an embedded Raft cluster (as

@@ -14,7 +14,7 @@ import (
 	"github.com/carmyhq/carmy/api/client"
 	"github.com/carmyhq/carmy/cluster"
 	"github.com/carmyhq/carmy/embed"
-	"github.com/carmyhq/carmy/internal/testutil"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // startEmbedded starts a node of a Raft cluster in this process, on

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/engine"
-	"github.com/carmyhq/carmy/internal/testutil/wait"
 	"github.com/carmyhq/carmy/store"
+	"github.com/carmyhq/carmy/tests/testutil/wait"
 )
 
 // TestConcurrentApprovalsOnOneNode: fifty approvals of one execution at

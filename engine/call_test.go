@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/engine"
-	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/store"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 func TestCallReplaysFinishedResult(t *testing.T) {

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/store"
+	"github.com/carmyhq/carmy/tests/testutil/wait"
 )
 
 // TestInflightBytesRefuseNewCallsBeforeReserving is the bound on
@@ -66,13 +68,12 @@ func TestInflightBytesRefuseNewCallsBeforeReserving(t *testing.T) {
 	}
 	// A caller is answered just before its execution's bookkeeping ends:
 	// the bytes are given back by then, or a moment after.
-	deadline := time.Now().Add(5 * time.Second)
-	for got := app.InflightBytes(); got != 0; got = app.InflightBytes() {
-		if time.Now().After(deadline) {
-			t.Fatalf("InflightBytes = %d with nothing running", got)
+	wait.For(t, 5*time.Second, "no bytes in flight with nothing running", func() error {
+		if got := app.InflightBytes(); got != 0 {
+			return fmt.Errorf("InflightBytes = %d", got)
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 	resp := call(t, app, engine.Request{Tool: "gated", RequestID: "big-2", Arguments: big})
 	mustStatus(t, resp.Record, store.StatusCompleted)
 }

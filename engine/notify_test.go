@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/engine"
-	"github.com/carmyhq/carmy/internal/testutil/wait"
 	"github.com/carmyhq/carmy/store"
+	"github.com/carmyhq/carmy/tests/testutil/wait"
 )
 
 // receiver is a webhook on 127.0.0.1 that records what it is sent and

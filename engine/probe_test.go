@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/store"
+	"github.com/carmyhq/carmy/tests/testutil/wait"
 )
 
 // probeCounter is an Observer that counts probes by outcome.
@@ -42,13 +44,7 @@ func (p *probeCounter) owner() bool {
 func (p *probeCounter) waitScans(t *testing.T, n int64) {
 	t.Helper()
 	target := p.scans.Load() + n
-	deadline := time.Now().Add(15 * time.Second)
-	for p.scans.Load() < target {
-		if time.Now().After(deadline) {
-			t.Fatalf("the prober did not scan %d more times", n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	wait.Until(t, 15*time.Second, fmt.Sprintf("the prober to scan %d more times", n), func() bool { return p.scans.Load() >= target })
 }
 
 func (p *probeCounter) count(outcome string) int {
@@ -151,17 +147,16 @@ func loseAnswer(t *testing.T, app *Runtime, up *probedUpstream, req Request) sto
 // gone, as ok may accept), for at most 10 s.
 func waitRecord(t *testing.T, app *Runtime, key store.Key, what string, ok func(store.Record, error) bool) store.Record {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		rec, err := app.Store().Lookup(t.Context(), key)
+	var rec store.Record
+	wait.For(t, 10*time.Second, what, func() error {
+		var err error
+		rec, err = app.Store().Lookup(t.Context(), key)
 		if ok(rec, err) {
-			return rec
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still %+v, %v", what, rec, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("still %+v, %v", rec, err)
+	})
+	return rec
 }
 
 // A lost answer, then a probe that finds the effect: resolved completed
@@ -223,13 +218,7 @@ func TestProbeUndecidedGivesUp(t *testing.T) {
 	app, obs := probedApp(t, up, 1500*time.Millisecond)
 	req := Request{Tool: "create_order", RequestID: "order-3"}
 	loseAnswer(t, app, up, req)
-	deadline := time.Now().Add(15 * time.Second)
-	for obs.count(ProbeGaveUp) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the probe did not give up: %v", obs.got)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	wait.Until(t, 15*time.Second, "the probe to give up", func() bool { return obs.count(ProbeGaveUp) > 0 })
 	probes := up.probes.Load()
 	if probes < 1 || obs.count(ProbeUndecided) != int(probes) {
 		t.Fatalf("%d probes, counted %v; want at least one, each undecided", probes, obs.got)
@@ -267,13 +256,7 @@ func TestProbeOnlyWhileOwner(t *testing.T) {
 		app.RunProbes(ctx, func() bool { asked.Add(1); return owner.Load() })
 	}()
 	defer func() { cancel(); <-done }()
-	deadline := time.Now().Add(15 * time.Second)
-	for asked.Load() < 2 { // two scans while not the owner
-		if time.Now().After(deadline) {
-			t.Fatal("the prober did not scan")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	wait.Until(t, 15*time.Second, "two scans while not the owner", func() bool { return asked.Load() >= 2 })
 	if n := up.probes.Load(); n != 0 {
 		t.Fatalf("%d probes while not the owner, want 0", n)
 	}

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/engine"
-	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/store"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // faultyStore is a real in-memory store with faults injected in front of

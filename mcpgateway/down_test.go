@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/engine"
-	"github.com/carmyhq/carmy/internal/testutil/wait"
 	"github.com/carmyhq/carmy/mcpgateway"
 	"github.com/carmyhq/carmy/store"
+	"github.com/carmyhq/carmy/tests/testutil/wait"
 )
 
 // A finished identity replays whatever the state of its upstream, a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/mcpgateway"
 	"github.com/carmyhq/carmy/store"
+	"github.com/carmyhq/carmy/tests/testutil/wait"
 )
 
 // docs/guarantees.md at the gateway: a request that reached the upstream but got no
@@ -62,14 +64,14 @@ func TestStdioChildDiesMidCall(t *testing.T) {
 	// The child is replaced; the retry is still uncertain, and the tool
 	// ran once.
 	waitTool(t, rt, "local.exit")
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	// The group is unavailable while the child restarts.
+	wait.For(t, 30*time.Second, "the retry to be answered", func() error {
 		_, err = rt.Call(t.Context(), alice, req)
-		if !errors.Is(err, store.ErrUnavailable) || time.Now().After(deadline) {
-			break
+		if errors.Is(err, store.ErrUnavailable) {
+			return err
 		}
-		time.Sleep(50 * time.Millisecond) // the group is unavailable while the child restarts
-	}
+		return nil
+	})
 	if !errors.As(err, &ue) || ue.Record.Status != store.StatusInterrupted {
 		t.Fatalf("its retry: %v; want EXECUTION_UNCERTAIN, interrupted", err)
 	}
@@ -107,24 +109,23 @@ func TestReconcileTool(t *testing.T) {
 			t.Fatalf("a call whose answer was lost: %v; want interrupted", err)
 		}
 	}
-	wait := func(id, what string, ok func(store.Record, error) bool) store.Record {
+	waitRecord := func(id, what string, ok func(store.Record, error) bool) store.Record {
 		t.Helper()
-		deadline := time.Now().Add(15 * time.Second)
-		for {
-			rec, err := rt.Store().Lookup(t.Context(), store.Key{Principal: alice.Principal, RequestID: id})
+		var rec store.Record
+		wait.For(t, 15*time.Second, what, func() error {
+			var err error
+			rec, err = rt.Store().Lookup(t.Context(), store.Key{Principal: alice.Principal, RequestID: id})
 			if ok(rec, err) {
-				return rec
+				return nil
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: %+v, %v", what, rec, err)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return fmt.Errorf("%+v, %v", rec, err)
+		})
+		return rec
 	}
 
 	f.find.Store(1)
 	lose("found")
-	rec := wait("found", "resolved by the probe", func(r store.Record, err error) bool { return err == nil && r.Status.Finished() })
+	rec := waitRecord("found", "resolved by the probe", func(r store.Record, err error) bool { return err == nil && r.Status.Finished() })
 	if rec.Status != store.StatusCompleted || rec.ResolvedBy != store.ResolvedByProbe || string(rec.Data) != `{"order":99}` {
 		t.Fatalf("after the probe: %+v", rec)
 	}
@@ -137,7 +138,7 @@ func TestReconcileTool(t *testing.T) {
 
 	f.find.Store(2)
 	lose("missing")
-	wait("missing", "released by the probe", func(_ store.Record, err error) bool { return errors.Is(err, store.ErrNotFound) })
+	waitRecord("missing", "released by the probe", func(_ store.Record, err error) bool { return errors.Is(err, store.ErrNotFound) })
 	before := f.runsOf("text", "missing")
 	again := mustCall(t, rt, engine.Request{Tool: "tickets.text", RequestID: "missing"})
 	if again.Replayed || again.Record.Status != store.StatusCompleted || f.runsOf("text", "missing") != before+1 {

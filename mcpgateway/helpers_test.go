@@ -24,6 +24,7 @@ import (
 
 	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/mcpgateway"
+	"github.com/carmyhq/carmy/tests/testutil/wait"
 )
 
 // The secrets of the upstreams' configuration.
@@ -71,19 +72,18 @@ func startUpstream(t *testing.T, rt *engine.Runtime, cfg mcpgateway.Config) *mcp
 // waitTool waits until rt lists the tool name.
 func waitTool(t *testing.T, rt *engine.Runtime, name string) engine.ToolInfo {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var listed engine.ToolInfo
+	wait.For(t, 30*time.Second, "tool "+name+" to be listed", func() error {
 		for _, ti := range rt.Tools() {
 			if ti.Name == name {
 				// Listed; the group is available once the tools are set.
-				return ti
+				listed = ti
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("tool %s not listed within 30s; tools: %v", name, rt.Tools())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("tools: %v", rt.Tools())
+	})
+	return listed
 }
 
 func mustCall(t *testing.T, rt *engine.Runtime, req engine.Request) engine.Response {

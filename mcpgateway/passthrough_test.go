@@ -9,6 +9,7 @@ import (
 	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/mcpgateway"
 	"github.com/carmyhq/carmy/store"
+	"github.com/carmyhq/carmy/tests/testutil/wait"
 )
 
 // TestPassthroughOverStdio: a stdio server's resources, template and
@@ -30,13 +31,7 @@ func TestPassthroughOverStdio(t *testing.T) {
 	t.Cleanup(func() { u.Close() })
 	all := func(string) bool { return true }
 	none := func(string) bool { return false }
-	deadline := time.Now().Add(30 * time.Second)
-	for len(dir.Resources(all)) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the resources were never listed")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	wait.Until(t, 30*time.Second, "the resources to be listed", func() bool { return len(dir.Resources(all)) > 0 })
 	if res, prompts := dir.Offers(); !res || !prompts {
 		t.Errorf("Offers: %v %v", res, prompts)
 	}
@@ -76,17 +71,13 @@ func TestPassthroughOverStdio(t *testing.T) {
 		t.Errorf("a read of 200000 bytes: %v, want RESULT_TOO_LARGE", err)
 	}
 	// The child was replaced; reads go on once it is back.
-	deadline = time.Now().Add(30 * time.Second)
-	for {
+	wait.For(t, 30*time.Second, "reads after the child was replaced", func() error {
 		read, err = dir.ReadResource(t.Context(), "carmy:st/mem://hello", all)
-		if err == nil {
-			break
-		}
-		if store.CodeOf(err) != store.CodeUnavailable || time.Now().After(deadline) {
+		if err != nil && store.CodeOf(err) != store.CodeUnavailable {
 			t.Fatalf("after the child was replaced: %v", err)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err
+	})
 	if len(read.Contents) != 1 || read.Contents[0].Text != "hello" {
 		t.Errorf("after the child was replaced: %+v", read)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/mcpgateway"
 	"github.com/carmyhq/carmy/store"
+	"github.com/carmyhq/carmy/tests/testutil/wait"
 )
 
 // httpConfig is the config of an upstream over HTTP at f, with a secret in
@@ -243,13 +244,12 @@ func TestUnlistedUpstreamIsUnavailable(t *testing.T) {
 		t.Fatalf("a refused call left a record: %v", err)
 	}
 	// Attempt after attempt fails, each answered 503 by the upstream.
-	deadline := time.Now().Add(30 * time.Second)
-	for len(f.seenAuths()) < 3 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d attempts to list within 30s", len(f.seenAuths()))
+	wait.For(t, 30*time.Second, "3 attempts to list", func() error {
+		if n := len(f.seenAuths()); n < 3 {
+			return fmt.Errorf("%d attempts", n)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	if _, err := rt.Call(t.Context(), alice, engine.Request{Tool: "tickets.nope"}); store.CodeOf(err) != store.CodeUnavailable {
 		t.Fatalf("an unknown name under the prefix while unlisted: %v, want UNAVAILABLE", err)
 	}
@@ -284,17 +284,13 @@ func TestUpstreamListChanged(t *testing.T) {
 		t.Fatalf("the added tool: %s %s", resp.Record.Data, resp.Record.Error)
 	}
 	f.mcp.RemoveTools("text")
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	wait.For(t, 30*time.Second, "the removed tool to be unknown", func() error {
 		_, err := rt.Call(t.Context(), alice, engine.Request{Tool: "tickets.text"})
 		if errors.Is(err, engine.ErrUnknownTool) {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a removed tool still answers: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("a removed tool still answers: %v", err)
+	})
 }
 
 // TestHTTPUpstreamEgressAndRedirects: the egress policy applies to an
@@ -318,13 +314,12 @@ func TestHTTPUpstreamEgressAndRedirects(t *testing.T) {
 	cfg.Logger = slog.New(slog.NewTextHandler(redirected, nil))
 	startUpstream(t, rt, cfg)
 
-	deadline := time.Now().Add(30 * time.Second)
-	for strings.Count(fencedLog.String(), "reconnecting") < 3 || strings.Count(redirected.String(), "reconnecting") < 3 {
-		if time.Now().After(deadline) {
-			t.Fatalf("not 3 attempts each within 30s:\n%s\n%s", fencedLog, redirected)
+	wait.For(t, 30*time.Second, "3 attempts each", func() error {
+		if strings.Count(fencedLog.String(), "reconnecting") < 3 || strings.Count(redirected.String(), "reconnecting") < 3 {
+			return fmt.Errorf("fewer:\n%s\n%s", fencedLog, redirected)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	for _, tool := range []string{"fenced.create", "redirected.create"} {
 		_, err := rt.Call(t.Context(), alice, engine.Request{Tool: tool, Arguments: json.RawMessage(`{"sku":"a"}`)})
 		if store.CodeOf(err) != store.CodeUnavailable {
@@ -401,13 +396,9 @@ func TestStdioUpstream(t *testing.T) {
 	}
 	pid, _ := strconv.Atoi(string(raw))
 	u.Close()
-	deadline := time.Now().Add(15 * time.Second)
-	for syscall.Kill(pid, 0) == nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("the child %d still runs after Close", pid)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	wait.Until(t, 15*time.Second, fmt.Sprintf("the child %d to end after Close", pid), func() bool {
+		return syscall.Kill(pid, 0) != nil
+	})
 }
 
 // TestNewRefusesBadConfig: a config that cannot work is refused, naming

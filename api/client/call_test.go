@@ -10,7 +10,7 @@ import (
 
 	"github.com/carmyhq/carmy/api"
 	"github.com/carmyhq/carmy/api/client"
-	"github.com/carmyhq/carmy/internal/testutil"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 func TestCallThenReplay(t *testing.T) {

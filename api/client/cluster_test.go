@@ -13,7 +13,7 @@ import (
 	"github.com/carmyhq/carmy/api"
 	"github.com/carmyhq/carmy/api/client"
 	"github.com/carmyhq/carmy/api/wire"
-	"github.com/carmyhq/carmy/internal/testutil"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // members is an api.Cluster of its own members, below the real API

@@ -14,8 +14,8 @@ import (
 	"github.com/carmyhq/carmy/api"
 	"github.com/carmyhq/carmy/api/client"
 	"github.com/carmyhq/carmy/engine"
-	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/store"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // leftRunning reserves an identity of the anonymous principal as a

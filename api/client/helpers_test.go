@@ -14,7 +14,7 @@ import (
 	"github.com/carmyhq/carmy"
 	"github.com/carmyhq/carmy/api"
 	"github.com/carmyhq/carmy/api/client"
-	"github.com/carmyhq/carmy/internal/testutil"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // counter is an http.RoundTripper that counts the requests it sends.

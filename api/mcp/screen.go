@@ -13,8 +13,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/carmyhq/carmy/api/internal/strictjson"
 	"github.com/carmyhq/carmy/engine"
-	"github.com/carmyhq/carmy/internal/strictjson"
 	"github.com/carmyhq/carmy/store"
 )
 

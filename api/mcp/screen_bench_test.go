@@ -3,8 +3,8 @@ package mcp
 import (
 	"testing"
 
+	"github.com/carmyhq/carmy/api/internal/strictjson"
 	"github.com/carmyhq/carmy/internal/jsonscan"
-	"github.com/carmyhq/carmy/internal/strictjson"
 )
 
 // BenchmarkScreenScans times each pass a 2026-07-28 tools/call body of

@@ -15,7 +15,7 @@ import (
 
 	"github.com/carmyhq/carmy/api/oauth"
 	"github.com/carmyhq/carmy/api/oauth/oauthtest"
-	"github.com/carmyhq/carmy/internal/testutil/wait"
+	"github.com/carmyhq/carmy/tests/testutil/wait"
 )
 
 const aud = "https://carmy.test/mcp"

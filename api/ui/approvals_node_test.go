@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/carmyhq/carmy/internal/testutil"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // approvalsShim runs approvals.js under the DOM shim of views_node_test.go

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/store/audit"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // ledgerRun pages through the export files given (one per page of GET

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/carmyhq/carmy/internal/testutil"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // domShim is the least of a DOM views.js needs to build elements under

@@ -18,8 +18,8 @@ import (
 
 	"github.com/carmyhq/carmy/cluster/wire"
 	"github.com/carmyhq/carmy/fsm"
-	"github.com/carmyhq/carmy/internal/testutil/wait"
 	"github.com/carmyhq/carmy/store"
+	"github.com/carmyhq/carmy/tests/testutil/wait"
 )
 
 // A batch frame and an answer frame come back from their bytes as they

@@ -11,7 +11,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/carmyhq/carmy/internal/testutil/wait"
+	"github.com/carmyhq/carmy/tests/testutil/wait"
 )
 
 // fullableStore is a log store whose disk can fill: while full is set,

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/carmyhq/carmy/internal/testutil/wait"
+	"github.com/carmyhq/carmy/tests/testutil/wait"
 )
 
 // While the space check fails (the WAL cannot keep its margin), the

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/carmyhq/carmy/internal/testutil"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // TestBlackBoxApprovalGates: a gated call awaits on every node; the

@@ -20,7 +20,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/carmyhq/carmy/internal/testutil"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // The approval test's tokens (at least 16 bytes each).

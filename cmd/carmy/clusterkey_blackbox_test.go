@@ -23,7 +23,7 @@ import (
 
 	"github.com/carmyhq/carmy/cluster/nodeauth"
 	"github.com/carmyhq/carmy/fsm"
-	"github.com/carmyhq/carmy/internal/testutil"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // preambleStream is a Raft stream layer that dials plain TCP and sends

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy"
-	"github.com/carmyhq/carmy/internal/testutil/wait"
+	"github.com/carmyhq/carmy/tests/testutil/wait"
 )
 
 // TestConfigApprovalNotify: approval.notify on an HTTP tool is accepted,

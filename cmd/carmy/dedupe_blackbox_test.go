@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/carmyhq/carmy/internal/testutil"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 func TestBlackBoxDedupeWindow(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/carmyhq/carmy/internal/testutil"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // stubInternal stands for the node's internal handler.

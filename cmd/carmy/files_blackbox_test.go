@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/carmyhq/carmy/internal/testutil"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // TestBlackBoxDataDirIsPrivate starts the binary on a data dir an

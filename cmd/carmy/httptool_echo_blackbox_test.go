@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/carmyhq/carmy/internal/testutil"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // Issue 39: an upstream that echoes its request's headers, as httpbin

@@ -33,7 +33,7 @@ func TestClusterKeyStrength(t *testing.T) {
 	}
 	for _, key := range []string{
 		testClusterKey,
-		"testutil-cluster-key-0123456789",              // internal/testutil's
+		"testutil-cluster-key-0123456789",              // tests/testutil's
 		"0123456789abcdef0123456789abcdeX",             // 32 characters of a bigger alphabet
 		hex.EncodeToString([]byte("sixteen bytes!!!")), // 32 hex digits: 165 bits
 		"correct horse battery staple of mine",         // a passphrase of 36 characters

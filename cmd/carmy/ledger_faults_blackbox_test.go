@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/store/audit"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // envLedgerEntries sizes TestLedgerUnderFaults: the entries the ledger must

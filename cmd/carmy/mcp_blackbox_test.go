@@ -23,7 +23,7 @@ import (
 	m3 "github.com/mark3labs/mcp-go/mcp"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/carmyhq/carmy/internal/testutil"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // The protocol versions docs/mcp.md says are served.

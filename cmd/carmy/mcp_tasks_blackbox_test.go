@@ -17,7 +17,7 @@ import (
 	m3transport "github.com/mark3labs/mcp-go/client/transport"
 	m3 "github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/carmyhq/carmy/internal/testutil"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // m3Tasks is an mcp-go client of one node, at 2025-11-25.

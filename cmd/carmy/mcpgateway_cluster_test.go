@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/carmyhq/carmy/internal/testutil"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // TestBlackBoxMCPGatewayThreeNodes: one identity called through every node

@@ -20,7 +20,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/carmyhq/carmy/api/oauth/oauthtest"
-	"github.com/carmyhq/carmy/internal/testutil"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 const oauthAudience = "carmy-blackbox"

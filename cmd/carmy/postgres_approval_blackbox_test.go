@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/carmyhq/carmy/internal/testutil"
-	"github.com/carmyhq/carmy/internal/testutil/wait"
+	"github.com/carmyhq/carmy/tests/testutil"
+	"github.com/carmyhq/carmy/tests/testutil/wait"
 )
 
 // Tokens of the fleet's approval test (at least 16 bytes each).

@@ -14,8 +14,8 @@ import (
 
 	"github.com/carmyhq/carmy/api/client"
 	"github.com/carmyhq/carmy/api/wire"
-	"github.com/carmyhq/carmy/internal/pgtest"
-	"github.com/carmyhq/carmy/internal/testutil"
+	"github.com/carmyhq/carmy/tests/pgtest"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // TestBlackBoxPostgresSingleNode: one node with --store postgres serves

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/api/client"
-	"github.com/carmyhq/carmy/internal/pgtest"
-	"github.com/carmyhq/carmy/internal/testutil"
+	"github.com/carmyhq/carmy/tests/pgtest"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // The black-box tests of --store postgres (docs/operations.md#a-fleet-on-postgresql) start their own

@@ -11,9 +11,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/carmyhq/carmy/internal/pgtest"
-	"github.com/carmyhq/carmy/internal/testutil"
-	"github.com/carmyhq/carmy/internal/testutil/wait"
+	"github.com/carmyhq/carmy/tests/pgtest"
+	"github.com/carmyhq/carmy/tests/testutil"
+	"github.com/carmyhq/carmy/tests/testutil/wait"
 )
 
 // Issue 39: --store took only postgres:// URLs, and with the database

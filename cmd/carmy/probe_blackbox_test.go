@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/carmyhq/carmy/internal/testutil"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // TestBlackBoxProbeResolvesADeadRunnersCall: docs/config.md#reconcile-probes across nodes. A

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/carmyhq/carmy/internal/testutil"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // Tokens of the quota tests (at least api.MinTokenBytes long).

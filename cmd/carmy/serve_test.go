@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/carmyhq/carmy/internal/testutil"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // logBuffer is an io.Writer safe for the server's goroutines and the test

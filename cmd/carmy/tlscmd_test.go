@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/internal/certs"
-	"github.com/carmyhq/carmy/internal/testutil"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 func TestTLSCommands(t *testing.T) {

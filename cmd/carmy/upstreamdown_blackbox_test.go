@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/carmyhq/carmy/internal/testutil"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // TestBlackBoxUpstreamDownThenBack: issue 26's target. An HTTP tool's

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/carmyhq/carmy/internal/dockertest"
-	"github.com/carmyhq/carmy/internal/testutil"
+	"github.com/carmyhq/carmy/tests/dockertest"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // TestComposeOnPostgres runs compose.postgres.yaml as README.md here

@@ -21,8 +21,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/carmyhq/carmy/internal/dockertest"
-	"github.com/carmyhq/carmy/internal/testutil"
+	"github.com/carmyhq/carmy/tests/dockertest"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // envCompose is "off" to skip TestCompose.

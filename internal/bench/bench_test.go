@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/carmyhq/carmy/internal/testutil"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // runBench runs `carmy bench args…` with env as the environment.

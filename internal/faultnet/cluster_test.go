@@ -14,7 +14,7 @@ import (
 
 	"github.com/carmyhq/carmy/cluster"
 	"github.com/carmyhq/carmy/internal/faultnet"
-	"github.com/carmyhq/carmy/internal/testutil"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // faultNode is an in-process cluster node on its own loopback IP, with

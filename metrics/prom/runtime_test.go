@@ -11,8 +11,8 @@ import (
 	"github.com/carmyhq/carmy"
 	"github.com/carmyhq/carmy/api"
 	"github.com/carmyhq/carmy/internal/buildinfo"
-	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/metrics/prom"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // TestRuntimeMetrics pins what GET /metrics exports of the runtime: the

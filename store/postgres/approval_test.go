@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/store"
 	"github.com/carmyhq/carmy/store/audit"
 	"github.com/carmyhq/carmy/store/postgres"
 	"github.com/carmyhq/carmy/store/storetest"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // TestApprovalConformance runs the approval gates' conformance cases on a

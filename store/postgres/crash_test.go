@@ -9,10 +9,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/carmyhq/carmy/internal/pgtest"
-	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/store"
 	"github.com/carmyhq/carmy/store/postgres"
+	"github.com/carmyhq/carmy/tests/pgtest"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // storeDown reports whether err is what a write may return while the

@@ -10,9 +10,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/carmyhq/carmy/internal/pgtest"
-	"github.com/carmyhq/carmy/internal/testutil/wait"
 	"github.com/carmyhq/carmy/store"
+	"github.com/carmyhq/carmy/tests/pgtest"
+	"github.com/carmyhq/carmy/tests/testutil/wait"
 )
 
 // TestFleetIdleTransactionReleased: a fleet node that falls silent in the

@@ -8,9 +8,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/store"
 	"github.com/carmyhq/carmy/store/postgres"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // startFleet runs a fleet node in schema until the returned stop is

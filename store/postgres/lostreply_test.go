@@ -5,9 +5,9 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/carmyhq/carmy/internal/pgtest"
 	"github.com/carmyhq/carmy/store"
 	"github.com/carmyhq/carmy/store/postgres"
+	"github.com/carmyhq/carmy/tests/pgtest"
 )
 
 // proxied opens a store that reaches the shared server through a proxy

@@ -12,9 +12,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/carmyhq/carmy/internal/pgtest"
-	"github.com/carmyhq/carmy/internal/testutil"
 	"github.com/carmyhq/carmy/store/postgres"
+	"github.com/carmyhq/carmy/tests/pgtest"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // The package's tests share one server, started by TestMain in a temporary

@@ -10,8 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/carmyhq/carmy/internal/pgtest"
 	"github.com/carmyhq/carmy/store"
+	"github.com/carmyhq/carmy/tests/pgtest"
 )
 
 // TestMillionRecords loads CARMY_PG_RECORDS records (1000000 for the

@@ -1,9 +1,0 @@
-package guarantees_test
-
-import (
-	"testing"
-
-	"github.com/carmyhq/carmy/internal/testutil"
-)
-
-func TestMain(m *testing.M) { testutil.Main(m) }

@@ -1,0 +1,9 @@
+package guarantees_test
+
+import (
+	"testing"
+
+	"github.com/carmyhq/carmy/tests/testutil"
+)
+
+func TestMain(m *testing.M) { testutil.Main(m) }
