@@ -22,10 +22,11 @@ type finalRecord struct {
 	rec   client.Execution
 }
 
-// settle reads every identity's record until none is running or
-// interrupted (a tool outlives its 2 s timeout by nothing; a dead runner's
-// executions become interrupted, and the tool's reconcile probe settles
-// those within seconds). What is still running at the deadline is an
+// settle reads every identity's record until none is running,
+// interrupted or awaiting approval (a tool outlives its 2 s timeout by
+// nothing; a dead runner's executions become interrupted, and the tool's
+// reconcile probe settles those within seconds; a gate the approver left
+// undecided expires 15 s after its call). What is still running at the deadline is an
 // anomaly: running without a live runner; what is still interrupted is one
 // too: the probe, which the ledger always answers, did not settle it.
 func (c *testCluster) settle(ctx context.Context, keys []string) (map[string]finalRecord, []string) {
@@ -36,7 +37,7 @@ func (c *testCluster) settle(ctx context.Context, keys []string) (map[string]fin
 		var next []string
 		for _, key := range pending {
 			fr, err := c.readRecord(ctx, key)
-			if err != nil || fr.found && (fr.rec.Status == statusRunning || fr.rec.Status == statusInterrupted) {
+			if err != nil || fr.found && (fr.rec.Status == statusRunning || fr.rec.Status == statusInterrupted || fr.rec.Status == statusAwaiting) {
 				next = append(next, key)
 				out[key] = fr
 				continue
@@ -52,8 +53,11 @@ func (c *testCluster) settle(ctx context.Context, keys []string) (map[string]fin
 	for _, key := range pending {
 		fr := out[key]
 		why := "running without a live runner"
-		if fr.rec.Status == statusInterrupted {
+		switch fr.rec.Status {
+		case statusInterrupted:
 			why = "no reconcile probe settled it"
+		case statusAwaiting:
+			why = "its gate neither decided nor expired"
 		}
 		anomalies = append(anomalies, fmt.Sprintf("%s: still %q (execution %s on %s) %s after the faults healed: %s",
 			key, fr.rec.Status, fr.rec.ExecutionID, fr.rec.NodeID, settleTimeout, why))

@@ -1,6 +1,7 @@
 package robustness
 
 import (
+	"encoding/json"
 	"io"
 	"maps"
 	"net/http"
@@ -115,6 +116,12 @@ func TestClassify(t *testing.T) {
 		{503, nil, `{"error":{"code":"UNAVAILABLE","message":"m"}}`, KindUnavailable, false},
 		{503, nil, `{"error":{"code":"IDEMPOTENCY_CAPACITY","message":"m"}}`, KindUnknown, true},
 		{500, nil, `<html>`, KindUnknown, true},
+		// Approval gates: a gated call awaiting its decision, and a
+		// denial's replay.
+		{202, nil, `{"execution_id":"e1","status":"awaiting_approval","replayed":false,"approval":{"approvers":["approver"],"expires_at":"2026-12-04T10:00:15.000Z"}}`, KindAwaiting, false},
+		{200, replayed, `{"execution_id":"e1","status":"denied","error":{"code":"APPROVAL_DENIED","message":"m"},"replayed":true}`, KindOK, false},
+		{200, replayed, `{"execution_id":"e1","status":"expired","error":{"code":"APPROVAL_EXPIRED","message":"m"},"replayed":true}`, KindOK, false},
+		{200, nil, `{"execution_id":"e1","status":"approved"}`, KindUnknown, true},
 	} {
 		o := answerOf(t, tc.status, tc.h, tc.body)
 		if o.kind != tc.kind || (o.detail != "") != tc.bad || o.httpStatus != tc.status {
@@ -181,6 +188,12 @@ func TestClassifyMCP(t *testing.T) {
 		`"{\"seq\":3,\"execution_id\":\"e1\",\"value\":\"v\"}"`, data, false)
 	timedOut := result(`{"carmy/execution_id":"e1","carmy/request_id":"k","carmy/status":"timed_out","carmy/replayed":false}`,
 		`"{\"error\":{\"code\":\"TIMEOUT\",\"message\":\"m\"}}"`, `{"error":{"code":"TIMEOUT","message":"m"}}`, true)
+	pending := `{"error":{"code":"APPROVAL_PENDING","execution_id":"e1","message":"m"}}`
+	awaiting := result(`{"carmy/execution_id":"e1","carmy/request_id":"k","carmy/status":"awaiting_approval","carmy/replayed":false}`,
+		strconvQuote(pending), pending, true)
+	deniedErr := `{"error":{"code":"APPROVAL_DENIED","message":"m"}}`
+	denied := result(`{"carmy/execution_id":"e1","carmy/request_id":"k","carmy/status":"denied","carmy/replayed":true}`,
+		strconvQuote(deniedErr), deniedErr, true)
 	refusal := func(code, extra string) string {
 		return result(`{"carmy/error_code":"`+code+`"}`, `"x"`, `{"error":{"code":"`+code+`","message":"m"`+extra+`}}`, true)
 	}
@@ -203,6 +216,10 @@ func TestClassifyMCP(t *testing.T) {
 		{200, `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"internal error"}}`, KindUnknown, true},
 		{401, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"no token"}}`, KindUnknown, true},
 		{502, `<html>`, KindUnknown, true},
+		{200, awaiting, KindAwaiting, false},
+		{200, strings.Replace(awaiting, `"APPROVAL_PENDING"`, `"TOOL_ERROR"`, 1), KindUnknown, true},
+		{200, strings.Replace(awaiting, `"execution_id":"e1"`, `"execution_id":"e2"`, 1), KindUnknown, true},
+		{200, denied, KindOK, false},
 	} {
 		o := classifyMCP(tc.status, "k", []byte(tc.body))
 		if o.kind != tc.kind || (o.detail != "") != tc.bad {
@@ -215,9 +232,21 @@ func TestClassifyMCP(t *testing.T) {
 	if overMCP.result != overHTTP.result || !overMCP.hasData || overMCP.data != overHTTP.data || !overMCP.replayed || overMCP.stamps != "" {
 		t.Errorf("the same record over MCP %+v and over HTTP %+v", overMCP, overHTTP)
 	}
+	deniedMCP := classifyMCP(200, "k", []byte(denied))
+	deniedHTTP := answerOf(t, 200, http.Header{"Idempotent-Replayed": []string{"true"}},
+		`{"execution_id":"e1","status":"denied","error":{"message":"m","code":"APPROVAL_DENIED"},"replayed":true}`)
+	if deniedMCP.result != deniedHTTP.result || deniedMCP.status != statusDenied {
+		t.Errorf("a denied record over MCP %q and over HTTP %q", deniedMCP.result, deniedHTTP.result)
+	}
 	failedMCP := classifyMCP(200, "k", []byte(timedOut))
 	failedHTTP := answerOf(t, 200, nil, `{"execution_id":"e1","status":"timed_out","error":{"message":"m","code":"TIMEOUT"},"replayed":false}`)
 	if failedMCP.result != failedHTTP.result || failedMCP.hasData {
 		t.Errorf("a timed_out record over MCP %q and over HTTP %q", failedMCP.result, failedHTTP.result)
 	}
+}
+
+// strconvQuote is s as a JSON string.
+func strconvQuote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }

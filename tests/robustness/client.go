@@ -27,7 +27,10 @@ import (
 const (
 	// toolName is the ledger tool of the test image's config.
 	toolName = "ledger_write"
-	// session is the session every call uses (one principal: anonymous).
+	// gatedToolName is the same tool behind an approval gate (approver
+	// "approver", expiring after 15 s).
+	gatedToolName = "ledger_write_gated"
+	// session is the session every call uses (one principal: agent).
 	session = "robustness"
 	// callTimeout is how long a client waits for one answer: the leader
 	// wait (5 s) plus the tool's timeout (2 s) plus slack. No answer by
@@ -64,6 +67,9 @@ type outcome struct {
 type nodeClient struct {
 	hc  *http.Client
 	key string
+	// tokens authenticate the harness: calls and record reads as the
+	// agent, decisions as the approver, administration as the admin.
+	tokens runTokens
 	// rpcID numbers the JSON-RPC requests of /mcp (never an identity).
 	rpcID atomic.Int64
 	// ihc calls the internal endpoints as a node would: mutual TLS under
@@ -73,7 +79,7 @@ type nodeClient struct {
 
 // newNodeClient returns the harness's client; tlsDir holds the cluster CA
 // (carmy-ca.pem) and the harness's certificate (harness.pem and its key).
-func newNodeClient(t testing.TB, key, tlsDir string) *nodeClient {
+func newNodeClient(t testing.TB, key, tlsDir string, tokens runTokens) *nodeClient {
 	t.Helper()
 	cert, err := tls.LoadX509KeyPair(filepath.Join(tlsDir, "harness.pem"), filepath.Join(tlsDir, "harness-key.pem"))
 	if err != nil {
@@ -100,7 +106,7 @@ func newNodeClient(t testing.TB, key, tlsDir string) *nodeClient {
 		},
 	}
 	return &nodeClient{
-		hc: &http.Client{Timeout: callTimeout}, key: key,
+		hc: &http.Client{Timeout: callTimeout}, key: key, tokens: tokens,
 		ihc: &http.Client{Timeout: callTimeout, Transport: &http.Transport{TLSClientConfig: tc}},
 	}
 }
@@ -118,29 +124,51 @@ const (
 // serves.
 var mcpVersions = []string{"2025-11-25", "2026-07-28"}
 
-// callVia sends one tool call over transport ("http", or "mcp/<version>").
-func (c *nodeClient) callVia(ctx context.Context, transport, baseURL, requestID string, args ledgerapi.Args) outcome {
+// callVia sends one call of tool over transport ("http", or
+// "mcp/<version>").
+func (c *nodeClient) callVia(ctx context.Context, transport, baseURL, tool, requestID string, args ledgerapi.Args) outcome {
 	if version, ok := strings.CutPrefix(transport, transportMCP+"/"); ok {
-		return c.callMCP(ctx, baseURL, version, requestID, args)
+		return c.callMCP(ctx, baseURL, version, tool, requestID, args)
 	}
-	return c.call(ctx, baseURL, requestID, args)
+	return c.callTool(ctx, baseURL, tool, requestID, args)
 }
 
 // api returns a client of the node at baseURL that sends each request
 // once (the workload retries by itself, and counts every attempt), through
-// the harness's HTTP client, whose timeout (callTimeout) bounds it.
+// the harness's HTTP client, whose timeout (callTimeout) bounds it, with
+// the agent's token: the workload's calls and the reads of its records.
 func (c *nodeClient) api(baseURL string) (*client.Client, error) {
-	return client.New(baseURL, client.WithHTTPClient(c.hc), client.WithRetry(client.NoRetry))
+	return c.apiAs(baseURL, c.tokens.Agent)
 }
 
-// call sends one tool call to baseURL and classifies the answer. An answer
-// that fits no kind of the contract is KindUnknown with detail set.
+// adminAPI is api with the admin's token: the cluster's administration.
+func (c *nodeClient) adminAPI(baseURL string) (*client.Client, error) {
+	return c.apiAs(baseURL, c.tokens.Admin)
+}
+
+func (c *nodeClient) apiAs(baseURL, token string) (*client.Client, error) {
+	opts := []client.Option{client.WithHTTPClient(c.hc), client.WithRetry(client.NoRetry)}
+	if token != "" {
+		opts = append(opts, client.WithToken(token))
+	}
+	return client.New(baseURL, opts...)
+}
+
+// call sends one call of the ledger tool to baseURL and classifies the
+// answer (callTool).
 func (c *nodeClient) call(ctx context.Context, baseURL, requestID string, args ledgerapi.Args) outcome {
+	return c.callTool(ctx, baseURL, toolName, requestID, args)
+}
+
+// callTool sends one call of tool to baseURL and classifies the answer.
+// An answer that fits no kind of the contract is KindUnknown with detail
+// set.
+func (c *nodeClient) callTool(ctx context.Context, baseURL, tool, requestID string, args ledgerapi.Args) outcome {
 	api, err := c.api(baseURL)
 	if err != nil {
 		return outcome{kind: KindUnknown, detail: err.Error()}
 	}
-	res, err := api.Call(ctx, toolName, args, client.RequestID(requestID), client.Session(session))
+	res, err := api.Call(ctx, tool, args, client.RequestID(requestID), client.Session(session))
 	return classify(res, err)
 }
 
@@ -169,13 +197,20 @@ func classify(res *client.Result, err error) outcome {
 }
 
 // classifyResult classifies a 200 answer: a finished record whose body's
-// "replayed" the Idempotent-Replayed header repeats.
+// "replayed" the Idempotent-Replayed header repeats (denied and expired
+// too, which only a gated call may be answered: workload.record checks
+// that); or a 202 awaiting_approval, KindAwaiting.
 func classifyResult(res *client.Result) outcome {
 	o := outcome{kind: KindUnknown, httpStatus: http.StatusOK}
+	if res.Status == statusAwaiting {
+		// 202: a gated call reserved (or still) awaiting a decision.
+		o.kind, o.executionID, o.status, o.httpStatus = KindAwaiting, res.ExecutionID, statusAwaiting, http.StatusAccepted
+		return o
+	}
 	var body struct {
 		Replayed bool `json:"replayed"`
 	}
-	if json.Unmarshal(res.Raw, &body) != nil || !finalStatuses[string(res.Status)] {
+	if json.Unmarshal(res.Raw, &body) != nil || !answerStatus(string(res.Status)) {
 		o.detail = fmt.Sprintf("malformed 200 answer: %s", res.Raw)
 		return o
 	}
@@ -268,7 +303,7 @@ type mcpAnswer struct {
 // callMCP sends one tool call to baseURL's /mcp as a stateless MCP client
 // of version does (no initialize: docs/mcp.md), with the identity in _meta,
 // and classifies the answer as call does.
-func (c *nodeClient) callMCP(ctx context.Context, baseURL, version, requestID string, args ledgerapi.Args) outcome {
+func (c *nodeClient) callMCP(ctx context.Context, baseURL, version, tool, requestID string, args ledgerapi.Args) outcome {
 	meta := map[string]any{"carmy/request_id": requestID, "carmy/session_id": session}
 	header := http.Header{
 		"Content-Type":         {"application/json"},
@@ -279,11 +314,14 @@ func (c *nodeClient) callMCP(ctx context.Context, baseURL, version, requestID st
 		meta["io.modelcontextprotocol/protocolVersion"] = version
 		meta["io.modelcontextprotocol/clientCapabilities"] = map[string]any{}
 		header["Mcp-Method"] = []string{"tools/call"}
-		header["Mcp-Name"] = []string{toolName}
+		header["Mcp-Name"] = []string{tool}
+	}
+	if c.tokens.Agent != "" {
+		header["Authorization"] = []string{"Bearer " + c.tokens.Agent}
 	}
 	body, _ := json.Marshal(map[string]any{
 		"jsonrpc": "2.0", "id": c.rpcID.Add(1), "method": "tools/call",
-		"params": map[string]any{"name": toolName, "arguments": args, "_meta": meta},
+		"params": map[string]any{"name": tool, "arguments": args, "_meta": meta},
 	})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, baseURL+"/mcp", bytes.NewReader(body))
 	if err != nil {
@@ -307,7 +345,9 @@ func (c *nodeClient) callMCP(ctx context.Context, baseURL, version, requestID st
 // text item, the JSON text of the recorded data; its error the
 // structuredContent's); a refusal (isError with carmy/error_code) is
 // classified by its code and the envelope of docs/errors.md; anything else (a
-// JSON-RPC error, an HTTP error) fits no kind of the contract.
+// JSON-RPC error, an HTTP error) fits no kind of the contract. A gated
+// call awaiting a decision (status awaiting_approval, APPROVAL_PENDING)
+// is KindAwaiting.
 func classifyMCP(status int, requestID string, raw []byte) outcome {
 	o := outcome{kind: KindUnknown, httpStatus: status}
 	var a mcpAnswer
@@ -343,8 +383,20 @@ func classifyMCP(status int, requestID string, raw []byte) outcome {
 		return o
 	}
 	m := r.Meta
+	if m.Status == statusAwaiting {
+		// A gated call awaiting a decision, answered to a client
+		// without tasks: an isError result with APPROVAL_PENDING.
+		var e errorBody
+		if m.ExecutionID == "" || m.RequestID != requestID || !r.IsError || json.Unmarshal(r.Structured, &e) != nil ||
+			e.Error.Code != "APPROVAL_PENDING" || e.Error.ExecutionID != m.ExecutionID {
+			o.detail = fmt.Sprintf("MCP: an awaiting_approval result without APPROVAL_PENDING naming its execution: %s", raw)
+			return o
+		}
+		o.kind, o.executionID, o.status = KindAwaiting, m.ExecutionID, statusAwaiting
+		return o
+	}
 	switch {
-	case m.ExecutionID == "" || !finalStatuses[m.Status] || m.Replayed == nil || m.RequestID != requestID:
+	case m.ExecutionID == "" || !answerStatus(m.Status) || m.Replayed == nil || m.RequestID != requestID:
 		o.detail = fmt.Sprintf("MCP: a result without Carmy's record in _meta: %s", raw)
 		return o
 	case r.IsError != (m.Status != "completed"):
@@ -429,19 +481,20 @@ func (c *nodeClient) internal(ctx context.Context, method, url string, body []by
 	return c.send(ctx, method, strings.Replace(url, "http://", "https://", 1), body, true, out)
 }
 
-// addNode adds n as a voter through the node at baseURL (once; auth is
-// off in --dev).
+// addNode adds n as a voter through the node at baseURL (once, as the
+// admin).
 func (c *nodeClient) addNode(ctx context.Context, baseURL string, n wire.NodeSpec) error {
-	api, err := c.api(baseURL)
+	api, err := c.adminAPI(baseURL)
 	if err == nil {
 		_, err = api.AddNode(ctx, n)
 	}
 	return err
 }
 
-// removeNode removes the member id through the node at baseURL (once).
+// removeNode removes the member id through the node at baseURL (once, as
+// the admin).
 func (c *nodeClient) removeNode(ctx context.Context, baseURL, id string) error {
-	api, err := c.api(baseURL)
+	api, err := c.adminAPI(baseURL)
 	if err == nil {
 		_, err = api.RemoveNode(ctx, id)
 	}

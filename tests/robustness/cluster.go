@@ -20,10 +20,12 @@ import (
 	"github.com/carmyhq/carmy/tests/testutil"
 )
 
-// Node settings of the harness: fast failure detection, and snapshots
-// taken often so that lagging and restarted nodes install them.
+// Node settings of the harness: auth from the test image's config (not
+// --dev, which turns auth off: the approver must be another principal
+// than the caller), fast failure detection, and snapshots taken often so
+// that lagging and restarted nodes install them.
 var nodeArgs = []string{
-	"--dev", "--config", "/etc/carmy.yaml", "--fast-failover",
+	"--config", "/etc/carmy.yaml", "--fast-failover",
 	"--snapshot-threshold", "64", "--snapshot-interval", "3s",
 }
 
@@ -59,12 +61,13 @@ func startCluster(t testing.TB, size int) *testCluster {
 	// The harness holds a certificate too ("harness"): the nodes' internal
 	// endpoints (state digests) answer only over mutual TLS.
 	hostTLS := writeNodeTLS(t, append(slices.Clone(names), "harness"))
+	tokens := newRunTokens(t)
 	network := dockertest.NewNetworkWith(t, fmt.Sprintf("robust%d", size), dockertest.Options{
-		Image: image, Env: []string{"CARMY_TEST_FAULTS=1", "CARMY_GOSSIP_KEY=" + gossipKey(t)},
+		Image: image, Env: append([]string{"CARMY_TEST_FAULTS=1", "CARMY_GOSSIP_KEY=" + gossipKey(t)}, tokens.env()...),
 		Mounts:         []string{hostTLS + ":" + tlsDir + ":ro"},
 		DataTmpfsBytes: dataTmpfsBytes,
 	})
-	c := &testCluster{t: t, net: network, nc: newNodeClient(t, network.ClusterKey(), hostTLS)}
+	c := &testCluster{t: t, net: network, nc: newNodeClient(t, network.ClusterKey(), hostTLS, tokens)}
 	ledger, err := network.StartHelper("ledger", "/ledger", ledgerPort, "--addr", fmt.Sprintf(":%d", ledgerPort))
 	if err != nil {
 		t.Fatalf("starting the ledger: %v", err)
@@ -88,7 +91,7 @@ func startCluster(t testing.TB, size int) *testCluster {
 }
 
 // launchArgs are node name's arguments. When the cluster is first
-// formed, n1 bootstraps; every other node, and any node started again with
+// formed, n1 bootstraps (--bootstrap, which a restart repeats harmlessly); every other node, and any node started again with
 // an empty data dir, joins the others (--join is used only while the data
 // dir is empty; a wiped n1 that bootstrapped again would found a second
 // cluster).
@@ -97,7 +100,7 @@ func (c *testCluster) launchArgs(name string, initial bool) []string {
 	args = append(args, "--node-tls-ca", tlsDir+"/carmy-ca.pem",
 		"--node-tls-cert", tlsDir+"/"+name+".pem", "--node-tls-key", tlsDir+"/"+name+"-key.pem")
 	if initial && name == c.names[0] {
-		return args
+		return append(args, "--bootstrap")
 	}
 	var join []string
 	for _, other := range c.names {
@@ -163,6 +166,9 @@ func (c *testCluster) agreed(names []string, want testutil.Agreement) (string, e
 	if err != nil {
 		return "", err
 	}
+	for i := range probes {
+		probes[i].Token = c.nc.tokens.Admin // GET /v1/cluster is the admin's
+	}
 	return testutil.AgreedLeader(probes, want)
 }
 
@@ -174,7 +180,7 @@ func (c *testCluster) leader() string {
 	votes := map[string]int{}
 	for _, url := range c.urls() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		st, err := testutil.FetchClusterStatus(ctx, url)
+		st, err := c.nc.status(ctx, url)
 		cancel()
 		if err == nil && st.LeaderID() != "" {
 			votes[st.LeaderID()]++
@@ -206,7 +212,7 @@ func (c *testCluster) describe() string {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		st, err := testutil.FetchClusterStatus(ctx, n.URL())
+		st, err := c.nc.status(ctx, n.URL())
 		cancel()
 		if err != nil {
 			fmt.Fprintf(&b, "%s: %v\n", name, err)

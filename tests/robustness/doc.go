@@ -32,6 +32,24 @@
 // the tool body is recorded there, outside the cluster, before the tool
 // answers.
 //
+// Approval gates (approver.go, checks_gated.go): the nodes run with auth
+// on (the test image's config, deploy/docker/test/carmy.yaml, reads the
+// tokens of the principals agent and approver and of the admin from the
+// environment; each run makes fresh ones). The agents call as agent, the
+// harness reads their records as agent and administers the cluster (GET
+// /v1/cluster, membership) as the admin. 10 % of new identities call
+// ledger_write_gated, the ledger tool behind a gate (approvers
+// [approver], expiring after 15 s); the agent polls such an identity
+// while it is answered awaiting_approval (202, or APPROVAL_PENDING over
+// MCP), without using up its attempts. The approver, a client of its
+// own, reads the approval queue (GET /v1/executions?approvals=true) on a
+// random node every 300 ms; up to 2 s after it learns of an execution it
+// approves it (82 %), denies it (10 %) or leaves it to expire (8 %), on a
+// random node, through the faults, sending a decision again after no
+// answer or 503 until it is answered (409 INVALID_STATE: decided
+// already; an approval may also be answered EXECUTION_UNCERTAIN, its
+// run's answer lost). Once the faults healed it decides what is left.
+//
 // Nemesis: one fault at a time, every kind once in a random order per
 // seed, then again: kill (SIGKILL) and restart the leader, a follower, or
 // every node at once; pause and resume the leader or a follower (cgroup
@@ -56,24 +74,36 @@
 //     against the model of model.go with porcupine; unanswered calls and
 //     UNAVAILABLE answers may or may not have reserved (UNAVAILABLE ones
 //     never run the tool). Failures are drawn as HTML visualisations;
-//   - at most once: no identity has two ledger entries;
+//   - at most once: no identity has two ledger entries, gated or not;
+//   - gates (the model has none: gated identities are left out of its
+//     history): a gated identity denied or expired has no ledger entry;
+//     one completed has exactly one, of the execution its record names;
+//     a decision answered with the record left it so (a final status is
+//     the identity's final record; an approval's running or interrupted
+//     execution is never denied or expired after); every decision sent
+//     was answered; an approval answered completed is held against the
+//     ledger as a completed answer is;
 //   - every completed answer has exactly one ledger entry, of the same
 //     execution, with the same data; every 200 answer of an identity names
 //     the same execution and carries the same result (timestamps included);
 //   - every execution on the ledger is the one its identity's record names;
-//   - no record is still running or interrupted 60 s after the faults
-//     healed: the tool has a reconcile probe (GET /by-key/{key} on the
-//     ledger), so the leader settles every interrupted execution;
+//   - no record is still running, interrupted or awaiting approval 60 s
+//     after the faults healed: the tool has a reconcile probe (GET
+//     /by-key/{key} on the ledger), so the leader settles every
+//     interrupted execution, and a gate left undecided expires after 15 s;
 //   - every probe resolution agrees with the ledger (probes.go): resolved
 //     completed means exactly one entry, of that execution, with its data;
 //     released (a 404) means that execution never appears on the ledger;
 //   - every node reaches the same applied index and state-machine hash
 //     (GET /internal/v1/state).
 //
-// A report per run gives the operations by outcome, the faults by kind,
-// the uncertain answers, the reconcile probes and what they resolved, the
-// seconds in which no call got a settled answer, and the anomalies, which
-// must be none.
+// A report per run gives the operations by outcome (awaiting: a gated
+// call's 202), the faults by kind, the uncertain answers, the reconcile
+// probes and what they resolved, the gates (calls and identities, the
+// executions the approver learned of and what became of its decisions,
+// the gated identities by final status and how many ran), the seconds in
+// which no call got a settled answer (an awaiting answer is settled), and
+// the anomalies, which must be none.
 //
 // A fleet on PostgreSQL (docs/operations.md#a-fleet-on-postgresql; TestRobustnessPostgres, fleet.go,
 // nemesis_fleet.go): the same workload, ledger and checks against one

@@ -67,7 +67,7 @@ func (c *testCluster) removeMember(target string, wipe bool) (testutil.ClusterMe
 	var member testutil.ClusterMember
 	// Repeat until the member is gone from the configuration.
 	err := c.retry(ctx, target, func(url string) error {
-		st, err := testutil.FetchClusterStatus(ctx, url)
+		st, err := c.nc.status(ctx, url)
 		if err != nil {
 			return err
 		}

@@ -141,7 +141,7 @@ func (tm *terminator) close() {
 // addresses, cluster key).
 func fleetArgs() []string {
 	return []string{
-		"--dev", "--config", "/etc/carmy.yaml",
+		"--config", "/etc/carmy.yaml",
 		"--store", fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable", pgUser, dbName, pgPort, pgDatabase),
 		"--store-password-file", tlsDir + "/" + pgPasswordFile,
 		"--store-lease", fleetLease.String(),
@@ -167,10 +167,11 @@ func startFleet(t testing.TB, size int) *testCluster {
 		t.Fatal(err)
 	}
 	mount := secrets + ":" + tlsDir + ":ro"
+	tokens := newRunTokens(t)
 	network := dockertest.NewNetworkWith(t, fmt.Sprintf("robustpg%d", size), dockertest.Options{
-		Image: image, Mounts: []string{mount},
+		Image: image, Mounts: []string{mount}, Env: tokens.env(),
 	})
-	c := &testCluster{t: t, net: network, nc: newNodeClient(t, network.ClusterKey(), secrets), names: names}
+	c := &testCluster{t: t, net: network, nc: newNodeClient(t, network.ClusterKey(), secrets, tokens), names: names}
 	db, err := network.StartService(dbName, dockertest.ServiceOptions{
 		Image: pgImage, Port: pgPort, Mounts: []string{mount},
 		Env:   []string{"POSTGRES_USER=" + pgUser, "POSTGRES_DB=" + pgDatabase, "POSTGRES_PASSWORD_FILE=" + tlsDir + "/" + pgPasswordFile},
@@ -238,7 +239,7 @@ func (c *testCluster) fleetWhole(ctx context.Context) error {
 		err := testutil.CheckReady(cctx, n.URL())
 		var st testutil.ClusterStatus
 		if err == nil {
-			st, err = testutil.FetchClusterStatus(cctx, n.URL())
+			st, err = c.nc.status(cctx, n.URL())
 		}
 		cancel()
 		if err != nil {
@@ -333,7 +334,7 @@ func (c *testCluster) allSee(names []string, fn func(testutil.ClusterStatus) err
 			return fmt.Errorf("%s: no published port", name)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		st, err := testutil.FetchClusterStatus(ctx, n.URL())
+		st, err := c.nc.status(ctx, n.URL())
 		cancel()
 		if err == nil {
 			err = fn(st)
@@ -362,7 +363,7 @@ func (c *testCluster) describeFleet() string {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		ready := testutil.CheckReady(ctx, n.URL())
-		st, err := testutil.FetchClusterStatus(ctx, n.URL())
+		st, err := c.nc.status(ctx, n.URL())
 		cancel()
 		if err != nil {
 			fmt.Fprintf(&b, "%s: ready %v; %v\n", name, ready, err)

@@ -11,6 +11,7 @@ const (
 	KindUncertain               // 409 EXECUTION_UNCERTAIN (status running or interrupted)
 	KindUnavailable             // 503 UNAVAILABLE: the node says the tool did not run (fail closed); a reservation may still have been committed and is then released later (or marked interrupted if its node died)
 	KindUnknown                 // no answer, client timeout, connection error, any other 5xx: may or may not have happened, tool may or may not have run
+	KindAwaiting                // a gated call's 202 (or MCP's APPROVAL_PENDING): reserved, awaiting a decision; the tool has not run
 )
 
 // String names the kind for descriptions and errors.
@@ -26,6 +27,8 @@ func (k Kind) String() string {
 		return "unavailable"
 	case KindUnknown:
 		return "unknown"
+	case KindAwaiting:
+		return "awaiting"
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
@@ -45,6 +48,7 @@ type Op struct {
 	Stamps      string // OK over HTTP only: the record's started_at|finished_at (an MCP answer carries none)
 	Node        string // which node answered (for descriptions)
 	Transport   string // "http", or "mcp/<protocol version>"
+	Gated       bool   // a call of the gated tool (checkGated, not the model, checks its identity)
 }
 
 // Record statuses of the contract (docs/api.md#concepts).
@@ -54,6 +58,22 @@ const (
 )
 
 var finalStatuses = map[string]bool{"completed": true, "failed": true, "timed_out": true, "cancelled": true}
+
+// Statuses of approval gates (docs/policy.md#approval-gates): a gated
+// call reserved awaiting a decision, and the final statuses of one that
+// never ran (replayed like the others).
+const (
+	statusAwaiting = "awaiting_approval"
+	statusDenied   = "denied"
+	statusExpired  = "expired"
+)
+
+// gateStatuses are the final statuses only a gated call may be answered.
+var gateStatuses = map[string]bool{statusDenied: true, statusExpired: true}
+
+// answerStatus reports whether status may be a 200 answer's: a final
+// status, the model's or a gate's.
+func answerStatus(status string) bool { return finalStatuses[status] || gateStatuses[status] }
 
 // validate reports an op the model cannot interpret: an unknown kind, a
 // status that does not fit the kind, or an answer that came before its call.

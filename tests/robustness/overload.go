@@ -72,7 +72,8 @@ func (nm *nemesis) injectLargeResults(target string) (heal func() error, targets
 		return nil, []string{target}, fmt.Errorf("%s is not running", target)
 	}
 	// Each call is sent once, and may take largeCallTimeout.
-	api, err := client.New(n.URL(), client.WithHTTPClient(&http.Client{Timeout: largeCallTimeout}), client.WithRetry(client.NoRetry))
+	api, err := client.New(n.URL(), client.WithHTTPClient(&http.Client{Timeout: largeCallTimeout}), client.WithRetry(client.NoRetry),
+		client.WithToken(nm.c.nc.tokens.Agent))
 	if err != nil {
 		// The node has no published port (it is being restarted): every
 		// call would fail to connect, which is not an answer of load.

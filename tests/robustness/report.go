@@ -23,6 +23,7 @@ type report struct {
 	Executions     int // ledger entries
 	Resent         int // of them: a request of an execution the ledger had cut before (Args.Lose), delivered again
 	Probes         probeStats
+	Gates          gateStats // the gated calls and the approver's decisions
 	Faults         []faultEvent
 	UnavailableSec int
 	Digest         digest
@@ -33,14 +34,14 @@ type report struct {
 }
 
 // unavailableSeconds counts the whole seconds of the run in which calls
-// were made and none got a settled answer (a result, a conflict or an
-// uncertain report).
+// were made and none got a settled answer (a result, a conflict, an
+// uncertain report or a gated call's awaiting_approval).
 func unavailableSeconds(ops []Op) int {
 	tried, answered := map[int64]bool{}, map[int64]bool{}
 	for _, op := range ops {
 		s := op.Call / int64(time.Second)
 		tried[s] = true
-		if op.Kind == KindOK || op.Kind == KindConflict || op.Kind == KindUncertain {
+		if op.Kind == KindOK || op.Kind == KindConflict || op.Kind == KindUncertain || op.Kind == KindAwaiting {
 			answered[s] = true
 		}
 	}
@@ -58,7 +59,7 @@ func (r report) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "robustness run (%s): %d nodes, %d clients, seed %d, %s of workload\n", r.Store, r.Nodes, r.Clients, r.Seed, r.Duration.Round(time.Second))
 	fmt.Fprintf(&b, "  operations      %d on %d identities; tool executions (ledger) %d, %d of them a cut request delivered again\n", r.Ops, r.Identities, r.Executions, r.Resent)
-	for _, k := range []Kind{KindOK, KindConflict, KindUncertain, KindUnavailable, KindUnknown} {
+	for _, k := range []Kind{KindOK, KindConflict, KindUncertain, KindUnavailable, KindUnknown, KindAwaiting} {
 		fmt.Fprintf(&b, "    %-12s %d\n", k, r.ByKind[k])
 	}
 	b.WriteString("  by transport   ")
@@ -71,6 +72,14 @@ func (r report) String() string {
 	p := r.Probes
 	fmt.Fprintf(&b, "  reconcile probes %d, about %d interrupted executions: resolved by probe %d completed, %d released (%d run again by a retry)\n",
 		p.Asked, p.Executions, p.Completed, p.Released, p.RanAgain)
+	g := r.Gates
+	fmt.Fprintf(&b, "  approval gates: %d calls on %d gated identities, %d answered awaiting; approver learned of %d: approved %d (%d of them answered EXECUTION_UNCERTAIN), denied %d, left to expire %d, decided already %d, gone %d, %d decisions sent again\n",
+		g.Calls, g.Identities, g.Awaiting, g.Learned, g.Approved, g.Uncertain, g.Denied, g.Ignored, g.Already, g.Gone, g.Retried)
+	b.WriteString("    gated identities by final status:")
+	for _, s := range slices.Sorted(maps.Keys(g.Final)) {
+		fmt.Fprintf(&b, " %s=%d", s, g.Final[s])
+	}
+	fmt.Fprintf(&b, "; ran on the ledger %d\n", g.Ran)
 	fmt.Fprintf(&b, "  unavailable seconds %d\n", r.UnavailableSec)
 	byKind := map[string]int{}
 	for _, f := range r.Faults {

@@ -22,7 +22,8 @@ type runConfig struct {
 }
 
 // run starts a cluster (or a fleet on PostgreSQL), drives the workload
-// against it while the nemesis injects faults, heals everything, checks
+// against it while the nemesis injects faults and the approver decides
+// the gated calls, heals everything, checks
 // the history, the ledger and the replicas (a Raft cluster's), and
 // returns the report. It fails t on harness errors (the
 // cluster does not form, the ledger cannot be read); anomalies are in the
@@ -37,16 +38,22 @@ func run(t *testing.T, cfg runConfig) report {
 	w := newWorkload(cfg.Seed, c.nc, c)
 	nm := newNemesis(c, cfg.Seed, w.start)
 	nm.hold = cfg.Hold
+	ap := newApprover(cfg.Seed, c.nc, c)
 
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Duration)
 	defer cancel()
-	nemesisDone := make(chan struct{})
+	nemesisDone, approverDone := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(nemesisDone)
 		nm.run(ctx)
 	}()
+	go func() {
+		defer close(approverDone)
+		ap.run(ctx)
+	}()
 	w.run(ctx, cfg.Clients)
 	<-nemesisDone
+	<-approverDone
 
 	r := report{Store: cmp.Or(cfg.Store, storeRaft), Nodes: cfg.Nodes, Clients: cfg.Clients, Seed: cfg.Seed, Duration: cfg.Duration, ByKind: map[Kind]int{}, ByTransport: map[string]int{}}
 	ops, anomalies := w.history()
@@ -65,6 +72,11 @@ func run(t *testing.T, cfg runConfig) report {
 	check := context.Background()
 	if _, err := c.waitHealthy(check, recoverTimeout); err != nil {
 		r.Anomalies = append(r.Anomalies, fmt.Sprintf("not healthy after the run: %v\n%s", err, c.describe()))
+	}
+	// The approver decides what it has not yet: the gates it leaves
+	// undecided expire, which settle waits for.
+	if err := ap.drain(approverDrain); err != nil {
+		r.Anomalies = append(r.Anomalies, err.Error())
 	}
 	keys := map[string]bool{}
 	r.Uncertain = map[string]int{}
@@ -116,7 +128,14 @@ func run(t *testing.T, cfg runConfig) report {
 	w.mu.Lock()
 	done := append([]completedAnswer(nil), w.done...)
 	w.mu.Unlock()
-	r.Anomalies = append(r.Anomalies, checkLedger(entries, done, final)...)
+	decisions, _ := ap.results()
+	var (
+		approved      []completedAnswer
+		gateAnomalies []string
+	)
+	r.Gates, approved, gateAnomalies = checkGated(ops, decisions, final, entries)
+	r.Anomalies = append(r.Anomalies, gateAnomalies...)
+	r.Anomalies = append(r.Anomalies, checkLedger(entries, append(done, approved...), final)...)
 	probes, err := c.ledgerProbes(check)
 	if err != nil {
 		t.Fatal(err)
@@ -131,7 +150,8 @@ func run(t *testing.T, cfg runConfig) report {
 		name = "postgres-" + name
 	}
 	dir := filepath.Join(cfg.OutDir, name)
-	v, err := CheckHistory(ops, dir, 2*time.Minute)
+	// The model has no gate: the gated identities are checkGated's.
+	v, err := CheckHistory(ungated(ops), dir, 2*time.Minute)
 	switch {
 	case err != nil:
 		r.Anomalies = append(r.Anomalies, "checking the history: "+err.Error())
@@ -150,4 +170,15 @@ func run(t *testing.T, cfg runConfig) report {
 	}
 	r.MaxShown = 30
 	return r
+}
+
+// ungated returns the ops of ungated identities.
+func ungated(ops []Op) []Op {
+	var out []Op
+	for _, op := range ops {
+		if !op.Gated {
+			out = append(out, op)
+		}
+	}
+	return out
 }

@@ -19,6 +19,7 @@ const (
 	pctSlow      = 3  // the tool outlives its 2 s timeout (a timed_out record)
 	pctLose      = 2  // the ledger cuts the first request of the identity unrecorded (interrupted, then released by the probe)
 	pctMCP       = 33 // a call goes through /mcp instead of POST /v1/tools/call
+	pctGated     = 10 // a new identity calls the gated tool (its revisits too): the approver decides it
 	maxAttempts  = 8  // an agent gives up on an identity after this many calls
 )
 
@@ -53,10 +54,11 @@ type completedAnswer struct {
 	hasData                bool
 }
 
-// issued is an identity and the arguments it was first called with.
+// issued is an identity, its tool and the arguments it was first called
+// with.
 type issued struct {
-	key  string
-	args ledgerapi.Args
+	key, tool string
+	args      ledgerapi.Args
 }
 
 func newWorkload(seed uint64, nc *nodeClient, nodes endpoints) *workload {
@@ -83,22 +85,22 @@ func (w *workload) run(ctx context.Context, clients int) {
 func (w *workload) client(ctx context.Context, id int) {
 	rng := rand.New(rand.NewPCG(w.seed, uint64(id)+1))
 	for n := 0; ctx.Err() == nil; n++ {
-		key, args := w.pick(rng, id, n)
+		key, tool, args := w.pick(rng, id, n)
 		if rng.IntN(100) < pctDuplicate {
 			var wg sync.WaitGroup
 			for k := range 2 {
 				sub := rand.New(rand.NewPCG(rng.Uint64(), uint64(k)))
-				wg.Go(func() { w.agent(ctx, sub, id*10+k+1, key, args) })
+				wg.Go(func() { w.agent(ctx, sub, id*10+k+1, key, tool, args) })
 			}
 			wg.Wait()
 			continue
 		}
-		w.agent(ctx, rng, id*10, key, args)
+		w.agent(ctx, rng, id*10, key, tool, args)
 	}
 }
 
-// pick chooses the identity and arguments of the next call.
-func (w *workload) pick(rng *rand.Rand, id, n int) (string, ledgerapi.Args) {
+// pick chooses the identity, tool and arguments of the next call.
+func (w *workload) pick(rng *rand.Rand, id, n int) (key, tool string, args ledgerapi.Args) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if len(w.issued) > 0 && rng.IntN(100) < pctRevisit {
@@ -109,25 +111,31 @@ func (w *workload) pick(rng *rand.Rand, id, n int) (string, ledgerapi.Args) {
 		if rng.IntN(100) < pctConflict {
 			args.Value += "-other"
 		}
-		return prev.key, args
+		return prev.key, prev.tool, args
 	}
-	args := ledgerapi.Args{Value: fmt.Sprintf("v%d", w.nextID.Add(1)), DelayMS: rng.IntN(150)}
+	args = ledgerapi.Args{Value: fmt.Sprintf("v%d", w.nextID.Add(1)), DelayMS: rng.IntN(150)}
 	if rng.IntN(100) < pctSlow {
 		args.DelayMS = 2500
 	}
 	args.Lose = rng.IntN(100) < pctLose
-	key := fmt.Sprintf("s%d-c%d-%d", w.seed, id, n)
-	w.issued = append(w.issued, issued{key: key, args: args})
-	return key, args
+	key, tool = fmt.Sprintf("s%d-c%d-%d", w.seed, id, n), toolName
+	if rng.IntN(100) < pctGated {
+		key, tool = fmt.Sprintf("s%d-c%d-%d-gated", w.seed, id, n), gatedToolName
+	}
+	w.issued = append(w.issued, issued{key: key, tool: tool, args: args})
+	return key, tool, args
 }
 
 // agent calls the identity until the answer settles it (a result or a
 // conflict), attempts run out or ctx ends. Unknown and unavailable
 // outcomes and running and interrupted executions are retried after a
 // backoff: the tool's reconcile probe settles an interrupted one (a replay
-// of the result it found, or released and run by the retry).
-func (w *workload) agent(ctx context.Context, rng *rand.Rand, client int, key string, args ledgerapi.Args) {
+// of the result it found, or released and run by the retry). A gated call
+// awaiting a decision is asked again, as an agent polls, until the
+// decision's outcome comes or ctx ends; those answers use up no attempt.
+func (w *workload) agent(ctx context.Context, rng *rand.Rand, client int, key, tool string, args ledgerapi.Args) {
 	fp := fmt.Sprintf("%s/%d/%v", args.Value, args.DelayMS, args.Lose)
+	gated := tool == gatedToolName
 	backoff := 100 * time.Millisecond
 	for attempt := 0; attempt < maxAttempts && ctx.Err() == nil; attempt++ {
 		node, url := w.pickNode(rng)
@@ -141,15 +149,18 @@ func (w *workload) agent(ctx context.Context, rng *rand.Rand, client int, key st
 		call := w.now()
 		// The call is not bound to ctx: a call in flight when the run
 		// ends gets its answer (or its client timeout).
-		o := w.nc.callVia(context.Background(), transport, url, key, args)
+		o := w.nc.callVia(context.Background(), transport, url, tool, key, args)
 		ret := w.now()
 		w.record(Op{
 			Client: client, Key: key, Fingerprint: fp, Call: call, Return: ret, Kind: o.kind,
 			ExecutionID: o.executionID, Status: o.status, Replayed: o.replayed, Result: o.result, Stamps: o.stamps,
-			Node: node, Transport: transport,
+			Node: node, Transport: transport, Gated: gated,
 		}, o)
 		if o.kind == KindOK || o.kind == KindConflict {
 			return
+		}
+		if o.kind == KindAwaiting {
+			attempt-- // polling for the decision, not a failed attempt
 		}
 		if !sleep(ctx, backoff+time.Duration(rng.Int64N(int64(backoff)))) {
 			return
@@ -176,6 +187,10 @@ func (w *workload) record(op Op, o outcome) {
 	if o.detail != "" {
 		w.anomaly = append(w.anomaly, fmt.Sprintf("%s on %s (%s): %s", op.Key, op.Node, op.Transport, o.detail))
 	}
+	if !op.Gated && (o.kind == KindAwaiting || o.kind == KindOK && gateStatuses[o.status]) {
+		w.anomaly = append(w.anomaly, fmt.Sprintf("%s on %s (%s): a call of the ungated tool answered %s %s (execution %s)",
+			op.Key, op.Node, op.Transport, o.kind, o.status, o.executionID))
+	}
 	if o.kind == KindOK && o.status == "completed" {
 		w.done = append(w.done, completedAnswer{key: op.Key, executionID: o.executionID, node: op.Node, data: o.data, hasData: o.hasData})
 	}
@@ -186,8 +201,11 @@ func (w *workload) record(op Op, o outcome) {
 }
 
 // pickNode returns a random node that can be called now.
-func (w *workload) pickNode(rng *rand.Rand) (name, url string) {
-	urls := w.nodes.urls()
+func (w *workload) pickNode(rng *rand.Rand) (name, url string) { return pickNodeOf(w.nodes, rng) }
+
+// pickNodeOf returns a random node of nodes that can be called now.
+func pickNodeOf(nodes endpoints, rng *rand.Rand) (name, url string) {
+	urls := nodes.urls()
 	if len(urls) == 0 {
 		return "", ""
 	}
