@@ -10,7 +10,8 @@ import (
 )
 
 // The fleet's audit ledger (ledger.go): every node appends the entries of
-// its decisions in their transactions, serves the ledger from the
+// its decisions in their transactions, unchained, and its Store chains
+// what every node committed (ledger_chain.go), serves the ledger from the
 // database (AuditHead, AuditExport: every node answers alike), and keeps
 // it up: each node, every minute, prunes the entries past
 // FleetConfig.AuditRetention and, with FleetConfig.AuditSigningKey, signs
