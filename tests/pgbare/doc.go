@@ -13,7 +13,7 @@
 // ceiling runs it beside three `carmy serve` nodes on the same database,
 // interleaved with `carmy bench --mode new`, and prints the ratio.
 //
-//	go run ./internal/bench/pgbare -dsn 'postgres://…' -pools 3 -clients 64 -duration 10s
+//	go run ./tests/pgbare -dsn 'postgres://…' -pools 3 -clients 64 -duration 10s
 //
 // It is a measuring tool, not part of carmy: it stops by itself after
 // -warmup plus -duration, and on SIGINT or SIGTERM.
