@@ -8,12 +8,8 @@ import (
 )
 
 // The harness's principals (deploy/docker/test/carmy.yaml): the workload
-// calls as agentPrincipal, the approver decides the gated calls as
-// approverPrincipal, and the harness administers the cluster as the admin.
-const (
-	agentPrincipal    = "agent"
-	approverPrincipal = "approver"
-)
+// calls as "agent", the approver decides the gated calls as "approver",
+// and the harness administers the cluster as the admin.
 
 // Variables the test image's config reads the tokens from.
 const (
