@@ -177,6 +177,38 @@ auth:
 		}
 	})
 
+	// docs/mcp.md#approval-gates-and-tasks, against the built binary: a
+	// task client's gated call is input_required on every node until bob
+	// approves over HTTP on another node; then the task completes and
+	// tasks/result gives the tool's result; one run.
+	t.Run("a task client polls input_required", func(t *testing.T) {
+		call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"pay","arguments":{"amount":5},"task":{},"_meta":{"carmy/request_id":"task-1"}}}`
+		tk := apTaskOf(t, "the task call on n2", apMCP(t, node("n2"), call))
+		id, _ := tk["taskId"].(string)
+		if tk["status"] != "input_required" || !strings.HasPrefix(id, "exec_") {
+			t.Fatalf("the gated task call: %v, want an input_required task", tk)
+		}
+		get := `{"jsonrpc":"2.0","id":2,"method":"tasks/get","params":{"taskId":"` + id + `"}}`
+		for _, n := range []string{"n1", "n3"} {
+			if r := apResultOf(t, "tasks/get on "+n, apMCP(t, node(n), get)); r["status"] != "input_required" {
+				t.Fatalf("tasks/get on %s while awaiting: %v", n, r)
+			}
+		}
+		if d := apMust(t, http.MethodPost, node("n1").URL+"/v1/executions/"+id+"/approve", apBob, ""); d.Code != http.StatusOK || d.V.Status != "completed" {
+			t.Fatalf("bob approves on n1: %s", d)
+		}
+		if r := apResultOf(t, "tasks/get on n2", apMCP(t, node("n2"), get)); r["status"] != "completed" {
+			t.Fatalf("tasks/get after the approval: %v", r)
+		}
+		res := apResultOf(t, "tasks/result on n3", apMCP(t, node("n3"), `{"jsonrpc":"2.0","id":3,"method":"tasks/result","params":{"taskId":"`+id+`"}}`))
+		if res["isError"] == true || res["structuredContent"] == nil {
+			t.Fatalf("tasks/result after the approval: %v", res)
+		}
+		if got := pay.runsOf("task-1"); got != 1 {
+			t.Fatalf("the tool ran %d times, want once", got)
+		}
+	})
+
 	t.Run("denial and expiry replayed everywhere", func(t *testing.T) {
 		a := apCall(t, node("n2"), "pay", "deny-1")
 		apAwaiting(t, "the gated call", a, nil)

@@ -258,3 +258,51 @@ func apAppliedIndex(t *testing.T, n *testutil.Node) uint64 {
 	}
 	return *v.AppliedIndex
 }
+
+// apMCP posts one JSON-RPC message to n's /mcp as alice at 2025-11-25
+// and returns the decoded answer.
+func apMCP(t *testing.T, n *testutil.Node, body string) map[string]any {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, n.URL+"/mcp", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	req.Header.Set("Authorization", "Bearer "+apAlice)
+	resp, err := apHTTP.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatalf("POST /mcp on %s: %d, not JSON: %q", n.URL, resp.StatusCode, raw)
+	}
+	return out
+}
+
+// apResultOf returns a JSON-RPC answer's result, failing on anything else.
+func apResultOf(t *testing.T, what string, msg map[string]any) map[string]any {
+	t.Helper()
+	r, ok := msg["result"].(map[string]any)
+	if !ok {
+		t.Fatalf("%s: %v, want a result", what, msg)
+	}
+	return r
+}
+
+// apTaskOf returns the task of a tools/call answered with one.
+func apTaskOf(t *testing.T, what string, msg map[string]any) map[string]any {
+	t.Helper()
+	tk, ok := apResultOf(t, what, msg)["task"].(map[string]any)
+	if !ok {
+		t.Fatalf("%s: %v, want a task", what, msg)
+	}
+	return tk
+}
