@@ -191,6 +191,11 @@ tools:
 		p.waitFor("Escape to close the dialog", `!document.querySelector('#confirm-dialog').open`)
 
 		// bob denies pay-raced while the admin's approval is being confirmed (409).
+		// The page's refresh is paused meanwhile: a refresh that saw bob's
+		// denial first would take the card (and its dialog) away before the
+		// admin's click, which is not the race under test.
+		p.click("pause the refresh", "#refresh-toggle")
+		p.waitText("#refresh-toggle", "Resume refresh")
 		p.click("approve pay-raced", `[data-key="approve-`+raced+`"]`)
 		p.waitFor("the confirmation", `document.querySelector('#confirm-dialog').open`)
 		if status, out := apiJSON(t, http.MethodPost, n.URL+"/v1/executions/"+raced+"/deny", bob, `{"reason":"bob was first"}`); status != http.StatusOK {
@@ -201,6 +206,7 @@ tools:
 		p.waitText("#confirm-error", "it is now denied")
 		p.shot("refused-decided")
 		p.do("escape", chromedp.KeyEvent(kb.Escape))
+		p.click("resume the refresh", "#refresh-toggle")
 		p.waitFor("pay-raced to leave the queue", fmt.Sprintf(`!document.querySelector(%q)`, row(raced)))
 		if got := upstream.requests.Load(); got != 1 {
 			t.Errorf("the upstream was called %d times, want 1", got)
