@@ -21,10 +21,10 @@ import (
 // A round is one Raft log entry, a batch (fsm.EncodeBatch) of all of its
 // commands in order, unless it is over maxEntryBytes or
 // fsm.MaxBatchCommands, when it takes several. So the costs Raft pays per
-// entry (a BoltDB key, a msgpack frame, a follower append, an apply
+// entry (a log record, a msgpack frame, a follower append, an apply
 // dispatch) are paid once per round, not once per command, on every node.
-// Raft writes what it takes from its queue at once with one BoltDB
-// transaction (two fsyncs) on every node, and sends it with one
+// Raft writes what it takes from its queue at once, one append to the
+// log's WAL (one fdatasync, package raftlog) on every node, and sends it with one
 // AppendEntries per follower. A command waits at most for the round in
 // flight (docs/performance.md).
 type proposer struct {
