@@ -99,6 +99,8 @@ type EgressConfig struct {
 	Allow []string `yaml:"allow"`
 }
 
+// ToolConfig is an entry of tools: an HTTP tool (only HTTP tools can be
+// declared in the file), its schema, timeout, dedupe window and policy.
 type ToolConfig struct {
 	Name             string `yaml:"name"`
 	Description      string `yaml:"description"`
@@ -125,6 +127,8 @@ type ReconcileConfig struct {
 	GiveUpAfter string `yaml:"give_up_after"`
 }
 
+// HTTPConfig is a tool's http section: the upstream it calls (${VAR}
+// expanded in url and headers) and where it may connect.
 type HTTPConfig struct {
 	URL     string            `yaml:"url"`
 	Method  string            `yaml:"method"`
@@ -180,6 +184,9 @@ type MCPServerConfig struct {
 	ReconcileGiveUpAfter string `yaml:"reconcile_give_up_after"`
 }
 
+// AuthConfig is the auth section: the tokens and their principals, the
+// admin and metrics tokens, an OAuth issuer. Tokens are named by the
+// variable that holds them or by their SHA-256, never written here.
 type AuthConfig struct {
 	Tokens        []TokenConfig `yaml:"tokens"`
 	AdminTokenEnv string        `yaml:"admin_token_env"`
@@ -225,6 +232,8 @@ func (o *OAuthConfig) config() (*oauth.Config, error) {
 	return c, c.Validate()
 }
 
+// TokenConfig is an entry of auth.tokens: a principal, its token, the
+// tools it may call (none listed: every one) and its own quotas.
 type TokenConfig struct {
 	Principal string `yaml:"principal"`
 	// TokenEnv names the variable holding the token; or TokenSHA256 gives
@@ -241,6 +250,7 @@ type TokenConfig struct {
 	MaxBytes int64 `yaml:"max_bytes"`
 }
 
+// LimitsConfig is the limits section (0: the default each key names).
 type LimitsConfig struct {
 	// BodyBytes bounds a request body (default 1 MiB).
 	BodyBytes int64 `yaml:"body_bytes"`

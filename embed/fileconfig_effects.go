@@ -97,7 +97,7 @@ func (ec EffectsConfig) parse() (engine.Effects, error) {
 // MCPToolsConfig is an MCP server's tools key: either a list of the
 // upstream tools served, or a map from each tool served to its settings
 // (effects, retry_uncertain; an empty or null value sets none). Nil
-// serves every tool.
+// serves every tool. It is read from the file (UnmarshalYAML) only.
 type MCPToolsConfig struct {
 	names    []string
 	settings map[string]EffectsConfig

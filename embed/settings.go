@@ -25,10 +25,10 @@ import (
 type Settings struct {
 	// File is the config file's model (LoadConfig); nil is an empty file.
 	File *FileConfig
-	// NodeID is the node's id (carmy.WithNodeID): its records', its Raft
-	// member's, its fleet heartbeat's. Required.
+	// NodeID is the node's id (carmy.WithNodeID; --node-id): its
+	// records', its Raft member's, its fleet heartbeat's. Required.
 	NodeID string
-	// DataDir is the node's data directory: the Raft member's (when
+	// DataDir is the node's data directory (--data-dir): the Raft member's (when
 	// Raft.DataDir is empty), and the parent of the working directories
 	// of the config file's command MCP servers (<DataDir>/mcp/<name>).
 	DataDir string
@@ -41,7 +41,8 @@ type Settings struct {
 	// auth section is not read), no per-principal defaults.
 	Dev bool
 	// NoPreviousExecutions says no earlier process ran executions under
-	// NodeID (carmy.WithNoPreviousExecutions).
+	// NodeID (carmy.WithNoPreviousExecutions; carmy serve tells it from a
+	// fresh data dir).
 	NoPreviousExecutions bool
 	// HTTPAddr is the API's address as configured (carmy serve's
 	// --http-addr): anonymous callers are refused unless it is on
@@ -52,25 +53,27 @@ type Settings struct {
 	// nil and set on the Config before StartNode.
 	Listener net.Listener
 	// MaxEntries is the capacity of the store, in records (the leader's
-	// applies); 0 is DefaultMaxEntries.
+	// applies; --max-entries); 0 is DefaultMaxEntries.
 	MaxEntries int
-	// MaxBytes bounds the bytes of the store's records; 0: the file's
-	// limits.max_bytes, else DefaultMaxBytes.
+	// MaxBytes bounds the bytes of the store's records (--max-bytes); 0:
+	// the file's limits.max_bytes, else DefaultMaxBytes.
 	MaxBytes int64
 	// MaxInflightBytes bounds the bytes of arguments and results the
 	// node's calls hold in flight: 0 sizes it from memory, a negative
-	// value means no bound (carmy.WithMaxInflightBytes).
+	// value means no bound (carmy.WithMaxInflightBytes;
+	// --max-inflight-bytes).
 	MaxInflightBytes int64
-	// Pprof serves /debug/pprof/ (api.Config.Pprof).
+	// Pprof serves /debug/pprof/ (api.Config.Pprof; --pprof).
 	Pprof bool
 	// AllowedHosts, TrustedProxies (comma-separated, as api.ParseAllowedHosts
 	// and api.ParseTrustedProxies read them) and PublicURL, when set, win
-	// over the file's api section.
+	// over the file's api section (--allowed-hosts, --trusted-proxies,
+	// --public-url).
 	AllowedHosts   string
 	TrustedProxies string
 	PublicURL      string
 	// Raft makes the node a member of a Raft cluster, Postgres one of a
-	// fleet sharing a PostgreSQL database: exactly one.
+	// fleet sharing a PostgreSQL database (--store): exactly one.
 	Raft     *cluster.Config
 	Postgres *PostgresConfig
 }
