@@ -23,7 +23,9 @@ import (
 // Config is what StartNode needs to run a node: the runtime with its
 // tools, the API's listener and configuration, and where the records
 // live: a Raft cluster (Raft) or a fleet sharing a PostgreSQL database
-// (Postgres), exactly one of them.
+// (Postgres), exactly one of them. NewConfig builds one with the carmy
+// binary's policy (the config file, tenant isolation, access rules); one
+// built by hand gets what it sets and nothing more.
 //
 // The node has one id, the runtime's (carmy.WithNodeID): its records'
 // node_id, its Raft server id and gossip name, its fleet heartbeat, the

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/carmyhq/carmy/embed"
 )
 
 // The first hour: a slip in the command line or the config file gets an
@@ -65,12 +67,12 @@ func TestConfigErrorsSayWhere(t *testing.T) {
 			if err := os.WriteFile(path, []byte(tt.yaml), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			_, err := loadConfig(path)
+			_, err := embed.LoadConfig(path)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("loadConfig: %v; want %q", err, tt.want)
+				t.Fatalf("LoadConfig: %v; want %q", err, tt.want)
 			}
-			if strings.Contains(err.Error(), "main.fileConfig") {
-				t.Fatalf("loadConfig: %v names a Go type", err)
+			if strings.Contains(err.Error(), "FileConfig") {
+				t.Fatalf("LoadConfig: %v names a Go type", err)
 			}
 		})
 	}

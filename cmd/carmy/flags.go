@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
-	"strconv"
+
 	"strings"
 	"time"
 
 	"github.com/carmyhq/carmy/api"
 	"github.com/carmyhq/carmy/cluster"
+	"github.com/carmyhq/carmy/embed"
 	"github.com/carmyhq/carmy/internal/didyoumean"
 	"github.com/carmyhq/carmy/internal/tlsmux"
 )
@@ -40,7 +40,7 @@ type serveConfig struct {
 	ConfigPath    string
 	Dev           bool
 	MaxEntries    int
-	// MaxBytes is --max-bytes (default defaultMaxBytes); MaxBytesSet says
+	// MaxBytes is --max-bytes (default embed.DefaultMaxBytes); MaxBytesSet says
 	// whether the flag or its variable set it, so that limits.max_bytes
 	// applies otherwise.
 	MaxBytes          int64
@@ -65,7 +65,7 @@ type serveConfig struct {
 	// Pprof serves /debug/pprof/ (api.Config.Pprof).
 	Pprof bool
 	// AllowedHosts, TrustedProxies and PublicURL are the API's access
-	// settings (access.go); empty, the config file's api section applies.
+	// settings (embed.Settings); empty, the config file's api section applies.
 	AllowedHosts   string
 	TrustedProxies string
 	PublicURL      string
@@ -86,7 +86,7 @@ const (
 	defaultHTTPAddr   = "127.0.0.1:8080"
 	defaultRaftAddr   = "127.0.0.1:8300"
 	defaultGossipAddr = "127.0.0.1:8301"
-	defaultMaxEntries = 100000
+	defaultMaxEntries = embed.DefaultMaxEntries
 	defaultStore      = storeRaft
 )
 
@@ -147,7 +147,7 @@ func serveFlags(cfg *serveConfig, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&cfg.ConfigPath, "config", "", "YAML `file` declaring tools, auth tokens and limits")
 	fs.BoolVar(&cfg.Dev, "dev", false, "try-it-out mode: demo tools on, auth off, and --bootstrap unless --join is given")
 	fs.IntVar(&cfg.MaxEntries, "max-entries", defaultMaxEntries, "capacity of the replicated store, in records (the leader's value applies)")
-	fs.Int64Var(&cfg.MaxBytes, "max-bytes", defaultMaxBytes, "bound on the bytes of the replicated store's records (keys, ids, fingerprints, results; the leader's value applies); unset, limits.max_bytes applies when the config file sets it")
+	fs.Int64Var(&cfg.MaxBytes, "max-bytes", embed.DefaultMaxBytes, "bound on the bytes of the replicated store's records (keys, ids, fingerprints, results; the leader's value applies); unset, limits.max_bytes applies when the config file sets it")
 	fs.StringVar(&cfg.Retention, "retention", "off", "`age` after which finished records are removed, e.g. 72h or 30d; off keeps them")
 	fs.StringVar(&cfg.ClusterKey, "cluster-key", "", "shared `secret` of 16 bytes or more that authenticates every node-to-node call and, without node TLS, every Raft connection; the same on every node. With none and no node TLS, the node generates one in <data-dir>/cluster-key, and other nodes join with --cluster-key-file and a copy of it")
 	fs.StringVar(&cfg.ClusterKeyFile, "cluster-key-file", "", "`file` holding the cluster key: its text, surrounding whitespace trimmed; instead of --cluster-key")
@@ -345,22 +345,12 @@ func (c serveConfig) validate() error {
 	return nil
 }
 
-// parseRetention reads --retention: "off" (or "0", "") keeps records; else
-// a Go duration (72h) or a number of days (30d).
+// parseRetention reads --retention (embed.ParseRetention), naming the
+// flag in its error.
 func parseRetention(s string) (time.Duration, error) {
-	switch s {
-	case "", "off", "0":
-		return 0, nil
-	}
-	if days, ok := strings.CutSuffix(s, "d"); ok {
-		// Bounded so that n days fit in a time.Duration (no overflow).
-		if n, err := strconv.Atoi(days); err == nil && n > 0 && int64(n) <= math.MaxInt64/int64(24*time.Hour) {
-			return time.Duration(n) * 24 * time.Hour, nil
-		}
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("--retention %q: want off, a duration such as 72h, or days such as 30d", s)
+	d, err := embed.ParseRetention(s)
+	if err != nil {
+		return 0, fmt.Errorf("--retention %q: %w", s, err)
 	}
 	return d, nil
 }

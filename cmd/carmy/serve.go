@@ -10,15 +10,16 @@ import (
 	"os"
 	"time"
 
-	"github.com/carmyhq/carmy/api"
 	"github.com/carmyhq/carmy/cluster"
 	"github.com/carmyhq/carmy/embed"
 )
 
 // serve runs `carmy serve` until ctx is done: it reads the flags and the
-// config file, builds the runtime and the node's configuration, listens,
-// starts the node (embed.StartNode: the Raft member or the fleet node,
-// the API, MCP, the gateway, the console) and stops it once ctx ends.
+// config file, turns them into the node's settings and its configuration
+// (embed.NewConfig: the node's policy), adds the node security material
+// and the listener, starts the node (embed.StartNode: the Raft member or
+// the fleet node, the API, MCP, the gateway, the console) and stops it
+// once ctx ends.
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	out := stderr
 	if wantsHelp(args) {
@@ -37,7 +38,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if cfg.NodeID, keepNodeID, err = resolveNodeID(cfg, log); err != nil {
 		return err
 	}
-	fc, auth, err := loadConfigAndAuth(cfg, log)
+	fc, err := embed.LoadConfig(cfg.ConfigPath)
 	if err != nil {
 		return err
 	}
@@ -46,25 +47,15 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer flushTracing() // once the node has stopped: its last spans
-	lim, err := resolveLimits(cfg, fc)
+	nc, err := embed.NewConfig(cfg.settings(fc, log))
 	if err != nil {
 		return err
 	}
-	auth.MaxEntriesPerPrincipal, auth.MaxBytesPerPrincipal = lim.entriesPerPrincipal, lim.bytesPerPrincipal
-	app, err := buildRuntime(cfg, fc, lim, log)
-	if err != nil {
-		return err
-	}
-	ups, err := fc.mcpUpstreams(app, os.Getenv, cfg.DataDir, log)
-	if err != nil {
-		return err
-	}
-	nc := embed.Config{Runtime: app, Upstreams: ups}
 	var started func(*embed.Node) // logs what started
 	if cfg.usesPostgres() {
-		started, err = postgresNode(ctx, cfg, fc, auth, lim, &nc, log)
+		started, err = postgresNode(ctx, cfg, &nc, log)
 	} else {
-		started, err = raftNode(ctx, cfg, fc, auth, lim, &nc, log)
+		started, err = raftNode(ctx, cfg, &nc, log)
 	}
 	if err != nil {
 		return err
@@ -81,10 +72,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return runNode(ctx, node, log)
 }
 
-// raftNode fills nc for a member of a Raft cluster: node security, the
-// listener (behind the test fault layer when there is one), the cluster's
-// configuration.
-func raftNode(ctx context.Context, cfg serveConfig, fc fileConfig, auth api.Auth, lim limits, nc *embed.Config, log *slog.Logger) (func(*embed.Node), error) {
+// raftNode completes nc for a member of a Raft cluster: node security,
+// the listener (behind the test fault layer when there is one) and the
+// address the node advertises.
+func raftNode(ctx context.Context, cfg serveConfig, nc *embed.Config, log *slog.Logger) (func(*embed.Node), error) {
 	sec, err := loadSecurity(cfg, log)
 	if err != nil {
 		return nil, err
@@ -93,40 +84,26 @@ func raftNode(ctx context.Context, cfg serveConfig, fc fileConfig, auth api.Auth
 	if err != nil {
 		return nil, err
 	}
-	httpAddr := advertised(cfg.HTTPAddr, ln.Addr())
 	faults := newFaults(os.Getenv, log)
 	if faults != nil {
 		ln = faults.Listener(ln)
 		nc.WrapInternal = func(h http.Handler) http.Handler { return withFaultControl(h, faults, sec.clusterKey) }
 	}
-	nc.Listener, nc.API = ln, apiConfig(cfg, fc, auth, sec.apiKeys, log)
-	auditRetention, err := fc.Audit.retention()
-	if err != nil {
-		return nil, err
+	nc.Listener = ln
+	if sec.apiKeys != nil {
+		nc.API.TLS = sec.apiKeys.ServerConfig()
 	}
-	signingKey, err := fc.Audit.signingKey()
-	if err != nil {
-		return nil, err
-	}
-	nc.Raft = &cluster.Config{
-		NodeID: cfg.NodeID, DataDir: cfg.DataDir, RaftAddr: cfg.RaftAddr, GossipAddr: cfg.GossipAddr, HTTPAddr: httpAddr,
-		Bootstrap: cfg.Bootstrap,
-		// The named founder waits until its peers answer; others join.
-		BootstrapUnlessCluster: cfg.BootstrapNode != "" && cfg.BootstrapNode == cfg.NodeID,
-		Join:                   cfg.joinAddrs(),
-		ClusterKey:             sec.clusterKey, GossipKeys: sec.gossipKeys, TLS: sec.nodeTLS,
-		MaxEntries: cfg.MaxEntries, MaxBytes: lim.maxBytes, Retention: sec.retention, AuditRetention: auditRetention,
-		AuditSigningKey:   signingKey,
-		SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval, RaftLog: cfg.RaftLog,
-		Fast: cfg.FastFailover, Logger: log, Hooks: faultHooks(faults),
-	}
+	nc.Raft.HTTPAddr = advertised(cfg.HTTPAddr, ln.Addr())
+	nc.Raft.ClusterKey, nc.Raft.GossipKeys, nc.Raft.TLS = sec.clusterKey, sec.gossipKeys, sec.nodeTLS
+	nc.Raft.Hooks = faultHooks(faults)
 	return func(node *embed.Node) {
+		auth := nc.API.Auth
 		log.Info("starting carmy", slog.String("version", version), slog.String("node_id", cfg.NodeID),
 			slog.Int("tools", len(nc.Runtime.Tools())), slog.Int("mcp_servers", len(nc.Upstreams)), slog.Bool("auth", auth.Enabled()), slog.Bool("gossip_encrypted", len(sec.gossipKeys) > 0 || sec.clusterKey != ""),
 			slog.Bool("node_tls", sec.nodeTLS != nil), slog.Bool("api_tls", sec.apiKeys != nil),
-			slog.Int("max_entries", cfg.MaxEntries), slog.Int64("max_bytes", lim.maxBytes),
-			slog.Int("max_running_per_principal", lim.runningShare), slog.Int("entries_per_principal", lim.entriesPerPrincipal),
-			slog.Int64("bytes_per_principal", lim.bytesPerPrincipal),
+			slog.Int("max_entries", nc.Raft.MaxEntries), slog.Int64("max_bytes", nc.Raft.MaxBytes),
+			slog.Int("max_running_per_principal", nc.Runtime.Config().MaxRunningPerPrincipal), slog.Int("entries_per_principal", auth.MaxEntriesPerPrincipal),
+			slog.Int64("bytes_per_principal", auth.MaxBytesPerPrincipal),
 			slog.String("data_dir", cfg.DataDir))
 	}, nil
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/carmyhq/carmy/api"
 	"github.com/carmyhq/carmy/embed"
 	"github.com/carmyhq/carmy/store/postgres"
 )
@@ -62,12 +61,11 @@ func redactedStore(s string) string {
 	return postgres.RedactDSN(s)
 }
 
-// postgresNode fills nc for a fleet node: API TLS, the listener, the
-// fleet's pool (the URL or key=value string parsed: TLS and the rest as it says; the password
-// from --store-password-file when given), bounds and settings. Nothing
-// connects yet.
-func postgresNode(ctx context.Context, cfg serveConfig, fc fileConfig, auth api.Auth, lim limits, nc *embed.Config, log *slog.Logger) (func(*embed.Node), error) {
-	retention, _ := parseRetention(cfg.Retention)
+// postgresNode completes nc for a fleet node: API TLS, the listener and
+// the address the node advertises, the fleet's pool (the URL or key=value
+// string parsed: TLS and the rest as it says; the password from
+// --store-password-file when given). Nothing connects yet.
+func postgresNode(ctx context.Context, cfg serveConfig, nc *embed.Config, log *slog.Logger) (func(*embed.Node), error) {
 	apiKeys, err := cfg.apiTLS(log)
 	if err != nil {
 		return nil, err
@@ -89,32 +87,23 @@ func postgresNode(ctx context.Context, cfg serveConfig, fc fileConfig, auth api.
 	if pc.ConnConfig.RuntimeParams["application_name"] == "" {
 		pc.ConnConfig.RuntimeParams["application_name"] = "carmy " + cfg.NodeID
 	}
-	auditRetention, err := fc.Audit.retention()
-	if err != nil {
-		return nil, err
-	}
-	signingKey, err := fc.Audit.signingKey()
-	if err != nil {
-		return nil, err
-	}
 	ln, err := listen(ctx, cfg, log)
 	if err != nil {
 		return nil, err
 	}
-	nc.Listener, nc.API = ln, apiConfig(cfg, fc, auth, apiKeys, log)
-	nc.Postgres = &embed.PostgresConfig{
-		Pool:  pc,
-		Store: postgres.Config{Capacity: cfg.MaxEntries, MaxBytes: lim.maxBytes, Logger: log},
-		Fleet: postgres.FleetConfig{NodeID: cfg.NodeID, HTTPAddr: advertised(cfg.HTTPAddr, ln.Addr()), Version: version,
-			Lease: cfg.StoreLease, Retention: retention, Logger: log,
-			AuditRetention: auditRetention, AuditSigningKey: signingKey},
+	nc.Listener = ln
+	if apiKeys != nil {
+		nc.API.TLS = apiKeys.ServerConfig()
 	}
+	nc.Postgres.Pool = pc
+	nc.Postgres.Fleet.HTTPAddr = advertised(cfg.HTTPAddr, ln.Addr())
 	return func(node *embed.Node) {
+		auth := nc.API.Auth
 		log.Info("starting carmy", slog.String("version", version), slog.String("node_id", cfg.NodeID),
 			slog.String("store", redactedStore(cfg.Store)), slog.Duration("lease", node.Fleet().Lease()),
 			slog.Int("tools", len(nc.Runtime.Tools())), slog.Int("mcp_servers", len(nc.Upstreams)), slog.Bool("auth", auth.Enabled()),
-			slog.Bool("api_tls", apiKeys != nil), slog.Int("max_entries", cfg.MaxEntries), slog.Int64("max_bytes", lim.maxBytes),
-			slog.Int("max_running_per_principal", lim.runningShare), slog.Int("entries_per_principal", lim.entriesPerPrincipal),
-			slog.Int64("bytes_per_principal", lim.bytesPerPrincipal))
+			slog.Bool("api_tls", apiKeys != nil), slog.Int("max_entries", nc.Postgres.Store.Capacity), slog.Int64("max_bytes", nc.Postgres.Store.MaxBytes),
+			slog.Int("max_running_per_principal", nc.Runtime.Config().MaxRunningPerPrincipal), slog.Int("entries_per_principal", auth.MaxEntriesPerPrincipal),
+			slog.Int64("bytes_per_principal", auth.MaxBytesPerPrincipal))
 	}, nil
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"time"
 
 	"github.com/carmyhq/carmy"
 	"github.com/carmyhq/carmy/cluster"
@@ -13,7 +12,6 @@ import (
 
 // security is what protects the node's listeners, as the flags give it.
 type security struct {
-	retention  time.Duration
 	clusterKey string
 	gossipKeys [][]byte
 	nodeTLS    *cluster.NodeTLS
@@ -26,7 +24,6 @@ type security struct {
 // gossip off loopback without node TLS and a gossip key (one derived from
 // the cluster key counts); it warns of a plain-HTTP API off loopback.
 func loadSecurity(cfg serveConfig, log *slog.Logger) (security, error) {
-	retention, _ := parseRetention(cfg.Retention)
 	gossipKeys, _ := parseGossipKeys(cfg.GossipKey)
 	if cfg.GossipKeyFile != "" {
 		text, err := readKeyFile("gossip-key-file", cfg.GossipKeyFile)
@@ -54,7 +51,7 @@ func loadSecurity(cfg serveConfig, log *slog.Logger) (security, error) {
 		return security{}, err
 	}
 	warnPlainAPI(cfg, apiKeys, log)
-	return security{retention: retention, clusterKey: clusterKey, gossipKeys: gossipKeys, nodeTLS: nodeTLS, apiKeys: apiKeys}, nil
+	return security{clusterKey: clusterKey, gossipKeys: gossipKeys, nodeTLS: nodeTLS, apiKeys: apiKeys}, nil
 }
 
 // checkNodeSecurity refuses, outside --dev, Raft or gossip off loopback

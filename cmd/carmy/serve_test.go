@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/carmyhq/carmy/embed"
 	"github.com/carmyhq/carmy/tests/testutil"
 )
 
@@ -278,6 +279,11 @@ func TestServeRefusesPublicAddressFromEnvironment(t *testing.T) {
 	err := serve(t.Context(), nodeArgs(t), io.Discard, newLogBuffer())
 	if err == nil || !strings.Contains(err.Error(), "not a loopback address") {
 		t.Errorf("serve with CARMY_HTTP_ADDR=0.0.0.0:0 = %v, want a refusal", err)
+	}
+	// The refusal is embed.NewConfig's, typed.
+	var oe *embed.OffLoopbackError
+	if !errors.As(err, &oe) || oe.Flag != "--http-addr" || oe.Addr != "0.0.0.0:0" {
+		t.Errorf("serve's refusal %v is not an *embed.OffLoopbackError of --http-addr 0.0.0.0:0", err)
 	}
 }
 

@@ -1,4 +1,4 @@
-package main
+package embed
 
 import (
 	"bytes"
@@ -24,25 +24,27 @@ import (
 	"github.com/carmyhq/carmy/store/audit"
 )
 
-// fileConfig is the YAML config file (docs/config.md).
-type fileConfig struct {
-	Tools []toolConfig `yaml:"tools"`
+// FileConfig is the model of the config file (docs/config.md): tools, MCP
+// servers, auth, limits, egress, the API's access and the audit ledger.
+// LoadConfig reads one; NewConfig applies it, through Settings.File.
+type FileConfig struct {
+	Tools []ToolConfig `yaml:"tools"`
 	// MCPServers are upstream MCP servers whose tools Carmy serves as
 	// <name>.<tool> (docs/mcp.md#carmy-in-front-of-mcp-servers-the-gateway; package mcpgateway).
-	MCPServers []mcpServerConfig `yaml:"mcp_servers"`
+	MCPServers []MCPServerConfig `yaml:"mcp_servers"`
 	DemoTools  bool              `yaml:"demo_tools"`
-	Auth       authConfig        `yaml:"auth"`
-	Limits     limitsConfig      `yaml:"limits"`
-	Egress     egressConfig      `yaml:"egress"`
+	Auth       AuthConfig        `yaml:"auth"`
+	Limits     LimitsConfig      `yaml:"limits"`
+	Egress     EgressConfig      `yaml:"egress"`
 	// API is how clients reach the API: allowed Host names, trusted
 	// proxies, the public URL (access.go).
-	API accessConfig `yaml:"api"`
+	API AccessConfig `yaml:"api"`
 	// Audit configures the audit ledger (docs/audit.md).
-	Audit auditConfig `yaml:"audit"`
+	Audit AuditConfig `yaml:"audit"`
 }
 
-// auditConfig is the audit ledger's section of the config file.
-type auditConfig struct {
+// AuditConfig is the audit ledger's section of the config file.
+type AuditConfig struct {
 	// Retention is how long ledger entries are kept: a duration (72h),
 	// days (400d) or off; empty is defaultAuditRetention.
 	Retention string `yaml:"retention"`
@@ -53,7 +55,7 @@ type auditConfig struct {
 }
 
 // signingKey reads audit.signing_key (nil when unset).
-func (a auditConfig) signingKey() (ed25519.PrivateKey, error) {
+func (a AuditConfig) signingKey() (ed25519.PrivateKey, error) {
 	if a.SigningKey == "" {
 		return nil, nil
 	}
@@ -72,21 +74,21 @@ func (a auditConfig) signingKey() (ed25519.PrivateKey, error) {
 const defaultAuditRetention = "400d"
 
 // retention returns audit.retention (0: keep every entry).
-func (a auditConfig) retention() (time.Duration, error) {
+func (a AuditConfig) retention() (time.Duration, error) {
 	s := a.Retention
 	if s == "" {
 		s = defaultAuditRetention
 	}
-	d, err := parseRetention(s)
+	d, err := ParseRetention(s)
 	if err != nil {
 		return 0, fmt.Errorf("audit.retention %q: want off, a duration such as 720h, or days such as 400d", s)
 	}
 	return d, nil
 }
 
-// egressConfig bounds where HTTP tools may connect (package
+// EgressConfig bounds where HTTP tools may connect (package
 // internal/egress).
-type egressConfig struct {
+type EgressConfig struct {
 	// Allow, when set, lists the only networks (CIDRs such as
 	// 10.0.0.0/8, or single addresses) HTTP tools may connect to; a tool's
 	// http.allow_networks may narrow it. Unset: any address but the
@@ -97,7 +99,9 @@ type egressConfig struct {
 	Allow []string `yaml:"allow"`
 }
 
-type toolConfig struct {
+// ToolConfig is an entry of tools: an HTTP tool (only HTTP tools can be
+// declared in the file), its schema, timeout, dedupe window and policy.
+type ToolConfig struct {
 	Name             string `yaml:"name"`
 	Description      string `yaml:"description"`
 	InputSchema      any    `yaml:"input_schema"`
@@ -108,22 +112,24 @@ type toolConfig struct {
 	// wins.
 	DedupeWindow string `yaml:"dedupe_window"`
 	// Effects and RetryUncertain are the tool's policy (docs/policy.md).
-	effectsConfig `yaml:",inline"`
-	HTTP          *httpConfig `yaml:"http"`
+	EffectsConfig `yaml:",inline"`
+	HTTP          *HTTPConfig `yaml:"http"`
 	// Reconcile, when set, is the tool's reconcile probe (docs/config.md#reconcile-probes).
-	Reconcile *reconcileConfig `yaml:"reconcile"`
+	Reconcile *ReconcileConfig `yaml:"reconcile"`
 }
 
-// reconcileConfig is an HTTP tool's reconcile probe: a GET of URL, with
+// ReconcileConfig is an HTTP tool's reconcile probe: a GET of URL, with
 // {idempotency_key}, {execution_id}, {request_id} and {fencing_token}
 // replaced by an interrupted execution's, tried for GiveUpAfter (a Go
 // duration; default 24h) after the execution started.
-type reconcileConfig struct {
+type ReconcileConfig struct {
 	URL         string `yaml:"url"`
 	GiveUpAfter string `yaml:"give_up_after"`
 }
 
-type httpConfig struct {
+// HTTPConfig is a tool's http section: the upstream it calls (${VAR}
+// expanded in url and headers) and where it may connect.
+type HTTPConfig struct {
 	URL     string            `yaml:"url"`
 	Method  string            `yaml:"method"`
 	Headers map[string]string `yaml:"headers"`
@@ -138,16 +144,16 @@ type httpConfig struct {
 	AllowNetworks []string `yaml:"allow_networks"`
 }
 
-// mcpServerConfig is an upstream MCP server: url (Streamable HTTP) or
+// MCPServerConfig is an upstream MCP server: url (Streamable HTTP) or
 // command (stdio, one child process per node).
-type mcpServerConfig struct {
+type MCPServerConfig struct {
 	Name    string            `yaml:"name"`
 	URL     string            `yaml:"url"`
 	Command []string          `yaml:"command"`
 	Headers map[string]string `yaml:"headers"`
 	// Tools, when set, lists the only upstream tools served: a list of
 	// names, or a map of them to their policy ({effects: read_only}).
-	Tools            *mcpToolsConfig `yaml:"tools"`
+	Tools            *MCPToolsConfig `yaml:"tools"`
 	Timeout          string          `yaml:"timeout"`
 	RequireRequestID bool            `yaml:"require_request_id"`
 	// TrustAnnotations lets the upstream's annotations decide the effects
@@ -178,8 +184,11 @@ type mcpServerConfig struct {
 	ReconcileGiveUpAfter string `yaml:"reconcile_give_up_after"`
 }
 
-type authConfig struct {
-	Tokens        []tokenConfig `yaml:"tokens"`
+// AuthConfig is the auth section: the tokens and their principals, the
+// admin and metrics tokens, an OAuth issuer. Tokens are named by the
+// variable that holds them or by their SHA-256, never written here.
+type AuthConfig struct {
+	Tokens        []TokenConfig `yaml:"tokens"`
 	AdminTokenEnv string        `yaml:"admin_token_env"`
 	// AdminTokenSHA256 is the admin token's SHA-256 (hex), instead of
 	// admin_token_env: the file then holds no secret.
@@ -191,12 +200,12 @@ type authConfig struct {
 	MetricsTokenSHA256 string `yaml:"metrics_token_sha256"`
 	// OAuth, when set, also accepts the JWT access tokens of an OAuth
 	// authorization server (api.Auth.OAuth, package api/oauth).
-	OAuth *oauthConfig `yaml:"oauth"`
+	OAuth *OAuthConfig `yaml:"oauth"`
 }
 
-// oauthConfig is auth.oauth: the issuer whose access tokens are accepted
+// OAuthConfig is auth.oauth: the issuer whose access tokens are accepted
 // (see oauth.Config for each key).
-type oauthConfig struct {
+type OAuthConfig struct {
 	Issuer         string `yaml:"issuer"`
 	Audience       string `yaml:"audience"`
 	JWKSURL        string `yaml:"jwks_url"`
@@ -208,7 +217,7 @@ type oauthConfig struct {
 
 // config returns the verifier's config of o (nil for none), checked: an
 // error names the key at fault.
-func (o *oauthConfig) config() (*oauth.Config, error) {
+func (o *OAuthConfig) config() (*oauth.Config, error) {
 	if o == nil {
 		return nil, nil
 	}
@@ -223,7 +232,9 @@ func (o *oauthConfig) config() (*oauth.Config, error) {
 	return c, c.Validate()
 }
 
-type tokenConfig struct {
+// TokenConfig is an entry of auth.tokens: a principal, its token, the
+// tools it may call (none listed: every one) and its own quotas.
+type TokenConfig struct {
 	Principal string `yaml:"principal"`
 	// TokenEnv names the variable holding the token; or TokenSHA256 gives
 	// the token's SHA-256 (hex). Exactly one.
@@ -239,7 +250,8 @@ type tokenConfig struct {
 	MaxBytes int64 `yaml:"max_bytes"`
 }
 
-type limitsConfig struct {
+// LimitsConfig is the limits section (0: the default each key names).
+type LimitsConfig struct {
 	// BodyBytes bounds a request body (default 1 MiB).
 	BodyBytes int64 `yaml:"body_bytes"`
 	// ResultBytes bounds one tool result (default 1 MiB).
@@ -298,19 +310,32 @@ type limitsConfig struct {
 }
 
 // authFailures returns the API's bound on failed authentication.
-func (l limitsConfig) authFailures() api.AuthFailures {
+func (l LimitsConfig) authFailures() api.AuthFailures {
 	return api.AuthFailures{PerMinute: l.AuthFailuresPerMinute}
 }
 
 // timeouts returns the API's bounds on slow clients.
-func (l limitsConfig) timeouts() api.Timeouts {
+func (l LimitsConfig) timeouts() api.Timeouts {
 	return api.Timeouts{ReadHeader: l.ReadHeaderTimeout, Body: l.BodyTimeout, Write: l.WriteTimeout, Idle: l.IdleTimeout, HeaderBytes: l.HeaderBytes}
 }
 
-// loadConfig reads and checks a config file. An empty path is an empty
-// config.
-func loadConfig(path string) (fileConfig, error) {
-	var fc fileConfig
+// LoadConfig reads and checks the config file at path (YAML, of which
+// JSON is a subset; docs/config.md): unknown keys, negative limits,
+// malformed networks, durations and OAuth settings are refused, the error
+// naming the line or the key. An empty path is an empty config. Nothing
+// is read from the environment yet: NewConfig does, through
+// Settings.Getenv.
+func LoadConfig(path string) (*FileConfig, error) {
+	fc, err := loadConfig(path)
+	if err != nil {
+		return nil, err
+	}
+	return &fc, nil
+}
+
+// loadConfig is LoadConfig's, returning the model by value.
+func loadConfig(path string) (FileConfig, error) {
+	var fc FileConfig
 	if path == "" {
 		return fc, nil
 	}
@@ -362,7 +387,7 @@ func loadConfig(path string) (fileConfig, error) {
 // allowNetworks returns the networks the i-th tool may connect to: its
 // http.allow_networks, each within egress.allow when that is set; else
 // egress.allow; nil for any address outside the deny list.
-func (fc fileConfig) allowNetworks(i int) ([]netip.Prefix, error) {
+func (fc FileConfig) allowNetworks(i int) ([]netip.Prefix, error) {
 	global, err := parseNetworks("egress.allow", fc.Egress.Allow)
 	if err != nil {
 		return nil, err
@@ -376,7 +401,7 @@ func (fc fileConfig) allowNetworks(i int) ([]netip.Prefix, error) {
 
 // networksWithin parses the networks at where, each of which must lie
 // within egress.allow when that is set; absent (nil), egress.allow.
-func (fc fileConfig) networksWithin(where string, entries []string) ([]netip.Prefix, error) {
+func (fc FileConfig) networksWithin(where string, entries []string) ([]netip.Prefix, error) {
 	global, err := parseNetworks("egress.allow", fc.Egress.Allow)
 	if err != nil || entries == nil {
 		return global, err
@@ -418,7 +443,7 @@ func parseNetworks(key string, entries []string) ([]netip.Prefix, error) {
 // error: a tool must not call its upstream without the credentials it was
 // given. An error never repeats a URL or a header's value. The HTTP tools
 // log the detail of their failures to log (at WARN, redacted).
-func (fc fileConfig) toolSpecsLogging(getenv func(string) string, log *slog.Logger) ([]carmy.ToolSpec, error) {
+func (fc FileConfig) toolSpecsLogging(getenv func(string) string, log *slog.Logger) ([]carmy.ToolSpec, error) {
 	var specs []carmy.ToolSpec
 	for i, tc := range fc.Tools {
 		where := fmt.Sprintf("tools[%d] (%s)", i, tc.Name)
@@ -428,7 +453,7 @@ func (fc fileConfig) toolSpecsLogging(getenv func(string) string, log *slog.Logg
 		if engine.ReservedToolName(tc.Name) {
 			return nil, fmt.Errorf("config %s: the name %s and names beginning %s. are reserved for Carmy's own tools (carmy.lookup, carmy.cancel, carmy.resolve): choose another", where, engine.ReservedPrefix, engine.ReservedPrefix)
 		}
-		effects, err := tc.effectsConfig.parse()
+		effects, err := tc.EffectsConfig.parse()
 		if err != nil {
 			return nil, fmt.Errorf("config %s: %w", where, err)
 		}
@@ -550,7 +575,7 @@ func tokenFromEnv(where, key, env string, getenv func(string) string) (string, e
 // auth resolves the configured tokens from the environment, with the
 // per-principal bounds on records. A token read from the environment is
 // at least api.MinTokenBytes long.
-func (fc fileConfig) auth(getenv func(string) string) (api.Auth, error) {
+func (fc FileConfig) auth(getenv func(string) string) (api.Auth, error) {
 	a := api.Auth{MaxEntriesPerPrincipal: fc.Limits.EntriesPerPrincipal}
 	var err error
 	if a.OAuth, err = fc.Auth.OAuth.config(); err != nil {

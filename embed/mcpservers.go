@@ -1,4 +1,4 @@
-package main
+package embed
 
 import (
 	"fmt"
@@ -18,7 +18,7 @@ import (
 // without dir runs in <dataDir>/mcp/<name>, created here (with dataDir
 // empty, in the node's working directory). An error never repeats a URL,
 // a header's value or an env value.
-func (fc fileConfig) mcpUpstreams(reg mcpgateway.Registry, getenv func(string) string, dataDir string, log *slog.Logger) ([]*mcpgateway.Upstream, error) {
+func (fc FileConfig) mcpUpstreams(reg mcpgateway.Registry, getenv func(string) string, dataDir string, log *slog.Logger) ([]*mcpgateway.Upstream, error) {
 	var ups []*mcpgateway.Upstream
 	seen := make(map[string]bool)
 	for i, mc := range fc.MCPServers {
@@ -114,7 +114,7 @@ func (fc fileConfig) mcpUpstreams(reg mcpgateway.Registry, getenv func(string) s
 // childDir returns the working directory of a command's child: dir as
 // configured, else <dataDir>/mcp/<name>, created 0700 (none for a url, or
 // with dataDir empty).
-func childDir(mc mcpServerConfig, dataDir string) (string, error) {
+func childDir(mc MCPServerConfig, dataDir string) (string, error) {
 	if mc.Dir != "" || len(mc.Command) == 0 || dataDir == "" || !mcpgateway.ValidName(mc.Name) {
 		return mc.Dir, nil
 	}

@@ -1,4 +1,4 @@
-package main
+package embed
 
 import (
 	"crypto/sha256"
@@ -34,7 +34,7 @@ func writeConfig(t *testing.T, text string) string {
 }
 
 // mustLoadConfig loads a config file made of text.
-func mustLoadConfig(t *testing.T, text string) fileConfig {
+func mustLoadConfig(t *testing.T, text string) FileConfig {
 	t.Helper()
 	fc, err := loadConfig(writeConfig(t, text))
 	if err != nil {
@@ -75,8 +75,8 @@ func quietApp() *carmy.Runtime {
 func TestLoadConfigSpecExample(t *testing.T) {
 	fc := mustLoadConfig(t, specExample)
 
-	want := fileConfig{
-		Tools: []toolConfig{{
+	want := FileConfig{
+		Tools: []ToolConfig{{
 			Name:        "create_order",
 			Description: "Create an order",
 			InputSchema: map[string]any{
@@ -86,14 +86,14 @@ func TestLoadConfigSpecExample(t *testing.T) {
 			},
 			Timeout:          "10s",
 			RequireRequestID: true,
-			HTTP: &httpConfig{
+			HTTP: &HTTPConfig{
 				URL:     "http://127.0.0.1:9000/orders",
 				Method:  "POST",
 				Headers: map[string]string{"Authorization": "Bearer ${ORDERS_TOKEN}"},
 			},
 		}},
-		Auth: authConfig{
-			Tokens:        []tokenConfig{{Principal: "planner", TokenEnv: "PLANNER_TOKEN", Tools: []string{"*"}}},
+		Auth: AuthConfig{
+			Tokens:        []TokenConfig{{Principal: "planner", TokenEnv: "PLANNER_TOKEN", Tools: []string{"*"}}},
 			AdminTokenEnv: "CARMY_ADMIN_TOKEN",
 		},
 	}
@@ -283,20 +283,20 @@ func TestLoadConfigEmpty(t *testing.T) {
 	if err != nil {
 		t.Fatalf(`loadConfig(""): %v`, err)
 	}
-	if !reflect.DeepEqual(fc, fileConfig{}) {
+	if !reflect.DeepEqual(fc, FileConfig{}) {
 		t.Errorf(`loadConfig("") = %+v, want an empty config`, fc)
 	}
 	for _, text := range []string{"", "# nothing here\n", "---\n"} {
 		fc := mustLoadConfig(t, text)
-		if !reflect.DeepEqual(fc, fileConfig{}) {
+		if !reflect.DeepEqual(fc, FileConfig{}) {
 			t.Errorf("loadConfig(%q) = %+v, want an empty config", text, fc)
 		}
 	}
-	specs, err := fileConfig{}.toolSpecsLogging(fakeEnv(nil), discardLogger())
+	specs, err := FileConfig{}.toolSpecsLogging(fakeEnv(nil), discardLogger())
 	if err != nil || len(specs) != 0 {
 		t.Errorf("toolSpecsLogging of an empty config = %v, %v", specs, err)
 	}
-	a, err := fileConfig{}.auth(fakeEnv(nil))
+	a, err := FileConfig{}.auth(fakeEnv(nil))
 	if err != nil || a.Enabled() {
 		t.Errorf("auth of an empty config = %+v, %v; want auth off", a, err)
 	}
@@ -332,7 +332,7 @@ func TestToolSpecsTimeout(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.timeout, func(t *testing.T) {
-			fc := fileConfig{Tools: []toolConfig{{Name: "t", Timeout: tt.timeout, HTTP: &httpConfig{URL: "http://127.0.0.1:9/x"}}}}
+			fc := FileConfig{Tools: []ToolConfig{{Name: "t", Timeout: tt.timeout, HTTP: &HTTPConfig{URL: "http://127.0.0.1:9/x"}}}}
 			specs, err := fc.toolSpecsLogging(fakeEnv(nil), discardLogger())
 			if !tt.ok {
 				if err == nil || !strings.Contains(err.Error(), "timeout") {
@@ -419,7 +419,7 @@ func TestToolSpecsNeedsHTTP(t *testing.T) {
 
 func TestToolSpecsExpansion(t *testing.T) {
 	env := map[string]string{"HOST": "127.0.0.1:9000", "TOKEN": "s3cret"}
-	fc := fileConfig{Tools: []toolConfig{{Name: "t", HTTP: &httpConfig{
+	fc := FileConfig{Tools: []ToolConfig{{Name: "t", HTTP: &HTTPConfig{
 		URL:     "http://${HOST}/orders",
 		Headers: map[string]string{"Authorization": "Bearer ${TOKEN}", "X-Plain": "$TOKEN stays"},
 	}}}}
@@ -429,15 +429,15 @@ func TestToolSpecsExpansion(t *testing.T) {
 
 	for _, tt := range []struct {
 		name string
-		http httpConfig
+		http HTTPConfig
 		env  string
 	}{
-		{"url", httpConfig{URL: "http://${MISSING_HOST}/x"}, "MISSING_HOST"},
-		{"header", httpConfig{URL: "http://127.0.0.1:9/x", Headers: map[string]string{"Authorization": "Bearer ${MISSING_TOKEN}"}}, "MISSING_TOKEN"},
-		{"second of two", httpConfig{URL: "http://${HOST}/${MISSING_PATH}"}, "MISSING_PATH"},
+		{"url", HTTPConfig{URL: "http://${MISSING_HOST}/x"}, "MISSING_HOST"},
+		{"header", HTTPConfig{URL: "http://127.0.0.1:9/x", Headers: map[string]string{"Authorization": "Bearer ${MISSING_TOKEN}"}}, "MISSING_TOKEN"},
+		{"second of two", HTTPConfig{URL: "http://${HOST}/${MISSING_PATH}"}, "MISSING_PATH"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			fc := fileConfig{Tools: []toolConfig{{Name: "t", HTTP: &tt.http}}}
+			fc := FileConfig{Tools: []ToolConfig{{Name: "t", HTTP: &tt.http}}}
 			_, err := fc.toolSpecsLogging(fakeEnv(env), discardLogger())
 			if err == nil || !strings.Contains(err.Error(), tt.env) {
 				t.Errorf("toolSpecsLogging = %v, want an error naming %s", err, tt.env)
@@ -480,13 +480,13 @@ func TestToolSpecsRefusesNonHTTPURL(t *testing.T) {
 		"http://",
 		"http//127.0.0.1/x",
 	} {
-		fc := fileConfig{Tools: []toolConfig{{Name: "t", HTTP: &httpConfig{URL: u}}}}
+		fc := FileConfig{Tools: []ToolConfig{{Name: "t", HTTP: &HTTPConfig{URL: u}}}}
 		if _, err := fc.toolSpecsLogging(fakeEnv(nil), discardLogger()); err == nil {
 			t.Errorf("toolSpecsLogging accepted url %q", u)
 		}
 	}
 	for _, u := range []string{"http://127.0.0.1:9000/orders", "https://orders.example.com/v1/orders?x=1"} {
-		fc := fileConfig{Tools: []toolConfig{{Name: "t", HTTP: &httpConfig{URL: u}}}}
+		fc := FileConfig{Tools: []ToolConfig{{Name: "t", HTTP: &HTTPConfig{URL: u}}}}
 		if _, err := fc.toolSpecsLogging(fakeEnv(nil), discardLogger()); err != nil {
 			t.Errorf("toolSpecsLogging refused url %q: %v", u, err)
 		}

@@ -1,9 +1,7 @@
-package main
+package embed
 
 import (
-	"context"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -12,7 +10,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/carmyhq/carmy"
 	"github.com/carmyhq/carmy/store"
@@ -118,7 +115,7 @@ func TestLoadConfigRefusesBadNetworks(t *testing.T) {
 		})
 	}
 	// toolSpecs checks a config that did not come from a file the same way.
-	fc := fileConfig{Tools: []toolConfig{{Name: "t", HTTP: &httpConfig{URL: "http://127.0.0.1:9/x", AllowNetworks: []string{"nope"}}}}}
+	fc := FileConfig{Tools: []ToolConfig{{Name: "t", HTTP: &HTTPConfig{URL: "http://127.0.0.1:9/x", AllowNetworks: []string{"nope"}}}}}
 	if _, err := fc.toolSpecsLogging(fakeEnv(nil), discardLogger()); err == nil || !strings.Contains(err.Error(), "http.allow_networks[0]") {
 		t.Errorf("toolSpecs = %v, want an error naming http.allow_networks[0]", err)
 	}
@@ -172,7 +169,7 @@ func TestConfiguredToolFollowRedirects(t *testing.T) {
 func TestToolSpecsErrorsKeepSecretsOut(t *testing.T) {
 	env := fakeEnv(map[string]string{"TOKEN": "tok-SECRET-value"})
 	for _, u := range []string{"ftp://127.0.0.1/x?token=${TOKEN}", "http://u:${TOKEN}@127.0.0.1:bad/x", "${TOKEN}"} {
-		fc := fileConfig{Tools: []toolConfig{{Name: "t", HTTP: &httpConfig{URL: u}}}}
+		fc := FileConfig{Tools: []ToolConfig{{Name: "t", HTTP: &HTTPConfig{URL: u}}}}
 		_, err := fc.toolSpecsLogging(env, discardLogger())
 		if err == nil || strings.Contains(err.Error(), "SECRET") || !strings.Contains(err.Error(), "tools[0] (t)") {
 			t.Errorf("toolSpecsLogging(url %q) = %v, want an error naming the tool but not the secret", u, err)
@@ -217,40 +214,5 @@ func TestToolSpecsRefusesProbeOutsideEgress(t *testing.T) {
 				t.Errorf("the error repeats a secret: %v", err)
 			}
 		})
-	}
-}
-
-// carmy serve stops at such a config, before it serves.
-func TestServeRefusesProbeOutsideEgress(t *testing.T) {
-	clearCarmyEnv(t)
-	path := writeConfig(t, "egress:\n  allow: [10.0.0.0/8]\ntools:\n  - name: t\n    http: {url: \"http://10.0.0.1:9/orders\"}\n"+
-		"    reconcile: {url: \"http://127.0.0.1:9/orders/{request_id}/status\"}\n")
-	args := append(nodeArgs(t), "--http-addr", "127.0.0.1:0", "--config", path)
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	logs := newLogBuffer()
-	done := make(chan error, 1)
-	go func() { done <- serve(ctx, args, io.Discard, logs) }()
-	deadline := time.NewTimer(30 * time.Second)
-	defer deadline.Stop()
-	for {
-		select {
-		case err := <-done:
-			if err == nil || !strings.Contains(err.Error(), "tools[0] (t): http tool: reconcile: url http://127.0.0.1:9/orders/{request_id}/status: its host 127.0.0.1 is outside the allowed networks") {
-				t.Fatalf("serve = %v, want the config refused, naming the tool and the probe's url", err)
-			}
-			return
-		case <-logs.changed:
-			if servingLine.MatchString(logs.String()) {
-				cancel()
-				select {
-				case <-done:
-				case <-time.After(15 * time.Second):
-				}
-				t.Fatalf("serve started with a reconcile url outside the egress policy; logs:\n%s", logs)
-			}
-		case <-deadline.C:
-			t.Fatalf("serve neither refused the config nor served within 30 s; logs:\n%s", logs)
-		}
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package embed
 
 import (
 	"fmt"
@@ -6,15 +6,19 @@ import (
 	"github.com/carmyhq/carmy"
 )
 
-// defaultMaxBytes is the cluster-wide bound on bytes when neither
-// --max-bytes nor limits.max_bytes sets one: 1 GiB of records
+// DefaultMaxBytes is the cluster-wide bound on bytes when neither
+// Settings.MaxBytes (carmy serve's --max-bytes) nor limits.max_bytes sets one: 1 GiB of records
 // (store.RecordSize), which each replica holds in memory and writes into
 // every snapshot. The bound on entries alone does not bound memory: with
 // the default 100,000 entries and 1 MiB results, records could reach
 // 100 GiB. 1 GiB is ~10 KiB per record at the default entry bound, and
 // with the measured overhead (README, sizing) a node needs ~1.5 GiB of
 // heap for a full store.
-const defaultMaxBytes int64 = 1 << 30
+const DefaultMaxBytes int64 = 1 << 30
+
+// DefaultMaxEntries is the capacity of the node's store, in records,
+// when Settings.MaxEntries sets none (carmy serve's --max-entries).
+const DefaultMaxEntries = 100000
 
 // perPrincipalFraction is the share of a cluster-wide bound each
 // principal gets by default: a quarter.
@@ -33,31 +37,31 @@ type limits struct {
 }
 
 // resolveLimits applies the defaults to the limits of the config file
-// and the flags:
+// and the settings (carmy serve's flags):
 //
-//   - max_bytes: --max-bytes (CARMY_MAX_BYTES), else limits.max_bytes,
-//     else defaultMaxBytes (1 GiB).
+//   - max_bytes: Settings.MaxBytes (--max-bytes, CARMY_MAX_BYTES), else
+//     limits.max_bytes, else DefaultMaxBytes (1 GiB).
 //   - max_running_per_principal: when unset and auth names at least one
 //     token principal, max_running/4 (at least 1): no tenant can take the
 //     whole node, and the admin keeps max_running/8 slots of its own.
 //   - entries_per_principal and bytes_per_principal: when unset and auth
 //     names at least two token principals (auth.oauth counts as two: an
-//     issuer names any number), a quarter of --max-entries and
+//     issuer names any number), a quarter of Settings.MaxEntries and
 //     of max_bytes: no tenant can fill the store for the others. With one
 //     token principal (a single tenant) they stay unbounded, so it can
 //     use the whole store.
 //
 // Every byte bound must leave room for one result (limits.result_bytes),
 // which a reservation asks for: a smaller one could never reserve.
-func resolveLimits(cfg serveConfig, fc fileConfig) (limits, error) {
+func resolveLimits(cfg Settings, fc FileConfig) (limits, error) {
 	l := limits{
-		maxBytes:            defaultMaxBytes,
+		maxBytes:            DefaultMaxBytes,
 		runningShare:        fc.Limits.MaxRunningPerPrincipal,
 		entriesPerPrincipal: fc.Limits.EntriesPerPrincipal,
 		bytesPerPrincipal:   fc.Limits.BytesPerPrincipal,
 	}
 	switch {
-	case cfg.MaxBytesSet:
+	case cfg.MaxBytes > 0:
 		l.maxBytes = cfg.MaxBytes
 	case fc.Limits.MaxBytes > 0:
 		l.maxBytes = fc.Limits.MaxBytes

@@ -1,4 +1,4 @@
-package main
+package embed
 
 import (
 	"bytes"
@@ -107,7 +107,7 @@ func keyOnLine(raw []byte, n int) string {
 	return key
 }
 
-// configKeys returns every yaml key of fileConfig, at any depth.
+// configKeys returns every yaml key of FileConfig, at any depth.
 func configKeys() []string {
 	var keys []string
 	seen := map[reflect.Type]bool{}
@@ -128,6 +128,6 @@ func configKeys() []string {
 			walk(f.Type)
 		}
 	}
-	walk(reflect.TypeFor[fileConfig]())
+	walk(reflect.TypeFor[FileConfig]())
 	return keys
 }

@@ -1,4 +1,4 @@
-package main
+package embed
 
 import (
 	"bytes"
@@ -12,23 +12,23 @@ import (
 	"github.com/carmyhq/carmy/engine"
 )
 
-// effectsConfig is a tool's policy keys (docs/policy.md): effects (once,
+// EffectsConfig is a tool's policy keys (docs/policy.md): effects (once,
 // idempotent or read_only; once when empty) and retry_uncertain (which
 // needs idempotent).
-type effectsConfig struct {
+type EffectsConfig struct {
 	Effects        string `yaml:"effects"`
 	RetryUncertain bool   `yaml:"retry_uncertain"`
 	// Approval gates the tool behind a person's decision
 	// (docs/policy.md#approval-gates).
-	Approval *approvalConfig `yaml:"approval"`
+	Approval *ApprovalConfig `yaml:"approval"`
 }
 
-// approvalConfig is a tool's approval key: required (must be true),
+// ApprovalConfig is a tool's approval key: required (must be true),
 // approvers (principals; none: the admin alone), expires_after (a Go
 // duration, default 1h), notify (a webhook told of each call awaiting
 // approval: an http or https url, ${VAR} expanded, under the tool's
 // egress policy).
-type approvalConfig struct {
+type ApprovalConfig struct {
 	Required     bool     `yaml:"required"`
 	Approvers    []string `yaml:"approvers"`
 	ExpiresAfter string   `yaml:"expires_after"`
@@ -42,7 +42,7 @@ type approvalConfig struct {
 // policy (nil: any address outside the deny list), which the url's host
 // must pass when it is an IP address. An error never repeats the url's
 // userinfo or query.
-func (ac *approvalConfig) parse(getenv func(string) string, allow []netip.Prefix) (*engine.Approval, error) {
+func (ac *ApprovalConfig) parse(getenv func(string) string, allow []netip.Prefix) (*engine.Approval, error) {
 	if ac == nil {
 		return nil, nil
 	}
@@ -80,7 +80,7 @@ func (ac *approvalConfig) parse(getenv func(string) string, allow []netip.Prefix
 }
 
 // parse checks the keys and returns the effects they set.
-func (ec effectsConfig) parse() (engine.Effects, error) {
+func (ec EffectsConfig) parse() (engine.Effects, error) {
 	e, err := engine.ParseEffects(ec.Effects)
 	if err != nil {
 		return "", err
@@ -94,29 +94,29 @@ func (ec effectsConfig) parse() (engine.Effects, error) {
 	return e, nil
 }
 
-// mcpToolsConfig is an MCP server's tools key: either a list of the
+// MCPToolsConfig is an MCP server's tools key: either a list of the
 // upstream tools served, or a map from each tool served to its settings
 // (effects, retry_uncertain; an empty or null value sets none). Nil
-// serves every tool.
-type mcpToolsConfig struct {
+// serves every tool. It is read from the file (UnmarshalYAML) only.
+type MCPToolsConfig struct {
 	names    []string
-	settings map[string]effectsConfig
+	settings map[string]EffectsConfig
 }
 
 // UnmarshalYAML accepts the list form or the map form.
-func (m *mcpToolsConfig) UnmarshalYAML(n *yaml.Node) error {
+func (m *MCPToolsConfig) UnmarshalYAML(n *yaml.Node) error {
 	switch n.Kind {
 	case yaml.SequenceNode:
 		m.names = []string{}
 		return n.Decode(&m.names)
 	case yaml.MappingNode:
-		m.names, m.settings = []string{}, map[string]effectsConfig{}
+		m.names, m.settings = []string{}, map[string]EffectsConfig{}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			var name string
 			if err := n.Content[i].Decode(&name); err != nil {
 				return err
 			}
-			var ec effectsConfig
+			var ec EffectsConfig
 			if v := n.Content[i+1]; v.Tag != "!!null" {
 				if v.Kind != yaml.MappingNode {
 					return fmt.Errorf("line %d: tools.%s: want a map such as {effects: read_only}", v.Line, name)
@@ -146,7 +146,7 @@ func decodeStrictNode(n *yaml.Node, v any) error {
 }
 
 // list returns the tools served (nil: every one).
-func (m *mcpToolsConfig) list() []string {
+func (m *MCPToolsConfig) list() []string {
 	if m == nil {
 		return nil
 	}
@@ -154,9 +154,9 @@ func (m *mcpToolsConfig) list() []string {
 }
 
 // approvals returns the approval gates the map form sets, by upstream
-// tool name; getenv and allow as approvalConfig.parse's (allow: the
+// tool name; getenv and allow as ApprovalConfig.parse's (allow: the
 // server's egress policy).
-func (m *mcpToolsConfig) approvals(getenv func(string) string, allow []netip.Prefix) (map[string]*engine.Approval, error) {
+func (m *MCPToolsConfig) approvals(getenv func(string) string, allow []netip.Prefix) (map[string]*engine.Approval, error) {
 	if m == nil || m.settings == nil {
 		return nil, nil
 	}
@@ -175,7 +175,7 @@ func (m *mcpToolsConfig) approvals(getenv func(string) string, allow []netip.Pre
 
 // effects returns the effects and the retry_uncertain flags the map form
 // sets, by upstream tool name.
-func (m *mcpToolsConfig) effects() (map[string]engine.Effects, map[string]bool, error) {
+func (m *MCPToolsConfig) effects() (map[string]engine.Effects, map[string]bool, error) {
 	if m == nil || m.settings == nil {
 		return nil, nil, nil
 	}

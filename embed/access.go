@@ -1,4 +1,4 @@
-package main
+package embed
 
 import (
 	"fmt"
@@ -9,9 +9,10 @@ import (
 	"github.com/carmyhq/carmy/api"
 )
 
-// accessConfig is the config file's `api` section: how clients reach the
-// API. Each key has a flag (and variable), which wins when it is set.
-type accessConfig struct {
+// AccessConfig is the config file's `api` section: how clients reach the
+// API. Each key has a setting (carmy serve's flag and variable), which
+// wins when it is set.
+type AccessConfig struct {
 	// AllowedHosts are the Host names the API answers besides IP
 	// addresses, localhost and the node's own names (--allowed-hosts).
 	AllowedHosts []string `yaml:"allowed_hosts"`
@@ -23,7 +24,7 @@ type accessConfig struct {
 }
 
 // validate checks the section's values.
-func (a accessConfig) validate() error {
+func (a AccessConfig) validate() error {
 	if _, err := api.ParseAllowedHosts(strings.Join(a.AllowedHosts, ",")); err != nil {
 		return fmt.Errorf("api.allowed_hosts: %w", err)
 	}
@@ -36,18 +37,20 @@ func (a accessConfig) validate() error {
 	return nil
 }
 
-// access is the API's access settings, from the flags or else the file.
+// access is the API's access settings, from the settings or else the file.
 type access struct {
 	allowedHosts   []string
 	trustedProxies []netip.Prefix
 	publicURL      string
-	// ownHosts are the node's own names: the host of --http-addr.
+	// ownHosts are the node's own names: the host of Settings.HTTPAddr
+	// (--http-addr).
 	ownHosts []string
 }
 
-// resolveAccess returns the access settings: each flag (or its variable)
-// when set, else the file's key. Both were validated.
-func resolveAccess(cfg serveConfig, fc fileConfig) access {
+// resolveAccess returns the access settings: each setting (carmy serve's
+// flag or its variable) when set, else the file's key. Both were
+// validated.
+func resolveAccess(cfg Settings, fc FileConfig) access {
 	a := access{publicURL: fc.API.PublicURL}
 	hosts, proxies := strings.Join(fc.API.AllowedHosts, ","), strings.Join(fc.API.TrustedProxies, ",")
 	if cfg.AllowedHosts != "" {
