@@ -7,20 +7,22 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/carmyhq/carmy/cluster/peer"
 	"github.com/carmyhq/carmy/fsm"
 )
 
-// Every write through the internal endpoints (a forwarded batch, a join,
+// Every write through the peer endpoints (a forwarded batch, a join,
 // a removal) is logged once at INFO: who called (its address, the node id
 // it names and, with node TLS, its certificate's name), what (the batch's
 // size and command kinds, or the join's or removal's target) and the
 // outcome. One line per request, never one per command.
 
-// callerOf names the caller of an internal request: the node id it sends
-// (nodeIDHeader; a claim, made by a caller that passed authenticate), and
+// callerOf names the caller of a peer request: the node id it sends
+// (peer.NodeIDHeader; a claim, made by a caller that peer.Handler let
+// through), and
 // with node TLS its certificate's common name.
 func callerOf(r *http.Request) []any {
-	attrs := []any{slog.String("remote_addr", r.RemoteAddr), slog.String("caller", r.Header.Get(nodeIDHeader))}
+	attrs := []any{slog.String("remote_addr", r.RemoteAddr), slog.String("caller", r.Header.Get(peer.NodeIDHeader))}
 	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
 		attrs = append(attrs, slog.String("caller_cert", r.TLS.PeerCertificates[0].Subject.CommonName))
 	}
@@ -55,7 +57,17 @@ func commandKinds(cmds [][]byte) string {
 	return b.String()
 }
 
-// audit logs one internal write.
+// audit logs one write through the peer endpoints. The message stays
+// "internal write", as the logs have always named it (docs/security.md;
+// operators' alerts may match it).
 func (n *Node) audit(r *http.Request, op string, attrs ...any) {
 	n.log.Info("internal write", append(append([]any{slog.String("op", op)}, callerOf(r)...), attrs...)...)
+}
+
+// outcomeOf is an audit line's outcome: "ok" or the error.
+func outcomeOf(err error) string {
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	return "ok"
 }

@@ -7,14 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/carmyhq/carmy/cluster"
-	"github.com/carmyhq/carmy/cluster/nodeauth"
+	"github.com/carmyhq/carmy/cluster/peer"
 	"github.com/carmyhq/carmy/store"
 	"github.com/carmyhq/carmy/tests/testutil"
 )
@@ -318,7 +317,7 @@ func TestCancelIsDeliveredToTheRunner(t *testing.T) {
 	}
 }
 
-func TestInternalEndpointsNeedTheClusterKey(t *testing.T) {
+func TestPeerEndpointsNeedTheClusterKey(t *testing.T) {
 	c := newCluster(t, 1, func(cfg *cluster.Config) { cfg.ClusterKey, cfg.TLS = "s3cret-s3cret-s3cret", nil })
 	n := c.nodes[0]
 	for _, path := range []string{"/internal/v1/join", "/internal/v1/remove", "/internal/v1/readindex",
@@ -343,7 +342,7 @@ func TestInternalEndpointsNeedTheClusterKey(t *testing.T) {
 	}
 	req, _ := http.NewRequest(http.MethodPost, "http://"+n.HTTPAddr()+"/internal/v1/readindex", bytes.NewReader([]byte(`{}`)))
 	req.Header.Set("Carmy-Cluster-Key", "s3cret-s3cret-s3cret")
-	req.Header.Set(cluster.ProtocolHeader, strconv.Itoa(nodeauth.ProtocolVersion))
+	req.Header.Set(peer.ProtocolHeader, peer.Protocol)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -536,7 +535,7 @@ func TestLeaderLossDuringReserves(t *testing.T) {
 // leader (as watchSilence never does, but another voter cut off from the
 // leader may) changes nothing: Raft's own check refuses a silence shorter
 // than the heartbeat timeout, so there is no election, no new term, the
-// same leader. Asked over the internal endpoint, it answers its log
+// same leader. Asked over the peer endpoint, it answers its log
 // position.
 func TestSilenceCheckSparesALiveLeader(t *testing.T) {
 	const clusterKey = "s3cret-s3cret-s3cret"
@@ -549,7 +548,7 @@ func TestSilenceCheckSparesALiveLeader(t *testing.T) {
 		}
 		req, _ := http.NewRequest(http.MethodPost, "http://"+f.HTTPAddr()+"/internal/v1/silence", strings.NewReader(`{"check":true}`))
 		req.Header.Set("Carmy-Cluster-Key", clusterKey)
-		req.Header.Set(cluster.ProtocolHeader, strconv.Itoa(nodeauth.ProtocolVersion))
+		req.Header.Set(peer.ProtocolHeader, peer.Protocol)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

@@ -29,8 +29,8 @@ type Config struct {
 	RaftAddr string
 	// GossipAddr is memberlist's host:port, TCP and UDP (port 0 picks one).
 	GossipAddr string
-	// HTTPAddr is where this node's API (and the internal endpoint) is
-	// reached by the others.
+	// HTTPAddr is where this node's API (and its peer endpoints, package
+	// peer) is reached by the others.
 	HTTPAddr string
 	// Bootstrap starts a new cluster with this node as its only voter when
 	// the data dir holds no state.

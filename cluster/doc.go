@@ -11,7 +11,7 @@
 // commands queue and go together as the next); on a follower it is
 // forwarded. Concurrent forwards share batches of up to 512 commands and
 // 4 MiB of them (a larger command goes alone), sent over one kept-alive
-// forward stream per leader: an internal HTTP request upgraded to a
+// forward stream per leader: a peer HTTP request upgraded to a
 // stream of binary frames (package forward), with up to 32 batches in
 // flight, which the leader answers in order. The stream is the only way a
 // command reaches the leader from another node. Each command gets its own
@@ -30,11 +30,11 @@
 //
 // The files follow the concepts: apply.go (the one way in), propose.go
 // (rounds), stream_server.go (the leader's end of the forward streams;
-// the follower's is package forward), internal_api.go (the node-to-node
-// endpoints, their bodies and size bounds; the errors they carry are
-// package wire's), internal_server.go and internal_client.go (both ends
-// of those calls, and the stream's upgrade), protocol.go (the node
-// protocol version on them), membership.go (join, removal, the member
+// the follower's is package forward), forwarded.go (a forwarded batch
+// through the leader, from either end), peer_server.go (what the node
+// does when a peer calls it: the node-to-node HTTP protocol itself, its
+// paths, bodies, client, authentication and version check, is package
+// peer's; the errors it carries are package wire's), membership.go (join, removal, the member
 // table's NodeInfo), silence.go (a crashed leader replaced in order),
 // diskfull.go (a full disk; the log beneath Raft is package raftlog's),
 // gossip.go (the memberlist member, over package gossip), metrics.go,
@@ -43,14 +43,14 @@
 // Nodes authenticate each other by a key or a certificate, never by their
 // address (package nodeauth): with node TLS, mutual TLS with certificates
 // of the cluster CA that carry the node role; otherwise the cluster key,
-// carried by every internal HTTP call and proven on every Raft connection
+// carried by every peer HTTP call and proven on every Raft connection
 // by a challenge-response handshake. Every Raft connection names the node
 // protocol version (nodeauth.ProtocolVersion) in its preamble and every
-// internal call and answer in ProtocolHeader; a peer of another version
+// peer call and answer in peer.ProtocolHeader; a peer of another version
 // is refused, and the refusal logged with both versions. Gossip is
 // encrypted under a key derived from the cluster key unless one is given
 // (gossip.go). Refused peers are logged at a bounded rate, and every write
-// through the internal endpoints is audited, one line per request
+// through the peer endpoints is audited, one line per request
 // (audit.go).
 //
 // Nothing older than node protocol version 1 is read (there has been no

@@ -14,6 +14,7 @@ import (
 
 	"github.com/carmyhq/carmy/cluster/forward"
 	"github.com/carmyhq/carmy/cluster/nodeauth"
+	"github.com/carmyhq/carmy/cluster/peer"
 )
 
 // NewTestStream returns a Raft stream layer on ln as a node builds it
@@ -64,15 +65,15 @@ func StreamApply(hc *http.Client, base, key string, cmds [][]byte) (int, []error
 	c := *hc
 	c.Timeout = 0
 	hc = &c
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+pathStream, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+peer.PathStream, nil)
 	if err != nil {
 		return 0, nil, err
 	}
 	req.Header.Set("Connection", "Upgrade")
 	req.Header.Set("Upgrade", forward.Protocol)
-	req.Header.Set(ProtocolHeader, protocolString)
+	req.Header.Set(peer.ProtocolHeader, peer.Protocol)
 	if key != "" {
-		req.Header.Set(keyHeader, key)
+		req.Header.Set(peer.KeyHeader, key)
 	}
 	resp, err := hc.Do(req)
 	if err != nil {

@@ -72,7 +72,7 @@ func testTLSFiles(tb testing.TB, id string) cluster.NodeTLS {
 // tune function gives another (or TLS instead).
 const testClusterKey = "test-cluster-key-0123456789abcdef"
 
-// testNode is a node with the HTTP server that carries its internal
+// testNode is a node with the HTTP server that carries its peer
 // endpoints, all on 127.0.0.1 ports the kernel chose.
 type testNode struct {
 	*cluster.Node
@@ -81,15 +81,15 @@ type testNode struct {
 	mu       sync.Mutex
 	srv      *http.Server // nil once stopped
 	stopOnce sync.Once
-	// handler serves the node's internal endpoints: InternalHandler, or
+	// handler serves the node's peer endpoints: PeerHandler, or
 	// what intercept put in front of it.
 	handler atomic.Pointer[http.Handler]
 }
 
-// intercept puts wrap in front of the node's internal endpoints, so a
+// intercept puts wrap in front of the node's peer endpoints, so a
 // test can play a node that answers otherwise.
 func (tn *testNode) intercept(wrap func(next http.Handler) http.Handler) {
-	h := wrap(tn.InternalHandler())
+	h := wrap(tn.PeerHandler())
 	tn.handler.Store(&h)
 }
 
@@ -134,7 +134,7 @@ func startNode(tb testing.TB, id, dir string, bootstrap bool, join []string, tun
 		tb.Fatalf("Open(%s): %v", id, err)
 	}
 	tn := &testNode{Node: n, cfg: cfg, ln: ln}
-	h := n.InternalHandler()
+	h := n.PeerHandler()
 	tn.handler.Store(&h)
 	tn.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		(*tn.handler.Load()).ServeHTTP(w, r)

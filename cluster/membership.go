@@ -60,8 +60,7 @@ func (n *Node) addNode(ctx context.Context, info fsm.NodeInfo) ([]fsm.NodeInfo, 
 		return nil, fmt.Errorf("%w: id, raft_addr and http_addr are required", store.ErrInvalid)
 	}
 	err := n.onLeader(ctx, func() error { return n.addLocal(ctx, info) }, func(addr string) error {
-		var ans joinAnswer
-		_, err := n.client.post(ctx, addr, pathJoin, info, &ans)
+		_, err := n.client.Join(ctx, addr, info)
 		return err
 	})
 	if err != nil {
@@ -129,8 +128,7 @@ func (n *Node) RemoveNode(ctx context.Context, id string) error {
 		return fmt.Errorf("%w: id is required", store.ErrInvalid)
 	}
 	err := n.onLeader(ctx, func() error { return n.removeLocal(ctx, id) }, func(addr string) error {
-		_, err := n.client.post(ctx, addr, pathRemove, removeRequest{ID: id}, &struct{}{})
-		return err
+		return n.client.Remove(ctx, addr, id)
 	})
 	if err != nil {
 		return err
@@ -211,8 +209,7 @@ func (n *Node) joinCluster() bool {
 	for attempt := 0; !n.stopped(); attempt++ {
 		for _, addr := range n.cfg.Join {
 			ctx, cancel := context.WithTimeout(n.bgCtx, n.cfg.LeaderWait+2*time.Second)
-			var ans joinAnswer
-			_, err := n.client.post(store.WithActor(ctx, n.cfg.NodeID), addr, pathJoin, info, &ans)
+			nodes, err := n.client.Join(store.WithActor(ctx, n.cfg.NodeID), addr, info)
 			cancel()
 			if err != nil {
 				if store.CodeOf(err) == store.CodeInvalidState {
@@ -234,7 +231,7 @@ func (n *Node) joinCluster() bool {
 				continue
 			}
 			var gossip []string
-			for _, m := range ans.Nodes {
+			for _, m := range nodes {
 				if m.ID != n.cfg.NodeID && m.GossipAddr != "" {
 					gossip = append(gossip, m.GossipAddr)
 				}
@@ -311,8 +308,7 @@ func (n *Node) rejoinOnNewAddress() {
 		}
 		for _, addr := range targets {
 			ctx, cancel := context.WithTimeout(n.bgCtx, n.cfg.LeaderWait+2*time.Second)
-			var ans joinAnswer
-			_, err := n.client.post(store.WithActor(ctx, n.cfg.NodeID), addr, pathJoin, n.info(), &ans)
+			_, err := n.client.Join(store.WithActor(ctx, n.cfg.NodeID), addr, n.info())
 			cancel()
 			if err == nil {
 				n.log.Info("updated this node's address in the cluster", slog.String("via", addr), slog.String("raft_addr", n.RaftAddr()))
@@ -347,8 +343,7 @@ func (n *Node) bootstrapUnlessCluster() bool {
 				continue
 			}
 			ctx, cancel := context.WithTimeout(n.bgCtx, 3*time.Second)
-			var d StateDigest
-			err := n.client.get(ctx, addr, pathState, &d)
+			d, err := n.client.State(ctx, addr)
 			cancel()
 			switch {
 			case err != nil:

@@ -17,6 +17,7 @@ import (
 	"github.com/carmyhq/carmy/cluster/forward"
 	"github.com/carmyhq/carmy/cluster/gossip"
 	"github.com/carmyhq/carmy/cluster/nodeauth"
+	"github.com/carmyhq/carmy/cluster/peer"
 	"github.com/carmyhq/carmy/cluster/raftlog"
 	"github.com/carmyhq/carmy/fsm"
 	"github.com/carmyhq/carmy/store/audit"
@@ -42,7 +43,7 @@ type Node struct {
 	members   *gossip.Members
 	cache     *gossip.Cache
 	fwd       *forward.Forwarder
-	client    *internalClient
+	client    *peer.Client
 	tls       *nodeauth.TLS // nil without node TLS
 	refusals  *nodeauth.Refusals
 	metrics   *nodeMetrics
@@ -99,7 +100,7 @@ func Open(cfg Config) (*Node, error) {
 		}
 		n.tls = t
 	}
-	n.client = newInternalClient(cfg, n.tls)
+	n.client = peer.NewClient(peer.ClientConfig{NodeID: cfg.NodeID, ClusterKey: cfg.ClusterKey, TLS: n.tls, WrapDial: cfg.Hooks.Dial})
 	n.fwd = forward.New(n.client, fwdObserver{n.metrics})
 	ok := false
 	defer func() {
@@ -434,7 +435,7 @@ func (n *Node) closeParts() error {
 	if n.ledger != nil {
 		errs = append(errs, n.ledger.Close())
 	}
-	n.client.close()
+	n.client.Close()
 	return errors.Join(errs...)
 }
 

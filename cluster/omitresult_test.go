@@ -18,7 +18,7 @@ import (
 	"github.com/carmyhq/carmy/tests/testutil/wait"
 )
 
-// soloLeader starts a one-node cluster serving its internal endpoints on
+// soloLeader starts a one-node cluster serving its peer endpoints on
 // loopback without TLS, and waits until it leads and is ready.
 // soloKey is soloLeader's cluster key.
 const soloKey = "solo-test-cluster-key"
@@ -38,7 +38,7 @@ func soloLeader(t *testing.T) *Node {
 		ln.Close()
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: n.InternalHandler()}
+	srv := &http.Server{Handler: n.PeerHandler()}
 	go srv.Serve(ln)
 	t.Cleanup(func() {
 		srv.Close()

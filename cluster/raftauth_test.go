@@ -157,7 +157,7 @@ func writeTLSWithAPICert(t *testing.T, dir string, ids ...string) map[string]clu
 
 // TestNodeTLSRefusesCertificateWithoutNodeRole checks that a certificate
 // of the cluster's CA that lacks the node role (an API server's, say) is
-// refused by Raft and by the internal endpoints: its forged AppendEntries
+// refused by Raft and by the peer endpoints: its forged AppendEntries
 // is not answered, and its forged reservation is not applied.
 func TestNodeTLSRefusesCertificateWithoutNodeRole(t *testing.T) {
 	files := writeTLSWithAPICert(t, t.TempDir(), "n1")
@@ -176,10 +176,10 @@ func TestNodeTLSRefusesCertificateWithoutNodeRole(t *testing.T) {
 	} else {
 		t.Logf("raft: %v", err)
 	}
-	status, err := internalApply(t, n.HTTPAddr(), []fsm.Command{fsm.Reserve(key("forged-by-api-cert"), "fp", exec("intruder"))}, "", &api, false)
-	t.Logf("internal: status %d, err %v", status, err)
+	status, err := peerApply(t, n.HTTPAddr(), []fsm.Command{fsm.Reserve(key("forged-by-api-cert"), "fp", exec("intruder"))}, "", &api, false)
+	t.Logf("peer: status %d, err %v", status, err)
 	if err == nil && status != http.StatusForbidden {
-		t.Errorf("the internal API answered %d to a certificate without the node role", status)
+		t.Errorf("the peer endpoints answered %d to a certificate without the node role", status)
 	}
 	if _, err := n.Store().Lookup(t.Context(), key("forged-by-api-cert")); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("the reservation of a certificate without the node role was applied: lookup = %v", err)
@@ -298,10 +298,10 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
-// TestInternalWritesAreAudited checks the audit line of a forwarded batch:
+// TestPeerWritesAreAudited checks the audit line of a forwarded batch:
 // one INFO line on the leader naming the caller, the batch and its
 // outcome.
-func TestInternalWritesAreAudited(t *testing.T) {
+func TestPeerWritesAreAudited(t *testing.T) {
 	logs := map[string]*lockedBuffer{}
 	var mu sync.Mutex
 	c := newCluster(t, 2, func(cfg *cluster.Config) {

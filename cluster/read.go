@@ -62,11 +62,7 @@ func (n *Node) readIndex(ctx context.Context, deadline time.Time) (uint64, error
 	}
 	rctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	var ans indexAnswer
-	if _, err := n.client.post(rctx, leader, pathReadIndex, struct{}{}, &ans); err != nil {
-		return 0, err
-	}
-	return ans.Index, nil
+	return n.client.ReadIndex(rctx, leader)
 }
 
 func (n *Node) waitApplied(ctx context.Context, idx uint64, deadline time.Time) error {

@@ -3,7 +3,6 @@ package cluster
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -13,8 +12,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/carmyhq/carmy/cluster/wire"
-	"github.com/carmyhq/carmy/store"
+	"github.com/carmyhq/carmy/cluster/peer"
 )
 
 // A follower of hashicorp/raft notices a silent leader late, and two
@@ -36,7 +34,7 @@ import (
 // and elections, only earlier and in a better order. Every tick (a
 // twentieth of the heartbeat timeout) a follower looks at its last contact
 // with a leader. Once the silence passes the heartbeat timeout, it asks
-// the other voters for the position of their logs (POST pathSilence), then
+// the other voters for the position of their logs (POST peer.PathSilence), then
 // has each voter but the silent leader run Raft's check at once, one after
 // the other, from the shortest log (term, then index, then id) to the
 // longest, the longest last. A voter asked to check whose own silence is
@@ -65,20 +63,6 @@ const (
 	// next, which still trusts the leader) before the next one stands.
 	silenceGap = 20 * time.Millisecond
 )
-
-// pathSilence: another voter found the leader silent. The answer is this
-// node's log position; with check, the node first runs Raft's check.
-const pathSilence = "/internal/v1/silence"
-
-type silenceRequest struct {
-	Check bool `json:"check"`
-}
-
-// logPosition is how far a node's log goes: what a vote compares.
-type logPosition struct {
-	LastTerm  uint64 `json:"last_term"`
-	LastIndex uint64 `json:"last_index"`
-}
 
 // silenceWatch decides when a follower's silence is long enough to act
 // on: past threshold, and once for each last contact.
@@ -130,7 +114,7 @@ func (n *Node) watchSilence() {
 type silenceVoter struct {
 	id   string
 	addr string // "" for this node
-	pos  logPosition
+	pos  peer.LogPosition
 }
 
 // checkInOrder has every voter but silent run Raft's check, from the
@@ -195,12 +179,10 @@ func orderVoters(voters []silenceVoter) {
 
 // askSilence tells the voter at addr that the leader is silent, and with
 // check has it run Raft's check; it answers its log position.
-func (n *Node) askSilence(addr string, check bool, wait time.Duration) (logPosition, error) {
+func (n *Node) askSilence(addr string, check bool, wait time.Duration) (peer.LogPosition, error) {
 	ctx, cancel := context.WithTimeout(n.bgCtx, wait)
 	defer cancel()
-	var pos logPosition
-	_, err := n.client.post(ctx, addr, pathSilence, silenceRequest{Check: check}, &pos)
-	return pos, err
+	return n.client.Silence(ctx, addr, check)
 }
 
 // serveSilence answers another voter that found the leader silent: this
@@ -209,13 +191,8 @@ func (n *Node) askSilence(addr string, check bool, wait time.Duration) (logPosit
 // heartbeat timeout). A follower silent for half a timeout or more, but
 // less than one, first waits until it has been silent for one: its last
 // contact came a heartbeat later than the caller's.
-func (n *Node) serveSilence(w http.ResponseWriter, r *http.Request) {
-	var req silenceRequest
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		writeInternalError(w, http.StatusBadRequest, wire.Coded(store.CodeInvalidRequest, err.Error()))
-		return
-	}
-	if req.Check && n.raft.State() == raft.Follower {
+func (n *Node) serveSilence(r *http.Request, check bool) peer.LogPosition {
+	if check && n.raft.State() == raft.Follower {
 		hb := n.raft.ReloadableConfig().HeartbeatTimeout
 		if silent := time.Since(n.raft.LastContact()); silent >= hb/2 && silent < hb {
 			n.sleep(hb - silent + time.Millisecond)
@@ -223,15 +200,15 @@ func (n *Node) serveSilence(w http.ResponseWriter, r *http.Request) {
 		n.log.Info("asked to check the leader's silence", callerOf(r)...)
 		n.checkSilence()
 	}
-	writeJSON(w, http.StatusOK, n.logPosition())
+	return n.logPosition()
 }
 
 // logPosition is the term and index of this node's last log entry.
-func (n *Node) logPosition() logPosition {
+func (n *Node) logPosition() peer.LogPosition {
 	st := n.raft.Stats()
 	term, _ := strconv.ParseUint(st["last_log_term"], 10, 64)
 	index, _ := strconv.ParseUint(st["last_log_index"], 10, 64)
-	return logPosition{LastTerm: term, LastIndex: index}
+	return peer.LogPosition{LastTerm: term, LastIndex: index}
 }
 
 // httpAddrOf is the HTTP address of node id, from the member table or

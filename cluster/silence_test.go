@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/carmyhq/carmy/cluster/peer"
 )
 
 // A follower's silence is acted on once it reaches the threshold, once
@@ -33,11 +35,11 @@ func TestSilenceWatchDue(t *testing.T) {
 // beats any index, then the index, then the id; the longest goes last.
 func TestVotersCheckedShortestLogFirst(t *testing.T) {
 	voters := []silenceVoter{
-		{id: "a", pos: logPosition{LastTerm: 3, LastIndex: 10}},
-		{id: "b", pos: logPosition{LastTerm: 2, LastIndex: 99}},
-		{id: "c", pos: logPosition{LastTerm: 3, LastIndex: 12}},
-		{id: "d", pos: logPosition{LastTerm: 3, LastIndex: 10}},
-		{id: "e", pos: logPosition{LastTerm: 3, LastIndex: 11}},
+		{id: "a", pos: peer.LogPosition{LastTerm: 3, LastIndex: 10}},
+		{id: "b", pos: peer.LogPosition{LastTerm: 2, LastIndex: 99}},
+		{id: "c", pos: peer.LogPosition{LastTerm: 3, LastIndex: 12}},
+		{id: "d", pos: peer.LogPosition{LastTerm: 3, LastIndex: 10}},
+		{id: "e", pos: peer.LogPosition{LastTerm: 3, LastIndex: 11}},
 	}
 	orderVoters(voters)
 	var ids []string

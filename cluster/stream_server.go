@@ -7,13 +7,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/carmyhq/carmy/cluster/forward"
-	"github.com/carmyhq/carmy/cluster/wire"
-	"github.com/carmyhq/carmy/store"
+	"github.com/carmyhq/carmy/cluster/peer"
 )
 
 // Bounds of a served forward stream.
@@ -24,36 +22,20 @@ import (
 // forward.WriteTimeout bounds writing one answer.
 const streamServerIdle = 5 * time.Minute
 
-// serveStream turns an upgrade request into a forward stream (see
-// package forward): it takes over the connection, answers 101, then reads
-// batches and answers each, in order, until the follower closes it, it
-// breaks, or the node stops. The caller was authenticated as any internal
-// request; its batches are audited as HTTP batches are, one line each.
-func (n *Node) serveStream(w http.ResponseWriter, r *http.Request) {
-	if !strings.EqualFold(r.Header.Get("Upgrade"), forward.Protocol) ||
-		!strings.Contains(strings.ToLower(r.Header.Get("Connection")), "upgrade") {
-		writeInternalError(w, http.StatusBadRequest, wire.Coded(store.CodeInvalidRequest,
-			"this path only upgrades the connection to "+forward.Protocol))
-		return
-	}
-	conn, brw, err := http.NewResponseController(w).Hijack()
-	if err != nil {
-		writeInternalError(w, http.StatusServiceUnavailable, wire.Coded(store.CodeUnavailable,
-			"this connection cannot carry a stream: "+err.Error()))
-		return
-	}
+// serveStream serves a forward stream (see package forward) on conn,
+// the connection of r that peer.Handler took over: it answers 101
+// (peer.AcceptStream), then reads batches and answers each, in order,
+// until the follower closes it, it breaks, or the node stops. The caller
+// was authenticated as any peer request; its batches are audited as HTTP
+// batches are, one line each.
+func (n *Node) serveStream(r *http.Request, conn net.Conn, brw *bufio.ReadWriter) {
 	if !n.streams.add(conn) {
 		_ = conn.Close() // the node is stopping
 		return
 	}
 	defer n.streams.remove(conn)
 	_ = conn.SetDeadline(time.Time{})
-	_, err = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + forward.Protocol +
-		"\r\n" + ProtocolHeader + ": " + protocolString + "\r\n\r\n")
-	if err == nil {
-		err = brw.Flush()
-	}
-	if err != nil {
+	if peer.AcceptStream(brw) != nil {
 		return
 	}
 	n.serveFrames(r, conn, brw.Reader)

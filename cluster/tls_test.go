@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +17,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/carmyhq/carmy/cluster"
-	"github.com/carmyhq/carmy/cluster/nodeauth"
+	"github.com/carmyhq/carmy/cluster/peer"
 	"github.com/carmyhq/carmy/fsm"
 	"github.com/carmyhq/carmy/internal/certs"
 	"github.com/carmyhq/carmy/internal/tlsmux"
@@ -118,18 +117,18 @@ func TestRaftOverMutualTLS(t *testing.T) {
 	}
 }
 
-// internalPost sends body to a node's internal path: over TLS as a node
+// peerPost sends body to a node's peer path: over TLS as a node
 // would (naming tlsmux.NodeServerName) with files' certificate, or with
 // none when files is nil, or over plain HTTP when plain, naming this
 // build's protocol version. It returns the status, or the error when no
 // answer came.
-func internalPost(t *testing.T, addr, path, body, key string, files *cluster.NodeTLS, plain bool) (int, error) {
+func peerPost(t *testing.T, addr, path, body, key string, files *cluster.NodeTLS, plain bool) (int, error) {
 	t.Helper()
-	hc, base := internalClient(t, addr, files, plain)
+	hc, base := peerHTTPClient(t, addr, files, plain)
 	defer hc.CloseIdleConnections()
 	req, _ := http.NewRequest(http.MethodPost, base+path, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(cluster.ProtocolHeader, strconv.Itoa(nodeauth.ProtocolVersion))
+	req.Header.Set(peer.ProtocolHeader, peer.Protocol)
 	if key != "" {
 		req.Header.Set("Carmy-Cluster-Key", key)
 	}
@@ -141,13 +140,13 @@ func internalPost(t *testing.T, addr, path, body, key string, files *cluster.Nod
 	return resp.StatusCode, nil
 }
 
-// internalApply forwards cmds to a node as internalPost posts (over
+// peerApply forwards cmds to a node as peerPost posts (over
 // files' TLS, or plain), on a forward stream: it returns the upgrade's
 // status (101: the stream opened), or the error when no answer came, or
 // the first command's error (nil: applied).
-func internalApply(t *testing.T, addr string, cmds []fsm.Command, key string, files *cluster.NodeTLS, plain bool) (int, error) {
+func peerApply(t *testing.T, addr string, cmds []fsm.Command, key string, files *cluster.NodeTLS, plain bool) (int, error) {
 	t.Helper()
-	hc, base := internalClient(t, addr, files, plain)
+	hc, base := peerHTTPClient(t, addr, files, plain)
 	defer hc.CloseIdleConnections()
 	var enc [][]byte
 	for _, c := range cmds {
@@ -164,8 +163,8 @@ func internalApply(t *testing.T, addr string, cmds []fsm.Command, key string, fi
 	return status, err
 }
 
-// internalClient is the client and base URL of internalPost.
-func internalClient(t *testing.T, addr string, files *cluster.NodeTLS, plain bool) (*http.Client, string) {
+// peerHTTPClient is the client and base URL of peerPost.
+func peerHTTPClient(t *testing.T, addr string, files *cluster.NodeTLS, plain bool) (*http.Client, string) {
 	t.Helper()
 	tc := &tls.Config{ServerName: tlsmux.NodeServerName, InsecureSkipVerify: true, MinVersion: tls.VersionTLS13} //nolint:gosec // a stranger trusts anything
 	if files != nil {
@@ -182,14 +181,14 @@ func internalClient(t *testing.T, addr string, files *cluster.NodeTLS, plain boo
 	return &http.Client{Transport: &http.Transport{TLSClientConfig: tc}, Timeout: 5 * time.Second}, scheme + "://" + addr
 }
 
-// TestInternalHTTPOverMutualTLS checks the node-to-node HTTP endpoints
+// TestPeerHTTPOverMutualTLS checks the node-to-node HTTP endpoints
 // under node TLS: nodes of the cluster forward and join over them, while
 // a caller with a certificate of another CA, or with none, fails the
 // handshake, and a plain-HTTP caller is refused even with the cluster
 // key; none of them gets its reservation applied or changes the
 // configuration, while the same body from a member is applied. The
 // cluster key, when set too, is still checked.
-func TestInternalHTTPOverMutualTLS(t *testing.T) {
+func TestPeerHTTPOverMutualTLS(t *testing.T) {
 	files := writeTLS(t, t.TempDir(), "n1", "n2", "n3")
 	c := newCluster(t, 3, func(cfg *cluster.Config) {
 		f := files[cfg.NodeID]
@@ -222,9 +221,9 @@ func TestInternalHTTPOverMutualTLS(t *testing.T) {
 			var status int
 			var err error
 			if p.body == "" {
-				status, err = internalApply(t, leader.HTTPAddr(), forged, "s3cret-s3cret-s3cret", tc.files, tc.plain)
+				status, err = peerApply(t, leader.HTTPAddr(), forged, "s3cret-s3cret-s3cret", tc.files, tc.plain)
 			} else {
-				status, err = internalPost(t, leader.HTTPAddr(), p.path, p.body, "s3cret-s3cret-s3cret", tc.files, tc.plain)
+				status, err = peerPost(t, leader.HTTPAddr(), p.path, p.body, "s3cret-s3cret-s3cret", tc.files, tc.plain)
 			}
 			t.Logf("%s %s: status %d, err %v", tc.name, p.path, status, err)
 			switch {
@@ -244,15 +243,15 @@ func TestInternalHTTPOverMutualTLS(t *testing.T) {
 	// A node certificate of the cluster's CA is let through (with the
 	// key, which is still checked).
 	own := files["n2"]
-	if status, err := internalPost(t, leader.HTTPAddr(), "/internal/v1/readindex", `{}`, "s3cret-s3cret-s3cret", &own, false); err != nil || status != http.StatusOK {
+	if status, err := peerPost(t, leader.HTTPAddr(), "/internal/v1/readindex", `{}`, "s3cret-s3cret-s3cret", &own, false); err != nil || status != http.StatusOK {
 		t.Fatalf("a member's certificate: status %d, err %v", status, err)
 	}
-	if status, err := internalPost(t, leader.HTTPAddr(), "/internal/v1/readindex", `{}`, "wrong", &own, false); err != nil || status != http.StatusForbidden {
+	if status, err := peerPost(t, leader.HTTPAddr(), "/internal/v1/readindex", `{}`, "wrong", &own, false); err != nil || status != http.StatusForbidden {
 		t.Fatalf("a member's certificate with a wrong key: status %d (err %v), want 403", status, err)
 	}
 	// The same forged body, from a member, is applied: the refusals above
 	// were the handshake's and the endpoint's, not the body's.
-	if status, err := internalApply(t, leader.HTTPAddr(), forged, "s3cret-s3cret-s3cret", &own, false); err != nil || status != http.StatusSwitchingProtocols {
+	if status, err := peerApply(t, leader.HTTPAddr(), forged, "s3cret-s3cret-s3cret", &own, false); err != nil || status != http.StatusSwitchingProtocols {
 		t.Fatalf("the body from a member: status %d, err %v", status, err)
 	}
 	if _, err := leader.Store().Lookup(t.Context(), key("forged")); err != nil {

@@ -182,7 +182,7 @@ func (n *Node) openRaft(c cluster.Config, apiCfg *api.Config, wrap func(http.Han
 	n.raft = node
 	n.rt.IdempotencyStore(node.Store())
 	n.rt.Engine().SetProbeOwner(node.IsLeader)
-	internal := node.InternalHandler()
+	internal := node.PeerHandler()
 	if wrap != nil {
 		internal = wrap(internal)
 	}

@@ -4,9 +4,8 @@
 // A Forwarder gathers concurrent commands into batches (up to MaxBatch
 // commands and MaxBatchBytes of them; a larger command goes alone) and
 // sends them over one kept-alive stream per leader address, which it
-// opens through a Dialer (the cluster package's internal client: the
-// upgrade of an internal HTTP call, with its key, node TLS and protocol
-// version). Up to MaxInFlight batches are in flight on a stream (fewer
+// opens through a Dialer (package peer's Client: the upgrade of a peer
+// HTTP call, with its key, node TLS and protocol version). Up to MaxInFlight batches are in flight on a stream (fewer
 // when they are large: one slot per started MiB), and the leader answers
 // them in order, each command with its own result (a wire.Result).
 //

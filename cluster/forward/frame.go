@@ -16,9 +16,9 @@ import (
 // The forward stream: a follower's kept-alive connection to the leader
 // that carries its forwarded batches, many at a time; it is the only way
 // a command reaches the leader from another node. It begins as an
-// HTTP/1.1 request to the leader's stream path (the cluster package's), with the cluster key, node id and
-// protocol version as any internal request, asking to upgrade to
-// Protocol; the leader answers 101 and from then on the connection
+// HTTP/1.1 request to the leader's stream path (package peer's), with
+// the cluster key, node id and protocol version as any peer request,
+// asking to upgrade to Protocol; the leader answers 101 and from then on the connection
 // carries frames. The follower sends batches; the leader answers every
 // batch, in the order it received them.
 //

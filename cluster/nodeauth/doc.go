@@ -24,7 +24,7 @@
 // An accepted connection's handshake runs on its first Read or Write,
 // never in Raft's accept loop, so that a silent peer stalls no other.
 // The cluster package stacks the layers (plain TCP, then TLS or the key,
-// then the preamble) and checks the same credentials and version on its
-// internal HTTP calls. Nothing older than ProtocolVersion 1 is read, so
-// the package has no compat.go.
+// then the preamble), and package peer checks the same credentials and
+// version on the node-to-node HTTP calls. Nothing older than
+// ProtocolVersion 1 is read, so the package has no compat.go.
 package nodeauth

@@ -8,8 +8,8 @@ import (
 
 // ProtocolVersion is the version of the node-to-node protocol this build
 // speaks: the Raft connection's preamble (identity.go) and, named by the
-// cluster package, its internal HTTP calls and the forward stream. Every
-// Raft connection names it in its preamble and every internal request and
+// cluster package, its peer HTTP calls (package peer) and the forward
+// stream. Every Raft connection names it in its preamble and every peer request and
 // answer in a header, and a node refuses a peer that names another
 // version, with an error naming both (ProtocolMismatch), logged by the
 // refusing node through its refusal log.

@@ -1,5 +1,5 @@
 // Package wire is the vocabulary the node-to-node calls share, whatever
-// carries them (an internal HTTP answer, a forward stream's frame): Error,
+// carries them (a peer HTTP answer, a forward stream's frame): Error,
 // an error as it travels between nodes (an error code of docs/errors.md, or a state of the
 // attempt: not the leader, outcome unknown), rebuilt on the receiving
 // node as the same store error (Error.Err), so that errors.Is works on

@@ -48,7 +48,7 @@ func startFaultNode(t *testing.T, i int, join []string) *faultNode {
 		ln.Close()
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: n.InternalHandler()}
+	srv := &http.Server{Handler: n.PeerHandler()}
 	go srv.Serve(f.Listener(ln))
 	t.Cleanup(func() {
 		srv.Close()
