@@ -32,7 +32,7 @@ const DefaultAddr = "127.0.0.1:8080"
 // It serves at once and starts the runtime in the background
 // (engine.Runtime.StartInBackground): until the store is ready (a cluster
 // node may wait for a leader) calls answer UNAVAILABLE, while /healthz,
-// /readyz and the internal endpoints work. cfg.Logger defaults to the
+// /readyz and the peer (node-to-node) endpoints work. cfg.Logger defaults to the
 // runtime's logger. Without cfg.Metrics nothing is counted and /metrics
 // is not served (package metrics/prom gives them).
 //

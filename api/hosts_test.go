@@ -45,8 +45,8 @@ func hostReq(t *testing.T, addr, method, path, host, body string, hdr map[string
 	return resp.StatusCode, resp.Header, out
 }
 
-// internalStub stands for the node-to-node endpoints.
-var internalStub = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
+// peerStub stands for the node-to-node endpoints.
+var peerStub = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
 
 func serveHosts(t *testing.T, cfg api.Config) string {
 	t.Helper()
@@ -55,7 +55,7 @@ func serveHosts(t *testing.T, cfg api.Config) string {
 		t.Fatal(err)
 	}
 	cfg.Logger = quietLogger()
-	cfg.Internal = internalStub
+	cfg.Peer = peerStub
 	return testutil.Serve(t, app, cfg)
 }
 
@@ -106,7 +106,7 @@ func TestHostAllowList(t *testing.T) {
 		}
 	}
 	if status, _, body := hostReq(t, addr, "POST", "/internal/v1/state", "attacker.example", "", nil); status != http.StatusNoContent {
-		t.Errorf("/internal/ with a foreign Host: %d %v, want the internal handler's 204", status, body)
+		t.Errorf("/internal/ with a foreign Host: %d %v, want the peer handler's 204", status, body)
 	}
 }
 

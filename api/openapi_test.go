@@ -964,7 +964,7 @@ func echoPath(p string) string { return echoParam.ReplaceAllString(p, "{$1}") }
 func TestOpenAPICoversEveryRoute(t *testing.T) {
 	d := loadOpenAPI(t)
 	s, err := api.New(carmy.App(carmy.WithLogger(quietLogger())).Engine(), api.Config{
-		Logger: quietLogger(), Cluster: newOASCluster(), Internal: http.NotFoundHandler(), Pprof: true, Metrics: prom.New(nil), MCP: mcp.Endpoint,
+		Logger: quietLogger(), Cluster: newOASCluster(), Peer: http.NotFoundHandler(), Pprof: true, Metrics: prom.New(nil), MCP: mcp.Endpoint,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -11,15 +11,15 @@ import (
 
 // TestHTTPSOnlyAPI checks the API of a node with a certificate: a request
 // over plain HTTP is 400 INVALID_REQUEST in the envelope and reaches no
-// handler, while /internal/ is left to the internal handler (node TLS
+// handler, while /internal/ is left to the peer handler (node TLS
 // decides there), and a request that came over TLS is served.
 func TestHTTPSOnlyAPI(t *testing.T) {
 	reached := 0
-	internal := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	peer := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		reached++
 		w.WriteHeader(http.StatusNoContent)
 	})
-	cfg := api.Config{TLS: &tls.Config{MinVersion: tls.VersionTLS12}, Internal: internal}
+	cfg := api.Config{TLS: &tls.Config{MinVersion: tls.VersionTLS12}, Peer: peer}
 	rt := &fakeRuntime{tb: t}
 	srv := newTestServer(t, rt, cfg) // plain HTTP: r.TLS is nil
 
@@ -30,7 +30,7 @@ func TestHTTPSOnlyAPI(t *testing.T) {
 		}
 	}
 	if a := send(t, srv, request{method: http.MethodPost, path: "/internal/v1/apply"}); a.status != http.StatusNoContent || reached != 1 {
-		t.Errorf("plain POST /internal/v1/apply: %d (internal handler reached %d times), want it handed to the internal handler", a.status, reached)
+		t.Errorf("plain POST /internal/v1/apply: %d (peer handler reached %d times), want it handed to the peer handler", a.status, reached)
 	}
 
 	tlsSrv := newTLSTestServer(t, rt, cfg)

@@ -29,8 +29,13 @@ type Config struct {
 	// Ledger serves the audit ledger (GET /v1/audit; nil: a node that
 	// keeps none, whose audit routes answer 404).
 	Ledger Ledger
-	// Internal, when set, serves the node-to-node endpoints under
-	// /internal/; it authenticates its callers itself.
+	// Peer, when set, serves the node-to-node endpoints under /internal/
+	// (cluster.Node.PeerHandler; the path is the peer protocol's, package
+	// cluster/peer); it authenticates its callers itself.
+	Peer http.Handler
+	// Internal is served as Peer when Peer is nil.
+	//
+	// Deprecated: use Peer.
 	Internal http.Handler
 	// Metrics is told what the server does and serves GET /metrics
 	// (package metrics/prom: Prometheus). Nil counts nothing and serves
@@ -60,7 +65,7 @@ type Config struct {
 	TLS *tls.Config
 	// NodeTLS, when set, serves the TLS connections that name
 	// tlsmux.NodeServerName: other nodes, over mutual TLS (see
-	// cluster.Node.ServerTLSConfig). The internal handler checks them.
+	// cluster.Node.ServerTLSConfig). The peer handler checks them.
 	NodeTLS *tls.Config
 	// NodeID names this node in GET /v1/activity; when empty, the
 	// runtime's (Config().NodeID), if it tells one.
@@ -162,7 +167,7 @@ type Server struct {
 	metrics Metrics
 	limits  *limiters // nil: no rate limit
 	guard   *authGuard
-	// keyGuard counts wrong cluster keys (internalguard.go).
+	// keyGuard counts wrong cluster keys (peerguard.go).
 	keyGuard *authGuard
 	// activity counts the calls answered, for GET /v1/activity.
 	activity *activity
@@ -241,9 +246,12 @@ func New(rt Runtime, cfg Config) (*Server, error) {
 			s.log.Warn("serving /debug/pprof/ without authentication: anyone who reaches the API can read profiles and the command line")
 		}
 	}
-	if cfg.Internal != nil {
-		h := echo.WrapHandler(s.guardInternal(cfg.Internal))
-		e.Any("/internal/*", h)
+	peer := cfg.Peer
+	if peer == nil {
+		peer = cfg.Internal
+	}
+	if peer != nil {
+		e.Any("/internal/*", echo.WrapHandler(s.guardPeer(peer)))
 	}
 	return s, nil
 }

@@ -160,7 +160,7 @@ func buildRuntime(s Settings, fc FileConfig, lim limits) (*carmy.Runtime, error)
 
 // apiConfig is the API's configuration: auth and limits from the config
 // file, access, pprof. The caller adds TLS; StartNode adds the cluster's
-// administration and internal endpoints.
+// administration and peer (node-to-node) endpoints.
 func apiConfig(s Settings, fc FileConfig, auth api.Auth) api.Config {
 	apiCfg := api.Config{
 		Auth: auth, BodyLimit: fc.Limits.BodyBytes, Timeouts: fc.Limits.timeouts(), Logger: s.Logger,

@@ -42,7 +42,7 @@ type Config struct {
 	Listener net.Listener
 	// API configures the API: auth, limits, TLS, hosts. StartNode sets
 	// its Cluster (GET /v1/cluster and the membership routes), its
-	// Internal and NodeTLS (the node-to-node endpoints, with Raft), and
+	// Peer and NodeTLS (the node-to-node endpoints, with Raft), and
 	// and when nil its MCP: package api/mcp's endpoint at /mcp, passing
 	// Upstreams through (mcp.EndpointWith); and its Metrics: Prometheus's
 	// (prom.New of the runtime), served at GET /metrics.
@@ -59,8 +59,12 @@ type Config struct {
 	// registered (mcpgateway): StartNode starts them, Close closes them
 	// once the runtime has drained.
 	Upstreams []*mcpgateway.Upstream
-	// WrapInternal, when set, wraps the node-to-node handler (a test
+	// WrapPeer, when set, wraps the node-to-node (peer) handler (a test
 	// layer's control endpoint beside it).
+	WrapPeer func(http.Handler) http.Handler
+	// WrapInternal is WrapPeer, applied after it when both are set.
+	//
+	// Deprecated: use WrapPeer.
 	WrapInternal func(http.Handler) http.Handler
 }
 
@@ -130,7 +134,7 @@ func StartNode(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	var err error
 	if cfg.Raft != nil {
-		err = n.openRaft(*cfg.Raft, &apiCfg, cfg.WrapInternal)
+		err = n.openRaft(*cfg.Raft, &apiCfg, cfg.WrapPeer, cfg.WrapInternal)
 	} else {
 		err = n.openFleet(*cfg.Postgres, &apiCfg)
 	}
@@ -165,7 +169,8 @@ func StartNode(ctx context.Context, cfg Config) (*Node, error) {
 
 // openRaft opens the cluster member and makes its replicated store the
 // runtime's backend; the leader probes (docs/config.md#reconcile-probes).
-func (n *Node) openRaft(c cluster.Config, apiCfg *api.Config, wrap func(http.Handler) http.Handler) error {
+// Each of wraps that is not nil wraps the member's peer handler, in turn.
+func (n *Node) openRaft(c cluster.Config, apiCfg *api.Config, wraps ...func(http.Handler) http.Handler) error {
 	if c.HTTPAddr == "" {
 		c.HTTPAddr = n.ln.Addr().String()
 	}
@@ -182,11 +187,13 @@ func (n *Node) openRaft(c cluster.Config, apiCfg *api.Config, wrap func(http.Han
 	n.raft = node
 	n.rt.IdempotencyStore(node.Store())
 	n.rt.Engine().SetProbeOwner(node.IsLeader)
-	internal := node.PeerHandler()
-	if wrap != nil {
-		internal = wrap(internal)
+	peer := node.PeerHandler()
+	for _, wrap := range wraps {
+		if wrap != nil {
+			peer = wrap(peer)
+		}
 	}
-	apiCfg.Cluster, apiCfg.Internal, apiCfg.NodeTLS = clusterAdmin{node}, internal, node.ServerTLSConfig()
+	apiCfg.Cluster, apiCfg.Peer, apiCfg.NodeTLS = clusterAdmin{node}, peer, node.ServerTLSConfig()
 	apiCfg.Ledger = clusterAdmin{node}
 	return nil
 }

@@ -1,9 +1,9 @@
 package main_test
 
 // Black-box tests of node-to-node authentication (issue 14, finding 1): a
-// built `carmy serve` trusts no caller of its internal endpoints or of its
-// Raft port for being on loopback. A node given no key generates one in
-// its data dir; other nodes join with a copy of it.
+// built `carmy serve` trusts no caller of its peer (node-to-node)
+// endpoints or of its Raft port for being on loopback. A node given no key
+// generates one in its data dir; other nodes join with a copy of it.
 
 import (
 	"encoding/json"
@@ -87,7 +87,7 @@ func getCluster(t *testing.T, base string) clusterView {
 
 // TestBlackBoxGeneratedClusterKey checks that a node started with no key
 // (and no node TLS) generates one in its data dir, 0600, and says where;
-// that its internal endpoints refuse a loopback caller without it (a
+// that its peer endpoints refuse a loopback caller without it (a
 // forged capacity command is 403 and not applied); and that a second node
 // given a copy of the file with --cluster-key-file joins and replicates.
 func TestBlackBoxGeneratedClusterKey(t *testing.T) {

@@ -93,9 +93,9 @@ func TestFaultLayerServe(t *testing.T) {
 }
 
 func TestWithFaultControlRoutes(t *testing.T) {
-	internal := &stubInternal{}
+	peer := &stubPeer{}
 	f := faultnet.New()
-	h := withFaultControl(internal, f, "k")
+	h := withFaultControl(peer, f, "k")
 
 	req := httptest.NewRequest(http.MethodPut, faultsPath, strings.NewReader(`{"drop_out":["10.9.8.7"]}`))
 	req.Header.Set(faultnet.KeyHeader, "k")
@@ -111,10 +111,10 @@ func TestWithFaultControlRoutes(t *testing.T) {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, nil))
 		if rec.Code != http.StatusTeapot {
-			t.Errorf("POST %s = %d, want the internal handler's answer", path, rec.Code)
+			t.Errorf("POST %s = %d, want the peer handler's answer", path, rec.Code)
 		}
 	}
-	if want := []string{"/internal/v1/apply", faultsPath + "/x", "/internal/v1/faultsx"}; !slices.Equal(internal.paths, want) {
-		t.Fatalf("the internal handler saw %q, want %q", internal.paths, want)
+	if want := []string{"/internal/v1/apply", faultsPath + "/x", "/internal/v1/faultsx"}; !slices.Equal(peer.paths, want) {
+		t.Fatalf("the peer handler saw %q, want %q", peer.paths, want)
 	}
 }

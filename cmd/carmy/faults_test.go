@@ -12,18 +12,18 @@ import (
 	"github.com/carmyhq/carmy/tests/testutil"
 )
 
-// stubInternal stands for the node's internal handler.
-type stubInternal struct{ paths []string }
+// stubPeer stands for the node's peer handler.
+type stubPeer struct{ paths []string }
 
-func (s *stubInternal) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (s *stubPeer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.paths = append(s.paths, r.URL.Path)
 	w.WriteHeader(http.StatusTeapot)
 }
 
 func TestWithFaultControlWithoutFaults(t *testing.T) {
-	internal := &stubInternal{}
-	if h := withFaultControl(internal, nil, "k"); h != http.Handler(internal) {
-		t.Fatalf("without a fault layer the internal handler is wrapped (%T)", h)
+	peer := &stubPeer{}
+	if h := withFaultControl(peer, nil, "k"); h != http.Handler(peer) {
+		t.Fatalf("without a fault layer the peer handler is wrapped (%T)", h)
 	}
 }
 

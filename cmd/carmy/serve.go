@@ -87,7 +87,7 @@ func raftNode(ctx context.Context, cfg serveConfig, nc *embed.Config, log *slog.
 	faults := newFaults(os.Getenv, log)
 	if faults != nil {
 		ln = faults.Listener(ln)
-		nc.WrapInternal = func(h http.Handler) http.Handler { return withFaultControl(h, faults, sec.clusterKey) }
+		nc.WrapPeer = func(h http.Handler) http.Handler { return withFaultControl(h, faults, sec.clusterKey) }
 	}
 	nc.Listener = ln
 	if sec.apiKeys != nil {
@@ -135,15 +135,15 @@ const stopBudget = 14 * time.Second
 // faultsPath is where a node with the test fault layer serves its control.
 const faultsPath = "/internal/v1/faults"
 
-// withFaultControl returns internal, with the test fault layer's control
-// endpoint at faultsPath when faults is not nil.
-func withFaultControl(internal http.Handler, faults faultLayer, key string) http.Handler {
+// withFaultControl returns peer (the node's peer handler), with the test
+// fault layer's control endpoint at faultsPath when faults is not nil.
+func withFaultControl(peer http.Handler, faults faultLayer, key string) http.Handler {
 	if faults == nil {
-		return internal
+		return peer
 	}
 	mux := http.NewServeMux()
 	mux.Handle(faultsPath, faults.Handler(key))
-	mux.Handle("/", internal)
+	mux.Handle("/", peer)
 	return mux
 }
 

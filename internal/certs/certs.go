@@ -20,7 +20,7 @@ import (
 )
 
 // NodeRoleURI is the URI SAN that makes a certificate of the cluster's CA
-// a node's: nodes refuse, on Raft and on the internal endpoints, a peer
+// a node's: nodes refuse, on Raft and on the peer (node-to-node) endpoints, a peer
 // whose certificate lacks it (an API server's certificate of the same CA,
 // say).
 const NodeRoleURI = "urn:carmy:role:node"

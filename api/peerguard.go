@@ -8,11 +8,11 @@ import (
 	"github.com/carmyhq/carmy/store"
 )
 
-// guardInternal puts the cluster-key guard in front of the node-to-node
-// endpoints: a wrong cluster key from a client address over its failures
-// (wrong keys, which the internal handler reports through authfail) is
-// answered 429 RATE_LIMITED with Retry-After, in the internal API's error
-// form, instead of 403, until its bucket refills (one attempt per
+// guardPeer puts the cluster-key guard in front of the node-to-node
+// (peer) endpoints: a wrong cluster key from a client address over its
+// failures (wrong keys, which the peer handler reports through authfail)
+// is answered 429 RATE_LIMITED with Retry-After, in the peer endpoints'
+// error form, instead of 403, until its bucket refills (one attempt per
 // 60/PerMinute seconds). A right key is never refused: unlike a token's,
 // a cluster key of 128 bits and more cannot be guessed at any rate, and
 // the nodes of a cluster often share an address (loopback, a NAT) with
@@ -23,7 +23,7 @@ import (
 // that shares its address. Node-to-node calls come straight from the
 // nodes, so X-Forwarded-For is believed only from Config.TrustedProxies,
 // as everywhere.
-func (s *Server) guardInternal(next http.Handler) http.Handler {
+func (s *Server) guardPeer(next http.Handler) http.Handler {
 	g := s.keyGuard
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		src := g.sourceOf(r)
