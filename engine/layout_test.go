@@ -64,6 +64,21 @@ func TestLayout(t *testing.T) {
 	}
 }
 
+// TestPeerImportsNoNode checks that package cluster/peer, the node-to-node
+// HTTP protocol, stays beneath the node (docs/design.md, Packages): the
+// cluster package imports it, never the reverse, and it links neither the
+// runtime nor the API.
+func TestPeerImportsNoNode(t *testing.T) {
+	for _, dep := range goList(t, "-deps", "../cluster/peer") {
+		for _, f := range []string{module + "/cluster", module + "/engine", module + "/api", module + "/embed"} {
+			// Its siblings under cluster/ are fine; the rest of each is not.
+			if dep == f || f != module+"/cluster" && strings.HasPrefix(dep, f+"/") {
+				t.Errorf("cluster/peer links %s", dep)
+			}
+		}
+	}
+}
+
 // TestClientLinksNoServer checks that the Go client links the standard
 // library and the API's wire types only: a program that calls Carmy
 // links no server, framework or consensus.
