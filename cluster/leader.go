@@ -264,9 +264,12 @@ func (n *Node) auditCheckpointEvery() time.Duration {
 }
 
 // signAudit proposes a checkpoint entry signing the ledger's head, unless
-// nothing but the checkpoint of prev (the head this leader last signed)
-// was appended since; it returns the head it signed (prev when none).
-// A leader that just took over signs once whatever the last entry is.
+// the head is itself a checkpoint (nothing was appended since the last
+// one, whichever leader signed it: never a checkpoint of a checkpoint) or
+// the checkpoint of prev, the head this leader last signed; it returns the
+// head it signed (prev when none). The head's own kind is checked, not
+// only prev, so that a checkpoint whose proposal timed out but committed,
+// or one a previous leader signed, is not signed again.
 func (n *Node) signAudit(prev audit.Head) audit.Head {
 	// The ledger's writer may stand far behind the applied state (on a
 	// follower that just took over under load, by thousands of entries):
@@ -275,6 +278,9 @@ func (n *Node) signAudit(prev audit.Head) audit.Head {
 	n.ledger.FlushQueued()
 	head, err := n.AuditHead()
 	if err != nil || head.Seq == 0 || (prev.Seq != 0 && head.Seq <= prev.Seq+1) {
+		return prev
+	}
+	if last, ok, err := n.ledger.Entry(head.Seq); err != nil || (ok && last.Kind == audit.KindCheckpoint) {
 		return prev
 	}
 	ctx, cancel := context.WithTimeout(n.bgCtx, n.cfg.LeaderWait)

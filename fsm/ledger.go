@@ -240,6 +240,24 @@ func decodeStored(v []byte) (audit.Entry, error) {
 	return e, nil
 }
 
+// Entry returns the written entry of seq; ok is false when the ledger
+// holds none of that seq (not yet written, or pruned).
+func (l *Ledger) Entry(seq uint64) (e audit.Entry, ok bool, err error) {
+	tx, err := l.db.Begin(false)
+	if err != nil {
+		return e, false, fmt.Errorf("fsm: audit ledger: %w", err)
+	}
+	defer tx.Rollback()
+	var key [8]byte
+	binary.BigEndian.PutUint64(key[:], seq)
+	v := tx.Bucket(bucketEntries).Get(key[:])
+	if v == nil {
+		return e, false, nil
+	}
+	e, err = decodeStored(v)
+	return e, err == nil, err
+}
+
 // MaxExportLimit bounds the entries of one Export.
 const MaxExportLimit = 10000
 

@@ -284,6 +284,16 @@ func TestLedgerPrune(t *testing.T) {
 	if v.Anchor != la.Checkpoint() || v.Head != head || !bytes.HasSuffix(full, pruned[bytes.IndexByte(pruned, '\n')+1:]) {
 		t.Fatalf("the pruned export:\n%s", pruned)
 	}
+	// Entry reads a written entry by its seq, and none that was pruned
+	// or not yet written.
+	if e, ok, err := la.Entry(head.Seq); err != nil || !ok || e.Seq != head.Seq || e.Hash != head.Hash {
+		t.Fatalf("Entry(head %d) = %+v, %v, %v", head.Seq, e, ok, err)
+	}
+	for _, seq := range []uint64{2, head.Seq + 1} {
+		if e, ok, err := la.Entry(seq); err != nil || ok {
+			t.Fatalf("Entry(%d) = %+v, %v, %v; want none", seq, e, ok, err)
+		}
+	}
 	// A page after a seq starts with that seq's checkpoint.
 	page := mustExport(t, la, 5)
 	if v := mustVerify(t, page); v.Anchor.Seq != 5 || v.Head != head {
