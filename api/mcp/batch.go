@@ -2,15 +2,14 @@ package mcp
 
 import (
 	"bytes"
-	"github.com/carmyhq/carmy/internal/jsonscan"
-
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/carmyhq/carmy/internal/jsonscan"
+	"github.com/carmyhq/carmy/internal/mcpversion"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -41,13 +40,12 @@ const (
 const CodeBatchFull = -32030
 
 // firstVersionWithoutBatches is the protocol version that removed them.
-const firstVersionWithoutBatches = "2025-06-18"
+var firstVersionWithoutBatches = mcpversion.First(func(f mcpversion.Features) bool { return !f.Batches })
 
-// batchVersions are the versions before it the SDK serves; a batch of
-// another version is left to the SDK, which refuses it.
-var batchVersions = []string{"", "2024-11-05", "2025-03-26"}
-
-// serveBatch serves body, a JSON array, as the batch of r.
+// serveBatch serves body, a JSON array, as the batch of r: at a version
+// of the table with batches (internal/mcpversion; none stated reads as
+// one), and refused at a version from firstVersionWithoutBatches on; a
+// batch of another version is left to the SDK, which refuses it.
 func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, body []byte) {
 	version := r.Header.Get("Mcp-Protocol-Version")
 	if version >= firstVersionWithoutBatches {
@@ -55,7 +53,7 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, body []byte
 		writeRPCError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest, msg, envelope(store.CodeInvalidRequest, nil, msg))
 		return
 	}
-	if !slices.Contains(batchVersions, version) || !batchEligible(r) {
+	if f, ok := mcpversion.Lookup(version); !ok || !f.Batches || !batchEligible(r) {
 		r.Body = restoredBody(body, nil, r.Body)
 		h.stream.ServeHTTP(w, r)
 		return

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/carmyhq/carmy/internal/jsonscan"
 	"io"
 	"net"
 	"net/http"
@@ -16,6 +15,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/carmyhq/carmy/internal/jsonscan"
+	"github.com/carmyhq/carmy/internal/mcpversion"
 )
 
 // The fast path of tools/call.
@@ -68,9 +70,6 @@ import (
 // TestFastPathMatchesSDK, TestFastPathMatchesSDKNewProtocol and
 // FuzzFastPathMatchesSDK send requests through both paths and compare
 // the answers byte for byte.
-
-// fastVersions are the protocol versions the fast path serves.
-var fastVersions = map[string]bool{"2025-06-18": true, "2025-11-25": true, versionNewProtocol: true}
 
 // methodCallTool is the method the fast path serves.
 const methodCallTool = "tools/call"
@@ -217,7 +216,7 @@ func (h *Handler) fastEligible(r *http.Request) bool {
 			return false
 		}
 	}
-	if !fastVersions[r.Header.Get("Mcp-Protocol-Version")] || r.Method != http.MethodPost {
+	if f, ok := mcpversion.Lookup(r.Header.Get("Mcp-Protocol-Version")); !ok || !f.FastPath || r.Method != http.MethodPost {
 		return false
 	}
 	if !isJSONType(r.Header.Get("Content-Type")) {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/engine"
+	"github.com/carmyhq/carmy/internal/mcpversion"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -484,7 +485,7 @@ func FuzzFastPathMatchesSDK(f *testing.F) {
 	}
 	f.Add(callBody("1", `{"name":"echo"}`), "2025-06-18")
 	for _, c := range newProtocolCases() {
-		f.Add(c.body, versionNewProtocol)
+		f.Add(c.body, mcpversion.V20260728)
 	}
 	p := newPathPair(f, false)
 	f.Fuzz(func(t *testing.T, body, version string) {

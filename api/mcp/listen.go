@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/carmyhq/carmy/engine"
+	"github.com/carmyhq/carmy/internal/mcpversion"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -234,7 +235,7 @@ func (h *Handler) serveStandalone(w http.ResponseWriter, r *http.Request) bool {
 	if _, streamOK := accepts(r.Header.Values("Accept")); !streamOK {
 		return false
 	}
-	if v := r.Header.Get("Mcp-Protocol-Version"); v >= versionTasksExtension {
+	if mcpversion.For(r.Header.Get("Mcp-Protocol-Version")).Stateless {
 		return false // no such stream from 2026-07-28 on
 	}
 	caller := h.streamCaller(r)

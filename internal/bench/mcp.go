@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+
+	"github.com/carmyhq/carmy/internal/mcpversion"
 )
 
 // The transports `carmy bench --transport` drives.
@@ -12,19 +14,18 @@ const (
 	transportMCP  = "mcp"  // tools/call at /mcp (docs/mcp.md)
 )
 
-// The MCP protocol versions `carmy bench --mcp-version` speaks.
-const (
-	mcpVersionNewest = "2026-07-28" // per-request _meta, Mcp-Method and Mcp-Name headers
-)
+// mcpVersionNewest is the default of `carmy bench --mcp-version`.
+const mcpVersionNewest = mcpversion.Latest
 
-// mcpVersions are the versions --mcp-version takes, newest first.
-var mcpVersions = []string{mcpVersionNewest, "2025-11-25", "2025-06-18"}
+// mcpVersions are the versions --mcp-version takes, newest first: those
+// of Carmy's fast path (internal/mcpversion).
+var mcpVersions = mcpversion.Versions(func(f mcpversion.Features) bool { return f.FastPath })
 
 // mcpHeaders are the headers of every tools/call at version, besides
 // Content-Type and Authorization.
 func mcpHeaders(version, tool string) [][2]string {
 	h := [][2]string{{"Accept", "application/json, text/event-stream"}, {"Mcp-Protocol-Version", version}}
-	if version >= mcpVersionNewest {
+	if mcpversion.For(version).Stateless {
 		h = append(h, [2]string{"Mcp-Method", "tools/call"}, [2]string{"Mcp-Name", tool})
 	}
 	return h
@@ -36,7 +37,7 @@ func mcpHeaders(version, tool string) [][2]string {
 //	{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"…",
 //	 "arguments":{"payload":"…"},"_meta":{…,"carmy/session_id":"…","carmy/request_id":"<id>"}}}
 //
-// From 2026-07-28 on, _meta begins with the protocol's own keys, as an
+// At a stateless version (2026-07-28 on), _meta begins with the protocol's own keys, as an
 // MCP client sends them with every request: the version, the client's
 // name and its (empty) capabilities.
 func mcpBody(version, tool string, argsSize int, session string) (head, tail []byte) {
@@ -46,7 +47,7 @@ func mcpBody(version, tool string, argsSize int, session string) (head, tail []b
 	head = append(head, `","arguments":{"payload":"`...)
 	head = appendRandomText(head, argsSize)
 	head = append(head, `"},"_meta":{`...)
-	if version >= mcpVersionNewest {
+	if mcpversion.For(version).Stateless {
 		head = append(head, `"io.modelcontextprotocol/protocolVersion":"`...)
 		head = append(head, version...)
 		head = append(head, `","io.modelcontextprotocol/clientInfo":{"name":"carmy-bench","version":"1"},"io.modelcontextprotocol/clientCapabilities":{},`...)

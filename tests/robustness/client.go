@@ -19,6 +19,7 @@ import (
 
 	"github.com/carmyhq/carmy/api/client"
 	"github.com/carmyhq/carmy/api/wire"
+	"github.com/carmyhq/carmy/internal/mcpversion"
 	"github.com/carmyhq/carmy/internal/tlsmux"
 	"github.com/carmyhq/carmy/tests/robustness/ledgerapi"
 )
@@ -122,7 +123,7 @@ const (
 // 2025-11-25, which Carmy's own fast path serves, and 2026-07-28 (with
 // its _meta triple and Mcp-Method and Mcp-Name headers), which the SDK
 // serves.
-var mcpVersions = []string{"2025-11-25", "2026-07-28"}
+var mcpVersions = []string{mcpversion.V20251125, mcpversion.V20260728}
 
 // callVia sends one call of tool over transport ("http", or
 // "mcp/<version>").
@@ -310,7 +311,7 @@ func (c *nodeClient) callMCP(ctx context.Context, baseURL, version, tool, reques
 		"Accept":               {"application/json, text/event-stream"},
 		"Mcp-Protocol-Version": {version},
 	}
-	if version >= "2026-07-28" {
+	if mcpversion.For(version).Stateless {
 		meta["io.modelcontextprotocol/protocolVersion"] = version
 		meta["io.modelcontextprotocol/clientCapabilities"] = map[string]any{}
 		header["Mcp-Method"] = []string{"tools/call"}
