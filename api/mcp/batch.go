@@ -58,7 +58,7 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, body []byte
 		h.stream.ServeHTTP(w, r)
 		return
 	}
-	entries := arrayElements(body)
+	entries, _ := jsonscan.ArrayElements(nil, body) // body is a valid JSON array (screen.go)
 	if len(entries) == 0 || len(entries) > MaxBatchEntries {
 		msg := fmt.Sprintf("a JSON-RPC batch holds 1 to %d messages, not %d", MaxBatchEntries, len(entries))
 		writeRPCError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest, msg, envelope(store.CodeInvalidRequest, nil, msg))
@@ -118,27 +118,6 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, body []byte
 func batchEligible(r *http.Request) bool {
 	jsonOK, streamOK := accepts(r.Header.Values("Accept"))
 	return jsonOK && streamOK && len(r.Header.Values("Last-Event-ID")) == 0
-}
-
-// arrayElements returns the elements of the JSON array body (valid JSON),
-// aliasing it.
-func arrayElements(body []byte) [][]byte {
-	var out [][]byte
-	i := jsonscan.SkipSpace(body, 0) + 1
-	for {
-		i = jsonscan.SkipSpace(body, i)
-		if i >= len(body) || body[i] == ']' {
-			return out
-		}
-		end, err := jsonscan.ScanValue(body, i)
-		if err != nil {
-			return out
-		}
-		out = append(out, body[i:end])
-		if i = jsonscan.SkipSpace(body, end); i < len(body) && body[i] == ',' {
-			i++
-		}
-	}
 }
 
 // entryRecorder holds the answer to one entry of a batch, up to room

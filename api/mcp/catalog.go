@@ -10,6 +10,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/carmyhq/carmy/engine"
+	"github.com/carmyhq/carmy/internal/jsonscan"
 )
 
 // catalog mirrors the runtime's tools into the SDK's server, so that
@@ -91,7 +92,7 @@ func (c *catalog) fastCallable(name string) bool {
 // x-mcp-header annotation: it names one, or holds an escape that could
 // spell one (HTML's characters stay as they are, not escaped).
 func mayBindHeaders(t *sdk.Tool) bool {
-	raw, err := marshalNoEscape(t.InputSchema)
+	raw, err := jsonscan.MarshalNoHTML(t.InputSchema)
 	return err != nil || bytes.Contains(raw, []byte("x-mcp-header")) || bytes.Contains(raw, []byte(`\u`))
 }
 

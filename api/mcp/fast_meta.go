@@ -8,6 +8,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/carmyhq/carmy/internal/jsonscan"
 )
 
 // The fast path at 2026-07-28 (fast.go).
@@ -167,7 +169,7 @@ func (h *Handler) newProtocolResult(res sdk.Result, ran bool) (json.RawMessage, 
 			cr.Meta[metaServerInfo] = h.implJSON
 		}
 	}
-	raw, err := marshalNoEscape(res)
+	raw, err := jsonscan.MarshalNoHTML(res)
 	if err != nil || !ran || cr == nil || cr.InputRequests != nil || len(raw) < 2 || raw[len(raw)-1] != '}' {
 		return raw, err
 	}

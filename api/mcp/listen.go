@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/carmyhq/carmy/engine"
+	"github.com/carmyhq/carmy/internal/jsonscan"
 	"github.com/carmyhq/carmy/internal/mcpversion"
 	"github.com/carmyhq/carmy/store"
 )
@@ -382,7 +383,7 @@ func (h *Handler) refuseStream(w http.ResponseWriter, id json.RawMessage, err er
 
 // mustJSON encodes v, which always encodes.
 func mustJSON(v any) []byte {
-	raw, err := marshalNoEscape(v)
+	raw, err := jsonscan.MarshalNoHTML(v)
 	if err != nil {
 		return []byte("{}")
 	}

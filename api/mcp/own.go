@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/carmyhq/carmy/internal/jsonscan"
 	"github.com/carmyhq/carmy/internal/mcpversion"
 )
 
@@ -186,7 +187,7 @@ func callRequest(r *http.Request, p ownParams) *sdk.CallToolRequest {
 
 // writeResult answers the request of id with result, as JSON.
 func writeResult(w http.ResponseWriter, id json.RawMessage, result any) {
-	raw, err := marshalNoEscape(result)
+	raw, err := jsonscan.MarshalNoHTML(result)
 	if err != nil {
 		writeRPCError(w, http.StatusOK, id, jsonrpc.CodeInternalError, "internal error", nil)
 		return
@@ -232,9 +233,9 @@ func (h *Handler) servePatched(w http.ResponseWriter, r *http.Request, body []by
 		var result map[string]any
 		if json.Unmarshal(out, &resp) == nil && resp["result"] != nil && json.Unmarshal(resp["result"], &result) == nil {
 			patch(result, versionOf(r, nil))
-			if raw, err := marshalNoEscape(result); err == nil {
+			if raw, err := jsonscan.MarshalNoHTML(result); err == nil {
 				resp["result"] = raw
-				if b, err := marshalNoEscape(resp); err == nil {
+				if b, err := jsonscan.MarshalNoHTML(resp); err == nil {
 					out = b
 				}
 			}

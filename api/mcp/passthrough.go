@@ -9,6 +9,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/carmyhq/carmy/engine"
+	"github.com/carmyhq/carmy/internal/jsonscan"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -133,7 +134,7 @@ func (h *Handler) upstreamError(method string, err error) error {
 		h.log.Error("mcp: a forwarded request failed", "method", method, "err", err)
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}
 	}
-	data, mErr := marshalNoEscape(envelope(code, nil, err.Error()))
+	data, mErr := jsonscan.MarshalNoHTML(envelope(code, nil, err.Error()))
 	if mErr != nil {
 		data = nil
 	}

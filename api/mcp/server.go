@@ -13,6 +13,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/carmyhq/carmy/engine"
+	"github.com/carmyhq/carmy/internal/jsonscan"
 	"github.com/carmyhq/carmy/internal/tracing"
 	"github.com/carmyhq/carmy/store"
 )
@@ -159,7 +160,7 @@ func New(cfg Config) (*Handler, error) {
 	// says what matters. Its warnings and errors are kept.
 	sdkLog := slog.New(warnings{cfg.Logger.Handler()})
 	h.impl = &sdk.Implementation{Name: "carmy", Title: "Carmy", Version: "v1"}
-	implJSON, err := marshalNoEscape(h.impl)
+	implJSON, err := jsonscan.MarshalNoHTML(h.impl)
 	if err != nil {
 		return nil, fmt.Errorf("mcp: the server's name: %w", err)
 	}

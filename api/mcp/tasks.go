@@ -12,6 +12,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/carmyhq/carmy/engine"
+	"github.com/carmyhq/carmy/internal/jsonscan"
 	"github.com/carmyhq/carmy/internal/mcpversion"
 	"github.com/carmyhq/carmy/store"
 )
@@ -128,7 +129,7 @@ func taskOf(rec store.Record, version string) task {
 		t.StatusMessage = errorMessage(rec.Error)
 	}
 	if modern && t.Status == "completed" {
-		if raw, err := marshalNoEscape(resultOf(engine.Response{Record: rec})); err == nil {
+		if raw, err := jsonscan.MarshalNoHTML(resultOf(engine.Response{Record: rec})); err == nil {
 			t.Result = raw
 		}
 	}
