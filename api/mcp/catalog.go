@@ -96,19 +96,22 @@ func mayBindHeaders(t *sdk.Tool) bool {
 	return err != nil || bytes.Contains(raw, []byte("x-mcp-header")) || bytes.Contains(raw, []byte(`\u`))
 }
 
-// allowed returns the tools of list that caller may call: the same set as
-// GET /v1/tools, and the reconcile tools (reconcile.go), which every
-// caller may call.
+// allowed returns the tools of list that caller may call: those of
+// Runtime.ToolsFor (the set GET /v1/tools shows), and the reconcile tools
+// (reconcile.go), which every caller may call. A caller unknown (nil) is
+// shown none.
 func (c *catalog) allowed(caller *engine.Caller, list []*sdk.Tool) []*sdk.Tool {
 	if caller == nil {
 		return []*sdk.Tool{}
 	}
-	if caller.Tools == nil {
-		return list
+	tools := c.rt.ToolsFor(*caller)
+	may := make(map[string]bool, len(tools))
+	for _, t := range tools {
+		may[t.Name] = true
 	}
 	out := make([]*sdk.Tool, 0, len(list))
 	for _, t := range list {
-		if caller.MayCall(t.Name) || isReconcileTool(t.Name) {
+		if may[t.Name] || isReconcileTool(t.Name) {
 			out = append(out, t)
 		}
 	}

@@ -42,6 +42,17 @@ func (detRuntime) Tools() []engine.ToolInfo {
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}`)})
 }
 
+// ToolsFor is the tools caller may call, as engine.Runtime's decides.
+func (d detRuntime) ToolsFor(caller engine.Caller) []engine.ToolInfo {
+	var out []engine.ToolInfo
+	for _, t := range d.Tools() {
+		if caller.MayCall(t.Name) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
 func (detRuntime) ToolsGeneration() uint64 { return 1 }
 
 // detTools are the names of detRuntime's tools.

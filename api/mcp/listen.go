@@ -196,13 +196,7 @@ func (h *Handler) notifyChanges() {
 // digests digests what caller sees of each kind of list.
 func (h *Handler) digests(caller *engine.Caller) [kinds]uint64 {
 	var d [kinds]uint64
-	var tools []engine.ToolInfo
-	for _, t := range h.cfg.Runtime.Tools() {
-		if caller.MayCall(t.Name) {
-			tools = append(tools, t)
-		}
-	}
-	d[kindTools] = digest(tools)
+	d[kindTools] = digest(h.cfg.Runtime.ToolsFor(*caller))
 	see := seer(caller)
 	ups := h.cfg.Upstreams
 	d[kindResources] = digest([]any{ups.Resources(see), ups.ResourceTemplates(see)})

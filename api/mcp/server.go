@@ -33,8 +33,12 @@ type Runtime interface {
 	// (whether it exists or not), an unknown one an error of code
 	// UNKNOWN_TOOL; the endpoint checks neither itself.
 	Call(ctx context.Context, caller engine.Caller, req engine.Request) (engine.Response, error)
-	// Tools lists the registered tools.
+	// Tools lists the registered tools (which the endpoint mirrors into
+	// the SDK's server: catalog.go).
 	Tools() []engine.ToolInfo
+	// ToolsFor lists those caller may call (tools/list, and what
+	// subscriptions/listen watches); engine.Runtime's decides which.
+	ToolsFor(caller engine.Caller) []engine.ToolInfo
 	// ToolsGeneration changes whenever Tools does.
 	ToolsGeneration() uint64
 	// Execution returns an execution the caller may see, else
