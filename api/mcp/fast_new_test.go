@@ -174,7 +174,7 @@ func TestFastPathServesGoSDKClient(t *testing.T) {
 	p := newPathPair(t, true)
 	srv := httptest.NewServer(p.fast)
 	t.Cleanup(srv.Close)
-	for _, version := range []string{"2025-06-18", "2025-11-25", mcpversion.V20260728} {
+	for _, version := range mcpversion.Versions(func(f mcpversion.Features) bool { return f.FastPath }) {
 		t.Run(version, func(t *testing.T) {
 			c := sdk.NewClient(&sdk.Implementation{Name: "fast-path-test", Version: "v1"}, nil)
 			tr := &sdk.StreamableClientTransport{Endpoint: srv.URL + Path, DisableStandaloneSSE: true,
