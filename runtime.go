@@ -36,6 +36,11 @@ func (r *Runtime) Config() Config { return r.rt.Config() }
 // Tools returns the registered tools, sorted by name.
 func (r *Runtime) Tools() []ToolInfo { return r.rt.Tools() }
 
+// ToolsFor returns the registered tools caller may call, sorted by name
+// (engine.Runtime.ToolsFor: what GET /v1/tools and MCP's tools/list show
+// caller).
+func (r *Runtime) ToolsFor(caller Caller) []ToolInfo { return r.rt.ToolsFor(caller) }
+
 // Call runs one call of a tool for caller: validate, reserve, run,
 // record; a retry of a recorded identity is replayed
 // (engine.Runtime.Call documents every answer).

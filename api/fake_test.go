@@ -70,6 +70,17 @@ func (f *fakeRuntime) Tools() []engine.ToolInfo {
 	return f.tools()
 }
 
+// ToolsFor is the tools caller may call, as engine.Runtime's decides.
+func (f *fakeRuntime) ToolsFor(caller engine.Caller) []engine.ToolInfo {
+	var out []engine.ToolInfo
+	for _, t := range f.Tools() {
+		if caller.MayCall(t.Name) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
 // ToolsGeneration changes at every read: the fake's tools may change
 // whenever its function field does.
 func (f *fakeRuntime) ToolsGeneration() uint64 { return f.gen.Add(1) }

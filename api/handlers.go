@@ -70,10 +70,8 @@ func (s *Server) callTool(c echo.Context) error {
 func (s *Server) listTools(c echo.Context) error {
 	caller := callerOf(c)
 	out := toolsView{Tools: []toolView{}}
-	for _, t := range s.rt.Tools() {
-		if caller.MayCall(t.Name) {
-			out.Tools = append(out.Tools, newToolView(t))
-		}
+	for _, t := range s.rt.ToolsFor(*caller) {
+		out.Tools = append(out.Tools, newToolView(t))
 	}
 	return c.JSON(http.StatusOK, out)
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/carmyhq/carmy"
 	"github.com/carmyhq/carmy/api"
+	"github.com/carmyhq/carmy/internal/mcpversion"
 	"github.com/carmyhq/carmy/tests/testutil/wait"
 )
 
@@ -138,7 +139,7 @@ func mcpCallsEnded(t *testing.T, base string) float64 {
 func TestMCPGoSDKCancelCancels(t *testing.T) {
 	hold := newHoldTool()
 	_, base := startOASNode(t, api.Config{}, hold.spec())
-	for _, version := range []string{"2026-07-28", "2025-11-25", "2025-06-18"} {
+	for _, version := range mcpversion.Versions(func(f mcpversion.Features) bool { return !f.Batches }) {
 		t.Run(version, func(t *testing.T) {
 			key := "gosdk-" + version
 			client := sdk.NewClient(&sdk.Implementation{Name: "agent", Version: "v1"}, nil)

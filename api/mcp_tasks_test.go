@@ -19,6 +19,7 @@ import (
 	"github.com/carmyhq/carmy/api"
 	"github.com/carmyhq/carmy/api/mcp"
 	"github.com/carmyhq/carmy/engine"
+	"github.com/carmyhq/carmy/internal/mcpversion"
 	"github.com/carmyhq/carmy/tests/testutil/wait"
 )
 
@@ -87,7 +88,7 @@ func metaOf(res map[string]any) map[string]any {
 	return m
 }
 
-const v1125, v0728 = "2025-11-25", "2026-07-28"
+const v1125, v0728 = mcpversion.V20251125, mcpversion.V20260728
 
 // tasksExt is the _meta of a 2026-07-28 request that declares the tasks
 // extension.

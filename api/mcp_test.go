@@ -19,34 +19,26 @@ import (
 	"github.com/carmyhq/carmy"
 	"github.com/carmyhq/carmy/api"
 	"github.com/carmyhq/carmy/engine"
+	"github.com/carmyhq/carmy/internal/mcpclient"
+	"github.com/carmyhq/carmy/internal/mcpversion"
 	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // mcpPost sends one JSON-RPC message to base/mcp as token and returns the
 // status and the decoded answer.
+// The version is 2025-11-25, whose requests name no method in a header.
 func mcpPost(t *testing.T, base, token, body string) (int, map[string]any) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, base+"/mcp", strings.NewReader(body))
+	c := mcpclient.Client{URL: base + "/mcp", Version: mcpversion.V20251125, Token: token}
+	a, err := c.Post(t.Context(), "", "", []byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
 	var out map[string]any
-	if err := json.Unmarshal(raw, &out); err != nil {
-		t.Fatalf("POST /mcp: %d, not JSON: %q", resp.StatusCode, raw)
+	if err := a.Decode(&out); err != nil {
+		t.Fatalf("POST /mcp: %v", err)
 	}
-	return resp.StatusCode, out
+	return a.Status, out
 }
 
 // mcpCallCode sends a tools/call and returns the carmy/error_code of its

@@ -13,8 +13,12 @@ import (
 type Runtime interface {
 	// Call runs a tool (docs/api.md#calling-a-tool-post-v1toolscall).
 	Call(ctx context.Context, caller engine.Caller, req engine.Request) (engine.Response, error)
-	// Tools lists the registered tools.
+	// Tools lists the registered tools (the MCP endpoint mirrors them).
 	Tools() []engine.ToolInfo
+	// ToolsFor lists the registered tools caller may call, sorted by
+	// name (GET /v1/tools, MCP's tools/list); engine.Runtime's decides
+	// which.
+	ToolsFor(caller engine.Caller) []engine.ToolInfo
 	// ToolsGeneration changes whenever Tools does (engine.Runtime's).
 	ToolsGeneration() uint64
 	// Execution returns an execution the caller may see, else

@@ -42,6 +42,15 @@ const AnonymousPrincipal = "anonymous"
 // executions.
 func (c Caller) MayCall(tool string) bool { return c.Tools == nil || c.Tools.Has(tool) }
 
+// MaySeeServer reports whether the caller may see what the MCP server
+// server behind the gateway offers besides tools (its resources,
+// resource templates and prompts): a caller without an allow-list sees
+// every server's; one with an allow-list sees those of the servers it may
+// call a tool of (the list names some "<server>.<tool>").
+func (c Caller) MaySeeServer(server string) bool {
+	return c.Tools == nil || c.Tools.HasPrefix(server+".")
+}
+
 // maySee reports whether the caller may see rec: its own (any
 // principal's for an admin), of a tool it may call.
 func (c Caller) maySee(rec store.Record) bool {

@@ -157,6 +157,25 @@ func (r *Runtime) Tools() []ToolInfo {
 	return out
 }
 
+// ToolsFor returns the registered tools caller may call, sorted by name:
+// every tool for a caller without an allow-list, else those on it. It is
+// the one rule of which tools a caller is shown: GET /v1/tools, MCP's
+// tools/list (besides its reconcile tools, which every caller may call)
+// and the tool list subscriptions/listen watches all show ToolsFor.
+func (r *Runtime) ToolsFor(caller Caller) []ToolInfo {
+	tools := r.Tools()
+	if caller.Tools == nil {
+		return tools
+	}
+	out := tools[:0]
+	for _, t := range tools {
+		if caller.MayCall(t.Name) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
 // ToolsGeneration changes whenever the set of tools does (a tool is
 // registered, or a tool group's tools are replaced), so that a server
 // mirroring Tools (the MCP endpoint) re-reads them only then. It is cheap

@@ -19,6 +19,7 @@ import (
 
 	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/internal/egress"
+	"github.com/carmyhq/carmy/internal/mcpversion"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -110,9 +111,10 @@ const (
 	MinBackoff             = 250 * time.Millisecond
 )
 
-// ProtocolVersion is the MCP version the gateway asks upstreams for; a
-// server that does not speak it negotiates an older one.
-const ProtocolVersion = "2025-11-25"
+// ProtocolVersion is the MCP version the gateway asks upstreams for (the
+// newest with an initialize handshake, internal/mcpversion); a server
+// that does not speak it negotiates an older one.
+const ProtocolVersion = mcpversion.V20251125
 
 // listTimeout bounds one connection's handshake and one listing.
 const listTimeout = 30 * time.Second

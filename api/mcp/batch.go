@@ -2,15 +2,14 @@ package mcp
 
 import (
 	"bytes"
-	"github.com/carmyhq/carmy/internal/jsonscan"
-
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/carmyhq/carmy/internal/jsonscan"
+	"github.com/carmyhq/carmy/internal/mcpversion"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -41,13 +40,12 @@ const (
 const CodeBatchFull = -32030
 
 // firstVersionWithoutBatches is the protocol version that removed them.
-const firstVersionWithoutBatches = "2025-06-18"
+var firstVersionWithoutBatches = mcpversion.First(func(f mcpversion.Features) bool { return !f.Batches })
 
-// batchVersions are the versions before it the SDK serves; a batch of
-// another version is left to the SDK, which refuses it.
-var batchVersions = []string{"", "2024-11-05", "2025-03-26"}
-
-// serveBatch serves body, a JSON array, as the batch of r.
+// serveBatch serves body, a JSON array, as the batch of r: at a version
+// of the table with batches (internal/mcpversion; none stated reads as
+// one), and refused at a version from firstVersionWithoutBatches on; a
+// batch of another version is left to the SDK, which refuses it.
 func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, body []byte) {
 	version := r.Header.Get("Mcp-Protocol-Version")
 	if version >= firstVersionWithoutBatches {
@@ -55,12 +53,12 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, body []byte
 		writeRPCError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest, msg, envelope(store.CodeInvalidRequest, nil, msg))
 		return
 	}
-	if !slices.Contains(batchVersions, version) || !batchEligible(r) {
+	if f, ok := mcpversion.Lookup(version); !ok || !f.Batches || !batchEligible(r) {
 		r.Body = restoredBody(body, nil, r.Body)
 		h.stream.ServeHTTP(w, r)
 		return
 	}
-	entries := arrayElements(body)
+	entries, _ := jsonscan.ArrayElements(nil, body) // body is a valid JSON array (screen.go)
 	if len(entries) == 0 || len(entries) > MaxBatchEntries {
 		msg := fmt.Sprintf("a JSON-RPC batch holds 1 to %d messages, not %d", MaxBatchEntries, len(entries))
 		writeRPCError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest, msg, envelope(store.CodeInvalidRequest, nil, msg))
@@ -120,27 +118,6 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, body []byte
 func batchEligible(r *http.Request) bool {
 	jsonOK, streamOK := accepts(r.Header.Values("Accept"))
 	return jsonOK && streamOK && len(r.Header.Values("Last-Event-ID")) == 0
-}
-
-// arrayElements returns the elements of the JSON array body (valid JSON),
-// aliasing it.
-func arrayElements(body []byte) [][]byte {
-	var out [][]byte
-	i := jsonscan.SkipSpace(body, 0) + 1
-	for {
-		i = jsonscan.SkipSpace(body, i)
-		if i >= len(body) || body[i] == ']' {
-			return out
-		}
-		end, err := jsonscan.ScanValue(body, i)
-		if err != nil {
-			return out
-		}
-		out = append(out, body[i:end])
-		if i = jsonscan.SkipSpace(body, end); i < len(body) && body[i] == ',' {
-			i++
-		}
-	}
 }
 
 // entryRecorder holds the answer to one entry of a batch, up to room

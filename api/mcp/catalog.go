@@ -10,6 +10,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/carmyhq/carmy/engine"
+	"github.com/carmyhq/carmy/internal/jsonscan"
 )
 
 // catalog mirrors the runtime's tools into the SDK's server, so that
@@ -91,23 +92,26 @@ func (c *catalog) fastCallable(name string) bool {
 // x-mcp-header annotation: it names one, or holds an escape that could
 // spell one (HTML's characters stay as they are, not escaped).
 func mayBindHeaders(t *sdk.Tool) bool {
-	raw, err := marshalNoEscape(t.InputSchema)
+	raw, err := jsonscan.MarshalNoHTML(t.InputSchema)
 	return err != nil || bytes.Contains(raw, []byte("x-mcp-header")) || bytes.Contains(raw, []byte(`\u`))
 }
 
-// allowed returns the tools of list that caller may call: the same set as
-// GET /v1/tools, and the reconcile tools (reconcile.go), which every
-// caller may call.
+// allowed returns the tools of list that caller may call: those of
+// Runtime.ToolsFor (the set GET /v1/tools shows), and the reconcile tools
+// (reconcile.go), which every caller may call. A caller unknown (nil) is
+// shown none.
 func (c *catalog) allowed(caller *engine.Caller, list []*sdk.Tool) []*sdk.Tool {
 	if caller == nil {
 		return []*sdk.Tool{}
 	}
-	if caller.Tools == nil {
-		return list
+	tools := c.rt.ToolsFor(*caller)
+	may := make(map[string]bool, len(tools))
+	for _, t := range tools {
+		may[t.Name] = true
 	}
 	out := make([]*sdk.Tool, 0, len(list))
 	for _, t := range list {
-		if caller.MayCall(t.Name) || isReconcileTool(t.Name) {
+		if may[t.Name] || isReconcileTool(t.Name) {
 			out = append(out, t)
 		}
 	}

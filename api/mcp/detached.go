@@ -3,6 +3,8 @@ package mcp
 import (
 	"log/slog"
 	"time"
+
+	"github.com/carmyhq/carmy/internal/mcpversion"
 )
 
 // What becomes of a tools/call whose client went away before its answer
@@ -35,7 +37,7 @@ const (
 // closedStreamCancels reports whether a client's closing the response
 // stream of a call at protocol version cancels the call: from
 // 2026-07-28 on.
-func closedStreamCancels(version string) bool { return version >= versionNewProtocol }
+func closedStreamCancels(version string) bool { return mcpversion.For(version).ClosedStreamCancels }
 
 // ended is told, once Runtime.Call has returned, whether the client went
 // away before the answer (gone). An answered call leaves the table; one

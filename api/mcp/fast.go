@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/carmyhq/carmy/internal/jsonscan"
 	"io"
 	"net"
 	"net/http"
@@ -16,6 +15,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/carmyhq/carmy/internal/jsonscan"
+	"github.com/carmyhq/carmy/internal/mcpversion"
 )
 
 // The fast path of tools/call.
@@ -68,9 +70,6 @@ import (
 // TestFastPathMatchesSDK, TestFastPathMatchesSDKNewProtocol and
 // FuzzFastPathMatchesSDK send requests through both paths and compare
 // the answers byte for byte.
-
-// fastVersions are the protocol versions the fast path serves.
-var fastVersions = map[string]bool{"2025-06-18": true, "2025-11-25": true, versionNewProtocol: true}
 
 // methodCallTool is the method the fast path serves.
 const methodCallTool = "tools/call"
@@ -172,7 +171,7 @@ func (h *Handler) encodeAnswer(call fastCall, res sdk.Result, err error, ran boo
 		if call.newProtocol {
 			raw, mErr = h.newProtocolResult(res, ran)
 		} else {
-			raw, mErr = marshalNoEscape(res)
+			raw, mErr = jsonscan.MarshalNoHTML(res)
 		}
 		if mErr != nil {
 			// The SDK logs this and answers nothing; a result Carmy
@@ -217,7 +216,7 @@ func (h *Handler) fastEligible(r *http.Request) bool {
 			return false
 		}
 	}
-	if !fastVersions[r.Header.Get("Mcp-Protocol-Version")] || r.Method != http.MethodPost {
+	if f, ok := mcpversion.Lookup(r.Header.Get("Mcp-Protocol-Version")); !ok || !f.FastPath || r.Method != http.MethodPost {
 		return false
 	}
 	if !isJSONType(r.Header.Get("Content-Type")) {
@@ -445,31 +444,25 @@ func idOf(v json.RawMessage) (jsonrpc.ID, bool) {
 // members calls fn with each member of the JSON object raw, in order, and
 // reports whether raw is one object (and nothing after it), with no key
 // twice, whose every member fn accepted. raw must be valid JSON (see
-// parseFastCall): members finds the members' bounds with the one JSON
-// scanner (internal/jsonscan), which also refuses what is not JSON. The key fn is given is only valid during the call (it
-// may point into raw); a key with an escape is decoded first.
+// parseFastCall): the one JSON scanner (jsonscan.ObjectMembers) splits
+// it. The key fn is given is only valid during the call (it may point
+// into raw); a key with an escape is decoded first.
 func members(raw []byte, fn func(key []byte, v json.RawMessage) bool) bool {
-	i := jsonscan.SkipSpace(raw, 0)
-	if i == len(raw) || raw[i] != '{' {
+	var buf [16]jsonscan.Member
+	ms, ok := jsonscan.ObjectMembers(buf[:0], raw)
+	if !ok {
 		return false
 	}
 	var seenBuf [16][]byte
 	seen := seenBuf[:0]
-	for i = jsonscan.SkipSpace(raw, i+1); i < len(raw) && raw[i] != '}'; {
-		if raw[i] != '"' {
-			return false
-		}
-		end, err := jsonscan.ScanValue(raw, i)
-		if err != nil {
-			return false
-		}
-		key := raw[i+1 : end-1]
+	for _, m := range ms {
+		key := m.Name[1 : len(m.Name)-1]
 		if bytes.IndexByte(key, '\\') >= 0 {
-			var s string
-			if json.Unmarshal(raw[i:end], &s) != nil {
+			decoded, _, err := jsonscan.AppendUnquoted(nil, m.Name, 0)
+			if err != nil {
 				return false
 			}
-			key = []byte(s)
+			key = decoded
 		}
 		for _, k := range seen {
 			if bytes.Equal(k, key) {
@@ -477,18 +470,11 @@ func members(raw []byte, fn func(key []byte, v json.RawMessage) bool) bool {
 			}
 		}
 		seen = append(seen, key)
-		if i = jsonscan.SkipSpace(raw, end); i == len(raw) || raw[i] != ':' {
+		if !fn(key, m.Value) {
 			return false
-		}
-		i = jsonscan.SkipSpace(raw, i+1)
-		if end, err = jsonscan.ScanValue(raw, i); err != nil || !fn(key, raw[i:end]) {
-			return false
-		}
-		if i = jsonscan.SkipSpace(raw, end); i < len(raw) && raw[i] == ',' {
-			i = jsonscan.SkipSpace(raw, i+1)
 		}
 	}
-	return i < len(raw) && jsonscan.SkipSpace(raw, i+1) == len(raw)
+	return true
 }
 
 // plainJSON reports whether body keeps to the plain JSON on which decoders
@@ -536,16 +522,4 @@ func plainJSON(body []byte) bool {
 		number = 0
 	}
 	return true
-}
-
-// marshalNoEscape is the SDK's encoding of a result: JSON without HTML
-// escaping.
-func marshalNoEscape(v any) (json.RawMessage, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(buf.Bytes(), "\n"), nil
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/carmyhq/carmy/internal/mcpversion"
 )
 
 // BenchmarkToolsCall measures one tools/call through the endpoint alone
@@ -18,11 +20,11 @@ import (
 //	go test ./api/mcp -run '^$' -bench ToolsCall -benchmem
 func BenchmarkToolsCall(b *testing.B) {
 	for _, bench := range []struct{ path, version string }{
-		{"fast", "2025-11-25"}, {"sdk", "2025-11-25"}, {"fast", versionNewProtocol}, {"sdk", versionNewProtocol},
+		{"fast", "2025-11-25"}, {"sdk", "2025-11-25"}, {"fast", mcpversion.V20260728}, {"sdk", mcpversion.V20260728},
 	} {
 		path, version := bench.path, bench.version
 		protoMeta := ""
-		if version == versionNewProtocol {
+		if version == mcpversion.V20260728 {
 			protoMeta = newMeta + ","
 		}
 		b.Run(path+"/"+version, func(b *testing.B) {

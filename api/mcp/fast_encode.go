@@ -3,14 +3,14 @@ package mcp
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/carmyhq/carmy/internal/jsonscan"
 	"slices"
 	"strconv"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/carmyhq/carmy/internal/jsonscan"
 )
 
 // The fast path's encoding of a tools/call answer (fast.go).
@@ -24,7 +24,7 @@ import (
 // without reflection, for the results Carmy's tools make: a _meta of
 // strings, booleans and raw JSON, text content only, a structuredContent
 // of raw JSON, isError. For any other result it reports false, and the
-// caller encodes it as the SDK does (marshalNoEscape, then
+// caller encodes it as the SDK does (jsonscan.MarshalNoHTML, then
 // jsonrpc.EncodeMessage). TestAppendAnswerMatchesSDK and
 // FuzzAppendAnswer compare the two encodings; TestFastPathMatchesSDK*
 // compare whole answers.
@@ -55,7 +55,7 @@ func appendID(dst []byte, id jsonrpc.ID) ([]byte, bool) {
 	case int64:
 		return strconv.AppendInt(dst, v, 10), true
 	case string:
-		return appendString(dst, v, false), true
+		return jsonscan.AppendString(dst, v, jsonscan.NoHTML), true
 	}
 	return dst, false
 }
@@ -128,7 +128,7 @@ func appendMeta(dst []byte, meta sdk.Meta, serverInfo json.RawMessage) ([]byte, 
 		if i > 0 {
 			out = append(out, ',')
 		}
-		out = appendString(out, k, true)
+		out = jsonscan.AppendString(out, k, jsonscan.HTMLSafe)
 		out = append(out, ':')
 		var v any = serverInfo
 		if !addInfo || k != metaServerInfo {
@@ -146,7 +146,7 @@ func appendMeta(dst []byte, meta sdk.Meta, serverInfo json.RawMessage) ([]byte, 
 func appendMetaValue(dst []byte, v any) ([]byte, bool) {
 	switch v := v.(type) {
 	case string:
-		return appendString(dst, v, true), true
+		return jsonscan.AppendString(dst, v, jsonscan.HTMLSafe), true
 	case bool:
 		if v {
 			return append(dst, "true"...), true
@@ -177,7 +177,7 @@ func appendContent(dst []byte, content []sdk.Content) ([]byte, bool) {
 			out = append(out, ',')
 		}
 		out = append(out, `{"type":"text","text":`...)
-		out = appendString(out, tc.Text, true)
+		out = jsonscan.AppendString(out, tc.Text, jsonscan.HTMLSafe)
 		out = append(out, '}')
 	}
 	return append(out, ']'), true
@@ -225,62 +225,6 @@ func plainCompact(raw []byte) bool {
 		}
 	}
 	return true
-}
-
-// appendString appends s as a JSON string as encoding/json encodes a Go
-// string: ", \ and control characters escaped (\b, \f, \n, \r, \t by
-// name, the others as \u00XX), invalid UTF-8 as \ufffd, U+2028 and
-// U+2029 as escapes, and, when html, <, > and & as \u003c, \u003e and
-// \u0026.
-func appendString(dst []byte, s string, html bool) []byte {
-	const hexDigits = "0123456789abcdef"
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		b := s[i]
-		if b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' && (!html || (b != '<' && b != '>' && b != '&')) {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch b {
-			case '"', '\\':
-				dst = append(dst, '\\', b)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
 }
 
 // answerBufs recycles the buffers of fast answers.

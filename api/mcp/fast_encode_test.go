@@ -8,11 +8,12 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/carmyhq/carmy/engine"
+	"github.com/carmyhq/carmy/internal/jsonscan"
 	"github.com/carmyhq/carmy/store"
 )
 
 // sdkAnswer is the answer the SDK's encoders make of a tools/call result:
-// the result's own MarshalJSON (through marshalNoEscape, and with
+// the result's own MarshalJSON (through jsonscan.MarshalNoHTML, and with
 // newProtocolResult's additions when serverInfo is set), then the
 // JSON-RPC envelope.
 func sdkAnswer(t *testing.T, id jsonrpc.ID, res *sdk.CallToolResult, serverInfo json.RawMessage, complete bool) (string, bool) {
@@ -23,7 +24,7 @@ func sdkAnswer(t *testing.T, id jsonrpc.ID, res *sdk.CallToolResult, serverInfo 
 		h := &Handler{implJSON: serverInfo}
 		raw, err = h.newProtocolResult(res, complete)
 	} else {
-		raw, err = marshalNoEscape(res)
+		raw, err = jsonscan.MarshalNoHTML(res)
 	}
 	if err != nil {
 		return "", false

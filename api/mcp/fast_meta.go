@@ -8,6 +8,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/carmyhq/carmy/internal/jsonscan"
 )
 
 // The fast path at 2026-07-28 (fast.go).
@@ -46,13 +48,12 @@ import (
 // not one). A JSON-RPC error is answered with the HTTP status the SDK
 // gives it at this version (errorStatus).
 
-// Protocol version 2026-07-28 and the _meta keys of its requests and
-// results.
+// The _meta keys of the requests and results of a stateless protocol
+// version (2026-07-28; internal/mcpversion).
 const (
-	versionNewProtocol = "2026-07-28"
-	metaClientInfo     = "io.modelcontextprotocol/clientInfo"
-	metaLogLevel       = "io.modelcontextprotocol/logLevel"
-	metaServerInfo     = "io.modelcontextprotocol/serverInfo"
+	metaClientInfo = "io.modelcontextprotocol/clientInfo"
+	metaLogLevel   = "io.modelcontextprotocol/logLevel"
+	metaServerInfo = "io.modelcontextprotocol/serverInfo"
 )
 
 // resultTypeComplete is what the SDK adds to a tool handler's result at
@@ -87,7 +88,9 @@ func (p *protocolMeta) note(key []byte, v json.RawMessage) bool {
 // newProtocolEligible reports whether call, a 2026-07-28 tools/call read
 // from r, passes the SDK's checks of that version (above).
 func (h *Handler) newProtocolEligible(r *http.Request, call fastCall) bool {
-	if string(call.proto.version) != `"`+versionNewProtocol+`"` || call.proto.caps == nil {
+	// _meta names the version of the header (a stateless one of the
+	// table, exactly: fastEligible), as a JSON string without escapes.
+	if string(call.proto.version) != `"`+r.Header.Get("Mcp-Protocol-Version")+`"` || call.proto.caps == nil {
 		return false
 	}
 	if r.Header.Get("Mcp-Method") != methodCallTool {
@@ -166,7 +169,7 @@ func (h *Handler) newProtocolResult(res sdk.Result, ran bool) (json.RawMessage, 
 			cr.Meta[metaServerInfo] = h.implJSON
 		}
 	}
-	raw, err := marshalNoEscape(res)
+	raw, err := jsonscan.MarshalNoHTML(res)
 	if err != nil || !ran || cr == nil || cr.InputRequests != nil || len(raw) < 2 || raw[len(raw)-1] != '}' {
 		return raw, err
 	}

@@ -13,6 +13,8 @@ import (
 	m3 "github.com/mark3labs/mcp-go/mcp"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/carmyhq/carmy/internal/mcpversion"
 )
 
 // The fast path at 2026-07-28 (fast_meta.go) against the SDK.
@@ -32,7 +34,7 @@ func newCall(name string, fast bool, tool, args string, meta ...string) fastCase
 	}
 	params += `,"_meta":{` + strings.Join(meta, ",") + `}}`
 	return fastCase{name: name, body: callBody("1", params), fast: fast, header: map[string]string{
-		"Mcp-Protocol-Version": versionNewProtocol, "Mcp-Method": methodCallTool, "Mcp-Name": tool,
+		"Mcp-Protocol-Version": mcpversion.V20260728, "Mcp-Method": methodCallTool, "Mcp-Name": tool,
 	}}
 }
 
@@ -112,9 +114,9 @@ func newProtocolCases() []fastCase {
 		newCall("protocolVersion at 2025-11-25", false, "echo", `{}`, newMeta).with("Mcp-Protocol-Version", "2025-11-25"),
 		newCall("JSON accept only", false, "echo", `{}`, newMeta).with("Accept", "application/json"),
 		{name: "tools/list", body: `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{` + newMeta + `}}}`,
-			header: map[string]string{"Mcp-Protocol-Version": versionNewProtocol, "Mcp-Method": "tools/list"}},
+			header: map[string]string{"Mcp-Protocol-Version": mcpversion.V20260728, "Mcp-Method": "tools/list"}},
 		{name: "server/discover", body: `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{` + newMeta + `}}}`,
-			header: map[string]string{"Mcp-Protocol-Version": versionNewProtocol, "Mcp-Method": "server/discover"}},
+			header: map[string]string{"Mcp-Protocol-Version": mcpversion.V20260728, "Mcp-Method": "server/discover"}},
 	}
 }
 
@@ -172,7 +174,7 @@ func TestFastPathServesGoSDKClient(t *testing.T) {
 	p := newPathPair(t, true)
 	srv := httptest.NewServer(p.fast)
 	t.Cleanup(srv.Close)
-	for _, version := range []string{"2025-06-18", "2025-11-25", versionNewProtocol} {
+	for _, version := range mcpversion.Versions(func(f mcpversion.Features) bool { return f.FastPath }) {
 		t.Run(version, func(t *testing.T) {
 			c := sdk.NewClient(&sdk.Implementation{Name: "fast-path-test", Version: "v1"}, nil)
 			tr := &sdk.StreamableClientTransport{Endpoint: srv.URL + Path, DisableStandaloneSSE: true,
@@ -212,7 +214,7 @@ func TestFastPathServesGoSDKClient(t *testing.T) {
 			if served := p.fast.fastServed.Load() - before; served != 4 {
 				t.Errorf("the fast path served %d of the 4 calls", served)
 			}
-			if version == versionNewProtocol {
+			if version == mcpversion.V20260728 {
 				if res := call("echo", "r-2"); res.Meta[metaServerInfo] == nil {
 					t.Errorf("a 2026-07-28 result without %s: %+v", metaServerInfo, res.Meta)
 				}
@@ -229,7 +231,7 @@ func TestFastPathServesMCPGoClient(t *testing.T) {
 	p := newPathPair(t, true)
 	srv := httptest.NewServer(p.fast)
 	t.Cleanup(srv.Close)
-	for _, version := range []string{"2025-11-25", versionNewProtocol} {
+	for _, version := range []string{"2025-11-25", mcpversion.V20260728} {
 		t.Run(version, func(t *testing.T) {
 			tr, err := m3transport.NewStreamableHTTP(srv.URL+Path, m3transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer tok-all"}))
 			if err != nil {

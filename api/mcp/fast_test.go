@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/engine"
+	"github.com/carmyhq/carmy/internal/mcpversion"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -39,6 +40,17 @@ func (detRuntime) Tools() []engine.ToolInfo {
 	out = append(out, engine.ToolInfo{Name: "html", InputSchema: json.RawMessage(`{"type":"object","description":"<b>&</b>"}`)})
 	return append(out, engine.ToolInfo{Name: "headed",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}`)})
+}
+
+// ToolsFor is the tools caller may call, as engine.Runtime's decides.
+func (d detRuntime) ToolsFor(caller engine.Caller) []engine.ToolInfo {
+	var out []engine.ToolInfo
+	for _, t := range d.Tools() {
+		if caller.MayCall(t.Name) {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 func (detRuntime) ToolsGeneration() uint64 { return 1 }
@@ -484,7 +496,7 @@ func FuzzFastPathMatchesSDK(f *testing.F) {
 	}
 	f.Add(callBody("1", `{"name":"echo"}`), "2025-06-18")
 	for _, c := range newProtocolCases() {
-		f.Add(c.body, versionNewProtocol)
+		f.Add(c.body, mcpversion.V20260728)
 	}
 	p := newPathPair(f, false)
 	f.Fuzz(func(t *testing.T, body, version string) {

@@ -11,6 +11,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/carmyhq/carmy/engine"
+	"github.com/carmyhq/carmy/internal/jsonscan"
+	"github.com/carmyhq/carmy/internal/mcpversion"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -194,13 +196,7 @@ func (h *Handler) notifyChanges() {
 // digests digests what caller sees of each kind of list.
 func (h *Handler) digests(caller *engine.Caller) [kinds]uint64 {
 	var d [kinds]uint64
-	var tools []engine.ToolInfo
-	for _, t := range h.cfg.Runtime.Tools() {
-		if caller.MayCall(t.Name) {
-			tools = append(tools, t)
-		}
-	}
-	d[kindTools] = digest(tools)
+	d[kindTools] = digest(h.cfg.Runtime.ToolsFor(*caller))
 	see := seer(caller)
 	ups := h.cfg.Upstreams
 	d[kindResources] = digest([]any{ups.Resources(see), ups.ResourceTemplates(see)})
@@ -234,7 +230,7 @@ func (h *Handler) serveStandalone(w http.ResponseWriter, r *http.Request) bool {
 	if _, streamOK := accepts(r.Header.Values("Accept")); !streamOK {
 		return false
 	}
-	if v := r.Header.Get("Mcp-Protocol-Version"); v >= versionTasksExtension {
+	if mcpversion.For(r.Header.Get("Mcp-Protocol-Version")).Stateless {
 		return false // no such stream from 2026-07-28 on
 	}
 	caller := h.streamCaller(r)
@@ -381,7 +377,7 @@ func (h *Handler) refuseStream(w http.ResponseWriter, id json.RawMessage, err er
 
 // mustJSON encodes v, which always encodes.
 func mustJSON(v any) []byte {
-	raw, err := marshalNoEscape(v)
+	raw, err := jsonscan.MarshalNoHTML(v)
 	if err != nil {
 		return []byte("{}")
 	}

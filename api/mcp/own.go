@@ -9,6 +9,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/carmyhq/carmy/internal/jsonscan"
+	"github.com/carmyhq/carmy/internal/mcpversion"
 )
 
 // The messages Carmy answers itself, before the fast path and the SDK
@@ -68,8 +71,6 @@ const (
 	metaProtocolVersion    = "io.modelcontextprotocol/protocolVersion"
 	metaRelatedTask        = "io.modelcontextprotocol/related-task"
 	extensionTasks         = "io.modelcontextprotocol/tasks"
-	versionTasksCore       = "2025-11-25" // tasks in the core protocol
-	versionTasksExtension  = "2026-07-28" // tasks as an extension
 )
 
 // serveOwn answers body, a valid JSON message of r admitted already, when
@@ -89,8 +90,8 @@ func (h *Handler) serveOwn(w http.ResponseWriter, r *http.Request, body []byte) 
 	version := versionOf(r, p.Meta)
 	switch msg.Method {
 	case "tasks/get", "tasks/result", "tasks/list", "tasks/cancel", "tasks/update":
-		if msg.ID == nil || msg.Method == "tasks/list" && version >= versionTasksExtension ||
-			msg.Method == "tasks/update" && version < versionTasksExtension {
+		ext := mcpversion.For(version).TasksExtension
+		if msg.ID == nil || msg.Method == "tasks/list" && ext || msg.Method == "tasks/update" && !ext {
 			return false // the SDK answers: not a request, or no such method at this version
 		}
 		h.serveTaskMethod(w, r, msg, p, version)
@@ -113,7 +114,7 @@ func (h *Handler) serveOwn(w http.ResponseWriter, r *http.Request, body []byte) 
 		h.serveCancelled(w, r, p)
 		return true
 	case "tools/list":
-		if version == versionTasksCore {
+		if mcpversion.For(version).TasksCore {
 			h.servePatched(w, r, body, patchToolsList)
 			return true
 		}
@@ -128,7 +129,7 @@ func (h *Handler) serveOwn(w http.ResponseWriter, r *http.Request, body []byte) 
 		h.servePatched(w, r, body, patch)
 		return true
 	case "subscriptions/listen":
-		if h.cfg.Upstreams != nil && msg.ID != nil && version >= versionTasksExtension {
+		if h.cfg.Upstreams != nil && msg.ID != nil && mcpversion.For(version).Stateless {
 			h.serveListen(w, r, msg) // listen.go
 			return true
 		}
@@ -141,7 +142,7 @@ func (h *Handler) serveOwn(w http.ResponseWriter, r *http.Request, body []byte) 
 // extension, to which Carmy always answers with a task (the server
 // decides, and Carmy's executions are durable).
 func wantsTask(p ownParams, version string) bool {
-	if version < versionTasksExtension {
+	if !mcpversion.For(version).TasksExtension {
 		return len(p.Task) > 0 && string(p.Task) != "null"
 	}
 	caps, _ := p.Meta[metaClientCapabilities].(map[string]any)
@@ -186,7 +187,7 @@ func callRequest(r *http.Request, p ownParams) *sdk.CallToolRequest {
 
 // writeResult answers the request of id with result, as JSON.
 func writeResult(w http.ResponseWriter, id json.RawMessage, result any) {
-	raw, err := marshalNoEscape(result)
+	raw, err := jsonscan.MarshalNoHTML(result)
 	if err != nil {
 		writeRPCError(w, http.StatusOK, id, jsonrpc.CodeInternalError, "internal error", nil)
 		return
@@ -232,9 +233,9 @@ func (h *Handler) servePatched(w http.ResponseWriter, r *http.Request, body []by
 		var result map[string]any
 		if json.Unmarshal(out, &resp) == nil && resp["result"] != nil && json.Unmarshal(resp["result"], &result) == nil {
 			patch(result, versionOf(r, nil))
-			if raw, err := marshalNoEscape(result); err == nil {
+			if raw, err := jsonscan.MarshalNoHTML(result); err == nil {
 				resp["result"] = raw
-				if b, err := marshalNoEscape(resp); err == nil {
+				if b, err := jsonscan.MarshalNoHTML(resp); err == nil {
 					out = b
 				}
 			}
@@ -270,17 +271,17 @@ func patchInitialize(result map[string]any, _ string) {
 	}
 	version, _ := result["protocolVersion"].(string)
 	if _, discover := result["supportedVersions"]; discover {
-		version = versionTasksExtension // server/discover exists from then on
+		version = mcpversion.First(func(f mcpversion.Features) bool { return f.Stateless }) // server/discover exists from then on
 	}
-	switch {
-	case version >= versionTasksExtension:
+	switch f := mcpversion.For(version); {
+	case f.TasksExtension:
 		ext, _ := caps["extensions"].(map[string]any)
 		if ext == nil {
 			ext = map[string]any{}
 			caps["extensions"] = ext
 		}
 		ext[extensionTasks] = map[string]any{}
-	case version >= versionTasksCore:
+	case f.TasksCore:
 		caps["tasks"] = map[string]any{
 			"list": map[string]any{}, "cancel": map[string]any{},
 			"requests": map[string]any{"tools": map[string]any{"call": map[string]any{}}},

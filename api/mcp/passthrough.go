@@ -9,6 +9,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/carmyhq/carmy/engine"
+	"github.com/carmyhq/carmy/internal/jsonscan"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -52,18 +53,13 @@ var passthroughMethods = map[string]bool{
 	"prompts/list": true, "prompts/get": true,
 }
 
-// seer returns whether caller may see a server's resources and prompts:
-// a caller without an allow-list sees every server's; one with an
-// allow-list sees those of the servers it may call a tool of (it names
-// some <server>.<tool>); a caller unknown sees none.
+// seer returns whether caller may see a server's resources and prompts
+// (engine.Caller.MaySeeServer); a caller unknown (nil) sees none.
 func seer(caller *engine.Caller) func(server string) bool {
-	switch {
-	case caller == nil:
+	if caller == nil {
 		return func(string) bool { return false }
-	case caller.Tools == nil:
-		return func(string) bool { return true }
 	}
-	return func(server string) bool { return caller.Tools.HasPrefix(server + ".") }
+	return caller.MaySeeServer
 }
 
 // passthrough answers a method of passthroughMethods from Config.Upstreams.
@@ -133,7 +129,7 @@ func (h *Handler) upstreamError(method string, err error) error {
 		h.log.Error("mcp: a forwarded request failed", "method", method, "err", err)
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}
 	}
-	data, mErr := marshalNoEscape(envelope(code, nil, err.Error()))
+	data, mErr := jsonscan.MarshalNoHTML(envelope(code, nil, err.Error()))
 	if mErr != nil {
 		data = nil
 	}

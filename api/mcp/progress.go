@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/carmyhq/carmy/engine"
+	"github.com/carmyhq/carmy/internal/jsonscan"
 )
 
 // Progress (docs/mcp.md#progress): a tools/call whose _meta has a progressToken,
@@ -43,7 +44,7 @@ func (h *Handler) serveProgressCall(w http.ResponseWriter, r *http.Request, msg 
 			done <- answered{rpcErrorBytes(msg.ID, err)}
 			return
 		}
-		raw, mErr := marshalNoEscape(res)
+		raw, mErr := jsonscan.MarshalNoHTML(res)
 		if mErr != nil {
 			done <- answered{rpcErrorBytes(msg.ID, mErr)}
 			return

@@ -3,7 +3,6 @@ package mcp
 import (
 	"encoding/json"
 	"errors"
-	"github.com/carmyhq/carmy/internal/jsonscan"
 	"math"
 	"mime"
 	"net/http"
@@ -15,6 +14,8 @@ import (
 
 	"github.com/carmyhq/carmy/api/internal/strictjson"
 	"github.com/carmyhq/carmy/engine"
+	"github.com/carmyhq/carmy/internal/jsonscan"
+	"github.com/carmyhq/carmy/internal/mcpversion"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -103,7 +104,7 @@ func (h *Handler) serveOne(w http.ResponseWriter, r *http.Request, body []byte, 
 			}
 		}
 		if !h.noFastPath && h.fastEligible(r) {
-			newProtocol := r.Header.Get("Mcp-Protocol-Version") == versionNewProtocol
+			newProtocol := mcpversion.For(r.Header.Get("Mcp-Protocol-Version")).Stateless
 			if call, ok := parseFastCall(body, newProtocol); ok && (!newProtocol || h.newProtocolEligible(r, call)) {
 				h.serveFast(w, r, call, rpcID)
 				return

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/carmyhq/carmy/engine"
+	"github.com/carmyhq/carmy/internal/mcpversion"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -141,7 +142,11 @@ func batchOf(n int, msg string) string {
 // bounded by MaxBatchAnswerBytes.
 func TestBatches(t *testing.T) {
 	list := `{"jsonrpc":"2.0","id":%d,"method":"tools/list"}`
-	for _, v := range []string{"2025-06-18", "2025-11-25", "2026-07-28"} {
+	without := mcpversion.Versions(func(f mcpversion.Features) bool { return !f.Batches })
+	if len(without) == 0 {
+		t.Fatal("no version without batches")
+	}
+	for _, v := range append(without, "2099-01-01") {
 		h, n := countingPair(t, 1000)
 		got := (&pathPair{}).serve(h, fastCase{body: batchOf(2, list), header: map[string]string{"Mcp-Protocol-Version": v}})
 		var a rpcAnswer
@@ -152,7 +157,7 @@ func TestBatches(t *testing.T) {
 			t.Errorf("batch at %s: %d entries admitted", v, n.Load())
 		}
 	}
-	for _, v := range []string{"", "2025-03-26"} {
+	for _, v := range append([]string{""}, mcpversion.Versions(func(f mcpversion.Features) bool { return f.Batches })...) {
 		t.Run("version="+v, func(t *testing.T) {
 			h, n := countingPair(t, 1000)
 			hdr := map[string]string{"Mcp-Protocol-Version": v}

@@ -4,6 +4,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"net/http"
+
+	"github.com/carmyhq/carmy/internal/mcpversion"
 )
 
 // Who sent a message, for notifications/cancelled (inflight.go).
@@ -49,7 +51,7 @@ type sender struct {
 // session, of header, at protocol version.
 func senderOf(principal, session string, header http.Header, version string) sender {
 	return sender{principal: principal, session: session, transport: header.Get(McpSessionHeader),
-		stateless: version >= versionNewProtocol}
+		stateless: mcpversion.For(version).Stateless}
 }
 
 // newTransportSession is a fresh MCP transport session: 128 random
@@ -64,7 +66,7 @@ func newTransportSession() string {
 // initialize answered with result before 2026-07-28: it sets
 // Mcp-Session-Id in header, the answer's.
 func patchSession(header http.Header, result map[string]any) {
-	if v, _ := result["protocolVersion"].(string); v != "" && v < versionNewProtocol {
+	if v, _ := result["protocolVersion"].(string); v != "" && !mcpversion.For(v).Stateless {
 		header.Set(McpSessionHeader, newTransportSession())
 	}
 }

@@ -13,6 +13,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/carmyhq/carmy/engine"
+	"github.com/carmyhq/carmy/internal/jsonscan"
 	"github.com/carmyhq/carmy/internal/tracing"
 	"github.com/carmyhq/carmy/store"
 )
@@ -32,8 +33,12 @@ type Runtime interface {
 	// (whether it exists or not), an unknown one an error of code
 	// UNKNOWN_TOOL; the endpoint checks neither itself.
 	Call(ctx context.Context, caller engine.Caller, req engine.Request) (engine.Response, error)
-	// Tools lists the registered tools.
+	// Tools lists the registered tools (which the endpoint mirrors into
+	// the SDK's server: catalog.go).
 	Tools() []engine.ToolInfo
+	// ToolsFor lists those caller may call (tools/list, and what
+	// subscriptions/listen watches); engine.Runtime's decides which.
+	ToolsFor(caller engine.Caller) []engine.ToolInfo
 	// ToolsGeneration changes whenever Tools does.
 	ToolsGeneration() uint64
 	// Execution returns an execution the caller may see, else
@@ -159,7 +164,7 @@ func New(cfg Config) (*Handler, error) {
 	// says what matters. Its warnings and errors are kept.
 	sdkLog := slog.New(warnings{cfg.Logger.Handler()})
 	h.impl = &sdk.Implementation{Name: "carmy", Title: "Carmy", Version: "v1"}
-	implJSON, err := marshalNoEscape(h.impl)
+	implJSON, err := jsonscan.MarshalNoHTML(h.impl)
 	if err != nil {
 		return nil, fmt.Errorf("mcp: the server's name: %w", err)
 	}

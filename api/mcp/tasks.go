@@ -12,6 +12,8 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/carmyhq/carmy/engine"
+	"github.com/carmyhq/carmy/internal/jsonscan"
+	"github.com/carmyhq/carmy/internal/mcpversion"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -95,7 +97,7 @@ func taskOf(rec store.Record, version string) task {
 	if !rec.FinishedAt.IsZero() {
 		t.LastUpdatedAt = rec.FinishedAt.UTC().Format(timeFormat)
 	}
-	modern := version >= versionTasksExtension
+	modern := mcpversion.For(version).TasksExtension
 	if modern {
 		t.PollIntervalMs = TaskPollInterval.Milliseconds()
 	} else {
@@ -127,7 +129,7 @@ func taskOf(rec store.Record, version string) task {
 		t.StatusMessage = errorMessage(rec.Error)
 	}
 	if modern && t.Status == "completed" {
-		if raw, err := marshalNoEscape(resultOf(engine.Response{Record: rec})); err == nil {
+		if raw, err := jsonscan.MarshalNoHTML(resultOf(engine.Response{Record: rec})); err == nil {
 			t.Result = raw
 		}
 	}
@@ -153,7 +155,7 @@ func (h *Handler) serveTaskCall(w http.ResponseWriter, r *http.Request, msg ownM
 	mode := &callMode{task: true}
 	ctx := withCallMode(r.Context(), mode)
 	res, err := h.middleware(h.runTool)(ctx, methodCallTool, callRequest(r, p))
-	modern := version >= versionTasksExtension
+	modern := mcpversion.For(version).TasksExtension
 	cr, _ := res.(*sdk.CallToolResult)
 	switch {
 	case err != nil:
@@ -259,7 +261,7 @@ func (h *Handler) serveTaskMethod(w http.ResponseWriter, r *http.Request, msg ow
 		writeRPCError(w, http.StatusOK, msg.ID, jsonrpc.CodeInternalError, "internal error", nil)
 		return
 	}
-	modern := version >= versionTasksExtension
+	modern := mcpversion.For(version).TasksExtension
 	if modern && !wantsTask(p, version) {
 		writeRPCError(w, http.StatusOK, msg.ID, CodeMissingCapability, "Missing required client capability: "+extensionTasks,
 			map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{extensionTasks: map[string]any{}}}})

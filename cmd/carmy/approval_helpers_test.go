@@ -20,6 +20,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/carmyhq/carmy/internal/mcpclient"
+	"github.com/carmyhq/carmy/internal/mcpversion"
 	"github.com/carmyhq/carmy/tests/testutil"
 )
 
@@ -261,28 +263,17 @@ func apAppliedIndex(t *testing.T, n *testutil.Node) uint64 {
 
 // apMCP posts one JSON-RPC message to n's /mcp as alice at 2025-11-25
 // and returns the decoded answer.
+// (2025-11-25 requests name no method in a header.)
 func apMCP(t *testing.T, n *testutil.Node, body string) map[string]any {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, n.URL+"/mcp", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-	req.Header.Set("Authorization", "Bearer "+apAlice)
-	resp, err := apHTTP.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
+	c := mcpclient.Client{HTTP: apHTTP, URL: n.URL + "/mcp", Version: mcpversion.V20251125, Token: apAlice}
+	a, err := c.Post(t.Context(), "", "", []byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out map[string]any
-	if err := json.Unmarshal(raw, &out); err != nil {
-		t.Fatalf("POST /mcp on %s: %d, not JSON: %q", n.URL, resp.StatusCode, raw)
+	if err := a.Decode(&out); err != nil {
+		t.Fatalf("POST /mcp on %s: %v", n.URL, err)
 	}
 	return out
 }

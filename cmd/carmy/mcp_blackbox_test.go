@@ -23,11 +23,13 @@ import (
 	m3 "github.com/mark3labs/mcp-go/mcp"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/carmyhq/carmy/internal/mcpversion"
 	"github.com/carmyhq/carmy/tests/testutil"
 )
 
-// The protocol versions docs/mcp.md says are served.
-var mcpVersions = []string{"2025-06-18", "2025-11-25", "2026-07-28"}
+// The protocol versions docs/mcp.md names first: those of the fast path
+// (internal/mcpversion).
+var mcpVersions = mcpversion.Versions(func(f mcpversion.Features) bool { return f.FastPath })
 
 // Tokens of the node: planner may call every tool, reader echo only.
 const (

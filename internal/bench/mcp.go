@@ -3,7 +3,12 @@ package bench
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
+
+	"github.com/carmyhq/carmy/internal/mcpclient"
+	"github.com/carmyhq/carmy/internal/mcpversion"
 )
 
 // The transports `carmy bench --transport` drives.
@@ -12,22 +17,23 @@ const (
 	transportMCP  = "mcp"  // tools/call at /mcp (docs/mcp.md)
 )
 
-// The MCP protocol versions `carmy bench --mcp-version` speaks.
-const (
-	mcpVersionNewest = "2026-07-28" // per-request _meta, Mcp-Method and Mcp-Name headers
-)
+// mcpVersionNewest is the default of `carmy bench --mcp-version`.
+const mcpVersionNewest = mcpversion.Latest
 
-// mcpVersions are the versions --mcp-version takes, newest first.
-var mcpVersions = []string{mcpVersionNewest, "2025-11-25", "2025-06-18"}
+// mcpVersions are the versions --mcp-version takes, newest first: those
+// of Carmy's fast path (internal/mcpversion).
+var mcpVersions = mcpversion.Versions(func(f mcpversion.Features) bool { return f.FastPath })
 
-// mcpHeaders are the headers of every tools/call at version, besides
-// Content-Type and Authorization.
+// mcpHeaders are the headers of every tools/call of tool at version
+// (mcpclient.Headers), Content-Type first, sorted by name after it.
 func mcpHeaders(version, tool string) [][2]string {
-	h := [][2]string{{"Accept", "application/json, text/event-stream"}, {"Mcp-Protocol-Version", version}}
-	if version >= mcpVersionNewest {
-		h = append(h, [2]string{"Mcp-Method", "tools/call"}, [2]string{"Mcp-Name", tool})
+	h := mcpclient.Headers(version, mcpclient.MethodCallTool, tool)
+	out := [][2]string{{"Content-Type", h.Get("Content-Type")}}
+	h.Del("Content-Type")
+	for _, k := range slices.Sorted(maps.Keys(h)) {
+		out = append(out, [2]string{k, h.Get(k)})
 	}
-	return h
+	return out
 }
 
 // mcpBody returns the head and the tail of a tools/call at version whose
@@ -36,9 +42,10 @@ func mcpHeaders(version, tool string) [][2]string {
 //	{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"…",
 //	 "arguments":{"payload":"…"},"_meta":{…,"carmy/session_id":"…","carmy/request_id":"<id>"}}}
 //
-// From 2026-07-28 on, _meta begins with the protocol's own keys, as an
-// MCP client sends them with every request: the version, the client's
-// name and its (empty) capabilities.
+// At a stateless version (2026-07-28 on), _meta begins with the
+// protocol's own keys, as an MCP client sends them with every request
+// (mcpclient.AppendProtocolMeta): the version, the client's name and its
+// (empty) capabilities.
 func mcpBody(version, tool string, argsSize int, session string) (head, tail []byte) {
 	head = make([]byte, 0, 360+len(tool)+argsSize+len(session))
 	head = append(head, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"`...)
@@ -46,11 +53,7 @@ func mcpBody(version, tool string, argsSize int, session string) (head, tail []b
 	head = append(head, `","arguments":{"payload":"`...)
 	head = appendRandomText(head, argsSize)
 	head = append(head, `"},"_meta":{`...)
-	if version >= mcpVersionNewest {
-		head = append(head, `"io.modelcontextprotocol/protocolVersion":"`...)
-		head = append(head, version...)
-		head = append(head, `","io.modelcontextprotocol/clientInfo":{"name":"carmy-bench","version":"1"},"io.modelcontextprotocol/clientCapabilities":{},`...)
-	}
+	head = mcpclient.AppendProtocolMeta(head, version, "carmy-bench")
 	head = append(head, `"carmy/session_id":"`...)
 	head = append(head, session...)
 	head = append(head, `","carmy/request_id":"`...)

@@ -88,12 +88,13 @@ func newBenchDriver(opts benchOptions) (*benchDriver, error) {
 	if err != nil {
 		return nil, err
 	}
-	header := [][2]string{{"Content-Type", "application/json"}, {"User-Agent", "carmy-bench/" + opts.Version}}
+	header := [][2]string{{"Content-Type", "application/json"}}
+	if opts.Transport == transportMCP {
+		header = mcpHeaders(opts.MCPVersion, opts.Tool)
+	}
+	header = append(header, [2]string{"User-Agent", "carmy-bench/" + opts.Version})
 	if opts.Token != "" {
 		header = append(header, [2]string{"Authorization", "Bearer " + opts.Token})
-	}
-	if opts.Transport == transportMCP {
-		header = append(header, mcpHeaders(opts.MCPVersion, opts.Tool)...)
 	}
 	for i, t := range opts.Targets {
 		base, err := targetURL(t)

@@ -16,15 +16,20 @@ const (
 	// U+2028 and U+2029 as \u2028 and \u2029, and each byte that is not
 	// part of valid UTF-8 as \ufffd.
 	HTMLSafe
+	// NoHTML is encoding/json's without HTML escaping (an Encoder with
+	// SetEscapeHTML(false), as [MarshalNoHTML]): HTMLSafe's escapes but
+	// those of '<', '>' and '&', which are copied as they are.
+	NoHTML
 )
 
 const hexDigits = "0123456789abcdef"
 
-// plain[HTMLSafe][c] says that the ASCII byte c is copied as it is under
-// HTMLSafe.
-var plain = func() (t [2][utf8.RuneSelf]bool) {
+// plain[e][c] says that the ASCII byte c is copied as it is under the
+// rules e (HTMLSafe or NoHTML).
+var plain = func() (t [3][utf8.RuneSelf]bool) {
 	for c := 0x20; c < utf8.RuneSelf; c++ {
-		t[HTMLSafe][c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+		t[NoHTML][c] = c != '"' && c != '\\'
+		t[HTMLSafe][c] = t[NoHTML][c] && c != '<' && c != '>' && c != '&'
 	}
 	return t
 }()
@@ -36,6 +41,9 @@ func AppendString[S ~string | ~[]byte](dst []byte, s S, e Escaping) []byte {
 		return appendCanonical(dst, s)
 	}
 	safe := &plain[HTMLSafe]
+	if e == NoHTML {
+		safe = &plain[NoHTML]
+	}
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {

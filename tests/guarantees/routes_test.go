@@ -16,6 +16,8 @@ import (
 	m3transport "github.com/mark3labs/mcp-go/client/transport"
 	m3 "github.com/mark3labs/mcp-go/mcp"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/carmyhq/carmy/internal/mcpversion"
 )
 
 // call is one call of a cell: tool, arguments, request_id and an
@@ -278,7 +280,7 @@ type taskCaller struct {
 	id            atomic.Int64
 }
 
-const v20251125, v20260728 = "2025-11-25", "2026-07-28"
+const v20251125, v20260728 = mcpversion.V20251125, mcpversion.V20260728
 
 func openTasks(version string) func(base string) (caller, error) {
 	return func(base string) (caller, error) { return &taskCaller{base: base, version: version}, nil }

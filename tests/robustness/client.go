@@ -13,12 +13,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/carmyhq/carmy/api/client"
 	"github.com/carmyhq/carmy/api/wire"
+	"github.com/carmyhq/carmy/internal/mcpclient"
+	"github.com/carmyhq/carmy/internal/mcpversion"
 	"github.com/carmyhq/carmy/internal/tlsmux"
 	"github.com/carmyhq/carmy/tests/robustness/ledgerapi"
 )
@@ -70,8 +71,6 @@ type nodeClient struct {
 	// tokens authenticate the harness: calls and record reads as the
 	// agent, decisions as the approver, administration as the admin.
 	tokens runTokens
-	// rpcID numbers the JSON-RPC requests of /mcp (never an identity).
-	rpcID atomic.Int64
 	// ihc calls the internal endpoints as a node would: mutual TLS under
 	// tlsmux.NodeServerName with the harness's certificate.
 	ihc *http.Client
@@ -122,7 +121,7 @@ const (
 // 2025-11-25, which Carmy's own fast path serves, and 2026-07-28 (with
 // its _meta triple and Mcp-Method and Mcp-Name headers), which the SDK
 // serves.
-var mcpVersions = []string{"2025-11-25", "2026-07-28"}
+var mcpVersions = []string{mcpversion.V20251125, mcpversion.V20260728}
 
 // callVia sends one call of tool over transport ("http", or
 // "mcp/<version>").
@@ -304,40 +303,14 @@ type mcpAnswer struct {
 // of version does (no initialize: docs/mcp.md), with the identity in _meta,
 // and classifies the answer as call does.
 func (c *nodeClient) callMCP(ctx context.Context, baseURL, version, tool, requestID string, args ledgerapi.Args) outcome {
-	meta := map[string]any{"carmy/request_id": requestID, "carmy/session_id": session}
-	header := http.Header{
-		"Content-Type":         {"application/json"},
-		"Accept":               {"application/json, text/event-stream"},
-		"Mcp-Protocol-Version": {version},
-	}
-	if version >= "2026-07-28" {
-		meta["io.modelcontextprotocol/protocolVersion"] = version
-		meta["io.modelcontextprotocol/clientCapabilities"] = map[string]any{}
-		header["Mcp-Method"] = []string{"tools/call"}
-		header["Mcp-Name"] = []string{tool}
-	}
-	if c.tokens.Agent != "" {
-		header["Authorization"] = []string{"Bearer " + c.tokens.Agent}
-	}
-	body, _ := json.Marshal(map[string]any{
-		"jsonrpc": "2.0", "id": c.rpcID.Add(1), "method": "tools/call",
-		"params": map[string]any{"name": tool, "arguments": args, "_meta": meta},
-	})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, baseURL+"/mcp", bytes.NewReader(body))
+	mc := &mcpclient.Client{HTTP: c.hc, URL: baseURL + "/mcp", Version: version, Name: "carmy-robustness", Token: c.tokens.Agent}
+	a, err := mc.CallTool(ctx, tool, args, map[string]any{"carmy/request_id": requestID, "carmy/session_id": session})
 	if err != nil {
-		return outcome{kind: KindUnknown, detail: err.Error()}
+		// No answer, or not all of it: the call may or may not have
+		// happened.
+		return outcome{kind: KindUnknown, httpStatus: a.Status}
 	}
-	req.Header = header
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return outcome{kind: KindUnknown} // no answer: it may or may not have happened
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return outcome{kind: KindUnknown, httpStatus: resp.StatusCode}
-	}
-	return classifyMCP(resp.StatusCode, requestID, raw)
+	return classifyMCP(a.Status, requestID, a.Body)
 }
 
 // classifyMCP turns an answer of /mcp into an outcome, as classify does
