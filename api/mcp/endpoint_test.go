@@ -10,11 +10,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/carmyhq/carmy/api"
 	"github.com/carmyhq/carmy/api/mcp"
 	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/mcpgateway"
+	"github.com/carmyhq/carmy/tests/testutil/wait"
 )
 
 // TestEndpointPaths: the server routes the endpoint's own paths.
@@ -37,6 +39,10 @@ func TestEndpointTakesTheHost(t *testing.T) {
 	}
 	rt.StartInBackground(t.Context())
 	t.Cleanup(func() { _ = rt.Shutdown(context.Background()) })
+	// Calls are refused UNAVAILABLE until the runtime's start has marked
+	// earlier executions: wait for it (a busy machine is slower than the
+	// first call).
+	wait.For(t, 30*time.Second, "the runtime ready", func() error { return rt.Ready(t.Context()) })
 	var mu sync.Mutex
 	var seen []api.MCPCall
 	alice := &engine.Caller{Principal: "alice"}
