@@ -1,0 +1,44 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+func TestTracesRefusesBadCommandLines(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--jaegr", "x.json"}, "unknown flag --jaegr (did you mean --jaeger?)"},
+		{[]string{"--listen", "0.0.0.0:4318"}, "not a loopback address"},
+		{[]string{"--listen", ":4318"}, "not a loopback address"},
+		{[]string{"--listen", "4318"}, "want host:port"},
+		{[]string{"--settle", "0s"}, "positive duration"},
+		{[]string{"--max-traces", "0"}, "at least 1"},
+		{[]string{"extra"}, `unexpected argument "extra"`},
+	} {
+		var out, errOut bytes.Buffer
+		err := run(t.Context(), append([]string{"traces"}, tt.args...), &out, &errOut)
+		if err != errUsage || out.Len() != 0 || !strings.Contains(errOut.String(), tt.want) || !strings.Contains(errOut.String(), "Usage: carmy traces") {
+			t.Errorf("carmy traces %s: %v, stdout %q, stderr %q; want a usage error saying %q", strings.Join(tt.args, " "), err, out.String(), firstLine(errOut.String()), tt.want)
+		}
+	}
+}
+
+// TestTracesStopsWithItsContext: a receiver on a free loopback port
+// prints where it listens and the line to start a node with, and returns
+// nil once its context ends (SIGINT or SIGTERM in the binary).
+func TestTracesStopsWithItsContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	var out, errOut bytes.Buffer
+	if err := run(ctx, []string{"traces", "--listen", "127.0.0.1:0"}, &out, &errOut); err != nil {
+		t.Fatalf("carmy traces: %v (stderr %q)", err, errOut.String())
+	}
+	if !strings.Contains(out.String(), "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:") || !strings.Contains(errOut.String(), "stopped; 0 traces") {
+		t.Errorf("stdout %q, stderr %q", out.String(), errOut.String())
+	}
+}
