@@ -23,9 +23,10 @@ import (
 
 const tracesUsage = `Usage: carmy traces [--listen host:port] [--jaeger FILE] [flags]
 
-Receives the spans a node exports over OTLP/HTTP (POST /v1/traces) and
-prints each trace as an indented tree once no span of it arrived for a
-second: each span's name, duration, kind, carmy.* attributes and status.
+Receives the spans a node exports over OTLP/HTTP (POST /v1/traces, protobuf
+or JSON) and prints each trace as an indented tree once no span of it
+arrived for a second: each span's name, duration, kind, carmy.* attributes
+and status.
 Point a node at it with OTEL_EXPORTER_OTLP_ENDPOINT, in another terminal:
   OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 carmy serve --dev
 With --jaeger it also keeps FILE rewritten with every trace received, as

@@ -118,3 +118,12 @@ func TestEncodeResponse(t *testing.T) {
 		t.Errorf("partial_success %x, want %x", partial, want)
 	}
 }
+
+func TestEncodeResponseJSON(t *testing.T) {
+	if got := string(EncodeResponseJSON(0, "")); got != "{}" {
+		t.Errorf("full success: %s, want {}", got)
+	}
+	if got, want := string(EncodeResponseJSON(3, "too old")), `{"partialSuccess":{"rejectedSpans":"3","errorMessage":"too old"}}`; got != want {
+		t.Errorf("partial success: %s, want %s", got, want)
+	}
+}

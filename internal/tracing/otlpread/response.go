@@ -1,6 +1,11 @@
 package otlpread
 
-import "google.golang.org/protobuf/encoding/protowire"
+import (
+	"encoding/json"
+	"strconv"
+
+	"google.golang.org/protobuf/encoding/protowire"
+)
 
 // EncodeResponse returns an ExportTraceServiceResponse in binary
 // protobuf: empty (full success) when rejected is 0 and message "", else
@@ -20,4 +25,24 @@ func EncodeResponse(rejected int64, message string) []byte {
 	}
 	out := protowire.AppendTag(nil, responsePartial, protowire.BytesType)
 	return protowire.AppendBytes(out, partial)
+}
+
+// EncodeResponseJSON returns the ExportTraceServiceResponse of
+// EncodeResponse in OTLP/JSON: {} for a full success.
+func EncodeResponseJSON(rejected int64, message string) []byte {
+	if rejected == 0 && message == "" {
+		return []byte("{}")
+	}
+	type partial struct {
+		RejectedSpans string `json:"rejectedSpans,omitempty"`
+		ErrorMessage  string `json:"errorMessage,omitempty"`
+	}
+	p := partial{ErrorMessage: message}
+	if rejected != 0 {
+		p.RejectedSpans = strconv.FormatInt(rejected, 10)
+	}
+	out, _ := json.Marshal(struct {
+		PartialSuccess partial `json:"partialSuccess"`
+	}{p}) // cannot fail: strings only
+	return out
 }

@@ -1,7 +1,7 @@
 // Package otlpread decodes OTLP trace exports, the body of an OTLP/HTTP
 // POST /v1/traces: an ExportTraceServiceRequest in binary protobuf
 // (Decode), read with protowire alone, so nothing that imports it links
-// generated OTLP code.
+// generated OTLP code, or in OTLP/JSON (DecodeJSON).
 //
 // What is read: each resource's attributes, each scope's name and
 // version, and of each span its ids, trace state, name, kind, start and

@@ -22,12 +22,13 @@ const DefaultMaxBody = 16 << 20
 // receives in a Store.
 //
 // It answers an export of Content-Type application/x-protobuf (or
-// application/protobuf), gzip-compressed or not, that Decode reads with
-// 200 and an empty ExportTraceServiceResponse (a partial success when the
-// store dropped spans); a body that is not one with 400 and a text/plain
-// message saying what is wrong; a body (or its decompressed content)
-// larger than MaxBody with 413; another content type or encoding with
-// 415; another method with 405.
+// application/protobuf) that otlpread.Decode reads, or application/json
+// that otlpread.DecodeJSON reads, gzip-compressed or not, with 200 and an
+// empty ExportTraceServiceResponse in the same encoding (a partial
+// success when the store dropped spans); a body that is not one with 400
+// and a text/plain message saying what is wrong; a body (or its
+// decompressed content) larger than MaxBody with 413; another content
+// type or encoding with 415; another method with 405.
 type Handler struct {
 	Store *Store
 	// MaxBody bounds an export's size, decompressed (DefaultMaxBody when
@@ -38,8 +39,11 @@ type Handler struct {
 	Log *slog.Logger
 }
 
-// contentTypeProtobuf is OTLP/HTTP's media type for binary protobuf.
-const contentTypeProtobuf = "application/x-protobuf"
+// OTLP/HTTP's media types: binary protobuf, and JSON.
+const (
+	contentTypeProtobuf = "application/x-protobuf"
+	contentTypeJSON     = "application/json"
+)
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
@@ -48,8 +52,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if err != nil || (mt != contentTypeProtobuf && mt != "application/protobuf") {
-		h.refuse(w, r, http.StatusUnsupportedMediaType, "Content-Type must be "+contentTypeProtobuf+" (OTLP/HTTP protobuf)")
+	decode, isJSON := otlpread.Decode, mt == contentTypeJSON
+	if isJSON {
+		decode = otlpread.DecodeJSON
+	}
+	if err != nil || (mt != contentTypeProtobuf && mt != "application/protobuf" && !isJSON) {
+		h.refuse(w, r, http.StatusUnsupportedMediaType, "Content-Type must be "+contentTypeProtobuf+" or "+contentTypeJSON+" (OTLP/HTTP)")
 		return
 	}
 	max := h.MaxBody
@@ -80,7 +88,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("the export is larger than %d bytes decompressed", max))
 		return
 	}
-	req, err := otlpread.Decode(raw)
+	req, err := decode(raw)
 	if err != nil {
 		h.refuse(w, r, http.StatusBadRequest, err.Error())
 		return
@@ -92,6 +100,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var message string
 	if dropped > 0 {
 		message = "the receiver's store is full"
+	}
+	if isJSON {
+		w.Header().Set("Content-Type", contentTypeJSON)
+		w.WriteHeader(http.StatusOK)
+		w.Write(otlpread.EncodeResponseJSON(int64(dropped), message))
+		return
 	}
 	w.Header().Set("Content-Type", contentTypeProtobuf)
 	w.WriteHeader(http.StatusOK)

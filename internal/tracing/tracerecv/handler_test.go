@@ -63,7 +63,8 @@ func TestHandlerRefuses(t *testing.T) {
 		status                int
 		message               string
 	}{
-		{"JSON", "application/json", "", []byte(`{}`), http.StatusUnsupportedMediaType, "application/x-protobuf"},
+		{"text", "text/plain", "", []byte(`{}`), http.StatusUnsupportedMediaType, "application/x-protobuf or application/json"},
+		{"not OTLP/JSON", "application/json", "", []byte(`{"resourceSpans":1}`), http.StatusBadRequest, "malformed OTLP trace export"},
 		{"no content type", "", "", good, http.StatusUnsupportedMediaType, "Content-Type"},
 		{"another encoding", "application/x-protobuf", "br", good, http.StatusUnsupportedMediaType, "gzip"},
 		{"not protobuf", "application/x-protobuf", "", []byte("hello, world"), http.StatusBadRequest, "malformed OTLP trace export"},
@@ -95,5 +96,26 @@ func TestHandlerReportsDroppedSpans(t *testing.T) {
 	raw, _ := io.ReadAll(w.Body)
 	if w.Code != http.StatusOK || len(raw) == 0 || !bytes.Contains(raw, []byte("full")) {
 		t.Errorf("%d %q, want 200 with a partial success", w.Code, raw)
+	}
+}
+
+func TestHandlerTakesOTLPJSON(t *testing.T) {
+	st := NewStore(Limits{}, nil)
+	h := &Handler{Store: st}
+	body := `{"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"carmy"}}]},` +
+		`"scopeSpans":[{"spans":[{"traceId":"4bf92f3577b34da6a3ce929d0e0e4736","spanId":"00f067aa0ba902b7","name":"carmy.call",` +
+		`"startTimeUnixNano":"1","endTimeUnixNano":"2"}]}]}]}`
+	w := post(t, h, "application/json; charset=utf-8", "", []byte(body))
+	if w.Code != http.StatusOK || w.Header().Get("Content-Type") != "application/json" || w.Body.String() != "{}" {
+		t.Errorf("%d %q %q, want 200 and {}", w.Code, w.Header().Get("Content-Type"), w.Body)
+	}
+	if tr := st.Traces(); len(tr) != 1 || tr[0].Spans[0].Name != "carmy.call" || serviceName(tr[0].Spans[0].Resource) != "carmy" {
+		t.Errorf("traces %+v, want the call's", tr)
+	}
+	h = &Handler{Store: NewStore(Limits{Spans: 1}, nil)}
+	two := strings.Replace(body, `"name":"carmy.call",`, `"name":"a"},{"traceId":"4bf92f3577b34da6a3ce929d0e0e4736","spanId":"00f067aa0ba902b8",`, 1)
+	w = post(t, h, "application/json", "", []byte(two))
+	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"rejectedSpans":"1"`) {
+		t.Errorf("%d %q, want a partial success rejecting 1 span", w.Code, w.Body)
 	}
 }
