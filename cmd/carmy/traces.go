@@ -103,6 +103,11 @@ func tracesCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // runTraces receives spans until ctx ends, printing each settled trace
 // and keeping the Jaeger file written.
 func runTraces(ctx context.Context, cfg tracesConfig, stdout, stderr io.Writer) error {
+	if cfg.jaeger != "" { // an empty document now: a path that cannot be written fails at once
+		if err := writeJaegerFile(cfg.jaeger, nil); err != nil {
+			return err
+		}
+	}
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
 		return fmt.Errorf("traces: %w", err)

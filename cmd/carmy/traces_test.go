@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -40,5 +42,31 @@ func TestTracesStopsWithItsContext(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:") || !strings.Contains(errOut.String(), "stopped; 0 traces") {
 		t.Errorf("stdout %q, stderr %q", out.String(), errOut.String())
+	}
+}
+
+// TestTracesFailsAtOnceOnAnUnwritableJaegerFile: --jaeger in a folder
+// that does not exist is an error before anything is received.
+func TestTracesFailsAtOnceOnAnUnwritableJaegerFile(t *testing.T) {
+	var out, errOut bytes.Buffer
+	err := run(t.Context(), []string{"traces", "--listen", "127.0.0.1:0", "--jaeger", filepath.Join(t.TempDir(), "nosuch", "t.json")}, &out, &errOut)
+	if err == nil || err == errUsage || !strings.Contains(err.Error(), "--jaeger") {
+		t.Errorf("carmy traces --jaeger nosuch/t.json: %v, want an error naming --jaeger", err)
+	}
+}
+
+// TestTracesWritesAnEmptyJaegerFileAtStart: the file is there, valid,
+// before any trace arrives.
+func TestTracesWritesAnEmptyJaegerFileAtStart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "t.json")
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	var out, errOut bytes.Buffer
+	if err := run(ctx, []string{"traces", "--listen", "127.0.0.1:0", "--jaeger", path}, &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil || !strings.Contains(string(raw), `"data": []`) {
+		t.Errorf("%s: %q, %v; want a Jaeger document without traces", path, raw, err)
 	}
 }
