@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/carmyhq/carmy/internal/didyoumean"
@@ -103,14 +104,19 @@ func tracesCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // runTraces receives spans until ctx ends, printing each settled trace
 // and keeping the Jaeger file written.
 func runTraces(ctx context.Context, cfg tracesConfig, stdout, stderr io.Writer) error {
-	if cfg.jaeger != "" { // an empty document now: a path that cannot be written fails at once
-		if err := writeJaegerFile(cfg.jaeger, nil); err != nil {
-			return err
-		}
-	}
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("traces: %w (another receiver, a Jaeger or a Collector, may hold it: "+
+				"give --listen another port, and the node the same in OTEL_EXPORTER_OTLP_ENDPOINT)", err)
+		}
 		return fmt.Errorf("traces: %w", err)
+	}
+	if cfg.jaeger != "" { // an empty document now: a path that cannot be written fails at once
+		if err := writeJaegerFile(cfg.jaeger, nil); err != nil {
+			ln.Close()
+			return err
+		}
 	}
 	store := tracerecv.NewStore(tracerecv.Limits{Traces: cfg.maxTraces}, nil)
 	mux := http.NewServeMux()

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -68,5 +69,27 @@ func TestTracesWritesAnEmptyJaegerFileAtStart(t *testing.T) {
 	raw, err := os.ReadFile(path)
 	if err != nil || !strings.Contains(string(raw), `"data": []`) {
 		t.Errorf("%s: %q, %v; want a Jaeger document without traces", path, raw, err)
+	}
+}
+
+// TestTracesSaysWhenItsPortIsTaken: a port another receiver holds is an
+// error that says what to do, and leaves the --jaeger file alone.
+func TestTracesSaysWhenItsPortIsTaken(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	path := filepath.Join(t.TempDir(), "t.json")
+	if err := os.WriteFile(path, []byte("kept"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	err = run(t.Context(), []string{"traces", "--listen", ln.Addr().String(), "--jaeger", path}, &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "give --listen another port") {
+		t.Errorf("carmy traces on a taken port: %v, want an error saying to give another port", err)
+	}
+	if raw, _ := os.ReadFile(path); string(raw) != "kept" {
+		t.Errorf("the --jaeger file holds %q, want it untouched", raw)
 	}
 }
