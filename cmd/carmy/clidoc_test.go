@@ -11,8 +11,9 @@ import (
 )
 
 // TestCLIDocListsEveryFlag keeps docs/cli.md complete: its section of
-// carmy serve names every flag of serve's flag set, and its section of
-// carmy bench every flag of bench's (and bench's help does too).
+// carmy serve names every flag of serve's flag set, and its sections of
+// carmy bench and carmy traces every flag of theirs (and their help does
+// too).
 func TestCLIDocListsEveryFlag(t *testing.T) {
 	raw, err := os.ReadFile("../../docs/cli.md")
 	if err != nil {
@@ -21,12 +22,15 @@ func TestCLIDocListsEveryFlag(t *testing.T) {
 	var cfg serveConfig
 	var serveNames []string
 	serveFlags(&cfg, &bytes.Buffer{}).VisitAll(func(f *flag.Flag) { serveNames = append(serveNames, f.Name) })
+	var tracesNames []string
+	tracesFlags(&tracesConfig{}).VisitAll(func(f *flag.Flag) { tracesNames = append(tracesNames, f.Name) })
 	for _, c := range []struct {
 		section string
 		flags   []string
 	}{
 		{"## `carmy serve`", serveNames},
 		{"## `carmy bench`", bench.FlagNames()},
+		{"## `carmy traces`", tracesNames},
 	} {
 		text := docSection(string(raw), c.section)
 		if text == "" {
@@ -41,6 +45,11 @@ func TestCLIDocListsEveryFlag(t *testing.T) {
 	for _, name := range bench.FlagNames() {
 		if !strings.Contains(bench.Usage, "  --"+name+" ") {
 			t.Errorf("carmy bench --help does not list --%s", name)
+		}
+	}
+	for _, name := range tracesNames {
+		if !strings.Contains(tracesUsage, "  --"+name+" ") {
+			t.Errorf("carmy traces --help does not list --%s", name)
 		}
 	}
 }

@@ -86,7 +86,7 @@ func TestHelpExitsZero(t *testing.T) {
 		{"--help"}, {"help"}, {"help", "serve"}, {"serve", "--help"}, {"serve", "-h"},
 		{"cluster", "--help"}, {"cluster", "status", "--help"}, {"cluster", "join", "--help"}, {"cluster", "remove", "-h"},
 		{"health", "--help"}, {"keygen", "--help"}, {"tls", "--help"}, {"tls", "ca", "--help"}, {"tls", "cert", "--help"},
-		{"bench", "--help"}, {"version"},
+		{"bench", "--help"}, {"traces", "--help"}, {"traces", "-h"}, {"version"},
 	} {
 		var out, errOut bytes.Buffer
 		if err := run(t.Context(), args, &out, &errOut); err != nil {
@@ -124,6 +124,7 @@ func TestHelpOfEachCommand(t *testing.T) {
 		{[]string{"help", "health"}, "Usage: carmy health"},
 		{[]string{"help", "tls"}, "Usage: carmy tls"},
 		{[]string{"help", "bench"}, "Usage: carmy bench"},
+		{[]string{"help", "traces"}, "Usage: carmy traces"},
 		{[]string{"help", "help"}, "Usage: carmy help"},
 		{[]string{"help", "serve"}, "Usage: carmy serve"},
 		{[]string{"version", "--help"}, "Usage: carmy version"},

@@ -53,11 +53,12 @@ Usage:
   carmy health [--addr H:P] [--live]      exit 0 iff a node is ready (or alive): a health check for images
   carmy keygen                            print a new random key (for --gossip-key, --cluster-key or a token)
   carmy tls ca|cert [...]                 make the cluster CA and node certificates (for --node-tls-*)
+  carmy traces [--jaeger FILE]            receive a node's spans (OTLP/HTTP) and print each trace as a tree
   carmy version                           print the version
   carmy help [command]                    show help
 
 Run 'carmy help serve' for the flags, 'carmy help cluster' for the cluster commands,
-'carmy help bench' for the benchmark.
+'carmy help bench' for the benchmark, 'carmy help traces' to see traced calls.
 `
 
 // versionUsage is what `carmy help version` prints.
@@ -72,8 +73,8 @@ the checkout it was built in; "dev" when the build recorded none.
 // helpUsage is what `carmy help help` prints.
 const helpUsage = `Usage: carmy help [command]
 
-Prints the help of a command (serve, cluster, bench, health, keygen, tls,
-version), or the list of commands.
+Prints the help of a command (serve, cluster, audit, bench, health, keygen,
+tls, traces, version), or the list of commands.
 `
 
 // version is this build's version (internal/buildinfo).
@@ -93,7 +94,7 @@ func versionLine() string {
 // and `carmy <command> --help`; serve's is printed by its flag set.
 var commandHelp = map[string]string{
 	"cluster": clusterUsage, "audit": auditUsage, "bench": bench.Usage, "health": healthUsage, "keygen": keygenUsage,
-	"tls": tlsUsage, "version": versionUsage, "help": helpUsage,
+	"tls": tlsUsage, "traces": tracesUsage, "version": versionUsage, "help": helpUsage,
 }
 
 // run dispatches a command line.
@@ -116,6 +117,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return healthCmd(ctx, rest, os.Getenv, stdout, stderr)
 	case "tls":
 		return tlsCmd(rest, time.Now(), stdout, stderr)
+	case "traces":
+		return tracesCmd(ctx, rest, stdout, stderr)
 	case "keygen":
 		return keygen(rest, rand.Reader, stdout, stderr)
 	case "version", "--version":
