@@ -56,7 +56,8 @@
 // Nothing older than node protocol version 1 is read (there has been no
 // release before it), so the package has no compat.go.
 //
-// The API names its own types (NodeInfo, Status, StateDigest); Config.Hooks
+// The API names its types: Status; NodeInfo, the member table's entry
+// (an alias of fsm.NodeInfo); StateDigest (of cluster/peer's). Config.Hooks
 // lets tests wrap the node's network (HTTP dials, the Raft stream layer,
 // the gossip transport) and its durable log store to inject faults without
 // the package knowing of any fault layer.

@@ -17,22 +17,8 @@ import (
 )
 
 // NodeInfo is a member's addresses, as the cluster records them in its
-// member table.
-type NodeInfo struct {
-	ID       string
-	RaftAddr string
-	HTTPAddr string
-	// GossipAddr is "" until the node has registered it.
-	GossipAddr string
-}
-
-func nodeInfoOf(m fsm.NodeInfo) NodeInfo {
-	return NodeInfo{ID: m.ID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr, GossipAddr: m.GossipAddr}
-}
-
-func (i NodeInfo) entry() fsm.NodeInfo {
-	return fsm.NodeInfo{ID: i.ID, RaftAddr: i.RaftAddr, HTTPAddr: i.HTTPAddr, GossipAddr: i.GossipAddr}
-}
+// member table (fsm.NodeInfo: one type, from the log to the API).
+type NodeInfo = fsm.NodeInfo
 
 // AddNode adds (or updates) a voter: the same id and addresses again is a
 // no-op; a known id with new addresses replaces its entry when that member
@@ -43,15 +29,7 @@ func (i NodeInfo) entry() fsm.NodeInfo {
 // on any node (a follower forwards it to the leader) and returns the
 // member table, sorted by id.
 func (n *Node) AddNode(ctx context.Context, info NodeInfo) ([]NodeInfo, error) {
-	table, err := n.addNode(ctx, info.entry())
-	if err != nil {
-		return nil, err
-	}
-	out := make([]NodeInfo, len(table))
-	for i, m := range table {
-		out[i] = nodeInfoOf(m)
-	}
-	return out, nil
+	return n.addNode(ctx, info)
 }
 
 // addNode is AddNode with the member table's own entries.

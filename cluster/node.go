@@ -326,7 +326,7 @@ func (n *Node) Raft() *raft.Raft { return n.raft }
 func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
 
 // Info returns this node's addresses.
-func (n *Node) Info() NodeInfo { return nodeInfoOf(n.info()) }
+func (n *Node) Info() NodeInfo { return n.info() }
 
 // info returns this node's addresses as the member table records them.
 func (n *Node) info() fsm.NodeInfo {
