@@ -11,14 +11,13 @@ import (
 	"sync"
 	"sync/atomic"
 
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-
 	"github.com/carmyhq/carmy/internal/buildinfo"
+	"github.com/carmyhq/carmy/internal/tracing"
 )
 
-// Exporter is an sdktrace.SpanExporter that posts spans over OTLP/HTTP
-// in binary protobuf, one request per batch, retried as send says. It is
-// safe for concurrent use.
+// Exporter is a tracing.Exporter that posts spans over OTLP/HTTP in
+// binary protobuf, one request per batch (of the Config's Resource),
+// retried as send says. It is safe for concurrent use.
 type Exporter struct {
 	cfg    Config
 	where  string // the URL without userinfo or query, for errors
@@ -28,13 +27,13 @@ type Exporter struct {
 	closed atomic.Bool
 }
 
-var _ sdktrace.SpanExporter = (*Exporter)(nil)
+var _ tracing.Exporter = (*Exporter)(nil)
 
-// errShutdown is ExportSpans' answer once Shutdown was called.
+// errShutdown is Export's answer once Shutdown was called.
 var errShutdown = errors.New("tracing: the OTLP exporter is shut down")
 
-// NewExporter returns the exporter cfg describes, for a batching span
-// processor (sdktrace.WithBatcher).
+// NewExporter returns the exporter cfg describes, for a
+// tracing.Provider.
 func NewExporter(cfg Config) (*Exporter, error) {
 	u, err := url.Parse(cfg.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -58,19 +57,19 @@ func NewExporter(cfg Config) (*Exporter, error) {
 	}, nil
 }
 
-// ExportSpans sends spans to the receiver in one request, gzipped when
+// Export sends spans to the receiver in one request, gzipped when
 // the Config says so, and retries it while the receiver answers that it
 // is busy (send), all within the Config's Timeout and ctx. An error
 // means the batch was not (or not wholly) accepted; the spans are not
 // kept for another try.
-func (e *Exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+func (e *Exporter) Export(ctx context.Context, spans []*tracing.Record) error {
 	if e.closed.Load() {
 		return errShutdown
 	}
 	if len(spans) == 0 {
 		return nil
 	}
-	body := AppendRequest(make([]byte, 0, 512*len(spans)), spans)
+	body := AppendRequest(make([]byte, 0, 512*len(spans)), e.cfg.Resource, spans)
 	if e.cfg.Gzip {
 		var err error
 		if body, err = e.compress(body); err != nil {
@@ -105,9 +104,8 @@ func (e *Exporter) compress(body []byte) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// Shutdown stops the exporter: ExportSpans fails from then on. The
-// batching processor has flushed its spans through ExportSpans before it
-// calls Shutdown.
+// Shutdown stops the exporter: Export fails from then on. Call it once
+// the provider has flushed its spans through Export (its Shutdown).
 func (e *Exporter) Shutdown(ctx context.Context) error {
 	e.closed.Store(true)
 	e.client.CloseIdleConnections()
