@@ -30,8 +30,9 @@ type Record struct {
 }
 
 // inlineAttributes is how many attributes a span holds without another
-// allocation: a call's span has six.
-const inlineAttributes = 6
+// allocation: one, as all but the call's span have (its six take one
+// more).
+const inlineAttributes = 1
 
 // Span is a span being recorded, or a span that records nothing but
 // carries its trace context on (an unsampled one). A nil *Span is the span

@@ -25,7 +25,14 @@ type Exporter struct {
 	agent  string
 	gz     sync.Pool // *gzip.Writer
 	closed atomic.Bool
+	// perSpan is the bytes per span of the last export's body, to size
+	// the next one's in one allocation.
+	perSpan atomic.Int64
 }
+
+// firstPerSpan is the bytes per span the first export's body is sized
+// for: a call's span (six attributes) takes about 250.
+const firstPerSpan = 256
 
 var _ tracing.Exporter = (*Exporter)(nil)
 
@@ -69,7 +76,12 @@ func (e *Exporter) Export(ctx context.Context, spans []*tracing.Record) error {
 	if len(spans) == 0 {
 		return nil
 	}
-	body := AppendRequest(make([]byte, 0, 512*len(spans)), e.cfg.Resource, spans)
+	per := e.perSpan.Load()
+	if per == 0 {
+		per = firstPerSpan
+	}
+	body := AppendRequest(make([]byte, 0, int(per+per/8)*len(spans)+256), e.cfg.Resource, spans)
+	e.perSpan.Store(int64(len(body)/len(spans) + 1))
 	if e.cfg.Gzip {
 		var err error
 		if body, err = e.compress(body); err != nil {
