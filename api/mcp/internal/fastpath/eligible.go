@@ -11,7 +11,10 @@ import (
 )
 
 // The checks the SDK's Streamable HTTP handler makes of a request before
-// it reads the body, with the SDK's own rules.
+// it reads the body, with the SDK's own rules. Two are exported, Accepts
+// and IsJSONType: package api/mcp applies the same rules to the requests
+// it answers itself (batches, tasks, progress, its streams), so that one
+// copy of each rule is kept.
 
 // eligible reports whether r passes the checks the SDK's handler makes
 // before it reads the body, with the SDK's own rules, for a version the
@@ -46,8 +49,8 @@ func IsJSONType(contentType string) bool {
 	return err == nil && mt == "application/json"
 }
 
-// Accepts is the SDK's streamableAccepts: whether Accept admits JSON and
-// an event stream.
+// Accepts is the SDK's streamableAccepts: whether the Accept header's
+// values admit JSON and an event stream.
 func Accepts(values []string) (jsonOK, streamOK bool) {
 	for _, value := range values {
 		for rest, more := value, true; more; {
