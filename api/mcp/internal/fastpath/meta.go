@@ -45,7 +45,7 @@ import (
 // To a result the SDK adds what the new protocol asks of it: the
 // server's name in _meta io.modelcontextprotocol/serverInfo (unless the
 // result has one), and "resultType": "complete" to a result of the tool
-// handler (Server.callTool marks those; a refusal of the middleware is
+// handler (the SDK's Server.callTool marks those; a refusal of the middleware is
 // not one). A JSON-RPC error is answered with the HTTP status the SDK
 // gives it at this version (errorStatus).
 

@@ -89,7 +89,7 @@ type request struct {
 	params sdk.CallToolParamsRaw
 	extra  sdk.RequestExtra
 	rpcID  json.RawMessage
-	// ran says the tool handler answered with a result (Server.callTool
+	// ran says the tool handler answered with a result (the SDK's callTool
 	// marks such a result complete at 2026-07-28).
 	ran bool
 }
