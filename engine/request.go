@@ -13,7 +13,7 @@ import (
 )
 
 // The rules both transports (POST /v1/tools/call and tools/call at /mcp)
-// apply when they turn a call's wire members into a Request, and an
+// apply when they turn a call's members, as the transport read them, into a Request, and an
 // error into what the caller is told, kept here once.
 
 // WireCall is one call as its transport read it, before the rules below
