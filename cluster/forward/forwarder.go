@@ -104,7 +104,7 @@ type outcome struct {
 }
 
 // Dialer opens forward streams: DialStream connects to a leader's address
-// and upgrades the connection to a stream of Protocol, as a peer call
+// and upgrades the connection to a stream of peer.StreamProtocol, as a peer call
 // (the cluster key, node TLS, the node protocol version). Its errors say
 // that nothing was sent (peer.ErrNotSent), or that the leader refused this
 // node as a member (peer.ErrRefused).
