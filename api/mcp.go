@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/internal/tracing"
@@ -205,6 +204,6 @@ func (s *Server) observeMCP(ctx context.Context, c MCPCall) {
 		code: c.Code, outcome: outcome, took: c.Took}
 	s.logCallEntry(ctx, e)
 	if tracing.On() {
-		traceCall(trace.SpanFromContext(ctx), e)
+		traceCall(tracing.SpanFrom(ctx), e)
 	}
 }

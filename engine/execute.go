@@ -10,8 +10,6 @@ import (
 	"runtime/debug"
 	"time"
 
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/carmyhq/carmy/internal/tracing"
 	"github.com/carmyhq/carmy/store"
 )
@@ -190,7 +188,7 @@ func errorBody(te *ToolError) json.RawMessage {
 // load alone; a slow commit under load gets that long), then is told
 // UNAVAILABLE meanwhile (an *UnrecordedError). Its span is a child of
 // parent, the call's (tracing.SpanComplete).
-func (r *Runtime) record(parent trace.Span, rec store.Record, res store.Result, toolTimeout time.Duration, answer chan<- outcome) {
+func (r *Runtime) record(parent *tracing.Span, rec store.Record, res store.Result, toolTimeout time.Duration, answer chan<- outcome) {
 	base, span := tracing.StartUnder(context.Background(), parent, tracing.SpanComplete)
 	var err error
 	defer func() { tracing.End(span, "", "", err) }()

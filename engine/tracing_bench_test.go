@@ -34,7 +34,6 @@ func BenchmarkRuntimeCallTracing(b *testing.B) {
 		benchTracedCalls(b, benchApp(b))
 	})
 	b.Run("on", func(b *testing.B) {
-		b.Setenv("OTEL_BSP_MAX_QUEUE_SIZE", "262144")
 		var spans, sent atomic.Int64
 		rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			body, err := io.ReadAll(r.Body)
@@ -46,7 +45,7 @@ func BenchmarkRuntimeCallTracing(b *testing.B) {
 			spans.Add(int64(countSpans(body)))
 		}))
 		defer rcv.Close()
-		env := map[string]string{otlp.EnvEndpoint: rcv.URL}
+		env := map[string]string{otlp.EnvEndpoint: rcv.URL, tracing.EnvMaxQueueSize: "262144"}
 		shutdown, err := otlp.Setup(context.Background(), func(k string) string { return env[k] }, "bench",
 			slog.New(slog.DiscardHandler))
 		if err != nil {

@@ -6,8 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"go.opentelemetry.io/otel/trace"
-
+	"github.com/carmyhq/carmy/internal/tracing"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -30,7 +29,7 @@ type pending struct {
 	// trace is the span of the call (tracing.Parent), the parent of the
 	// spans of its tool's run and of the recording of its outcome, which
 	// run under contexts of their own; nil while tracing is off.
-	trace trace.Span
+	trace *tracing.Span
 }
 
 var emptyObject = json.RawMessage(`{}`)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/carmyhq/carmy/api/mcp/internal/fastpath"
 	"github.com/carmyhq/carmy/internal/jsonscan"
 	"github.com/carmyhq/carmy/internal/mcpversion"
 	"github.com/carmyhq/carmy/store"
@@ -116,7 +117,7 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, body []byte
 // before the SDK reads a body (the method and Content-Type are checked
 // already): else the SDK refuses the batch as it is.
 func batchEligible(r *http.Request) bool {
-	jsonOK, streamOK := accepts(r.Header.Values("Accept"))
+	jsonOK, streamOK := fastpath.Accepts(r.Header.Values("Accept"))
 	return jsonOK && streamOK && len(r.Header.Values("Last-Event-ID")) == 0
 }
 

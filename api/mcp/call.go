@@ -83,3 +83,21 @@ func (h *Handler) handOver(ctx context.Context, _ *sdk.CallToolRequest) (*sdk.Ca
 	}
 	return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}
 }
+
+// methodCallTool is the method of a tool call.
+const methodCallTool = "tools/call"
+
+// runTool is the SDK's Server.callTool after middleware ran the call:
+// the tool handler's result (handOver), never "null" content. The fast
+// path (fastpath.Config.Tool), tasks and progress run it under
+// middleware as the SDK would.
+func (h *Handler) runTool(ctx context.Context, _ string, req sdk.Request) (sdk.Result, error) {
+	res, err := h.handOver(ctx, req.(*sdk.CallToolRequest))
+	if err != nil {
+		return nil, err
+	}
+	if res.Content == nil {
+		res.Content = []sdk.Content{} // as the SDK does: never "null"
+	}
+	return res, nil
+}

@@ -29,7 +29,7 @@ type catalog struct {
 	have map[string]bool
 	// headerBound holds the tools whose input schema may bind an argument
 	// to an HTTP header (x-mcp-header), which the SDK checks from
-	// 2026-07-28 on: the fast path leaves their calls to it (fast.go).
+	// 2026-07-28 on: the fast path leaves their calls to it (fastCallable).
 	headerBound map[string]bool
 	// primed is false until the first sync, which then runs whatever the
 	// generation (a runtime without tools is at generation 0).

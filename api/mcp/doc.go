@@ -21,9 +21,12 @@
 // went away before its answer;
 // auth.go checks bearer tokens and serves the RFC 9728 metadata document;
 // wire.go keeps the transport's own refusals in JSON-RPC's shape;
-// fast.go answers a plain tools/call without the SDK's per-request
-// session, exactly as the SDK would, and fast_meta.go adds the checks and
-// result fields of protocol version 2026-07-28;
+// package fastpath (internal/fastpath, its contract in its doc.go)
+// answers a plain tools/call without the SDK's per-request session,
+// exactly as the SDK would, through the same middleware (server.go hands
+// it the middleware, the tool handler and the server's name; screen.go
+// offers it every single message before the SDK); body.go reads a
+// request's body once for both;
 // passthrough.go answers the resources and prompts of upstream MCP servers,
 // and listen.go sends their list changes to the clients that listen.
 //

@@ -17,7 +17,7 @@ import (
 	"github.com/carmyhq/carmy/internal/mcpversion"
 )
 
-// The fast path at 2026-07-28 (fast_meta.go) against the SDK.
+// The fast path at 2026-07-28 (fastpath/meta.go) against the SDK.
 
 // newMeta is the _meta a 2026-07-28 client sends with every request, as
 // the go-sdk client does, followed by Carmy's keys.
@@ -27,6 +27,10 @@ const newMeta = `"io.modelcontextprotocol/protocolVersion":"2026-07-28",` +
 
 // newCall is a 2026-07-28 tools/call of tool with the _meta members meta
 // (joined by commas), and the headers its client sends.
+// metaServerInfo is the _meta key of the server's name in a 2026-07-28
+// result.
+const metaServerInfo = "io.modelcontextprotocol/serverInfo"
+
 func newCall(name string, fast bool, tool, args string, meta ...string) fastCase {
 	params := `{"name":"` + tool + `"`
 	if args != "" {
@@ -187,7 +191,7 @@ func TestFastPathServesGoSDKClient(t *testing.T) {
 			if got := cs.InitializeResult().ProtocolVersion; got != version {
 				t.Fatalf("negotiated %s, want %s", got, version)
 			}
-			before := p.fast.fastServed.Load()
+			before := p.fast.fast.Served()
 			call := func(tool, rid string) *sdk.CallToolResult {
 				t.Helper()
 				res, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: tool, Arguments: map[string]any{"sku": "KB-01"},
@@ -211,7 +215,7 @@ func TestFastPathServesGoSDKClient(t *testing.T) {
 			if !errors.As(err, &je) || je.Code != jsonrpc.CodeInvalidParams {
 				t.Errorf("unknown tool: %v, want JSON-RPC error -32602", err)
 			}
-			if served := p.fast.fastServed.Load() - before; served != 4 {
+			if served := p.fast.fast.Served() - before; served != 4 {
 				t.Errorf("the fast path served %d of the 4 calls", served)
 			}
 			if version == mcpversion.V20260728 {
@@ -248,7 +252,7 @@ func TestFastPathServesMCPGoClient(t *testing.T) {
 			if res, err := c.Initialize(t.Context(), init); err != nil || res.ProtocolVersion != version {
 				t.Fatalf("initialize: %v, %+v", err, res)
 			}
-			before := p.fast.fastServed.Load()
+			before := p.fast.fast.Served()
 			req := m3.CallToolRequest{}
 			req.Params.Name, req.Params.Arguments = "echo", map[string]any{"a": 1}
 			req.Params.Meta = &m3.Meta{AdditionalFields: map[string]any{"carmy/request_id": "replay-1"}}
@@ -256,7 +260,7 @@ func TestFastPathServesMCPGoClient(t *testing.T) {
 			if err != nil || res.IsError || res.Meta == nil || res.Meta.AdditionalFields["carmy/replayed"] != true {
 				t.Fatalf("tools/call: %v, %+v", err, res)
 			}
-			if served := p.fast.fastServed.Load() - before; served != 1 {
+			if served := p.fast.fast.Served() - before; served != 1 {
 				t.Errorf("the fast path served %d of 1 call", served)
 			}
 		})

@@ -241,9 +241,9 @@ func (p *pathPair) serve(h *Handler, c fastCase) served {
 // served it.
 func (p *pathPair) compare(t *testing.T, c fastCase) bool {
 	t.Helper()
-	before := p.fast.fastServed.Load()
+	before := p.fast.fast.Served()
 	got, want := p.serve(p.fast, c), p.serve(p.sdk, c)
-	tookFast := p.fast.fastServed.Load() != before
+	tookFast := p.fast.fast.Served() != before
 	if got.status != want.status || got.body != want.body {
 		t.Errorf("%s: fast path answered\n  %d %s\nthe SDK\n  %d %s", c.name, got.status, got.body, want.status, want.body)
 	}

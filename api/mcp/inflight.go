@@ -10,7 +10,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 
+	"github.com/carmyhq/carmy/api/mcp/internal/fastpath"
 	"github.com/carmyhq/carmy/engine"
+	"github.com/carmyhq/carmy/internal/jsonscan"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -222,11 +224,11 @@ func isShortInteger(raw []byte) bool {
 	if len(digits) > 0 && digits[0] == '-' {
 		digits = digits[1:]
 	}
-	return len(digits) <= 15 && isInteger(raw) && string(raw) != "-0"
+	return len(digits) <= 15 && jsonscan.IsInteger(raw) && string(raw) != "-0"
 }
 
-// rpcIDKey holds the JSON-RPC id of the tools/call being served: its
-// canonicalID, or the fast path's request (fast.go), which holds it raw.
+// rpcIDKey holds the canonicalID of the JSON-RPC id of the tools/call
+// the SDK serves; the fast path's call holds its id raw (fastpath.RPCID).
 type rpcIDKey struct{}
 
 // withRPCID keeps the JSON-RPC id of the tools/call being served.
@@ -240,15 +242,11 @@ func withRPCID(ctx context.Context, raw json.RawMessage) context.Context {
 // rpcIDOf is the canonicalID of the JSON-RPC id of the tools/call of
 // ctx, "" when there is none.
 func rpcIDOf(ctx context.Context) string {
-	switch v := ctx.Value(rpcIDKey{}).(type) {
-	case string:
-		return v
-	case *fastRequest:
-		if len(v.rpcID) > 0 {
-			return canonicalID(v.rpcID)
-		}
+	if raw := fastpath.RPCID(ctx); len(raw) > 0 {
+		return canonicalID(raw)
 	}
-	return ""
+	v, _ := ctx.Value(rpcIDKey{}).(string)
+	return v
 }
 
 // callerOfRequest is the caller of r: its token's, or anonymous when auth

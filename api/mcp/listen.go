@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/carmyhq/carmy/api/mcp/internal/fastpath"
 	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/internal/jsonscan"
 	"github.com/carmyhq/carmy/internal/mcpversion"
@@ -227,7 +228,7 @@ func (h *Handler) serveStandalone(w http.ResponseWriter, r *http.Request) bool {
 	if h.cfg.Upstreams == nil || r.Method != http.MethodGet {
 		return false
 	}
-	if _, streamOK := accepts(r.Header.Values("Accept")); !streamOK {
+	if _, streamOK := fastpath.Accepts(r.Header.Values("Accept")); !streamOK {
 		return false
 	}
 	if mcpversion.For(r.Header.Get("Mcp-Protocol-Version")).Stateless {

@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/carmyhq/carmy/api/mcp/internal/fastpath"
 	"github.com/carmyhq/carmy/internal/jsonscan"
 	"github.com/carmyhq/carmy/internal/mcpversion"
 )
@@ -105,7 +106,7 @@ func (h *Handler) serveOwn(w http.ResponseWriter, r *http.Request, body []byte) 
 			return true
 		}
 		if _, ok := p.Meta[metaProgressToken]; ok {
-			if _, streamOK := accepts(r.Header.Values("Accept")); streamOK {
+			if _, streamOK := fastpath.Accepts(r.Header.Values("Accept")); streamOK {
 				h.serveProgressCall(w, r, msg, p)
 				return true
 			}

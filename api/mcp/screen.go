@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
-	"mime"
 	"net/http"
 	"strconv"
 	"time"
@@ -13,9 +12,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/carmyhq/carmy/api/internal/strictjson"
+	"github.com/carmyhq/carmy/api/mcp/internal/fastpath"
 	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/internal/jsonscan"
-	"github.com/carmyhq/carmy/internal/mcpversion"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -84,7 +83,7 @@ func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) {
 // JSON (then strict JSON too).
 //
 // A tools/call is served under a context that holds its JSON-RPC id
-// (withRPCID, or the fast path's request that holds it): the request is
+// (withRPCID, or fastpath.RPCID on the fast path): the request is
 // copied with that context only for the handlers that take a request
 // (serveOwn, the SDK), not for the fast path.
 func (h *Handler) serveOne(w http.ResponseWriter, r *http.Request, body []byte, valid bool) {
@@ -103,12 +102,8 @@ func (h *Handler) serveOne(w http.ResponseWriter, r *http.Request, body []byte, 
 				return
 			}
 		}
-		if !h.noFastPath && h.fastEligible(r) {
-			newProtocol := mcpversion.For(r.Header.Get("Mcp-Protocol-Version")).Stateless
-			if call, ok := parseFastCall(body, newProtocol); ok && (!newProtocol || h.newProtocolEligible(r, call)) {
-				h.serveFast(w, r, call, rpcID)
-				return
-			}
+		if !h.noFastPath && h.fast.Serve(w, r, body, rpcID) {
+			return
 		}
 		if !withID {
 			r = requestWithRPCID(r, rpcID)
@@ -142,18 +137,7 @@ func screenable(r *http.Request) bool {
 	if r.Method != http.MethodPost || r.Body == nil || r.Body == http.NoBody {
 		return false
 	}
-	return isJSONType(r.Header.Get("Content-Type"))
-}
-
-// isJSONType reports whether a Content-Type is application/json, as
-// mime.ParseMediaType reads it (parameters allowed); the plain value
-// without parsing.
-func isJSONType(contentType string) bool {
-	if contentType == "application/json" {
-		return true
-	}
-	mt, _, err := mime.ParseMediaType(contentType)
-	return err == nil && mt == "application/json"
+	return fastpath.IsJSONType(r.Header.Get("Content-Type"))
 }
 
 // isCallTool reports whether body, valid JSON, is a tools/call: an

@@ -8,7 +8,8 @@ import (
 )
 
 // BenchmarkScreenScans times each pass a 2026-07-28 tools/call body of
-// the go-sdk client (365 bytes) goes through before its tool runs:
+// the go-sdk client (365 bytes) goes through before its tool runs (the
+// fast path's own, BenchmarkParse in package fastpath, after them):
 //
 //	go test ./api/mcp -run '^$' -bench ScreenScans -benchmem
 func BenchmarkScreenScans(b *testing.B) {
@@ -24,8 +25,6 @@ func BenchmarkScreenScans(b *testing.B) {
 		{"strictjson.Check", func() bool { return strictjson.Check(body) == nil }},
 		{"isCallTool+idOfMessage", func() bool { return isCallTool(body) && idOfMessage(body) != nil }},
 		{"mayBeOwn", func() bool { return !mayBeOwn(body) }},
-		{"plainJSON", func() bool { return plainJSON(body) }},
-		{"parseFastCall", func() bool { _, ok := parseFastCall(body, true); return ok }},
 	} {
 		b.Run(bench.name, func(b *testing.B) {
 			b.ReportAllocs()

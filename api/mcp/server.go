@@ -2,16 +2,15 @@ package mcp
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"sync/atomic"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/carmyhq/carmy/api/mcp/internal/fastpath"
 	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/internal/jsonscan"
 	"github.com/carmyhq/carmy/internal/tracing"
@@ -120,24 +119,18 @@ type Handler struct {
 	catalog *catalog
 	log     *slog.Logger
 	// disableLocalhostProtection is the SDK's option of that name, as
-	// set: the fast path (fast.go) checks what the SDK checks.
+	// set: the fast path checks what the SDK checks.
 	disableLocalhostProtection bool
 	// noFastPath sends every request through the SDK (for the tests that
 	// compare the two paths).
 	noFastPath bool
-	// fastServed counts the requests the fast path answered.
-	fastServed atomic.Int64
-	// fastChain is middleware over fastTool, built once (fast.go).
-	fastChain sdk.MethodHandler
+	// fast answers the plain tools/calls it takes as the SDK would
+	// (package fastpath), before the SDK sees them.
+	fast *fastpath.Server
 	// serve is authenticate over serveMCP, built once.
 	serve http.Handler
-	// impl is the server's name, as the SDK tells it; implJSON its JSON
-	// (fast_meta.go).
-	impl     *sdk.Implementation
-	implJSON json.RawMessage
-	// clientMeta keeps the SDK's verdicts on 2026-07-28 clients' _meta
-	// (fast_meta.go).
-	clientMeta clientMetaCache
+	// impl is the server's name, as the SDK tells it.
+	impl *sdk.Implementation
 	// inflight holds the tools/calls this node serves, for
 	// notifications/cancelled (inflight.go).
 	inflight inflight
@@ -168,7 +161,6 @@ func New(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mcp: the server's name: %w", err)
 	}
-	h.implJSON = implJSON
 	h.server = sdk.NewServer(h.impl, &sdk.ServerOptions{
 		Logger: sdkLog,
 		// Tools only: no logging capability (the SDK's default), which a
@@ -184,9 +176,17 @@ func New(cfg Config) (*Handler, error) {
 	})
 	h.catalog = newCatalog(cfg.Runtime, h.server, h.handOver, cfg.Logger)
 	h.server.AddReceivingMiddleware(h.middleware)
-	h.fastChain = h.middleware(h.fastTool)
 	h.serve = h.authenticate(http.HandlerFunc(h.serveMCP))
 	h.disableLocalhostProtection = cfg.Verify != nil || cfg.HostChecked
+	h.fast = fastpath.New(fastpath.Config{
+		Middleware: h.middleware,
+		Tool:       h.runTool,
+		ServerInfo: implJSON,
+		CheckHost:  !h.disableLocalhostProtection,
+		Callable:   h.catalog.fastCallable,
+		MetaKeys:   []string{MetaRequestID, MetaSessionID, MetaMetadata, MetaTimeoutMS},
+		Logger:     cfg.Logger,
+	})
 	h.stream = sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return h.server }, &sdk.StreamableHTTPOptions{
 		Stateless: true,
 		// One JSON answer per request: a tools/call has one result, and

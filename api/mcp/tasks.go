@@ -150,7 +150,7 @@ func errorMessage(raw json.RawMessage) string {
 // (startTask). From 2026-07-28 on, a call answered with a result rather
 // than a task (a retry of a finished call, a refusal, a reconcile tool)
 // is finished as the SDK finishes any tools/call's result
-// (newProtocolResult).
+// (fastpath.Server.NewProtocolResult).
 func (h *Handler) serveTaskCall(w http.ResponseWriter, r *http.Request, msg ownMessage, p ownParams, version string) {
 	mode := &callMode{task: true}
 	ctx := withCallMode(r.Context(), mode)
@@ -175,7 +175,7 @@ func (h *Handler) serveTaskCall(w http.ResponseWriter, r *http.Request, msg ownM
 		// reconcile tool's answer. Finished as the SDK finishes a
 		// tools/call's at this version (serverInfo, resultType), as
 		// when the client does not declare the extension.
-		raw, ferr := h.newProtocolResult(res, true)
+		raw, ferr := h.fast.NewProtocolResult(res, true)
 		if ferr != nil {
 			writeErrorResult(w, msg.ID, ferr)
 			return

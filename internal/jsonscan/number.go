@@ -66,3 +66,20 @@ func ScanNumber(data []byte, i int) (Number, error) {
 	n.End = i
 	return n, nil
 }
+
+// IsInteger reports whether v is an integer as JSON writes it
+// (-?(0|[1-9][0-9]*)), and nothing else.
+func IsInteger(v []byte) bool {
+	if len(v) > 0 && v[0] == '-' {
+		v = v[1:]
+	}
+	if len(v) == 0 || (v[0] == '0' && len(v) > 1) {
+		return false
+	}
+	for _, b := range v {
+		if !IsDigit(b) {
+			return false
+		}
+	}
+	return true
+}

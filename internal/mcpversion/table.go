@@ -29,8 +29,9 @@ type Features struct {
 	// Batches: a POST may carry a JSON-RPC batch (a JSON array of
 	// messages), answered entry by entry. 2025-06-18 removed batches.
 	Batches bool
-	// FastPath: Carmy's own answer to a plain tools/call (api/mcp,
-	// fast.go), which decodes the call once instead of through the SDK.
+	// FastPath: Carmy's own answer to a plain tools/call (package
+	// api/mcp/internal/fastpath), which decodes the call once instead of
+	// through the SDK.
 	FastPath bool
 	// TasksCore: tasks in the core protocol: a tools/call with
 	// params.task is a task, initialize declares the tasks capability and

@@ -1,12 +1,16 @@
-// Package tracing holds the node's OpenTelemetry tracer and the helpers the
-// path of a call uses to make its spans and to carry W3C trace context in
-// and out (docs/tracing.md). It links only the OpenTelemetry API: the SDK
-// and the OTLP exporter that make the spans real are set up from the
-// environment by package tracing/otlp, which only the binary imports.
+// Package tracing is Carmy's tracer: the spans of a call (Span, small
+// records), their sampling (Sampler), their batching (Provider), the
+// helpers the path of a call uses to make them, and the W3C trace context
+// carried in and out (docs/tracing.md). It uses the OpenTelemetry API's
+// types (ids, attributes, status codes) but not its SDK: a span is one
+// allocation and ends into a bounded queue. The exporter that sends the
+// batches over OTLP/HTTP is set up from the environment by package
+// tracing/otlp, which only the binary imports.
 //
 // Tracing is off until Use is given a provider. Off, every helper returns
-// at once after one atomic load: no span, no context, no allocation, and
-// no trace context is read from a request or passed on to a tool.
+// at once after one atomic load: no span (a nil *Span, whose methods do
+// nothing), no context, no allocation, and no trace context is read from
+// a request or passed on to a tool.
 package tracing
 
 import (
@@ -16,9 +20,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // ScopeName is the instrumentation scope of Carmy's spans.
@@ -57,88 +59,66 @@ const (
 	MetaTracestate  = "tracestate"
 )
 
-// current is the tracer while tracing is on, nil while it is off.
-var current atomic.Pointer[trace.Tracer]
+// current is the provider while tracing is on, nil while it is off.
+var current atomic.Pointer[Provider]
 
-// off is the span every helper returns while tracing is off: boxed once.
-var off trace.Span = noop.Span{}
-
-// propagator reads and writes W3C traceparent and tracestate.
-var propagator propagation.TextMapPropagator = propagation.TraceContext{}
-
-// Use turns tracing on with tp's tracer, or off when tp is nil. It is
-// safe to call at any time; spans already started end as they began.
-func Use(tp trace.TracerProvider) {
-	if tp == nil {
-		current.Store(nil)
-		return
-	}
-	t := tp.Tracer(ScopeName)
-	current.Store(&t)
-}
+// Use turns tracing on with p, or off when p is nil. It is safe to call
+// at any time; spans already started end as they began.
+func Use(p *Provider) { current.Store(p) }
 
 // On reports whether tracing is on.
 func On() bool { return current.Load() != nil }
 
 // Start starts a span named name as a child of ctx's span. Off, it
-// returns ctx and a span that records nothing.
-func Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
-	t := current.Load()
-	if t == nil {
-		return ctx, off
+// returns ctx and a nil span.
+func Start(ctx context.Context, name string) (context.Context, *Span) {
+	p := current.Load()
+	if p == nil {
+		return ctx, nil
 	}
-	return (*t).Start(ctx, name, opts...)
+	return p.start(ctx, SpanFrom(ctx).SpanContext(), name, trace.SpanKindInternal)
 }
 
 // StartUnder starts a span named name in ctx as a child of parent (the
 // span of another context: Parent's), for work that runs under a context
 // of its own (a tool, the recording of its outcome). Off, it returns ctx
-// and a span that records nothing.
-func StartUnder(ctx context.Context, parent trace.Span, name string) (context.Context, trace.Span) {
-	t := current.Load()
-	if t == nil {
-		return ctx, off
+// and a nil span.
+func StartUnder(ctx context.Context, parent *Span, name string) (context.Context, *Span) {
+	p := current.Load()
+	if p == nil {
+		return ctx, nil
 	}
-	if parent != nil {
-		ctx = trace.ContextWithSpan(ctx, parent)
-	}
-	return (*t).Start(ctx, name)
+	return p.start(ctx, parent.SpanContext(), name, trace.SpanKindInternal)
 }
 
 // Parent returns ctx's span, for StartUnder; nil while tracing is off.
-func Parent(ctx context.Context) trace.Span {
+func Parent(ctx context.Context) *Span {
 	if current.Load() == nil {
 		return nil
 	}
-	return trace.SpanFromContext(ctx)
+	return SpanFrom(ctx)
 }
 
 // StartCallHTTP starts the span of a call received over HTTP, a child of
 // the W3C trace context its headers carry (traceparent, tracestate), or
 // the root of a new trace.
-func StartCallHTTP(ctx context.Context, h http.Header) (context.Context, trace.Span) {
-	if current.Load() == nil {
-		return ctx, off
+func StartCallHTTP(ctx context.Context, h http.Header) (context.Context, *Span) {
+	p := current.Load()
+	if p == nil {
+		return ctx, nil
 	}
-	return startCall(propagator.Extract(ctx, propagation.HeaderCarrier(h)))
+	return p.start(ctx, fromHeader(h), SpanCall, trace.SpanKindServer)
 }
 
 // StartCallMeta starts the span of a call received over MCP, a child of
 // the W3C trace context its params._meta carries (the traceparent and
 // tracestate keys, strings), or the root of a new trace.
-func StartCallMeta(ctx context.Context, meta map[string]any) (context.Context, trace.Span) {
-	if current.Load() == nil {
-		return ctx, off
+func StartCallMeta(ctx context.Context, meta map[string]any) (context.Context, *Span) {
+	p := current.Load()
+	if p == nil {
+		return ctx, nil
 	}
-	return startCall(propagator.Extract(ctx, metaCarrier(meta)))
-}
-
-func startCall(ctx context.Context) (context.Context, trace.Span) {
-	t := current.Load()
-	if t == nil {
-		return ctx, off
-	}
-	return (*t).Start(ctx, SpanCall, trace.WithSpanKind(trace.SpanKindServer))
+	return p.start(ctx, fromMeta(meta), SpanCall, trace.SpanKindServer)
 }
 
 // InjectHeader sets in h the W3C trace context of ctx's span, for an HTTP
@@ -148,7 +128,14 @@ func InjectHeader(ctx context.Context, h http.Header) {
 	if current.Load() == nil {
 		return
 	}
-	propagator.Inject(ctx, propagation.HeaderCarrier(h))
+	sc := SpanFrom(ctx).SpanContext()
+	if !sc.IsValid() {
+		return
+	}
+	h.Set(headerTraceparent, formatTraceparent(sc))
+	if ts := sc.TraceState(); ts.Len() > 0 {
+		h.Set(headerTracestate, ts.String())
+	}
 }
 
 // InjectMeta sets in meta (an MCP request's params._meta) the W3C trace
@@ -158,7 +145,14 @@ func InjectMeta(ctx context.Context, meta map[string]any) {
 	if current.Load() == nil || meta == nil {
 		return
 	}
-	propagator.Inject(ctx, metaCarrier(meta))
+	sc := SpanFrom(ctx).SpanContext()
+	if !sc.IsValid() {
+		return
+	}
+	meta[MetaTraceparent] = formatTraceparent(sc)
+	if ts := sc.TraceState(); ts.Len() > 0 {
+		meta[MetaTracestate] = ts.String()
+	}
 }
 
 // Call is what the span of a call says of it.
@@ -170,7 +164,7 @@ type Call struct {
 
 // SetCall sets c's attributes on span, the span of a call; it does
 // nothing to a span that records nothing.
-func SetCall(span trace.Span, c Call) {
+func SetCall(span *Span, c Call) {
 	if !span.IsRecording() {
 		return
 	}
@@ -181,7 +175,7 @@ func SetCall(span trace.Span, c Call) {
 
 // End ends span with the attribute key=value (none when key is empty), an
 // error status when err is not nil.
-func End(span trace.Span, key attribute.Key, value string, err error) {
+func End(span *Span, key attribute.Key, value string, err error) {
 	if span.IsRecording() {
 		if key != "" {
 			span.SetAttributes(key.String(value))
@@ -191,23 +185,4 @@ func End(span trace.Span, key attribute.Key, value string, err error) {
 		}
 	}
 	span.End()
-}
-
-// metaCarrier carries W3C trace context in an MCP _meta object: string
-// values only.
-type metaCarrier map[string]any
-
-func (m metaCarrier) Get(key string) string {
-	s, _ := m[key].(string)
-	return s
-}
-
-func (m metaCarrier) Set(key, value string) { m[key] = value }
-
-func (m metaCarrier) Keys() []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	return keys
 }

@@ -47,6 +47,9 @@ type Config struct {
 	// TLS is the TLS configuration of an https URL: the CAs to trust
 	// (nil: the system's) and a client certificate; nil for the default.
 	TLS *tls.Config
+	// Resource is what the spans are of: the resource's attributes and
+	// the instrumentation scope.
+	Resource Resource
 	// Backoff is the first wait before a retry the receiver did not time
 	// (no Retry-After); each next one doubles, up to 32 times it.
 	// DefaultBackoff if 0.

@@ -8,9 +8,9 @@ import (
 )
 
 // TestBinaryLinksNoGRPC: the carmy binary, which links this package, links
-// no gRPC, no generated OTLP protobuf package and no OpenTelemetry
-// exporter: the exporter is this package's (the generated types are for
-// its tests only).
+// no gRPC, no generated OTLP protobuf package, no OpenTelemetry exporter
+// and no OpenTelemetry SDK: the exporter is this package's and the tracer
+// package tracing's (the generated types are for its tests only).
 func TestBinaryLinksNoGRPC(t *testing.T) {
 	goTool, err := exec.LookPath("go")
 	if err != nil {
@@ -26,7 +26,7 @@ func TestBinaryLinksNoGRPC(t *testing.T) {
 	}
 	for _, dep := range deps {
 		for _, banned := range []string{"google.golang.org/grpc", "go.opentelemetry.io/proto/otlp",
-			"google.golang.org/genproto", "go.opentelemetry.io/otel/exporters"} {
+			"google.golang.org/genproto", "go.opentelemetry.io/otel/exporters", "go.opentelemetry.io/otel/sdk"} {
 			if dep == banned || strings.HasPrefix(dep, banned+"/") {
 				t.Errorf("carmy links %s", dep)
 			}

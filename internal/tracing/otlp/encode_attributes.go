@@ -33,15 +33,6 @@ func appendKeyValues(b []byte, num protowire.Number, attrs []attribute.KeyValue)
 	return b
 }
 
-// appendAttributeSet appends the attributes of set (sorted by key, as a
-// set keeps them) as KeyValues, repeated field num.
-func appendAttributeSet(b []byte, num protowire.Number, set *attribute.Set) []byte {
-	for it := set.Iter(); it.Next(); {
-		b = appendKeyValue(b, num, it.Attribute())
-	}
-	return b
-}
-
 // appendKeyValue appends kv as KeyValue field num: its key and its value,
 // always present (an empty AnyValue for an attribute of no value).
 func appendKeyValue(b []byte, num protowire.Number, kv attribute.KeyValue) []byte {

@@ -1,10 +1,12 @@
 package otlp
 
 import (
-	"go.opentelemetry.io/otel/sdk/instrumentation"
-	"go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"slices"
+
+	"go.opentelemetry.io/otel/attribute"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/carmyhq/carmy/internal/tracing"
 )
 
 // Field numbers of ExportTraceServiceRequest
@@ -16,97 +18,55 @@ const (
 
 	resourceSpansResource   protowire.Number = 1
 	resourceSpansScopeSpans protowire.Number = 2
-	resourceSpansSchemaURL  protowire.Number = 3
 
-	scopeSpansScope     protowire.Number = 1
-	scopeSpansSpans     protowire.Number = 2
-	scopeSpansSchemaURL protowire.Number = 3
+	scopeSpansScope protowire.Number = 1
+	scopeSpansSpans protowire.Number = 2
 
 	resourceAttributes protowire.Number = 1
 
-	scopeName       protowire.Number = 1
-	scopeVersion    protowire.Number = 2
-	scopeAttributes protowire.Number = 3
+	scopeName    protowire.Number = 1
+	scopeVersion protowire.Number = 2
 )
 
-// resourceGroup is the spans of one resource, by instrumentation scope.
-type resourceGroup struct {
-	res    *resource.Resource
-	scopes []scopeGroup
+// Resource is what the spans of an export are of: the resource's
+// attributes (service.name…, in the order given: sorted by key, as
+// OpenTelemetry keeps them) and the instrumentation scope's name and
+// version.
+type Resource struct {
+	Attributes   []attribute.KeyValue
+	ScopeName    string
+	ScopeVersion string
 }
 
-// scopeGroup is the spans of one instrumentation scope.
-type scopeGroup struct {
-	scope instrumentation.Scope
-	spans []sdktrace.ReadOnlySpan
-}
-
-// group sorts spans into one group per resource (resources that are
-// equivalent are one), and in each, one per instrumentation scope, in
-// the order they first appear. A nil span is left out.
-func group(spans []sdktrace.ReadOnlySpan) []resourceGroup {
-	var groups []resourceGroup
+// AppendRequest appends to b the ExportTraceServiceRequest of spans, all
+// of res, in binary protobuf, the body of an OTLP/HTTP export: one
+// ResourceSpans with res's attributes, one ScopeSpans in it with the
+// scope's name and version (none when both are empty), and the spans
+// (appendSpan). A nil span is left out; no span is an empty request.
+func AppendRequest(b []byte, res Resource, spans []*tracing.Record) []byte {
+	if !slices.ContainsFunc(spans, func(s *tracing.Record) bool { return s != nil }) {
+		return b
+	}
+	var rs int
+	b, rs = openMessage(b, requestResourceSpans)
+	var r int
+	b, r = openMessage(b, resourceSpansResource)
+	b = appendKeyValues(b, resourceAttributes, res.Attributes)
+	b = closeMessage(b, r)
+	var ss int
+	b, ss = openMessage(b, resourceSpansScopeSpans)
+	if res.ScopeName != "" || res.ScopeVersion != "" {
+		var sc int
+		b, sc = openMessage(b, scopeSpansScope)
+		b = appendString(b, scopeName, res.ScopeName)
+		b = appendString(b, scopeVersion, res.ScopeVersion)
+		b = closeMessage(b, sc)
+	}
 	for _, s := range spans {
-		if s == nil {
-			continue
+		if s != nil {
+			b = appendSpan(b, scopeSpansSpans, s)
 		}
-		res, scope := s.Resource(), s.InstrumentationScope()
-		r := 0
-		for r < len(groups) && groups[r].res.Equivalent() != res.Equivalent() {
-			r++
-		}
-		if r == len(groups) {
-			groups = append(groups, resourceGroup{res: res})
-		}
-		g := &groups[r]
-		i := 0
-		for i < len(g.scopes) && g.scopes[i].scope != scope {
-			i++
-		}
-		if i == len(g.scopes) {
-			g.scopes = append(g.scopes, scopeGroup{scope: scope})
-		}
-		g.scopes[i].spans = append(g.scopes[i].spans, s)
 	}
-	return groups
-}
-
-// AppendRequest appends to b the ExportTraceServiceRequest of spans in
-// binary protobuf, the body of an OTLP/HTTP export: one ResourceSpans
-// per resource, one ScopeSpans per instrumentation scope in it (with
-// the scope's name, version and attributes, none for the zero scope),
-// the schema URLs of both, and the spans (appendSpan).
-func AppendRequest(b []byte, spans []sdktrace.ReadOnlySpan) []byte {
-	for _, g := range group(spans) {
-		var rs int
-		b, rs = openMessage(b, requestResourceSpans)
-		if g.res != nil {
-			var r int
-			b, r = openMessage(b, resourceSpansResource)
-			for it := g.res.Iter(); it.Next(); {
-				b = appendKeyValue(b, resourceAttributes, it.Attribute())
-			}
-			b = closeMessage(b, r)
-		}
-		for _, sg := range g.scopes {
-			var ss int
-			b, ss = openMessage(b, resourceSpansScopeSpans)
-			if sg.scope != (instrumentation.Scope{}) {
-				var sc int
-				b, sc = openMessage(b, scopeSpansScope)
-				b = appendString(b, scopeName, sg.scope.Name)
-				b = appendString(b, scopeVersion, sg.scope.Version)
-				b = appendAttributeSet(b, scopeAttributes, &sg.scope.Attributes)
-				b = closeMessage(b, sc)
-			}
-			for _, s := range sg.spans {
-				b = appendSpan(b, scopeSpansSpans, s)
-			}
-			b = appendString(b, scopeSpansSchemaURL, sg.scope.SchemaURL)
-			b = closeMessage(b, ss)
-		}
-		b = appendString(b, resourceSpansSchemaURL, g.res.SchemaURL())
-		b = closeMessage(b, rs)
-	}
-	return b
+	b = closeMessage(b, ss)
+	return closeMessage(b, rs)
 }

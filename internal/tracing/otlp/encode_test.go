@@ -1,16 +1,14 @@
 package otlp_test
 
 import (
+	"context"
 	"math"
+	"sync"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/sdk/instrumentation"
-	"go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
@@ -19,6 +17,7 @@ import (
 	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/carmyhq/carmy/internal/tracing"
 	"github.com/carmyhq/carmy/internal/tracing/otlp"
 )
 
@@ -91,31 +90,22 @@ func everyAttribute() ([]attribute.KeyValue, []*commonpb.KeyValue) {
 }
 
 // fullSpan is a span with every field set: a remote parent, trace state,
-// attributes of each type, an event, a link, an error status and
-// dropped counts; and its expected OTLP form.
-func fullSpan(res *resource.Resource, scope instrumentation.Scope) (sdktrace.ReadOnlySpan, *tracepb.Span) {
+// attributes of each type and an error status; and its expected OTLP
+// form.
+func fullSpan() (*tracing.Record, *tracepb.Span) {
 	attrs, wantAttrs := everyAttribute()
-	stub := tracetest.SpanStub{
+	rec := &tracing.Record{
 		Name: "carmy.call",
-		SpanContext: trace.NewSpanContext(trace.SpanContextConfig{
+		Context: trace.NewSpanContext(trace.SpanContextConfig{
 			TraceID: traceID, SpanID: spanID, TraceFlags: trace.FlagsSampled, TraceState: state}),
-		Parent: trace.NewSpanContext(trace.SpanContextConfig{
-			TraceID: traceID, SpanID: parentID, TraceFlags: trace.FlagsSampled, Remote: true}),
-		SpanKind:   trace.SpanKindServer,
-		StartTime:  start,
-		EndTime:    end,
-		Attributes: attrs,
-		Events: []sdktrace.Event{{Name: "retry", Time: start.Add(time.Microsecond),
-			Attributes: []attribute.KeyValue{attribute.Int("attempt", 2)}, DroppedAttributeCount: 1}},
-		Links: []sdktrace.Link{{SpanContext: trace.NewSpanContext(trace.SpanContextConfig{
-			TraceID: linkTID, SpanID: linkSID, TraceState: state, Remote: true}),
-			Attributes: []attribute.KeyValue{attribute.String("why", "batch")}, DroppedAttributeCount: 3}},
-		Status:               sdktrace.Status{Code: codes.Error, Description: "the store failed"},
-		DroppedAttributes:    4,
-		DroppedEvents:        5,
-		DroppedLinks:         6,
-		Resource:             res,
-		InstrumentationScope: scope,
+		Parent:        parentID,
+		ParentRemote:  true,
+		Kind:          trace.SpanKindServer,
+		Start:         start,
+		End:           end,
+		Attributes:    attrs,
+		StatusCode:    codes.Error,
+		StatusMessage: "the store failed",
 	}
 	want := &tracepb.Span{
 		TraceId:           traceID[:],
@@ -128,36 +118,26 @@ func fullSpan(res *resource.Resource, scope instrumentation.Scope) (sdktrace.Rea
 		StartTimeUnixNano: uint64(start.UnixNano()),
 		EndTimeUnixNano:   uint64(end.UnixNano()),
 		Attributes:        wantAttrs,
-		Events: []*tracepb.Span_Event{{TimeUnixNano: uint64(start.Add(time.Microsecond).UnixNano()), Name: "retry",
-			Attributes:             []*commonpb.KeyValue{{Key: "attempt", Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{IntValue: 2}}}},
-			DroppedAttributesCount: 1}},
-		Links: []*tracepb.Span_Link{{TraceId: linkTID[:], SpanId: linkSID[:], TraceState: "carmy=1,vendor=x",
-			Attributes:             []*commonpb.KeyValue{{Key: "why", Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: "batch"}}}},
-			DroppedAttributesCount: 3, Flags: 0x100 | 0x200}},
-		Status:                 &tracepb.Status{Code: tracepb.Status_STATUS_CODE_ERROR, Message: "the store failed"},
-		DroppedAttributesCount: 4,
-		DroppedEventsCount:     5,
-		DroppedLinksCount:      6,
+		Status:            &tracepb.Status{Code: tracepb.Status_STATUS_CODE_ERROR, Message: "the store failed"},
 	}
-	return stub.Snapshot(), want
+	return rec, want
 }
 
 // rootSpan is a span with the fewest fields: no parent, internal, no
-// attributes, an unset status; and its expected OTLP form.
-func rootSpan(name string, res *resource.Resource, scope instrumentation.Scope) (sdktrace.ReadOnlySpan, *tracepb.Span) {
-	stub := tracetest.SpanStub{
-		Name:        name,
-		SpanContext: trace.NewSpanContext(trace.SpanContextConfig{TraceID: linkTID, SpanID: linkSID}),
-		SpanKind:    trace.SpanKindInternal,
-		StartTime:   start, EndTime: start,
-		Status:   sdktrace.Status{Code: codes.Ok},
-		Resource: res, InstrumentationScope: scope,
-	}
-	return stub.Snapshot(), &tracepb.Span{
-		TraceId: linkTID[:], SpanId: linkSID[:], Flags: 0x100, Name: name, Kind: tracepb.Span_SPAN_KIND_INTERNAL,
-		StartTimeUnixNano: uint64(start.UnixNano()), EndTimeUnixNano: uint64(start.UnixNano()),
-		Status: &tracepb.Status{Code: tracepb.Status_STATUS_CODE_OK},
-	}
+// attributes, an ok status (its message left out); and its expected OTLP
+// form.
+func rootSpan(name string) (*tracing.Record, *tracepb.Span) {
+	return &tracing.Record{
+			Name:    name,
+			Context: trace.NewSpanContext(trace.SpanContextConfig{TraceID: linkTID, SpanID: linkSID}),
+			Kind:    trace.SpanKindInternal,
+			Start:   start, End: start,
+			StatusCode: codes.Ok, StatusMessage: "not sent",
+		}, &tracepb.Span{
+			TraceId: linkTID[:], SpanId: linkSID[:], Flags: 0x100, Name: name, Kind: tracepb.Span_SPAN_KIND_INTERNAL,
+			StartTimeUnixNano: uint64(start.UnixNano()), EndTimeUnixNano: uint64(start.UnixNano()),
+			Status: &tracepb.Status{Code: tracepb.Status_STATUS_CODE_OK},
+		}
 }
 
 // decode reads body with the generated OTLP types.
@@ -178,64 +158,74 @@ func checkEqual(t *testing.T, got, want proto.Message) {
 }
 
 // TestRequestRoundTrips: what AppendRequest encodes, read back with the
-// generated OTLP protobuf types, is every field of every span, grouped by
-// resource then by instrumentation scope in the order they first come.
+// generated OTLP protobuf types, is the resource, the scope and every
+// field of every span, in order.
 func TestRequestRoundTrips(t *testing.T) {
-	node := resource.NewWithAttributes("https://opentelemetry.io/schemas/1.26.0",
-		attribute.String("service.name", "carmy"), attribute.String("service.instance.id", "node-1"))
-	other := resource.NewSchemaless(attribute.String("service.name", "other"))
-	carmy := instrumentation.Scope{Name: "github.com/carmyhq/carmy", Version: "1.2.3",
-		SchemaURL: "https://opentelemetry.io/schemas/1.25.0", Attributes: attribute.NewSet(attribute.Bool("scoped", true))}
+	res := otlp.Resource{ScopeName: "github.com/carmyhq/carmy", ScopeVersion: "1.2.3",
+		Attributes: []attribute.KeyValue{attribute.String("service.instance.id", "node-1"), attribute.String("service.name", "carmy")}}
+	full, wantFull := fullSpan()
+	first, wantFirst := rootSpan("carmy.reserve")
+	last, wantLast := rootSpan("carmy.forward")
 
-	full, wantFull := fullSpan(node, carmy)
-	first, wantFirst := rootSpan("carmy.reserve", node, carmy)
-	unscoped, wantUnscoped := rootSpan("carmy.tool", node, instrumentation.Scope{})
-	elsewhere, wantElsewhere := rootSpan("carmy.complete", other, carmy)
-	again, wantAgain := rootSpan("carmy.forward", resource.NewWithAttributes("https://opentelemetry.io/schemas/1.26.0",
-		attribute.String("service.instance.id", "node-1"), attribute.String("service.name", "carmy")), carmy)
+	body := otlp.AppendRequest(nil, res, []*tracing.Record{first, nil, full, last})
 
-	body := otlp.AppendRequest(nil, []sdktrace.ReadOnlySpan{first, unscoped, elsewhere, nil, full, again})
-
-	scope := &commonpb.InstrumentationScope{Name: "github.com/carmyhq/carmy", Version: "1.2.3",
-		Attributes: []*commonpb.KeyValue{{Key: "scoped", Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_BoolValue{BoolValue: true}}}}}
 	str := func(s string) *commonpb.AnyValue {
 		return &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: s}}
 	}
-	want := &coltracepb.ExportTraceServiceRequest{ResourceSpans: []*tracepb.ResourceSpans{
-		{
-			Resource: &resourcepb.Resource{Attributes: []*commonpb.KeyValue{
-				{Key: "service.instance.id", Value: str("node-1")}, {Key: "service.name", Value: str("carmy")}}},
-			ScopeSpans: []*tracepb.ScopeSpans{
-				{Scope: scope, Spans: []*tracepb.Span{wantFirst, wantFull, wantAgain}, SchemaUrl: "https://opentelemetry.io/schemas/1.25.0"},
-				{Spans: []*tracepb.Span{wantUnscoped}},
-			},
-			SchemaUrl: "https://opentelemetry.io/schemas/1.26.0",
-		},
-		{
-			Resource:   &resourcepb.Resource{Attributes: []*commonpb.KeyValue{{Key: "service.name", Value: str("other")}}},
-			ScopeSpans: []*tracepb.ScopeSpans{{Scope: scope, Spans: []*tracepb.Span{wantElsewhere}, SchemaUrl: "https://opentelemetry.io/schemas/1.25.0"}},
-		},
-	}}
+	want := &coltracepb.ExportTraceServiceRequest{ResourceSpans: []*tracepb.ResourceSpans{{
+		Resource: &resourcepb.Resource{Attributes: []*commonpb.KeyValue{
+			{Key: "service.instance.id", Value: str("node-1")}, {Key: "service.name", Value: str("carmy")}}},
+		ScopeSpans: []*tracepb.ScopeSpans{{
+			Scope: &commonpb.InstrumentationScope{Name: "github.com/carmyhq/carmy", Version: "1.2.3"},
+			Spans: []*tracepb.Span{wantFirst, wantFull, wantLast}}},
+	}}}
 	checkEqual(t, decode(t, body), want)
 
-	if got := otlp.AppendRequest(nil, nil); len(got) != 0 {
+	unscoped := decode(t, otlp.AppendRequest(nil, otlp.Resource{}, []*tracing.Record{first}))
+	if ss := unscoped.ResourceSpans[0].ScopeSpans[0]; ss.Scope != nil || len(ss.Spans) != 1 {
+		t.Errorf("no scope: %s", prototext.Format(unscoped))
+	}
+	if got := otlp.AppendRequest(nil, res, nil); len(got) != 0 {
 		t.Errorf("no spans: %x, want an empty request", got)
+	}
+	if got := otlp.AppendRequest(nil, res, []*tracing.Record{nil}); len(got) != 0 {
+		t.Errorf("only a nil span: %x, want an empty request", got)
 	}
 }
 
-// TestSpanOfRecordedTimes: a span from a real tracer provider (times the
-// SDK took, ids it made) keeps them through the encoding.
+// capture is a tracing.Exporter that keeps the records it is given.
+type capture struct {
+	mu   sync.Mutex
+	recs []*tracing.Record
+}
+
+func (c *capture) Export(_ context.Context, spans []*tracing.Record) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range spans {
+		r := *s
+		c.recs = append(c.recs, &r)
+	}
+	return nil
+}
+
+// TestSpanOfRecordedTimes: a span from a real provider (times it took,
+// ids it made) keeps them through the encoding.
 func TestSpanOfRecordedTimes(t *testing.T) {
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	_, span := tp.Tracer("t").Start(t.Context(), "carmy.reserve")
-	span.SetAttributes(attribute.String("carmy.outcome", "reserved"))
-	span.End()
-	s := rec.Ended()[0]
-	got := decode(t, otlp.AppendRequest(nil, rec.Ended())).ResourceSpans[0].ScopeSpans[0].Spans[0]
-	tid, sid := s.SpanContext().TraceID(), s.SpanContext().SpanID()
+	c := &capture{}
+	p := tracing.NewProvider(c, tracing.Options{})
+	tracing.Use(p)
+	_, span := tracing.Start(t.Context(), tracing.SpanReserve)
+	tracing.End(span, tracing.AttrOutcome, "reserved", nil)
+	tracing.Use(nil)
+	if err := p.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	s := c.recs[0]
+	got := decode(t, otlp.AppendRequest(nil, otlp.Resource{}, c.recs)).ResourceSpans[0].ScopeSpans[0].Spans[0]
+	tid, sid := s.Context.TraceID(), s.Context.SpanID()
 	if string(got.TraceId) != string(tid[:]) || string(got.SpanId) != string(sid[:]) || len(got.ParentSpanId) != 0 ||
-		got.StartTimeUnixNano != uint64(s.StartTime().UnixNano()) || got.EndTimeUnixNano != uint64(s.EndTime().UnixNano()) ||
+		got.StartTimeUnixNano != uint64(s.Start.UnixNano()) || got.EndTimeUnixNano != uint64(s.End.UnixNano()) ||
 		got.Flags != 0x101 || got.Kind != tracepb.Span_SPAN_KIND_INTERNAL || got.Attributes[0].Value.GetStringValue() != "reserved" {
 		t.Errorf("decoded %s, want the span %v", prototext.Format(got), s)
 	}
@@ -244,14 +234,13 @@ func TestSpanOfRecordedTimes(t *testing.T) {
 // TestLargeRequestRoundTrips: a batch whose messages need lengths of
 // three varint bytes (over 16 KiB) reads back span for span.
 func TestLargeRequestRoundTrips(t *testing.T) {
-	res := resource.NewSchemaless(attribute.String("service.name", "carmy"))
-	var spans []sdktrace.ReadOnlySpan
+	var spans []*tracing.Record
 	var want []*tracepb.Span
 	for range 512 {
-		s, w := fullSpan(res, instrumentation.Scope{Name: "carmy"})
+		s, w := fullSpan()
 		spans, want = append(spans, s), append(want, w)
 	}
-	body := otlp.AppendRequest(nil, spans)
+	body := otlp.AppendRequest(nil, otlp.Resource{ScopeName: "carmy"}, spans)
 	if len(body) < 1<<17 {
 		t.Fatalf("%d bytes: not large enough to test long lengths", len(body))
 	}
@@ -269,21 +258,19 @@ func TestLargeRequestRoundTrips(t *testing.T) {
 // BenchmarkAppendRequest measures the encoding of a batch of 512 spans
 // like a call's span (six attributes), into a reused buffer.
 func BenchmarkAppendRequest(b *testing.B) {
-	res := resource.NewSchemaless(attribute.String("service.name", "carmy"))
-	spans := make([]sdktrace.ReadOnlySpan, 512)
+	res := otlp.Resource{Attributes: []attribute.KeyValue{attribute.String("service.name", "carmy")}, ScopeName: "github.com/carmyhq/carmy"}
+	spans := make([]*tracing.Record, 512)
 	for i := range spans {
-		stub := tracetest.SpanStub{Name: "carmy.call", SpanKind: trace.SpanKindServer, StartTime: start, EndTime: end,
-			SpanContext: trace.NewSpanContext(trace.SpanContextConfig{TraceID: traceID, SpanID: spanID, TraceFlags: trace.FlagsSampled}),
+		spans[i] = &tracing.Record{Name: "carmy.call", Kind: trace.SpanKindServer, Start: start, End: end,
+			Context: trace.NewSpanContext(trace.SpanContextConfig{TraceID: traceID, SpanID: spanID, TraceFlags: trace.FlagsSampled}),
 			Attributes: []attribute.KeyValue{attribute.String("carmy.tool", "order"), attribute.String("carmy.outcome", "ran"),
 				attribute.Bool("carmy.replayed", false), attribute.String("carmy.execution_id", "0194f3a2-7c1e-7b1a-9d2e-3c4b5a6f7e8d"),
-				attribute.String("carmy.principal", "alice"), attribute.String("carmy.transport", "http")},
-			Resource: res, InstrumentationScope: instrumentation.Scope{Name: "github.com/carmyhq/carmy"}}
-		spans[i] = stub.Snapshot()
+				attribute.String("carmy.principal", "alice"), attribute.String("carmy.transport", "http")}}
 	}
 	var buf []byte
 	b.ReportAllocs()
 	for b.Loop() {
-		buf = otlp.AppendRequest(buf[:0], spans)
+		buf = otlp.AppendRequest(buf[:0], res, spans)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(spans)), "ns/span")
 	b.SetBytes(int64(len(buf)))

@@ -11,14 +11,13 @@ import (
 	"sync"
 	"sync/atomic"
 
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-
 	"github.com/carmyhq/carmy/internal/buildinfo"
+	"github.com/carmyhq/carmy/internal/tracing"
 )
 
-// Exporter is an sdktrace.SpanExporter that posts spans over OTLP/HTTP
-// in binary protobuf, one request per batch, retried as send says. It is
-// safe for concurrent use.
+// Exporter is a tracing.Exporter that posts spans over OTLP/HTTP in
+// binary protobuf, one request per batch (of the Config's Resource),
+// retried as send says. It is safe for concurrent use.
 type Exporter struct {
 	cfg    Config
 	where  string // the URL without userinfo or query, for errors
@@ -26,15 +25,22 @@ type Exporter struct {
 	agent  string
 	gz     sync.Pool // *gzip.Writer
 	closed atomic.Bool
+	// perSpan is the bytes per span of the last export's body, to size
+	// the next one's in one allocation.
+	perSpan atomic.Int64
 }
 
-var _ sdktrace.SpanExporter = (*Exporter)(nil)
+// firstPerSpan is the bytes per span the first export's body is sized
+// for: a call's span (six attributes) takes about 250.
+const firstPerSpan = 256
 
-// errShutdown is ExportSpans' answer once Shutdown was called.
+var _ tracing.Exporter = (*Exporter)(nil)
+
+// errShutdown is Export's answer once Shutdown was called.
 var errShutdown = errors.New("tracing: the OTLP exporter is shut down")
 
-// NewExporter returns the exporter cfg describes, for a batching span
-// processor (sdktrace.WithBatcher).
+// NewExporter returns the exporter cfg describes, for a
+// tracing.Provider.
 func NewExporter(cfg Config) (*Exporter, error) {
 	u, err := url.Parse(cfg.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -58,19 +64,24 @@ func NewExporter(cfg Config) (*Exporter, error) {
 	}, nil
 }
 
-// ExportSpans sends spans to the receiver in one request, gzipped when
+// Export sends spans to the receiver in one request, gzipped when
 // the Config says so, and retries it while the receiver answers that it
 // is busy (send), all within the Config's Timeout and ctx. An error
 // means the batch was not (or not wholly) accepted; the spans are not
 // kept for another try.
-func (e *Exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+func (e *Exporter) Export(ctx context.Context, spans []*tracing.Record) error {
 	if e.closed.Load() {
 		return errShutdown
 	}
 	if len(spans) == 0 {
 		return nil
 	}
-	body := AppendRequest(make([]byte, 0, 512*len(spans)), spans)
+	per := e.perSpan.Load()
+	if per == 0 {
+		per = firstPerSpan
+	}
+	body := AppendRequest(make([]byte, 0, int(per+per/8)*len(spans)+256), e.cfg.Resource, spans)
+	e.perSpan.Store(int64(len(body)/len(spans) + 1))
 	if e.cfg.Gzip {
 		var err error
 		if body, err = e.compress(body); err != nil {
@@ -105,9 +116,8 @@ func (e *Exporter) compress(body []byte) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// Shutdown stops the exporter: ExportSpans fails from then on. The
-// batching processor has flushed its spans through ExportSpans before it
-// calls Shutdown.
+// Shutdown stops the exporter: Export fails from then on. Call it once
+// the provider has flushed its spans through Export (its Shutdown).
 func (e *Exporter) Shutdown(ctx context.Context) error {
 	e.closed.Store(true)
 	e.client.CloseIdleConnections()

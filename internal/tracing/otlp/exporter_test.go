@@ -6,22 +6,19 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/otel/sdk/instrumentation"
-	"go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/carmyhq/carmy/internal/tracing"
 	"github.com/carmyhq/carmy/internal/tracing/otlp"
 )
 
 // twoSpans is a batch of two spans.
-func twoSpans() []sdktrace.ReadOnlySpan {
-	res := resource.NewSchemaless()
-	a, _ := rootSpan("carmy.reserve", res, instrumentation.Scope{Name: "carmy"})
-	b, _ := rootSpan("carmy.tool", res, instrumentation.Scope{Name: "carmy"})
-	return []sdktrace.ReadOnlySpan{a, b}
+func twoSpans() []*tracing.Record {
+	a, _ := rootSpan("carmy.reserve")
+	b, _ := rootSpan("carmy.tool")
+	return []*tracing.Record{a, b}
 }
 
 func newExporter(t *testing.T, cfg otlp.Config) *otlp.Exporter {
@@ -49,8 +46,8 @@ func TestExporterPostsABatch(t *testing.T) {
 		rcv := startReceiver(t, nil)
 		exp := newExporter(t, otlp.Config{URL: rcv.URL + "/otlp/v1/traces", Gzip: gz,
 			Header: http.Header{"Authorization": {"Bearer s3cret"}}})
-		if err := exp.ExportSpans(t.Context(), twoSpans()); err != nil {
-			t.Fatalf("gzip %v: ExportSpans: %v", gz, err)
+		if err := exp.Export(t.Context(), twoSpans()); err != nil {
+			t.Fatalf("gzip %v: Export: %v", gz, err)
 		}
 		got := rcv.requests(t)
 		if len(got) != 1 {
@@ -86,8 +83,8 @@ func TestExporterRetriesWhenBusy(t *testing.T) {
 		}
 	})
 	exp := newExporter(t, otlp.Config{URL: rcv.URL + "/v1/traces", Backoff: 10 * time.Millisecond, Timeout: 10 * time.Second})
-	if err := exp.ExportSpans(t.Context(), twoSpans()); err != nil {
-		t.Fatalf("ExportSpans: %v", err)
+	if err := exp.Export(t.Context(), twoSpans()); err != nil {
+		t.Fatalf("Export: %v", err)
 	}
 	got := rcv.requests(t)
 	if len(got) != 3 {
@@ -115,9 +112,9 @@ func TestExporterGivesUpPastItsTimeout(t *testing.T) {
 	})
 	exp := newExporter(t, otlp.Config{URL: rcv.URL + "/v1/traces", Timeout: 5 * time.Second})
 	began := time.Now()
-	err := exp.ExportSpans(t.Context(), twoSpans())
+	err := exp.Export(t.Context(), twoSpans())
 	if err == nil || !strings.Contains(err.Error(), "503") || !strings.Contains(err.Error(), "timeout") {
-		t.Errorf("ExportSpans = %v, want the 503 and the timeout", err)
+		t.Errorf("Export = %v, want the 503 and the timeout", err)
 	}
 	if took := time.Since(began); took > 4*time.Second {
 		t.Errorf("gave up after %s, want at once", took)
@@ -134,9 +131,9 @@ func TestExporterReportsRefusals(t *testing.T) {
 	refuse := startReceiver(t, func(n int, w http.ResponseWriter) {
 		protobufAnswer(w, http.StatusBadRequest, &status.Status{Code: 3, Message: "span ids must be 8 bytes"})
 	})
-	err := newExporter(t, otlp.Config{URL: refuse.URL + "/v1/traces"}).ExportSpans(t.Context(), twoSpans())
+	err := newExporter(t, otlp.Config{URL: refuse.URL + "/v1/traces"}).Export(t.Context(), twoSpans())
 	if err == nil || !strings.Contains(err.Error(), "400") || !strings.Contains(err.Error(), "span ids must be 8 bytes") {
-		t.Errorf("refused: ExportSpans = %v, want the 400 and its message", err)
+		t.Errorf("refused: Export = %v, want the 400 and its message", err)
 	}
 	if n := len(refuse.requests(t)); n != 1 {
 		t.Errorf("refused: %d requests, want 1", n)
@@ -146,9 +143,9 @@ func TestExporterReportsRefusals(t *testing.T) {
 		protobufAnswer(w, http.StatusOK, &coltracepb.ExportTraceServiceResponse{PartialSuccess: &coltracepb.ExportTracePartialSuccess{
 			RejectedSpans: 1, ErrorMessage: "too old"}})
 	})
-	err = newExporter(t, otlp.Config{URL: partial.URL + "/v1/traces"}).ExportSpans(t.Context(), twoSpans())
+	err = newExporter(t, otlp.Config{URL: partial.URL + "/v1/traces"}).Export(t.Context(), twoSpans())
 	if err == nil || !strings.Contains(err.Error(), "rejected 1 spans: too old") {
-		t.Errorf("partial success: ExportSpans = %v, want 1 rejected, too old", err)
+		t.Errorf("partial success: Export = %v, want 1 rejected, too old", err)
 	}
 }
 
@@ -159,8 +156,8 @@ func TestExporterShutdown(t *testing.T) {
 	if err := exp.Shutdown(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if err := exp.ExportSpans(t.Context(), twoSpans()); err == nil {
-		t.Errorf("ExportSpans after Shutdown succeeded")
+	if err := exp.Export(t.Context(), twoSpans()); err == nil {
+		t.Errorf("Export after Shutdown succeeded")
 	}
 	if n := len(rcv.requests(t)); n != 0 {
 		t.Errorf("%d requests after Shutdown", n)

@@ -10,15 +10,13 @@ import (
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/sdk/instrumentation"
-	"go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/carmyhq/carmy/internal/tracing"
 	"github.com/carmyhq/carmy/internal/tracing/otlp"
 )
 
@@ -33,9 +31,9 @@ var golden = filepath.Join("testdata", "span_every_attribute.hex")
 // file, and those the generated OTLP types make of the same request (the
 // same fields in the same order: field number order).
 func TestGoldenSpanOfEveryAttributeType(t *testing.T) {
-	res := resource.NewSchemaless(attribute.String("service.name", "carmy"))
-	span, want := fullSpan(res, instrumentation.Scope{Name: "github.com/carmyhq/carmy"})
-	got := otlp.AppendRequest(nil, []sdktrace.ReadOnlySpan{span})
+	res := otlp.Resource{Attributes: []attribute.KeyValue{attribute.String("service.name", "carmy")}, ScopeName: "github.com/carmyhq/carmy"}
+	span, want := fullSpan()
+	got := otlp.AppendRequest(nil, res, []*tracing.Record{span})
 
 	var lines []string
 	for rest := hex.EncodeToString(got); rest != ""; {

@@ -1,8 +1,9 @@
 // Package otlp turns tracing on from the standard OpenTelemetry
 // environment: spans exported over OTLP/HTTP (protobuf) to the endpoint
 // OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT names,
-// configured further by the other OTEL_* variables the exporter and the
-// SDK read (headers, timeout, sampler, batching, resource). With neither
+// configured further by the other OTEL_* variables (headers, timeout,
+// sampler, batching, resource), with Carmy's own tracer
+// (tracing.Provider): the binary links no OpenTelemetry SDK. With neither
 // endpoint set, nothing is set up and tracing stays off (docs/tracing.md).
 //
 // The exporter is Carmy's own (Exporter): it encodes the OTLP protobuf
@@ -12,17 +13,11 @@ package otlp
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
 	"os"
 	"strings"
-
-	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/carmyhq/carmy/internal/tracing"
 )
@@ -52,17 +47,19 @@ func Enabled(getenv func(string) string) bool {
 
 // Setup turns tracing on when getenv says so (Enabled): an OTLP/HTTP
 // exporter configured by the OTEL_EXPORTER_OTLP_* variables getenv gives
-// (ConfigFromEnv), a batching tracer provider (OTEL_BSP_*,
-// OTEL_TRACES_SAMPLER) whose resource names the service "carmy" and the
-// node (service.instance.id) unless OTEL_SERVICE_NAME or
+// (ConfigFromEnv), Carmy's tracing.Provider sampling and batching as the
+// OTEL_TRACES_SAMPLER* and OTEL_BSP_* variables say
+// (tracing.OptionsFromEnv), a resource that names the service "carmy"
+// and the node (service.instance.id) unless OTEL_SERVICE_NAME or
 // OTEL_RESOURCE_ATTRIBUTES say otherwise, and tracing.Use. Export
-// failures are logged to log, at most as often as batches are sent.
+// failures are logged to log, at most as often as batches are sent, and
+// spans dropped by a full queue at most every ten seconds.
 //
-// It returns the function that flushes the spans not yet sent and turns
-// tracing off, to call once the node has stopped; when tracing stays off
-// it does nothing. A protocol other than http/protobuf, or an exporter
-// variable it cannot use, is an error.
-func Setup(ctx context.Context, getenv func(string) string, nodeID string, log *slog.Logger) (shutdown func(context.Context) error, err error) {
+// It returns the function that turns tracing off and flushes the spans
+// not yet sent, to call once the node has stopped; when tracing stays
+// off it does nothing. A protocol other than http/protobuf, or a
+// variable it cannot use, is an error that names the variable.
+func Setup(_ context.Context, getenv func(string) string, nodeID string, log *slog.Logger) (shutdown func(context.Context) error, err error) {
 	if !Enabled(getenv) {
 		return func(context.Context) error { return nil }, nil
 	}
@@ -70,29 +67,33 @@ func Setup(ctx context.Context, getenv func(string) string, nodeID string, log *
 	if err != nil {
 		return nil, fmt.Errorf("tracing: %w", err)
 	}
+	opts, err := tracing.OptionsFromEnv(getenv)
+	if err != nil {
+		return nil, fmt.Errorf("tracing: %w", err)
+	}
+	attrs, err := resourceFromEnv(getenv, nodeID)
+	if err != nil {
+		return nil, fmt.Errorf("tracing: %w", err)
+	}
+	cfg.Resource = Resource{Attributes: attrs, ScopeName: tracing.ScopeName}
 	exp, err := NewExporter(cfg)
 	if err != nil {
 		return nil, err
 	}
-	res, err := resource.New(ctx,
-		resource.WithAttributes(attribute.String("service.name", "carmy"), attribute.String("service.instance.id", nodeID)),
-		resource.WithFromEnv(), resource.WithTelemetrySDK())
-	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
-		return nil, fmt.Errorf("tracing: the resource: %w", err)
-	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
-	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
-		log.Warn("tracing: spans not exported", slog.Any("err", err))
-	}))
-	tracing.Use(tp)
+	opts.Log = log
+	p := tracing.NewProvider(exp, opts)
+	tracing.Use(p)
 	endpoint := ""
 	if u, err := url.Parse(cfg.URL); err == nil {
 		endpoint = u.Scheme + "://" + u.Host // no userinfo, path or query in the log
 	}
-	log.Info("tracing on: spans exported over OTLP/HTTP", slog.String("endpoint", endpoint))
+	log.Info("tracing on: spans exported over OTLP/HTTP", slog.String("endpoint", endpoint),
+		slog.String("sampler", opts.Sampler.String()))
 	return func(ctx context.Context) error {
 		tracing.Use(nil)
-		if err := tp.Shutdown(ctx); err != nil {
+		err := p.Shutdown(ctx)
+		exp.Shutdown(context.Background())
+		if err != nil {
 			return fmt.Errorf("tracing: flushing spans: %w", err)
 		}
 		return nil

@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -31,9 +32,8 @@ func setup(t *testing.T, rcv *receiver, log *slog.Logger, env map[string]string)
 // for a minute) are sent by shutdown, with the node's resource, the
 // exporter's variables applied, and tracing is off after it.
 func TestSetupFlushesAtShutdown(t *testing.T) {
-	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "60000")
 	rcv := startReceiver(t, nil)
-	shutdown := setup(t, rcv, slog.New(slog.DiscardHandler), map[string]string{
+	shutdown := setup(t, rcv, slog.New(slog.DiscardHandler), map[string]string{"OTEL_BSP_SCHEDULE_DELAY": "60000",
 		"OTEL_EXPORTER_OTLP_HEADERS": "x-tenant=carmy", "OTEL_EXPORTER_OTLP_COMPRESSION": "gzip"})
 	_, span := tracing.Start(t.Context(), tracing.SpanReserve)
 	tracing.End(span, tracing.AttrOutcome, "reserved", nil)
@@ -59,8 +59,8 @@ func TestSetupFlushesAtShutdown(t *testing.T) {
 	for _, a := range rs.Resource.Attributes {
 		res[a.Key] = a.Value.GetStringValue()
 	}
-	if res["service.name"] != "carmy" || res["service.instance.id"] != "node-1" {
-		t.Errorf("resource %v, want service carmy, instance node-1", res)
+	if res["service.name"] != "carmy" || res["service.instance.id"] != "node-1" || res["telemetry.sdk.name"] != "carmy" {
+		t.Errorf("resource %v, want service carmy, instance node-1, sdk carmy", res)
 	}
 	ss := rs.ScopeSpans[0]
 	if ss.Scope.Name != tracing.ScopeName || len(ss.Spans) != 1 || ss.Spans[0].Name != tracing.SpanReserve ||
@@ -105,13 +105,11 @@ func TestSetupLogsAFailedBatch(t *testing.T) {
 // TestSetupNeverSlowsACall: with the receiver stuck, a full queue drops
 // spans and ending one never waits; shutdown gives up at its deadline.
 func TestSetupNeverSlowsACall(t *testing.T) {
-	t.Setenv("OTEL_BSP_MAX_QUEUE_SIZE", "8")
-	t.Setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "2")
-	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "1")
 	release := make(chan struct{})
 	rcv := startReceiver(t, func(n int, w http.ResponseWriter) { <-release })
 	t.Cleanup(func() { close(release) }) // before the receiver closes: cleanups run last first
-	shutdown := setup(t, rcv, slog.New(slog.DiscardHandler), map[string]string{})
+	shutdown := setup(t, rcv, slog.New(slog.DiscardHandler), map[string]string{
+		"OTEL_BSP_MAX_QUEUE_SIZE": "8", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "2", "OTEL_BSP_SCHEDULE_DELAY": "1"})
 
 	done := make(chan struct{})
 	go func() {
@@ -135,15 +133,53 @@ func TestSetupNeverSlowsACall(t *testing.T) {
 	}
 }
 
+// TestSetupResourceFromEnv: OTEL_RESOURCE_ATTRIBUTES (percent-decoded)
+// overrides the node's defaults, and OTEL_SERVICE_NAME overrides both.
+func TestSetupResourceFromEnv(t *testing.T) {
+	rcv := startReceiver(t, nil)
+	shutdown := setup(t, rcv, slog.New(slog.DiscardHandler), map[string]string{
+		"OTEL_RESOURCE_ATTRIBUTES": "service.name=ignored, deployment.environment=prod%20eu,service.instance.id=n9",
+		"OTEL_SERVICE_NAME":        "idem"})
+	_, span := tracing.Start(t.Context(), tracing.SpanTool)
+	span.End()
+	if err := shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	got := rcv.requests(t)
+	if len(got) != 1 {
+		t.Fatalf("%d requests, want 1", len(got))
+	}
+	var keys []string
+	res := map[string]string{}
+	for _, a := range got[0].req.ResourceSpans[0].Resource.Attributes {
+		keys = append(keys, a.Key)
+		res[a.Key] = a.Value.GetStringValue()
+	}
+	if res["service.name"] != "idem" || res["service.instance.id"] != "n9" || res["deployment.environment"] != "prod eu" ||
+		!slices.IsSorted(keys) {
+		t.Errorf("resource %v (keys %v), want idem, n9, prod eu, sorted by key", res, keys)
+	}
+}
+
 // TestSetupRefusesWhatItCannotDo: another protocol than http/protobuf,
-// or a variable the exporter cannot use, stops Setup, tracing off.
+// or a variable it cannot use, stops Setup with an error naming the
+// variable, tracing off.
 func TestSetupRefusesWhatItCannotDo(t *testing.T) {
-	for _, env := range []map[string]string{
-		{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"},
-		{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318", "OTEL_EXPORTER_OTLP_COMPRESSION": "zstd"},
+	for name, env := range map[string]map[string]string{
+		"OTEL_EXPORTER_OTLP_PROTOCOL":    {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"},
+		"OTEL_EXPORTER_OTLP_COMPRESSION": {"OTEL_EXPORTER_OTLP_COMPRESSION": "zstd"},
+		"OTEL_TRACES_SAMPLER":            {"OTEL_TRACES_SAMPLER": "sometimes"},
+		"OTEL_TRACES_SAMPLER_ARG":        {"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "2"},
+		"OTEL_BSP_SCHEDULE_DELAY":        {"OTEL_BSP_SCHEDULE_DELAY": "soon"},
+		"OTEL_BSP_EXPORT_TIMEOUT":        {"OTEL_BSP_EXPORT_TIMEOUT": "0"},
+		"OTEL_BSP_MAX_QUEUE_SIZE":        {"OTEL_BSP_MAX_QUEUE_SIZE": "-5"},
+		"OTEL_BSP_MAX_EXPORT_BATCH_SIZE": {"OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "x"},
+		"OTEL_RESOURCE_ATTRIBUTES":       {"OTEL_RESOURCE_ATTRIBUTES": "service.name"},
 	} {
-		if _, err := otlp.Setup(t.Context(), func(k string) string { return env[k] }, "n", slog.New(slog.DiscardHandler)); err == nil {
-			t.Errorf("Setup(%v) succeeded", env)
+		env["OTEL_EXPORTER_OTLP_ENDPOINT"] = "http://127.0.0.1:4318"
+		_, err := otlp.Setup(t.Context(), func(k string) string { return env[k] }, "n", slog.New(slog.DiscardHandler))
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("Setup(%v) = %v, want an error naming %s", env, err, name)
 		}
 		if tracing.On() {
 			t.Errorf("Setup(%v) turned tracing on", env)

@@ -60,7 +60,7 @@ func TestExporterOverTLS(t *testing.T) {
 		if err != nil {
 			t.Fatalf("ConfigFromEnv: %v", err)
 		}
-		return newExporter(t, cfg).ExportSpans(t.Context(), twoSpans())
+		return newExporter(t, cfg).Export(t.Context(), twoSpans())
 	}
 	if err := export(map[string]string{"OTEL_EXPORTER_OTLP_CERTIFICATE": caFile,
 		"OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE": filepath.Join(dir, "carmy.pem"),

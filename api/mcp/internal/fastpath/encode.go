@@ -1,4 +1,4 @@
-package mcp
+package fastpath
 
 import (
 	"bytes"
@@ -13,7 +13,7 @@ import (
 	"github.com/carmyhq/carmy/internal/jsonscan"
 )
 
-// The fast path's encoding of a tools/call answer (fast.go).
+// The fast path's encoding of a tools/call answer (doc.go).
 //
 // The SDK encodes a result twice: CallToolResult.MarshalJSON with
 // json.Marshal (HTML-escaping every string, its TextContent's by
@@ -26,8 +26,8 @@ import (
 // of raw JSON, isError. For any other result it reports false, and the
 // caller encodes it as the SDK does (jsonscan.MarshalNoHTML, then
 // jsonrpc.EncodeMessage). TestAppendAnswerMatchesSDK and
-// FuzzAppendAnswer compare the two encodings; TestFastPathMatchesSDK*
-// compare whole answers.
+// FuzzAppendAnswer compare the two encodings; TestFastPathMatchesSDK* in
+// package api/mcp compare whole answers.
 
 // appendAnswer appends the JSON-RPC answer of a tools/call of id whose
 // result is res: {"jsonrpc":"2.0","id":…,"result":…}. serverInfo, when

@@ -1,4 +1,4 @@
-package mcp
+package fastpath
 
 import (
 	"encoding/json"
@@ -12,7 +12,7 @@ import (
 	"github.com/carmyhq/carmy/internal/jsonscan"
 )
 
-// The fast path at 2026-07-28 (fast.go).
+// The fast path at 2026-07-28 (doc.go).
 //
 // From this version on a client sends no initialize: every request
 // carries the protocol version, the client's name and its capabilities
@@ -34,7 +34,8 @@ import (
 //
 // The fast path serves a call that passes each check as the SDK makes it:
 // the version exactly "2026-07-28", the headers compared as the SDK
-// compares them, no tool whose schema might bind a header (catalog.go),
+// compares them, no tool whose schema might bind a header
+// (Config.Callable),
 // and the capabilities and client name decoded by the SDK's own
 // accessors (ServerRequest.ClientCapabilities and ClientInfo), whose
 // verdict is kept per distinct pair of values (a client sends the same
@@ -44,16 +45,18 @@ import (
 // To a result the SDK adds what the new protocol asks of it: the
 // server's name in _meta io.modelcontextprotocol/serverInfo (unless the
 // result has one), and "resultType": "complete" to a result of the tool
-// handler (Server.callTool marks those; a refusal of the middleware is
+// handler (the SDK's Server.callTool marks those; a refusal of the middleware is
 // not one). A JSON-RPC error is answered with the HTTP status the SDK
 // gives it at this version (errorStatus).
 
 // The _meta keys of the requests and results of a stateless protocol
 // version (2026-07-28; internal/mcpversion).
 const (
-	metaClientInfo = "io.modelcontextprotocol/clientInfo"
-	metaLogLevel   = "io.modelcontextprotocol/logLevel"
-	metaServerInfo = "io.modelcontextprotocol/serverInfo"
+	metaProtocolVersion    = "io.modelcontextprotocol/protocolVersion"
+	metaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
+	metaClientInfo         = "io.modelcontextprotocol/clientInfo"
+	metaLogLevel           = "io.modelcontextprotocol/logLevel"
+	metaServerInfo         = "io.modelcontextprotocol/serverInfo"
 )
 
 // resultTypeComplete is what the SDK adds to a tool handler's result at
@@ -87,9 +90,9 @@ func (p *protocolMeta) note(key []byte, v json.RawMessage) bool {
 
 // newProtocolEligible reports whether call, a 2026-07-28 tools/call read
 // from r, passes the SDK's checks of that version (above).
-func (h *Handler) newProtocolEligible(r *http.Request, call fastCall) bool {
+func (s *Server) newProtocolEligible(r *http.Request, call fastCall) bool {
 	// _meta names the version of the header (a stateless one of the
-	// table, exactly: fastEligible), as a JSON string without escapes.
+	// table, exactly: eligible), as a JSON string without escapes.
 	if string(call.proto.version) != `"`+r.Header.Get("Mcp-Protocol-Version")+`"` || call.proto.caps == nil {
 		return false
 	}
@@ -99,7 +102,7 @@ func (h *Handler) newProtocolEligible(r *http.Request, call fastCall) bool {
 	if name := r.Header.Get("Mcp-Name"); name == "" || name != call.name {
 		return false
 	}
-	return h.catalog.fastCallable(call.name) && h.clientMeta.valid(call)
+	return s.cfg.Callable(call.name) && s.clientMeta.valid(call)
 }
 
 // clientMetaCache keeps the SDK's verdict on the client's capabilities
@@ -157,16 +160,16 @@ func sdkReadsClientMeta(p protocolMeta) bool {
 }
 
 // newProtocolResult encodes res, the result of a 2026-07-28 tools/call,
-// as the SDK does: with the server's name in its _meta, and, when the
-// tool handler made it (ran), its resultType.
-func (h *Handler) newProtocolResult(res sdk.Result, ran bool) (json.RawMessage, error) {
+// as the SDK does: with the server's name (serverInfo, its JSON) in its
+// _meta, and, when the tool handler made it (ran), its resultType.
+func newProtocolResult(res sdk.Result, serverInfo json.RawMessage, ran bool) (json.RawMessage, error) {
 	cr, _ := res.(*sdk.CallToolResult)
 	if cr != nil {
 		if cr.Meta == nil {
 			cr.Meta = sdk.Meta{}
 		}
 		if _, ok := cr.Meta[metaServerInfo]; !ok {
-			cr.Meta[metaServerInfo] = h.implJSON
+			cr.Meta[metaServerInfo] = serverInfo
 		}
 	}
 	raw, err := jsonscan.MarshalNoHTML(res)
@@ -197,4 +200,12 @@ func errorStatus(err error) int {
 		return http.StatusBadRequest
 	}
 	return 0
+}
+
+// NewProtocolResult encodes res, the result of a 2026-07-28 tools/call
+// the endpoint answers itself (a task's, say), as the SDK encodes such a
+// result: with the server's name in its _meta, and, when the tool
+// handler made it (ran), its resultType.
+func (s *Server) NewProtocolResult(res sdk.Result, ran bool) (json.RawMessage, error) {
+	return newProtocolResult(res, s.cfg.ServerInfo, ran)
 }

@@ -1,4 +1,4 @@
-package mcp
+package fastpath
 
 import (
 	"encoding/json"
@@ -7,9 +7,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/internal/jsonscan"
-	"github.com/carmyhq/carmy/store"
 )
 
 // sdkAnswer is the answer the SDK's encoders make of a tools/call result:
@@ -21,8 +19,7 @@ func sdkAnswer(t *testing.T, id jsonrpc.ID, res *sdk.CallToolResult, serverInfo 
 	var raw json.RawMessage
 	var err error
 	if serverInfo != nil {
-		h := &Handler{implJSON: serverInfo}
-		raw, err = h.newProtocolResult(res, complete)
+		raw, err = newProtocolResult(res, serverInfo, complete)
 	} else {
 		raw, err = jsonscan.MarshalNoHTML(res)
 	}
@@ -51,16 +48,16 @@ func encodeCases() []encodeCase {
 	info := json.RawMessage(`{"name":"carmy","title":"Carmy","version":"v1"}`)
 	text := func(s string) []sdk.Content { return []sdk.Content{&sdk.TextContent{Text: s}} }
 	return []encodeCase{
-		{name: "completed", id: float64(7), res: resultOf(detResponse(`{"a":1}`, "r-1", false))},
-		{name: "replayed, string id", id: "abc", res: resultOf(detResponse(`{"a":[1,2,{"b":null}]}`, "r-2", true))},
-		{name: "scalar data", id: float64(-3), res: resultOf(detResponse(`"a string"`, "", false))},
-		{name: "spaced data", id: float64(0), res: resultOf(detResponse("{ \"a\" : [ 1 ,\n 2 ] , \"s\" : \"x y\" }", "r", false))},
-		{name: "html data", id: float64(1), res: resultOf(detResponse(`{"x":"<b>&amp;</b> \u2028 `+"\u2029 é"+`"}`, "r<&>", false))},
-		{name: "escaped data", id: float64(1), res: resultOf(detResponse(`{"x":"\"\\\n\t\u0001\ud83d\ude00"}`, "r", false))},
-		{name: "refusal", id: float64(2), res: &sdk.CallToolResult{Meta: sdk.Meta{MetaErrorCode: "CONFLICT"}, Content: text(`{"error":{"code":"CONFLICT"}}`),
+		{name: "completed", id: float64(7), res: completed(`{"a":1}`, "r-1", false)},
+		{name: "replayed, string id", id: "abc", res: completed(`{"a":[1,2,{"b":null}]}`, "r-2", true)},
+		{name: "scalar data", id: float64(-3), res: completed(`"a string"`, "", false)},
+		{name: "spaced data", id: float64(0), res: completed("{ \"a\" : [ 1 ,\n 2 ] , \"s\" : \"x y\" }", "r", false)},
+		{name: "html data", id: float64(1), res: completed(`{"x":"<b>&amp;</b> \u2028 `+"\u2029 é"+`"}`, "r<&>", false)},
+		{name: "escaped data", id: float64(1), res: completed(`{"x":"\"\\\n\t\u0001\ud83d\ude00"}`, "r", false)},
+		{name: "refusal", id: float64(2), res: &sdk.CallToolResult{Meta: sdk.Meta{metaErrorCode: "CONFLICT"}, Content: text(`{"error":{"code":"CONFLICT"}}`),
 			StructuredContent: json.RawMessage(`{"error":{"code":"CONFLICT"}}`), IsError: true}},
-		{name: "new protocol", id: float64(9), res: resultOf(detResponse(`{"a":1}`, "r-1", false)), serverInfo: info, complete: true},
-		{name: "new protocol, refusal", id: float64(9), res: &sdk.CallToolResult{Meta: sdk.Meta{MetaErrorCode: "FORBIDDEN"},
+		{name: "new protocol", id: float64(9), res: completed(`{"a":1}`, "r-1", false), serverInfo: info, complete: true},
+		{name: "new protocol, refusal", id: float64(9), res: &sdk.CallToolResult{Meta: sdk.Meta{metaErrorCode: "FORBIDDEN"},
 			Content: text(`{}`), StructuredContent: json.RawMessage(`{}`), IsError: true}, serverInfo: info},
 		{name: "new protocol, own serverInfo", id: float64(9), res: &sdk.CallToolResult{Meta: sdk.Meta{metaServerInfo: "mine"}, Content: text("")},
 			serverInfo: info, complete: true},
@@ -77,11 +74,28 @@ func encodeCases() []encodeCase {
 	}
 }
 
-// detResponse is a completed record of data.
-func detResponse(data, requestID string, replayed bool) engine.Response {
-	return engine.Response{Record: store.Record{
-		ExecutionID: "ex-1", Key: store.Key{Principal: "p", RequestID: requestID}, Status: store.StatusCompleted, Data: json.RawMessage(data),
-	}, Replayed: replayed}
+// Carmy's _meta keys of a result (package api/mcp, meta.go).
+const (
+	metaExecutionID = "carmy/execution_id"
+	metaStatus      = "carmy/status"
+	metaReplayed    = "carmy/replayed"
+	metaRequestID   = "carmy/request_id"
+	metaErrorCode   = "carmy/error_code"
+)
+
+// completed is a result of the shape api/mcp's resultOf gives a
+// completed record of data: its _meta, the data as text, and as
+// structured content (an object, or the data under "value").
+func completed(data, requestID string, replayed bool) *sdk.CallToolResult {
+	meta := sdk.Meta{metaExecutionID: "ex-1", metaStatus: "completed", metaReplayed: replayed}
+	if requestID != "" {
+		meta[metaRequestID] = requestID
+	}
+	structured := json.RawMessage(data)
+	if b := data[jsonscan.SkipSpace([]byte(data), 0)]; b != '{' {
+		structured = json.RawMessage(`{"value":` + data + `}`)
+	}
+	return &sdk.CallToolResult{Meta: meta, Content: []sdk.Content{&sdk.TextContent{Text: data}}, StructuredContent: structured}
 }
 
 // TestAppendAnswerMatchesSDK checks that appendAnswer writes the bytes
@@ -127,7 +141,7 @@ func FuzzAppendAnswer(f *testing.F) {
 			info = json.RawMessage(`{"name":"carmy"}`)
 		}
 		res := &sdk.CallToolResult{
-			Meta:              sdk.Meta{MetaRequestID: requestID, MetaReplayed: n%2 == 0, "raw": json.RawMessage(data)},
+			Meta:              sdk.Meta{metaRequestID: requestID, metaReplayed: n%2 == 0, "raw": json.RawMessage(data)},
 			Content:           []sdk.Content{&sdk.TextContent{Text: text}},
 			StructuredContent: json.RawMessage(data),
 			IsError:           n%3 == 0,
