@@ -322,13 +322,13 @@ func decodeCall(body []byte, idemKey string) (engine.Request, error) {
 			return engine.Request{}, err
 		}
 	}
-	w := engine.WireCall{Arguments: b.Arguments, RequestID: b.RequestID, SessionID: b.SessionID, Metadata: &b.Metadata, TimeoutMS: &b.TimeoutMS}
+	w := engine.RawCall{Arguments: b.Arguments, RequestID: b.RequestID, SessionID: b.SessionID, Metadata: &b.Metadata, TimeoutMS: &b.TimeoutMS}
 	if b.Tool != nil {
 		w.Tool = *b.Tool
 	}
 	req, err := engine.RequestOf(w)
 	if err != nil {
-		return req, wireRefusal(err)
+		return req, requestRefusal(err)
 	}
 	// The canonical forms checkStrict made, for the fingerprint: {} for
 	// arguments absent or null, empty (standing for {}) for metadata.
@@ -351,9 +351,9 @@ func decodeCall(body []byte, idemKey string) (engine.Request, error) {
 	return req, nil
 }
 
-// wireRefusal is engine.RequestOf's refusal as this API's INVALID_REQUEST
+// requestRefusal is engine.RequestOf's refusal as this API's INVALID_REQUEST
 // naming the field, with the message alone.
-func wireRefusal(err error) error {
+func requestRefusal(err error) error {
 	var fe *store.FieldError
 	if errors.As(err, &fe) {
 		return invalidField(fe.Field, fe.Err.Error())

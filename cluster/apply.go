@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/carmyhq/carmy/cluster/peer"
 	"github.com/carmyhq/carmy/cluster/raftlog"
-	"github.com/carmyhq/carmy/cluster/wire"
 	"github.com/carmyhq/carmy/fsm"
 	"github.com/carmyhq/carmy/internal/tracing"
 	"github.com/carmyhq/carmy/store"
@@ -21,7 +21,7 @@ import (
 // Errors: store.ErrUnavailable means c was not applied (no leader in time,
 // node shutting down); store.ErrCommitUnknown means c may or may not have
 // been applied; store.ErrInvalid means c was refused before it was
-// proposed (it cannot be encoded, or it is over wire.MaxCommandBytes encoded).
+// proposed (it cannot be encoded, or it is over peer.MaxCommandBytes encoded).
 // A reservation is refused with store.ErrUnavailable while this node leads
 // with a log that waits for disk space (refuseOnFullDisk); one already
 // proposed when the log stalls gets store.ErrCommitUnknown at once
@@ -63,7 +63,7 @@ func (n *Node) Apply(ctx context.Context, c fsm.Command) (fsm.Response, error) {
 		}
 		leader, ok := n.leaderHTTP()
 		if !ok {
-			return wire.ErrNotSent
+			return peer.ErrNotSent
 		}
 		fctx, span := tracing.Start(ctx, tracing.SpanForward)
 		resp, err = n.fwd.Apply(fctx, leader, data, deadline, omitResult)
@@ -92,17 +92,17 @@ func putResultBack(resp *fsm.Response, res store.Result) {
 	resp.Record.Error, _ = fsm.Logged(res.Error)
 }
 
-// checkSize refuses an encoded command over wire.MaxCommandBytes: no leader
+// checkSize refuses an encoded command over peer.MaxCommandBytes: no leader
 // would take it.
 func checkSize(t fsm.Type, data []byte) error {
-	if len(data) > wire.MaxCommandBytes {
-		return fmt.Errorf("%w: a %s command of %d bytes is over the limit of %d", store.ErrInvalid, t, len(data), wire.MaxCommandBytes)
+	if len(data) > peer.MaxCommandBytes {
+		return fmt.Errorf("%w: a %s command of %d bytes is over the limit of %d", store.ErrInvalid, t, len(data), peer.MaxCommandBytes)
 	}
 	return nil
 }
 
-// untilLeader runs attempt until it returns anything but wire.ErrNotLeader or
-// wire.ErrNotSent (which mean nothing was applied anywhere: ask again), waiting
+// untilLeader runs attempt until it returns anything but peer.ErrNotLeader or
+// peer.ErrNotSent (which mean nothing was applied anywhere: ask again), waiting
 // between tries with a short backoff, for at most LeaderWait (or ctx's
 // deadline, if sooner). deadline is when the last try must end. When time
 // runs out the error is store.ErrUnavailable, saying what (such as "no
@@ -114,7 +114,7 @@ func (n *Node) untilLeader(ctx context.Context, what string, attempt func(deadli
 	}
 	for try := 0; ; try++ {
 		err := attempt(deadline)
-		if err == nil || !(errors.Is(err, wire.ErrNotLeader) || errors.Is(err, wire.ErrNotSent)) {
+		if err == nil || !(errors.Is(err, peer.ErrNotLeader) || errors.Is(err, peer.ErrNotSent)) {
 			return err
 		}
 		if n.stopped() {
@@ -208,7 +208,7 @@ func (n *Node) observeApply(origin string, start time.Time, err error) {
 	result := "ok"
 	switch {
 	case err == nil:
-	case errors.Is(err, wire.ErrNotLeader):
+	case errors.Is(err, peer.ErrNotLeader):
 		result = "not_leader"
 	case errors.Is(err, store.ErrCommitUnknown):
 		result = "commit_unknown"

@@ -12,7 +12,7 @@ import (
 )
 
 // A full disk (docs/operations.md#a-full-disk). When the leader's queued log write fails for want
-// of space, raftlog.Store retries it until there is room; meanwhile this node:
+// of space, raftlog.QueuedLog retries it until there is room; meanwhile this node:
 //   - refuses new calls (a reservation, locally or forwarded) with
 //     UNAVAILABLE before anything is reserved, so no tool runs that could
 //     not be recorded (refuseOnFullDisk); every other command (a

@@ -34,7 +34,7 @@
 // through the leader, from either end), peer_server.go (what the node
 // does when a peer calls it: the node-to-node HTTP protocol itself, its
 // paths, bodies, client, authentication and version check, is package
-// peer's; the errors it carries are package wire's), membership.go (join, removal, the member
+// peer's, and so are the errors and results it carries), membership.go (join, removal, the member
 // table's NodeInfo), silence.go (a crashed leader replaced in order),
 // diskfull.go (a full disk; the log beneath Raft is package raftlog's),
 // gossip.go (the memberlist member, over package gossip), metrics.go,

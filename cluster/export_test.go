@@ -70,7 +70,7 @@ func StreamApply(hc *http.Client, base, key string, cmds [][]byte) (int, []error
 		return 0, nil, err
 	}
 	req.Header.Set("Connection", "Upgrade")
-	req.Header.Set("Upgrade", forward.Protocol)
+	req.Header.Set("Upgrade", peer.StreamProtocol)
 	req.Header.Set(peer.ProtocolHeader, peer.Protocol)
 	if key != "" {
 		req.Header.Set(peer.KeyHeader, key)

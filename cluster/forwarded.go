@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/carmyhq/carmy/cluster/wire"
+	"github.com/carmyhq/carmy/cluster/peer"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -15,7 +15,7 @@ import (
 type forwardedBatch struct {
 	cmds    [][]byte
 	omit    []bool // omit[i]: command i's sender asked for its success without the record's data (forward.AppendBatch)
-	results []wire.Result
+	results []peer.Result
 	// items are the proposals, nil for a command refused at the door;
 	// items itself is nil on a node that did not lead.
 	items []*proposal
@@ -26,10 +26,10 @@ type forwardedBatch struct {
 // rounds with each other and with local writes. On a node that does not
 // lead, nothing is proposed: every command's answer is "not the leader".
 func (n *Node) startForwarded(cmds [][]byte, omit []bool) *forwardedBatch {
-	b := &forwardedBatch{cmds: cmds, omit: omit, results: make([]wire.Result, len(cmds)), start: time.Now()}
+	b := &forwardedBatch{cmds: cmds, omit: omit, results: make([]peer.Result, len(cmds)), start: time.Now()}
 	if !n.IsLeader() {
 		for i := range b.results {
-			b.results[i] = wire.Result{Error: wire.ErrorOf(wire.ErrNotLeader)}
+			b.results[i] = peer.Result{Error: peer.ErrorOf(peer.ErrNotLeader)}
 		}
 		return b
 	}
@@ -42,15 +42,15 @@ func (n *Node) startForwarded(cmds [][]byte, omit []bool) *forwardedBatch {
 	// space (refuseForwardedOnFullDisk) is refused at the door.
 	for i, raw := range cmds {
 		if len(raw) == 0 {
-			b.results[i] = wire.Result{Error: wire.Coded(store.CodeInvalidRequest, "empty command")}
+			b.results[i] = peer.Result{Error: peer.Coded(store.CodeInvalidRequest, "empty command")}
 			continue
 		}
 		if err := checkSize("forwarded", raw); err != nil {
-			b.results[i] = wire.Result{Error: wire.ErrorOf(err)}
+			b.results[i] = peer.Result{Error: peer.ErrorOf(err)}
 			continue
 		}
 		if err := n.refuseForwardedOnFullDisk(raw); err != nil {
-			b.results[i] = wire.Result{Error: wire.ErrorOf(err)}
+			b.results[i] = peer.Result{Error: peer.ErrorOf(err)}
 			continue
 		}
 		b.items[i] = newProposal(raw, n.cfg.LeaderWait)
@@ -64,7 +64,7 @@ func (n *Node) startForwarded(cmds [][]byte, omit []bool) *forwardedBatch {
 // command's is waited for (awaitProposal, bounded by LeaderWait only while
 // the log waits for disk space), logs the batch (audit, with r's caller)
 // and returns its results.
-func (n *Node) finishForwarded(r *http.Request, b *forwardedBatch) []wire.Result {
+func (n *Node) finishForwarded(r *http.Request, b *forwardedBatch) []peer.Result {
 	kinds := commandKinds(b.cmds)
 	if b.items == nil {
 		n.audit(r, "apply", slog.Int("commands", len(b.cmds)), slog.String("kinds", kinds), slog.String("outcome", "not the leader"))
@@ -78,13 +78,13 @@ func (n *Node) finishForwarded(r *http.Request, b *forwardedBatch) []wire.Result
 		resp, err := out.resp, out.err
 		n.observeApply(originForwarded, b.start, err)
 		if err != nil {
-			b.results[i] = wire.Result{Error: wire.ErrorOf(err)}
+			b.results[i] = peer.Result{Error: peer.ErrorOf(err)}
 			continue
 		}
 		if b.omit[i] && resp.Code == "" {
 			resp.Record.Data, resp.Record.Error = nil, nil
 		}
-		b.results[i] = wire.Result{Response: &resp}
+		b.results[i] = peer.Result{Response: &resp}
 	}
 	applied, refused, failed := 0, 0, 0
 	for _, res := range b.results {

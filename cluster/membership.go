@@ -10,7 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/carmyhq/carmy/cluster/nodeauth"
-	"github.com/carmyhq/carmy/cluster/wire"
+	"github.com/carmyhq/carmy/cluster/peer"
 	"github.com/carmyhq/carmy/fsm"
 	"github.com/carmyhq/carmy/store"
 	"github.com/carmyhq/carmy/store/audit"
@@ -150,7 +150,7 @@ func (n *Node) recordAdmin(ctx context.Context, kind audit.Kind, id string) {
 
 func membershipErr(err error) error {
 	if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipTransferInProgress) {
-		return wire.ErrNotLeader
+		return peer.ErrNotLeader
 	}
 	return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 }
@@ -165,7 +165,7 @@ func (n *Node) onLeader(ctx context.Context, local func() error, remote func(add
 		}
 		addr, ok := n.leaderHTTP()
 		if !ok {
-			return wire.ErrNotSent
+			return peer.ErrNotSent
 		}
 		return remote(addr)
 	})
@@ -199,7 +199,7 @@ func (n *Node) joinCluster() bool {
 				if errors.Is(err, nodeauth.ErrProtocol) {
 					n.log.Error("join: refused: that node runs a build of another node protocol version; "+
 						"run one build on every node of a cluster. Retrying", slog.String("via", addr), slog.Any("err", err))
-				} else if errors.Is(err, wire.ErrRefused) {
+				} else if errors.Is(err, peer.ErrRefused) {
 					// Retrying will not help until the key is mended: say
 					// where the right one is.
 					n.log.Error("join: refused: "+joinKeyHint, slog.String("via", addr), slog.Any("err", err))

@@ -7,7 +7,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/carmyhq/carmy/cluster/wire"
+	"github.com/carmyhq/carmy/cluster/peer"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -215,9 +215,9 @@ func (o fwdObserver) Failed(err error) { o.m.fwdErrors.WithLabelValues(errKind(e
 // errKind names a forwarding error for carmy_forward_errors_total.
 func errKind(err error) string {
 	switch {
-	case errors.Is(err, wire.ErrNotSent):
+	case errors.Is(err, peer.ErrNotSent):
 		return "not_sent"
-	case errors.Is(err, wire.ErrNotLeader):
+	case errors.Is(err, peer.ErrNotLeader):
 		return "not_leader"
 	case errors.Is(err, store.ErrCommitUnknown):
 		return "commit_unknown"

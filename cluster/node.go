@@ -36,7 +36,7 @@ type Node struct {
 
 	bolt      *raftboltdb.BoltStore // Raft's stable store (and log store with --raft-log bolt)
 	walLog    *raftlog.WAL          // the Raft log's WAL; nil with --raft-log bolt
-	logs      *raftlog.Store        // the Raft log store over the WAL (or bolt)
+	logs      *raftlog.QueuedLog    // the Raft log store over the WAL (or bolt)
 	reserve   *raftlog.Reserve
 	transport *raft.NetworkTransport
 	gossip    *memberlist.Memberlist
@@ -138,13 +138,13 @@ func Open(cfg Config) (*Node, error) {
 	}
 	// The cache keeps the latest entries in memory, so the leader sends
 	// them to followers without reading them back from the disk.
-	// Beneath it, the leader's writes are queued (raftlog.Store), and the
+	// Beneath it, the leader's writes are queued (raftlog.QueuedLog), and the
 	// state machine and the followers' commit index wait for them.
 	var durable raft.LogStore = countingLogStore{LogStore: logStore, m: n.metrics}
 	if cfg.Hooks.LogStore != nil {
 		durable = cfg.Hooks.LogStore(durable)
 	}
-	n.logs = raftlog.New(durable, logPath)
+	n.logs = raftlog.NewQueuedLog(durable, logPath)
 	if n.walLog != nil {
 		// A leader refuses new calls once the WAL cannot keep its margin,
 		// while the entries on their way are written into it.

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/cluster/forward"
-	"github.com/carmyhq/carmy/cluster/wire"
+	"github.com/carmyhq/carmy/cluster/peer"
 	"github.com/carmyhq/carmy/fsm"
 	"github.com/carmyhq/carmy/store"
 	"github.com/carmyhq/carmy/tests/testutil/wait"
@@ -80,7 +80,7 @@ func TestCompletionAnswerLeavesTheResultOut(t *testing.T) {
 	// send sends cmds as one batch on a forward stream of n's own client
 	// (its key and protocol version), those named in omit asking for the
 	// result to be left out, and returns the answer and its size.
-	send := func(cmds [][]byte, omit ...int) ([]wire.Result, int) {
+	send := func(cmds [][]byte, omit ...int) ([]peer.Result, int) {
 		t.Helper()
 		conn, br, err := n.client.DialStream(t.Context(), n.HTTPAddr())
 		if err != nil {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/carmyhq/carmy/cluster/wire"
+	"github.com/carmyhq/carmy/cluster/peer"
 	"github.com/carmyhq/carmy/fsm"
 	"github.com/carmyhq/carmy/store"
 )
@@ -37,7 +37,7 @@ type proposer struct {
 }
 
 // maxEntryBytes bounds a batch entry's commands together; a command
-// larger than that (up to wire.MaxCommandBytes) goes alone in its entry. It
+// larger than that (up to peer.MaxCommandBytes) goes alone in its entry. It
 // keeps an entry to about a MiB, and so an AppendEntries of up to
 // maxAppendEntries of them to tens of MiB, even when many large results
 // complete at once; ordinary rounds (a few hundred commands of a few
@@ -182,14 +182,14 @@ func (e entryFuture) deliver() {
 }
 
 // applyError classifies an apply future's error by whether the entry may
-// have been committed: wire.ErrNotLeader and store.ErrUnavailable mean it was
+// have been committed: peer.ErrNotLeader and store.ErrUnavailable mean it was
 // not, store.ErrCommitUnknown that it may have been.
 func applyError(err error) error {
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
-		return wire.ErrNotLeader
+		return peer.ErrNotLeader
 	case errors.Is(err, raft.ErrEnqueueTimeout):
 		return fmt.Errorf("%w: raft is overloaded", store.ErrUnavailable)
 	}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/carmyhq/carmy/cluster/wire"
+	"github.com/carmyhq/carmy/cluster/peer"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -17,13 +17,13 @@ func (n *Node) currentTerm() uint64 { return n.raft.CurrentTerm() }
 // has applied everything committed before its term (its barrier).
 func (n *Node) leaderReadIndex(context.Context) (uint64, error) {
 	if !n.IsLeader() {
-		return 0, wire.ErrNotLeader
+		return 0, peer.ErrNotLeader
 	}
 	if ready := n.leaderReady.Load(); ready == 0 || ready != n.currentTerm() {
-		return 0, fmt.Errorf("%w: the new leader has not caught up yet", wire.ErrNotLeader)
+		return 0, fmt.Errorf("%w: the new leader has not caught up yet", peer.ErrNotLeader)
 	}
 	if err := n.raft.VerifyLeader().Error(); err != nil {
-		return 0, wire.ErrNotLeader
+		return 0, peer.ErrNotLeader
 	}
 	// Every write acknowledged before this read was applied here first
 	// (the barrier covers earlier terms), so this FSM's index bounds them.
@@ -58,7 +58,7 @@ func (n *Node) readIndex(ctx context.Context, deadline time.Time) (uint64, error
 	}
 	leader, ok := n.leaderHTTP()
 	if !ok {
-		return 0, wire.ErrNotSent
+		return 0, peer.ErrNotSent
 	}
 	rctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()

@@ -12,7 +12,6 @@ import (
 
 	"github.com/carmyhq/carmy/cluster/forward"
 	"github.com/carmyhq/carmy/cluster/peer"
-	"github.com/carmyhq/carmy/cluster/wire"
 	"github.com/carmyhq/carmy/fsm"
 	"github.com/carmyhq/carmy/store"
 )
@@ -43,13 +42,13 @@ func forwardOne(t *testing.T, f *forward.Forwarder, addr string, cmd string, wai
 // nothing: the error says so, and is no unknown outcome.
 func TestStreamRefusedAsMember(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		peer.WriteError(w, http.StatusForbidden, wire.Coded(store.CodeForbidden, "missing or wrong cluster key"))
+		peer.WriteError(w, http.StatusForbidden, peer.Coded(store.CodeForbidden, "missing or wrong cluster key"))
 	}))
 	defer srv.Close()
 	_, err := forwardOne(t, newTestForwarder(t), srv.Listener.Addr().String(), "c", 5*time.Second)
-	if !errors.Is(err, store.ErrUnavailable) || !errors.Is(err, wire.ErrRefused) || errors.Is(err, store.ErrCommitUnknown) ||
+	if !errors.Is(err, store.ErrUnavailable) || !errors.Is(err, peer.ErrRefused) || errors.Is(err, store.ErrCommitUnknown) ||
 		!strings.Contains(err.Error(), "wrong cluster key") {
-		t.Errorf("refused: %v, want ErrUnavailable and wire.ErrRefused alone", err)
+		t.Errorf("refused: %v, want ErrUnavailable and peer.ErrRefused alone", err)
 	}
 }
 
@@ -67,8 +66,8 @@ func TestStreamNotUpgradedIsNotSent(t *testing.T) {
 		f := newTestForwarder(t)
 		for range 3 {
 			_, err := forwardOne(t, f, srv.Listener.Addr().String(), "c", 5*time.Second)
-			if !errors.Is(err, wire.ErrNotSent) || errors.Is(err, store.ErrCommitUnknown) || errors.Is(err, wire.ErrRefused) {
-				t.Errorf("%d: %v, want wire.ErrNotSent alone", status, err)
+			if !errors.Is(err, peer.ErrNotSent) || errors.Is(err, store.ErrCommitUnknown) || errors.Is(err, peer.ErrRefused) {
+				t.Errorf("%d: %v, want peer.ErrNotSent alone", status, err)
 			}
 		}
 		srv.Close()
@@ -78,13 +77,13 @@ func TestStreamNotUpgradedIsNotSent(t *testing.T) {
 	}
 }
 
-// A command over wire.MaxCommandBytes is refused before it is proposed or
+// A command over peer.MaxCommandBytes is refused before it is proposed or
 // forwarded, on any node alike: no leader could take it.
 func TestCommandOverTheLimitIsRefused(t *testing.T) {
-	if err := checkSize(fsm.TypeComplete, make([]byte, wire.MaxCommandBytes)); err != nil {
+	if err := checkSize(fsm.TypeComplete, make([]byte, peer.MaxCommandBytes)); err != nil {
 		t.Fatalf("at the limit: %v", err)
 	}
-	err := checkSize(fsm.TypeComplete, make([]byte, wire.MaxCommandBytes+1))
+	err := checkSize(fsm.TypeComplete, make([]byte, peer.MaxCommandBytes+1))
 	if !errors.Is(err, store.ErrInvalid) || errors.Is(err, store.ErrCommitUnknown) || !strings.Contains(err.Error(), "over the limit") {
 		t.Fatalf("err = %v, want ErrInvalid: over the limit", err)
 	}

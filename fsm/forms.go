@@ -12,7 +12,7 @@ import "fmt"
 //	      the proposer's time and actor, is not read (no release wrote it)
 //	0xC2  a snapshot (snapshot_binary.go); its version, SnapshotVersion,
 //	      is the first field of its header
-//	0x01  a Response on the node-to-node wire, version 1 (response_codec.go)
+//	0x01  a Response sent to another node, version 1 (response_codec.go)
 //
 // No form of an earlier build is read (there has been no release, so no
 // released build wrote one). A reader that a later change must keep for

@@ -2,7 +2,7 @@ package store
 
 // Code is one of the error codes of the contract (docs/errors.md). It is
 // defined here, the lowest package of the stack, once: the state machine's
-// responses, the node-to-node wire and the HTTP API all carry these codes,
+// responses, the node-to-node calls (peer.Error) and the HTTP API all carry these codes,
 // and only the API maps them to HTTP statuses.
 type Code = string
 

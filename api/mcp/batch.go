@@ -86,7 +86,7 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, body []byte
 		rec := &entryRecorder{header: http.Header{}, room: MaxBatchAnswerBytes - out.Len()}
 		sub := r.Clone(r.Context())
 		sub.Body, sub.ContentLength = io.NopCloser(bytes.NewReader(entry)), int64(len(entry))
-		ww := &wireWriter{ResponseWriter: rec}
+		ww := &refusalWriter{ResponseWriter: rec}
 		h.serveOne(ww, sub, entry, true)
 		ww.finish()
 		if v := rec.header.Get("Retry-After"); v != "" {

@@ -20,7 +20,7 @@
 // names, and detached.go decides what becomes of a call whose client
 // went away before its answer;
 // auth.go checks bearer tokens and serves the RFC 9728 metadata document;
-// wire.go keeps the transport's own refusals in JSON-RPC's shape;
+// refusals.go keeps the transport's own refusals in JSON-RPC's shape;
 // package fastpath (internal/fastpath, its contract in its doc.go)
 // answers a plain tools/call without the SDK's per-request session,
 // exactly as the SDK would, through the same middleware (server.go hands

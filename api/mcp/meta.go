@@ -34,7 +34,7 @@ const (
 
 // metaNames are the names of a call's members in a tools/call: the
 // tool's is params.name, the others Carmy's keys of _meta.
-var metaNames = engine.WireNames{Tool: "name", RequestID: MetaRequestID, SessionID: MetaSessionID, Metadata: MetaMetadata, TimeoutMS: MetaTimeoutMS}
+var metaNames = engine.MemberNames{Tool: "name", RequestID: MetaRequestID, SessionID: MetaSessionID, Metadata: MetaMetadata, TimeoutMS: MetaTimeoutMS}
 
 // requestOf builds the runtime's request of a tools/call from the tool,
 // its arguments and Carmy's keys of _meta (a null is absent), by the
@@ -45,7 +45,7 @@ var metaNames = engine.WireNames{Tool: "name", RequestID: MetaRequestID, Session
 // header is the HTTP request's (nil when there is none): its
 // Carmy-Session-Id names the session when _meta does not.
 func requestOf(tool string, args json.RawMessage, meta map[string]any, header http.Header) (engine.Request, error) {
-	req, err := engine.RequestOf(engine.WireCall{Tool: tool, Arguments: args, Names: &metaNames,
+	req, err := engine.RequestOf(engine.RawCall{Tool: tool, Arguments: args, Names: &metaNames,
 		RequestID: meta[MetaRequestID], SessionID: meta[MetaSessionID], Metadata: meta[MetaMetadata], TimeoutMS: meta[MetaTimeoutMS]})
 	if meta[MetaSessionID] == nil && header != nil {
 		req.SessionID = header.Get(SessionHeader)

@@ -237,7 +237,7 @@ func rpcError(id json.RawMessage, code int, message string, data any) []byte {
 	if id == nil {
 		id = json.RawMessage("null")
 	}
-	type wireErr struct {
+	type errorObject struct {
 		Code    int    `json:"code"`
 		Message string `json:"message"`
 		Data    any    `json:"data,omitempty"`
@@ -245,8 +245,8 @@ func rpcError(id json.RawMessage, code int, message string, data any) []byte {
 	body, err := json.Marshal(struct {
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
-		Error   wireErr         `json:"error"`
-	}{"2.0", id, wireErr{code, message, data}})
+		Error   errorObject     `json:"error"`
+	}{"2.0", id, errorObject{code, message, data}})
 	if err != nil {
 		return []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"internal error"}}`)
 	}

@@ -209,7 +209,7 @@ func New(cfg Config) (*Handler, error) {
 
 // ServeHTTP serves one request of the Streamable HTTP transport.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	sw := &wireWriter{ResponseWriter: w}
+	sw := &refusalWriter{ResponseWriter: w}
 	defer sw.finish()
 	h.serve.ServeHTTP(sw, r)
 }

@@ -7,11 +7,11 @@
 // opens through a Dialer (package peer's Client: the upgrade of a peer
 // HTTP call, with its key, node TLS and protocol version). Up to MaxInFlight batches are in flight on a stream (fewer
 // when they are large: one slot per started MiB), and the leader answers
-// them in order, each command with its own result (a wire.Result).
+// them in order, each command with its own result (a peer.Result).
 //
 // Its contract on outcomes: a batch that was not written whole was never
-// read, so its commands fail with wire.ErrNotSent (nothing applied, ask
-// again); a leader that refuses this node gives wire.ErrRefused; a stream
+// read, so its commands fail with peer.ErrNotSent (nothing applied, ask
+// again); a leader that refuses this node gives peer.ErrRefused; a stream
 // that breaks, answers what cannot be read, or stays silent past a
 // batch's deadline leaves every batch it had not answered of unknown
 // outcome (an error that matches store.ErrCommitUnknown and nothing

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/carmyhq/carmy/cluster/wire"
+	"github.com/carmyhq/carmy/cluster/peer"
 	"github.com/carmyhq/carmy/fsm"
 	"github.com/carmyhq/carmy/store"
 )
@@ -67,7 +67,7 @@ func (f *Forwarder) HeardSince(t time.Time) bool { return f.heard.Load() > t.Uni
 // 64 clients (docs/performance.md).
 //
 // The leader's frame limit (MaxBatchFrame) holds the largest batch the
-// Forwarder builds: MaxBatchBytes, or one command of up to wire.MaxCommandBytes,
+// Forwarder builds: MaxBatchBytes, or one command of up to peer.MaxCommandBytes,
 // plus the envelope. So the leader never refuses a batch for its size.
 const (
 	MaxBatch      = 512
@@ -104,10 +104,10 @@ type outcome struct {
 }
 
 // Dialer opens forward streams: DialStream connects to a leader's address
-// and upgrades the connection to a stream of Protocol, as a peer call
+// and upgrades the connection to a stream of peer.StreamProtocol, as a peer call
 // (the cluster key, node TLS, the node protocol version). Its errors say
-// that nothing was sent (wire.ErrNotSent), or that the leader refused this
-// node as a member (wire.ErrRefused).
+// that nothing was sent (peer.ErrNotSent), or that the leader refused this
+// node as a member (peer.ErrRefused).
 type Dialer interface {
 	DialStream(ctx context.Context, addr string) (net.Conn, *bufio.Reader, error)
 }
@@ -258,7 +258,7 @@ func (f *Forwarder) release(batch []*item) {
 // finish gives every command of batch its outcome: err for all when it is
 // not nil (the batch failed whole), else each one's of results, which
 // must hold one per command (one short is an unknown outcome for all).
-func (f *Forwarder) finish(addr string, batch []*item, results []wire.Result, err error, start time.Time) {
+func (f *Forwarder) finish(addr string, batch []*item, results []peer.Result, err error, start time.Time) {
 	f.obs.Batch(len(batch), time.Since(start))
 	if err == nil && len(results) != len(batch) {
 		err = &outcomeUnknownError{addr: addr, cause: fmt.Errorf("%d results for %d commands", len(results), len(batch))}

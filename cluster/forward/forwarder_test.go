@@ -8,14 +8,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/carmyhq/carmy/cluster/wire"
+	"github.com/carmyhq/carmy/cluster/peer"
 	"github.com/carmyhq/carmy/store"
 )
 
 // forwardTo forwards one command through a fresh forwarder to a leader
 // that answers its batch with res over the forward stream, and returns
 // the command's error.
-func forwardTo(t *testing.T, res wire.Result) error {
+func forwardTo(t *testing.T, res peer.Result) error {
 	t.Helper()
 	fl := newFakeLeader(t, func(seq uint64, _ [][]byte, w io.Writer) bool {
 		return writeAnswer(w, seq, res)
@@ -28,8 +28,8 @@ func forwardTo(t *testing.T, res wire.Result) error {
 // error says so, and is no unknown outcome. (A leader that refuses this
 // node as a member: the cluster package's TestStreamRefusedAsMember.)
 func TestBatchNotAppliedStaysNotApplied(t *testing.T) {
-	err := forwardTo(t, wire.Result{Error: wire.Error{State: wire.StateNotLeader}})
-	if !errors.Is(err, wire.ErrNotLeader) || errors.Is(err, store.ErrCommitUnknown) {
+	err := forwardTo(t, peer.Result{Error: peer.Error{State: peer.StateNotLeader}})
+	if !errors.Is(err, peer.ErrNotLeader) || errors.Is(err, store.ErrCommitUnknown) {
 		t.Errorf("not the leader: %v", err)
 	}
 }
@@ -52,7 +52,7 @@ func TestForwardedErrorsKeepTheirMeaning(t *testing.T) {
 		{`{"code":"NOT_FOUND","message":"no member"}`, store.ErrNotFound, nil, "no member"},
 	}
 	for _, tc := range cases {
-		var res wire.Result
+		var res peer.Result
 		if err := json.Unmarshal([]byte(tc.result), &res); err != nil {
 			t.Fatal(err)
 		}
@@ -67,7 +67,7 @@ func TestForwardedErrorsKeepTheirMeaning(t *testing.T) {
 		}
 	}
 	// A code no store error carries keeps its code.
-	err := forwardTo(t, wire.Result{Error: wire.Error{Code: store.CodeRateLimited, Message: "slow down"}})
+	err := forwardTo(t, peer.Result{Error: peer.Error{Code: store.CodeRateLimited, Message: "slow down"}})
 	if store.CodeOf(err) != store.CodeRateLimited || err.Error() != "slow down" {
 		t.Errorf("unknown code: %v (%q)", err, store.CodeOf(err))
 	}
@@ -100,7 +100,7 @@ func TestBatchBounds(t *testing.T) {
 		{"just fits", []int{MaxBatchBytes - 10, 10, 1}, 2},
 		{"large alone", []int{MaxBatchBytes + 1, 1}, 1},
 		{"large after small", []int{1, MaxBatchBytes, 1}, 1},
-		{"largest alone", []int{wire.MaxCommandBytes, 1}, 1},
+		{"largest alone", []int{peer.MaxCommandBytes, 1}, 1},
 	}
 	for _, tc := range cases {
 		if got := batchLen(items(tc.sizes...)); got != tc.want {
@@ -118,7 +118,7 @@ func TestLargestBatchFitsTheLeadersLimit(t *testing.T) {
 		small[i] = MaxBatchBytes / MaxBatch
 	}
 	for name, sizes := range map[string][]int{
-		"one command at wire.MaxCommandBytes": {wire.MaxCommandBytes, 1},
+		"one command at peer.MaxCommandBytes": {peer.MaxCommandBytes, 1},
 		"MaxBatch commands":                   small,
 		"two halves":                          {MaxBatchBytes / 2, MaxBatchBytes / 2, 1},
 	} {

@@ -8,7 +8,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/carmyhq/carmy/cluster/wire"
+	"github.com/carmyhq/carmy/cluster/peer"
 	"github.com/carmyhq/carmy/fsm"
 	"github.com/carmyhq/carmy/store"
 )
@@ -18,7 +18,7 @@ import (
 // a command reaches the leader from another node. It begins as an
 // HTTP/1.1 request to the leader's stream path (package peer's), with
 // the cluster key, node id and protocol version as any peer request,
-// asking to upgrade to Protocol; the leader answers 101 and from then on the connection
+// asking to upgrade to peer.StreamProtocol; the leader answers 101 and from then on the connection
 // carries frames. The follower sends batches; the leader answers every
 // batch, in the order it received them.
 //
@@ -28,16 +28,13 @@ import (
 //	answer: uvarint seq, uvarint n, then n × result
 //	result: byte 0, 4-byte length, fsm.AppendResponse's bytes (applied), or
 //	        byte 1, then code, state and message as uvarint-prefixed
-//	        strings (a wire.Error: nothing applied, or outcome unknown)
+//	        strings (a peer.Error: nothing applied, or outcome unknown)
 //
 // seq numbers the batches of one stream from 0; an answer carries its
 // batch's, and one out of order is a broken stream. Flag bit 0 of a
 // command is item.omitResult: the answer, when it is a success, leaves
 // the record's data and error out (the follower has them).
 const (
-	// Protocol names the stream in the upgrade.
-	Protocol = "carmy-forward/1"
-
 	flagOmitResult = 1 << 0
 
 	resultResponse = 0
@@ -48,7 +45,7 @@ const (
 //
 // MaxBatchFrame, the largest batch frame a leader reads, holds the largest
 // batch a forwarder builds: a single command of up to
-// wire.MaxCommandBytes (or MaxBatchBytes of smaller ones, less), plus the
+// peer.MaxCommandBytes (or MaxBatchBytes of smaller ones, less), plus the
 // frame's envelope (a flag byte and a length per command: a few KiB for
 // MaxBatch commands; 64 KiB is ample).
 //
@@ -59,7 +56,7 @@ const (
 //
 // WriteTimeout bounds writing one frame, on either end.
 const (
-	MaxBatchFrame  = wire.MaxCommandBytes + 64<<10
+	MaxBatchFrame  = peer.MaxCommandBytes + 64<<10
 	MaxAnswerFrame = 512 << 20
 	WriteTimeout   = 10 * time.Second
 )
@@ -98,7 +95,7 @@ func appendBatchFrame(b []byte, seq uint64, batch []*item) []byte {
 }
 
 // AppendAnswer appends the frame of the answer to batch seq to b.
-func AppendAnswer(b []byte, seq uint64, results []wire.Result) ([]byte, error) {
+func AppendAnswer(b []byte, seq uint64, results []peer.Result) ([]byte, error) {
 	start := len(b)
 	b = append(b, 0, 0, 0, 0)
 	b = binary.AppendUvarint(b, seq)
@@ -250,11 +247,11 @@ func DecodeBatch(body []byte) (seq uint64, cmds [][]byte, omit []bool, err error
 }
 
 // DecodeAnswer reads an answer frame's body.
-func DecodeAnswer(body []byte) (seq uint64, results []wire.Result, err error) {
+func DecodeAnswer(body []byte) (seq uint64, results []peer.Result, err error) {
 	f := frameReader{b: body}
 	seq = f.uint()
 	n := f.count(2)
-	results = make([]wire.Result, n)
+	results = make([]peer.Result, n)
 	for i := 0; i < n && f.err == nil; i++ {
 		switch f.byte() {
 		case resultResponse:
@@ -270,7 +267,7 @@ func DecodeAnswer(body []byte) (seq uint64, results []wire.Result, err error) {
 			results[i].Response = &r
 		case resultError:
 			code, state, msg := f.bytes(), f.bytes(), f.bytes()
-			results[i].Error = wire.Error{Code: store.Code(code), State: string(state), Message: string(msg)}
+			results[i].Error = peer.Error{Code: store.Code(code), State: string(state), Message: string(msg)}
 			if f.err == nil && !results[i].IsError() {
 				f.fail("an error result without a code or state")
 			}

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/carmyhq/carmy/cluster/wire"
+	"github.com/carmyhq/carmy/cluster/peer"
 )
 
 // Bounds of a forward stream on the follower's side.
@@ -84,7 +84,7 @@ func (f *Forwarder) sendStream(addr string, batch []*item, deadline time.Time) e
 		}
 	}
 	if errors.Is(err, errStreamBroken) {
-		err = fmt.Errorf("%w: %w", wire.ErrNotSent, err)
+		err = fmt.Errorf("%w: %w", peer.ErrNotSent, err)
 	}
 	return err
 }
@@ -94,7 +94,7 @@ func (f *Forwarder) streamTo(addr string, deadline time.Time) (*fwdStream, error
 	f.mu.Lock()
 	if f.ctx.Err() != nil {
 		f.mu.Unlock()
-		return nil, fmt.Errorf("%w: the node is shutting down", wire.ErrNotSent)
+		return nil, fmt.Errorf("%w: the node is shutting down", peer.ErrNotSent)
 	}
 	slot := f.streams[addr]
 	if slot == nil {
@@ -230,7 +230,7 @@ func (s *fwdStream) fail(cause error, notSent *streamSent) {
 	for _, p := range pending {
 		var err error = &outcomeUnknownError{addr: s.addr, cause: cause}
 		if p == notSent {
-			err = fmt.Errorf("%w: %w", wire.ErrNotSent, cause)
+			err = fmt.Errorf("%w: %w", peer.ErrNotSent, cause)
 		}
 		s.f.finish(s.addr, p.batch, nil, err, p.start)
 		s.f.release(p.batch)

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/carmyhq/carmy/cluster/wire"
+	"github.com/carmyhq/carmy/cluster/peer"
 	"github.com/carmyhq/carmy/fsm"
 	"github.com/carmyhq/carmy/store"
 	"github.com/carmyhq/carmy/tests/testutil/wait"
@@ -34,10 +34,10 @@ func TestStreamFramesRoundTrip(t *testing.T) {
 	}
 
 	resp := fsm.Response{Outcome: store.Replay, Record: store.Record{ExecutionID: "e-1", Data: json.RawMessage(`{"a":1}`), Seq: 9}}
-	results := []wire.Result{
+	results := []peer.Result{
 		{Response: &resp},
-		{Error: wire.ErrorOf(wire.ErrNotLeader)},
-		{Error: wire.Coded(store.CodeConflict, "no")},
+		{Error: peer.ErrorOf(peer.ErrNotLeader)},
+		{Error: peer.Coded(store.CodeConflict, "no")},
 		{Response: &fsm.Response{}},
 	}
 	a, err := AppendAnswer(nil, 7, results)
@@ -51,7 +51,7 @@ func TestStreamFramesRoundTrip(t *testing.T) {
 	if got[0].Response == nil || got[0].Response.Record.ExecutionID != "e-1" || string(got[0].Response.Record.Data) != `{"a":1}` || got[0].Response.Record.Seq != 9 {
 		t.Errorf("response: %+v", got[0].Response)
 	}
-	if !errors.Is(got[1].Err(), wire.ErrNotLeader) || !errors.Is(got[2].Err(), store.ErrConflict) || got[3].Response == nil {
+	if !errors.Is(got[1].Err(), peer.ErrNotLeader) || !errors.Is(got[2].Err(), store.ErrConflict) || got[3].Response == nil {
 		t.Errorf("results: %+v", got)
 	}
 }
@@ -60,7 +60,7 @@ func TestStreamFramesRoundTrip(t *testing.T) {
 // frame cannot hold or an unknown result kind are refused.
 func TestStreamFramesRefuseMalformed(t *testing.T) {
 	batch := appendBatchFrame(nil, 1, []*item{{data: []byte("abc")}})[4:]
-	answer, _ := AppendAnswer(nil, 1, []wire.Result{{Error: wire.ErrorOf(wire.ErrNotLeader)}})
+	answer, _ := AppendAnswer(nil, 1, []peer.Result{{Error: peer.ErrorOf(peer.ErrNotLeader)}})
 	answer = answer[4:]
 	for _, b := range [][]byte{nil, batch[:len(batch)-1], append(append([]byte(nil), batch...), 0), {1, 200}} {
 		if _, _, _, err := DecodeBatch(b); !errors.Is(err, ErrFrame) {
@@ -108,7 +108,7 @@ func FuzzDecodeBatchFrame(f *testing.F) {
 // encodes back to a frame that decodes the same.
 func FuzzDecodeAnswerFrame(f *testing.F) {
 	resp := fsm.Response{Outcome: store.Reserved, Record: store.Record{ExecutionID: "e", Data: json.RawMessage(`[1]`)}}
-	a, _ := AppendAnswer(nil, 2, []wire.Result{{Response: &resp}, {Error: wire.Coded(store.CodeNotFound, "m")}})
+	a, _ := AppendAnswer(nil, 2, []peer.Result{{Response: &resp}, {Error: peer.Coded(store.CodeNotFound, "m")}})
 	f.Add(a[4:])
 	f.Add([]byte{0, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -146,7 +146,7 @@ func newFakeLeader(t *testing.T, serve func(seq uint64, cmds [][]byte, w io.Writ
 	t.Helper()
 	fl := &fakeLeader{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Upgrade") != Protocol {
+		if r.Header.Get("Upgrade") != peer.StreamProtocol {
 			http.Error(w, "bad upgrade", http.StatusBadRequest)
 			return
 		}
@@ -156,7 +156,7 @@ func newFakeLeader(t *testing.T, serve func(seq uint64, cmds [][]byte, w io.Writ
 			return
 		}
 		defer conn.Close()
-		_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + Protocol + "\r\n\r\n")
+		_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + peer.StreamProtocol + "\r\n\r\n")
 		_ = brw.Flush()
 		for {
 			body, err := ReadFrame(brw.Reader, MaxBatchFrame, nil)
@@ -179,7 +179,7 @@ func newFakeLeader(t *testing.T, serve func(seq uint64, cmds [][]byte, w io.Writ
 }
 
 // writeAnswer writes the answer frame of batch seq.
-func writeAnswer(w io.Writer, seq uint64, results ...wire.Result) bool {
+func writeAnswer(w io.Writer, seq uint64, results ...peer.Result) bool {
 	b, err := AppendAnswer(nil, seq, results)
 	if err != nil {
 		return false
@@ -189,14 +189,14 @@ func writeAnswer(w io.Writer, seq uint64, results ...wire.Result) bool {
 }
 
 // testDialer opens streams as a node does, without its credentials: it
-// asks the leader to upgrade a plain connection to Protocol. (The cluster
+// asks the leader to upgrade a plain connection to peer.StreamProtocol. (The cluster
 // package tests its own dialer's credentials and errors.)
 type testDialer struct{}
 
 func (testDialer) DialStream(ctx context.Context, addr string) (net.Conn, *bufio.Reader, error) {
 	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", wire.ErrNotSent, err)
+		return nil, nil, fmt.Errorf("%w: %w", peer.ErrNotSent, err)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/stream", nil)
 	if err != nil {
@@ -204,7 +204,7 @@ func (testDialer) DialStream(ctx context.Context, addr string) (net.Conn, *bufio
 		return nil, nil, err
 	}
 	req.Header.Set("Connection", "Upgrade")
-	req.Header.Set("Upgrade", Protocol)
+	req.Header.Set("Upgrade", peer.StreamProtocol)
 	br := bufio.NewReader(conn)
 	var resp *http.Response
 	if err = req.Write(conn); err == nil {
@@ -215,7 +215,7 @@ func (testDialer) DialStream(ctx context.Context, addr string) (net.Conn, *bufio
 	}
 	if err != nil {
 		conn.Close()
-		return nil, nil, fmt.Errorf("%w: %w", wire.ErrNotSent, err)
+		return nil, nil, fmt.Errorf("%w: %w", peer.ErrNotSent, err)
 	}
 	return conn, br, nil
 }
@@ -243,9 +243,9 @@ func forwardOne(t *testing.T, f *Forwarder, addr string, cmd string, wait time.D
 // gets its own answer.
 func TestStreamCarriesConcurrentBatches(t *testing.T) {
 	fl := newFakeLeader(t, func(seq uint64, cmds [][]byte, w io.Writer) bool {
-		results := make([]wire.Result, len(cmds))
+		results := make([]peer.Result, len(cmds))
 		for i, c := range cmds {
-			results[i] = wire.Result{Response: &fsm.Response{Record: store.Record{ExecutionID: string(c)}}}
+			results[i] = peer.Result{Response: &fsm.Response{Record: store.Record{ExecutionID: string(c)}}}
 		}
 		return writeAnswer(w, seq, results...)
 	})
@@ -267,22 +267,22 @@ func TestStreamCarriesConcurrentBatches(t *testing.T) {
 }
 
 // Each command's own error keeps its meaning over the stream, as over
-// from its wire error (TestForwardedErrorsKeepTheirMeaning from its JSON).
+// from its frame's error (TestForwardedErrorsKeepTheirMeaning from its JSON).
 func TestStreamErrorsKeepTheirMeaning(t *testing.T) {
 	cases := []struct {
-		we  wire.Error
+		we  peer.Error
 		is  error
 		not []error
 	}{
-		{wire.Coded(store.CodeInvalidRequest, "empty command"), store.ErrInvalid, []error{store.ErrCommitUnknown}},
-		{wire.ErrorOf(wire.ErrNotLeader), wire.ErrNotLeader, []error{store.ErrCommitUnknown}},
-		{wire.ErrorOf(store.ErrCommitUnknown), store.ErrCommitUnknown, []error{store.ErrUnavailable, store.ErrInvalid}},
-		{wire.Error{State: "from_the_future", Message: "m"}, store.ErrCommitUnknown, []error{store.ErrInvalid}},
-		{wire.Coded(store.CodeUnavailable, "raft is overloaded"), store.ErrUnavailable, []error{store.ErrCommitUnknown}},
+		{peer.Coded(store.CodeInvalidRequest, "empty command"), store.ErrInvalid, []error{store.ErrCommitUnknown}},
+		{peer.ErrorOf(peer.ErrNotLeader), peer.ErrNotLeader, []error{store.ErrCommitUnknown}},
+		{peer.ErrorOf(store.ErrCommitUnknown), store.ErrCommitUnknown, []error{store.ErrUnavailable, store.ErrInvalid}},
+		{peer.Error{State: "from_the_future", Message: "m"}, store.ErrCommitUnknown, []error{store.ErrInvalid}},
+		{peer.Coded(store.CodeUnavailable, "raft is overloaded"), store.ErrUnavailable, []error{store.ErrCommitUnknown}},
 	}
 	for _, tc := range cases {
 		fl := newFakeLeader(t, func(seq uint64, _ [][]byte, w io.Writer) bool {
-			return writeAnswer(w, seq, wire.Result{Error: tc.we})
+			return writeAnswer(w, seq, peer.Result{Error: tc.we})
 		})
 		_, err := forwardOne(t, newTestForwarder(t), fl.addr, "c", 5*time.Second)
 		if !errors.Is(err, tc.is) {
@@ -307,7 +307,7 @@ func TestStreamBrokenAfterSendIsOutcomeUnknown(t *testing.T) {
 		"closed":  func(uint64, [][]byte, io.Writer) bool { return false },
 		"garbage": func(_ uint64, _ [][]byte, w io.Writer) bool { _, _ = w.Write([]byte{0, 0, 0, 2, 9, 9}); return true },
 		"wrong seq": func(seq uint64, _ [][]byte, w io.Writer) bool {
-			return writeAnswer(w, seq+1, wire.Result{Response: &fsm.Response{}})
+			return writeAnswer(w, seq+1, peer.Result{Response: &fsm.Response{}})
 		},
 		"too few":   func(seq uint64, _ [][]byte, w io.Writer) bool { return writeAnswer(w, seq) },
 		"cut short": func(_ uint64, _ [][]byte, w io.Writer) bool { _, _ = w.Write([]byte{0, 0, 0, 9, 1}); return false },
@@ -316,7 +316,7 @@ func TestStreamBrokenAfterSendIsOutcomeUnknown(t *testing.T) {
 			return true
 		},
 	}
-	refusals := []error{store.ErrInvalid, store.ErrConflict, store.ErrNotFound, store.ErrUnavailable, wire.ErrNotSent, wire.ErrNotLeader}
+	refusals := []error{store.ErrInvalid, store.ErrConflict, store.ErrNotFound, store.ErrUnavailable, peer.ErrNotSent, peer.ErrNotLeader}
 	for name, serve := range cases {
 		t.Run(name, func(t *testing.T) {
 			fl := newFakeLeader(t, serve)
@@ -354,7 +354,7 @@ func TestStreamSilentLeaderTimesOut(t *testing.T) {
 // new one for the next batch, which is answered (not taken as unknown).
 func TestStreamReopensAfterIdleClose(t *testing.T) {
 	fl := newFakeLeader(t, func(seq uint64, _ [][]byte, w io.Writer) bool {
-		writeAnswer(w, seq, wire.Result{Response: &fsm.Response{Count: 1}})
+		writeAnswer(w, seq, peer.Result{Response: &fsm.Response{Count: 1}})
 		return false // close after each answer
 	})
 	f := newTestForwarder(t)

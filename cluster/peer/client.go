@@ -16,9 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/carmyhq/carmy/cluster/forward"
 	"github.com/carmyhq/carmy/cluster/nodeauth"
-	"github.com/carmyhq/carmy/cluster/wire"
 	"github.com/carmyhq/carmy/fsm"
 	"github.com/carmyhq/carmy/internal/tlsmux"
 	"github.com/carmyhq/carmy/store"
@@ -100,10 +98,10 @@ func NewClient(cfg ClientConfig) *Client {
 func (c *Client) Close() { c.hc.CloseIdleConnections() }
 
 // The calls. Each returns, on an error answer, the error it carries
-// (wire.Error.Err); an answer that carries none is store.ErrUnavailable,
+// (Error.Err); an answer that carries none is store.ErrUnavailable,
 // and a refusal of this node as a member (a wrong key, another protocol
-// version: CheckAnswer) also matches wire.ErrRefused. An error that
-// matches wire.ErrNotSent means the request never reached addr.
+// version: CheckAnswer) also matches ErrRefused. An error that
+// matches ErrNotSent means the request never reached addr.
 
 // ReadIndex asks the leader at addr for its read index (PathReadIndex).
 func (c *Client) ReadIndex(ctx context.Context, addr string) (uint64, error) {
@@ -180,7 +178,7 @@ func (c *Client) do(ctx context.Context, method, addr, path string, body []byte,
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		if !gotConn.Load() {
-			return false, fmt.Errorf("%w: %w", wire.ErrNotSent, err)
+			return false, fmt.Errorf("%w: %w", ErrNotSent, err)
 		}
 		return true, err
 	}
@@ -219,23 +217,23 @@ func (c *Client) newRequest(ctx context.Context, method, addr, path string, body
 
 // DialStream connects to addr as the client's calls do (the same dialer,
 // mutual TLS with node TLS) and asks to upgrade the connection to a
-// forward stream (PathStream, forward.Protocol); it returns the
+// forward stream (PathStream, StreamProtocol); it returns the
 // connection and a reader of what the leader sends on it. ctx bounds the
 // handshake, and ending it ends the handshake at once. Errors:
-// wire.ErrRefused (with store.ErrUnavailable) when addr refuses this node
+// ErrRefused (with store.ErrUnavailable) when addr refuses this node
 // as a member (a wrong key, another protocol version); otherwise
-// wire.ErrNotSent, with why: nothing of a stream that did not open was
+// ErrNotSent, with why: nothing of a stream that did not open was
 // read.
 func (c *Client) DialStream(ctx context.Context, addr string) (net.Conn, *bufio.Reader, error) {
 	req, err := c.newRequest(ctx, http.MethodPost, addr, PathStream, nil)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", wire.ErrNotSent, err)
+		return nil, nil, fmt.Errorf("%w: %w", ErrNotSent, err)
 	}
 	req.Header.Set("Connection", "Upgrade")
-	req.Header.Set("Upgrade", forward.Protocol)
+	req.Header.Set("Upgrade", StreamProtocol)
 	conn, err := c.dial(ctx, "tcp", addr)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", wire.ErrNotSent, err)
+		return nil, nil, fmt.Errorf("%w: %w", ErrNotSent, err)
 	}
 	ok := false
 	defer func() {
@@ -252,25 +250,25 @@ func (c *Client) DialStream(ctx context.Context, addr string) (net.Conn, *bufio.
 	if c.tlsConf != nil {
 		tc := tls.Client(conn, c.tlsConf)
 		if err := tc.HandshakeContext(ctx); err != nil {
-			return nil, nil, fmt.Errorf("%w: %w", wire.ErrNotSent, err)
+			return nil, nil, fmt.Errorf("%w: %w", ErrNotSent, err)
 		}
 		conn = tc
 	}
 	if err := req.Write(conn); err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", wire.ErrNotSent, err)
+		return nil, nil, fmt.Errorf("%w: %w", ErrNotSent, err)
 	}
 	br := bufio.NewReaderSize(conn, 64<<10)
 	resp, err := http.ReadResponse(br, req)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: the answer to the stream's upgrade: %w", wire.ErrNotSent, err)
+		return nil, nil, fmt.Errorf("%w: the answer to the stream's upgrade: %w", ErrNotSent, err)
 	}
 	if err := CheckAnswer(addr, resp); err != nil {
 		_ = resp.Body.Close()
 		return nil, nil, err
 	}
-	if resp.StatusCode == http.StatusSwitchingProtocols && strings.EqualFold(resp.Header.Get("Upgrade"), forward.Protocol) {
+	if resp.StatusCode == http.StatusSwitchingProtocols && strings.EqualFold(resp.Header.Get("Upgrade"), StreamProtocol) {
 		if !stop() {
-			return nil, nil, fmt.Errorf("%w: %w", wire.ErrNotSent, ctx.Err())
+			return nil, nil, fmt.Errorf("%w: %w", ErrNotSent, ctx.Err())
 		}
 		_ = conn.SetDeadline(time.Time{})
 		ok = true
@@ -279,9 +277,9 @@ func (c *Client) DialStream(ctx context.Context, addr string) (net.Conn, *bufio.
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	err = errorAnswer(addr, resp.Status, raw)
-	if errors.Is(err, wire.ErrRefused) {
+	if errors.Is(err, ErrRefused) {
 		return nil, nil, err
 	}
 	// Nothing was sent, whatever the answer says.
-	return nil, nil, fmt.Errorf("%w: the stream's upgrade: %v", wire.ErrNotSent, err)
+	return nil, nil, fmt.Errorf("%w: the stream's upgrade: %v", ErrNotSent, err)
 }

@@ -12,9 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/carmyhq/carmy/cluster/forward"
 	"github.com/carmyhq/carmy/cluster/nodeauth"
-	"github.com/carmyhq/carmy/cluster/wire"
 	"github.com/carmyhq/carmy/fsm"
 	"github.com/carmyhq/carmy/internal/certs"
 	"github.com/carmyhq/carmy/store"
@@ -34,7 +32,7 @@ func TestNothingSentBeforeTheConnection(t *testing.T) {
 	}))
 	defer stranger.Close()
 	sent, err := client.post(t.Context(), stranger.Listener.Addr().String(), PathJoin, fsm.NodeInfo{}, &JoinAnswer{})
-	if sent || !errors.Is(err, wire.ErrNotSent) {
+	if sent || !errors.Is(err, ErrNotSent) {
 		t.Errorf("failed handshake: sent %v, err %v; want not sent", sent, err)
 	}
 
@@ -45,7 +43,7 @@ func TestNothingSentBeforeTheConnection(t *testing.T) {
 	}
 	dead := ln.Addr().String()
 	ln.Close()
-	if sent, err := client.post(t.Context(), dead, PathJoin, fsm.NodeInfo{}, &JoinAnswer{}); sent || !errors.Is(err, wire.ErrNotSent) {
+	if sent, err := client.post(t.Context(), dead, PathJoin, fsm.NodeInfo{}, &JoinAnswer{}); sent || !errors.Is(err, ErrNotSent) {
 		t.Errorf("refused dial: sent %v, err %v; want not sent", sent, err)
 	}
 
@@ -90,7 +88,7 @@ func testNodeTLS(t *testing.T) *nodeauth.TLS {
 
 // A node whose call is answered by a node of another protocol version
 // (an answer naming another, or a success naming none) gets an error that
-// names both, matches nodeauth.ErrProtocol and wire.ErrRefused (nothing
+// names both, matches nodeauth.ErrProtocol and ErrRefused (nothing
 // applied), and is no unknown outcome: on an ordinary call and on the
 // stream's upgrade.
 func TestAnswerOfAnotherProtocolIsRefused(t *testing.T) {
@@ -114,7 +112,7 @@ func TestAnswerOfAnotherProtocolIsRefused(t *testing.T) {
 		c := NewClient(ClientConfig{NodeID: "n1"})
 		check := func(what string, err error) {
 			t.Helper()
-			if !errors.Is(err, nodeauth.ErrProtocol) || !errors.Is(err, wire.ErrRefused) || !errors.Is(err, store.ErrUnavailable) ||
+			if !errors.Is(err, nodeauth.ErrProtocol) || !errors.Is(err, ErrRefused) || !errors.Is(err, store.ErrUnavailable) ||
 				errors.Is(err, store.ErrCommitUnknown) || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("%s, %s: %v, want nodeauth.ErrProtocol saying %q", name, what, err, tc.want)
 			}
@@ -150,7 +148,7 @@ func TestStreamUpgradeNamesTheNode(t *testing.T) {
 		t.Fatal("a 404 upgraded the connection")
 	}
 	h := <-got
-	if h.Get("Upgrade") != forward.Protocol || h.Get(NodeIDHeader) != "follower" || h.Get(KeyHeader) != "the-cluster-key-0123" ||
+	if h.Get("Upgrade") != StreamProtocol || h.Get(NodeIDHeader) != "follower" || h.Get(KeyHeader) != "the-cluster-key-0123" ||
 		h.Get(ProtocolHeader) != Protocol {
 		t.Errorf("upgrade headers: %v", h)
 	}
@@ -180,8 +178,8 @@ func TestStreamUpgradeEndsWithItsContext(t *testing.T) {
 	cancel()
 	select {
 	case err := <-done:
-		if !errors.Is(err, wire.ErrNotSent) {
-			t.Errorf("err = %v, want wire.ErrNotSent", err)
+		if !errors.Is(err, ErrNotSent) {
+			t.Errorf("err = %v, want ErrNotSent", err)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("DialStream still waits for the upgrade's answer after its context ended")

@@ -6,10 +6,24 @@
 // logic (applying forwarded commands, joins, read indexes); this package
 // knows only the protocol. It imports no cluster, engine or api.
 //
+// # Outcomes
+//
+// Whatever carries a node-to-node call (a peer HTTP answer, a forward
+// stream's frame; package forward imports this one), it speaks of its
+// outcome in one vocabulary (outcome.go): Error, an error as it travels
+// between nodes (an error code of docs/errors.md, or a state of the
+// attempt: not the leader, outcome unknown), rebuilt on the receiving
+// node as the same store error (Error.Err), so that errors.Is works on
+// every node alike; Result, the outcome of one forwarded command; the
+// outcomes of an attempt that are no outcome of the contract
+// (ErrNotLeader, ErrNotSent, ErrRefused); and MaxCommandBytes, the bound
+// on one command on every node. An error without a code (or a state)
+// carries none.
+//
 // # Who calls what
 //
 //   - A follower opens a forward stream to the leader (PathStream: an
-//     HTTP request upgraded to forward.Protocol, Client.DialStream as the
+//     HTTP request upgraded to StreamProtocol, Client.DialStream as the
 //     forward.Dialer); every command a follower writes reaches the leader
 //     this way, in package forward's frames.
 //   - A follower asks the leader for its read index before a
@@ -32,7 +46,7 @@
 // under tlsmux.NodeServerName with a certificate of the cluster CA that
 // carries the node role; with a cluster key, the key in KeyHeader; both
 // when both are set, and nobody when neither is. A refused caller is
-// answered 403 (wire.Error with code FORBIDDEN) and logged through
+// answered 403 (Error with code FORBIDDEN) and logged through
 // nodeauth.Refusals; a wrong key is also reported through authfail, so
 // the API server in front rate-limits a guesser's address. NodeIDHeader
 // names the caller for the audit log (a claim, not a credential), and
@@ -46,8 +60,8 @@
 // read index and joins by the node's LeaderWait, a silence check by a
 // fraction of Raft's heartbeat timeout). A request body is at most
 // MaxRequestBytes and an answer MaxAnswerBytes. An error that matches
-// wire.ErrNotSent never reached the other node (nothing of it was
-// applied); one that matches wire.ErrRefused was refused as a member's
+// ErrNotSent never reached the other node (nothing of it was
+// applied); one that matches ErrRefused was refused as a member's
 // call and will be refused again.
 //
 // # Compatibility

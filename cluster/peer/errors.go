@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/carmyhq/carmy/cluster/wire"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -16,9 +15,9 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// WriteError answers with status and what went wrong (a wire.Error,
+// WriteError answers with status and what went wrong (an Error,
 // which the calling Client rebuilds as the same error).
-func WriteError(w http.ResponseWriter, status int, we wire.Error) {
+func WriteError(w http.ResponseWriter, status int, we Error) {
 	WriteJSON(w, status, we)
 }
 
@@ -37,15 +36,15 @@ func StatusOf(err error) int {
 }
 
 // errorAnswer is the error an error answer (status, body raw) of addr
-// carries (wire.Error.Err); one that carries none is store.ErrUnavailable,
-// and a refusal of this node as a member also matches wire.ErrRefused.
+// carries (Error.Err); one that carries none is store.ErrUnavailable,
+// and a refusal of this node as a member also matches ErrRefused.
 func errorAnswer(addr, status string, raw []byte) error {
-	var we wire.Error
+	var we Error
 	if json.Unmarshal(raw, &we) != nil || !we.IsError() {
 		return fmt.Errorf("%w: %s answered %s", store.ErrUnavailable, addr, status)
 	}
 	if we.Code == store.CodeForbidden {
-		return fmt.Errorf("%w: %s refused this node: %s (%w)", store.ErrUnavailable, addr, we.Message, wire.ErrRefused)
+		return fmt.Errorf("%w: %s refused this node: %s (%w)", store.ErrUnavailable, addr, we.Message, ErrRefused)
 	}
 	return we.Err()
 }

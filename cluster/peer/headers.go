@@ -7,7 +7,6 @@ import (
 	"strconv"
 
 	"github.com/carmyhq/carmy/cluster/nodeauth"
-	"github.com/carmyhq/carmy/cluster/wire"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -37,14 +36,14 @@ var Protocol = strconv.Itoa(nodeauth.ProtocolVersion)
 // success must name this node's version; an error answer that names none
 // did not come from a node's Handler (which names its version on every
 // answer) and is left to be read as an error. The error matches
-// nodeauth.ErrProtocol, store.ErrUnavailable and wire.ErrRefused: nothing
+// nodeauth.ErrProtocol, store.ErrUnavailable and ErrRefused: nothing
 // was applied, and retrying will not help.
 func CheckAnswer(addr string, resp *http.Response) error {
 	v := resp.Header.Get(ProtocolHeader)
 	if v == Protocol || v == "" && resp.StatusCode >= http.StatusBadRequest {
 		return nil
 	}
-	return fmt.Errorf("%w: %w (%w)", store.ErrUnavailable, nodeauth.ProtocolMismatch(addr, v), wire.ErrRefused)
+	return fmt.Errorf("%w: %w (%w)", store.ErrUnavailable, nodeauth.ProtocolMismatch(addr, v), ErrRefused)
 }
 
 // withActor is r's context with the actor its ActorHeader names.

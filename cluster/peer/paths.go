@@ -29,4 +29,8 @@ const (
 	// PathSilence (POST SilenceRequest; LogPosition): another voter found
 	// the leader silent.
 	PathSilence = "/internal/v1/silence"
+
+	// StreamProtocol names the forward stream in the upgrade of a
+	// PathStream request (the Upgrade header, both ways).
+	StreamProtocol = "carmy-forward/1"
 )

@@ -9,9 +9,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/carmyhq/carmy/cluster/forward"
 	"github.com/carmyhq/carmy/cluster/nodeauth"
-	"github.com/carmyhq/carmy/cluster/wire"
 	"github.com/carmyhq/carmy/fsm"
 	"github.com/carmyhq/carmy/internal/authfail"
 	"github.com/carmyhq/carmy/internal/certs"
@@ -23,16 +21,16 @@ import (
 // Node implements it. Handler has decoded the request's body, and r's
 // context carries the actor ActorHeader names (store.ActorFrom); r is
 // there for the audit log (NodeIDHeader, the caller's address and
-// certificate). An error is answered as a wire.Error, which the calling
+// certificate). An error is answered as a Error, which the calling
 // Client rebuilds as the same error.
 type Server interface {
 	// Stream serves a forward stream on conn, a connection Handler took
-	// over from r (an upgrade to forward.Protocol) and has not answered:
+	// over from r (an upgrade to StreamProtocol) and has not answered:
 	// the server answers it with AcceptStream once it takes the stream,
 	// or closes it, and reads rw's buffered bytes before conn's. It
 	// returns when the stream ends.
 	Stream(r *http.Request, conn net.Conn, rw *bufio.ReadWriter)
-	// ReadIndex is the leader's read index (wire.ErrNotLeader on a node
+	// ReadIndex is the leader's read index (ErrNotLeader on a node
 	// that does not lead); its errors are answered 503.
 	ReadIndex(r *http.Request) (uint64, error)
 	// Join adds info to the cluster (or updates its addresses) and
@@ -90,7 +88,7 @@ func Handler(s Server, g Guard) http.Handler {
 	mux.HandleFunc("POST "+PathReadIndex, func(w http.ResponseWriter, r *http.Request) {
 		idx, err := s.ReadIndex(r)
 		if err != nil {
-			WriteError(w, http.StatusServiceUnavailable, wire.ErrorOf(err))
+			WriteError(w, http.StatusServiceUnavailable, ErrorOf(err))
 			return
 		}
 		WriteJSON(w, http.StatusOK, IndexAnswer{Index: idx})
@@ -102,7 +100,7 @@ func Handler(s Server, g Guard) http.Handler {
 		}
 		nodes, err := s.Join(r, info)
 		if err != nil {
-			WriteError(w, StatusOf(err), wire.ErrorOf(err))
+			WriteError(w, StatusOf(err), ErrorOf(err))
 			return
 		}
 		WriteJSON(w, http.StatusOK, JoinAnswer{Nodes: nodes})
@@ -113,7 +111,7 @@ func Handler(s Server, g Guard) http.Handler {
 			return
 		}
 		if err := s.Remove(r, req.ID); err != nil {
-			WriteError(w, StatusOf(err), wire.ErrorOf(err))
+			WriteError(w, StatusOf(err), ErrorOf(err))
 			return
 		}
 		WriteJSON(w, http.StatusOK, struct{}{})
@@ -121,7 +119,7 @@ func Handler(s Server, g Guard) http.Handler {
 	mux.HandleFunc("GET "+PathState, func(w http.ResponseWriter, r *http.Request) {
 		d, err := s.State(r)
 		if err != nil {
-			WriteError(w, http.StatusInternalServerError, wire.ErrorOf(err))
+			WriteError(w, http.StatusInternalServerError, ErrorOf(err))
 			return
 		}
 		WriteJSON(w, http.StatusOK, d)
@@ -132,7 +130,7 @@ func Handler(s Server, g Guard) http.Handler {
 // decode reads r's JSON body into v, or answers 400 INVALID_REQUEST.
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	if err := json.NewDecoder(r.Body).Decode(v); err != nil {
-		WriteError(w, http.StatusBadRequest, wire.Coded(store.CodeInvalidRequest, err.Error()))
+		WriteError(w, http.StatusBadRequest, Coded(store.CodeInvalidRequest, err.Error()))
 		return false
 	}
 	return true
@@ -146,7 +144,7 @@ func (g Guard) wrap(next http.Handler) http.Handler {
 		if g.NodeTLS && (r.TLS == nil || r.TLS.ServerName != tlsmux.NodeServerName || len(r.TLS.PeerCertificates) == 0 ||
 			!certs.HasNodeRole(r.TLS.PeerCertificates[0])) {
 			g.refused("internal call without a node certificate", r, errors.New(r.Method+" "+r.URL.Path))
-			WriteError(w, http.StatusForbidden, wire.Coded(store.CodeForbidden, "the internal API needs mutual TLS with a node certificate of this cluster"))
+			WriteError(w, http.StatusForbidden, Coded(store.CodeForbidden, "the internal API needs mutual TLS with a node certificate of this cluster"))
 			return
 		}
 		if g.ClusterKey != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get(KeyHeader)), []byte(g.ClusterKey)) != 1 {
@@ -160,18 +158,18 @@ func (g Guard) wrap(next http.Handler) http.Handler {
 				}
 				authfail.Report(r.Context(), "wrong cluster key")
 			}
-			WriteError(w, http.StatusForbidden, wire.Coded(store.CodeForbidden, "missing or wrong cluster key"))
+			WriteError(w, http.StatusForbidden, Coded(store.CodeForbidden, "missing or wrong cluster key"))
 			return
 		}
 		if !g.NodeTLS && g.ClusterKey == "" {
 			// Never open, whatever the configuration.
-			WriteError(w, http.StatusForbidden, wire.Coded(store.CodeForbidden, "this node has neither a cluster key nor node TLS"))
+			WriteError(w, http.StatusForbidden, Coded(store.CodeForbidden, "this node has neither a cluster key nor node TLS"))
 			return
 		}
 		if v := r.Header.Get(ProtocolHeader); v != Protocol && (v != "" || r.URL.Path != PathState) {
 			err := nodeauth.ProtocolMismatch("the caller", v)
 			g.refused("internal call of another node protocol version", r, err)
-			WriteError(w, http.StatusForbidden, wire.Coded(store.CodeForbidden, err.Error()))
+			WriteError(w, http.StatusForbidden, Coded(store.CodeForbidden, err.Error()))
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, MaxRequestBytes)
@@ -192,26 +190,26 @@ func (g Guard) refused(what string, r *http.Request, err error) {
 // for the upgrade is answered 400 INVALID_REQUEST, and its connection
 // stays HTTP.
 func serveStream(s Server, w http.ResponseWriter, r *http.Request) {
-	if !strings.EqualFold(r.Header.Get("Upgrade"), forward.Protocol) ||
+	if !strings.EqualFold(r.Header.Get("Upgrade"), StreamProtocol) ||
 		!strings.Contains(strings.ToLower(r.Header.Get("Connection")), "upgrade") {
-		WriteError(w, http.StatusBadRequest, wire.Coded(store.CodeInvalidRequest,
-			"this path only upgrades the connection to "+forward.Protocol))
+		WriteError(w, http.StatusBadRequest, Coded(store.CodeInvalidRequest,
+			"this path only upgrades the connection to "+StreamProtocol))
 		return
 	}
 	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
-		WriteError(w, http.StatusServiceUnavailable, wire.Coded(store.CodeUnavailable,
+		WriteError(w, http.StatusServiceUnavailable, Coded(store.CodeUnavailable,
 			"this connection cannot carry a stream: "+err.Error()))
 		return
 	}
 	s.Stream(r, conn, brw)
 }
 
-// AcceptStream answers a stream's upgrade (101, naming forward.Protocol
+// AcceptStream answers a stream's upgrade (101, naming StreamProtocol
 // and this node's protocol version) on rw, the connection Server.Stream
 // was handed. After it, the connection carries forward frames only.
 func AcceptStream(rw *bufio.ReadWriter) error {
-	if _, err := rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + forward.Protocol +
+	if _, err := rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + StreamProtocol +
 		"\r\n" + ProtocolHeader + ": " + Protocol + "\r\n\r\n"); err != nil {
 		return err
 	}

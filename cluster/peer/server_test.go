@@ -14,9 +14,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/carmyhq/carmy/cluster/forward"
 	"github.com/carmyhq/carmy/cluster/nodeauth"
-	"github.com/carmyhq/carmy/cluster/wire"
 	"github.com/carmyhq/carmy/fsm"
 	"github.com/carmyhq/carmy/store"
 )
@@ -205,7 +203,7 @@ func TestStreamPathNeedsTheUpgrade(t *testing.T) {
 	for name, hdr := range map[string]map[string]string{
 		"no upgrade":        {},
 		"another protocol":  {"Connection": "Upgrade", "Upgrade": "websocket"},
-		"upgrade, no conn.": {"Upgrade": forward.Protocol},
+		"upgrade, no conn.": {"Upgrade": StreamProtocol},
 	} {
 		req := httptest.NewRequest(http.MethodPost, PathStream, nil)
 		for k, v := range hdr {
@@ -213,7 +211,7 @@ func TestStreamPathNeedsTheUpgrade(t *testing.T) {
 		}
 		rec := httptest.NewRecorder()
 		serveStream(&fakeServer{}, rec, req)
-		var we wire.Error
+		var we Error
 		if err := json.Unmarshal(rec.Body.Bytes(), &we); err != nil || rec.Code != http.StatusBadRequest || we.Code != store.CodeInvalidRequest {
 			t.Errorf("%s: %d %s (%v), want 400 INVALID_REQUEST", name, rec.Code, rec.Body.String(), err)
 		}

@@ -53,9 +53,9 @@ func (s *fullableStore) DeleteRange(min, max uint64) error {
 // enospc is a write failing for want of space, as BoltDB returns it.
 var enospc = &fs.PathError{Op: "write", Path: "/data/raft.db", Err: syscall.ENOSPC}
 
-func newFullableLeaderLog(t *testing.T) (*fullableStore, *Store, *atomic.Bool) {
+func newFullableLeaderLog(t *testing.T) (*fullableStore, *QueuedLog, *atomic.Bool) {
 	s := &fullableStore{InmemStore: raft.NewInmemStore()}
-	l := New(s, "/data/raft.db")
+	l := NewQueuedLog(s, "/data/raft.db")
 	var leader atomic.Bool
 	leader.Store(true)
 	l.SetLeaderCheck(leader.Load)

@@ -2,10 +2,10 @@
 // segment files whose append is durable after one fdatasync (WAL; OpenLog
 // chooses it or raft.db and moves a log from raft.db into it), the BoltDB
 // file that holds Raft's stable state (OpenBolt), the leader's queued log
-// writes (Store), and the reserve that keeps Raft's own writes possible
+// writes (QueuedLog), and the reserve that keeps Raft's own writes possible
 // on a full disk (Reserve).
 //
-// Store is the raft.LogStore beneath Raft's log cache. A follower's writes
+// QueuedLog is the raft.LogStore beneath Raft's log cache. A follower's writes
 // go through it synchronously; a leader's are queued and written by one
 // goroutine, several rounds in one transaction, so that the leader writes
 // its log while the followers write theirs. Raft then counts the leader's

@@ -8,14 +8,16 @@ import (
 )
 
 // GatedFSM is f as Raft must see it over s: it applies an entry only once
-// the leader's own copy of it is on disk (Store). On a follower every
+// the leader's own copy of it is on disk (QueuedLog). On a follower every
 // entry it applies is already written, and nothing waits.
-func GatedFSM(f raft.BatchingFSM, s *Store) raft.BatchingFSM { return gatedFSM{BatchingFSM: f, log: s} }
+func GatedFSM(f raft.BatchingFSM, s *QueuedLog) raft.BatchingFSM {
+	return gatedFSM{BatchingFSM: f, log: s}
+}
 
 // gatedFSM is GatedFSM's state machine.
 type gatedFSM struct {
 	raft.BatchingFSM
-	log *Store
+	log *QueuedLog
 }
 
 // Apply implements raft.FSM.
@@ -67,16 +69,16 @@ func (g gatedFSM) wait(index uint64) error {
 }
 
 // CappedTransport is t with every commit index the leader sends lowered
-// below the first entry s has not written (Store.commitCap): a follower
+// below the first entry s has not written (QueuedLog.commitCap): a follower
 // applies only what the leader holds on disk too.
-func CappedTransport(t *raft.NetworkTransport, s *Store) raft.Transport {
+func CappedTransport(t *raft.NetworkTransport, s *QueuedLog) raft.Transport {
 	return cappedTransport{NetworkTransport: t, log: s}
 }
 
 // cappedTransport is CappedTransport's transport.
 type cappedTransport struct {
 	*raft.NetworkTransport
-	log *Store
+	log *QueuedLog
 }
 
 // AppendEntries implements raft.Transport.

@@ -19,7 +19,7 @@ import (
 // write fails for want of space, so that the write (a few pages) goes
 // through, and made again once the log writes again (the disk has room).
 // The log's own writes do not touch the reserve: a full disk stalls them,
-// which makes the node refuse new calls (Store).
+// which makes the node refuse new calls (QueuedLog).
 
 // ReserveFile and reserveBytes name and size the reserve: enough for
 // hundreds of term and vote writes, little beside a data dir.

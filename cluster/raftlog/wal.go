@@ -38,7 +38,7 @@ import (
 //
 // A write that fails leaves the log as it was: the file is truncated back
 // to its previous end (a new segment is removed), so the write can be
-// retried, as Store does while the disk is full. A failure to restore
+// retried, as QueuedLog does while the disk is full. A failure to restore
 // that state breaks the WAL: every later write returns it.
 //
 // WAL implements raft.LogStore and raft.MonotonicLogStore. Safe for

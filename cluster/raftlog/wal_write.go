@@ -254,7 +254,7 @@ const (
 // EnsureMargin reserves the blocks of the WALMargin bytes past the end of
 // the last segment, if they are not yet, and returns the error (a full
 // disk) when it cannot. The entries written while it fails go to the
-// margin: a node that stops taking new calls when it fails (Store's
+// margin: a node that stops taking new calls when it fails (QueuedLog's
 // space check) still has room for the entries already on their way, such
 // as the outcome of a tool that ran. A file system that cannot reserve
 // blocks keeps no margin (nil).

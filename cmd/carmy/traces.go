@@ -118,9 +118,9 @@ func runTraces(ctx context.Context, cfg tracesConfig, stdout, stderr io.Writer) 
 			return err
 		}
 	}
-	store := tracerecv.NewStore(tracerecv.Limits{Traces: cfg.maxTraces}, nil)
+	received := tracerecv.NewBuffer(tracerecv.Limits{Traces: cfg.maxTraces}, nil)
 	mux := http.NewServeMux()
-	mux.Handle("/v1/traces", &tracerecv.Handler{Store: store})
+	mux.Handle("/v1/traces", &tracerecv.Handler{Buffer: received})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -141,7 +141,7 @@ func runTraces(ctx context.Context, cfg tracesConfig, stdout, stderr io.Writer) 
 	// flush prints the traces that settled (all pending ones at the end)
 	// and rewrites the Jaeger file when one did.
 	flush := func(settle time.Duration) error {
-		ready := store.Quiet(settle)
+		ready := received.Quiet(settle)
 		for _, t := range ready {
 			if err := tracerecv.WriteTree(stdout, t, prefixes...); err != nil {
 				return fmt.Errorf("traces: %w", err)
@@ -149,7 +149,7 @@ func runTraces(ctx context.Context, cfg tracesConfig, stdout, stderr io.Writer) 
 			fmt.Fprintln(stdout)
 		}
 		if len(ready) > 0 && cfg.jaeger != "" {
-			return writeJaegerFile(cfg.jaeger, store.Traces())
+			return writeJaegerFile(cfg.jaeger, received.Traces())
 		}
 		return nil
 	}
@@ -175,7 +175,7 @@ receive:
 		srv.Close()
 	}
 	err = flush(0)
-	st := store.Stats()
+	st := received.Stats()
 	fmt.Fprintf(stderr, "carmy traces: stopped; %d traces (%d spans) kept, %d evicted, %d spans dropped\n", st.Traces, st.Spans, st.Evicted, st.Dropped)
 	return err
 }

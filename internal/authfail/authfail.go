@@ -1,8 +1,8 @@
 // Package authfail carries, in a request's context, where a handler
 // reports a failed authentication that the server in front of it counts:
-// the API server (package api) counts the wrong cluster keys the
-// node-to-node endpoints (package cluster) refuse, per client address,
-// and answers 429 once a client is over its failures.
+// the API server (package api) counts the wrong cluster keys the peer
+// (node-to-node) endpoints (package cluster/peer) refuse, per client
+// address, and answers 429 once a client is over its failures.
 package authfail
 
 import (

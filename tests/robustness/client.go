@@ -71,9 +71,9 @@ type nodeClient struct {
 	// tokens authenticate the harness: calls and record reads as the
 	// agent, decisions as the approver, administration as the admin.
 	tokens runTokens
-	// ihc calls the internal endpoints as a node would: mutual TLS under
+	// peerHC calls the peer endpoints as a node would: mutual TLS under
 	// tlsmux.NodeServerName with the harness's certificate.
-	ihc *http.Client
+	peerHC *http.Client
 }
 
 // newNodeClient returns the harness's client; tlsDir holds the cluster CA
@@ -106,7 +106,7 @@ func newNodeClient(t testing.TB, key, tlsDir string, tokens runTokens) *nodeClie
 	}
 	return &nodeClient{
 		hc: &http.Client{Timeout: callTimeout}, key: key, tokens: tokens,
-		ihc: &http.Client{Timeout: callTimeout, Transport: &http.Transport{TLSClientConfig: tc}},
+		peerHC: &http.Client{Timeout: callTimeout, Transport: &http.Transport{TLSClientConfig: tc}},
 	}
 }
 
@@ -432,7 +432,7 @@ func (c *nodeClient) setFaults(ctx context.Context, baseURL string, rules faultR
 		rules.DropOut = []string{}
 	}
 	body, _ := json.Marshal(rules)
-	return c.internal(ctx, http.MethodPut, baseURL+"/internal/v1/faults", body, nil)
+	return c.asPeer(ctx, http.MethodPut, baseURL+"/internal/v1/faults", body, nil)
 }
 
 // digest is GET /internal/v1/state.
@@ -444,13 +444,13 @@ type digest struct {
 }
 
 func (c *nodeClient) digest(ctx context.Context, baseURL string) (d digest, err error) {
-	err = c.internal(ctx, http.MethodGet, baseURL+"/internal/v1/state", nil, &d)
+	err = c.asPeer(ctx, http.MethodGet, baseURL+"/internal/v1/state", nil, &d)
 	return d, err
 }
 
-// internal calls a node-to-node endpoint over mutual TLS, with the
+// asPeer calls a peer (node-to-node) endpoint over mutual TLS, with the
 // cluster key.
-func (c *nodeClient) internal(ctx context.Context, method, url string, body []byte, out any) error {
+func (c *nodeClient) asPeer(ctx context.Context, method, url string, body []byte, out any) error {
 	return c.send(ctx, method, strings.Replace(url, "http://", "https://", 1), body, true, out)
 }
 
@@ -490,7 +490,7 @@ func (c *nodeClient) send(ctx context.Context, method, url string, body []byte, 
 	req.Header.Set("Content-Type", "application/json")
 	hc := c.hc
 	if withKey {
-		hc = c.ihc
+		hc = c.peerHC
 	}
 	resp, err := hc.Do(req)
 	if err != nil {

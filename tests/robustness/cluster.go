@@ -58,7 +58,7 @@ func startCluster(t testing.TB, size int) *testCluster {
 	// Gossip is encrypted and Raft runs over mutual TLS, as in
 	// production: every fault below also exercises the keyring and the
 	// TLS layer (a wiped node rejoins with both).
-	// The harness holds a certificate too ("harness"): the nodes' internal
+	// The harness holds a certificate too ("harness"): the nodes' peer
 	// endpoints (state digests) answer only over mutual TLS.
 	hostTLS := writeNodeTLS(t, append(slices.Clone(names), "harness"))
 	tokens := newRunTokens(t)

@@ -19,18 +19,18 @@ import (
 const DefaultMaxBody = 16 << 20
 
 // Handler is the OTLP/HTTP endpoint POST /v1/traces, keeping what it
-// receives in a Store.
+// receives in a Buffer.
 //
 // It answers an export of Content-Type application/x-protobuf (or
 // application/protobuf) that otlpread.Decode reads, or application/json
 // that otlpread.DecodeJSON reads, gzip-compressed or not, with 200 and an
 // empty ExportTraceServiceResponse in the same encoding (a partial
-// success when the store dropped spans); a body that is not one with 400
+// success when the buffer dropped spans); a body that is not one with 400
 // and a text/plain message saying what is wrong; a body (or its
 // decompressed content) larger than MaxBody with 413; another content
 // type or encoding with 415; another method with 405.
 type Handler struct {
-	Store *Store
+	Buffer *Buffer
 	// MaxBody bounds an export's size, decompressed (DefaultMaxBody when
 	// 0).
 	MaxBody int64
@@ -93,7 +93,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, r, http.StatusBadRequest, err.Error())
 		return
 	}
-	dropped := h.Store.Add(req)
+	dropped := h.Buffer.Add(req)
 	if h.Log != nil {
 		h.Log.Debug("export received", slog.Int("spans", req.SpanCount()), slog.Int("dropped", dropped))
 	}

@@ -33,8 +33,8 @@ func gzipped(b []byte) []byte {
 }
 
 func TestHandlerTakesAnExport(t *testing.T) {
-	st := NewStore(Limits{}, nil)
-	h := &Handler{Store: st}
+	st := NewBuffer(Limits{}, nil)
+	h := &Handler{Buffer: st}
 	for _, tt := range []struct{ contentType, encoding string }{
 		{"application/x-protobuf", ""}, {"application/protobuf; charset=binary", "gzip"},
 	} {
@@ -53,8 +53,8 @@ func TestHandlerTakesAnExport(t *testing.T) {
 }
 
 func TestHandlerRefuses(t *testing.T) {
-	st := NewStore(Limits{}, nil)
-	h := &Handler{Store: st, MaxBody: 1024}
+	st := NewBuffer(Limits{}, nil)
+	h := &Handler{Buffer: st, MaxBody: 1024}
 	good := export("carmy", testSpan{trace: 1, id: 1})
 	for _, tt := range []struct {
 		name                  string
@@ -84,14 +84,14 @@ func TestHandlerRefuses(t *testing.T) {
 		t.Errorf("GET: %d, Allow %q; want 405, Allow: POST", w.Code, w.Header().Get("Allow"))
 	}
 	if s := st.Stats(); s.Spans != 0 {
-		t.Errorf("the store kept %d spans of refused exports", s.Spans)
+		t.Errorf("the buffer kept %d spans of refused exports", s.Spans)
 	}
 }
 
-// TestHandlerReportsDroppedSpans: spans the store drops are a partial
+// TestHandlerReportsDroppedSpans: spans the buffer drops are a partial
 // success in the answer.
 func TestHandlerReportsDroppedSpans(t *testing.T) {
-	h := &Handler{Store: NewStore(Limits{Traces: 10, Spans: 1}, nil)}
+	h := &Handler{Buffer: NewBuffer(Limits{Traces: 10, Spans: 1}, nil)}
 	w := post(t, h, "application/x-protobuf", "", export("carmy", testSpan{trace: 1, id: 1}, testSpan{trace: 1, id: 2}))
 	raw, _ := io.ReadAll(w.Body)
 	if w.Code != http.StatusOK || len(raw) == 0 || !bytes.Contains(raw, []byte("full")) {
@@ -100,8 +100,8 @@ func TestHandlerReportsDroppedSpans(t *testing.T) {
 }
 
 func TestHandlerTakesOTLPJSON(t *testing.T) {
-	st := NewStore(Limits{}, nil)
-	h := &Handler{Store: st}
+	st := NewBuffer(Limits{}, nil)
+	h := &Handler{Buffer: st}
 	body := `{"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"carmy"}}]},` +
 		`"scopeSpans":[{"spans":[{"traceId":"4bf92f3577b34da6a3ce929d0e0e4736","spanId":"00f067aa0ba902b7","name":"carmy.call",` +
 		`"startTimeUnixNano":"1","endTimeUnixNano":"2"}]}]}]}`
@@ -112,7 +112,7 @@ func TestHandlerTakesOTLPJSON(t *testing.T) {
 	if tr := st.Traces(); len(tr) != 1 || tr[0].Spans[0].Name != "carmy.call" || serviceName(tr[0].Spans[0].Resource) != "carmy" {
 		t.Errorf("traces %+v, want the call's", tr)
 	}
-	h = &Handler{Store: NewStore(Limits{Spans: 1}, nil)}
+	h = &Handler{Buffer: NewBuffer(Limits{Spans: 1}, nil)}
 	two := strings.Replace(body, `"name":"carmy.call",`, `"name":"a"},{"traceId":"4bf92f3577b34da6a3ce929d0e0e4736","spanId":"00f067aa0ba902b8",`, 1)
 	w = post(t, h, "application/json", "", []byte(two))
 	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"rejectedSpans":"1"`) {

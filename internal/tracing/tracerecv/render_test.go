@@ -11,7 +11,7 @@ import (
 // caller's span (not exported), its three children.
 func carmyTrace(t *testing.T) Trace {
 	t.Helper()
-	st := NewStore(Limits{}, nil)
+	st := NewBuffer(Limits{}, nil)
 	const ms = 1_000_000
 	base := uint64(1_700_000_000_000_000_000)
 	st.Add(mustDecode(t, export("carmy",

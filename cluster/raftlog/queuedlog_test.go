@@ -22,12 +22,12 @@ type heldStore struct {
 	freed   sync.Once
 }
 
-// newTestLeaderLog returns a Store over a heldStore, leading while
+// newTestLeaderLog returns a QueuedLog over a heldStore, leading while
 // leader says so (always when leader is nil). The test's end releases the
 // store's writes and closes the log.
-func newTestLeaderLog(t *testing.T, leader *atomic.Bool) (*heldStore, *Store) {
+func newTestLeaderLog(t *testing.T, leader *atomic.Bool) (*heldStore, *QueuedLog) {
 	s := &heldStore{InmemStore: raft.NewInmemStore(), hold: make(chan struct{}), started: make(chan int, 64)}
-	l := New(s, "raft.db")
+	l := NewQueuedLog(s, "raft.db")
 	if leader == nil {
 		leader = new(atomic.Bool)
 		leader.Store(true)

@@ -1,4 +1,4 @@
-package wire
+package peer
 
 import (
 	"errors"
@@ -39,7 +39,7 @@ type Result struct {
 	Error
 }
 
-// Error is an error as the node-to-node wire carries it, in an error
+// Error is an error as it travels from one node to another, in an error
 // answer or in one command's result.
 //
 // An outcome of the contract travels as its error code (Code, with
@@ -62,7 +62,7 @@ const (
 	StateCommitUnknown = "commit_unknown"
 )
 
-// ErrorOf is how err goes on the wire: a state, or its error code (an
+// ErrorOf is how err travels to another node: a state, or its error code (an
 // error without one is UNAVAILABLE: nothing was applied).
 func ErrorOf(err error) Error {
 	msg := err.Error()

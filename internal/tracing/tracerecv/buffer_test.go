@@ -7,7 +7,7 @@ import (
 	"github.com/carmyhq/carmy/internal/tracing/otlpread"
 )
 
-// clock is a settable clock for a Store.
+// clock is a settable clock for a Buffer.
 type clock struct{ t time.Time }
 
 func (c *clock) now() time.Time { return c.t }
@@ -22,7 +22,7 @@ func mustDecode(t *testing.T, raw []byte) *otlpread.Request {
 }
 
 func TestStoreGroupsSpansByTrace(t *testing.T) {
-	st := NewStore(Limits{}, nil)
+	st := NewBuffer(Limits{}, nil)
 	st.Add(mustDecode(t, export("a", testSpan{trace: 1, id: 1, name: "x"}, testSpan{trace: 2, id: 1, name: "y"})))
 	st.Add(mustDecode(t, export("b", testSpan{trace: 1, id: 2, parent: 1, name: "z"})))
 	traces := st.Traces()
@@ -35,7 +35,7 @@ func TestStoreGroupsSpansByTrace(t *testing.T) {
 }
 
 func TestStoreEvictsTheOldestTraces(t *testing.T) {
-	st := NewStore(Limits{Traces: 3, Spans: 100}, nil)
+	st := NewBuffer(Limits{Traces: 3, Spans: 100}, nil)
 	for i := byte(1); i <= 5; i++ {
 		st.Add(mustDecode(t, export("a", testSpan{trace: i, id: 1, name: "x"})))
 	}
@@ -55,7 +55,7 @@ func TestStoreEvictsTheOldestTraces(t *testing.T) {
 }
 
 func TestStoreBoundsSpans(t *testing.T) {
-	st := NewStore(Limits{Traces: 100, Spans: 4}, nil)
+	st := NewBuffer(Limits{Traces: 100, Spans: 4}, nil)
 	st.Add(mustDecode(t, export("a", testSpan{trace: 1, id: 1}, testSpan{trace: 1, id: 2}, testSpan{trace: 2, id: 1})))
 	// two spans more: trace 1 (the oldest) goes
 	st.Add(mustDecode(t, export("a", testSpan{trace: 3, id: 1}, testSpan{trace: 3, id: 2})))
@@ -77,7 +77,7 @@ func TestStoreBoundsSpans(t *testing.T) {
 
 func TestStoreQuietHandsOutSettledTraces(t *testing.T) {
 	c := &clock{t: time.Unix(1000, 0)}
-	st := NewStore(Limits{}, c.now)
+	st := NewBuffer(Limits{}, c.now)
 	st.Add(mustDecode(t, export("a", testSpan{trace: 1, id: 1})))
 	c.t = c.t.Add(500 * time.Millisecond)
 	st.Add(mustDecode(t, export("a", testSpan{trace: 2, id: 1})))

@@ -1,6 +1,6 @@
 // Package tracerecv is an OTLP/HTTP trace receiver for a person at a
 // terminal: Handler takes POST /v1/traces as an OpenTelemetry exporter
-// sends it, and Store keeps the spans grouped by trace, within bounds, so
+// sends it, and Buffer keeps the spans grouped by trace, within bounds, so
 // that `carmy traces` can print each trace once it is complete and write
 // them all as Jaeger JSON.
 package tracerecv
@@ -32,7 +32,7 @@ type Trace struct {
 	First, Last time.Time
 }
 
-// Limits bound a Store's memory.
+// Limits bound a Buffer's memory.
 type Limits struct {
 	// Traces is how many traces are kept; beyond it the oldest (by first
 	// span received) are evicted.
@@ -47,9 +47,9 @@ type Limits struct {
 // most for large spans, a few MB for Carmy's.
 var DefaultLimits = Limits{Traces: 1000, Spans: 100_000}
 
-// Store keeps the traces received, bounded by its Limits. Safe for
+// Buffer keeps the traces received, bounded by its Limits. Safe for
 // concurrent use.
-type Store struct {
+type Buffer struct {
 	lim Limits
 	now func() time.Time
 
@@ -66,9 +66,9 @@ type entry struct {
 	pending bool // received spans not yet handed out by Quiet
 }
 
-// NewStore returns an empty store bounded by lim (a zero field takes
+// NewBuffer returns an empty buffer bounded by lim (a zero field takes
 // DefaultLimits'); now is the clock (time.Now when nil).
-func NewStore(lim Limits, now func() time.Time) *Store {
+func NewBuffer(lim Limits, now func() time.Time) *Buffer {
 	if lim.Traces <= 0 {
 		lim.Traces = DefaultLimits.Traces
 	}
@@ -78,12 +78,12 @@ func NewStore(lim Limits, now func() time.Time) *Store {
 	if now == nil {
 		now = time.Now
 	}
-	return &Store{lim: lim, now: now, traces: map[otlpread.TraceID]*entry{}}
+	return &Buffer{lim: lim, now: now, traces: map[otlpread.TraceID]*entry{}}
 }
 
 // Add keeps the spans of req, and returns how many it dropped (their
 // trace alone would pass Limits.Spans).
-func (s *Store) Add(req *otlpread.Request) (dropped int) {
+func (s *Buffer) Add(req *otlpread.Request) (dropped int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
@@ -102,7 +102,7 @@ func (s *Store) Add(req *otlpread.Request) (dropped int) {
 
 // add keeps one span, evicting the oldest other traces as the limits
 // require; false if it was dropped. s.mu is held.
-func (s *Store) add(sp Span, now time.Time) bool {
+func (s *Buffer) add(sp Span, now time.Time) bool {
 	e := s.traces[sp.TraceID]
 	if e == nil {
 		e = &entry{Trace: Trace{ID: sp.TraceID, First: now}}
@@ -128,7 +128,7 @@ func (s *Store) add(sp Span, now time.Time) bool {
 
 // evictOldest removes the oldest trace but keep; false if there is none
 // other. s.mu is held.
-func (s *Store) evictOldest(keep otlpread.TraceID) bool {
+func (s *Buffer) evictOldest(keep otlpread.TraceID) bool {
 	for _, id := range s.order {
 		if id != keep {
 			s.remove(id)
@@ -140,7 +140,7 @@ func (s *Store) evictOldest(keep otlpread.TraceID) bool {
 }
 
 // remove forgets the trace id. s.mu is held.
-func (s *Store) remove(id otlpread.TraceID) {
+func (s *Buffer) remove(id otlpread.TraceID) {
 	if e := s.traces[id]; e != nil {
 		s.spans -= len(e.Spans)
 		delete(s.traces, id)
@@ -152,7 +152,7 @@ func (s *Store) remove(id otlpread.TraceID) {
 // since it was last returned and none for quiet: the traces that look
 // complete. A trace that receives more spans later is returned again,
 // whole.
-func (s *Store) Quiet(quiet time.Duration) []Trace {
+func (s *Buffer) Quiet(quiet time.Duration) []Trace {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
@@ -168,7 +168,7 @@ func (s *Store) Quiet(quiet time.Duration) []Trace {
 }
 
 // Traces returns a copy of every trace kept, oldest first.
-func (s *Store) Traces() []Trace {
+func (s *Buffer) Traces() []Trace {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]Trace, 0, len(s.order))
@@ -178,14 +178,14 @@ func (s *Store) Traces() []Trace {
 	return out
 }
 
-// Stats says how many spans the store keeps, how many traces it evicted
+// Stats says how many spans the buffer keeps, how many traces it evicted
 // and how many spans it dropped since it was made.
 type Stats struct {
 	Traces, Spans, Evicted, Dropped int
 }
 
-// Stats returns the store's counts.
-func (s *Store) Stats() Stats {
+// Stats returns the buffer's counts.
+func (s *Buffer) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return Stats{Traces: len(s.traces), Spans: s.spans, Evicted: s.evicted, Dropped: s.dropped}

@@ -12,7 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// Store is the Raft log store beneath Raft's log cache: it lets the
+// QueuedLog is the Raft log store beneath Raft's log cache: it lets the
 // leader write its Raft log while its followers write theirs, instead of
 // before it sends them anything.
 //
@@ -20,13 +20,13 @@ import (
 // when that returns sends it to the followers, which write it in turn: a
 // commit waits for two disk writes in a row, and the leader's main loop
 // can do nothing else (take an acknowledgement, commit the round before)
-// while its write lasts. Store takes the leader's writes into a queue
+// while its write lasts. QueuedLog takes the leader's writes into a queue
 // and returns at once; one goroutine writes what is queued to the store
 // beneath (several rounds in one transaction when they pile up), so the
 // leader's disk write and the followers' overlap.
 //
 // Raft then counts the leader's copy toward a quorum before it is on
-// disk, so Store holds back what that would expose. Nothing is
+// disk, so QueuedLog holds back what that would expose. Nothing is
 // applied, on any node, before the leader's copy is durable too:
 //   - the leader's state machine applies an entry only once the entry is
 //     written here (waitDurable, called by gatedFSM before every apply);
@@ -62,7 +62,7 @@ import (
 // cannot go on as if the entries were stored. waitDurable then reports
 // the failure, and gatedFSM stops the process rather than apply on top of
 // a log it does not have.
-type Store struct {
+type QueuedLog struct {
 	store    raft.LogStore
 	file     string      // the store's file, for messages
 	isLeader func() bool // reports whether Raft is in the leader state
@@ -107,8 +107,8 @@ type stallState struct {
 // file, named in errors); close stops it. isLeader may be set later
 // (SetLeaderCheck), before Raft runs: until then every write is
 // synchronous.
-func New(store raft.LogStore, file string) *Store {
-	l := &Store{store: store, file: file, isLeader: func() bool { return false }, done: make(chan struct{}),
+func NewQueuedLog(store raft.LogStore, file string) *QueuedLog {
+	l := &QueuedLog{store: store, file: file, isLeader: func() bool { return false }, done: make(chan struct{}),
 		changed: make(chan struct{}, 1), giveUp: make(chan struct{})}
 	l.written = sync.NewCond(&l.mu)
 	l.work = sync.NewCond(&l.mu)
@@ -120,7 +120,7 @@ func New(store raft.LogStore, file string) *Store {
 
 // SetLeaderCheck installs the function that tells whether a write comes
 // from the leader. It must be called before Raft starts.
-func (l *Store) SetLeaderCheck(isLeader func() bool) { l.isLeader = isLeader }
+func (l *QueuedLog) SetLeaderCheck(isLeader func() bool) { l.isLeader = isLeader }
 
 // SetSpaceCheck installs check, called after each queued write (and, while
 // it fails, every diskFullRetryMin): while it returns a disk-full error,
@@ -131,7 +131,7 @@ func (l *Store) SetLeaderCheck(isLeader func() bool) { l.isLeader = isLeader }
 // are written. A synchronous append (a follower's) calls check first,
 // and fails with its error rather than write into that room. It must be
 // called before Raft starts.
-func (l *Store) SetSpaceCheck(check func() error) {
+func (l *QueuedLog) SetSpaceCheck(check func() error) {
 	l.space = check
 	go l.recheckSpace()
 }
@@ -139,7 +139,7 @@ func (l *Store) SetSpaceCheck(check func() error) {
 // checkSpace runs the space check after a queued write succeeded, and
 // stalls or frees the log by its outcome. l.mu is held, and released
 // during the check.
-func (l *Store) checkSpace() {
+func (l *QueuedLog) checkSpace() {
 	if l.space == nil {
 		l.setStall(nil, false)
 		return
@@ -159,7 +159,7 @@ func (l *Store) checkSpace() {
 // recheckSpace runs the space check every diskFullRetryMin while it fails
 // and nothing is queued (a queued write runs it itself), until the writer
 // ends.
-func (l *Store) recheckSpace() {
+func (l *QueuedLog) recheckSpace() {
 	t := time.NewTicker(diskFullRetryMin)
 	defer t.Stop()
 	for {
@@ -197,11 +197,11 @@ func DiskFull(err error) bool {
 
 // Changed receives (without blocking; one pending at most) each time the
 // log stalls on a full disk or writes again.
-func (l *Store) Changed() <-chan struct{} { return l.changed }
+func (l *QueuedLog) Changed() <-chan struct{} { return l.changed }
 
 // Stalled returns since when the log is stalled on a full disk, and the
 // disk-full error; a nil error when it writes.
-func (l *Store) Stalled() (time.Time, error) {
+func (l *QueuedLog) Stalled() (time.Time, error) {
 	if s := l.stall.Load(); s != nil {
 		return s.since, s.err
 	}
@@ -210,7 +210,7 @@ func (l *Store) Stalled() (time.Time, error) {
 
 // QueueStalled reports whether the leader's queue waits for disk space,
 // so that nothing more can be applied until there is room.
-func (l *Store) QueueStalled() bool {
+func (l *QueuedLog) QueueStalled() bool {
 	s := l.stall.Load()
 	return s != nil && s.queue
 }
@@ -221,12 +221,12 @@ func (l *Store) QueueStalled() bool {
 // not at its next poll. Once the log writes again a new, open channel is
 // returned; one taken before may then be closed while the queue no longer
 // waits, so a receiver checks QueueStalled.
-func (l *Store) QueueStall() <-chan struct{} { return *l.queueStall.Load() }
+func (l *QueuedLog) QueueStall() <-chan struct{} { return *l.queueStall.Load() }
 
 // setStall records a disk-full error (nil: writing again) and tells
 // changed when the state changes, and queueStall when the leader's queue
 // stalls. l.mu is held, so that its changes are made one at a time.
-func (l *Store) setStall(err error, queue bool) {
+func (l *QueuedLog) setStall(err error, queue bool) {
 	old := l.stall.Load()
 	if err == nil && old == nil || err != nil && old != nil && old.queue == queue {
 		return // unchanged (still stalled: keep its start)
@@ -263,7 +263,7 @@ const (
 
 // run writes the queue, everything in it at once, until close or a
 // write fails for good. A write that fails for want of space is retried.
-func (l *Store) run() {
+func (l *QueuedLog) run() {
 	defer close(l.done)
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -321,14 +321,14 @@ func (l *Store) run() {
 
 // gaveUp reports whether the writer gave up entries it could not write
 // for want of space (the node is stopping).
-func (l *Store) gaveUp() bool {
+func (l *QueuedLog) gaveUp() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return errors.Is(l.failed, errLogClosed)
 }
 
 // givingUp reports whether Abandon (or Close) was called.
-func (l *Store) givingUp() bool {
+func (l *QueuedLog) givingUp() bool {
 	select {
 	case <-l.giveUp:
 		return true
@@ -340,7 +340,7 @@ func (l *Store) givingUp() bool {
 // Abandon makes the writer give up, rather than retry, a write that fails
 // for want of space: the node is stopping. What waits on such a write
 // then hears errLogClosed. It does nothing else; close stops the writer.
-func (l *Store) Abandon() {
+func (l *QueuedLog) Abandon() {
 	l.giveOnce.Do(func() { close(l.giveUp) })
 	l.mu.Lock()
 	l.work.Broadcast()
@@ -351,7 +351,7 @@ func (l *Store) Abandon() {
 // there was one, or the disk-full error when the queue waits for space: a
 // synchronous write fails at once then rather than block Raft behind it.
 // l.mu is held.
-func (l *Store) drain() error {
+func (l *QueuedLog) drain() error {
 	for len(l.queue) > 0 && l.failed == nil && !l.QueueStalled() {
 		l.written.Wait()
 	}
@@ -366,11 +366,11 @@ func (l *Store) drain() error {
 }
 
 // StoreLog implements raft.LogStore.
-func (l *Store) StoreLog(log *raft.Log) error { return l.StoreLogs([]*raft.Log{log}) }
+func (l *QueuedLog) StoreLog(log *raft.Log) error { return l.StoreLogs([]*raft.Log{log}) }
 
 // StoreLogs implements raft.LogStore: queued when Raft leads, else
 // written synchronously after what is queued.
-func (l *Store) StoreLogs(logs []*raft.Log) error {
+func (l *QueuedLog) StoreLogs(logs []*raft.Log) error {
 	if len(logs) == 0 {
 		return nil
 	}
@@ -408,7 +408,7 @@ func (l *Store) StoreLogs(logs []*raft.Log) error {
 // synchronous notes the outcome of a synchronous write, described by
 // format and args: a disk-full error stalls the log until a write
 // succeeds. It returns err, described when the disk is full.
-func (l *Store) synchronous(err error, format string, args ...any) error {
+func (l *QueuedLog) synchronous(err error, format string, args ...any) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err != nil && DiskFull(err) {
@@ -428,7 +428,7 @@ func (l *Store) synchronous(err error, format string, args ...any) error {
 // the write failure if one of them cannot be. While the disk is full it
 // waits for room; once the log gives up (Abandon), the error matches
 // errLogClosed.
-func (l *Store) waitDurable(index uint64) error {
+func (l *QueuedLog) waitDurable(index uint64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for len(l.queue) > 0 && l.queue[0][0].Index <= index && l.failed == nil {
@@ -442,7 +442,7 @@ func (l *Store) waitDurable(index uint64) error {
 
 // commitCap lowers a commit index the leader sends a follower below the
 // first entry not yet written here.
-func (l *Store) commitCap(commit uint64) uint64 {
+func (l *QueuedLog) commitCap(commit uint64) uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.queue) > 0 {
@@ -452,7 +452,7 @@ func (l *Store) commitCap(commit uint64) uint64 {
 }
 
 // GetLog implements raft.LogStore, reading queued entries too.
-func (l *Store) GetLog(index uint64, log *raft.Log) error {
+func (l *QueuedLog) GetLog(index uint64, log *raft.Log) error {
 	l.mu.Lock()
 	for _, b := range l.queue {
 		if first, last := b[0].Index, b[len(b)-1].Index; index >= first && index <= last {
@@ -468,7 +468,7 @@ func (l *Store) GetLog(index uint64, log *raft.Log) error {
 }
 
 // FirstIndex implements raft.LogStore.
-func (l *Store) FirstIndex() (uint64, error) {
+func (l *QueuedLog) FirstIndex() (uint64, error) {
 	first, err := l.store.FirstIndex()
 	if err != nil || first != 0 {
 		return first, err
@@ -482,7 +482,7 @@ func (l *Store) FirstIndex() (uint64, error) {
 }
 
 // LastIndex implements raft.LogStore, counting queued entries.
-func (l *Store) LastIndex() (uint64, error) {
+func (l *QueuedLog) LastIndex() (uint64, error) {
 	l.mu.Lock()
 	if n := len(l.queue); n > 0 {
 		b := l.queue[n-1]
@@ -495,7 +495,7 @@ func (l *Store) LastIndex() (uint64, error) {
 
 // DeleteRange implements raft.LogStore, after what is queued is written
 // (a follower truncating a conflicting suffix must not see it come back).
-func (l *Store) DeleteRange(min, max uint64) error {
+func (l *QueuedLog) DeleteRange(min, max uint64) error {
 	l.mu.Lock()
 	err := l.drain()
 	l.mu.Unlock()
@@ -506,7 +506,7 @@ func (l *Store) DeleteRange(min, max uint64) error {
 }
 
 // IsMonotonic implements raft.MonotonicLogStore as the store beneath does.
-func (l *Store) IsMonotonic() bool {
+func (l *QueuedLog) IsMonotonic() bool {
 	m, ok := l.store.(raft.MonotonicLogStore)
 	return ok && m.IsMonotonic()
 }
@@ -514,7 +514,7 @@ func (l *Store) IsMonotonic() bool {
 // Close writes what is queued and stops the writer; later writes fail.
 // A write failing for want of space is given up (Abandon). It returns the
 // write failure, if there was one.
-func (l *Store) Close() error {
+func (l *QueuedLog) Close() error {
 	l.Abandon()
 	l.mu.Lock()
 	l.closed = true

@@ -13,10 +13,10 @@ import (
 )
 
 // The rules both transports (POST /v1/tools/call and tools/call at /mcp)
-// apply when they turn a call's wire members into a Request, and an
-// error into what the caller is told, kept here once.
+// apply when they turn a call's members, as the transport read them, into
+// a Request, and an error into what the caller is told, kept here once.
 
-// WireCall is one call as its transport read it, before the rules below
+// RawCall is one call as its transport read it, before the rules below
 // make it a Request: RequestOf applies them, for POST /v1/tools/call
 // (package api) and tools/call at /mcp (package api/mcp) alike.
 //
@@ -26,7 +26,7 @@ import (
 // *json.RawMessage holding its JSON text (valid JSON). Pointers, not
 // values, so that the conversion to an any costs no allocation. nil, a
 // nil pointer, empty text and JSON null are all absent.
-type WireCall struct {
+type RawCall struct {
 	// Tool is the tool's name ("" is refused).
 	Tool string
 	// Arguments is the arguments' JSON text (nil or null: none); the
@@ -39,69 +39,69 @@ type WireCall struct {
 	RequestID, SessionID, Metadata, TimeoutMS any
 	// Names are the members' names as the transport spells them, for
 	// the messages of its refusals (nil: HTTPNames).
-	Names *WireNames
+	Names *MemberNames
 }
 
-// WireNames are the names a transport gives a call's members. A refusal
+// MemberNames are the names a transport gives a call's members. A refusal
 // of RequestOf names the member by its field of docs/api.md#calling-a-tool-post-v1toolscall (request_id,
 // session_id, metadata, timeout_ms, tool), and speaks of it by the
 // transport's name.
-type WireNames struct {
+type MemberNames struct {
 	Tool, RequestID, SessionID, Metadata, TimeoutMS string
 }
 
 // HTTPNames are the members' names in POST /v1/tools/call's body, which
 // are the fields' own.
-var HTTPNames = WireNames{Tool: "tool", RequestID: "request_id", SessionID: "session_id", Metadata: "metadata", TimeoutMS: "timeout_ms"}
+var HTTPNames = MemberNames{Tool: "tool", RequestID: "request_id", SessionID: "session_id", Metadata: "metadata", TimeoutMS: "timeout_ms"}
 
 // RequestOf checks w's members and returns the Request they make. Its
 // errors are INVALID_REQUEST, a *store.FieldError naming the field at
 // fault. The runtime checks the rest (Runtime.Call): the allow-list, the
 // tool, the identifiers' characters, the arguments.
-func RequestOf(w WireCall) (Request, error) {
+func RequestOf(w RawCall) (Request, error) {
 	names := w.Names
 	if names == nil {
 		names = &HTTPNames
 	}
 	req := Request{Tool: w.Tool, Arguments: NullIsAbsent(w.Arguments)}
 	if w.Tool == "" {
-		return req, wireInvalid("tool", "%q is required", names.Tool)
+		return req, memberInvalid("tool", "%q is required", names.Tool)
 	}
 	if present(w.RequestID) {
-		s, ok := wireString(w.RequestID)
+		s, ok := memberString(w.RequestID)
 		switch {
 		case !ok:
-			return req, wireInvalid("request_id", "%q must be a string", names.RequestID)
+			return req, memberInvalid("request_id", "%q must be a string", names.RequestID)
 		case s == "":
-			return req, wireInvalid("request_id", "%q must not be empty; omit it to call without idempotency", names.RequestID)
+			return req, memberInvalid("request_id", "%q must not be empty; omit it to call without idempotency", names.RequestID)
 		}
 		req.RequestID = s
 	}
 	if present(w.SessionID) {
-		s, ok := wireString(w.SessionID)
+		s, ok := memberString(w.SessionID)
 		if !ok {
-			return req, wireInvalid("session_id", "%q must be a string", names.SessionID)
+			return req, memberInvalid("session_id", "%q must be a string", names.SessionID)
 		}
 		req.SessionID = s
 	}
 	if present(w.Metadata) {
-		raw, err := wireObject(w.Metadata)
+		raw, err := memberObject(w.Metadata)
 		if err != nil {
-			return req, wireInvalid("metadata", "%q %v", names.Metadata, err)
+			return req, memberInvalid("metadata", "%q %v", names.Metadata, err)
 		}
 		req.Metadata = raw
 	}
 	if present(w.TimeoutMS) {
-		timeout, ok := wireTimeout(w.TimeoutMS)
+		timeout, ok := memberTimeout(w.TimeoutMS)
 		if !ok {
-			return req, wireInvalid("timeout_ms", "%q must be a positive integer", names.TimeoutMS)
+			return req, memberInvalid("timeout_ms", "%q must be a positive integer", names.TimeoutMS)
 		}
 		req.Timeout = timeout
 	}
 	return req, nil
 }
 
-// present reports whether a member of a WireCall is present.
+// present reports whether a member of a RawCall is present.
 func present(v any) bool {
 	switch v := v.(type) {
 	case *string:
@@ -112,14 +112,14 @@ func present(v any) bool {
 	return v != nil
 }
 
-// wireInvalid is RequestOf's refusal of field.
-func wireInvalid(field, format string, args ...any) error {
+// memberInvalid is RequestOf's refusal of field.
+func memberInvalid(field, format string, args ...any) error {
 	return &store.FieldError{Field: field, Err: fmt.Errorf(format, args...)}
 }
 
-// wireString returns v as a string: a decoded one, or the JSON text of
+// memberString returns v as a string: a decoded one, or the JSON text of
 // one.
-func wireString(v any) (string, bool) {
+func memberString(v any) (string, bool) {
 	switch v := v.(type) {
 	case string:
 		return v, true
@@ -135,8 +135,8 @@ func wireString(v any) (string, bool) {
 // errNotObject is the complaint about a metadata that is not an object.
 var errNotObject = errors.New("must be a JSON object")
 
-// wireObject returns the JSON text of v, which must be a JSON object.
-func wireObject(v any) (json.RawMessage, error) {
+// memberObject returns the JSON text of v, which must be a JSON object.
+func memberObject(v any) (json.RawMessage, error) {
 	switch v := v.(type) {
 	case map[string]any:
 		raw, err := json.Marshal(v)
@@ -152,9 +152,9 @@ func wireObject(v any) (json.RawMessage, error) {
 	return nil, errNotObject
 }
 
-// wireTimeout returns the timeout of v, a number of milliseconds, by
+// memberTimeout returns the timeout of v, a number of milliseconds, by
 // TimeoutOfMS.
-func wireTimeout(v any) (time.Duration, bool) {
+func memberTimeout(v any) (time.Duration, bool) {
 	var ms float64
 	switch v := v.(type) {
 	case float64:

@@ -61,8 +61,8 @@ func TestRequestEnded(t *testing.T) {
 func TestRequestOf(t *testing.T) {
 	raw := func(s string) *json.RawMessage { r := json.RawMessage(s); return &r }
 	str := func(s string) *string { return &s }
-	mcpNames := &WireNames{Tool: "name", RequestID: "carmy/request_id", SessionID: "carmy/session_id", Metadata: "carmy/metadata", TimeoutMS: "carmy/timeout_ms"}
-	for _, w := range []WireCall{
+	mcpNames := &MemberNames{Tool: "name", RequestID: "carmy/request_id", SessionID: "carmy/session_id", Metadata: "carmy/metadata", TimeoutMS: "carmy/timeout_ms"}
+	for _, w := range []RawCall{
 		{Tool: "echo", Arguments: *raw(`{"a":1}`), RequestID: "r-1", SessionID: "s", Metadata: map[string]any{"k": "v"}, TimeoutMS: 1500.0},
 		{Tool: "echo", Arguments: *raw(`{"a":1}`), RequestID: raw(`"r-1"`), SessionID: str("s"), Metadata: raw(`{"k":"v"}`), TimeoutMS: raw(`1.5e3`)},
 	} {
@@ -72,7 +72,7 @@ func TestRequestOf(t *testing.T) {
 			t.Errorf("RequestOf(%+v) = %+v, %v", w, req, err)
 		}
 	}
-	for _, w := range []WireCall{
+	for _, w := range []RawCall{
 		{Tool: "echo", Arguments: *raw(`null`), RequestID: (*string)(nil), Metadata: raw(`null`), TimeoutMS: raw(``), SessionID: raw(` null `)},
 		{Tool: "echo", Metadata: (*json.RawMessage)(nil), TimeoutMS: nil},
 		{Tool: "echo"},
@@ -83,21 +83,21 @@ func TestRequestOf(t *testing.T) {
 		}
 	}
 	for _, c := range []struct {
-		w            WireCall
+		w            RawCall
 		field, words string
 	}{
-		{WireCall{}, "tool", `"tool" is required`},
-		{WireCall{Names: mcpNames}, "tool", `"name" is required`},
-		{WireCall{Tool: "echo", RequestID: 5.0, Names: mcpNames}, "request_id", `"carmy/request_id" must be a string`},
-		{WireCall{Tool: "echo", RequestID: str("")}, "request_id", `"request_id" must not be empty; omit it to call without idempotency`},
-		{WireCall{Tool: "echo", RequestID: raw(`""`)}, "request_id", `"request_id" must not be empty`},
-		{WireCall{Tool: "echo", SessionID: true, Names: mcpNames}, "session_id", `"carmy/session_id" must be a string`},
-		{WireCall{Tool: "echo", Metadata: []any{1.0}, Names: mcpNames}, "metadata", `"carmy/metadata" must be a JSON object`},
-		{WireCall{Tool: "echo", Metadata: raw(` [1]`)}, "metadata", `"metadata" must be a JSON object`},
-		{WireCall{Tool: "echo", TimeoutMS: 1.5, Names: mcpNames}, "timeout_ms", `"carmy/timeout_ms" must be a positive integer`},
-		{WireCall{Tool: "echo", TimeoutMS: raw(`"100"`)}, "timeout_ms", `"timeout_ms" must be a positive integer`},
-		{WireCall{Tool: "echo", TimeoutMS: raw(`0`)}, "timeout_ms", `"timeout_ms" must be a positive integer`},
-		{WireCall{Tool: "echo", TimeoutMS: "100"}, "timeout_ms", `"timeout_ms" must be a positive integer`},
+		{RawCall{}, "tool", `"tool" is required`},
+		{RawCall{Names: mcpNames}, "tool", `"name" is required`},
+		{RawCall{Tool: "echo", RequestID: 5.0, Names: mcpNames}, "request_id", `"carmy/request_id" must be a string`},
+		{RawCall{Tool: "echo", RequestID: str("")}, "request_id", `"request_id" must not be empty; omit it to call without idempotency`},
+		{RawCall{Tool: "echo", RequestID: raw(`""`)}, "request_id", `"request_id" must not be empty`},
+		{RawCall{Tool: "echo", SessionID: true, Names: mcpNames}, "session_id", `"carmy/session_id" must be a string`},
+		{RawCall{Tool: "echo", Metadata: []any{1.0}, Names: mcpNames}, "metadata", `"carmy/metadata" must be a JSON object`},
+		{RawCall{Tool: "echo", Metadata: raw(` [1]`)}, "metadata", `"metadata" must be a JSON object`},
+		{RawCall{Tool: "echo", TimeoutMS: 1.5, Names: mcpNames}, "timeout_ms", `"carmy/timeout_ms" must be a positive integer`},
+		{RawCall{Tool: "echo", TimeoutMS: raw(`"100"`)}, "timeout_ms", `"timeout_ms" must be a positive integer`},
+		{RawCall{Tool: "echo", TimeoutMS: raw(`0`)}, "timeout_ms", `"timeout_ms" must be a positive integer`},
+		{RawCall{Tool: "echo", TimeoutMS: "100"}, "timeout_ms", `"timeout_ms" must be a positive integer`},
 	} {
 		_, err := RequestOf(c.w)
 		var fe *store.FieldError

@@ -10,7 +10,7 @@ import (
 
 // The transport's own refusals (a wrong method, a wrong Accept or
 // Content-Type, a body that is not JSON-RPC or is over the limit, a
-// missing token) are answered by the SDK in plain text. wireWriter gives
+// missing token) are answered by the SDK in plain text. refusalWriter gives
 // them JSON-RPC's shape instead, with the same status:
 //
 //	{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"…"}}
@@ -20,10 +20,10 @@ import (
 // maxErrorText bounds the text of a refusal that is kept.
 const maxErrorText = 1024
 
-// wireWriter passes an answer through, except a plain-text error
+// refusalWriter passes an answer through, except a plain-text error
 // (status ≥ 400), whose text it holds until finish writes it as a
 // JSON-RPC error.
-type wireWriter struct {
+type refusalWriter struct {
 	http.ResponseWriter
 	wrote   bool
 	status  int
@@ -31,7 +31,7 @@ type wireWriter struct {
 	text    bytes.Buffer
 }
 
-func (w *wireWriter) WriteHeader(status int) {
+func (w *refusalWriter) WriteHeader(status int) {
 	if w.wrote {
 		return
 	}
@@ -43,7 +43,7 @@ func (w *wireWriter) WriteHeader(status int) {
 	w.ResponseWriter.WriteHeader(status)
 }
 
-func (w *wireWriter) Write(p []byte) (int, error) {
+func (w *refusalWriter) Write(p []byte) (int, error) {
 	if !w.wrote {
 		w.WriteHeader(http.StatusOK)
 	}
@@ -57,7 +57,7 @@ func (w *wireWriter) Write(p []byte) (int, error) {
 }
 
 // Flush flushes an answer being streamed.
-func (w *wireWriter) Flush() {
+func (w *refusalWriter) Flush() {
 	if w.convert {
 		return
 	}
@@ -67,10 +67,10 @@ func (w *wireWriter) Flush() {
 }
 
 // Unwrap lets http.ResponseController reach the connection.
-func (w *wireWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+func (w *refusalWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // finish writes the held refusal.
-func (w *wireWriter) finish() {
+func (w *refusalWriter) finish() {
 	if !w.convert {
 		return
 	}
