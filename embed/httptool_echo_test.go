@@ -1,16 +1,12 @@
-package main_test
+package embed_test
 
 import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
+	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // Issue 39: an upstream that echoes its request's headers, as httpbin
@@ -18,12 +14,7 @@ import (
 // the environment, by ${VAR}) recorded and served by GET
 // /v1/executions/{id}: in a 2xx answer, and in an error body that escaped
 // '/' as PHP does. Neither holds them now, as written or decoded.
-func TestBlackBoxHTTPToolEchoedHeadersAreRedacted(t *testing.T) {
-	t.Parallel() // its own processes on ports the kernel picks
-	if testing.Short() {
-		t.Skip("builds and runs the carmy binary")
-	}
-	bin := testutil.BuildCarmy(t)
+func TestHTTPToolEchoedHeadersAreRedacted(t *testing.T) {
 	const (
 		token = "tok/en-SECRET-5e1d"
 		key   = "key/2222-SECRET-0b7c"
@@ -43,8 +34,10 @@ func TestBlackBoxHTTPToolEchoedHeadersAreRedacted(t *testing.T) {
 			w.Write(b)
 		}
 	}
-	ok := startUpstream(t, nil, echo(http.StatusOK, false))
-	refused := startUpstream(t, nil, echo(http.StatusUnauthorized, true))
+	ok := httptest.NewServer(echo(http.StatusOK, false))
+	t.Cleanup(ok.Close)
+	refused := httptest.NewServer(echo(http.StatusUnauthorized, true))
+	t.Cleanup(refused.Close)
 	config := fmt.Sprintf(`tools:
   - name: echo_ok
     http:
@@ -55,21 +48,18 @@ func TestBlackBoxHTTPToolEchoedHeadersAreRedacted(t *testing.T) {
       url: %s/status/401
       headers: {Authorization: "Bearer ${CARMY_ECHO_TOKEN}", X-Api-Key: "${CARMY_ECHO_KEY}"}
 `, ok.URL, refused.URL)
-	path := filepath.Join(t.TempDir(), "carmy.yaml")
-	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	n := testutil.StartCarmy(t, bin, testutil.StartOptions{Env: []string{"CARMY_ECHO_TOKEN=" + token, "CARMY_ECHO_KEY=" + key}},
-		"--config", path, "--bootstrap")
-	n.WaitReady(t, 30*time.Second)
+	base, _ := startFromYAML(t, config, withEnv(map[string]string{"CARMY_ECHO_TOKEN": token, "CARMY_ECHO_KEY": key}))
 
 	for tool, want := range map[string]string{"echo_ok": "completed", "echo_refused": "failed"} {
-		status, raw := bbPost(t, n.URL+"/v1/tools/call", fmt.Sprintf(`{"tool":%q,"arguments":{},"request_id":"r-%s"}`, tool, tool))
-		var a toolAnswer
+		status, raw := httpDo(t, http.MethodPost, base+"/v1/tools/call", "", fmt.Sprintf(`{"tool":%q,"arguments":{},"request_id":"r-%s"}`, tool, tool))
+		var a struct {
+			ExecutionID string `json:"execution_id"`
+			Status      string `json:"status"`
+		}
 		if err := json.Unmarshal([]byte(raw), &a); status != http.StatusOK || err != nil || a.Status != want {
 			t.Fatalf("call %s: %d %s, want %s", tool, status, raw, want)
 		}
-		status, rec := bbGet(t, n.URL+"/v1/executions/"+a.ExecutionID)
+		status, rec := httpDo(t, http.MethodGet, base+"/v1/executions/"+a.ExecutionID, "", "")
 		if status != http.StatusOK || !strings.Contains(rec, "[redacted]") {
 			t.Fatalf("GET the execution of %s: %d %s; want the echo, redacted", tool, status, rec)
 		}
