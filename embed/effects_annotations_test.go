@@ -1,8 +1,7 @@
-package main_test
+package embed_test
 
-// Black-box test of tool effects (docs/policy.md): a built `carmy serve`
-// in front of one MCP server, entered twice, once with
-// trust_annotations: true and once without.
+// Tool effects (docs/policy.md): a node in front of one MCP server,
+// entered twice, once with trust_annotations: true and once without.
 
 import (
 	"context"
@@ -10,9 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
-	"strings"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -25,7 +22,7 @@ import (
 // appliedIndex reads the Raft applied index of GET /v1/cluster.
 func appliedIndex(t *testing.T, base string) uint64 {
 	t.Helper()
-	code, body := bbGet(t, base+"/v1/cluster")
+	code, body := httpDo(t, http.MethodGet, base+"/v1/cluster", "", "")
 	var v struct {
 		AppliedIndex *uint64 `json:"applied_index"`
 	}
@@ -35,18 +32,31 @@ func appliedIndex(t *testing.T, base string) uint64 {
 	return *v.AppliedIndex
 }
 
-// TestBlackBoxEffectsFromAnnotations: a tool whose upstream says
-// readOnlyHint is read-only only when its server entry trusts the
-// annotations: then its calls, request_id or not, write nothing to the
-// Raft log (the applied index does not move) and answer "recorded":
-// false; untrusted, the same annotation changes nothing: called twice
-// with one request_id, the tool ran once.
-func TestBlackBoxEffectsFromAnnotations(t *testing.T) {
-	t.Parallel() // its own processes on ports the kernel picks
-	if testing.Short() {
-		t.Skip("builds and runs the carmy binary")
-	}
-	bin := testutil.BuildCarmy(t)
+// waitTools waits until GET /v1/tools lists every one of names.
+func waitTools(t *testing.T, base string, names ...string) {
+	t.Helper()
+	testutil.WaitFor(t, 30*time.Second, "the upstream tools listed", func() error {
+		code, body := httpDo(t, http.MethodGet, base+"/v1/tools", "", "")
+		var list struct{ Tools []struct{ Name string } }
+		if err := json.Unmarshal([]byte(body), &list); code != http.StatusOK || err != nil {
+			return fmt.Errorf("GET /v1/tools: %d %s (%v)", code, body, err)
+		}
+		for _, n := range names {
+			if !slices.ContainsFunc(list.Tools, func(x struct{ Name string }) bool { return x.Name == n }) {
+				return fmt.Errorf("%s not listed: %v", n, list.Tools)
+			}
+		}
+		return nil
+	})
+}
+
+// TestEffectsFromAnnotations: a tool whose upstream says readOnlyHint is
+// read-only only when its server entry trusts the annotations: then its
+// calls, request_id or not, write nothing to the Raft log (the applied
+// index does not move) and answer "recorded": false; untrusted, the same
+// annotation changes nothing: called twice with one request_id, the tool
+// ran once.
+func TestEffectsFromAnnotations(t *testing.T) {
 	var mu sync.Mutex
 	runs := map[string]int{}
 	s := mcp.NewServer(&mcp.Implementation{Name: "policy", Version: "v1"}, nil)
@@ -73,31 +83,21 @@ func TestBlackBoxEffectsFromAnnotations(t *testing.T) {
 		return runs[id]
 	}
 
-	config := fmt.Sprintf(`mcp_servers:
+	base, _ := startFromYAML(t, fmt.Sprintf(`mcp_servers:
   - name: trusted
     url: %s
     trust_annotations: true
   - name: untrusted
     url: %s
-`, up.URL, up.URL)
-	path := filepath.Join(t.TempDir(), "carmy.yaml")
-	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	n := testutil.StartCarmy(t, bin, testutil.StartOptions{}, "--config", path, "--bootstrap")
-	n.WaitReady(t, 30*time.Second)
-	gwWaitTools(t, n.URL, "trusted.wipe", "untrusted.wipe")
+`, up.URL, up.URL))
+	waitTools(t, base, "trusted.wipe", "untrusted.wipe")
 
 	callTool := func(body string) map[string]any {
 		t.Helper()
-		resp, err := http.Post(n.URL+"/v1/tools/call", "application/json", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
+		code, raw := httpDo(t, http.MethodPost, base+"/v1/tools/call", "", body)
 		var a map[string]any
-		if err := json.NewDecoder(resp.Body).Decode(&a); err != nil || resp.StatusCode != http.StatusOK || a["status"] != "completed" {
-			t.Fatalf("POST %s: %d %v (%v)", body, resp.StatusCode, a, err)
+		if err := json.Unmarshal([]byte(raw), &a); err != nil || code != http.StatusOK || a["status"] != "completed" {
+			t.Fatalf("POST %s: %d %v (%v)", body, code, a, err)
 		}
 		return a
 	}
@@ -105,8 +105,8 @@ func TestBlackBoxEffectsFromAnnotations(t *testing.T) {
 	// The log is quiet once the node has started: wait for two equal reads.
 	var before uint64
 	testutil.WaitFor(t, 30*time.Second, "a quiet log", func() error {
-		a := appliedIndex(t, n.URL)
-		if b := appliedIndex(t, n.URL); a != b {
+		a := appliedIndex(t, base)
+		if b := appliedIndex(t, base); a != b {
 			return fmt.Errorf("applied index moving: %d then %d", a, b)
 		}
 		before = a
@@ -124,7 +124,7 @@ func TestBlackBoxEffectsFromAnnotations(t *testing.T) {
 	if got := runsOf("t1"); got != 2 {
 		t.Fatalf("trusted.wipe with request_id t1 ran %d times, want 2 (nothing recorded)", got)
 	}
-	if after := appliedIndex(t, n.URL); after != before {
+	if after := appliedIndex(t, base); after != before {
 		t.Fatalf("applied index %d before the read-only calls, %d after: they wrote to the log", before, after)
 	}
 
@@ -137,7 +137,7 @@ func TestBlackBoxEffectsFromAnnotations(t *testing.T) {
 	if got := runsOf("u1"); got != 1 {
 		t.Fatalf("untrusted.wipe with request_id u1 ran %d times, want 1", got)
 	}
-	if after := appliedIndex(t, n.URL); after <= before {
+	if after := appliedIndex(t, base); after <= before {
 		t.Fatalf("applied index %d after a recorded call, %d before: the control did not write", after, before)
 	}
 }
