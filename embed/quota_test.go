@@ -1,6 +1,7 @@
-package main
+package embed_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/carmyhq/carmy/embed"
 	"github.com/carmyhq/carmy/tests/testutil"
 )
 
@@ -23,16 +25,35 @@ const (
 	quotaAdmin   = "quota-admin-secret-01"
 )
 
-// callAs posts a call with a bearer token and returns the status and body.
-func (s *runningServe) callAs(t *testing.T, token, body string) (int, string) {
+// quotaNode runs a node with the demo tools, tenant-a and tenant-b (each
+// with tenantA, tenantB appended to its token entry), an admin token and
+// the limits section limits.
+func quotaNode(t *testing.T, limits, tenantA, tenantB string, opts ...yamlNode) (string, *embed.Node) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, s.url("/v1/tools/call"), strings.NewReader(body))
+	env := withEnv(map[string]string{"CARMY_TEST_TENANT_A": quotaTenantA, "CARMY_TEST_TENANT_B": quotaTenantB,
+		"CARMY_TEST_QUOTA_ADMIN": quotaAdmin})
+	return startFromYAML(t, fmt.Sprintf(`demo_tools: true
+auth:
+  tokens:
+    - {principal: tenant-a, token_env: CARMY_TEST_TENANT_A%s}
+    - {principal: tenant-b, token_env: CARMY_TEST_TENANT_B%s}
+  admin_token_env: CARMY_TEST_QUOTA_ADMIN
+limits:
+%s`, tenantA, tenantB, limits), append([]yamlNode{env}, opts...)...)
+}
+
+// callAs posts a call with a bearer token and returns the status and the
+// body; it may run outside the test's goroutine (errors are t.Errorf).
+func callAs(t *testing.T, base, token, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, base+"/v1/tools/call", strings.NewReader(body))
 	if err != nil {
-		t.Fatal(err)
+		t.Error(err)
+		return 0, ""
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := s.client.Do(req)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Errorf("POST /v1/tools/call: %v", err)
 		return 0, ""
@@ -46,9 +67,9 @@ func (s *runningServe) callAs(t *testing.T, token, body string) (int, string) {
 }
 
 // metric returns the value of one series of GET /metrics (-1 if absent).
-func (s *runningServe) metric(t *testing.T, series string) float64 {
+func metric(t *testing.T, base, series string) float64 {
 	t.Helper()
-	_, body := s.get(t, "/metrics", quotaAdmin)
+	_, body := httpDo(t, http.MethodGet, base+"/metrics", quotaAdmin, "")
 	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`).FindStringSubmatch(body)
 	if m == nil {
 		return -1
@@ -80,30 +101,30 @@ func decodeEnvelope(t *testing.T, body string) envelope {
 	return e
 }
 
-func quotaConfig(t *testing.T, limits, tenantA, tenantB string) string {
-	t.Helper()
-	t.Setenv("CARMY_TEST_TENANT_A", quotaTenantA)
-	t.Setenv("CARMY_TEST_TENANT_B", quotaTenantB)
-	t.Setenv("CARMY_TEST_QUOTA_ADMIN", quotaAdmin)
-	return writeConfig(t, fmt.Sprintf(`demo_tools: true
-auth:
-  tokens:
-    - {principal: tenant-a, token_env: CARMY_TEST_TENANT_A%s}
-    - {principal: tenant-b, token_env: CARMY_TEST_TENANT_B%s}
-  admin_token_env: CARMY_TEST_QUOTA_ADMIN
-limits:
-%s`, tenantA, tenantB, limits))
+// callResult is the part of a call's answer the quota tests look at.
+type callResult struct {
+	Status   string          `json:"status"`
+	Data     json.RawMessage `json:"data"`
+	Replayed bool            `json:"replayed"`
 }
 
-// TestBlackBoxTenantBurstLeavesOthersServed is issue 14's burst against a
-// served node with the default limits for two tenants: tenant-a sends as
-// many long calls at once as the node may run (max_running 8). Only its
-// default share (8/4 = 2) runs; the rest answer 503 UNAVAILABLE naming
-// tenant-a, and tenant-b's and the admin's calls are still served.
-func TestBlackBoxTenantBurstLeavesOthersServed(t *testing.T) {
-	clearCarmyEnv(t)
-	s := startServe(t, "--bootstrap", "--http-addr", "127.0.0.1:0", "--config", quotaConfig(t, "  max_running: 8\n", "", ""))
-	s.waitReady(t)
+func decodeCall(t *testing.T, body string) callResult {
+	t.Helper()
+	var r callResult
+	if err := json.Unmarshal([]byte(body), &r); err != nil {
+		t.Fatalf("call answer %q: %v", body, err)
+	}
+	return r
+}
+
+// TestTenantBurstLeavesOthersServed is issue 14's burst against a node
+// with the default limits for two tenants: tenant-a sends as many long
+// calls at once as the node may run (max_running 8). Only its default
+// share (8/4 = 2) runs; the rest answer 503 UNAVAILABLE naming tenant-a,
+// and tenant-b's and the admin's calls are still served. The node then
+// closes within 15 s, the running calls cancelled.
+func TestTenantBurstLeavesOthersServed(t *testing.T) {
+	base, node := quotaNode(t, "  max_running: 8\n", "", "")
 
 	type answer struct {
 		code int
@@ -113,7 +134,7 @@ func TestBlackBoxTenantBurstLeavesOthersServed(t *testing.T) {
 	var burst sync.WaitGroup
 	for i := range 8 {
 		burst.Go(func() {
-			code, body := s.callAs(t, quotaTenantA, fmt.Sprintf(`{"tool":"sleep","arguments":{"ms":60000},"request_id":"burst-%d"}`, i))
+			code, body := callAs(t, base, quotaTenantA, fmt.Sprintf(`{"tool":"sleep","arguments":{"ms":60000},"request_id":"burst-%d"}`, i))
 			answers <- answer{code, body}
 		})
 	}
@@ -123,7 +144,7 @@ func TestBlackBoxTenantBurstLeavesOthersServed(t *testing.T) {
 		for len(answers) > 0 {
 			refused = append(refused, <-answers)
 		}
-		if running := s.metric(t, "carmy_executions_running"); int(running)+len(refused) != 8 {
+		if running := metric(t, base, "carmy_executions_running"); int(running)+len(refused) != 8 {
 			return fmt.Errorf("%v running, %d answered", running, len(refused))
 		}
 		return nil
@@ -139,45 +160,44 @@ func TestBlackBoxTenantBurstLeavesOthersServed(t *testing.T) {
 		}
 	}
 	for who, token := range map[string]string{"tenant-b": quotaTenantB, "the admin": quotaAdmin} {
-		code, body := s.callAs(t, token, `{"tool":"echo","arguments":{"hello":"world"},"request_id":"during-burst"}`)
+		code, body := callAs(t, base, token, `{"tool":"echo","arguments":{"hello":"world"},"request_id":"during-burst"}`)
 		if code != http.StatusOK || decodeCall(t, body).Status != "completed" {
 			t.Fatalf("%s's call during tenant-a's burst: %d %s, want 200 completed", who, code, body)
 		}
 	}
-	if got := s.metric(t, `carmy_calls_refused_total{reason="max_running_per_principal"}`); got != 6 {
+	if got := metric(t, base, `carmy_calls_refused_total{reason="max_running_per_principal"}`); got != 6 {
 		t.Errorf("carmy_calls_refused_total{reason=max_running_per_principal} = %v, want 6", got)
 	}
-	if err := s.stop(t); err != nil {
-		t.Errorf("serve returned %v", err)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := node.Close(ctx); err != nil {
+		t.Errorf("Close = %v", err)
 	}
 	burst.Wait()
 }
 
-// TestBlackBoxByteQuotas is issue 14's 40 calls with 1 MB arguments (echo
-// returns them, so each result is 1 MB too) against a served node. Under
-// tenant-a's byte quota of 8 MB, the calls are recorded whole while a
-// record and one result (limits.result_bytes, 1 MiB) fit; every later one
-// answers 503 IDEMPOTENCY_CAPACITY naming tenant-a and "bytes", and the
-// tool does not run. The records stored before replay intact. tenant-b,
-// bound by the store's --max-bytes alone, then fills the store: its
-// refusal names no principal. The store's bytes stay within the bound.
-// Under the race detector every size is divided by raceScale.
-func TestBlackBoxByteQuotas(t *testing.T) {
-	clearCarmyEnv(t)
+// TestByteQuotas is issue 14's 40 calls with 1 MB arguments (echo returns
+// them, so each result is 1 MB too). Under tenant-a's byte quota of 8 MB,
+// the calls are recorded whole while a record and one result
+// (limits.result_bytes, 1 MiB) fit; every later one answers 503
+// IDEMPOTENCY_CAPACITY naming tenant-a and "bytes", and the tool does not
+// run. The records stored before replay intact. tenant-b, bound by the
+// store's MaxBytes (--max-bytes) alone, then fills the store: its refusal
+// names no principal. The store's bytes stay within the bound. Under the
+// race detector every size is divided by raceScale.
+func TestByteQuotas(t *testing.T) {
 	const (
 		size        = 1_000_000 / raceScale
 		quota       = 8_000_000 / raceScale
 		resultBytes = 1 << 20 / raceScale
 		maxBytes    = 20_000_000 / raceScale
 	)
-	cfg := quotaConfig(t, fmt.Sprintf("  max_running: 8\n  result_bytes: %d\n", resultBytes),
-		fmt.Sprintf(", max_bytes: %d", quota), ", max_bytes: 100000000")
-	s := startServe(t, "--bootstrap", "--http-addr", "127.0.0.1:0", "--config", cfg, "--max-bytes", strconv.Itoa(maxBytes))
-	s.waitReady(t)
+	base, _ := quotaNode(t, fmt.Sprintf("  max_running: 8\n  result_bytes: %d\n", resultBytes),
+		fmt.Sprintf(", max_bytes: %d", quota), ", max_bytes: 100000000", withMaxBytes(maxBytes))
 
 	blob := func(i int) string { return fmt.Sprintf("%03d", i) + strings.Repeat("x", size-3) }
 	call := func(token string, i int) (int, string) {
-		return s.callAs(t, token, fmt.Sprintf(`{"tool":"echo","arguments":{"blob":%q},"request_id":"big-%d"}`, blob(i), i))
+		return callAs(t, base, token, fmt.Sprintf(`{"tool":"echo","arguments":{"blob":%q},"request_id":"big-%d"}`, blob(i), i))
 	}
 	stored := 0
 	for i := range 40 {
@@ -228,7 +248,7 @@ func TestBlackBoxByteQuotas(t *testing.T) {
 	if last == "" {
 		t.Fatalf("tenant-b stored 40 records of %d bytes in a store bound to %d bytes", size, maxBytes)
 	}
-	if used, bound := s.metric(t, "carmy_store_bytes"), s.metric(t, "carmy_store_max_bytes"); used <= 0 || used > maxBytes || bound != maxBytes {
+	if used, bound := metric(t, base, "carmy_store_bytes"), metric(t, base, "carmy_store_max_bytes"); used <= 0 || used > maxBytes || bound != maxBytes {
 		t.Fatalf("carmy_store_bytes %v, carmy_store_max_bytes %v; want within %d", used, bound, maxBytes)
 	}
 }
