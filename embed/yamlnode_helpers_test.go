@@ -1,13 +1,16 @@
 package embed_test
 
 import (
+	"bytes"
 	"context"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -106,4 +109,28 @@ func httpDo(t *testing.T, method, url, token, body string) (int, string) {
 		t.Fatalf("%s %s: reading the body: %v", method, url, err)
 	}
 	return resp.StatusCode, string(raw)
+}
+
+// logBuffer is a log a node writes while a test reads it.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// withLog makes the node log into b, as text, from level INFO on (as
+// carmy serve logs by default).
+func withLog(b *logBuffer) yamlNode {
+	return func(s *embed.Settings) { s.Logger = slog.New(slog.NewTextHandler(b, nil)) }
 }

@@ -1,8 +1,8 @@
-package main_test
+package embed_test
 
-// Black-box tests of HTTP tools (issue 14, findings 2 and 3): a built
-// `carmy serve` process whose config file declares HTTP tools with
-// secrets in their URLs and headers, driven over real HTTP on loopback.
+// HTTP tools (issue 14, findings 2 and 3): a node whose config file
+// declares HTTP tools with secrets in their URLs and headers, driven over
+// real HTTP on loopback.
 
 import (
 	"encoding/json"
@@ -11,34 +11,29 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
-
-	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // The secrets of the config below: one in a URL's query, one in a header
 // (from the environment).
 const (
-	bbQuerySecret  = "query-SECRET-7f3a"
-	bbHeaderSecret = "header-SECRET-91c2"
+	httpQuerySecret  = "query-SECRET-7f3a"
+	httpHeaderSecret = "header-SECRET-91c2"
 )
 
-// bbUpstream is a loopback server that counts its requests.
-type bbUpstream struct {
+// countingUpstream is a loopback server that counts its requests.
+type countingUpstream struct {
 	*httptest.Server
 	requests atomic.Int64
 }
 
-// startUpstream serves h on ln (nil: 127.0.0.1) until the test ends.
-func startUpstream(t *testing.T, ln net.Listener, h http.HandlerFunc) *bbUpstream {
+// startCounting serves h on ln (nil: 127.0.0.1) until the test ends.
+func startCounting(t *testing.T, ln net.Listener, h http.HandlerFunc) *countingUpstream {
 	t.Helper()
-	u := &bbUpstream{}
+	u := &countingUpstream{}
 	u.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u.requests.Add(1)
 		h(w, r)
@@ -64,36 +59,6 @@ func otherLoopbackListener(t *testing.T) net.Listener {
 	return nil
 }
 
-// bbPost posts body to url and returns the status and the raw answer.
-func bbPost(t *testing.T, url, body string) (int, string) {
-	t.Helper()
-	resp, err := http.Post(url, "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatalf("POST %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(raw)
-}
-
-// bbGet gets url and returns the status and the raw answer.
-func bbGet(t *testing.T, url string) (int, string) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(raw)
-}
-
 // toolAnswer is the part of a call's answer these tests read.
 type toolAnswer struct {
 	ExecutionID string `json:"execution_id"`
@@ -106,13 +71,12 @@ type toolAnswer struct {
 	} `json:"error"`
 }
 
-func TestBlackBoxHTTPToolsKeepSecretsAndStayOnTheirHost(t *testing.T) {
-	t.Parallel() // its own processes on ports the kernel picks
-	if testing.Short() {
-		t.Skip("builds and runs the carmy binary")
-	}
-	bin := testutil.BuildCarmy(t)
-
+// TestHTTPToolsKeepSecretsAndStayOnTheirHost: an HTTP tool's secrets (in
+// its URL's query, in a header from the environment) are in no answer,
+// replay, record or log line; a request never sent is answered 503 and
+// recorded nowhere; a redirect to another host is not followed; the
+// egress policy refuses an upstream outside allow_networks.
+func TestHTTPToolsKeepSecretsAndStayOnTheirHost(t *testing.T) {
 	// A port nothing listens on.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -123,15 +87,15 @@ func TestBlackBoxHTTPToolsKeepSecretsAndStayOnTheirHost(t *testing.T) {
 
 	// The foreign host a redirect points at, and the upstream that
 	// redirects there (307: the body would be posted again).
-	foreign := startUpstream(t, otherLoopbackListener(t), func(w http.ResponseWriter, r *http.Request) {
+	foreign := startCounting(t, otherLoopbackListener(t), func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"foreign":true}`)
 	})
-	redirecting := startUpstream(t, nil, func(w http.ResponseWriter, r *http.Request) {
+	redirecting := startCounting(t, nil, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Location", foreign.URL+"/collect")
 		w.WriteHeader(http.StatusTemporaryRedirect)
 	})
-	fenced := startUpstream(t, nil, func(w http.ResponseWriter, r *http.Request) {
+	fenced := startCounting(t, nil, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{}`)
 	})
@@ -154,20 +118,14 @@ func TestBlackBoxHTTPToolsKeepSecretsAndStayOnTheirHost(t *testing.T) {
     http:
       url: %[3]s/orders?token=%[4]s
       allow_networks: [10.0.0.0/8]
-`, closed, redirecting.URL, fenced.URL, bbQuerySecret)
-	dir := t.TempDir()
-	path := filepath.Join(dir, "carmy.yaml")
-	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	n := testutil.StartCarmy(t, bin, testutil.StartOptions{Env: []string{"CARMY_BB_KEY=" + bbHeaderSecret}},
-		"--config", path, "--bootstrap")
-	n.WaitReady(t, 30*time.Second)
+`, closed, redirecting.URL, fenced.URL, httpQuerySecret)
+	var log logBuffer
+	base, _ := startFromYAML(t, config, withEnv(map[string]string{"CARMY_BB_KEY": httpHeaderSecret}), withLog(&log))
 
 	noSecret := func(t *testing.T, what, text string, extra ...string) {
 		t.Helper()
 		var leaks []string
-		for _, s := range append([]string{bbQuerySecret, bbHeaderSecret, "SECRET"}, extra...) {
+		for _, s := range append([]string{httpQuerySecret, httpHeaderSecret, "SECRET"}, extra...) {
 			if strings.Contains(text, s) {
 				leaks = append(leaks, s)
 			}
@@ -182,16 +140,16 @@ func TestBlackBoxHTTPToolsKeepSecretsAndStayOnTheirHost(t *testing.T) {
 	call := func(t *testing.T, tool string, extra ...string) toolAnswer {
 		t.Helper()
 		body := fmt.Sprintf(`{"tool":%q,"arguments":{"sku":"KB-01"},"request_id":"bb-%s"}`, tool, tool)
-		status, raw := bbPost(t, n.URL+"/v1/tools/call", body)
+		status, raw := httpDo(t, http.MethodPost, base+"/v1/tools/call", "", body)
 		var a toolAnswer
 		if err := json.Unmarshal([]byte(raw), &a); status != http.StatusOK || err != nil {
 			t.Fatalf("call %s: %d %s", tool, status, raw)
 		}
-		status, again := bbPost(t, n.URL+"/v1/tools/call", body)
+		status, again := httpDo(t, http.MethodPost, base+"/v1/tools/call", "", body)
 		if want := strings.Replace(raw, `"replayed":false`, `"replayed":true`, 1); status != http.StatusOK || again != want {
 			t.Fatalf("retry of %s: %d %s, want the replay %s", tool, status, again, want)
 		}
-		status, rec := bbGet(t, n.URL+"/v1/executions/"+a.ExecutionID)
+		status, rec := httpDo(t, http.MethodGet, base+"/v1/executions/"+a.ExecutionID, "", "")
 		if status != http.StatusOK {
 			t.Fatalf("GET the execution of %s: %d %s", tool, status, rec)
 		}
@@ -207,7 +165,7 @@ func TestBlackBoxHTTPToolsKeepSecretsAndStayOnTheirHost(t *testing.T) {
 	// request_id runs the tool.
 	t.Run("unreachable", func(t *testing.T) {
 		body := `{"tool":"create_order","arguments":{"sku":"KB-01"},"request_id":"bb-create_order"}`
-		resp, err := http.Post(n.URL+"/v1/tools/call", "application/json", strings.NewReader(body))
+		resp, err := http.Post(base+"/v1/tools/call", "application/json", strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -224,14 +182,14 @@ func TestBlackBoxHTTPToolsKeepSecretsAndStayOnTheirHost(t *testing.T) {
 				resp.StatusCode, resp.Header.Get("Retry-After"), raw, want)
 		}
 		noSecret(t, "the answer", string(raw), closed, "/orders", "token")
-		if status, rec := bbGet(t, n.URL+"/v1/executions?request_id=bb-create_order"); status != http.StatusNotFound {
+		if status, rec := httpDo(t, http.MethodGet, base+"/v1/executions?request_id=bb-create_order", "", ""); status != http.StatusNotFound {
 			t.Fatalf("the identity after a request never sent: %d %s; want 404 (nothing recorded)", status, rec)
 		}
 		ln, err := net.Listen("tcp", closed)
 		if err != nil {
 			t.Fatalf("listening again on %s: %v", closed, err)
 		}
-		up := startUpstream(t, ln, func(w http.ResponseWriter, r *http.Request) {
+		up := startCounting(t, ln, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			io.WriteString(w, `{"order_id":1}`)
 		})
@@ -268,7 +226,7 @@ func TestBlackBoxHTTPToolsKeepSecretsAndStayOnTheirHost(t *testing.T) {
 	})
 
 	// The node logged each failure's detail at WARN, without the secrets.
-	logs := n.Logs()
+	logs := log.String()
 	for _, want := range []string{"http tool: the upstream could not be reached", "http tool: a redirect was not followed", "http tool: the egress policy refused"} {
 		if !slices.ContainsFunc(strings.Split(logs, "\n"), func(line string) bool {
 			return strings.Contains(line, "WARN") && strings.Contains(line, want)
