@@ -57,6 +57,7 @@ func waitTools(t *testing.T, base string, names ...string) {
 // annotation changes nothing: called twice with one request_id, the tool
 // ran once.
 func TestEffectsFromAnnotations(t *testing.T) {
+	t.Parallel() // a node of its own on ports the kernel picks
 	var mu sync.Mutex
 	runs := map[string]int{}
 	s := mcp.NewServer(&mcp.Implementation{Name: "policy", Version: "v1"}, nil)

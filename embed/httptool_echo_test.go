@@ -15,6 +15,7 @@ import (
 // /v1/executions/{id}: in a 2xx answer, and in an error body that escaped
 // '/' as PHP does. Neither holds them now, as written or decoded.
 func TestHTTPToolEchoedHeadersAreRedacted(t *testing.T) {
+	t.Parallel() // a node of its own on ports the kernel picks
 	const (
 		token = "tok/en-SECRET-5e1d"
 		key   = "key/2222-SECRET-0b7c"

@@ -77,6 +77,7 @@ type toolAnswer struct {
 // recorded nowhere; a redirect to another host is not followed; the
 // egress policy refuses an upstream outside allow_networks.
 func TestHTTPToolsKeepSecretsAndStayOnTheirHost(t *testing.T) {
+	t.Parallel() // a node of its own on ports the kernel picks
 	// A port nothing listens on.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
