@@ -32,11 +32,12 @@ func appliedIndex(t *testing.T, base string) uint64 {
 	return *v.AppliedIndex
 }
 
-// waitTools waits until GET /v1/tools lists every one of names.
-func waitTools(t *testing.T, base string, names ...string) {
+// waitTools waits until GET /v1/tools (with token, unless empty) lists
+// every one of names.
+func waitTools(t *testing.T, base, token string, names ...string) {
 	t.Helper()
 	testutil.WaitFor(t, 30*time.Second, "the upstream tools listed", func() error {
-		code, body := httpDo(t, http.MethodGet, base+"/v1/tools", "", "")
+		code, body := httpDo(t, http.MethodGet, base+"/v1/tools", token, "")
 		var list struct{ Tools []struct{ Name string } }
 		if err := json.Unmarshal([]byte(body), &list); code != http.StatusOK || err != nil {
 			return fmt.Errorf("GET /v1/tools: %d %s (%v)", code, body, err)
@@ -91,7 +92,7 @@ func TestEffectsFromAnnotations(t *testing.T) {
   - name: untrusted
     url: %s
 `, up.URL, up.URL))
-	waitTools(t, base, "trusted.wipe", "untrusted.wipe")
+	waitTools(t, base, "", "trusted.wipe", "untrusted.wipe")
 
 	callTool := func(body string) map[string]any {
 		t.Helper()
