@@ -10,11 +10,11 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
+
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // The secrets of the config below: one in a URL's query, one in a header
@@ -23,29 +23,6 @@ const (
 	httpQuerySecret  = "query-SECRET-7f3a"
 	httpHeaderSecret = "header-SECRET-91c2"
 )
-
-// countingUpstream is a loopback server that counts its requests.
-type countingUpstream struct {
-	*httptest.Server
-	requests atomic.Int64
-}
-
-// startCounting serves h on ln (nil: 127.0.0.1) until the test ends.
-func startCounting(t *testing.T, ln net.Listener, h http.HandlerFunc) *countingUpstream {
-	t.Helper()
-	u := &countingUpstream{}
-	u.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		u.requests.Add(1)
-		h(w, r)
-	}))
-	if ln != nil {
-		u.Listener.Close()
-		u.Listener = ln
-	}
-	u.Start()
-	t.Cleanup(u.Close)
-	return u
-}
 
 // otherLoopbackListener listens on a loopback host other than 127.0.0.1.
 func otherLoopbackListener(t *testing.T) net.Listener {
@@ -88,15 +65,15 @@ func TestHTTPToolsKeepSecretsAndStayOnTheirHost(t *testing.T) {
 
 	// The foreign host a redirect points at, and the upstream that
 	// redirects there (307: the body would be posted again).
-	foreign := startCounting(t, otherLoopbackListener(t), func(w http.ResponseWriter, r *http.Request) {
+	foreign := testutil.StartUpstream(t, otherLoopbackListener(t), func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"foreign":true}`)
 	})
-	redirecting := startCounting(t, nil, func(w http.ResponseWriter, r *http.Request) {
+	redirecting := testutil.StartUpstream(t, nil, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Location", foreign.URL+"/collect")
 		w.WriteHeader(http.StatusTemporaryRedirect)
 	})
-	fenced := startCounting(t, nil, func(w http.ResponseWriter, r *http.Request) {
+	fenced := testutil.StartUpstream(t, nil, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{}`)
 	})
@@ -190,13 +167,13 @@ func TestHTTPToolsKeepSecretsAndStayOnTheirHost(t *testing.T) {
 		if err != nil {
 			t.Fatalf("listening again on %s: %v", closed, err)
 		}
-		up := startCounting(t, ln, func(w http.ResponseWriter, r *http.Request) {
+		up := testutil.StartUpstream(t, ln, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			io.WriteString(w, `{"order_id":1}`)
 		})
 		a := call(t, "create_order", "/orders", "token")
-		if a.Status != "completed" || up.requests.Load() != 1 {
-			t.Errorf("the retry once the upstream listens = %+v, upstream requests %d; want completed, run once", a, up.requests.Load())
+		if a.Status != "completed" || up.Requests.Load() != 1 {
+			t.Errorf("the retry once the upstream listens = %+v, upstream requests %d; want completed, run once", a, up.Requests.Load())
 		}
 	})
 
@@ -208,10 +185,10 @@ func TestHTTPToolsKeepSecretsAndStayOnTheirHost(t *testing.T) {
 				t.Errorf("%s: answer = %+v, want failed UPSTREAM_STATUS 307, not followed", tool, a)
 			}
 		}
-		if got := redirecting.requests.Load(); got != 2 {
+		if got := redirecting.Requests.Load(); got != 2 {
 			t.Errorf("the redirecting upstream got %d requests, want 2 (one per tool)", got)
 		}
-		if got := foreign.requests.Load(); got != 0 {
+		if got := foreign.Requests.Load(); got != 0 {
 			t.Errorf("the foreign host got %d requests, want none", got)
 		}
 	})
@@ -221,7 +198,7 @@ func TestHTTPToolsKeepSecretsAndStayOnTheirHost(t *testing.T) {
 		if a.Status != "failed" || a.Error.Code != "EGRESS_DENIED" || !strings.HasPrefix(a.Error.Message, "tool fenced: ") {
 			t.Errorf("answer = %+v, want failed EGRESS_DENIED naming the tool", a)
 		}
-		if got := fenced.requests.Load(); got != 0 {
+		if got := fenced.Requests.Load(); got != 0 {
 			t.Errorf("the fenced upstream got %d requests, want none", got)
 		}
 	})

@@ -3,19 +3,17 @@ package embed_test
 import (
 	"bytes"
 	"context"
-	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/carmyhq/carmy/cluster"
 	"github.com/carmyhq/carmy/embed"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // yamlNode adjusts the Settings startFromYAML builds, before NewConfig.
@@ -89,26 +87,7 @@ func startFromYAML(t *testing.T, text string, opts ...yamlNode) (string, *embed.
 // returns the status and the raw answer.
 func httpDo(t *testing.T, method, url, token, body string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("%s %s: reading the body: %v", method, url, err)
-	}
-	return resp.StatusCode, string(raw)
+	return testutil.Do(t, method, url, token, body)
 }
 
 // logBuffer is a log a node writes while a test reads it.

@@ -5,36 +5,10 @@ package main_test
 
 import (
 	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 )
-
-// bbUpstream is a loopback server that counts its requests.
-type bbUpstream struct {
-	*httptest.Server
-	requests atomic.Int64
-}
-
-// startUpstream serves h on ln (nil: 127.0.0.1) until the test ends.
-func startUpstream(t *testing.T, ln net.Listener, h http.HandlerFunc) *bbUpstream {
-	t.Helper()
-	u := &bbUpstream{}
-	u.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		u.requests.Add(1)
-		h(w, r)
-	}))
-	if ln != nil {
-		u.Listener.Close()
-		u.Listener = ln
-	}
-	u.Start()
-	t.Cleanup(u.Close)
-	return u
-}
 
 // bbPost posts body to url and returns the status and the raw answer.
 func bbPost(t *testing.T, url, body string) (int, string) {

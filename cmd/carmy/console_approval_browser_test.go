@@ -45,7 +45,7 @@ func TestConsoleBrowserApprovals(t *testing.T) {
 	testutil.LongTier(t, "the console in a browser")
 	alloc := browser(t)
 	const admin, alice, bob = "ui-admin-token-0123456789", "ui-alice-token-0123456789", "ui-bob-token-0123456789"
-	upstream := startUpstream(t, nil, func(w http.ResponseWriter, r *http.Request) {
+	upstream := testutil.StartUpstream(t, nil, func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"paid":true}`)
@@ -129,7 +129,7 @@ tools:
 		p.waitFor("the confirmation to close", `!document.querySelector('#confirm-dialog').open`)
 		p.waitFor("pay-approve to leave the queue", fmt.Sprintf(`!document.querySelector(%q)`, row(approved)))
 		p.waitText("#status", "Approved pay-approve: it is now completed.")
-		if got := upstream.requests.Load(); got != 1 {
+		if got := upstream.Requests.Load(); got != 1 {
 			t.Errorf("the upstream was called %d times after the approval, want 1", got)
 		}
 		status, out := apiJSON(t, http.MethodGet, n.URL+"/v1/executions/"+approved, admin, "")
@@ -158,7 +158,7 @@ tools:
 		if status != http.StatusOK || out["status"] != "denied" || decision["reason"] != reason || decision["by"] != "admin" {
 			t.Fatalf("after the denial through the page, the record is %d %v, want denied by admin with the reason", status, out)
 		}
-		if got := upstream.requests.Load(); got != 1 {
+		if got := upstream.Requests.Load(); got != 1 {
 			t.Errorf("the upstream was called %d times, want 1: a denied call does not run", got)
 		}
 		// The status filter knows the new statuses.
@@ -208,7 +208,7 @@ tools:
 		p.do("escape", chromedp.KeyEvent(kb.Escape))
 		p.click("resume the refresh", "#refresh-toggle")
 		p.waitFor("pay-raced to leave the queue", fmt.Sprintf(`!document.querySelector(%q)`, row(raced)))
-		if got := upstream.requests.Load(); got != 1 {
+		if got := upstream.Requests.Load(); got != 1 {
 			t.Errorf("the upstream was called %d times, want 1", got)
 		}
 	})
@@ -252,7 +252,7 @@ tools:
 		if status != http.StatusOK || out["status"] != "completed" {
 			t.Fatalf("after bob's approval through the page, the record is %d %v, want completed", status, out)
 		}
-		if got := upstream.requests.Load(); got != 2 {
+		if got := upstream.Requests.Load(); got != 2 {
 			t.Errorf("the upstream was called %d times, want 2", got)
 		}
 	})

@@ -35,7 +35,7 @@ func TestBlackBoxPostgresApproval(t *testing.T) {
 	pg := needPostgres(t)
 	bin := testutil.BuildCarmy(t)
 	url := pg.URL("postgres")
-	up := startUpstream(t, nil, func(w http.ResponseWriter, r *http.Request) {
+	up := testutil.StartUpstream(t, nil, func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"paid":true,"asked":%s}`, body)
@@ -88,7 +88,7 @@ tools:
 	if err := json.Unmarshal([]byte(body), &approved); code != http.StatusOK || err != nil || approved.Status != "completed" {
 		t.Fatalf("approve on b with a gone: %d %s", code, body)
 	}
-	if got := up.requests.Load(); got != 1 {
+	if got := up.Requests.Load(); got != 1 {
 		t.Fatalf("the tool ran %d times, want once", got)
 	}
 	again := pay(b, "pay-1")
@@ -130,7 +130,7 @@ tools:
 	if code != http.StatusOK || !strings.Contains(body, `"status":"denied"`) {
 		t.Fatalf("deny after the restart: %d %s", code, body)
 	}
-	if got := up.requests.Load(); got != 2 {
+	if got := up.Requests.Load(); got != 2 {
 		t.Fatalf("the tool ran %d times, want twice (pay-1 and pay-2)", got)
 	}
 	for _, n := range []*testutil.Node{a, b} {
@@ -141,7 +141,7 @@ tools:
 			t.Fatalf("pay-3 replayed on %s: %d %s", n.ID(), r.status, r.body)
 		}
 	}
-	if got := up.requests.Load(); got != 2 {
+	if got := up.Requests.Load(); got != 2 {
 		t.Fatalf("after the replays the tool ran %d times, want twice", got)
 	}
 
@@ -159,7 +159,7 @@ tools:
 	if r := callWith(t, a, pgaAlice, "quick", `{}`, "quick-1"); !r.Replayed || r.Status != "expired" || r.Error.Code != "APPROVAL_EXPIRED" {
 		t.Fatalf("quick-1 replayed: %d %s", r.status, r.body)
 	}
-	if got := up.requests.Load(); got != 2 {
+	if got := up.Requests.Load(); got != 2 {
 		t.Fatalf("after the expiry the tool ran %d times, want twice", got)
 	}
 }

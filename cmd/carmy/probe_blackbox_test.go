@@ -32,7 +32,7 @@ func TestBlackBoxProbeResolvesADeadRunnersCall(t *testing.T) {
 	started := make(chan struct{}, 1)
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) })
-	up := startUpstream(t, nil, func(w http.ResponseWriter, r *http.Request) {
+	up := testutil.StartUpstream(t, nil, func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/orders/by-key/") {
 			probes.Add(1)
 			probedKey.Store(strings.TrimPrefix(r.URL.Path, "/orders/by-key/"))

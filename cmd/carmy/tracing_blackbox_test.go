@@ -103,7 +103,7 @@ func (rcv *otlpReceiver) count() int {
 func startTracedNode(t *testing.T, bin string, env ...string) (*testutil.Node, *tracedUpstream) {
 	t.Helper()
 	up := &tracedUpstream{}
-	up.bbUpstream = startUpstream(t, nil, func(w http.ResponseWriter, r *http.Request) {
+	up.Upstream = testutil.StartUpstream(t, nil, func(w http.ResponseWriter, r *http.Request) {
 		up.mu.Lock()
 		up.seen = append(up.seen, r.Header.Get("traceparent"))
 		up.mu.Unlock()
@@ -121,7 +121,7 @@ func startTracedNode(t *testing.T, bin string, env ...string) (*testutil.Node, *
 }
 
 type tracedUpstream struct {
-	*bbUpstream
+	*testutil.Upstream
 	mu   sync.Mutex
 	seen []string // the traceparent of each request, "" for none
 }
