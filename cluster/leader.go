@@ -28,7 +28,6 @@ func (n *Node) leaderDuties() {
 		lastExpire   time.Time
 		lastPrune    time.Time
 		lastSign     time.Time
-		signed       audit.Head // the head this leader last signed
 		lastLiveness time.Time
 		expireEvery  = min(max(n.cfg.Retention/10, time.Second), time.Minute)
 		livenessTick = min(n.cfg.DeadGrace/4, time.Second)
@@ -42,7 +41,6 @@ func (n *Node) leaderDuties() {
 				clear(strays)
 			}
 			wasLeader = false
-			signed = audit.Head{}
 			continue
 		}
 		if !wasLeader || n.leaderReady.Load() != n.currentTerm() {
@@ -69,7 +67,7 @@ func (n *Node) leaderDuties() {
 		}
 		if n.cfg.AuditSigningKey != nil && time.Since(lastSign) >= n.auditCheckpointEvery() {
 			lastSign = time.Now()
-			signed = n.signAudit(signed)
+			n.signAudit()
 		}
 	}
 }
@@ -264,32 +262,28 @@ func (n *Node) auditCheckpointEvery() time.Duration {
 }
 
 // signAudit proposes a checkpoint entry signing the ledger's head, unless
-// the head is itself a checkpoint (nothing was appended since the last
-// one, whichever leader signed it: never a checkpoint of a checkpoint) or
-// the checkpoint of prev, the head this leader last signed; it returns the
-// head it signed (prev when none). The head's own kind is checked, not
-// only prev, so that a checkpoint whose proposal timed out but committed,
-// or one a previous leader signed, is not signed again.
-func (n *Node) signAudit(prev audit.Head) audit.Head {
+// the head is itself a checkpoint: nothing was appended since the last
+// one, whichever leader signed it, and whether or not its proposal was
+// answered (one that timed out may have committed). So a checkpoint never
+// signs a checkpoint.
+func (n *Node) signAudit() {
 	// The ledger's writer may stand far behind the applied state (on a
 	// follower that just took over under load, by thousands of entries):
 	// sign the head of what is applied, not of what happens to be written,
 	// so that the checkpoint signs an entry a few back at most.
 	n.ledger.FlushQueued()
 	head, err := n.AuditHead()
-	if err != nil || head.Seq == 0 || (prev.Seq != 0 && head.Seq <= prev.Seq+1) {
-		return prev
+	if err != nil || head.Seq == 0 {
+		return
 	}
 	if last, ok, err := n.ledger.Entry(head.Seq); err != nil || (ok && last.Kind == audit.KindCheckpoint) {
-		return prev
+		return
 	}
 	ctx, cancel := context.WithTimeout(n.bgCtx, n.cfg.LeaderWait)
 	defer cancel()
 	if _, err := n.Apply(ctx, fsm.AuditCheckpoint(audit.Sign(n.cfg.AuditSigningKey, head))); err != nil {
 		n.log.Warn("audit: signing a checkpoint failed", slog.Any("err", err))
-		return prev
 	}
-	return head
 }
 
 // isVoter reports whether id is in the Raft configuration.
