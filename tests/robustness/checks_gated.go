@@ -20,6 +20,7 @@ type gateStats struct {
 	Denied    int // denials answered with the record (200)
 	Already   int // decisions answered 409 INVALID_STATE: decided already (an earlier attempt, or the expiry)
 	Gone      int // decisions answered 404: the execution was released (a reconcile probe) after an approval
+	Released  int // approvals answered running or interrupted whose execution a probe released after, nothing on the ledger
 	Retried   int // decision requests answered 503 or not at all, then sent again
 
 	// Final statuses of the gated identities' records, and how many of
@@ -111,6 +112,11 @@ func checkGated(ops []Op, decisions []decision, final map[string]finalRecord, en
 		}
 		fr := final[d.Key]
 		switch {
+		case !fr.found && (d.Status == statusRunning || d.Status == statusInterrupted) && len(byKey[d.Key]) == 0:
+			// The approved run's answer was lost and a reconcile probe,
+			// finding no trace of it on the ledger, released the
+			// execution: the identity is free again and nothing ran.
+			st.Released++
 		case !fr.found:
 			anomalies = append(anomalies, fmt.Sprintf("%s: answered %s, but the identity has no record", where, d.Status))
 		case d.Status == statusRunning || d.Status == statusInterrupted:

@@ -73,8 +73,8 @@ func (r report) String() string {
 	fmt.Fprintf(&b, "  reconcile probes %d, about %d interrupted executions: resolved by probe %d completed, %d released (%d run again by a retry)\n",
 		p.Asked, p.Executions, p.Completed, p.Released, p.RanAgain)
 	g := r.Gates
-	fmt.Fprintf(&b, "  approval gates: %d calls on %d gated identities, %d answered awaiting; approver learned of %d: approved %d (%d of them answered EXECUTION_UNCERTAIN), denied %d, left to expire %d, decided already %d, gone %d, %d decisions sent again\n",
-		g.Calls, g.Identities, g.Awaiting, g.Learned, g.Approved, g.Uncertain, g.Denied, g.Ignored, g.Already, g.Gone, g.Retried)
+	fmt.Fprintf(&b, "  approval gates: %d calls on %d gated identities, %d answered awaiting; approver learned of %d: approved %d (%d of them answered EXECUTION_UNCERTAIN), denied %d, left to expire %d, decided already %d, gone %d, released after an uncertain approval %d, %d decisions sent again\n",
+		g.Calls, g.Identities, g.Awaiting, g.Learned, g.Approved, g.Uncertain, g.Denied, g.Ignored, g.Already, g.Gone, g.Released, g.Retried)
 	b.WriteString("    gated identities by final status:")
 	for _, s := range slices.Sorted(maps.Keys(g.Final)) {
 		fmt.Fprintf(&b, " %s=%d", s, g.Final[s])
