@@ -21,7 +21,7 @@ import (
 //
 //	go test ./fsm -run '^$' -bench MemoryPerRecord -benchtime 1x
 func BenchmarkMemoryPerRecord(b *testing.B) {
-	const records = 50_000
+	records := benchRecords(50_000)
 	for _, size := range []int{16, 256, 1024} {
 		b.Run(fmt.Sprintf("data-%dB", size), func(b *testing.B) {
 			data := `{"v":"` + strings.Repeat("x", max(size-8, 0)) + `"}`
@@ -49,7 +49,7 @@ func BenchmarkMemoryPerRecord(b *testing.B) {
 				if got := f.Stats().Entries; got != records {
 					b.Fatalf("%d records, want %d", got, records)
 				}
-				b.ReportMetric(float64(after-before)/records, "B/record")
+				b.ReportMetric(float64(after-before)/float64(records), "B/record")
 				runtime.KeepAlive(f)
 			}
 		})

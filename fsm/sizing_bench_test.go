@@ -27,6 +27,7 @@ func BenchmarkSizing(b *testing.B) {
 		size, records int
 	}{{100, 20_000}, {1 << 10, 20_000}, {64 << 10, 1_000}} {
 		b.Run(fmt.Sprintf("data-%dB", tc.size), func(b *testing.B) {
+			tc.records = benchRecords(tc.records)
 			data := `"` + strings.Repeat("x", tc.size-2) + `"`
 			fingerprint := strings.Repeat("ab", 32)
 			for b.Loop() {

@@ -23,12 +23,19 @@ const minKeyDistinct = 8
 // classes it uses (lowercase 26, uppercase 26, digits 10, other printable
 // ASCII 33, anything else 128). It is an upper bound for a random key of
 // those classes; for a key a person made up it overestimates, which
-// checkClusterKey's other rules temper. A random key of `carmy keygen`
-// (44 characters of base64) is about 280 bits; 32 hex digits (16 random
-// bytes) are 165.
+// checkClusterKey's other rules temper. A key made of hex digits alone
+// counts an alphabet of at least 16, digits alone included: 32 random hex
+// digits (16 random bytes) are all decimal once in about 3.4 million keys,
+// and such a key is as random as any other of them. A random key of
+// `carmy keygen` (44 characters of base64) is about 280 bits; 32 hex
+// digits are 165, or 128 when none is a letter.
 func keyEntropy(key string) (bits float64, alphabet int) {
 	var lower, upper, digit, punct, other bool
+	hexOnly := true
 	for _, r := range key {
+		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f' || r >= 'A' && r <= 'F') {
+			hexOnly = false
+		}
 		switch {
 		case r >= 'a' && r <= 'z':
 			lower = true
@@ -52,6 +59,9 @@ func keyEntropy(key string) (bits float64, alphabet int) {
 	}
 	if alphabet == 0 {
 		return 0, 0
+	}
+	if hexOnly && alphabet < 16 {
+		alphabet = 16
 	}
 	return float64(utf8.RuneCountInString(key)) * math.Log2(float64(alphabet)), alphabet
 }

@@ -37,6 +37,7 @@ func TestClusterKeyStrength(t *testing.T) {
 		"0123456789abcdef0123456789abcdeX",             // 32 characters of a bigger alphabet
 		hex.EncodeToString([]byte("sixteen bytes!!!")), // 32 hex digits: 165 bits
 		"correct horse battery staple of mine",         // a passphrase of 36 characters
+		"00188923936274917243529871782875",             // 32 random hex digits, none a letter: 128 bits
 	} {
 		if err := checkClusterKey(key); err != nil {
 			t.Errorf("checkClusterKey(%q) = %v, want nil", key, err)
