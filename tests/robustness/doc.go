@@ -138,9 +138,9 @@
 // records); the report leaves them out and says "(postgres)".
 //
 // Modes (CARMY_ROBUSTNESS): short, the default, which `go test ./...` and
-// CI run: 3 nodes for 30 s with seeds 1 and 2, and 5 nodes for 35 s with
-// seed 1, about three minutes on a busy 2-core machine once the test image
-// is built, and a fleet of 3 nodes for 30 s with seed 1, 80 to 105 s
+// CI run: 3 nodes for 30 s and 5 nodes for 35 s, seed 1 each, about two
+// minutes on a busy 2-core machine once the test image is built, and a
+// fleet of 3 nodes for 30 s with seed 1, 80 to 105 s
 // more (plus 30 to 60 s for the PostgreSQL test image's build); long: 3
 // nodes for 120 s and 5 nodes for 150 s, and a fleet of 3 nodes for 120 s,
 // seeds 1 to 10 each (scripts/robustness); off. CARMY_ROBUSTNESS_SEEDS

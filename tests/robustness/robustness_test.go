@@ -15,7 +15,8 @@ import (
 
 // Environment of the robustness test.
 const (
-	// envMode is "short" (the default: a few seeds, about three minutes),
+	// envMode is "short" (the default: seed 1 at 3 and 5 nodes, about two
+	// minutes),
 	// "long" (3 nodes for 120 s and 5 nodes for 150 s, 10 seeds each) or
 	// "off".
 	envMode = "CARMY_ROBUSTNESS"
@@ -44,7 +45,7 @@ func schedules(t *testing.T) []schedule {
 	switch mode {
 	case "", "short":
 		out = []schedule{
-			{nodes: 3, clients: 6, duration: 30 * time.Second, seeds: []uint64{1, 2}, hold: [2]time.Duration{2 * time.Second, 4 * time.Second}},
+			{nodes: 3, clients: 6, duration: 30 * time.Second, seeds: []uint64{1}, hold: [2]time.Duration{2 * time.Second, 4 * time.Second}},
 			{nodes: 5, clients: 8, duration: 35 * time.Second, seeds: []uint64{1}, hold: [2]time.Duration{2 * time.Second, 4 * time.Second}},
 		}
 	case "long":
