@@ -13,7 +13,12 @@ import (
 	"github.com/carmyhq/carmy/tests/testutil"
 )
 
+// The conformance tests run side by side (t.Parallel), after the
+// package's other tests: each case starts a cluster of its own on ports
+// the kernel picks, and most of a case is waiting for its election.
+
 func TestConformanceOneNode(t *testing.T) {
+	t.Parallel()
 	storetest.Run(t, func(t *testing.T, capacity int) store.Store {
 		c := newCluster(t, 1, func(cfg *cluster.Config) { cfg.MaxEntries = capacity })
 		waitCapacity(t, c, capacity)
@@ -22,6 +27,7 @@ func TestConformanceOneNode(t *testing.T) {
 }
 
 func TestConformanceThreeNodes(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a 3-node cluster per case")
 	}
@@ -42,6 +48,7 @@ func TestConformanceThreeNodes(t *testing.T) {
 // with Raft over mutual TLS and gossip encrypted, as a production cluster
 // runs.
 func TestConformanceThreeNodesSecured(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a 3-node cluster per case")
 	}
@@ -64,6 +71,7 @@ func TestConformanceThreeNodesSecured(t *testing.T) {
 // on three (each call to the next node's store: decisions forwarded to
 // the leader, as from a follower's endpoint).
 func TestApprovalConformance(t *testing.T) {
+	t.Parallel()
 	t.Run("OneNode", func(t *testing.T) {
 		storetest.RunApproval(t, func(t *testing.T, capacity int) store.Store {
 			c := newCluster(t, 1, func(cfg *cluster.Config) { cfg.MaxEntries = capacity })

@@ -77,8 +77,9 @@ func inShort(b, r, s string) bool {
 func full() bool { return os.Getenv("CARMY_GUARANTEES") == "full" }
 
 // TestGuarantees runs the matrix: back end × route × scenario, each cell a
-// subtest named backend/route/scenario. The short matrix is the default;
-// CARMY_GUARANTEES=full runs every route on every back end.
+// subtest named backend/route/scenario. The short matrix is the default,
+// its back ends of several nodes in the long tier (CARMY_TEST_LONG=1, as
+// CI runs it); CARMY_GUARANTEES=full runs every route on every back end.
 // CARMY_GUARANTEES_BACKENDS (comma-separated) picks back ends.
 func TestGuarantees(t *testing.T) {
 	if testing.Short() {
@@ -91,6 +92,12 @@ func TestGuarantees(t *testing.T) {
 			continue
 		}
 		t.Run(b.name, func(t *testing.T) {
+			if b.name != "one" && !full() {
+				// Every route on one node stays in the README's test
+				// command; the back ends of several nodes, minutes more,
+				// are the long tier's (CI runs them).
+				testutil.LongTier(t, "the guarantee matrix on "+b.name+" nodes")
+			}
 			fix := newFixtures(t)
 			e := &env{fix: fix, callers: map[string]caller{}}
 			e.d = b.start(t, bin, fix.config(t))
