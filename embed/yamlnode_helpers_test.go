@@ -113,3 +113,9 @@ func (b *logBuffer) String() string {
 func withLog(b *logBuffer) yamlNode {
 	return func(s *embed.Settings) { s.Logger = slog.New(slog.NewTextHandler(b, nil)) }
 }
+
+// withDev runs the node as carmy serve --dev does: the demo tools on,
+// auth off.
+func withDev() yamlNode {
+	return func(s *embed.Settings) { s.Dev = true }
+}

@@ -1,13 +1,11 @@
-package main_test
+package main
 
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,21 +14,20 @@ import (
 	"github.com/carmyhq/carmy/tests/testutil"
 )
 
-// TestAuditExportVerify: `carmy audit export` writes a running node's
-// ledger, `carmy audit verify` checks it against the node's head, names
-// the seq of a changed line, and accepts an export that starts after a
-// seq (anchored at its checkpoint line).
-func TestAuditExportVerify(t *testing.T) {
-	t.Parallel() // its own process on ports the kernel picks
-	if testing.Short() {
-		t.Skip("builds and runs the carmy binary")
-	}
-	bin := testutil.BuildCarmy(t)
-	n := testutil.StartCarmy(t, bin, testutil.StartOptions{}, "--dev", "--node-id", "n1", "--data-dir", filepath.Join(t.TempDir(), "n1"))
-	n.WaitReady(t, 30*time.Second)
+// TestAuditExportVerifyCLI: `carmy audit export` writes a running node's
+// ledger, `carmy audit verify` checks it against the node's head (exit
+// 0), names the seq of a changed line and a --head that is not the
+// export's (exit 1), and accepts an export that starts after a seq
+// (anchored at its checkpoint line). The commands run in process, as
+// the binary runs them (run, exitCode); the ledger's own behaviour is
+// embed's TestAuditExportVerify.
+func TestAuditExportVerifyCLI(t *testing.T) {
+	clearCarmyEnv(t)
+	n := startServe(t, "--dev", "--node-id", "n1")
+	n.waitReady(t)
 	for i := range 3 {
 		call := fmt.Sprintf(`{"tool":"echo","request_id":"r%d","arguments":{"x":%d}}`, i, i)
-		if code, body := bbPost(t, n.URL+"/v1/tools/call", call); code != http.StatusOK {
+		if code, _, body := n.post(t, "/v1/tools/call", call); code != http.StatusOK {
 			t.Fatalf("call: %d %s", code, body)
 		}
 	}
@@ -40,26 +37,17 @@ func TestAuditExportVerify(t *testing.T) {
 	}
 	// Each call is reserved, then completed.
 	testutil.WaitUntil(t, 10*time.Second, "the ledger to hold the calls", func() bool {
-		code, body := bbGet(t, n.URL+"/v1/audit/head")
+		code, body := n.get(t, "/v1/audit/head", "")
 		return code == http.StatusOK && json.Unmarshal([]byte(body), &head) == nil && head.Seq >= 6
 	})
 	carmy := func(args ...string) (stdout, stderr string, code int) {
 		t.Helper()
 		var o, e bytes.Buffer
-		cmd := exec.Command(bin, args...)
-		cmd.Stdout, cmd.Stderr = &o, &e
-		err := cmd.Run()
-		var ee *exec.ExitError
-		switch {
-		case errors.As(err, &ee):
-			code = ee.ExitCode()
-		case err != nil:
-			t.Fatal(err)
-		}
+		code = exitCode(run(t.Context(), args, &o, &e), &e)
 		return o.String(), e.String(), code
 	}
 	dir := t.TempDir()
-	out, errOut, code := carmy("audit", "export", "--addr", n.Addr)
+	out, errOut, code := carmy("audit", "export", "--addr", n.addr)
 	if code != 0 || strings.Count(out, "\n") != int(head.Seq) {
 		t.Fatalf("export: exit %d, %d lines (head %d)\n%s\n%s", code, strings.Count(out, "\n"), head.Seq, out, errOut)
 	}
@@ -93,7 +81,7 @@ func TestAuditExportVerify(t *testing.T) {
 	}
 
 	// An export after seq 2 starts at its checkpoint, which anchors it.
-	out, errOut, code = carmy("audit", "export", "--addr", n.Addr, "--after", "2")
+	out, errOut, code = carmy("audit", "export", "--addr", n.addr, "--after", "2")
 	if code != 0 || !strings.HasPrefix(out, `{"checkpoint":{"hash":"`) {
 		t.Fatalf("export --after 2: exit %d\n%s\n%s", code, out, errOut)
 	}
