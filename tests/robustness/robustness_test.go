@@ -143,8 +143,13 @@ func parseSeeds(s string) ([]uint64, error) {
 // (ledger), replays, convergence, no execution left running, and the
 // linearizability of every identity's history (porcupine). Any anomaly
 // fails the run. See doc.go for the modes.
+//
+// It runs beside TestRobustnessPostgres (t.Parallel): each run has
+// containers, networks and a report directory of its own, and the
+// checks hold whatever the machine's load.
 func TestRobustness(t *testing.T) {
 	testutil.LongTier(t, "the fault-injection harness")
+	t.Parallel()
 	plan := schedules(t)
 	requireDocker(t)
 	runSchedules(t, storeRaft, plan)
@@ -158,6 +163,7 @@ func TestRobustness(t *testing.T) {
 // convergence (there are no replicas). Any anomaly fails the run.
 func TestRobustnessPostgres(t *testing.T) {
 	testutil.LongTier(t, "the fault-injection harness on PostgreSQL")
+	t.Parallel()
 	plan := fleetSchedules(t)
 	requireDocker(t)
 	runSchedules(t, storePostgres, plan)
