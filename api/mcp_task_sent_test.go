@@ -125,6 +125,11 @@ func TestMCPTaskNeverSentRefused(t *testing.T) {
 			return lookupStatus(t, base, rid) == http.StatusOK
 		})
 	}
+	// A task's record exists from its reservation, before the tool's
+	// request leaves: wait for the requests themselves.
+	wait.Until(t, 30*time.Second, "the upstream to get both retries' requests", func() bool {
+		return hits.Load() >= 2
+	})
 	if n := hits.Load(); n != 2 {
 		t.Errorf("the upstream got %d requests, want 2 (one per retry)", n)
 	}
