@@ -137,6 +137,35 @@ func (c *cell) await(ch <-chan answerOrErr, timeout time.Duration) answerOrErr {
 	}
 }
 
+// sendUntilStarted sends a call to n in the background and waits for its
+// tool's start on the upstream's ledger, sending it again (the same
+// request_id) whenever it comes back UNAVAILABLE with the tool not run:
+// the route's upstream was still reconnecting after an earlier cell's
+// fault, and nothing was recorded. Any other answer before the start
+// fails the cell. The last call is left to its fate (a cell kills its
+// node).
+func (c *cell) sendUntilStarted(l ledger, n *testutil.Node, tool, rid string, args map[string]any, timeout time.Duration) {
+	c.Helper()
+	send := func() <-chan answerOrErr {
+		return background(func() (answer, error) { return c.at(n).call(c.ctx, call{Tool: tool, Args: args, RID: rid}) })
+	}
+	ch := send()
+	wait.Until(c.T, timeout, rid+": a start on the upstream's ledger", func() bool {
+		if l.count(c.T, rid, "start") > 0 {
+			return true
+		}
+		select {
+		case r := <-ch:
+			if r.err != nil || !r.refused("UNAVAILABLE", "") || (r.ToolRan != nil && *r.ToolRan) {
+				c.Fatalf("%s: the call ended before its tool started: %s %v", rid, r.Raw, r.err)
+			}
+			ch = send()
+		default:
+		}
+		return false
+	})
+}
+
 // callServed calls as an agent does while an upstream comes back: again
 // while the answer is UNAVAILABLE with the tool not run, for up to a
 // minute, and returns the first other answer.

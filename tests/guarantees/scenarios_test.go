@@ -287,8 +287,7 @@ func runnerKilled(c *cell) {
 	rid := c.rid("a")
 	args := sleep(60000)
 	runner := c.e.d.entry()
-	go c.at(runner).call(c.ctx, call{Tool: tool, Args: args, RID: rid}) // answered by no one: its node dies
-	c.waitEvent(l, rid, "start", 30*time.Second)
+	c.sendUntilStarted(l, runner, tool, rid, args, 30*time.Second) // answered by no one: its node dies
 	c.e.d.kill(c.T)
 	c.e.forget()
 	defer func() {
