@@ -37,16 +37,7 @@ func otherLoopbackListener(t *testing.T) net.Listener {
 }
 
 // toolAnswer is the part of a call's answer these tests read.
-type toolAnswer struct {
-	ExecutionID string `json:"execution_id"`
-	Status      string `json:"status"`
-	Replayed    bool   `json:"replayed"`
-	Error       struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-		Status  int    `json:"status"`
-	} `json:"error"`
-}
+type toolAnswer = testutil.ToolAnswer
 
 // TestHTTPToolsKeepSecretsAndStayOnTheirHost: an HTTP tool's secrets (in
 // its URL's query, in a header from the environment) are in no answer,

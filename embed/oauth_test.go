@@ -8,7 +8,6 @@ package embed_test
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/carmyhq/carmy/api/oauth/oauthtest"
 	"github.com/carmyhq/carmy/internal/mcpversion"
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 const (
@@ -29,47 +29,12 @@ const (
 	oauthPlanner = "oauth-planner-secret-0001"
 )
 
-// bearer adds a token to every request.
-type bearer struct {
-	token string
-	next  http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.next.RoundTrip(r)
-}
-
-// rawDo sends a request with headers and returns the status, the header
-// and the body.
-func rawDo(t *testing.T, method, url, body string, header map[string]string) (int, http.Header, string) {
-	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, resp.Header, string(b)
-}
-
 // sdkConnect connects the official Go SDK's client to base's /mcp as
 // token's holder at protocol version; the session closes at cleanup.
 func sdkConnect(t *testing.T, base, token, version string) *sdk.ClientSession {
 	t.Helper()
 	c := sdk.NewClient(&sdk.Implementation{Name: "carmy-test-go-sdk", Version: "v1"}, nil)
-	tr := &sdk.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}, DisableStandaloneSSE: true}
+	tr := &sdk.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: &http.Client{Transport: testutil.Bearer{Token: token, Next: http.DefaultTransport}}, DisableStandaloneSSE: true}
 	cs, err := c.Connect(t.Context(), tr, &sdk.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		t.Fatalf("go-sdk %s: connect: %v", version, err)
@@ -152,17 +117,17 @@ auth:
 			// The record is alice's: her token finds it over HTTP, the
 			// static planner's does not (another principal).
 			path := "/v1/executions?request_id=" + rid
-			if status, _, body := rawDo(t, http.MethodGet, base+path, "", map[string]string{"Authorization": "Bearer " + alice}); status != 200 || !strings.Contains(body, fmt.Sprint(first.Meta["carmy/execution_id"])) {
+			if status, _, body := testutil.DoHeaders(t, http.MethodGet, base+path, "", map[string]string{"Authorization": "Bearer " + alice}); status != 200 || !strings.Contains(body, fmt.Sprint(first.Meta["carmy/execution_id"])) {
 				t.Errorf("GET %s as alice: %d %s", path, status, body)
 			}
-			if status, _, body := rawDo(t, http.MethodGet, base+path, "", map[string]string{"Authorization": "Bearer " + oauthPlanner}); status != 404 {
+			if status, _, body := testutil.DoHeaders(t, http.MethodGet, base+path, "", map[string]string{"Authorization": "Bearer " + oauthPlanner}); status != 404 {
 				t.Errorf("GET %s as planner: %d %s, want 404", path, status, body)
 			}
 		})
 	}
 
 	// The static token keeps working beside OAuth.
-	status, _, raw := rawDo(t, http.MethodPost, base+"/v1/tools/call", `{"tool":"create_order","arguments":{"sku":"KB-01"},"request_id":"static-1"}`,
+	status, _, raw := testutil.DoHeaders(t, http.MethodPost, base+"/v1/tools/call", `{"tool":"create_order","arguments":{"sku":"KB-01"},"request_id":"static-1"}`,
 		map[string]string{"Content-Type": "application/json", "Authorization": "Bearer " + oauthPlanner})
 	var body map[string]any
 	if err := json.Unmarshal([]byte(raw), &body); err != nil || status != 200 || body["status"] != "completed" {
@@ -177,21 +142,21 @@ auth:
 	// metadata document, which names the issuer.
 	expired := iss.Sign(t, "k1", false, iss.Claims("alice", oauthAudience, -time.Hour))
 	cl := sdk.NewClient(&sdk.Implementation{Name: "carmy-test-go-sdk", Version: "v1"}, nil)
-	tr := &sdk.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: &http.Client{Transport: bearer{expired, http.DefaultTransport}}, DisableStandaloneSSE: true}
+	tr := &sdk.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: &http.Client{Transport: testutil.Bearer{Token: expired, Next: http.DefaultTransport}}, DisableStandaloneSSE: true}
 	if cs, err := cl.Connect(t.Context(), tr, nil); err == nil {
 		cs.Close()
 		t.Errorf("the go-sdk client connected with an expired access token")
 	}
-	status, h, raw := rawDo(t, http.MethodPost, base+"/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`,
+	status, h, raw := testutil.DoHeaders(t, http.MethodPost, base+"/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`,
 		map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream", "Authorization": "Bearer " + expired})
 	want := `resource_metadata="` + base + `/.well-known/oauth-protected-resource"`
 	if wa := h.Get("WWW-Authenticate"); status != 401 || !strings.Contains(wa, want) || !strings.Contains(wa, `error="invalid_token"`) || !strings.Contains(raw, `"UNAUTHORIZED"`) {
 		t.Errorf("expired token at /mcp: %d, WWW-Authenticate %q, %s", status, wa, raw)
 	}
-	if status, h, _ := rawDo(t, http.MethodGet, base+"/v1/tools", "", map[string]string{"Authorization": "Bearer " + expired}); status != 401 || !strings.Contains(h.Get("WWW-Authenticate"), want) {
+	if status, h, _ := testutil.DoHeaders(t, http.MethodGet, base+"/v1/tools", "", map[string]string{"Authorization": "Bearer " + expired}); status != 401 || !strings.Contains(h.Get("WWW-Authenticate"), want) {
 		t.Errorf("expired token at GET /v1/tools: %d, WWW-Authenticate %q", status, h.Get("WWW-Authenticate"))
 	}
-	_, _, doc := rawDo(t, http.MethodGet, base+"/.well-known/oauth-protected-resource", "", nil)
+	_, _, doc := testutil.DoHeaders(t, http.MethodGet, base+"/.well-known/oauth-protected-resource", "", nil)
 	var meta struct {
 		Resource             string   `json:"resource"`
 		AuthorizationServers []string `json:"authorization_servers"`

@@ -9,7 +9,6 @@ package main_test
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -62,39 +61,11 @@ auth:
 	return mcpNode{n, t}
 }
 
-// bearer adds a token to every request.
-type bearer struct {
-	token string
-	next  http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.next.RoundTrip(r)
-}
-
 // raw posts body to path with headers and returns the status, the
 // header and the body.
 func (n mcpNode) raw(method, path, body string, header map[string]string) (int, http.Header, string) {
 	n.t.Helper()
-	req, err := http.NewRequest(method, n.URL+path, strings.NewReader(body))
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		n.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	return resp.StatusCode, resp.Header, string(b)
+	return testutil.DoHeaders(n.t, method, n.URL+path, body, header)
 }
 
 // httpCall posts a call to POST /v1/tools/call as token.
@@ -185,7 +156,7 @@ type sdkClient struct {
 func newSDKClient(t *testing.T, n mcpNode, token, version string) mcpClient {
 	t.Helper()
 	c := sdk.NewClient(&sdk.Implementation{Name: "carmy-test-go-sdk", Version: "v1"}, nil)
-	tr := &sdk.StreamableClientTransport{Endpoint: n.URL + "/mcp", HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}, DisableStandaloneSSE: true}
+	tr := &sdk.StreamableClientTransport{Endpoint: n.URL + "/mcp", HTTPClient: &http.Client{Transport: testutil.Bearer{Token: token, Next: http.DefaultTransport}}, DisableStandaloneSSE: true}
 	cs, err := c.Connect(t.Context(), tr, &sdk.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		t.Fatalf("go-sdk %s: connect: %v", version, err)

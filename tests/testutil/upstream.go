@@ -41,15 +41,28 @@ func StartUpstream(t testing.TB, ln net.Listener, h http.HandlerFunc) *Upstream 
 // status and the raw answer; a request that gets no answer fails t.
 func Do(t testing.TB, method, url, token, body string) (int, string) {
 	t.Helper()
+	header := map[string]string{}
+	if body != "" {
+		header["Content-Type"] = "application/json"
+	}
+	if token != "" {
+		header["Authorization"] = "Bearer " + token
+	}
+	code, _, raw := DoHeaders(t, method, url, body, header)
+	return code, raw
+}
+
+// DoHeaders sends a request with the given headers and returns the
+// status, the answer's header and its body; a request that gets no
+// answer fails t.
+func DoHeaders(t testing.TB, method, url, body string, header map[string]string) (int, http.Header, string) {
+	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+	for k, v := range header {
+		req.Header.Set(k, v)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -60,5 +73,33 @@ func Do(t testing.TB, method, url, token, body string) (int, string) {
 	if err != nil {
 		t.Fatalf("%s %s: reading the body: %v", method, url, err)
 	}
-	return resp.StatusCode, string(raw)
+	return resp.StatusCode, resp.Header, string(raw)
+}
+
+// Bearer is an http.RoundTripper that sends Token as a bearer token with
+// every request, through Next: an MCP client's transport as a token's
+// holder.
+type Bearer struct {
+	Token string
+	Next  http.RoundTripper
+}
+
+// RoundTrip sends a copy of r with the Authorization header set.
+func (b Bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.Token)
+	return b.Next.RoundTrip(r)
+}
+
+// ToolAnswer is the part of a POST /v1/tools/call answer (a record or the
+// error envelope) node tests read.
+type ToolAnswer struct {
+	ExecutionID string `json:"execution_id"`
+	Status      string `json:"status"`
+	Replayed    bool   `json:"replayed"`
+	Error       struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+		Status  int    `json:"status"`
+	} `json:"error"`
 }
