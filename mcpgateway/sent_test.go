@@ -19,8 +19,13 @@ import (
 // Request.OnSent once its request is written — over HTTP and to a stdio
 // child — while the upstream tool still runs, not when it returns.
 func TestUpstreamCallMarksSent(t *testing.T) {
+	// The upstream's blocked handlers are released when the test body
+	// ends, before any cleanup: closing the upstream's session (the
+	// gateway's cleanup) and srv.Close both wait for them, and the
+	// gateway's cancellation may reach the upstream before the request it
+	// cancels, which then runs on.
 	release := make(chan struct{})
-	t.Cleanup(func() { close(release) })
+	defer close(release)
 	up := mcp.NewServer(&mcp.Implementation{Name: "up", Version: "v1"}, nil)
 	up.AddTool(&mcp.Tool{Name: "block", InputSchema: map[string]any{"type": "object"}},
 		func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
