@@ -18,6 +18,7 @@ import (
 // instead (docs/errors.md, docs/api.md#executions, …), and stated there.
 // This file is the one exception, as it names what it looks for.
 func TestNoOutsideContractCited(t *testing.T) {
+	t.Parallel()
 	root := repoRoot(t)
 	cited := regexp.MustCompile(`\bSPEC\b`)
 	self := filepath.Join("docs", "citations_test.go")

@@ -34,6 +34,7 @@ type clientConfig struct {
 // same requests without the file's headers must be refused (401), so the
 // headers are what lets the client in.
 func TestClientConfigs(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: builds and runs the carmy binary")
 	}

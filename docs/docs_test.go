@@ -81,13 +81,10 @@ func TestDocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	binDir := t.TempDir()
-	bin := filepath.Join(binDir, "carmy")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/carmy")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/carmy: %v\n%s", err, out)
-	}
+	// The one build of the package's tests (TestMain runs through
+	// testutil): its directory holds nothing but carmy.
+	bin := testutil.BuildCarmy(t)
+	binDir := filepath.Dir(bin)
 	env := append(os.Environ(), "PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
 
 	t.Run("quickstart", func(t *testing.T) {
