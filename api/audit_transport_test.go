@@ -42,6 +42,7 @@ func auditLine(logs string, parts ...string) string {
 // outcome and transport, refusals included, and one count in
 // carmy_admin_actions_total.
 func TestAuditEveryTransport(t *testing.T) {
+	t.Parallel()
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, nil))
 	app := carmy.App(carmy.WithLogger(logger), carmy.WithDrainTimeout(time.Second))

@@ -148,6 +148,7 @@ func startDev(t *testing.T, bin string, args ...string) bbNode {
 }
 
 func TestBlackBoxOutcomes(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the carmy binary")
 	}
@@ -342,6 +343,7 @@ func TestBlackBoxOutcomes(t *testing.T) {
 }
 
 func TestBlackBoxBadInput(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the carmy binary")
 	}
@@ -421,6 +423,7 @@ func TestBlackBoxBadInput(t *testing.T) {
 }
 
 func TestBlackBoxCapacityFailsClosed(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the carmy binary")
 	}
@@ -440,6 +443,7 @@ func TestBlackBoxCapacityFailsClosed(t *testing.T) {
 }
 
 func TestBlackBoxAuth(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the carmy binary")
 	}
@@ -494,6 +498,7 @@ auth:
 // while another address is served; the failures are logged at WARN,
 // without any token; a configured metrics token guards /metrics.
 func TestBlackBoxTokenGuessing(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the carmy binary")
 	}
@@ -580,6 +585,7 @@ auth:
 // TestBlackBoxPprofFlag checks --pprof: the profiles are served, and a
 // node without auth says at WARN that anyone may read them.
 func TestBlackBoxPprofFlag(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the carmy binary")
 	}
@@ -600,6 +606,7 @@ func TestBlackBoxPprofFlag(t *testing.T) {
 }
 
 func TestBlackBoxRefusesAnonymousOffLoopback(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the carmy binary")
 	}
@@ -618,6 +625,7 @@ func writeFile(t *testing.T, path, content string) {
 }
 
 func TestBlackBoxUnavailableWithoutALeader(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the carmy binary")
 	}
@@ -646,6 +654,7 @@ func writeDemoConfig(t *testing.T) string {
 }
 
 func TestBlackBoxRestartInterruptsAndResolves(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the carmy binary")
 	}

@@ -7,5 +7,6 @@ import (
 )
 
 // TestMain builds cmd/carmy once for the package's tests
-// (testutil.BuildCarmy) and removes that build when they end.
-func TestMain(m *testing.M) { testutil.Main(m) }
+// (testutil.BuildCarmy) and removes that build when they end; its
+// black-box tests and slower in-process ones run four at a time.
+func TestMain(m *testing.M) { testutil.MainParallel(m, 4) }

@@ -79,6 +79,7 @@ func wantAwaitingTask(t *testing.T, what string, tk map[string]any) string {
 }
 
 func TestMCPApprovalTasksCore(t *testing.T) {
+	t.Parallel()
 	var runs atomic.Int64
 	_, base := startOASNode(t, api.Config{Auth: oasAuth()}, countedGatedTool(&runs), quickGatedTool())
 	call := func(tool, rid string) map[string]any {

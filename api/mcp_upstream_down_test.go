@@ -25,6 +25,7 @@ import (
 // while a call with a new request_id is 503 UNAVAILABLE (an isError
 // result over MCP).
 func TestUpstreamDownReplaysOverHTTPAndMCP(t *testing.T) {
+	t.Parallel()
 	up := sdk.NewServer(&sdk.Implementation{Name: "up", Version: "v1"}, nil)
 	var n atomic.Int64
 	up.AddTool(&sdk.Tool{Name: "incr", InputSchema: map[string]any{"type": "object"}},

@@ -482,6 +482,7 @@ func waitReply(t *testing.T, ch <-chan reply) reply {
 // document, successes and errors, and validates every request and every
 // answer against the document.
 func TestOpenAPIConformance(t *testing.T) {
+	t.Parallel()
 	d := loadOpenAPI(t)
 	started, unblock := make(chan string, 8), make(chan struct{})
 	var unblockOnce sync.Once
@@ -1049,6 +1050,7 @@ func TestOpenAPIServedDocument(t *testing.T) {
 // by the MethodNotAllowed component, as no operation lists 405); and no
 // documented error answer admits a code of another status.
 func TestOpenAPIErrorCodes(t *testing.T) {
+	t.Parallel()
 	d := loadOpenAPI(t)
 	statusOf := api.StatusOfCodes()
 	var enum []string
