@@ -61,6 +61,7 @@ func startGated(t *testing.T, id, join string, runs *atomic.Int64) *embed.Node {
 // approve its own call, nor may a principal who is not an approver; a
 // denial is replayed; a gate no one decides on expires.
 func TestApprovalAcrossNodes(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a 3-node Raft cluster")
 	}

@@ -19,6 +19,7 @@ import (
 // Raft.NodeID left empty the member takes the runtime's id, so records
 // name the node the cluster knows.
 func TestStartNodeHasOneNodeID(t *testing.T) {
+	t.Parallel()
 	raftConfig := func(id string) *cluster.Config {
 		return &cluster.Config{NodeID: id, DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0", Fast: true,
 			Bootstrap: true, ClusterKey: "embedded-cluster-key-0123456789"}

@@ -56,6 +56,7 @@ func callOnce(t *testing.T, n *embed.Node, requestID string) (int, string) {
 // closes and the first call made after it succeeds, without a retry. The
 // founder's Ready, likewise, is closed only when a call on it succeeds.
 func TestReadyClosesWhenACallCanSucceed(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a 2-node Raft cluster")
 	}

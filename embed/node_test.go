@@ -60,6 +60,7 @@ func startMember(t *testing.T, id string, runs *atomic.Int64, configure func(*cl
 // call on one node replays on another (the tool ran once, anywhere), and
 // each node closes cleanly.
 func TestStartNodeEmbedsACluster(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a 3-node Raft cluster")
 	}

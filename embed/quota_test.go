@@ -124,6 +124,7 @@ func decodeCall(t *testing.T, body string) callResult {
 // and tenant-b's and the admin's calls are still served. The node then
 // closes within 15 s, the running calls cancelled.
 func TestTenantBurstLeavesOthersServed(t *testing.T) {
+	t.Parallel()
 	base, node := quotaNode(t, "  max_running: 8\n", "", "")
 
 	type answer struct {
@@ -186,6 +187,7 @@ func TestTenantBurstLeavesOthersServed(t *testing.T) {
 // names no principal. The store's bytes stay within the bound. Under the
 // race detector every size is divided by raceScale.
 func TestByteQuotas(t *testing.T) {
+	t.Parallel()
 	const (
 		size        = 1_000_000 / raceScale
 		quota       = 8_000_000 / raceScale
