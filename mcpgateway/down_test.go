@@ -96,6 +96,7 @@ func checkAnsweredWhileDown(t *testing.T, rt *engine.Runtime, done, lost engine.
 }
 
 func TestHTTPUpstreamDownReplaysRecords(t *testing.T) {
+	t.Parallel()
 	f := newFakeUpstream(t)
 	rt := newRuntime(t)
 	reg := startWatched(t, rt, httpConfig(f))
@@ -122,6 +123,7 @@ func TestHTTPUpstreamDownReplaysRecords(t *testing.T) {
 }
 
 func TestStdioUpstreamDownReplaysRecords(t *testing.T) {
+	t.Parallel()
 	bin := stdioServer(t)
 	sh, err := exec.LookPath("sh")
 	if err != nil {

@@ -88,6 +88,7 @@ func TestStdioChildDiesMidCall(t *testing.T) {
 // executions (docs/config.md#reconcile-probes): found resolves completed with its data, by
 // "probe"; not found releases, and the retry runs the tool once.
 func TestReconcileTool(t *testing.T) {
+	t.Parallel()
 	f := newFakeUpstream(t)
 	rt := newRuntime(t)
 	cfg := httpConfig(f)

@@ -24,6 +24,7 @@ import (
 
 	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/mcpgateway"
+	"github.com/carmyhq/carmy/tests/testutil"
 	"github.com/carmyhq/carmy/tests/testutil/wait"
 )
 
@@ -268,7 +269,10 @@ func (f *fakeUpstream) seenAuths() []string {
 // binDir holds the binaries the tests build; TestMain removes it.
 var binDir string
 
+// TestMain lets the tests marked t.Parallel (each its own runtime and
+// upstreams) run four at a time: they wait on upstreams and timers.
 func TestMain(m *testing.M) {
+	testutil.RaiseParallel(4)
 	dir, err := os.MkdirTemp("", "carmy-mcpgateway-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

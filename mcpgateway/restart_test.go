@@ -50,6 +50,7 @@ func TestHTTPUpstreamRestartRunsTheCall(t *testing.T) {
 // a new session yet, so the call is answered UNAVAILABLE with nothing
 // recorded, and its retry, once the upstream is back, runs it once.
 func TestHTTPUpstreamRestartNotBackYet(t *testing.T) {
+	t.Parallel()
 	f := newFakeUpstream(t)
 	rt := newRuntime(t)
 	startUpstream(t, rt, httpConfig(f))
@@ -83,6 +84,7 @@ func TestHTTPUpstreamRestartNotBackYet(t *testing.T) {
 // execution interrupted (the tool may have had its effect), and the call
 // is not sent again.
 func TestHTTPUpstreamRestartMidCallIsUncertain(t *testing.T) {
+	t.Parallel()
 	f := newFakeUpstream(t)
 	f.resumable.Store(true)
 	f.restart() // before any session: the node's is resumable

@@ -19,6 +19,7 @@ import (
 // Request.OnSent once its request is written — over HTTP and to a stdio
 // child — while the upstream tool still runs, not when it returns.
 func TestUpstreamCallMarksSent(t *testing.T) {
+	t.Parallel()
 	// The upstream's blocked handlers are released when the test body
 	// ends, before any cleanup: closing the upstream's session (the
 	// gateway's cleanup) and srv.Close both wait for them, and the

@@ -156,6 +156,7 @@ func TestStdioOversizeLine(t *testing.T) {
 // the child does not answer the ping that follows within the grace, so it
 // is killed and replaced, and the next call is served by the new one.
 func TestStdioHungChildReplaced(t *testing.T) {
+	t.Parallel()
 	bin := stdioServer(t)
 	dir := t.TempDir()
 	pidFile, countFile := filepath.Join(dir, "pid"), filepath.Join(dir, "count")

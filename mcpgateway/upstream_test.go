@@ -160,6 +160,7 @@ func TestHTTPUpstreamCarriesMetaAndHeaders(t *testing.T) {
 // TestHTTPUpstreamResults: the result mapping of docs/mcp.md#carmy-in-front-of-mcp-servers-the-gateway, with no
 // secret of the configuration in any record.
 func TestHTTPUpstreamResults(t *testing.T) {
+	t.Parallel()
 	f := newFakeUpstream(t)
 	rt := newRuntime(t)
 	cfg := httpConfig(f)
@@ -246,6 +247,7 @@ func TestHTTPUpstreamResults(t *testing.T) {
 // reserved; the node keeps trying, and once the upstream answers its
 // tools work.
 func TestUnlistedUpstreamIsUnavailable(t *testing.T) {
+	t.Parallel()
 	f := newFakeUpstream(t)
 	f.refuse.Store(true)
 	rt := newRuntime(t)
@@ -317,6 +319,7 @@ func TestUpstreamListChanged(t *testing.T) {
 // through attempt after attempt, and the server behind them is never
 // reached.
 func TestHTTPUpstreamEgressAndRedirects(t *testing.T) {
+	t.Parallel()
 	f := newFakeUpstream(t)
 	rt := newRuntime(t)
 	fencedLog := &logBuffer{}
