@@ -137,6 +137,7 @@ func TestHTTPToolRedactsEscapedEchoInErrorBody(t *testing.T) {
 // probe endpoint that echoes the headers it was sent (the tool's own)
 // put them in the resolved record.
 func TestHTTPProbeRedactsEchoedHeaders(t *testing.T) {
+	t.Parallel()
 	up := &probedUpstream{headers: echoHeaders(), probeEcho: func(r *http.Request) string { return headerEcho(r, phpJSON) }}
 	up.probeStatus.Store(http.StatusOK)
 	app, _ := probedApp(t, up, time.Hour)

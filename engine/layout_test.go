@@ -38,6 +38,7 @@ func goList(t *testing.T, args ...string) []string {
 // HTTP framework, no metrics library, no consensus or gossip, and no
 // package above them.
 func TestLayout(t *testing.T) {
+	t.Parallel()
 	forbidden := []string{
 		"github.com/labstack/echo",
 		"github.com/prometheus",
@@ -98,6 +99,7 @@ func TestClientLinksNoServer(t *testing.T) {
 // does not import the root package, which assembles it, nor does anything
 // the root imports.
 func TestAPIImportsNotTheRoot(t *testing.T) {
+	t.Parallel()
 	if slices.Contains(goList(t, "-deps", "../api"), module) {
 		t.Errorf("api imports the root package %s", module)
 	}
@@ -187,6 +189,7 @@ const maxLibraryModules = 60
 // at most maxLibraryModules packages of other modules, and neither it nor
 // package api links Prometheus or the MCP SDK.
 func TestLibraryBudget(t *testing.T) {
+	t.Parallel()
 	plugs := []string{"github.com/prometheus/", "github.com/modelcontextprotocol/", module + "/metrics/", module + "/api/mcp"}
 	for _, pkg := range []string{"..", "../api"} {
 		for _, dep := range goList(t, "-deps", pkg) {

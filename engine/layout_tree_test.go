@@ -36,6 +36,7 @@ func projectImports(t *testing.T, tags, pattern string) [][2]string {
 // so that no dependency arrow runs back up through internal/. Test files
 // are not checked: a leaf's tests may run a whole node.
 func TestLayoutInternalLeaves(t *testing.T) {
+	t.Parallel()
 	internal := module + "/internal/"
 	for _, tags := range buildTags {
 		pairs := projectImports(t, tags, module+"/internal/...")
@@ -54,6 +55,7 @@ func TestLayoutInternalLeaves(t *testing.T) {
 // are only ever imported by tests: no package outside tests/ imports one
 // from its non-test files (its _test.go files may).
 func TestLayoutProductImportsNoTests(t *testing.T) {
+	t.Parallel()
 	harness := module + "/tests/"
 	for _, tags := range buildTags {
 		pairs := projectImports(t, tags, module+"/...")

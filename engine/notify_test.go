@@ -142,6 +142,7 @@ func TestApprovalNotifySentOnce(t *testing.T) {
 // notification again (a second later) until it answers 2xx; one that
 // never does is given up when the gate would expire before the next try.
 func TestApprovalNotifyRetried(t *testing.T) {
+	t.Parallel()
 	rc := newReceiver(t, http.StatusInternalServerError)
 	app, counts := gatedNotifying(t, rc.URL, time.Hour)
 	call(t, app, engine.Request{Tool: "pay", RequestID: "r-1"})

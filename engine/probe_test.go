@@ -162,6 +162,7 @@ func waitRecord(t *testing.T, app *Runtime, key store.Key, what string, ok func(
 // A lost answer, then a probe that finds the effect: resolved completed
 // with the probe's data, by "probe", and replayed so; the tool ran once.
 func TestProbeFoundResolvesCompleted(t *testing.T) {
+	t.Parallel()
 	up := &probedUpstream{probeBody: `{"order_id":42}`}
 	up.probeStatus.Store(http.StatusOK)
 	app, obs := probedApp(t, up, time.Hour)
@@ -191,6 +192,7 @@ func TestProbeFoundResolvesCompleted(t *testing.T) {
 // A probe that says 404: the reservation is released, and the retry runs
 // the tool, once.
 func TestProbeNotFoundReleases(t *testing.T) {
+	t.Parallel()
 	up := &probedUpstream{probeBody: `{"error":"no such order"}`}
 	up.probeStatus.Store(http.StatusNotFound)
 	app, obs := probedApp(t, up, time.Hour)
@@ -213,6 +215,7 @@ func TestProbeNotFoundReleases(t *testing.T) {
 // A probe that never decides is tried again with a growing pause until
 // its give-up time, then no more; the execution stays interrupted.
 func TestProbeUndecidedGivesUp(t *testing.T) {
+	t.Parallel()
 	up := &probedUpstream{probeBody: `{}`}
 	up.probeStatus.Store(http.StatusInternalServerError)
 	app, obs := probedApp(t, up, 1500*time.Millisecond)
@@ -236,6 +239,7 @@ func TestProbeUndecidedGivesUp(t *testing.T) {
 
 // Only the owner probes.
 func TestProbeOnlyWhileOwner(t *testing.T) {
+	t.Parallel()
 	up := &probedUpstream{probeBody: `{"order_id":1}`}
 	up.probeStatus.Store(http.StatusOK)
 	srv := newFakeUpstream(t, up.handler)
