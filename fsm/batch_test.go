@@ -121,6 +121,7 @@ func (a applied) normalized(t *rapid.T) (resps, state []byte) {
 // exactly what applying each command alone with its token gives. The
 // tokens grow strictly in command order however the commands are cut.
 func TestPropertyBatchesApplyAsSingles(t *testing.T) {
+	t.Parallel()
 	rapid.Check(t, func(t *rapid.T) {
 		// Draw commands against a reference that applies them, so
 		// that later ones find the records earlier ones made.

@@ -132,6 +132,7 @@ func drawCommand(t *rapid.T, p *fsm.Processor) fsm.Command {
 // from its own snapshot). Both must answer every command alike and end in
 // the same state, and every step must keep the invariants.
 func TestPropertyDeterministic(t *testing.T) {
+	t.Parallel()
 	rapid.Check(t, func(t *rapid.T) {
 		a, b := fsm.NewProcessor(), fsm.NewProcessor()
 		index := uint64(0)
