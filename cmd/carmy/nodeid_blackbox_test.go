@@ -119,6 +119,7 @@ func TestNodeIDGeneratedAndKeptAcrossRestarts(t *testing.T) {
 // the cluster and exits non-zero, its log saying why at ERROR; the
 // member and its cluster carry on.
 func TestJoinWithATakenNodeIDExits(t *testing.T) {
+	t.Parallel()
 	bin := testutil.BuildCarmy(t)
 	dir := t.TempDir()
 	first := testutil.StartCarmy(t, bin, testutil.StartOptions{Dir: dir}, "--dev", "--node-id", "solo")
