@@ -30,6 +30,7 @@ func TestWithFaultControlWithoutFaults(t *testing.T) {
 // The default binary links no fault-injection code (docs/testing.md): not
 // one symbol of internal/faultnet, which only -tags carmyfaults brings in.
 func TestDefaultBinaryLinksNoFaultLayer(t *testing.T) {
+	t.Parallel()
 	const pkg = "github.com/carmyhq/carmy/internal/faultnet."
 	if n := faultnetSymbols(t, testutil.BuildCarmy(t)); n != 0 {
 		t.Fatalf("the default binary has %d symbols of %s", n, strings.TrimSuffix(pkg, "."))

@@ -312,6 +312,7 @@ func TestBlackBoxClusterKeyGuesses(t *testing.T) {
 	if testutil.TestTLS() {
 		t.Skip("about nodes with a cluster key, not node TLS")
 	}
+	// Not parallel: it counts a rate limiter's answers, which a loaded machine (slower requests, more refills) skews.
 	bin := testutil.BuildCarmy(t)
 	weak, err := testutil.Launch(t, bin, testutil.StartOptions{}, "--dev", "--cluster-key", "aaaaaaaaaaaaaaaa")
 	if err == nil || !strings.Contains(weak.Logs(), "bits of entropy") {

@@ -39,6 +39,7 @@ func ledgerDraft(kind audit.Kind, exec, status string) audit.Draft {
 // missing and a misplaced entry; every flipped byte of a short chain (a
 // signed checkpoint among its entries) is named by its seq.
 func TestLedgerChecks(t *testing.T) {
+	t.Parallel()
 	_, key, err := ed25519.GenerateKey(nil)
 	if err != nil {
 		t.Fatal(err)

@@ -55,6 +55,7 @@ func TestLedgerUnderFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the carmy binary and runs a cluster of processes under load")
 	}
+	// Not parallel: its `carmy bench` load and three nodes busy the machine's cores under the tests beside it.
 	target := ledgerShortEntries
 	if v := os.Getenv(envLedgerEntries); v != "" {
 		n, err := strconv.Atoi(v)

@@ -7,5 +7,7 @@ import (
 )
 
 // TestMain builds cmd/carmy once for the package's tests
-// (testutil.BuildCarmy) and removes that build when they end.
-func TestMain(m *testing.M) { testutil.Main(m) }
+// (testutil.BuildCarmy) and removes that build when they end. The
+// parallel tests mostly wait on the processes they start, so up to 4 run
+// at once (testutil.MainParallel), unless -parallel says otherwise.
+func TestMain(m *testing.M) { testutil.MainParallel(m, 4) }

@@ -65,6 +65,7 @@ func getJSON(t *testing.T, url string, out any) {
 // its records. A data dir an earlier version left at carmy-data/node1
 // (Raft state, no node-id file) is still found, as node1's.
 func TestNodeIDGeneratedAndKeptAcrossRestarts(t *testing.T) {
+	t.Parallel()
 	bin := testutil.BuildCarmy(t)
 	t.Run("generated", func(t *testing.T) {
 		t.Parallel()
@@ -119,6 +120,7 @@ func TestNodeIDGeneratedAndKeptAcrossRestarts(t *testing.T) {
 // the cluster and exits non-zero, its log saying why at ERROR; the
 // member and its cluster carry on.
 func TestJoinWithATakenNodeIDExits(t *testing.T) {
+	t.Parallel()
 	bin := testutil.BuildCarmy(t)
 	dir := t.TempDir()
 	first := testutil.StartCarmy(t, bin, testutil.StartOptions{Dir: dir}, "--dev", "--node-id", "solo")

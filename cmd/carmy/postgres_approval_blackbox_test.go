@@ -32,6 +32,7 @@ const (
 // it. The caller may not decide on its own call. A call no one decides
 // on is recorded expired by the fleet's prober, and replayed so.
 func TestBlackBoxPostgresApproval(t *testing.T) {
+	t.Parallel()
 	pg := needPostgres(t)
 	bin := testutil.BuildCarmy(t)
 	url := pg.URL("postgres")

@@ -25,6 +25,7 @@ import (
 // both in one chain; a row changed in the database makes verify name its
 // seq.
 func TestBlackBoxPostgresAuditLedger(t *testing.T) {
+	t.Parallel()
 	pg := needPostgres(t)
 	bin := testutil.BuildCarmy(t)
 	url := pg.URL("postgres")

@@ -22,6 +22,7 @@ import (
 // calls and replays, keeps them across its restart, shows the database
 // in GET /v1/cluster and refuses the Raft membership routes (docs/operations.md#a-fleet-on-postgresql).
 func TestBlackBoxPostgresSingleNode(t *testing.T) {
+	t.Parallel()
 	pg := needPostgres(t)
 	bin := testutil.BuildCarmy(t)
 	// A password in the URL (the server trusts the socket and never asks
@@ -84,6 +85,7 @@ func TestBlackBoxPostgresSingleNode(t *testing.T) {
 // on another; a node killed with a call running is seen dead and its
 // execution marked interrupted within the bound (docs/guarantees.md, docs/operations.md#a-fleet-on-postgresql).
 func TestBlackBoxPostgresFleet(t *testing.T) {
+	t.Parallel()
 	pg := needPostgres(t)
 	bin := testutil.BuildCarmy(t)
 	url := pg.URL("postgres")
@@ -207,6 +209,7 @@ func TestBlackBoxPostgresFleet(t *testing.T) {
 // acknowledged record was lost.
 func TestBlackBoxPostgresRestartUnderLoad(t *testing.T) {
 	testutil.LongTier(t, "PostgreSQL killed under load")
+	// Not parallel: its 50 clients calling without pause load the machine while it stops and restarts PostgreSQL.
 	pg := needPostgres(t)
 	bin := testutil.BuildCarmy(t)
 	url := pg.URL("postgres")
@@ -353,6 +356,7 @@ func TestBlackBoxPostgresRestartUnderLoad(t *testing.T) {
 // alone gets a's result; the resolved one keeps its resolution (docs/guarantees.md,
 // docs/api.md#reconciling-cancel-and-resolve, docs/operations.md#a-fleet-on-postgresql).
 func TestBlackBoxPostgresPartitionedNodeComesBack(t *testing.T) {
+	t.Parallel()
 	pg := needPostgres(t)
 	proxy, err := pgtest.NewProxy(pg)
 	if err != nil {

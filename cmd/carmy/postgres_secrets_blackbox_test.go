@@ -22,6 +22,7 @@ import (
 // out of the log), and the 503 says only that the store is unavailable;
 // the detail is in the node's log.
 func TestBlackBoxPostgresKeyValueDSNAndQuietOutage(t *testing.T) {
+	t.Parallel()
 	pg := needPostgres(t)
 	const db = "orders_kv_dsn"
 	createDatabase(t, pg, db)

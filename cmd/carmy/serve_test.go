@@ -744,6 +744,7 @@ func TestServeRefusesInsecureNodeOffLoopback(t *testing.T) {
 // the capacity yet, while it was only electing itself). Warnings are for
 // what an operator should look at.
 func TestNormalStartLogsNoWarning(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		args []string
