@@ -17,6 +17,7 @@ import (
 // Resolve judges it), a running record of a member is not, an interrupted
 // record is.
 func TestListAttentionOfGoneNodes(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 1, nil)
 	st := c.nodes[0].Store()
 	rt := engine.New(engine.WithNodeID("n1"), engine.WithLogger(slog.New(slog.DiscardHandler)))
