@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/carmyhq/carmy/cluster"
 	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/store"
 )
@@ -18,7 +19,9 @@ import (
 // record is.
 func TestListAttentionOfGoneNodes(t *testing.T) {
 	t.Parallel()
-	c := newCluster(t, 1, nil)
+	// The ghost's running record must stay running: no stray sweep
+	// (interruptStrays, after DeadGrace) while the test reads it.
+	c := newCluster(t, 1, func(cfg *cluster.Config) { cfg.DeadGrace = time.Hour })
 	st := c.nodes[0].Store()
 	rt := engine.New(engine.WithNodeID("n1"), engine.WithLogger(slog.New(slog.DiscardHandler)))
 	rt.IdempotencyStore(st)
