@@ -74,6 +74,7 @@ func TestConformanceThreeNodesSecured(t *testing.T) {
 func TestApprovalConformance(t *testing.T) {
 	t.Parallel()
 	t.Run("OneNode", func(t *testing.T) {
+		t.Parallel()
 		storetest.RunApproval(t, func(t *testing.T, capacity int) store.Store {
 			c := newCluster(t, 1, func(cfg *cluster.Config) { suiteConfig(cfg, capacity) })
 			waitCapacity(t, c, capacity)
@@ -84,6 +85,7 @@ func TestApprovalConformance(t *testing.T) {
 		if testing.Short() {
 			t.Skip("starts a 3-node cluster per case")
 		}
+		t.Parallel()
 		storetest.RunApproval(t, func(t *testing.T, capacity int) store.Store {
 			c := newCluster(t, 3, func(cfg *cluster.Config) { suiteConfig(cfg, capacity) })
 			waitCapacity(t, c, capacity)
