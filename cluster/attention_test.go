@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/carmyhq/carmy/cluster"
 	"github.com/carmyhq/carmy/engine"
 	"github.com/carmyhq/carmy/store"
 )
@@ -17,7 +18,10 @@ import (
 // Resolve judges it), a running record of a member is not, an interrupted
 // record is.
 func TestListAttentionOfGoneNodes(t *testing.T) {
-	c := newCluster(t, 1, nil)
+	t.Parallel()
+	// The ghost's running record must stay running: no stray sweep
+	// (interruptStrays, after DeadGrace) while the test reads it.
+	c := newCluster(t, 1, func(cfg *cluster.Config) { cfg.DeadGrace = time.Hour })
 	st := c.nodes[0].Store()
 	rt := engine.New(engine.WithNodeID("n1"), engine.WithLogger(slog.New(slog.DiscardHandler)))
 	rt.IdempotencyStore(st)

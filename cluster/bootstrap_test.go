@@ -25,6 +25,7 @@ func unlessCluster(logs *testutil.SyncBuffer) func(*cluster.Config) {
 // member holds a cluster joins it instead of founding a second one; and a
 // node whose member does not answer waits rather than found one.
 func TestBootstrapUnlessCluster(t *testing.T) {
+	t.Parallel()
 	// n2 has no state and waits to be added; n1 may found the cluster.
 	n2 := startNode(t, "n2", t.TempDir(), false, nil, nil)
 	n1 := startNode(t, "n1", t.TempDir(), false, []string{n2.HTTPAddr()}, unlessCluster(nil))

@@ -19,6 +19,7 @@ import (
 )
 
 func TestElectionAndForwarding(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, nil)
 	leader := c.leader()
 	for _, f := range c.followers() {
@@ -51,6 +52,7 @@ func TestElectionAndForwarding(t *testing.T) {
 }
 
 func TestCapacityIsClusterWide(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, func(cfg *cluster.Config) { cfg.MaxEntries = 4 })
 	waitCapacity(t, c, 4)
 	for i, n := range c.nodes {
@@ -66,6 +68,7 @@ func TestCapacityIsClusterWide(t *testing.T) {
 }
 
 func TestConcurrentWritesShareRounds(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, nil)
 	f := c.followers()[0]
 	var wg sync.WaitGroup
@@ -92,6 +95,7 @@ func TestConcurrentWritesShareRounds(t *testing.T) {
 }
 
 func TestLeaderLossKeepsServing(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, nil)
 	old := c.leader()
 	f := c.followers()[0]
@@ -125,6 +129,7 @@ func TestLeaderLossKeepsServing(t *testing.T) {
 }
 
 func TestNoQuorumFailsClosed(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, func(cfg *cluster.Config) { cfg.LeaderWait = 1500 * time.Millisecond })
 	survivor := c.followers()[0]
 	for _, n := range c.nodes {
@@ -147,6 +152,7 @@ func TestNoQuorumFailsClosed(t *testing.T) {
 }
 
 func TestSnapshotInstallToLaggingNode(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, func(cfg *cluster.Config) {
 		cfg.SnapshotThreshold = 64
 		cfg.SnapshotInterval = 100 * time.Millisecond
@@ -191,6 +197,7 @@ func TestSnapshotInstallToLaggingNode(t *testing.T) {
 }
 
 func TestMembership(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 2, nil)
 	third := startNode(t, "n3", t.TempDir(), false, nil, nil)
 	c.mu.Lock()
@@ -276,6 +283,7 @@ func TestMembership(t *testing.T) {
 }
 
 func TestDeadNodeExecutionsBecomeInterrupted(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, nil)
 	victim := c.followers()[0]
 	ex := exec(victim.ID())
@@ -296,6 +304,7 @@ func TestDeadNodeExecutionsBecomeInterrupted(t *testing.T) {
 }
 
 func TestCancelIsDeliveredToTheRunner(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, nil)
 	runner := c.followers()[0]
 	got := make(chan string, 1)
@@ -318,6 +327,7 @@ func TestCancelIsDeliveredToTheRunner(t *testing.T) {
 }
 
 func TestPeerEndpointsNeedTheClusterKey(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 1, func(cfg *cluster.Config) { cfg.ClusterKey, cfg.TLS = "s3cret-s3cret-s3cret", nil })
 	n := c.nodes[0]
 	for _, path := range []string{"/internal/v1/join", "/internal/v1/remove", "/internal/v1/readindex",
@@ -402,6 +412,7 @@ func TestConfigValidate(t *testing.T) {
 // Raft keeps no-op and barrier entries from the FSM; readiness and read
 // barriers must not wait for the FSM to reach their indexes.
 func TestReadyAfterLeaderChangeWithoutWrites(t *testing.T) {
+	t.Parallel()
 	// No dead-node interruption either: nothing but Raft's own entries
 	// follows the election.
 	c := newCluster(t, 3, func(cfg *cluster.Config) { cfg.DeadGrace = time.Hour })
@@ -430,6 +441,7 @@ func TestReadyAfterLeaderChangeWithoutWrites(t *testing.T) {
 }
 
 func TestRestartOnNewAddressRejoins(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, nil)
 	f := c.followers()[0]
 	ex := exec(f.ID())
@@ -462,6 +474,7 @@ func TestRestartOnNewAddressRejoins(t *testing.T) {
 // Reservations in flight when the leader stops are either committed,
 // refused, or answered as unknown; none is ever reserved twice.
 func TestLeaderLossDuringReserves(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, nil)
 	old := c.leader()
 	f := c.followers()[0]
@@ -538,6 +551,7 @@ func TestLeaderLossDuringReserves(t *testing.T) {
 // same leader. Asked over the peer endpoint, it answers its log
 // position.
 func TestSilenceCheckSparesALiveLeader(t *testing.T) {
+	// Not parallel: asserts the same leader and term after the checks.
 	const clusterKey = "s3cret-s3cret-s3cret"
 	c := newCluster(t, 3, func(cfg *cluster.Config) { cfg.ClusterKey, cfg.TLS = clusterKey, nil })
 	leader := c.leader()
@@ -578,6 +592,7 @@ func TestSilenceCheckSparesALiveLeader(t *testing.T) {
 // forwarded them) is marked interrupted by the leader too, rather than
 // left running for ever. (Found by TestLedgerUnderFaults in cmd/carmy.)
 func TestRemovedNodeLateReservationsBecomeInterrupted(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, nil)
 	leader := c.leader()
 	removed := c.followers()[0]

@@ -20,7 +20,7 @@ import (
 func TestConformanceOneNode(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T, capacity int) store.Store {
-		c := newCluster(t, 1, func(cfg *cluster.Config) { cfg.MaxEntries = capacity })
+		c := newCluster(t, 1, func(cfg *cluster.Config) { suiteConfig(cfg, capacity) })
 		waitCapacity(t, c, capacity)
 		return c.nodes[0].Store()
 	})
@@ -32,7 +32,7 @@ func TestConformanceThreeNodes(t *testing.T) {
 		t.Skip("starts a 3-node cluster per case")
 	}
 	storetest.Run(t, func(t *testing.T, capacity int) store.Store {
-		c := newCluster(t, 3, func(cfg *cluster.Config) { cfg.MaxEntries = capacity })
+		c := newCluster(t, 3, func(cfg *cluster.Config) { suiteConfig(cfg, capacity) })
 		waitCapacity(t, c, capacity)
 		// Spread the calls over every node: each write is forwarded or
 		// applied, each read waits for the leader's read index.
@@ -56,7 +56,8 @@ func TestConformanceThreeNodesSecured(t *testing.T) {
 		files := writeTLS(t, t.TempDir(), "n1", "n2", "n3")
 		c := newCluster(t, 3, func(cfg *cluster.Config) {
 			f := files[cfg.NodeID]
-			cfg.TLS, cfg.GossipKeys, cfg.MaxEntries = &f, [][]byte{gossipKey}, capacity
+			cfg.TLS, cfg.GossipKeys = &f, [][]byte{gossipKey}
+			suiteConfig(cfg, capacity)
 		})
 		waitCapacity(t, c, capacity)
 		stores := make([]store.Store, len(c.nodes))
@@ -73,8 +74,9 @@ func TestConformanceThreeNodesSecured(t *testing.T) {
 func TestApprovalConformance(t *testing.T) {
 	t.Parallel()
 	t.Run("OneNode", func(t *testing.T) {
+		t.Parallel()
 		storetest.RunApproval(t, func(t *testing.T, capacity int) store.Store {
-			c := newCluster(t, 1, func(cfg *cluster.Config) { cfg.MaxEntries = capacity })
+			c := newCluster(t, 1, func(cfg *cluster.Config) { suiteConfig(cfg, capacity) })
 			waitCapacity(t, c, capacity)
 			return c.nodes[0].Store()
 		})
@@ -83,8 +85,9 @@ func TestApprovalConformance(t *testing.T) {
 		if testing.Short() {
 			t.Skip("starts a 3-node cluster per case")
 		}
+		t.Parallel()
 		storetest.RunApproval(t, func(t *testing.T, capacity int) store.Store {
-			c := newCluster(t, 3, func(cfg *cluster.Config) { cfg.MaxEntries = capacity })
+			c := newCluster(t, 3, func(cfg *cluster.Config) { suiteConfig(cfg, capacity) })
 			waitCapacity(t, c, capacity)
 			stores := make([]store.Store, len(c.nodes))
 			for i, n := range c.nodes {
@@ -93,6 +96,16 @@ func TestApprovalConformance(t *testing.T) {
 			return &roundRobin{stores: stores}
 		})
 	})
+}
+
+// suiteConfig sets a suite's capacity, and a DeadGrace no case lasts:
+// the suite's executions name nodes that are not members ("node-a"…),
+// whose running executions the leader would otherwise mark interrupted
+// DeadGrace after it first saw them (interruptStrays), under a case that
+// checks them running or interrupts them itself, once a loaded machine
+// makes that case last a second or two.
+func suiteConfig(cfg *cluster.Config, capacity int) {
+	cfg.MaxEntries, cfg.DeadGrace = capacity, time.Hour
 }
 
 func waitCapacity(t *testing.T, c *testCluster, capacity int) {

@@ -64,6 +64,7 @@ func gossipPort(t *testing.T, n *testNode) string {
 // with the same key form the pool, and a member without the key or with
 // another one can neither join nor be seen.
 func TestGossipKeyKeepsStrangersOut(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, func(cfg *cluster.Config) { cfg.GossipKeys = [][]byte{gossipKey} })
 	n1 := c.nodes[0]
 	addr := gossipPort(t, n1)
@@ -100,6 +101,7 @@ func TestGossipKeyKeepsStrangersOut(t *testing.T) {
 // node that encrypts with a new key and still accepts the old one talks
 // with nodes on the old key.
 func TestGossipKeyRotation(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 1, func(cfg *cluster.Config) {
 		cfg.GossipKeys = [][]byte{gossipKey, rotatedKey}
 		cfg.Fast = false // production gossip timers: no flapping on a busy machine

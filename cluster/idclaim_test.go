@@ -17,6 +17,7 @@ import (
 // The member keeps its addresses, the cluster its leader, and a call
 // through every node still commits.
 func TestJoinWithALiveMembersIDIsRefused(t *testing.T) {
+	// Not parallel: asserts the leader did not change.
 	c := newCluster(t, 3, nil)
 	leader := c.leader()
 	fs := c.followers()

@@ -14,6 +14,7 @@ import (
 // (carmy serve then exits non-zero). Once that member is dead, a new node
 // may take its id: the member's entry moves to the new addresses.
 func TestJoinerWithATakenIDGivesUpUntilTheMemberIsDead(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, nil)
 	leader := c.leader()
 	victim, via := c.followers()[0], c.followers()[1]

@@ -50,6 +50,7 @@ func completeUntilRecorded(ctx context.Context, st store.Store, k store.Key, res
 // detector; under it, the JSON of so many MiB on two cores starves the
 // Raft and gossip timers of an in-process cluster.)
 func TestFollowerCompletesLargeResults(t *testing.T) {
+	// Not parallel: megabytes of JSON under the race detector; lost its leader on a loaded machine.
 	const (
 		calls = 5
 		size  = 1000 << 10

@@ -66,6 +66,7 @@ func fullDisks() (map[string]*fullDisk, func(*cluster.Config)) {
 // there is room, and takes reservations again once there is, with nothing
 // acknowledged lost.
 func TestFullDiskOnASingleNode(t *testing.T) {
+	t.Parallel()
 	disks, tune := fullDisks()
 	c := newCluster(t, 1, tune)
 	n := c.leader()
@@ -135,6 +136,7 @@ func TestFullDiskOnASingleNode(t *testing.T) {
 // writes while the old leader's disk stays full (it forwards them), and
 // that the old leader catches up once there is room.
 func TestFullDiskLeaderHandsOver(t *testing.T) {
+	t.Parallel()
 	disks, tune := fullDisks()
 	c := newCluster(t, 3, tune)
 	old := c.leader()
@@ -179,6 +181,7 @@ const diskFullAnswerWithin = 2 * time.Second
 // made it can release it (as its runtime does), so the identity is
 // vacant, not running, and a retry reserves it afresh.
 func TestDiskFullAnswersTheReservationThatMetIt(t *testing.T) {
+	// Not parallel: asserts an answer within diskFullAnswerWithin.
 	for _, tc := range []struct {
 		name      string
 		size      int

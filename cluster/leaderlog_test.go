@@ -60,6 +60,7 @@ func (h *holdableLog) unhold() {
 // committed and the caller has no answer; once the write is released the
 // caller is answered and every node applies it.
 func TestLeaderWritesWhileFollowersWrite(t *testing.T) {
+	// Not parallel: an election while the leader's write is held would commit the entry.
 	logs := map[string]*holdableLog{}
 	var mu sync.Mutex
 	c := newCluster(t, 3, func(cfg *cluster.Config) {

@@ -63,6 +63,7 @@ func sameLedgers(t *testing.T, nodes []*testNode, leader *testNode, min uint64) 
 // TestAuditLedgerReplicated: calls on every node of a 3-node cluster
 // append to one chain, the same on every node, with who decided each.
 func TestAuditLedgerReplicated(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, nil)
 	for i, n := range c.nodes {
 		s := n.Store()
@@ -98,6 +99,7 @@ func TestAuditLedgerReplicated(t *testing.T) {
 // leader's snapshot and end with its chain, without a duplicate entry;
 // and they go on appending alike.
 func TestAuditLedgerSnapshotAndRestart(t *testing.T) {
+	t.Parallel()
 	tune := func(cfg *cluster.Config) {
 		cfg.SnapshotThreshold = 64
 		cfg.SnapshotInterval = 100 * time.Millisecond
@@ -138,6 +140,7 @@ func TestAuditLedgerSnapshotAndRestart(t *testing.T) {
 // and exported — whose signatures verify by the public key, and signs
 // again only once the head moved: never a checkpoint of a checkpoint.
 func TestAuditSignedCheckpoints(t *testing.T) {
+	t.Parallel()
 	pub, priv, err := ed25519.GenerateKey(nil)
 	if err != nil {
 		t.Fatal(err)

@@ -8,4 +8,4 @@ import (
 
 // TestMain builds cmd/carmy once for the package's tests
 // (testutil.BuildCarmy) and removes that build when they end.
-func TestMain(m *testing.M) { testutil.Main(m) }
+func TestMain(m *testing.M) { testutil.MainParallel(m, 4) }

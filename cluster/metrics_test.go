@@ -53,6 +53,7 @@ func value(m *dto.Metric) float64 {
 }
 
 func TestMetricsOfACluster(t *testing.T) {
+	t.Parallel()
 	regs := map[string]*prometheus.Registry{}
 	c := newCluster(t, 3, func(cfg *cluster.Config) {
 		reg := prometheus.NewRegistry()

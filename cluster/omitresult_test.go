@@ -56,6 +56,7 @@ func soloLeader(t *testing.T) *Node {
 // the record whole; so does a refused completion's, whose record is
 // another's.
 func TestCompletionAnswerLeavesTheResultOut(t *testing.T) {
+	t.Parallel()
 	n := soloLeader(t)
 	big := `{"s":"` + strings.Repeat("x", 256<<10) + `"}`
 	key := func(id string) store.Key { return store.Key{Principal: "p", RequestID: id} }

@@ -18,6 +18,7 @@ import (
 // made private when the node opens it, and the snapshots Raft writes
 // later — which hashicorp/raft creates 0755 and 0644 — are private too.
 func TestDataDirIsPrivate(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "n1")
 	if err := os.MkdirAll(filepath.Join(dir, "old"), 0o755); err != nil {
 		t.Fatal(err)

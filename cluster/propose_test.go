@@ -18,6 +18,7 @@ import (
 // commands on every node, and as many log entries as the leader had
 // rounds (one batch entry per round), and all of them succeed.
 func TestGroupCommit(t *testing.T) {
+	t.Parallel()
 	regs := map[string]*prometheus.Registry{}
 	c := newCluster(t, 3, func(cfg *cluster.Config) {
 		reg := prometheus.NewRegistry()

@@ -16,6 +16,7 @@ func TestQuotaRefusalFromEveryNode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-node cluster")
 	}
+	t.Parallel()
 	c := newCluster(t, 3, nil)
 	leader := c.leader()
 	withQuota := func(node string, n int) store.Execution {

@@ -57,6 +57,7 @@ func checkNotForged(t *testing.T, n *testNode, marker store.Key) {
 // does not move to the forged one, and what it held is still there. Before,
 // any local process could truncate the log this way.
 func TestRaftRefusesUnauthenticatedPeers(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 1, func(cfg *cluster.Config) {
 		cfg.TLS = nil
 		cfg.Fast = false // the term is compared: no election on a busy machine
@@ -160,6 +161,7 @@ func writeTLSWithAPICert(t *testing.T, dir string, ids ...string) map[string]clu
 // refused by Raft and by the peer endpoints: its forged AppendEntries
 // is not answered, and its forged reservation is not applied.
 func TestNodeTLSRefusesCertificateWithoutNodeRole(t *testing.T) {
+	t.Parallel()
 	files := writeTLSWithAPICert(t, t.TempDir(), "n1")
 	c := newCluster(t, 1, func(cfg *cluster.Config) {
 		f := files[cfg.NodeID]
@@ -192,6 +194,7 @@ func TestNodeTLSRefusesCertificateWithoutNodeRole(t *testing.T) {
 // different cluster keys (and no gossip key) never see each other, while
 // a node with the same key joins.
 func TestGossipKeyDerivedFromClusterKey(t *testing.T) {
+	t.Parallel()
 	keyA, keyB := "cluster-key-A-0123456789abcdef", "cluster-key-B-0123456789abcdef"
 	a := newCluster(t, 1, func(cfg *cluster.Config) { cfg.NodeID, cfg.ClusterKey, cfg.TLS, cfg.GossipKeys = "a", keyA, nil, nil }).nodes[0]
 	b := newCluster(t, 1, func(cfg *cluster.Config) { cfg.NodeID, cfg.ClusterKey, cfg.TLS, cfg.GossipKeys = "b", keyB, nil, nil }).nodes[0]
@@ -217,6 +220,7 @@ func TestGossipKeyDerivedFromClusterKey(t *testing.T) {
 // (and the node's term does not move), while one with the node's key gets
 // its RPC answered.
 func TestRaftHandshakeNeedsTheSameKey(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 1, func(cfg *cluster.Config) { cfg.TLS, cfg.Fast = nil, false })
 	n := c.nodes[0]
 	marker := key("before-wrong-key")
@@ -263,6 +267,7 @@ func (s *blockingCloseStream) Close() error {
 // TestCloseIsBounded checks that a node whose transport does not close
 // still returns from Close, by ShutdownTimeout, with ErrShutdownTimeout.
 func TestCloseIsBounded(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	n := startNode(t, "n1", t.TempDir(), true, nil, func(cfg *cluster.Config) {
 		cfg.ShutdownTimeout = time.Second
@@ -302,6 +307,7 @@ func (b *lockedBuffer) String() string {
 // one INFO line on the leader naming the caller, the batch and its
 // outcome.
 func TestPeerWritesAreAudited(t *testing.T) {
+	t.Parallel()
 	logs := map[string]*lockedBuffer{}
 	var mu sync.Mutex
 	c := newCluster(t, 2, func(cfg *cluster.Config) {

@@ -105,6 +105,7 @@ func isCompletion(c []byte) bool {
 // matched store.ErrInvalid; the runtime gave up on the first one and the
 // execution stayed running until a restart or a manual resolve.
 func TestRuntimeRecordsThroughBatchesRefusedWhole(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, nil)
 	leader := c.leader()
 	f := c.followers()[0]

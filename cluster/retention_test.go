@@ -11,6 +11,7 @@ import (
 )
 
 func TestRetentionRemovesOnlyFinishedRecords(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, func(cfg *cluster.Config) { cfg.Retention = 500 * time.Millisecond })
 	s := c.followers()[0].Store()
 	done := exec("n9")

@@ -38,6 +38,7 @@ func fetchDigest(t *testing.T, addr, key string) (d cluster.StateDigest, status 
 // applied index, state hash and record count, while a replica that missed
 // a write reports another hash.
 func TestStateDigestsConverge(t *testing.T) {
+	t.Parallel()
 	const k = "s3cret-s3cret-s3cret"
 	c := newCluster(t, 3, func(cfg *cluster.Config) { cfg.ClusterKey, cfg.TLS = k, nil })
 	leader := c.leader()

@@ -13,6 +13,7 @@ import (
 // the version each member runs, the others' learned from their gossip
 // metadata.
 func TestStatusShowsEachNodesVersion(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 2, nil)
 	want := buildinfo.Version()
 	for _, n := range c.nodes {

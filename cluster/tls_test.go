@@ -83,6 +83,7 @@ func rogueAppend(t *testing.T, target raft.ServerAddress, files *cluster.NodeTLS
 // another CA, or with none, is refused at the handshake: its RPC fails and
 // the leader's log and term are unchanged.
 func TestRaftOverMutualTLS(t *testing.T) {
+	// Not parallel: asserts the leader's term and leadership did not change.
 	dir := t.TempDir()
 	files := writeTLS(t, dir, "n1", "n2", "n3")
 	c := newCluster(t, 3, func(cfg *cluster.Config) {
@@ -189,6 +190,7 @@ func peerHTTPClient(t *testing.T, addr string, files *cluster.NodeTLS, plain boo
 // configuration, while the same body from a member is applied. The
 // cluster key, when set too, is still checked.
 func TestPeerHTTPOverMutualTLS(t *testing.T) {
+	t.Parallel()
 	files := writeTLS(t, t.TempDir(), "n1", "n2", "n3")
 	c := newCluster(t, 3, func(cfg *cluster.Config) {
 		f := files[cfg.NodeID]
