@@ -180,6 +180,14 @@ tools:
 
 	t.Run("refusals", func(t *testing.T) {
 		p.t = t
+		// The page's refresh is paused for the whole subtest: a refresh
+		// re-renders the queue, and one landing between a click and the
+		// dialog it opens lost the click (the dialog never opened, once in a
+		// CI rehearsal); a refresh that saw bob's denial first would also take
+		// the raced card away before the admin's click, which is not the race
+		// under test.
+		p.click("pause the refresh", "#refresh-toggle")
+		p.waitText("#refresh-toggle", "Resume refresh")
 		// The admin's own call: a caller may not decide on it (403).
 		p.click("approve its own call", `[data-key="approve-`+own+`"]`)
 		p.waitFor("the confirmation", `document.querySelector('#confirm-dialog').open`)
@@ -191,11 +199,6 @@ tools:
 		p.waitFor("Escape to close the dialog", `!document.querySelector('#confirm-dialog').open`)
 
 		// bob denies pay-raced while the admin's approval is being confirmed (409).
-		// The page's refresh is paused meanwhile: a refresh that saw bob's
-		// denial first would take the card (and its dialog) away before the
-		// admin's click, which is not the race under test.
-		p.click("pause the refresh", "#refresh-toggle")
-		p.waitText("#refresh-toggle", "Resume refresh")
 		p.click("approve pay-raced", `[data-key="approve-`+raced+`"]`)
 		p.waitFor("the confirmation", `document.querySelector('#confirm-dialog').open`)
 		if status, out := apiJSON(t, http.MethodPost, n.URL+"/v1/executions/"+raced+"/deny", bob, `{"reason":"bob was first"}`); status != http.StatusOK {
