@@ -21,7 +21,7 @@
 // refuses new calls and hands leadership over); one that fails otherwise
 // stops the node, since Raft has sent and counted those entries. Over the
 // WAL the log counts as stalled a little earlier, when the WAL cannot keep
-// its margin of reserved room (SetSpaceCheck, WAL.EnsureMargin), while the
+// its margin of room written ahead (SetSpaceCheck, WAL.EnsureMargin), while the
 // queued writes go on into it. Reserve
 // is a file of a few MiB in the data dir, given back when Raft's term or
 // vote cannot be written for want of space (ReservedStable), so that

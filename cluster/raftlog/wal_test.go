@@ -252,8 +252,10 @@ func TestWALDamageBeforeTheEndRefused(t *testing.T) {
 	}
 }
 
-// The margin reserved past the last segment's end leaves the file's size
-// (and so what a reopen reads) as it was.
+// The margin is zeros written ahead past the last segment's last record:
+// the file reaches past it, appends overwrite the zeros, and a reopen
+// reads every entry and cuts the zeros off (the next EnsureMargin writes
+// them again).
 func TestWALMarginKeepsTheLog(t *testing.T) {
 	dir := t.TempDir()
 	w := openTestWAL(t, dir, 1<<20)
@@ -271,13 +273,73 @@ func TestWALMarginKeepsTheLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Size() != w.segs[0].size {
-		t.Fatalf("segment size %d after the margin, want %d", st.Size(), w.segs[0].size)
+	if st.Size() < w.segs[0].size+WALMargin {
+		t.Fatalf("segment file of %d bytes after the margin, want at least its records' %d and %d more", st.Size(), w.segs[0].size, WALMargin)
 	}
 	if err := w.StoreLogs(walEntries(51, 10, 1)); err != nil {
 		t.Fatal(err)
 	}
+	if st2, err := os.Stat(segs[0]); err != nil || st2.Size() != st.Size() {
+		t.Fatalf("an append into the margin changed the file's size: %v, %v", st.Size(), st2)
+	}
 	w.Close()
 	w = openTestWAL(t, dir, 1<<20)
 	checkWAL(t, w, 1, 60, term(1))
+	if err := w.StoreLogs(walEntries(61, 5, 1)); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	w = openTestWAL(t, dir, 1<<20)
+	checkWAL(t, w, 1, 65, term(1))
+}
+
+// A segment before the last may end in zeros (written ahead, left by a
+// crash before it was cut when the next segment began): they are its
+// end. Anything else after its records is damage.
+func TestWALZerosEndAnEarlierSegment(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		tail []byte
+		ok   bool
+	}{
+		{"zeros", make([]byte, 8192), true},
+		{"zeros then garbage", append(make([]byte, 4096), 7), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			w := openTestWAL(t, dir, 1024)
+			for i := uint64(1); i <= 60; i += 3 {
+				if err := w.StoreLogs(walEntries(i, 3, 1)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			w.Close()
+			segs, _ := filepath.Glob(filepath.Join(dir, "*.seg"))
+			if len(segs) < 2 {
+				t.Fatalf("%d segments, want several", len(segs))
+			}
+			f, err := os.OpenFile(segs[0], os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.Write(tc.tail); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			w, err = OpenWAL(dir)
+			if !tc.ok {
+				if err == nil {
+					w.Close()
+					t.Fatal("a WAL whose first segment ends in garbage opened")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.segmentSize = 1024
+			checkWAL(t, w, 1, 60, term(1))
+			w.Close()
+		})
+	}
 }

@@ -1,6 +1,7 @@
 package raftlog
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -67,9 +68,14 @@ func (w *WAL) StoreLogs(logs []*raft.Log) error {
 		if err := w.appendSegment(logs[0].Index, buf, offsets); err != nil {
 			return err
 		}
-		if tail != nil && tail.allocated > tail.size {
-			release(tail.f, tail.size, tail.allocated-tail.size)
-			tail.allocated = tail.size
+		if tail != nil && tail.reserved > tail.size {
+			// Best effort: zeros left past a segment that is not the
+			// last are read as its end (openSegment).
+			if tail.f.Truncate(tail.size) == nil {
+				tail.filled = tail.size
+			}
+			release(tail.f, tail.size, tail.reserved-tail.size)
+			tail.reserved = tail.size
 		}
 		measureAppend(start, len(logs))
 		return nil
@@ -85,7 +91,8 @@ func (w *WAL) StoreLogs(logs []*raft.Log) error {
 		tail.offsets = append(tail.offsets, tail.size+o)
 	}
 	tail.size += int64(len(buf))
-	tail.allocated = max(tail.allocated, tail.size)
+	tail.filled = max(tail.filled, tail.size)
+	tail.reserved = max(tail.reserved, tail.filled)
 	w.mu.Unlock()
 	measureAppend(start, len(logs))
 	return nil
@@ -106,7 +113,8 @@ func (w *WAL) undo(tail *segment, err error) error {
 		w.broken = fmt.Errorf("%w; and cutting off the partial write failed, so the log takes no more writes: %w", err, terr)
 		return w.broken
 	}
-	tail.allocated = tail.size // the cut gave back what was reserved past it
+	// The cut took the zeros written ahead and the room reserved too.
+	tail.filled, tail.reserved = tail.size, tail.size
 	return err
 }
 
@@ -132,7 +140,7 @@ func (w *WAL) appendSegment(first uint64, buf []byte, offsets []int64) error {
 		return fmt.Errorf("cluster: appending raft log entries from %d to a new segment %s: %w", first, path, err)
 	}
 	w.mu.Lock()
-	w.segs = append(w.segs, &segment{first: first, f: f, offsets: offsets, size: int64(len(buf)), allocated: int64(len(buf))})
+	w.segs = append(w.segs, &segment{first: first, f: f, offsets: offsets, size: int64(len(buf)), filled: int64(len(buf)), reserved: int64(len(buf))})
 	w.mu.Unlock()
 	return nil
 }
@@ -225,7 +233,7 @@ func (w *WAL) cutBack(lo uint64) error {
 		return err
 	}
 	s.offsets = s.offsets[:lo-s.first]
-	s.size, s.allocated = end, end
+	s.size, s.filled, s.reserved = end, end, end
 	return nil
 }
 
@@ -245,10 +253,15 @@ func (w *WAL) remove(segs []*segment) error {
 }
 
 // The margin: the room the WAL keeps reserved past the end of its last
-// segment (EnsureMargin), topped up walMarginStep at a time.
+// segment (EnsureMargin), topped up walMarginStep at a time, and the
+// zeros it keeps written ahead there: when fewer than walFillAhead bytes
+// of them lie past the last record, the reserved room is written up to
+// WALMargin past it, so that zeros are written and synced about once for
+// every 768 KiB of entries.
 const (
 	WALMargin     = 1 << 20
 	walMarginStep = 64 << 10
+	walFillAhead  = 256 << 10
 )
 
 // EnsureMargin reserves the blocks of the WALMargin bytes past the end of
@@ -257,7 +270,12 @@ const (
 // margin: a node that stops taking new calls when it fails (QueuedLog's
 // space check) still has room for the entries already on their way, such
 // as the outcome of a tool that ran. A file system that cannot reserve
-// blocks keeps no margin (nil).
+// blocks keeps no margin but the zeros written ahead.
+//
+// It also writes zeros ahead into the reserved room (see WAL: written
+// ahead), synced, so that appends overwrite blocks the file has. A write
+// of zeros that fails takes back what it wrote, and its error is
+// returned.
 func (w *WAL) EnsureMargin() error {
 	w.writeMu.Lock()
 	defer w.writeMu.Unlock()
@@ -267,13 +285,44 @@ func (w *WAL) EnsureMargin() error {
 		tail = w.segs[n-1]
 	}
 	w.mu.RUnlock()
-	if tail == nil || tail.allocated >= tail.size+WALMargin {
+	if tail == nil {
 		return nil
 	}
-	end := tail.size + WALMargin + walMarginStep
-	if err := allocate(tail.f, tail.allocated, end-tail.allocated); err != nil {
-		return fmt.Errorf("cluster: reserving %d KiB past the end of the raft log's %s: %w", WALMargin>>10, tail.f.Name(), err)
+	if tail.reserved < tail.size+WALMargin {
+		end := tail.size + WALMargin + walMarginStep
+		if err := allocate(tail.f, tail.reserved, end-tail.reserved); err != nil {
+			return fmt.Errorf("cluster: reserving %d KiB past the end of the raft log's %s: %w", WALMargin>>10, tail.f.Name(), err)
+		}
+		tail.reserved = end
 	}
-	tail.allocated = end
+	if tail.filled < tail.size+walFillAhead {
+		end := tail.size + WALMargin
+		if err := fillZeros(tail.f, tail.filled, end); err != nil {
+			// Cutting the file back gives back the room reserved past
+			// it too.
+			if terr := tail.f.Truncate(tail.filled); terr != nil {
+				err = errors.Join(err, terr)
+			}
+			tail.reserved = tail.filled
+			return fmt.Errorf("cluster: writing zeros ahead past the end of the raft log's %s: %w", tail.f.Name(), err)
+		}
+		tail.filled = end
+		tail.reserved = max(tail.reserved, end)
+	}
 	return nil
+}
+
+// zeroBlock is what fillZeros writes, a block at a time.
+var zeroBlock = make([]byte, 64<<10)
+
+// fillZeros writes zeros to f's bytes [from, to) and syncs them.
+func fillZeros(f *os.File, from, to int64) error {
+	for off := from; off < to; {
+		n := min(int64(len(zeroBlock)), to-off)
+		if _, err := f.WriteAt(zeroBlock[:n], off); err != nil {
+			return err
+		}
+		off += n
+	}
+	return fdatasync(f)
 }
