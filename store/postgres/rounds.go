@@ -396,6 +396,7 @@ func (s *Store) commitRound(ctx context.Context, tx pgx.Tx, batch []*reservation
 		return
 	}
 	err := tx.Commit(ctx)
+	s.committedDecision()
 	if err == nil {
 		return
 	}
