@@ -136,7 +136,8 @@ FROM (SELECT greatest(mt.last_seq, (SELECT coalesce(max(seq), 0) FROM {records})
 	// database's encoding) with its seq and its time (for retention);
 	// audit_head is one row, the chain's head and the checkpoint of the
 	// last pruned entry, whose row lock serialises every append, so that
-	// seq order is commit order. A database migrated here starts its chain
+	// seq order is commit order (until version 9, which queues the
+	// entries and chains them later). A database migrated here starts its chain
 	// now: the decisions before it have no entries.
 	`CREATE TABLE IF NOT EXISTS {audit} (
 	seq  bigint      NOT NULL,
