@@ -50,8 +50,12 @@ const DefaultLedgerChainEvery = 100 * time.Millisecond
 // pass chains, so that a pass's memory and duration stay bounded.
 const chainBatch = 1000
 
-// chainPassTimeout bounds a background pass; closeChainTimeout the pass of
-// Close.
+// chainTickPasses bounds the passes of one background tick (a queue that
+// keeps more waiting is taken on at the next tick).
+const chainTickPasses = 10
+
+// chainPassTimeout bounds a background tick's passes; closeChainTimeout
+// the passes of Close.
 const (
 	chainPassTimeout  = 30 * time.Second
 	closeChainTimeout = 2 * time.Second
@@ -72,7 +76,7 @@ type chainState struct {
 
 // chainQueries are the chainer's statements.
 type chainQueries struct {
-	enqueue, lockHeadFree, anyQueued, dequeue string
+	enqueue, lockHeadFree, lastQueued, dequeue string
 }
 
 func newChainQueries(n names) chainQueries {
@@ -80,7 +84,7 @@ func newChainQueries(n names) chainQueries {
 	return chainQueries{
 		enqueue:      x(`INSERT INTO {audit_queue} (drafts) VALUES ($1::bytea[])`),
 		lockHeadFree: x(`SELECT seq, hash FROM {audit_head} WHERE singleton FOR UPDATE SKIP LOCKED`),
-		anyQueued:    x(`SELECT EXISTS (SELECT 1 FROM {audit_queue})`),
+		lastQueued:   x(`SELECT coalesce(max(id), 0) FROM {audit_queue}`),
 		// $1 the most rows; only the holder of the head row runs it.
 		dequeue: x(`WITH d AS (
 	DELETE FROM {audit_queue} WHERE id IN (SELECT id FROM {audit_queue} ORDER BY id LIMIT $1) RETURNING id, drafts
@@ -118,42 +122,45 @@ func (s *Store) committedDecision() {
 }
 
 // chainQueued chains every draft committed before the call, for a reader:
-// a cheap look first, then passes that wait for the head row. Its error
-// matches store.ErrUnavailable.
+// a cheap look first, then passes that wait for the head row, until they
+// passed the last row queued when it looked (so that a reader is not kept
+// chaining forever by the decisions that commit after its call). Its
+// error matches store.ErrUnavailable.
 func (s *Store) chainQueued(ctx context.Context) error {
-	var waiting bool
-	if err := s.pool.QueryRow(ctx, s.cq.anyQueued).Scan(&waiting); err != nil {
+	var last int64
+	if err := s.pool.QueryRow(ctx, s.cq.lastQueued).Scan(&last); err != nil {
 		return readErr("audit chain", err)
 	}
-	if !waiting {
+	if last == 0 {
 		// Nothing committed before this statement waits: a pass that
 		// took a draft committed its entries with the deletion.
 		return nil
 	}
-	if _, err := s.chainAll(ctx, true); err != nil {
+	if _, err := s.chainAll(ctx, true, last); err != nil {
 		return readErr("audit chain", err)
 	}
 	return nil
 }
 
-// chainAll runs passes until one finds fewer than chainBatch rows. With
-// wait false it takes the head row only if free, and reports busy (having
+// chainAll runs passes until one finds fewer than chainBatch rows, or
+// chained the row upTo or a later one (upTo 0: no such bound). With wait
+// false it takes the head row only if free, and reports busy (having
 // chained nothing more) when another transaction holds it.
-func (s *Store) chainAll(ctx context.Context, wait bool) (busy bool, err error) {
+func (s *Store) chainAll(ctx context.Context, wait bool, upTo int64) (busy bool, err error) {
 	for {
-		n, busy, err := s.chainPass(ctx, wait)
-		if err != nil || busy || n < chainBatch {
+		n, last, busy, err := s.chainPass(ctx, wait)
+		if err != nil || busy || n < chainBatch || (upTo > 0 && last >= upTo) {
 			return busy, err
 		}
 	}
 }
 
-// chainPass is one pass: it returns how many queued rows it chained, or
-// busy when wait is false and the head row is taken.
-func (s *Store) chainPass(ctx context.Context, wait bool) (rowsChained int, busy bool, err error) {
+// chainPass is one pass: it returns how many queued rows it chained and
+// the last one's id, or busy when wait is false and the head row is taken.
+func (s *Store) chainPass(ctx context.Context, wait bool) (rowsChained int, lastID int64, busy bool, err error) {
 	tx, err := s.pool.BeginTx(ctx, readCommitted)
 	if err != nil {
-		return 0, false, fmt.Errorf("audit chain: begin: %w", err)
+		return 0, 0, false, fmt.Errorf("audit chain: begin: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	lock := s.lq.lockHead
@@ -166,14 +173,14 @@ func (s *Store) chainPass(ctx context.Context, wait bool) (rowsChained int, busy
 	)
 	switch err := tx.QueryRow(ctx, lock).Scan(&seq, &head.Hash); {
 	case !wait && errors.Is(err, pgx.ErrNoRows):
-		return 0, true, nil
+		return 0, 0, true, nil
 	case err != nil:
-		return 0, false, fmt.Errorf("audit chain: head: %w", err)
+		return 0, 0, false, fmt.Errorf("audit chain: head: %w", err)
 	}
 	head.Seq = uint64(seq)
 	rows, err := tx.Query(ctx, s.cq.dequeue, chainBatch)
 	if err != nil {
-		return 0, false, fmt.Errorf("audit chain: dequeue: %w", err)
+		return 0, 0, false, fmt.Errorf("audit chain: dequeue: %w", err)
 	}
 	var (
 		id     int64
@@ -193,18 +200,18 @@ func (s *Store) chainPass(ctx context.Context, wait bool) (rowsChained int, busy
 		return nil
 	})
 	if err != nil {
-		return 0, false, fmt.Errorf("audit chain: dequeue: %w", err)
+		return 0, 0, false, fmt.Errorf("audit chain: dequeue: %w", err)
 	}
 	if n == 0 {
-		return 0, false, nil // the deferred rollback lets the head go
+		return 0, 0, false, nil // the deferred rollback lets the head go
 	}
 	if _, err := s.extend(ctx, tx, head, drafts); err != nil {
-		return 0, false, fmt.Errorf("audit chain: %w", err)
+		return 0, 0, false, fmt.Errorf("audit chain: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return 0, false, fmt.Errorf("audit chain: commit: %w", err)
+		return 0, 0, false, fmt.Errorf("audit chain: commit: %w", err)
 	}
-	return n, false, nil
+	return n, id, false, nil
 }
 
 // chainLoop chains, every every, what this Store committed since its last
@@ -223,11 +230,19 @@ func (s *Store) chainLoop(every time.Duration) {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(s.ctx, chainPassTimeout)
-		busy, err := s.chainAll(ctx, false)
+		var (
+			n    = chainBatch
+			busy bool
+			err  error
+		)
+		for i := 0; i < chainTickPasses && n == chainBatch && !busy && err == nil; i++ {
+			n, _, busy, err = s.chainPass(ctx, false)
+		}
 		cancel()
-		if busy || err != nil {
+		if busy || err != nil || n == chainBatch {
 			// Whoever holds the head may have read the queue before our
-			// commit: look again next tick.
+			// commit, or more is queued than a tick's passes took: look
+			// again next tick.
 			s.chain.dirty.Store(true)
 		}
 		switch {
@@ -254,7 +269,7 @@ func (s *Store) closeChain() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), closeChainTimeout)
 	defer cancel()
-	if _, err := s.chainAll(ctx, true); err != nil {
+	if _, err := s.chainAll(ctx, true, 0); err != nil {
 		s.cfg.Logger.Warn("postgres store: chaining the audit ledger at close failed", slog.Any("err", err))
 	}
 }

@@ -359,3 +359,35 @@ func TestMigrateToQueuedLedger(t *testing.T) {
 		}
 	}
 }
+
+// TestLedgerChainBatches: more queued rows than one pass takes are
+// chained by a read, in several passes, each once, in the queue's order.
+func TestLedgerChainBatches(t *testing.T) {
+	srv := needServer(t)
+	s := newStore(t, postgres.Config{NodeID: "n1", LedgerChainEvery: -1})
+	admin := adminPool(t, srv)
+	const rows = 2500
+	drafts := make([][]byte, rows)
+	for i := range drafts {
+		d := audit.Draft{Time: time.Unix(1800000000, int64(i)).UTC(), Kind: audit.KindReserved, Actor: "p",
+			ExecutionID: fmt.Sprint("exec_", i), Principal: "p", Tool: "t", Fingerprint: "fp", Status: "running"}
+		drafts[i] = d.Canonical(nil)
+	}
+	if _, err := admin.Exec(context.Background(), "INSERT INTO "+table(s, "audit_queue")+
+		" (drafts) SELECT ARRAY[d] FROM unnest($1::bytea[]) WITH ORDINALITY AS u(d, i) ORDER BY i", drafts); err != nil {
+		t.Fatal(err)
+	}
+	export := exportAll(t, s)
+	v, err := audit.Verify(bytes.NewReader(export))
+	if err != nil || v.Entries != rows {
+		t.Fatalf("verify: %+v %v, want %d entries", v, err, rows)
+	}
+	for i, e := range entries(t, export) {
+		if want := fmt.Sprint("exec_", i); e.ExecutionID != want || e.Time.Nanosecond() != i {
+			t.Fatalf("entry %d: %s at %v, want %s", e.Seq, e.ExecutionID, e.Time, want)
+		}
+	}
+	if n := countRows(t, admin, s, "audit_queue"); n != 0 {
+		t.Fatalf("%d rows queued after the read, want none", n)
+	}
+}
