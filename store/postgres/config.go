@@ -3,6 +3,7 @@ package postgres
 import (
 	"fmt"
 	"log/slog"
+	"time"
 	"unicode/utf8"
 
 	"github.com/carmyhq/carmy/store"
@@ -54,6 +55,13 @@ type Config struct {
 	// the processes sharing a database should all keep it, or its chain
 	// misses their decisions.
 	NoLedger bool
+	// LedgerChainEvery is how often the store chains, in the background,
+	// the audit drafts its decisions queued (ledger_chain.go), when it
+	// committed any since its last pass; 0 means
+	// DefaultLedgerChainEvery, and a negative value no background pass
+	// (every read of the ledger through a Store still chains first, and
+	// so does another store's pass).
+	LedgerChainEvery time.Duration
 }
 
 // withDefaults returns c with its zero fields set to their defaults.
@@ -69,6 +77,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Rounds == 0 {
 		c.Rounds = 1
+	}
+	if c.LedgerChainEvery == 0 {
+		c.LedgerChainEvery = DefaultLedgerChainEvery
 	}
 	return c
 }

@@ -55,10 +55,14 @@
 //     without the meta row.
 //   - seq: the sequence of seq (schema version 6).
 //   - audit and audit_head (schema version 7): the audit ledger's entries
-//     and its head row (ledger.go). Every transaction that decides appends
-//     its entries before it commits, under the head row's lock, taken
-//     after every other lock: the ledger's chain is one line across every
-//     process, in commit order.
+//     and its head row (ledger.go); audit_queue (schema version 9): the
+//     drafts of entries not yet chained. Every transaction that decides
+//     queues its drafts before it commits (one row, no lock shared with
+//     other transactions); the chainer (ledger_chain.go) moves the
+//     committed rows onto the chain under the head row's lock, before
+//     every read of the ledger and in the background on every Store that
+//     committed since its last pass: the ledger's chain is one line
+//     across every process.
 //
 // # Isolation and locking
 //
@@ -178,7 +182,8 @@
 // delivered by NOTIFY in Cancel's transaction to a LISTEN connection on
 // every node, a session advisory lock naming the one node that probes,
 // retention, and the audit ledger's upkeep (fleet_ledger.go: pruning and
-// signed checkpoints, which any node may run).
+// signed checkpoints, which any node may run; the chaining of the queued
+// drafts is its Store's, ledger_chain.go).
 //
 // # Deployment
 //

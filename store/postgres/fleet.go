@@ -51,9 +51,11 @@ import (
 //   - retention: each node removes finished records past
 //     FleetConfig.Retention (Store.Expire) every Retention/10, within
 //     1 s to 1 min.
-//   - the audit ledger: each node serves it from the database (AuditHead,
-//     AuditExport), prunes it past FleetConfig.AuditRetention and signs
-//     its head with FleetConfig.AuditSigningKey (fleet_ledger.go).
+//   - the audit ledger: each node chains the entries its decisions
+//     queued (its Store's background pass, ledger_chain.go), serves the
+//     ledger from the database (AuditHead, AuditExport, which chain
+//     first), prunes it past FleetConfig.AuditRetention and signs its
+//     head with FleetConfig.AuditSigningKey (fleet_ledger.go).
 //
 // Run does all of it until its context ends. Every method is safe for
 // concurrent use.

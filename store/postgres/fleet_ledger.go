@@ -9,11 +9,14 @@ import (
 	"github.com/carmyhq/carmy/store/audit"
 )
 
-// The fleet's audit ledger (ledger.go): every node appends the entries of
+// The fleet's audit ledger (ledger.go): every node queues the entries of
 // its decisions in their transactions, unchained, and its Store chains
-// what every node committed (ledger_chain.go), serves the ledger from the
-// database (AuditHead, AuditExport: every node answers alike), and keeps
-// it up: each node, every minute, prunes the entries past
+// what every node committed (ledger_chain.go: about every
+// Config.LedgerChainEvery while it decides, once at Close, and before
+// every read, so AuditHead and AuditExport include every decision
+// committed before them), serves the ledger from the database (AuditHead,
+// AuditExport: every node answers alike), and keeps it up: each node,
+// every minute, prunes the entries past
 // FleetConfig.AuditRetention and, with FleetConfig.AuditSigningKey, signs
 // a checkpoint of the head unless another node signed one within the
 // interval (Store.PruneAudit, Store.SignAudit: both are idempotent, so

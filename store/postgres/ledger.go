@@ -14,20 +14,30 @@ import (
 // The audit ledger (docs/audit.md) of the stores sharing a database: every
 // transaction that decides something about an execution (a reservation,
 // an outcome, a cancel, a resolve, a release, executions marked
-// interrupted) appends its entries to it before it commits, in the same
-// transaction, so an entry exists exactly when its decision does.
+// interrupted) queues the drafts of its entries before it commits, in the
+// same transaction (appendAudit, one row of audit_queue), so a draft
+// exists exactly when its decision does.
 //
 // Order. The entries are chained (package audit: one implementation, so
-// `carmy audit verify` checks a fleet's export as a cluster's). An append
-// locks the one row of audit_head (SELECT … FOR UPDATE), links its drafts
-// after the head it holds, inserts them and moves the head, and keeps the
-// lock until its transaction ends. So appends are serialised across every
-// process writing the database: seqs follow each other with no gap and no
-// fork, and seq order is commit order (an entry is never visible before
-// an earlier one). Every writing transaction takes the head row last,
-// after every other lock it takes, so no two wait for each other in
-// opposite orders; the price is that the commits of writing transactions
-// happen one at a time across the fleet (docs/audit.md measures it).
+// `carmy audit verify` checks a fleet's export as a cluster's) by the
+// chainer (ledger_chain.go), not by the deciding transaction: a chaining
+// pass locks the one row of audit_head (SELECT … FOR UPDATE), takes the
+// committed queued rows in id order, links their drafts after the head it
+// holds, inserts them into audit, deletes the rows and moves the head, in
+// one transaction. So seqs follow each other with no gap and no fork, a
+// transaction's drafts keep their order and stay together, and each draft
+// is chained exactly once; seq order is the order the chainer took the
+// drafts in (about, not exactly, the order their decisions committed: a
+// transaction that took its queue id earlier may commit later and be
+// chained in a later pass). Deciding transactions never wait for the head
+// row, so their commits no longer happen one at a time across the fleet.
+// A draft joins the chain a moment after its decision commits: within
+// Config.LedgerChainEvery when its store runs (the background pass), and
+// before any read of the chain through a Store returns (every reader
+// chains first), so a reader sees every decision committed before its
+// call. The head row is taken by the chainer, PruneAudit and SignAudit
+// only, each with no other lock, so they never wait for one another in
+// opposite orders.
 //
 // Time. An entry's time is the decision's, stamped by the process that
 // decides (the execution's start for a reservation, the moment the write
@@ -70,22 +80,29 @@ UPDATE {audit_head} SET cp_seq = $1, cp_hash = $2 WHERE singleton`),
 	}
 }
 
-// appendAudit links drafts after the ledger's head and inserts them in tx,
-// which then holds the head row until it ends: the caller commits (or
-// rolls back) right after. Nothing is done for no drafts, or a store
-// configured with Config.NoLedger. An error means tx must roll back.
+// appendAudit queues drafts, in order, in tx (one row of audit_queue),
+// for the chainer (ledger_chain.go): they exist exactly when tx commits,
+// and tx takes no lock that another store's transaction waits for.
+// Nothing is done for no drafts, or a store configured with
+// Config.NoLedger. An error means tx must roll back.
 func (s *Store) appendAudit(ctx context.Context, tx pgx.Tx, drafts []audit.Draft) error {
 	if len(drafts) == 0 || s.cfg.NoLedger {
 		return nil
 	}
-	var (
-		seq  int64
-		head audit.Head
-	)
-	if err := tx.QueryRow(ctx, s.lq.lockHead).Scan(&seq, &head.Hash); err != nil {
-		return fmt.Errorf("audit ledger: head: %w", err)
+	encoded := make([][]byte, len(drafts))
+	for i, d := range drafts {
+		encoded[i] = encodeDraft(d)
 	}
-	head.Seq = uint64(seq)
+	if _, err := tx.Exec(ctx, s.cq.enqueue, encoded); err != nil {
+		return fmt.Errorf("audit ledger: queue: %w", err)
+	}
+	return nil
+}
+
+// extend links drafts after head, which tx holds (it locked the head
+// row), inserts them and moves the head; it returns the new head. An
+// error means tx must roll back.
+func (s *Store) extend(ctx context.Context, tx pgx.Tx, head audit.Head, drafts []audit.Draft) (audit.Head, error) {
 	seqs := make([]int64, len(drafts))
 	ats := make([]time.Time, len(drafts))
 	lines := make([][]byte, len(drafts))
@@ -97,9 +114,9 @@ func (s *Store) appendAudit(ctx context.Context, tx pgx.Tx, drafts []audit.Draft
 		lines[i] = e.Line(nil)
 	}
 	if _, err := tx.Exec(ctx, s.lq.insert, seqs, ats, lines, int64(head.Seq), head.Hash); err != nil {
-		return fmt.Errorf("audit ledger: append: %w", err)
+		return audit.Head{}, fmt.Errorf("append: %w", err)
 	}
-	return nil
+	return head, nil
 }
 
 // actor is who decides what ctx asks for: store.ActorFrom, else the

@@ -15,9 +15,8 @@ import (
 // calls (Reserve, then Complete: two entries a call): one or two stores
 // sharing a schema (two fleet nodes, the callers split between them), by
 // 16 and 64 callers, with the ledger and without it (Config.NoLedger).
-// Every append takes the one head row until its commit, so the commits of
-// the nodes' rounds happen one at a time (ledger.go); docs/audit.md
-// reports the numbers.
+// A deciding transaction queues its drafts, and the chainer takes the head
+// row (ledger.go, ledger_chain.go).
 func BenchmarkLedgerCost(b *testing.B) {
 	for _, nodes := range []int{1, 2} {
 		for _, workers := range []int{16, 64} {

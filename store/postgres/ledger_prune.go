@@ -20,10 +20,14 @@ const pruneChunk = 10000
 // PruneAudit deletes the ledger's entries from the first on, up to the
 // first whose time is not before cutoff, and keeps the {seq, hash} of the
 // last deleted as the checkpoint, so what remains still verifies from it.
-// It returns how many it deleted. Entries are deleted pruneChunk to a
-// transaction; an error leaves the ledger pruned as far as the committed
+// It returns how many it deleted. What was queued is chained first (so
+// that the checkpoint is a head the chain passed through). Entries are
+// deleted pruneChunk to a transaction; an error leaves the ledger pruned as far as the committed
 // ones went.
 func (s *Store) PruneAudit(ctx context.Context, cutoff time.Time) (int, error) {
+	if err := s.chainQueued(ctx); err != nil {
+		return 0, err
+	}
 	total := 0
 	for {
 		n, err := s.pruneChunk(ctx, cutoff)
@@ -76,11 +80,15 @@ func (s *Store) pruneChunk(ctx context.Context, cutoff time.Time) (int, error) {
 // head with key (audit.Sign), unless a checkpoint was signed less than
 // every ago by the database's clock (by any process), or the head is
 // itself a checkpoint (nothing was appended since the last), or the
-// ledger is empty. So processes that each call it every minute append
+// ledger is empty. What was queued is chained first, so the head signed
+// holds every decision committed before the call. So processes that each call it every minute append
 // about one checkpoint a minute between them. It returns the head it
 // signed, and false when it signed none.
 func (s *Store) SignAudit(ctx context.Context, key ed25519.PrivateKey, actor string, every time.Duration) (audit.Head, bool, error) {
 	at := time.Now()
+	if err := s.chainQueued(ctx); err != nil {
+		return audit.Head{}, false, err
+	}
 	tx, err := s.pool.BeginTx(ctx, readCommitted)
 	if err != nil {
 		return audit.Head{}, false, notApplied("audit sign", err)
@@ -115,8 +123,13 @@ func (s *Store) SignAudit(ctx context.Context, key ed25519.PrivateKey, actor str
 	}
 	signed := audit.Sign(key, head)
 	d := audit.Draft{Time: at, Actor: actor, Kind: audit.KindCheckpoint, Checkpoint: &signed}
-	if err := s.appendAudit(ctx, tx, []audit.Draft{d}); err != nil {
-		return audit.Head{}, false, notApplied("audit sign", err)
+	// The checkpoint is chained here, under the head row this
+	// transaction holds, right after the head it signs (not queued: a
+	// draft queued meanwhile would come between them).
+	if !s.cfg.NoLedger {
+		if _, err := s.extend(ctx, tx, head, []audit.Draft{d}); err != nil {
+			return audit.Head{}, false, notApplied("audit sign", err)
+		}
 	}
 	if _, err := tx.Exec(ctx, s.lq.signed); err != nil {
 		return audit.Head{}, false, notApplied("audit sign", err)

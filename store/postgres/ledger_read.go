@@ -19,16 +19,25 @@ const MaxAuditExport = 10000
 // make its checkpoint and its entries disagree.
 var snapshotRead = pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
 
+// Every read of the chain here first chains the drafts queued by the
+// decisions committed before it (chainQueued, ledger_chain.go): a reader
+// sees every one of them.
+
 // AuditHead returns the {seq, hash} of the ledger's last entry (the
 // checkpoint's when every entry was pruned; audit.Start when there has
-// been none). An error matches store.ErrUnavailable.
+// been none), after chaining what was queued. An error matches
+// store.ErrUnavailable.
 func (s *Store) AuditHead(ctx context.Context) (audit.Head, error) {
+	if err := s.chainQueued(ctx); err != nil {
+		return audit.Head{}, err
+	}
 	head, _, err := s.auditHeads(ctx, s.pool)
 	return head, err
 }
 
 // AuditCheckpoint returns the {seq, hash} of the last pruned entry
-// (audit.Start when none was).
+// (audit.Start when none was). It does not chain: queued drafts are never
+// pruned before they are chained (PruneAudit chains first).
 func (s *Store) AuditCheckpoint(ctx context.Context) (audit.Head, error) {
 	_, cp, err := s.auditHeads(ctx, s.pool)
 	return cp, err
@@ -53,12 +62,15 @@ func (s *Store) auditHeads(ctx context.Context, q querier) (head, cp audit.Head,
 // after seq after, as export lines (audit.Entry.Line), preceded by a
 // checkpoint line (audit.CheckpointLine) naming the {seq, hash} the first
 // entry follows unless it is the chain's first entry; an after below the
-// checkpoint starts from the checkpoint. It returns the seq of the last
-// entry written (the anchor's when none was). The entries come from one
-// snapshot of the database. An error before anything was written matches
+// checkpoint starts from the checkpoint. What was queued is chained
+// first. It returns the seq of the last entry written (the anchor's when
+// none was). The entries come from one snapshot of the database. An error before anything was written matches
 // store.ErrUnavailable; one after cuts the export short.
 func (s *Store) AuditExport(ctx context.Context, w io.Writer, after uint64, limit int) (uint64, error) {
 	limit = min(max(limit, 1), MaxAuditExport)
+	if err := s.chainQueued(ctx); err != nil {
+		return 0, err
+	}
 	tx, err := s.pool.BeginTx(ctx, snapshotRead)
 	if err != nil {
 		return 0, readErr("audit export", err)

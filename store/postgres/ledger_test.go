@@ -153,6 +153,10 @@ func TestLedgerTamperedRow(t *testing.T) {
 	for i := range 5 {
 		reserveOn(t, s, "n1", fmt.Sprint(i))
 	}
+	// A read through the store chains what the reservations queued.
+	if _, err := s.AuditHead(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	pool := adminPool(t, srv)
 	_, err := pool.Exec(context.Background(), "UPDATE "+table(s, "audit")+
 		` SET line = convert_to(replace(convert_from(line, 'UTF8'), '"principal":"p"', '"principal":"q"'), 'UTF8') WHERE seq = 3`)

@@ -381,11 +381,11 @@ func (s *Store) lockedRound(ctx context.Context, slot string, batch []*reservati
 	s.commitRound(ctx, tx, batch, settles, kinds, outs, souts)
 }
 
-// commitRound appends the audit entries of a round's decisions (ledger.go)
+// commitRound queues the audit entries of a round's decisions (ledger.go)
 // and commits its transaction when a member wrote (else the caller's
 // deferred rollback ends it), and turns the answers of the members that
 // wrote, or that a bound refused, into errors when the commit fails. A
-// round whose entries cannot be appended is not applied.
+// round whose entries cannot be queued is not applied.
 func (s *Store) commitRound(ctx context.Context, tx pgx.Tx, batch []*reservation, settles []*completion, kinds []decision, outs []reserveResult, souts []completeResult) {
 	applied := slices.ContainsFunc(souts, func(o completeResult) bool { return o.applied })
 	if !applied && !slices.Contains(kinds, decidedReserved) {
@@ -396,6 +396,7 @@ func (s *Store) commitRound(ctx context.Context, tx pgx.Tx, batch []*reservation
 		return
 	}
 	err := tx.Commit(ctx)
+	s.committedDecision()
 	if err == nil {
 		return
 	}

@@ -18,7 +18,7 @@ import (
 // SchemaVersion is the version of the tables this package creates and
 // uses. A database whose tables are at a later version (made by a newer
 // build) is refused by Open rather than written with an older layout.
-const SchemaVersion = 8
+const SchemaVersion = 9
 
 // migrations[v-1] takes the tables from version v-1 to v. Each runs in the
 // migrating transaction, so a version is applied whole or not at all.
@@ -136,7 +136,8 @@ FROM (SELECT greatest(mt.last_seq, (SELECT coalesce(max(seq), 0) FROM {records})
 	// database's encoding) with its seq and its time (for retention);
 	// audit_head is one row, the chain's head and the checkpoint of the
 	// last pruned entry, whose row lock serialises every append, so that
-	// seq order is commit order. A database migrated here starts its chain
+	// seq order is commit order (until version 9, which queues the
+	// entries and chains them later). A database migrated here starts its chain
 	// now: the decisions before it have no entries.
 	`CREATE TABLE IF NOT EXISTS {audit} (
 	seq  bigint      NOT NULL,
@@ -174,6 +175,21 @@ ALTER TABLE {records} ADD COLUMN IF NOT EXISTS approvers text[], ADD COLUMN IF N
 	ADD COLUMN IF NOT EXISTS decision_status text, ADD COLUMN IF NOT EXISTS decided_by text,
 	ADD COLUMN IF NOT EXISTS decided_reason text, ADD COLUMN IF NOT EXISTS decided_at timestamptz;
 CREATE INDEX IF NOT EXISTS {rec_awaiting} ON {records} (seq) WHERE status = 'awaiting_approval';`,
+	// 9: the audit ledger's queue (ledger.go, ledger_chain.go). A
+	// deciding transaction no longer chains its entries under the head
+	// row: it inserts one row here, its drafts in order (each its
+	// canonical JSON, audit.Entry.Canonical, without seq or hashes), and
+	// the chainer moves the committed rows onto the chain in id order.
+	// The existing chain and head are untouched; a node of version 8 may
+	// go on appending directly under the head row beside nodes that
+	// queue (ledger_chain.go). Rows are inserted and deleted all the
+	// time, and the table stays small: autovacuum visits it after every
+	// thousand dead rows rather than after a fifth of the table.
+	`CREATE TABLE IF NOT EXISTS {audit_queue} (
+	id     bigserial NOT NULL,
+	drafts bytea[]   NOT NULL,
+	CONSTRAINT {audit_queue_pkey} PRIMARY KEY (id)
+) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000);`,
 }
 
 // recordSizeSQL is store.RecordSize of a row of {records}, in SQL: the
@@ -206,7 +222,8 @@ var placeholder = regexp.MustCompile(`\{[a-z_]+\}`)
 // tables are the placeholders that stand for schema-qualified tables; every
 // other placeholder is a constraint or an index, named with the prefix and
 // unqualified (it lives in its table's schema).
-var tables = map[string]bool{"records": true, "meta": true, "principals": true, "schema_version": true, "nodes": true, "leases": true, "seq": true, "audit": true, "audit_head": true}
+var tables = map[string]bool{"records": true, "meta": true, "principals": true, "schema_version": true, "nodes": true, "leases": true, "seq": true, "audit": true, "audit_head": true,
+	"audit_queue": true}
 
 // expand replaces the braced names in a statement with quoted identifiers.
 func (n names) expand(sql string) string {

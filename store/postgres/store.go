@@ -28,6 +28,8 @@ type Store struct {
 	q        queries
 	fq       fleetQueries
 	lq       ledgerQueries
+	cq       chainQueries
+	chain    chainState // the chainer's (ledger_chain.go)
 	rounds   rounds
 	held     heldShare       // chooses Reserve's path (reserve_path.go)
 	slots    []string        // name this Store's leases, one a round in flight (leases.go)
@@ -85,7 +87,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if err := migrate(ctx, pool, n, cfg.Schema != "", cfg.Logger); err != nil {
 		return nil, err
 	}
-	s := &Store{pool: pool, cfg: cfg, names: n, q: newQueries(n), fq: newFleetQueries(n), lq: newLedgerQueries(n)}
+	s := &Store{pool: pool, cfg: cfg, names: n, q: newQueries(n), fq: newFleetQueries(n), lq: newLedgerQueries(n), cq: newChainQueries(n)}
 	for range cfg.Rounds {
 		s.slots = append(s.slots, newSlot())
 	}
@@ -93,16 +95,23 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	s.maxBytes.Store(cfg.MaxBytes)
 	s.rounds.s = s
 	s.ctx, s.stop = context.WithCancel(context.Background())
+	if !cfg.NoLedger && cfg.LedgerChainEvery > 0 {
+		s.chain.done = make(chan struct{})
+		go s.chainLoop(cfg.LedgerChainEvery)
+	}
 	return s, nil
 }
 
 // Close ends the reservation rounds in flight, returns the leases to the
 // counts (at most closeFoldTimeout; a Store that cannot leaves its leases
-// to the next fold, see leases.go) and closes the pool when Open made it.
-// Calls in flight fail.
+// to the next fold, see leases.go), chains the audit drafts it queued (at
+// most closeChainTimeout; what it cannot is chained by the next pass of
+// another store, see ledger_chain.go) and closes the pool when Open made
+// it. Calls in flight fail.
 func (s *Store) Close() {
 	s.stop()
 	s.foldLeases()
+	s.closeChain()
 	if s.owned {
 		s.pool.Close()
 	}

@@ -203,7 +203,9 @@ func (s *Store) interrupt(ctx context.Context, op, actor, sql string, args ...an
 	if err := s.appendAudit(ctx, tx, drafts); err != nil {
 		return nil, notApplied(op, err)
 	}
-	if err := tx.Commit(ctx); err != nil {
+	err = tx.Commit(ctx)
+	s.committedDecision()
+	if err != nil {
 		return nil, atCommit(op, err)
 	}
 	return recs, nil
@@ -322,7 +324,11 @@ func (s *Store) inTx(ctx context.Context, op string, fn func(pgx.Tx) (commit boo
 	if !commit {
 		return nil
 	}
-	if err := tx.Commit(ctx); err != nil {
+	// Most of what commits here queued audit drafts (a fold or an expiry
+	// did not, and costs a background pass that finds nothing).
+	err = tx.Commit(ctx)
+	s.committedDecision()
+	if err != nil {
 		return atCommit(op, err)
 	}
 	return nil
