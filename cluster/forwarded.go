@@ -60,6 +60,17 @@ func (n *Node) startForwarded(cmds [][]byte, omit []bool) *forwardedBatch {
 	return b
 }
 
+// done reports whether every command of b has its outcome (or was
+// refused at the door), so that finishForwarded will not wait.
+func (b *forwardedBatch) done() bool {
+	for _, it := range b.items {
+		if it != nil && len(it.done) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // finishForwarded waits for the outcome of every command of b, as a local
 // command's is waited for (awaitProposal, bounded by LeaderWait only while
 // the log waits for disk space), logs the batch (audit, with r's caller)

@@ -84,33 +84,74 @@ func (n *Node) serveFrames(r *http.Request, conn net.Conn, br *bufio.Reader) {
 }
 
 // answerFrames writes the answer of every batch of work, in order, once
-// all its commands have their outcome. After a failed write it closes the
-// connection and only waits for the rest, so that the reader is never
-// blocked.
+// all its commands have their outcome. The answers of the batches that
+// are done by the time one is written go with it, in one write (up to
+// maxAnswerWrite bytes): the commands of one round get their outcomes at
+// once, so a follower whose batches shared a round is answered with one
+// write and one read rather than one of each per batch. After a failed
+// write it closes the connection and only waits for the rest, so that
+// the reader is never blocked.
 func (n *Node) answerFrames(r *http.Request, conn net.Conn, work <-chan streamWork) {
-	var buf []byte
-	failed := false
-	for sw := range work {
-		results := n.finishForwarded(r, sw.batch)
-		if failed {
-			continue
+	var (
+		buf    []byte
+		failed bool
+		held   *streamWork // taken from work, not yet done: the next to answer
+	)
+	for {
+		sw, ok := streamWork{}, true
+		if held != nil {
+			sw, held = *held, nil
+		} else if sw, ok = <-work; !ok {
+			return
 		}
-		var err error
-		buf, err = forward.AppendAnswer(buf[:0], sw.seq, results)
-		if err == nil {
+		buf = buf[:0]
+		open := true
+		for {
+			results := n.finishForwarded(r, sw.batch)
+			if !failed {
+				var err error
+				if buf, err = forward.AppendAnswer(buf, sw.seq, results); err != nil {
+					n.log.Warn("forward stream: an answer cannot be sent; closing the stream", append(callerOf(r), slog.Any("err", err))...)
+					failed = true
+					_ = conn.Close()
+				}
+			}
+			if failed || len(buf) >= maxAnswerWrite {
+				break
+			}
+			var next streamWork
+			select {
+			case next, open = <-work:
+			default:
+			}
+			if !open || next.batch == nil {
+				break
+			}
+			if !next.batch.done() {
+				held = &next
+				break
+			}
+			sw = next
+		}
+		if !failed && len(buf) > 0 {
 			_ = conn.SetWriteDeadline(time.Now().Add(forward.WriteTimeout))
-			_, err = conn.Write(buf) // the whole frame, built in buf: no buffering
-		}
-		if err != nil {
-			n.log.Warn("forward stream: an answer cannot be sent; closing the stream", append(callerOf(r), slog.Any("err", err))...)
-			failed = true
-			_ = conn.Close()
+			if _, err := conn.Write(buf); err != nil { // whole frames, built in buf: no buffering
+				n.log.Warn("forward stream: an answer cannot be sent; closing the stream", append(callerOf(r), slog.Any("err", err))...)
+				failed = true
+				_ = conn.Close()
+			}
 		}
 		if cap(buf) > 1<<20 {
 			buf = nil // keep no large answer's buffer
 		}
+		if !open {
+			return
+		}
 	}
 }
+
+// maxAnswerWrite bounds the answers gathered into one write.
+const maxAnswerWrite = 256 << 10
 
 // connSet is the forward streams a node serves, closed when it stops.
 type connSet struct {
