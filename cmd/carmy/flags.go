@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-
 	"strings"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/carmyhq/carmy/cluster"
 	"github.com/carmyhq/carmy/embed"
 	"github.com/carmyhq/carmy/internal/didyoumean"
+	"github.com/carmyhq/carmy/internal/logbuf"
 	"github.com/carmyhq/carmy/internal/tlsmux"
 )
 
@@ -374,14 +374,17 @@ func parseLevel(s string) (slog.Level, error) {
 	return l, nil
 }
 
-// newLogger returns the process logger on w.
-func newLogger(cfg serveConfig, w io.Writer) *slog.Logger {
+// newLogger returns the process logger on w, buffered (package logbuf):
+// the caller closes the returned Writer when the process is done logging.
+func newLogger(cfg serveConfig, w io.Writer) (*slog.Logger, *logbuf.Writer) {
 	level, _ := parseLevel(cfg.LogLevel)
 	opts := &slog.HandlerOptions{Level: level}
+	bw := logbuf.New(w)
+	var h slog.Handler = slog.NewTextHandler(bw, opts)
 	if cfg.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		h = slog.NewJSONHandler(bw, opts)
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return slog.New(logbuf.Handler(h, bw)), bw
 }
 
 // parseGossipKeys reads --gossip-key: comma-separated base64 keys of 16, 24

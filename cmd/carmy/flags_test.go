@@ -499,9 +499,10 @@ func TestFlagEnvNamesExistingFlags(t *testing.T) {
 func TestNewLoggerFormats(t *testing.T) {
 	t.Run("json", func(t *testing.T) {
 		var buf bytes.Buffer
-		log := newLogger(serveConfig{LogFormat: "json", LogLevel: "info"}, &buf)
+		log, out := newLogger(serveConfig{LogFormat: "json", LogLevel: "info"}, &buf)
 		log.Info("hello", "k", "v")
 		log.Debug("hidden")
+		out.Close()
 		var line map[string]any
 		if err := json.Unmarshal(bytes.TrimSpace(buf.Bytes()), &line); err != nil {
 			t.Fatalf("not one JSON object per line: %q: %v", buf.String(), err)
@@ -512,16 +513,18 @@ func TestNewLoggerFormats(t *testing.T) {
 	})
 	t.Run("text with debug", func(t *testing.T) {
 		var buf bytes.Buffer
-		log := newLogger(serveConfig{LogFormat: "text", LogLevel: "debug"}, &buf)
+		log, out := newLogger(serveConfig{LogFormat: "text", LogLevel: "debug"}, &buf)
 		log.Debug("shown", "k", "v")
+		out.Close()
 		if got := buf.String(); !strings.Contains(got, `msg=shown`) || !strings.Contains(got, "k=v") {
 			t.Errorf("text log = %q", got)
 		}
 	})
 	t.Run("warn hides info", func(t *testing.T) {
 		var buf bytes.Buffer
-		log := newLogger(serveConfig{LogFormat: "text", LogLevel: "warn"}, &buf)
+		log, out := newLogger(serveConfig{LogFormat: "text", LogLevel: "warn"}, &buf)
 		log.Info("hidden")
+		out.Close()
 		if buf.Len() != 0 {
 			t.Errorf("info logged at level warn: %q", buf.String())
 		}

@@ -32,7 +32,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log := newLogger(cfg, stderr)
+	log, logOut := newLogger(cfg, stderr)
+	defer logOut.Close()                  // what is buffered, before the process exits
 	cfg.fresh = noPreviousExecutions(cfg) // before the node id is resolved and kept
 	var keepNodeID func() error
 	if cfg.NodeID, keepNodeID, err = resolveNodeID(cfg, log); err != nil {
