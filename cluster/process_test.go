@@ -270,10 +270,11 @@ func procJoinAndRemove(t *testing.T, c *testutil.Cluster) {
 
 	// A node with neither --bootstrap nor --join waits to be added.
 	n4 := c.Add(t, "n4", "--fast-failover", "--config", procWriteConfig(t, ""))
+	// The node writes its log in batches (at most 50 ms late): poll.
+	testutil.WaitUntil(t, 10*time.Second, "n4 to log its raft address and that it waits to be added", func() bool {
+		return n4.RaftAddr() != "" && strings.Contains(n4.Logs(), "waiting to be added")
+	})
 	raftAddr := n4.RaftAddr()
-	if raftAddr == "" || !strings.Contains(n4.Logs(), "waiting to be added") {
-		t.Fatalf("n4 did not log its raft address and that it waits to be added:\n%s", n4.Logs())
-	}
 	if err := n4.Ready(); err == nil {
 		t.Fatal("n4 is ready before it was added")
 	}
@@ -394,9 +395,10 @@ func TestProcessCrashRecovery(t *testing.T) {
 		// No --join: it rejoins from its data dir alone.
 		n := c.Restart(t, killed.ID(), testutil.WithoutFlag(killed.Args(), "--join")...)
 		n.WaitReady(t, procWait)
-		if !strings.Contains(n.Logs(), "existing_state=true") {
-			t.Errorf("the restarted %s did not find its state:\n%s", n.ID(), n.Logs())
-		}
+		// The node writes its log in batches (at most 50 ms late): poll.
+		testutil.WaitUntil(t, 10*time.Second, "the restarted "+n.ID()+" to say it found its state", func() bool {
+			return strings.Contains(n.Logs(), "existing_state=true")
+		})
 		c.WaitStatus(t, procWait, killed.ID()+" a voter and gossip-alive again", func(_ *testutil.Node, st testutil.ClusterStatus) error {
 			m, ok := st.Member(killed.ID())
 			switch {

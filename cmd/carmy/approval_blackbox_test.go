@@ -370,9 +370,11 @@ auth:
 			}
 		}
 		for _, n := range all() {
-			if m := c.Restart(t, n.ID(), apRestartArgs(n)...); !strings.Contains(m.Logs(), "existing_state=true") {
-				t.Fatalf("the restarted %s did not find its state:\n%s", m.ID(), m.Logs())
-			}
+			m := c.Restart(t, n.ID(), apRestartArgs(n)...)
+			// The node writes its log in batches (at most 50 ms late): poll.
+			testutil.WaitUntil(t, 10*time.Second, "the restarted "+m.ID()+" to say it found its state", func() bool {
+				return strings.Contains(m.Logs(), "existing_state=true")
+			})
 		}
 		c.WaitFormed(t, 3, 60*time.Second)
 

@@ -4,6 +4,9 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/carmyhq/carmy/tests/testutil"
 )
 
 // freeAddrs returns n loopback addresses with ports free a moment ago.
@@ -53,9 +56,10 @@ func TestBootstrapNodeOneCommandLine(t *testing.T) {
 			t.Fatalf("the cluster lacks %s: %s", id, status)
 		}
 	}
-	if !strings.Contains(nodes[0].logs.String(), "bootstrapped a new cluster") {
-		t.Fatal("b1 did not found the cluster")
-	}
+	// The node writes its log in batches (at most 50 ms late): poll.
+	testutil.WaitUntil(t, 10*time.Second, "b1 to say it founded the cluster", func() bool {
+		return strings.Contains(nodes[0].logs.String(), "bootstrapped a new cluster")
+	})
 	for _, n := range nodes[1:] {
 		if strings.Contains(n.logs.String(), "bootstrapped a new cluster") {
 			t.Fatal("a node other than b1 founded a cluster")

@@ -121,9 +121,13 @@ func TestBlackBoxGeneratedClusterKey(t *testing.T) {
 	} else if strings.Contains(n1.Logs(), k) {
 		t.Error("the log shows the cluster key")
 	}
-	if logs := n1.Logs(); !strings.Contains(logs, keyFile) || !strings.Contains(logs, "--cluster-key-file") {
-		t.Errorf("the log does not say where the key is and how others join with it:\n%s", logs)
-	}
+	// The node writes its log in batches (at most 50 ms late): poll.
+	testutil.WaitFor(t, 10*time.Second, "the log to say where the key is and how others join with it", func() error {
+		if logs := n1.Logs(); !strings.Contains(logs, keyFile) || !strings.Contains(logs, "--cluster-key-file") {
+			return fmt.Errorf("not yet:\n%s", logs)
+		}
+		return nil
+	})
 
 	before := getCluster(t, n1.URL).Capacity
 	cmd, err := fsm.Encode(fsm.SetLimits(1, 0))

@@ -114,9 +114,10 @@ func TestBlackBoxProbeResolvesADeadRunnersCall(t *testing.T) {
 	if k, _ := probedKey.Load().(string); !strings.HasPrefix(k, "carmy_") {
 		t.Errorf("the probe asked about %q, want the call's idempotency key", k)
 	}
-	if logs := leader.Logs(); !strings.Contains(logs, "msg=audit action=resolve principal=probe") {
-		t.Errorf("the leader's log has no audit line of the probe's resolution")
-	}
+	// The node writes its log in batches (at most 50 ms late): poll.
+	testutil.WaitUntil(t, 10*time.Second, "the leader's audit line of the probe's resolution", func() bool {
+		return strings.Contains(leader.Logs(), "msg=audit action=resolve principal=probe")
+	})
 	code, metrics := bbGet(t, leader.URL+"/metrics")
 	if code != http.StatusOK || !strings.Contains(metrics, `carmy_reconcile_probes_total{outcome="completed",tool="place_order"} 1`) {
 		t.Errorf("the leader's metrics lack the probe: %d", code)
