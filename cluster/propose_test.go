@@ -14,7 +14,7 @@ import (
 
 // TestGroupCommit checks that concurrent writes share log writes and log
 // entries: 256 reservations at once, half on the leader and half
-// forwarded by a follower, take far fewer BoltDB transactions than
+// forwarded by a follower, take far fewer Raft log appends than
 // commands on every node, and as many log entries as the leader had
 // rounds (one batch entry per round), and all of them succeed.
 func TestGroupCommit(t *testing.T) {

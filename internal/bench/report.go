@@ -125,7 +125,7 @@ func printResult(w io.Writer, res *benchResult) error {
 		fmt.Fprintf(&b, "%-10s%s   (no successful answer from %s to %s)\n", "stall", fmtMS(res.LongestStallMS), res.StallFrom, res.StallTo)
 	}
 	if res.LogWritesPerCall != nil {
-		fmt.Fprintf(&b, "log writes per call   %.2f   (per node: BoltDB transactions, each with its fsyncs)\n", *res.LogWritesPerCall)
+		fmt.Fprintf(&b, "log writes per call   %.2f   (per node: appends to the Raft log, each synced once)\n", *res.LogWritesPerCall)
 	}
 	if res.LogEntriesPerCall != nil {
 		fmt.Fprintf(&b, "log entries per call  %.2f   (per node)\n", *res.LogEntriesPerCall)
