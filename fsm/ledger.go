@@ -168,21 +168,16 @@ func (l *Ledger) write(groups []ledgerGroup) {
 	if len(groups) == 0 {
 		return
 	}
-	if l.scratch == nil {
-		l.scratch = make([]byte, 0, 4096)
-	}
 	err := l.db.Update(func(tx *bbolt.Tx) error {
 		b := tx.Bucket(bucketEntries)
 		var key [8]byte
-		var arena valueArena
 		for _, g := range groups {
 			for _, d := range g.drafts {
 				var e audit.Entry
 				e, head = head.Next(d, l.scratch)
-				// A value must stay as it is until the transaction ends:
-				// each has its own bytes of the arena.
-				v := binary.BigEndian.AppendUint64(l.scratch[:0], uint64(e.Time.UnixNano()))
-				v = arena.keep(e.Line(v))
+				// A value must stay as it is until the transaction ends.
+				v := binary.BigEndian.AppendUint64(make([]byte, 0, 512), uint64(e.Time.UnixNano()))
+				v = e.Line(v)
 				binary.BigEndian.PutUint64(key[:], e.Seq)
 				if err := b.Put(key[:], v); err != nil {
 					return err
@@ -207,28 +202,6 @@ func (l *Ledger) write(groups []ledgerGroup) {
 		return
 	}
 	l.head, l.checkpoint, l.index = head, cp, index
-}
-
-// valueArena hands out the values of one ledger transaction from a few
-// large blocks instead of one allocation each. A block is never grown, so
-// the values given out stay as they are until the transaction ends.
-type valueArena struct{ block []byte }
-
-// arenaBlock is the size of an arena's blocks.
-const arenaBlock = 64 << 10
-
-// keep returns a copy of v that stays valid as long as the arena is
-// reachable.
-func (a *valueArena) keep(v []byte) []byte {
-	if len(v) > arenaBlock/4 {
-		return append([]byte(nil), v...) // a large value: its own
-	}
-	if cap(a.block)-len(a.block) < len(v) {
-		a.block = make([]byte, 0, arenaBlock)
-	}
-	start := len(a.block)
-	a.block = append(a.block, v...)
-	return a.block[start:len(a.block):len(a.block)]
 }
 
 // prune deletes the entries from the first on whose time is before

@@ -116,13 +116,12 @@ func (e *Entry) appendJSON(b []byte, withHash bool) []byte {
 func FormatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 // ComputeHash returns the hash e must carry: hex SHA-256 of its PrevHash
-// and its canonical JSON. scratch, when given, is reused for the bytes:
-// with room for them (a few hundred bytes an entry), nothing is allocated
-// but the hash's string.
+// and its canonical JSON. scratch, when given, is reused for the bytes.
 func (e *Entry) ComputeHash(scratch []byte) string {
-	b := append(scratch[:0], e.PrevHash...)
-	sum := sha256.Sum256(e.Canonical(b))
-	return hex.EncodeToString(sum[:])
+	h := sha256.New()
+	h.Write([]byte(e.PrevHash))
+	h.Write(e.Canonical(scratch[:0]))
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // Clean returns d with every string made valid UTF-8 (invalid bytes as
