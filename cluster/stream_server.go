@@ -88,65 +88,84 @@ func (n *Node) serveFrames(r *http.Request, conn net.Conn, br *bufio.Reader) {
 // are done by the time one is written go with it, in one write (up to
 // maxAnswerWrite bytes): the commands of one round get their outcomes at
 // once, so a follower whose batches shared a round is answered with one
-// write and one read rather than one of each per batch. After a failed
-// write it closes the connection and only waits for the rest, so that
-// the reader is never blocked.
+// write and one read rather than one of each per batch. An answer that
+// cannot be encoded, or a write that fails, closes the connection (after
+// the answers gathered before it are written); from then on it only waits
+// for the rest, so that the reader is never blocked.
 func (n *Node) answerFrames(r *http.Request, conn net.Conn, work <-chan streamWork) {
 	var (
 		buf    []byte
-		failed bool
+		broken bool        // the connection is closed
 		held   *streamWork // taken from work, not yet done: the next to answer
 	)
 	for {
-		sw, ok := streamWork{}, true
+		var sw streamWork
 		if held != nil {
 			sw, held = *held, nil
-		} else if sw, ok = <-work; !ok {
+		} else if w, ok := <-work; ok {
+			sw = w
+		} else {
 			return
 		}
+		if broken {
+			n.finishForwarded(r, sw.batch) // only wait
+			continue
+		}
 		buf = buf[:0]
-		open := true
+		ended := false // work was closed while gathering
 		for {
 			results := n.finishForwarded(r, sw.batch)
-			if !failed {
-				var err error
-				if buf, err = forward.AppendAnswer(buf, sw.seq, results); err != nil {
-					n.log.Warn("forward stream: an answer cannot be sent; closing the stream", append(callerOf(r), slog.Any("err", err))...)
-					failed = true
-					_ = conn.Close()
-				}
-			}
-			if failed || len(buf) >= maxAnswerWrite {
+			var err error
+			if buf, err = forward.AppendAnswer(buf, sw.seq, results); err != nil {
+				n.log.Warn("forward stream: an answer cannot be sent; closing the stream", append(callerOf(r), slog.Any("err", err))...)
+				broken = true
 				break
 			}
-			var next streamWork
-			select {
-			case next, open = <-work:
-			default:
-			}
-			if !open || next.batch == nil {
+			if len(buf) >= maxAnswerWrite {
 				break
 			}
-			if !next.batch.done() {
-				held = &next
+			next, ok, ready := readyWork(work)
+			if !ok {
+				ended = true
 				break
 			}
-			sw = next
+			if !ready {
+				held = next // nil when nothing was waiting
+				break
+			}
+			sw = *next
 		}
-		if !failed && len(buf) > 0 {
+		if len(buf) > 0 {
 			_ = conn.SetWriteDeadline(time.Now().Add(forward.WriteTimeout))
 			if _, err := conn.Write(buf); err != nil { // whole frames, built in buf: no buffering
 				n.log.Warn("forward stream: an answer cannot be sent; closing the stream", append(callerOf(r), slog.Any("err", err))...)
-				failed = true
-				_ = conn.Close()
+				broken = true
 			}
+		}
+		if broken {
+			_ = conn.Close()
 		}
 		if cap(buf) > 1<<20 {
 			buf = nil // keep no large answer's buffer
 		}
-		if !open {
+		if ended {
 			return
 		}
+	}
+}
+
+// readyWork takes the next batch of work without waiting: ok is false
+// once work is closed, next is nil when nothing waits, and ready says
+// whether the batch taken is done (finishForwarded will not wait).
+func readyWork(work <-chan streamWork) (next *streamWork, ok, ready bool) {
+	select {
+	case w, open := <-work:
+		if !open {
+			return nil, false, false
+		}
+		return &w, true, w.batch.done()
+	default:
+		return nil, true, false
 	}
 }
 
