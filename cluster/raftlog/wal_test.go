@@ -24,6 +24,25 @@ func openTestWAL(t *testing.T, dir string, segSize int64) *WAL {
 	return w
 }
 
+// writeSegments writes entries 1–60 of term 1, three an append, to a
+// WAL in dir with segments of 1 KiB, closes it and returns its segment
+// files in order (several).
+func writeSegments(t *testing.T, dir string) []string {
+	t.Helper()
+	w := openTestWAL(t, dir, 1024)
+	for i := uint64(1); i <= 60; i += 3 {
+		if err := w.StoreLogs(walEntries(i, 3, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close()
+	segs, _ := filepath.Glob(filepath.Join(dir, "*.seg"))
+	if len(segs) < 2 {
+		t.Fatalf("%d segments, want several", len(segs))
+	}
+	return segs
+}
+
 func walEntries(first, n uint64, term uint64) []*raft.Log {
 	out := make([]*raft.Log, n)
 	for i := range out {
@@ -197,21 +216,11 @@ func TestWALTornTail(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			w := openTestWAL(t, dir, 1024)
-			for i := uint64(1); i <= 60; i += 3 {
-				if err := w.StoreLogs(walEntries(i, 3, 1)); err != nil {
-					t.Fatal(err)
-				}
-			}
-			w.Close()
-			segs, _ := filepath.Glob(filepath.Join(dir, "*.seg"))
-			if len(segs) < 2 {
-				t.Fatalf("%d segments, want several", len(segs))
-			}
+			segs := writeSegments(t, dir)
 			if err := tc.tear(segs[len(segs)-1]); err != nil {
 				t.Fatal(err)
 			}
-			w = openTestWAL(t, dir, 1024)
+			w := openTestWAL(t, dir, 1024)
 			last := uint64(60)
 			if tc.name == "truncated" {
 				last = 59
@@ -231,14 +240,7 @@ func TestWALTornTail(t *testing.T) {
 // the log refuses to open rather than lose acknowledged entries.
 func TestWALDamageBeforeTheEndRefused(t *testing.T) {
 	dir := t.TempDir()
-	w := openTestWAL(t, dir, 1024)
-	for i := uint64(1); i <= 60; i += 3 {
-		if err := w.StoreLogs(walEntries(i, 3, 1)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	w.Close()
-	segs, _ := filepath.Glob(filepath.Join(dir, "*.seg"))
+	segs := writeSegments(t, dir)
 	st, err := os.Stat(segs[0])
 	if err != nil {
 		t.Fatal(err)
@@ -307,17 +309,7 @@ func TestWALZerosEndAnEarlierSegment(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			w := openTestWAL(t, dir, 1024)
-			for i := uint64(1); i <= 60; i += 3 {
-				if err := w.StoreLogs(walEntries(i, 3, 1)); err != nil {
-					t.Fatal(err)
-				}
-			}
-			w.Close()
-			segs, _ := filepath.Glob(filepath.Join(dir, "*.seg"))
-			if len(segs) < 2 {
-				t.Fatalf("%d segments, want several", len(segs))
-			}
+			segs := writeSegments(t, dir)
 			f, err := os.OpenFile(segs[0], os.O_WRONLY|os.O_APPEND, 0)
 			if err != nil {
 				t.Fatal(err)
@@ -326,7 +318,7 @@ func TestWALZerosEndAnEarlierSegment(t *testing.T) {
 				t.Fatal(err)
 			}
 			f.Close()
-			w, err = OpenWAL(dir)
+			w, err := OpenWAL(dir)
 			if !tc.ok {
 				if err == nil {
 					w.Close()
