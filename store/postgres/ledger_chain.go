@@ -136,21 +136,24 @@ func (s *Store) chainQueued(ctx context.Context) error {
 		// took a draft committed its entries with the deletion.
 		return nil
 	}
-	if _, err := s.chainAll(ctx, true, last); err != nil {
+	if _, _, err := s.chainAll(ctx, true, last, 0); err != nil {
 		return readErr("audit chain", err)
 	}
 	return nil
 }
 
-// chainAll runs passes until one finds fewer than chainBatch rows, or
-// chained the row upTo or a later one (upTo 0: no such bound). With wait
-// false it takes the head row only if free, and reports busy (having
-// chained nothing more) when another transaction holds it.
-func (s *Store) chainAll(ctx context.Context, wait bool, upTo int64) (busy bool, err error) {
-	for {
+// chainAll runs passes until one finds fewer than chainBatch rows,
+// chained the row upTo or a later one (upTo 0: no such bound), or passes
+// of them ran (0: no such bound); more says the last one found a full
+// batch, so that more may wait. With wait false it takes the head row
+// only if free, and reports busy (having chained nothing more) when
+// another transaction holds it.
+func (s *Store) chainAll(ctx context.Context, wait bool, upTo int64, passes int) (busy, more bool, err error) {
+	for i := 1; ; i++ {
 		n, last, busy, err := s.chainPass(ctx, wait)
-		if err != nil || busy || n < chainBatch || (upTo > 0 && last >= upTo) {
-			return busy, err
+		more = n == chainBatch
+		if err != nil || busy || !more || (upTo > 0 && last >= upTo) || i == passes {
+			return busy, more, err
 		}
 	}
 }
@@ -230,16 +233,9 @@ func (s *Store) chainLoop(every time.Duration) {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(s.ctx, chainPassTimeout)
-		var (
-			n    = chainBatch
-			busy bool
-			err  error
-		)
-		for i := 0; i < chainTickPasses && n == chainBatch && !busy && err == nil; i++ {
-			n, _, busy, err = s.chainPass(ctx, false)
-		}
+		busy, more, err := s.chainAll(ctx, false, 0, chainTickPasses)
 		cancel()
-		if busy || err != nil || n == chainBatch {
+		if busy || err != nil || more {
 			// Whoever holds the head may have read the queue before our
 			// commit, or more is queued than a tick's passes took: look
 			// again next tick.
@@ -269,7 +265,7 @@ func (s *Store) closeChain() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), closeChainTimeout)
 	defer cancel()
-	if _, err := s.chainAll(ctx, true, 0); err != nil {
+	if _, _, err := s.chainAll(ctx, true, 0, 0); err != nil {
 		s.cfg.Logger.Warn("postgres store: chaining the audit ledger at close failed", slog.Any("err", err))
 	}
 }
