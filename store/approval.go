@@ -192,6 +192,7 @@ func (s *State) Decide(executionID string, d Decision, seq uint64) (Record, erro
 	}
 	before := RecordSize(*r)
 	decided(r, kind, d, seq)
+	s.track(r)
 	if kind == DecisionApprove {
 		s.lastSeq = seq
 	}

@@ -35,6 +35,8 @@ func (s *State) List(q ListQuery) Page {
 	switch {
 	case !q.AllSessions && !q.AllPrincipals:
 		visit(s.sessions[sessionKey{q.Principal, q.Session}])
+	case onlyUnfinished(q):
+		visit(s.unfinished)
 	case q.AllSessions && q.AllPrincipals:
 		for _, recs := range s.sessions {
 			visit(recs)
@@ -60,11 +62,26 @@ func (s *State) List(q ListQuery) Page {
 	return p
 }
 
+// onlyUnfinished reports whether q matches unfinished records alone
+// (attention, or only statuses not finished), so that List may look at
+// those instead of every session's.
+func onlyUnfinished(q ListQuery) bool {
+	if q.Attention {
+		return true
+	}
+	for _, st := range q.Statuses {
+		if st.Finished() {
+			return false
+		}
+	}
+	return len(q.Statuses) > 0
+}
+
 // RunningNodes returns the distinct NodeIDs of the running records,
-// sorted (RunningNodeLister). It visits every record, by pointer.
+// sorted (RunningNodeLister). It visits every unfinished record.
 func (s *State) RunningNodes() []string {
 	var out []string
-	for _, r := range s.byKey {
+	for _, r := range s.unfinished {
 		if r.Status == StatusRunning && !slices.Contains(out, r.NodeID) {
 			out = append(out, r.NodeID)
 		}

@@ -34,6 +34,14 @@ type State struct {
 	maxBytes       int64
 	bytes          int64
 	principalBytes map[string]int64
+	// unfinished holds the records not yet finished (running,
+	// interrupted, awaiting approval) by execution id: the same records
+	// as byKey, by pointer. The loops that look for them (approval
+	// expiry every second, the leader's stray and liveness checks, the
+	// interrupted gauge, attention listings) visit these few instead of
+	// every record, so their cost does not grow with history. insert,
+	// remove and track keep it, so it too is derived from byKey alone.
+	unfinished map[string]*Record
 }
 
 type sessionKey struct{ principal, session string }
@@ -47,6 +55,7 @@ func NewState(capacity int) *State {
 		sessions:       make(map[sessionKey]map[string]*Record),
 		perPrincipal:   make(map[string]int),
 		principalBytes: make(map[string]int64),
+		unfinished:     make(map[string]*Record),
 	}
 }
 
@@ -76,10 +85,10 @@ func (s *State) Len() int { return len(s.byKey) }
 
 // Interrupted counts the interrupted records: executions whose runner died
 // and that answer EXECUTION_UNCERTAIN until someone resolves them. It
-// looks at every record, so it is for gauges, not for every call.
+// looks at every unfinished record.
 func (s *State) Interrupted() int {
 	n := 0
-	for _, r := range s.byKey {
+	for _, r := range s.unfinished {
 		if r.Status == StatusInterrupted {
 			n++
 		}
@@ -223,6 +232,7 @@ func (s *State) overflows(r *Record, res Result) (over string, limit int64, exce
 func (s *State) settle(r *Record, res Result) {
 	before := RecordSize(*r)
 	r.apply(res)
+	s.track(r)
 	s.account(r.Key.Principal, RecordSize(*r)-before)
 }
 
@@ -309,7 +319,7 @@ func (s *State) MarkInterrupted(nodeID string) int { return len(s.MarkInterrupte
 // marked, as they now stand, in Seq order.
 func (s *State) MarkInterruptedRecords(nodeID string) []Record {
 	var out []Record
-	for _, r := range s.byKey {
+	for _, r := range s.unfinished {
 		if r.NodeID == nodeID && r.Status == StatusRunning {
 			r.Status = StatusInterrupted
 			out = append(out, *r)
@@ -481,13 +491,25 @@ func (s *State) insert(r *Record) {
 		s.sessions[sk] = recs
 	}
 	recs[r.ExecutionID] = r
+	s.track(r)
 	s.perPrincipal[r.Key.Principal]++
 	s.account(r.Key.Principal, RecordSize(*r))
+}
+
+// track files r in unfinished, or takes it out, by its status: every
+// change of a held record's status is followed by a call.
+func (s *State) track(r *Record) {
+	if r.Status.Finished() {
+		delete(s.unfinished, r.ExecutionID)
+	} else {
+		s.unfinished[r.ExecutionID] = r
+	}
 }
 
 func (s *State) remove(r *Record) {
 	delete(s.byKey, r.Key)
 	delete(s.byID, r.ExecutionID)
+	delete(s.unfinished, r.ExecutionID)
 	sk := sessionKey{r.Key.Principal, r.Key.Session}
 	delete(s.sessions[sk], r.ExecutionID)
 	if len(s.sessions[sk]) == 0 {
