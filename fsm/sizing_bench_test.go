@@ -40,14 +40,14 @@ func BenchmarkSizing(b *testing.B) {
 						commandLog(b, uint64(len(logs)+1), fsm.Reserve(k, fingerprint, ex)),
 						commandLog(b, uint64(len(logs)+2), fsm.Complete(k, fingerprint, completed(id, data, t0.Add(time.Second)))))
 				}
-				before := heapInUse()
+				before, _ := heapInUse()
 				f := fsm.New()
 				for i := 0; i < len(logs); i += 256 {
 					for _, out := range f.ApplyBatch(logs[i:min(i+256, len(logs))]) {
 						checkApplied(b, out)
 					}
 				}
-				after := heapInUse()
+				after, _ := heapInUse()
 				runtime.KeepAlive(logs)
 				st := f.Stats()
 				if st.Entries != tc.records {

@@ -20,7 +20,7 @@ type State struct {
 	capacity int
 	lastSeq  uint64
 	byKey    map[Key]*Record
-	byID     map[string]Key
+	byID     map[string]*Record
 	// sessions indexes the records of each principal's session by
 	// execution id, for List: the same records as byKey, by pointer.
 	sessions map[sessionKey]map[string]*Record
@@ -51,7 +51,7 @@ func NewState(capacity int) *State {
 	return &State{
 		capacity:       capacity,
 		byKey:          make(map[Key]*Record),
-		byID:           make(map[string]Key),
+		byID:           make(map[string]*Record),
 		sessions:       make(map[sessionKey]map[string]*Record),
 		perPrincipal:   make(map[string]int),
 		principalBytes: make(map[string]int64),
@@ -169,7 +169,7 @@ func (s *State) newRecord(key Key, fingerprint string, exec Execution, seq uint6
 	if exec.Approval != nil {
 		status = StatusAwaitingApproval
 	}
-	return &Record{
+	r := &Record{
 		ExecutionID: exec.ID,
 		Key:         key,
 		Tool:        exec.Tool,
@@ -180,6 +180,8 @@ func (s *State) newRecord(key Key, fingerprint string, exec Execution, seq uint6
 		Seq:         seq,
 		Approval:    exec.Approval.clone(),
 	}
+	r.packStrings()
+	return r
 }
 
 // fits checks the bounds on bytes for r, a new record of key's principal,
@@ -246,11 +248,11 @@ func (s *State) account(principal string, delta int64) {
 
 // Get implements Store.Get.
 func (s *State) Get(executionID string) (Record, error) {
-	key, ok := s.byID[executionID]
+	r, ok := s.byID[executionID]
 	if !ok {
 		return Record{}, ErrNotFound
 	}
-	return *s.byKey[key], nil
+	return *r, nil
 }
 
 // Lookup implements Store.Lookup.
@@ -405,6 +407,7 @@ func (r *Restorer) Add(rec Record) error {
 		return invalidf("restore: seq %d of %s duplicate or outside 1..%d", rec.Seq, rec.ExecutionID, f.lastSeq)
 	}
 	r.seqs[rec.Seq] = struct{}{}
+	rec.packStrings()
 	f.insert(&rec)
 	return nil
 }
@@ -462,11 +465,10 @@ func decisionsEqual(a, b *DecisionRecord) bool {
 // open returns the record of executionID when allowed accepts its status,
 // ErrNotFound or a *StateError otherwise.
 func (s *State) open(executionID, op string, allowed func(Status) bool) (*Record, error) {
-	key, ok := s.byID[executionID]
+	r, ok := s.byID[executionID]
 	if !ok {
 		return nil, ErrNotFound
 	}
-	r := s.byKey[key]
 	if !allowed(r.Status) {
 		return nil, &StateError{Op: op, Record: *r}
 	}
@@ -483,7 +485,7 @@ func settleable(allowRunning bool) func(Status) bool {
 
 func (s *State) insert(r *Record) {
 	s.byKey[r.Key] = r
-	s.byID[r.ExecutionID] = r.Key
+	s.byID[r.ExecutionID] = r
 	sk := sessionKey{r.Key.Principal, r.Key.Session}
 	recs := s.sessions[sk]
 	if recs == nil {

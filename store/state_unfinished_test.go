@@ -14,12 +14,13 @@ import (
 // TestStateUnfinishedIndex drives a State through random reservations
 // (some behind an approval gate), completions, interruptions as a
 // runner's answer, cancellations, resolutions, releases, decisions,
-// markings of a node, expiries, replacements (past a dedupe window, or of
-// an uncertain record retried) and restores, and checks after every step that the unfinished index holds
-// exactly the held records not finished, and that every query answered
-// from it (List of unfinished statuses or attention, RunningNodes,
-// Interrupted, MarkInterruptedRecords) answers what a visit of every
-// record answers.
+// markings of a node, expiries, replacements (past a dedupe window, or
+// of an uncertain record retried) and restores. After every step it
+// checks that each execution id leads to its record, that the unfinished
+// index holds exactly the held records not finished, and that every
+// query answered from it (List of unfinished statuses or attention,
+// RunningNodes, Interrupted, MarkInterruptedRecords) answers what a visit
+// of every record answers.
 func TestStateUnfinishedIndex(t *testing.T) {
 	t0 := time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)
 	rapid.Check(t, func(rt *rapid.T) {
@@ -108,7 +109,13 @@ func checkUnfinished(rt *rapid.T, s *State, step int) {
 	want := 0
 	interrupted := 0
 	var running []string
+	if len(s.byID) != len(s.byKey) {
+		rt.Fatalf("step %d: %d execution ids for %d records", step, len(s.byID), len(s.byKey))
+	}
 	for _, r := range s.byKey {
+		if s.byID[r.ExecutionID] != r {
+			rt.Fatalf("step %d: execution id %s does not lead to its record", step, r.ExecutionID)
+		}
 		got, in := s.unfinished[r.ExecutionID]
 		switch {
 		case r.Status.Finished() && in:
