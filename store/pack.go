@@ -9,9 +9,9 @@ import "strings"
 //
 // A State holds up to its capacity of records, and the garbage collector
 // visits every object they hold on every cycle: one allocation for these
-// seven strings instead of seven makes a held record three heap objects
-// with its Record and its result, not nine, and its memory smaller by
-// each small allocation's rounding up to its size class
+// seven strings instead of seven (with execution ids mapped straight to
+// records) makes a held record four heap objects, not nine, and its
+// memory smaller by each small allocation's rounding up to its size class
 // (fsm's BenchmarkMemoryPerRecord measures both). The index maps key on
 // the packed strings (insert takes them from the record), so nothing
 // keeps the decoded ones alive.

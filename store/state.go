@@ -37,8 +37,9 @@ type State struct {
 	// unfinished holds the records not yet finished (running,
 	// interrupted, awaiting approval) by execution id: the same records
 	// as byKey, by pointer. The loops that look for them (approval
-	// expiry every second, the leader's stray and liveness checks, the
-	// interrupted gauge, attention listings) visit these few instead of
+	// expiry every second, the leader's check for runners that are no
+	// longer members, the interrupted gauge, attention listings, marking
+	// a node's executions interrupted) visit these few instead of
 	// every record, so their cost does not grow with history. insert,
 	// remove and track keep it, so it too is derived from byKey alone.
 	unfinished map[string]*Record
