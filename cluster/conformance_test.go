@@ -133,9 +133,10 @@ func (r *roundRobin) pick() store.Store {
 // outcome is unknown (a leader lost mid-commit, which a loaded machine's
 // short test timers make happen): it asks again with the same execution,
 // and a record that turns out to hold this execution is this call's
-// reservation: answered Uncertain (running) or, for a gated execution,
-// Awaiting (its approval still pending). Two executions can still never
-// both be Reserved, which is what the suite checks.
+// reservation, whatever the retry was answered by its state (Uncertain
+// while it runs, Awaiting while its approval is pending): the record
+// says which. Two executions can still never both be Reserved, which is
+// what the suite checks.
 func (r *roundRobin) Reserve(ctx context.Context, k store.Key, fp string, ex store.Execution) (store.Reservation, error) {
 	unknown := false
 	for attempt := 0; ; attempt++ {
@@ -144,7 +145,7 @@ func (r *roundRobin) Reserve(ctx context.Context, k store.Key, fp string, ex sto
 			unknown = unknown || errors.Is(err, store.ErrCommitUnknown)
 			continue
 		}
-		if err == nil && unknown && (res.Outcome == store.Uncertain || res.Outcome == store.Awaiting) && res.Record.ExecutionID == ex.ID {
+		if err == nil && unknown && res.Record.ExecutionID == ex.ID {
 			res.Outcome = store.Reserved
 		}
 		return res, err
