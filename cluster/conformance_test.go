@@ -152,7 +152,9 @@ func (r *roundRobin) Reserve(ctx context.Context, k store.Key, fp string, ex sto
 	}
 }
 func (r *roundRobin) Complete(ctx context.Context, k store.Key, fp string, res store.Result) (store.Record, error) {
-	return r.pick().Complete(ctx, k, fp, res)
+	return r.write(ctx, res.ExecutionID, func(s store.Store) (store.Record, error) {
+		return s.Complete(ctx, k, fp, res)
+	}, func(rec store.Record) bool { return rec.Status == res.Status })
 }
 func (r *roundRobin) Get(ctx context.Context, id string) (store.Record, error) {
 	return r.pick().Get(ctx, id)
@@ -164,16 +166,46 @@ func (r *roundRobin) List(ctx context.Context, q store.ListQuery) (store.Page, e
 	return r.pick().List(ctx, q)
 }
 func (r *roundRobin) Cancel(ctx context.Context, id string, res store.Result) (store.Record, error) {
-	return r.pick().Cancel(ctx, id, res)
+	return r.write(ctx, id, func(s store.Store) (store.Record, error) {
+		return s.Cancel(ctx, id, res)
+	}, func(rec store.Record) bool { return rec.Status == store.StatusCancelled })
 }
 func (r *roundRobin) Resolve(ctx context.Context, id string, rs store.Resolution) (store.Record, error) {
-	return r.pick().Resolve(ctx, id, rs)
+	return r.write(ctx, id, func(s store.Store) (store.Record, error) {
+		return s.Resolve(ctx, id, rs)
+	}, func(rec store.Record) bool { return rec.Status == rs.Status && rec.ResolvedBy == rs.By })
 }
 func (r *roundRobin) Release(ctx context.Context, id string, allowRunning bool) (store.Record, error) {
 	return r.pick().Release(ctx, id, allowRunning)
 }
 func (r *roundRobin) Decide(ctx context.Context, id string, d store.Decision) (store.Record, error) {
-	return r.pick().Decide(ctx, id, d)
+	return r.write(ctx, id, func(s store.Store) (store.Record, error) {
+		return s.Decide(ctx, id, d)
+	}, func(rec store.Record) bool {
+		return rec.Decision != nil && rec.Decision.By == d.Actor && rec.Decision.At.Equal(d.At)
+	})
+}
+
+// write sends a write on an execution's record to the next node's store,
+// and finds out, as Reserve does, when its outcome is unknown: it is sent
+// again (to the next node), and when the retry is refused because the
+// record has moved on, a record of this execution that applied shows
+// is this write's answer. A write that was refused before any unknown
+// outcome is returned as it is, so the suite's checks of refusals hold.
+func (r *roundRobin) write(ctx context.Context, id string, do func(store.Store) (store.Record, error), applied func(store.Record) bool) (store.Record, error) {
+	unknown := false
+	for attempt := 0; ; attempt++ {
+		rec, err := do(r.pick())
+		if attempt < 20 && (errors.Is(err, store.ErrCommitUnknown) || errors.Is(err, store.ErrUnavailable) && ctx.Err() == nil) {
+			unknown = unknown || errors.Is(err, store.ErrCommitUnknown)
+			continue
+		}
+		var se *store.StateError
+		if unknown && errors.As(err, &se) && se.Record.ExecutionID == id && applied(se.Record) {
+			return se.Record, nil
+		}
+		return rec, err
+	}
 }
 func (r *roundRobin) MarkInterrupted(ctx context.Context, node string) (int, error) {
 	return r.pick().MarkInterrupted(ctx, node)
