@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -103,6 +104,10 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 			continue
 		}
 		rs := make(Responses, len(cmds))
+		if f.ledger != nil {
+			// Most commands draft one entry: room for them at once.
+			f.p.drafts = slices.Grow(f.p.drafts, len(cmds))
+		}
 		for pos, data := range cmds {
 			rs[pos] = f.applyOne(l.Index, Token(l.Index, pos), data, &seen)
 		}

@@ -45,8 +45,11 @@ type Ledger struct {
 	index      uint64     // the last log index written
 	err        error
 
-	scratch []byte // the writer's
-	q       ledgerQueue
+	// The writer's: it chains the entries, and lays out a commit's values
+	// in values (kept for the next commit up to maxKeptValues bytes).
+	chain  audit.Chainer
+	values []byte
+	q      ledgerQueue
 }
 
 var (
@@ -153,6 +156,11 @@ type ledgerGroup struct {
 	prune  time.Time // zero: none
 }
 
+// maxKeptValues bounds the bytes of values the writer keeps between
+// commits: a loaded node's commit of 100 ms holds some 700 entries of
+// about 500 bytes.
+const maxKeptValues = 1 << 20
+
 // write appends groups, in order, in one transaction, skipping those at
 // or below the index already written.
 func (l *Ledger) write(groups []ledgerGroup) {
@@ -168,18 +176,25 @@ func (l *Ledger) write(groups []ledgerGroup) {
 	if len(groups) == 0 {
 		return
 	}
+	values := l.values[:0]
 	err := l.db.Update(func(tx *bbolt.Tx) error {
 		b := tx.Bucket(bucketEntries)
+		// Keys only grow, so a page split off the end is never written
+		// into again: fill it whole instead of half (bbolt's default),
+		// which halves the pages a commit writes and the file's size.
+		b.FillPercent = 1
 		var key [8]byte
 		for _, g := range groups {
 			for _, d := range g.drafts {
+				// A value must stay as it is until the transaction ends:
+				// values only grows meanwhile (a larger array when it
+				// must, leaving the values put before where they are).
+				start := len(values)
+				values = binary.BigEndian.AppendUint64(values, uint64(d.Time.UnixNano()))
 				var e audit.Entry
-				e, head = head.Next(d, l.scratch)
-				// A value must stay as it is until the transaction ends.
-				v := binary.BigEndian.AppendUint64(make([]byte, 0, 512), uint64(e.Time.UnixNano()))
-				v = e.Line(v)
+				values, e, head = l.chain.AppendNext(values, head, d)
 				binary.BigEndian.PutUint64(key[:], e.Seq)
-				if err := b.Put(key[:], v); err != nil {
+				if err := b.Put(key[:], values[start:len(values):len(values)]); err != nil {
 					return err
 				}
 			}
@@ -195,6 +210,9 @@ func (l *Ledger) write(groups []ledgerGroup) {
 		return errors.Join(m.Put(keyIndex, binary.BigEndian.AppendUint64(nil, index)),
 			m.Put(keyHead, putHead(head)), m.Put(keyCheckpoint, putHead(cp)))
 	})
+	if cap(values) <= maxKeptValues {
+		l.values = values[:0]
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err != nil {

@@ -71,17 +71,24 @@ type Draft = Entry
 
 // Canonical appends the RFC 8785 canonical JSON of e without its "hash"
 // member: the bytes its Hash covers.
-func (e *Entry) Canonical(dst []byte) []byte { return e.appendJSON(dst, false) }
+func (e *Entry) Canonical(dst []byte) []byte {
+	b, _ := e.appendJSON(dst, false)
+	return b
+}
 
 // Line appends the canonical JSON of the whole entry, "hash" included,
 // and a newline: one line of an export.
-func (e *Entry) Line(dst []byte) []byte { return append(e.appendJSON(dst, true), '\n') }
+func (e *Entry) Line(dst []byte) []byte {
+	b, _ := e.appendJSON(dst, true)
+	return append(b, '\n')
+}
 
 // appendJSON writes the members in RFC 8785's order (their names are
 // ASCII, so sorted bytewise). Strings are written with RFC 8785's
 // escaping; text that is not valid UTF-8 is first made valid (Clean), so
-// an entry built by Clean always writes as it reads back.
-func (e *Entry) appendJSON(b []byte, withHash bool) []byte {
+// an entry built by Clean always writes as it reads back. hashAt is where
+// the "hash" member starts, or would start when withHash is false.
+func (e *Entry) appendJSON(b []byte, withHash bool) (_ []byte, hashAt int) {
 	str := func(name, v string) {
 		b = append(b, name...)
 		b = jsonscan.AppendString(b, v, jsonscan.Canonical)
@@ -97,6 +104,7 @@ func (e *Entry) appendJSON(b []byte, withHash bool) []byte {
 	}
 	str(`,"execution_id":`, e.ExecutionID)
 	str(`,"fingerprint":`, e.Fingerprint)
+	hashAt = len(b)
 	if withHash {
 		str(`,"hash":`, e.Hash)
 	}
@@ -107,9 +115,11 @@ func (e *Entry) appendJSON(b []byte, withHash bool) []byte {
 	b = strconv.AppendUint(b, e.Seq, 10)
 	str(`,"status":`, e.Status)
 	str(`,"target":`, e.Target)
-	str(`,"time":`, FormatTime(e.Time))
+	var t [len(time.RFC3339Nano) + 8]byte
+	b = append(b, `,"time":`...)
+	b = jsonscan.AppendString(b, e.Time.UTC().AppendFormat(t[:0], time.RFC3339Nano), jsonscan.Canonical)
 	str(`,"tool":`, e.Tool)
-	return append(b, '}')
+	return append(b, '}'), hashAt
 }
 
 // FormatTime is how an entry writes its time: UTC, time.RFC3339Nano.
