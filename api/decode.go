@@ -46,7 +46,7 @@ func readBody(c echo.Context, limit int64) ([]byte, error) {
 	if req.ContentLength > limit {
 		return nil, tooLarge(limit)
 	}
-	body, err := io.ReadAll(io.LimitReader(req.Body, limit+1))
+	body, err := readAll(req.ContentLength, io.LimitReader(req.Body, limit+1))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -67,6 +67,30 @@ func readBody(c echo.Context, limit int64) ([]byte, error) {
 		}
 	}
 	return body, nil
+}
+
+// readAll is io.ReadAll into a buffer of the size the body declares
+// (size < 0: unknown), so that a body of the declared size is read in one
+// allocation of its size rather than grown from 512 bytes.
+func readAll(size int64, r io.Reader) ([]byte, error) {
+	if size < 0 || size >= 1<<20 {
+		return io.ReadAll(r)
+	}
+	// One byte more than declared: the read that finds the end needs room.
+	b := make([]byte, 0, size+1)
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+	}
 }
 
 func tooLarge(limit int64) error {

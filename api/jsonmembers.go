@@ -87,6 +87,9 @@ func checkNames(ms []member, known map[string]bool) error {
 // I-JSON: checkStrict does, as decodeStrict does after it decodes.
 func fastCallBody(ms []member) (b callBody, ok bool) {
 	var seen [6]bool
+	// The string members' values, one allocation for the three (b points
+	// into it) rather than one each.
+	var strs *[3]string
 	for _, m := range ms {
 		var slot int
 		var str **string
@@ -120,8 +123,11 @@ func fastCallBody(ms []member) (b callBody, ok bool) {
 		case string(v) == "null":
 			*str = nil
 		case len(v) >= 2 && v[0] == '"' && plainASCII(v[1:len(v)-1]):
-			s := string(v[1 : len(v)-1])
-			*str = &s
+			if strs == nil {
+				strs = new([3]string)
+			}
+			strs[slot] = string(v[1 : len(v)-1])
+			*str = &strs[slot]
 		default:
 			return b, false
 		}

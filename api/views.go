@@ -97,12 +97,16 @@ func baseView(r store.Record) recordView {
 // callView is the answer to POST /v1/tools/call.
 func callView(resp engine.Response) recordView {
 	v := baseView(resp.Record)
-	v.Replayed = &resp.Replayed
+	// Pointers to copies: a pointer into resp would move all of it to the
+	// heap on every call.
+	replayed := resp.Replayed
+	v.Replayed = &replayed
 	if resp.Passthrough {
 		v.Recorded = new(bool)
 	}
 	if resp.Record.Resolved {
-		v.Resolved = &resp.Record.Resolved
+		v.Resolved = new(bool)
+		*v.Resolved = true
 		v.ResolvedBy = resp.Record.ResolvedBy
 	}
 	if resp.Awaiting {
