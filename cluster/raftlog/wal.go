@@ -59,6 +59,7 @@ type WAL struct {
 
 	writeMu sync.Mutex // serializes writes and deletions
 	broken  error      // set once a failed write could not be undone; under writeMu
+	scratch []byte     // the last append's records, reused by the next; under writeMu
 
 	mu    sync.RWMutex // guards segs and first; held by readers
 	segs  []*segment   // in index order, each holding at least one entry
@@ -78,6 +79,10 @@ type segment struct {
 }
 
 func (s *segment) last() uint64 { return s.first + uint64(len(s.offsets)) - 1 }
+
+// maxScratch bounds the buffer an append keeps for the next one: a round
+// of small commands is a few KiB; a large one is not kept.
+const maxScratch = 1 << 20
 
 // WALDir is the WAL's directory in a data dir, and walSegmentSize the
 // size past which a new segment file is begun.

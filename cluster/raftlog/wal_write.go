@@ -58,7 +58,19 @@ func (w *WAL) StoreLogs(logs []*raft.Log) error {
 		}
 	}
 
-	var buf []byte
+	// The records are laid out in the buffer kept from the last append
+	// (writeMu is held: no other append uses it meanwhile).
+	size := 0
+	for _, l := range logs {
+		size += recordHeader + payloadFixed + len(l.Data) + len(l.Extensions)
+	}
+	buf := w.scratch[:0]
+	if cap(buf) < size {
+		buf = make([]byte, 0, size)
+	}
+	if cap(buf) <= maxScratch {
+		w.scratch = buf
+	}
 	offsets := make([]int64, len(logs))
 	for i, l := range logs {
 		offsets[i] = int64(len(buf))
