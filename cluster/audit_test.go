@@ -15,3 +15,13 @@ func TestCommandKinds(t *testing.T) {
 		t.Fatalf("commandKinds = %q", got)
 	}
 }
+
+// TestCommandKindsOfOne checks the summary of a batch of one command,
+// which takes a path of its own.
+func TestCommandKindsOfOne(t *testing.T) {
+	for cmd, want := range map[string]string{"\xC3\x01": "reserve=1", "\xC3\x02\x00": "complete=1", "not json": "other=1"} {
+		if got := commandKinds([][]byte{[]byte(cmd)}); got != want {
+			t.Errorf("commandKinds(%q) = %q, want %q", cmd, got, want)
+		}
+	}
+}
