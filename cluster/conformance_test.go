@@ -207,8 +207,46 @@ func (r *roundRobin) write(ctx context.Context, id string, do func(store.Store) 
 		return rec, err
 	}
 }
+
+// MarkInterrupted finds out, as write does, when its outcome is unknown:
+// it is sent again, and since a retry after one that applied marks
+// nothing, the count is then what was marked since the first try: the
+// node's interrupted records after the last try less those before the
+// first (the suite's cases run one call at a time on their store).
 func (r *roundRobin) MarkInterrupted(ctx context.Context, node string) (int, error) {
-	return r.pick().MarkInterrupted(ctx, node)
+	before, err := r.interruptedOf(ctx, node)
+	if err != nil {
+		return 0, err
+	}
+	for attempt := 0; ; attempt++ {
+		n, err := r.pick().MarkInterrupted(ctx, node)
+		if attempt < 20 && ctx.Err() == nil && (errors.Is(err, store.ErrCommitUnknown) || errors.Is(err, store.ErrUnavailable)) {
+			continue
+		}
+		if err != nil || attempt == 0 {
+			return n, err
+		}
+		after, err := r.interruptedOf(ctx, node)
+		if err != nil {
+			return 0, err
+		}
+		return after - before, nil
+	}
+}
+
+// interruptedOf counts the interrupted records of node.
+func (r *roundRobin) interruptedOf(ctx context.Context, node string) (int, error) {
+	p, err := r.List(ctx, store.ListQuery{AllPrincipals: true, AllSessions: true, Statuses: []store.Status{store.StatusInterrupted}})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, rec := range p.Records {
+		if rec.NodeID == node {
+			n++
+		}
+	}
+	return n, nil
 }
 func (r *roundRobin) Stats(ctx context.Context) (store.Stats, error) {
 	// Stats is a node's applied state; read it after a barrier.
