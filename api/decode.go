@@ -17,6 +17,7 @@ import (
 
 	"github.com/carmyhq/carmy/api/internal/strictjson"
 	"github.com/carmyhq/carmy/engine"
+	"github.com/carmyhq/carmy/internal/iobuf"
 	"github.com/carmyhq/carmy/store"
 )
 
@@ -77,20 +78,7 @@ func readAll(size int64, r io.Reader) ([]byte, error) {
 		return io.ReadAll(r)
 	}
 	// One byte more than declared: the read that finds the end needs room.
-	b := make([]byte, 0, size+1)
-	for {
-		n, err := r.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if err == io.EOF {
-			return b, nil
-		}
-		if err != nil {
-			return b, err
-		}
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
-		}
-	}
+	return iobuf.ReadAppend(make([]byte, 0, size+1), r, 0)
 }
 
 func tooLarge(limit int64) error {

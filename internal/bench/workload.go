@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/carmyhq/carmy/internal/certs"
+	"github.com/carmyhq/carmy/internal/iobuf"
 )
 
 // The workload of `carmy bench`: clients that each make one call at a time,
@@ -437,20 +438,7 @@ const maxAnswerRead = 1 << 20
 
 // readAnswer appends what r gives to buf, up to maxAnswerRead bytes.
 func readAnswer(buf []byte, r io.Reader) ([]byte, error) {
-	for len(buf) < maxAnswerRead {
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			return buf, nil
-		}
-		if err != nil {
-			return buf, err
-		}
-	}
-	return buf, nil
+	return iobuf.ReadAppend(buf, r, maxAnswerRead)
 }
 
 // classifyError names the outcome of a non-200 answer: its error code
