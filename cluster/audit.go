@@ -3,9 +3,8 @@ package cluster
 import (
 	"log/slog"
 	"net/http"
-	"sort"
+	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/carmyhq/carmy/cluster/peer"
 	"github.com/carmyhq/carmy/fsm"
@@ -17,16 +16,27 @@ import (
 // size and command kinds, or the join's or removal's target) and the
 // outcome. One line per request, never one per command.
 
-// callerOf names the caller of a peer request: the node id it sends
-// (peer.NodeIDHeader; a claim, made by a caller that peer.Handler let
-// through), and
-// with node TLS its certificate's common name.
-func callerOf(r *http.Request) []any {
-	attrs := []any{slog.String("remote_addr", r.RemoteAddr), slog.String("caller", r.Header.Get(peer.NodeIDHeader))}
+// appendCaller appends what names the caller of a peer request: its
+// address, the node id it sends (peer.NodeIDHeader; a claim, made by a
+// caller that peer.Handler let through), and with node TLS its
+// certificate's common name.
+func appendCaller(dst []slog.Attr, r *http.Request) []slog.Attr {
+	dst = append(dst, slog.String("remote_addr", r.RemoteAddr), slog.String("caller", r.Header.Get(peer.NodeIDHeader)))
 	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
-		attrs = append(attrs, slog.String("caller_cert", r.TLS.PeerCertificates[0].Subject.CommonName))
+		dst = append(dst, slog.String("caller_cert", r.TLS.PeerCertificates[0].Subject.CommonName))
 	}
-	return attrs
+	return dst
+}
+
+// callerOf is appendCaller's attributes as a log call's arguments.
+func callerOf(r *http.Request) []any {
+	var buf [3]slog.Attr
+	attrs := appendCaller(buf[:0], r)
+	out := make([]any, len(attrs))
+	for i, a := range attrs {
+		out[i] = a
+	}
+	return out
 }
 
 // commandKinds summarises a batch's command types, "complete=2 reserve=3",
@@ -34,34 +44,37 @@ func callerOf(r *http.Request) []any {
 // it; a command of another shape counts as "other". The FSM decodes each
 // command and decides; this is only the log's summary.
 func commandKinds(cmds [][]byte) string {
-	if len(cmds) == 1 {
-		// Most forwarded batches under load: one command.
-		if t, ok := fsm.PeekType(cmds[0]); ok {
-			return string(t) + "=1"
-		}
-		return "other=1"
+	// A handful of kinds at most: counted in a small slice kept in kind
+	// order as it fills, no map.
+	type count struct {
+		kind string
+		n    int
 	}
-	counts := map[string]int{}
+	var buf [4]count
+	counts := buf[:0]
 	for _, raw := range cmds {
 		kind := "other"
 		if t, ok := fsm.PeekType(raw); ok {
 			kind = string(t)
 		}
-		counts[kind]++
-	}
-	kinds := make([]string, 0, len(counts))
-	for k := range counts {
-		kinds = append(kinds, k)
-	}
-	sort.Strings(kinds)
-	var b strings.Builder
-	for i, k := range kinds {
-		if i > 0 {
-			b.WriteByte(' ')
+		i := 0
+		for i < len(counts) && counts[i].kind < kind {
+			i++
 		}
-		b.WriteString(k + "=" + strconv.Itoa(counts[k]))
+		if i == len(counts) || counts[i].kind != kind {
+			counts = slices.Insert(counts, i, count{kind: kind})
+		}
+		counts[i].n++
 	}
-	return b.String()
+	var text [64]byte
+	b := text[:0]
+	for i, c := range counts {
+		if i > 0 {
+			b = append(b, ' ')
+		}
+		b = strconv.AppendInt(append(append(b, c.kind...), '='), int64(c.n), 10)
+	}
+	return string(b)
 }
 
 // audit logs one write through the peer endpoints. The message stays
@@ -76,11 +89,7 @@ func (n *Node) audit(r *http.Request, op string, attrs ...slog.Attr) {
 	if !n.log.Enabled(ctx, slog.LevelInfo) {
 		return
 	}
-	all := make([]slog.Attr, 0, 4+len(attrs))
-	all = append(all, slog.String("op", op), slog.String("remote_addr", r.RemoteAddr), slog.String("caller", r.Header.Get(peer.NodeIDHeader)))
-	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
-		all = append(all, slog.String("caller_cert", r.TLS.PeerCertificates[0].Subject.CommonName))
-	}
+	all := appendCaller(append(make([]slog.Attr, 0, 4+len(attrs)), slog.String("op", op)), r)
 	n.log.LogAttrs(ctx, slog.LevelInfo, "internal write", append(all, attrs...)...)
 }
 
