@@ -9,11 +9,20 @@ import (
 	"github.com/carmyhq/carmy/store"
 )
 
-// unknownOnce applies each Complete and MarkInterrupted, then says the
-// first of each was of unknown outcome, as a leader lost mid-commit does.
+// unknownOnce applies each Reserve, Complete and MarkInterrupted, then
+// says the first of each was of unknown outcome, as a leader lost
+// mid-commit does.
 type unknownOnce struct {
 	store.Store
-	completes, marks int
+	reserves, completes, marks int
+}
+
+func (u *unknownOnce) Reserve(ctx context.Context, k store.Key, fp string, ex store.Execution) (store.Reservation, error) {
+	res, err := u.Store.Reserve(ctx, k, fp, ex)
+	if u.reserves++; u.reserves == 1 && err == nil {
+		return store.Reservation{}, store.ErrCommitUnknown
+	}
+	return res, err
 }
 
 func (u *unknownOnce) Complete(ctx context.Context, k store.Key, fp string, res store.Result) (store.Record, error) {
@@ -34,7 +43,8 @@ func (u *unknownOnce) MarkInterrupted(ctx context.Context, node string) (int, er
 
 // TestRoundRobinFindsOutUnknownWrites holds the conformance harness to
 // what the Store contract asks of a caller after an unknown outcome: a
-// completion that applied is answered with its record, and
+// reservation that applied is this call's (its retry is answered
+// uncertain), a completion that applied is answered with its record, and
 // MarkInterrupted counts what it marked, not what its retry marked.
 func TestRoundRobinFindsOutUnknownWrites(t *testing.T) {
 	ctx := context.Background()
@@ -42,8 +52,9 @@ func TestRoundRobinFindsOutUnknownWrites(t *testing.T) {
 	at := time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)
 	reserve := func(id, node string) store.Key {
 		k := store.Key{Principal: "p", Session: "s", RequestID: id}
-		if _, err := r.Reserve(ctx, k, "fp", store.Execution{ID: "exec_" + id, Tool: "t", NodeID: node, StartedAt: at}); err != nil {
-			t.Fatal(err)
+		res, err := r.Reserve(ctx, k, "fp", store.Execution{ID: "exec_" + id, Tool: "t", NodeID: node, StartedAt: at})
+		if err != nil || res.Outcome != store.Reserved || res.Record.ExecutionID != "exec_"+id {
+			t.Fatalf("Reserve(%s) = %v %+v, %v; want this execution reserved", id, res.Outcome, res.Record, err)
 		}
 		return k
 	}

@@ -129,27 +129,34 @@ func (r *roundRobin) pick() store.Store {
 	return r.stores[int(r.next.Add(1))%len(r.stores)]
 }
 
-// Reserve finds out, as the Store contract asks of a caller, when a write's
-// outcome is unknown (a leader lost mid-commit, which a loaded machine's
-// short test timers make happen): it asks again with the same execution,
-// and a record that turns out to hold this execution is this call's
-// reservation, whatever the retry was answered by its state (Uncertain
-// while it runs, Awaiting while its approval is pending): the record
-// says which. Two executions can still never both be Reserved, which is
-// what the suite checks.
-func (r *roundRobin) Reserve(ctx context.Context, k store.Key, fp string, ex store.Execution) (store.Reservation, error) {
-	unknown := false
-	for attempt := 0; ; attempt++ {
-		res, err := r.pick().Reserve(ctx, k, fp, ex)
-		if attempt < 20 && (errors.Is(err, store.ErrCommitUnknown) || errors.Is(err, store.ErrUnavailable) && ctx.Err() == nil) {
-			unknown = unknown || errors.Is(err, store.ErrCommitUnknown)
-			continue
+// attempt sends a write to the next node's store, and again to the node
+// after while it is answered unavailable or of unknown outcome (a leader
+// lost mid-commit, which a loaded machine's short test timers make
+// happen), at most 20 times. unknown says whether an attempt's outcome
+// was unknown: that attempt may have applied, and its caller must find
+// out, as the Store contract asks. A write refused before any unknown
+// outcome comes back as it was, so the suite's checks of refusals hold.
+func attempt[T any](ctx context.Context, r *roundRobin, do func(store.Store) (T, error)) (v T, unknown bool, err error) {
+	for i := 0; ; i++ {
+		v, err = do(r.pick())
+		unknown = unknown || errors.Is(err, store.ErrCommitUnknown)
+		if i == 20 || ctx.Err() != nil || !errors.Is(err, store.ErrCommitUnknown) && !errors.Is(err, store.ErrUnavailable) {
+			return v, unknown, err
 		}
-		if err == nil && unknown && res.Record.ExecutionID == ex.ID {
-			res.Outcome = store.Reserved
-		}
-		return res, err
 	}
+}
+
+// Reserve finds out an unknown outcome (attempt): a record that turns out
+// to hold this execution is this call's reservation, whatever the retry
+// was answered by its state (Uncertain while it runs, Awaiting while its
+// approval is pending): the record says which. Two executions can still
+// never both be Reserved, which is what the suite checks.
+func (r *roundRobin) Reserve(ctx context.Context, k store.Key, fp string, ex store.Execution) (store.Reservation, error) {
+	res, unknown, err := attempt(ctx, r, func(s store.Store) (store.Reservation, error) { return s.Reserve(ctx, k, fp, ex) })
+	if err == nil && unknown && res.Record.ExecutionID == ex.ID {
+		res.Outcome = store.Reserved
+	}
+	return res, err
 }
 func (r *roundRobin) Complete(ctx context.Context, k store.Key, fp string, res store.Result) (store.Record, error) {
 	return r.write(ctx, res.ExecutionID, func(s store.Store) (store.Record, error) {
@@ -186,52 +193,37 @@ func (r *roundRobin) Decide(ctx context.Context, id string, d store.Decision) (s
 	})
 }
 
-// write sends a write on an execution's record to the next node's store,
-// and finds out, as Reserve does, when its outcome is unknown: it is sent
-// again (to the next node), and when the retry is refused because the
-// record has moved on, a record of this execution that applied shows
-// is this write's answer. A write that was refused before any unknown
-// outcome is returned as it is, so the suite's checks of refusals hold.
+// write sends a write on an execution's record (attempt), and finds out
+// an unknown outcome: when the retry is refused because the record has
+// moved on, a record of this execution that shows the write applied is
+// this write's answer.
 func (r *roundRobin) write(ctx context.Context, id string, do func(store.Store) (store.Record, error), applied func(store.Record) bool) (store.Record, error) {
-	unknown := false
-	for attempt := 0; ; attempt++ {
-		rec, err := do(r.pick())
-		if attempt < 20 && (errors.Is(err, store.ErrCommitUnknown) || errors.Is(err, store.ErrUnavailable) && ctx.Err() == nil) {
-			unknown = unknown || errors.Is(err, store.ErrCommitUnknown)
-			continue
-		}
-		var se *store.StateError
-		if unknown && errors.As(err, &se) && se.Record.ExecutionID == id && applied(se.Record) {
-			return se.Record, nil
-		}
-		return rec, err
+	rec, unknown, err := attempt(ctx, r, do)
+	var se *store.StateError
+	if unknown && errors.As(err, &se) && se.Record.ExecutionID == id && applied(se.Record) {
+		return se.Record, nil
 	}
+	return rec, err
 }
 
-// MarkInterrupted finds out, as write does, when its outcome is unknown:
-// it is sent again, and since a retry after one that applied marks
-// nothing, the count is then what was marked since the first try: the
-// node's interrupted records after the last try less those before the
-// first (the suite's cases run one call at a time on their store).
+// MarkInterrupted finds out an unknown outcome (attempt): a retry after
+// an attempt that applied marks nothing, so the count is then the node's
+// interrupted records after the last attempt less those before the first
+// (the suite's cases run one call at a time on their store).
 func (r *roundRobin) MarkInterrupted(ctx context.Context, node string) (int, error) {
 	before, err := r.interruptedOf(ctx, node)
 	if err != nil {
 		return 0, err
 	}
-	for attempt := 0; ; attempt++ {
-		n, err := r.pick().MarkInterrupted(ctx, node)
-		if attempt < 20 && ctx.Err() == nil && (errors.Is(err, store.ErrCommitUnknown) || errors.Is(err, store.ErrUnavailable)) {
-			continue
-		}
-		if err != nil || attempt == 0 {
-			return n, err
-		}
-		after, err := r.interruptedOf(ctx, node)
-		if err != nil {
-			return 0, err
-		}
-		return after - before, nil
+	n, unknown, err := attempt(ctx, r, func(s store.Store) (int, error) { return s.MarkInterrupted(ctx, node) })
+	if err != nil || !unknown {
+		return n, err
 	}
+	after, err := r.interruptedOf(ctx, node)
+	if err != nil {
+		return 0, err
+	}
+	return after - before, nil
 }
 
 // interruptedOf counts the interrupted records of node.
