@@ -34,9 +34,14 @@ var crcTable = crc32.MakeTable(crc32.Castagnoli)
 // errTorn is a record that is not whole: the end of what was written.
 var errTorn = errors.New("torn record")
 
+// recordSize is the length of l's record, header included.
+func recordSize(l *raft.Log) int {
+	return recordHeader + payloadFixed + len(l.Data) + len(l.Extensions)
+}
+
 // appendRecord appends l's record to buf.
 func appendRecord(buf []byte, l *raft.Log) []byte {
-	n := payloadFixed + len(l.Data) + len(l.Extensions)
+	n := recordSize(l) - recordHeader
 	start := len(buf)
 	buf = append(buf, make([]byte, recordHeader+n)...)
 	p := buf[start+recordHeader:]

@@ -62,7 +62,7 @@ func (w *WAL) StoreLogs(logs []*raft.Log) error {
 	// (writeMu is held: no other append uses it meanwhile).
 	size := 0
 	for _, l := range logs {
-		size += recordHeader + payloadFixed + len(l.Data) + len(l.Extensions)
+		size += recordSize(l)
 	}
 	buf := w.scratch[:0]
 	if cap(buf) < size {
