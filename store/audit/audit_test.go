@@ -2,6 +2,8 @@ package audit_test
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -66,6 +68,11 @@ func TestCanonicalIsJCS(t *testing.T) {
 	}
 	if got := e.Canonical(nil); !bytes.Equal(got, want) {
 		t.Fatalf("canonical\n%s\nwant\n%s", got, want)
+	}
+	// The hash as docs/audit.md defines it, computed here on its own.
+	sum := sha256.Sum256(append([]byte(e.PrevHash), want...))
+	if e.PrevHash != audit.Genesis || e.Hash != hex.EncodeToString(sum[:]) {
+		t.Fatalf("entry 1: prev_hash %s hash %s, want %s and %x", e.PrevHash, e.Hash, audit.Genesis, sum)
 	}
 }
 

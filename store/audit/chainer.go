@@ -16,6 +16,20 @@ type Chainer struct {
 	prev [2 * sha256.Size]byte // room for a PrevHash's bytes
 }
 
+// hash returns the hash of an entry whose PrevHash is prev and whose
+// canonical JSON is canonical: the hex SHA-256 of the two, in that order
+// (Entry.ComputeHash).
+func (c *Chainer) hash(prev string, canonical []byte) (digits [2 * sha256.Size]byte) {
+	if c.h == nil {
+		c.h = sha256.New()
+	}
+	c.h.Reset()
+	_, _ = c.h.Write(append(c.prev[:0], prev...))
+	_, _ = c.h.Write(canonical)
+	hex.Encode(digits[:], c.h.Sum(c.sum[:0]))
+	return digits
+}
+
 // hashMember is the length of `,"hash":"<64 hex digits>"`.
 const hashMember = len(`,"hash":""`) + 2*sha256.Size
 
@@ -28,14 +42,7 @@ func (c *Chainer) AppendNext(dst []byte, head Head, d Draft) ([]byte, Entry, Hea
 	e.PrevHash = head.Hash
 	start := len(dst)
 	dst, at := e.appendJSON(dst, false)
-	if c.h == nil {
-		c.h = sha256.New()
-	}
-	c.h.Reset()
-	_, _ = c.h.Write(append(c.prev[:0], e.PrevHash...))
-	_, _ = c.h.Write(dst[start:])
-	var digits [2 * sha256.Size]byte
-	hex.Encode(digits[:], c.h.Sum(c.sum[:0]))
+	digits := c.hash(e.PrevHash, dst[start:])
 	e.Hash = string(digits[:])
 	// The canonical JSON with the hash member put in its place: hex
 	// digits need no escaping.

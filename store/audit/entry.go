@@ -1,8 +1,6 @@
 package audit
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"strconv"
 	"strings"
 	"time"
@@ -115,23 +113,22 @@ func (e *Entry) appendJSON(b []byte, withHash bool) (_ []byte, hashAt int) {
 	b = strconv.AppendUint(b, e.Seq, 10)
 	str(`,"status":`, e.Status)
 	str(`,"target":`, e.Target)
-	var t [len(time.RFC3339Nano) + 8]byte
-	b = append(b, `,"time":`...)
-	b = jsonscan.AppendString(b, e.Time.UTC().AppendFormat(t[:0], time.RFC3339Nano), jsonscan.Canonical)
+	b = append(appendTime(append(b, `,"time":"`...), e.Time), '"')
 	str(`,"tool":`, e.Tool)
 	return append(b, '}'), hashAt
 }
 
-// FormatTime is how an entry writes its time: UTC, time.RFC3339Nano.
-func FormatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+// appendTime appends how an entry writes its time: UTC,
+// time.RFC3339Nano. The text is digits and "-:.TZ", which JSON strings
+// hold unescaped.
+func appendTime(dst []byte, t time.Time) []byte { return t.UTC().AppendFormat(dst, time.RFC3339Nano) }
 
 // ComputeHash returns the hash e must carry: hex SHA-256 of its PrevHash
 // and its canonical JSON. scratch, when given, is reused for the bytes.
 func (e *Entry) ComputeHash(scratch []byte) string {
-	h := sha256.New()
-	h.Write([]byte(e.PrevHash))
-	h.Write(e.Canonical(scratch[:0]))
-	return hex.EncodeToString(h.Sum(nil))
+	var c Chainer
+	digits := c.hash(e.PrevHash, e.Canonical(scratch[:0]))
+	return string(digits[:])
 }
 
 // Clean returns d with every string made valid UTF-8 (invalid bytes as
